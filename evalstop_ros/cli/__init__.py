@@ -1,0 +1,24 @@
+"""The ``evalstop`` command line: one module per verb, each a thin layer over the core.
+
+Every verb module has ``add_arguments(parser)`` and ``run(args) -> int``; :mod:`.main` wires them
+into one argparse parser.  With ``--json`` a verb prints exactly one JSON object (sorted keys) to
+stdout; diagnostics, progress bars and errors go to stderr.
+
+Exit codes
+----------
+0
+    Success (for ``analyze``, whatever the decision).
+1
+    A check failed (``evalstop step check``: the exact Type-I error exceeds ``alpha + 1e-4``).
+2
+    Usage or input error: a bad option, or a data file that cannot be read; the one-line message
+    names the file, line and value.  Nothing is printed to stdout.
+130
+    Interrupted (Ctrl-C).
+"""
+
+EXIT_OK = 0
+EXIT_CHECK_FAILED = 1
+EXIT_USAGE = 2
+
+__all__ = ["EXIT_CHECK_FAILED", "EXIT_OK", "EXIT_USAGE"]

@@ -1,0 +1,121 @@
+"""``evalstop analyze``: replay a recorded paired comparison through a sequential test.
+
+The pairs are read from a CSV file (:mod:`.data`) and handed to
+:func:`evalstop_ros.stats.registry.run_test`, i.e. to the method's own ``*_test`` function, which
+reads them in collection order and reports the *first* stop: the only reading the anytime and
+STEP guarantees cover (step.md pitfall 6).
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+
+from ..stats.methods import VALIDITY
+from ..stats.registry import METHODS, run_test
+from ..stats.sequential import Decision, SequentialResult
+from .step import fetch_table
+from ._common import CliError, add_alpha_alternative, print_json
+from .data import PairedScores, load_pairs
+
+HELP = "run a sequential test over recorded paired scores (CSV)"
+DESCRIPTION = """\
+Replay paired scores of policy A (baseline) and policy B (candidate) through a sequential
+test, in collection order, and report the first decision, its trial and the p-value path.
+
+The CSV is wide (header policy_a,policy_b, one row per trial; or any two columns named with
+--columns A,B) or long (header trial,policy,score; pairs formed by trial id in order of first
+appearance; --columns A,B picks and orients two policies).  Scores lie in [0, 1]."""
+EPILOG = """\
+example:
+  evalstop analyze towel.csv --method nscore --alpha 0.05 --alternative greater
+
+exit status: 0 done (whatever the decision), 2 usage or input error."""
+#: Human output shows every this-many-th trial of the p-value path, plus the last one.
+TABLE_EVERY = 10
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Declare the options of ``evalstop analyze``."""
+    parser.add_argument("data", help="CSV file of paired scores (wide or long layout)")
+    parser.add_argument("--method", choices=tuple(METHODS), required=True, help="sequential test")
+    add_alpha_alternative(parser)
+    parser.add_argument(
+        "--n-max", type=int, default=None,
+        help="horizon: required by step and lai; for nscore, wsr and savi an optional budget "
+        "(default: all pairs)",
+    )
+    parser.add_argument("--seed", type=int, default=0, help="STEP randomization seed, fixed before the data (default %(default)s)")
+    parser.add_argument("--bins", type=int, default=2, help="N-SCORE score bins K (default %(default)s)")
+    parser.add_argument("--wsr-c", type=float, default=0.95, dest="c", help="WSR bet cap c (default %(default)s)")
+    parser.add_argument(
+        "--columns", default=None, metavar="A,B",
+        help="policy A and B: two column names (wide) or two policy labels (long)",
+    )
+    parser.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
+
+
+def _columns(text: str | None) -> tuple[str, str] | None:
+    if text is None:
+        return None
+    names = tuple(name.strip() for name in text.split(","))
+    if len(names) != 2 or not all(names):
+        raise CliError(f"--columns must be two comma-separated names A,B; found {text!r}")
+    return names[0], names[1]
+
+
+def run(args: argparse.Namespace) -> int:
+    """Load the pairs, run the test, print the result; 0 on success."""
+    data = load_pairs(args.data, _columns(args.columns))
+    if args.method == "step" and args.n_max is not None:
+        fetch_table(args)  # a first synthesis shows its progress instead of sitting silent
+    result = run_test(
+        args.method, data.scores_a, data.scores_b, alpha=args.alpha, alternative=args.alternative,
+        n_max=args.n_max, seed=args.seed, bins=args.bins, c=args.c,
+    )
+    if args.json:
+        settings = {"n_max": args.n_max, "seed": args.seed, "bins": args.bins, "c": args.c}
+        print_json({
+            "data": data.describe(), "settings": settings, "result": result.to_dict(),
+            "validity": VALIDITY[args.method],
+        })
+    else:
+        print("\n".join(_report(data, result, args.n_max)))
+    return 0
+
+
+def _decision_line(data: PairedScores, result: SequentialResult, n_max: int | None) -> str:
+    a, b = data.policy_a, data.policy_b
+    if result.decision == Decision.B_BETTER:
+        return f"decision: B_BETTER at trial {result.stopping_trial}: {b} is better than {a}"
+    if result.decision == Decision.A_BETTER:
+        return f"decision: A_BETTER at trial {result.stopping_trial}: {a} is better than {b}"
+    if result.decision == Decision.BUDGET_EXHAUSTED:
+        return f"decision: BUDGET_EXHAUSTED: no decision within n_max = {n_max} trials"
+    return f"decision: CONTINUE: no decision after all {result.n_observed} pairs (the data ran out)"
+
+
+def _number(value: float, digits: int) -> str:
+    return "-" if math.isnan(value) else f"{value:.{digits}g}"
+
+
+def _report(data: PairedScores, result: SequentialResult, n_max: int | None) -> list[str]:
+    summary = data.describe()
+    lines = [
+        f"{data.path}: {summary['n_pairs']} pairs ({data.layout}); A = {data.policy_a} "
+        f"(mean {summary['mean_a']:.3f}), B = {data.policy_b} (mean {summary['mean_b']:.3f})",
+        f"test: {result.method}, alpha {result.alpha:g}, {result.alternative} ({VALIDITY[result.method]})",
+        _decision_line(data, result, n_max),
+    ]
+    if result.n_observed == 0:
+        return lines
+    lines.append(f"{'trial':>6}  {'p-value':>10}  {'e-value':>10}")
+    shown = [*range(TABLE_EVERY, result.n_observed, TABLE_EVERY), result.n_observed]
+    for n in shown:
+        mark = "  <- stop" if result.stopping_trial == n else ""
+        lines.append(
+            f"{n:>6}  {_number(result.pvalues[n - 1], 4):>10}  {_number(result.evalues[n - 1], 4):>10}{mark}"
+        )
+    if math.isnan(result.pvalue):
+        lines.append(f"({result.method} defines no p-value or e-value)")
+    return lines

@@ -1,0 +1,179 @@
+"""``evalstop step synthesize|check|oc``: STEP decision tables, their Type-I check and exact OC.
+
+STEP's regions are synthesized offline per ``(n_max, alpha)`` (seed 003 §IV, step.md §2) and
+cached in the user cache directory (``$EVALSTOP_CACHE_DIR``, else ``$XDG_CACHE_HOME/evalstop/step``
+or ``~/.cache/evalstop/step``).  The verbs take the same ``--alpha``/``--alternative`` as
+``evalstop analyze``: a two-sided test at ``alpha`` uses the table at ``alpha / 2`` per direction
+(:func:`evalstop_ros.stats.step.table_alpha`), so synthesizing with the flags of the analysis
+fetches the table the analysis will use.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+from ..stats.step import (
+    StepTable,
+    check_type1,
+    load_table,
+    operating_characteristics,
+    synthesize_table,
+    table_alpha,
+)
+from ..stats.step_oc import TYPE1_TOLERANCE
+from ..stats.step_table import cache_dir, find_table
+from ..stats.validation import check_alpha, check_alternative
+from . import EXIT_CHECK_FAILED, EXIT_OK
+from ._common import add_alpha_alternative, print_json, progress_bar, step_callback
+
+HELP = "synthesize, check and characterise STEP decision tables"
+DESCRIPTION = """\
+STEP decision tables: synthesize one into the user cache, check its exact worst-case Type-I
+error, or compute its exact power and expected stopping time at (p0, p1); `check` and `oc`
+synthesize and cache a missing table first.  --alpha and --alternative mean what they mean
+for `evalstop analyze --method step`: a two-sided test at alpha uses the table at alpha/2
+per direction."""
+EPILOG = """\
+examples:
+  evalstop step synthesize --n-max 100 --alpha 0.05
+  evalstop step check --n-max 100 --alpha 0.05 --grid-size 1000
+  evalstop step oc --n-max 100 --alpha 0.05 --p0 0.35 --p1 0.65
+
+exit status: 0 done, 1 `check` found max Type-I error > alpha + 1e-4, 2 usage or input error."""
+
+
+def _common_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--n-max", type=int, required=True, help="horizon N_max (trials per policy)")
+    add_alpha_alternative(parser)
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Declare ``evalstop step`` and its three sub-verbs."""
+    verbs = parser.add_subparsers(dest="step_verb", metavar="{synthesize,check,oc}", required=True)
+    synthesize = verbs.add_parser(
+        "synthesize", help="synthesize a table into the user cache",
+        description="Synthesize the STEP table for (n_max, alpha) and write it to the user cache.",
+        epilog="example:\n  evalstop step synthesize --n-max 100 --alpha 0.05",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    _common_options(synthesize)
+    synthesize.add_argument("--force", action="store_true", help="synthesize even if the table is shipped or cached")
+    synthesize.set_defaults(step_run=_synthesize)
+
+    check = verbs.add_parser(
+        "check", help="exact worst-case Type-I error over a dense null grid",
+        description="Compute P(false claim) exactly at GRID_SIZE null points p0 = p1 and report the "
+        f"maximum; exit 1 if it exceeds the table's alpha + {TYPE1_TOLERANCE:g}.",
+        epilog="example:\n  evalstop step check --n-max 100 --alpha 0.05 --grid-size 1000",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    _common_options(check)
+    check.add_argument("--grid-size", type=int, default=1000, help="null points checked (default %(default)s)")
+    check.set_defaults(step_run=_check)
+
+    oc = verbs.add_parser(
+        "oc", help="exact power and expected stopping time at (p0, p1)",
+        description="Exact P(B better), P(A better) and E[min(stop, n_max)] by forward propagation.",
+        epilog="example:\n  evalstop step oc --n-max 100 --alpha 0.05 --p0 0.35 --p1 0.65",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    _common_options(oc)
+    oc.add_argument("--p0", type=float, required=True, help="success probability of policy A")
+    oc.add_argument("--p1", type=float, required=True, help="success probability of policy B")
+    oc.set_defaults(step_run=_oc)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Dispatch to the sub-verb."""
+    return int(args.step_run(args))
+
+
+def _level(args: argparse.Namespace) -> float:
+    return table_alpha(check_alpha(args.alpha), check_alternative(args.alternative))
+
+
+def fetch_table(args: argparse.Namespace) -> StepTable:
+    """The table for ``args.n_max``/``alpha``/``alternative``: shipped, cached, or synthesized now.
+
+    A synthesis (minutes at ``n_max = 500``) shows a progress bar on a terminal unless
+    ``args.json``; `analyze` and `simulate` call this first so that they do not sit silent.
+    """
+    with progress_bar(not args.json, args.n_max, "step") as bar:
+        return load_table(args.n_max, _level(args), progress=step_callback(bar))
+
+
+def _describe(table: StepTable, args: argparse.Namespace) -> dict[str, object]:
+    return {
+        "n_max": table.n_max,
+        "table_alpha": table.alpha,
+        "alpha": args.alpha,
+        "alternative": args.alternative,
+        "param_hash": table.param_hash,
+    }
+
+
+def _title(table: StepTable, args: argparse.Namespace) -> str:
+    return (
+        f"STEP table n_max {table.n_max}, alpha {table.alpha:g} per direction "
+        f"({args.alternative} test at {args.alpha:g}), hash {table.param_hash[:12]}"
+    )
+
+
+def _synthesize(args: argparse.Namespace) -> int:
+    level = _level(args)
+    existing = None if args.force else find_table(args.n_max, level)
+    start = time.perf_counter()
+    if existing is not None:
+        table, path = StepTable.load(existing), existing
+    else:
+        with progress_bar(not args.json, args.n_max, "step") as bar:
+            table = synthesize_table(args.n_max, level, progress=step_callback(bar))
+        path = table.save(cache_dir())
+    seconds = time.perf_counter() - start
+    if args.json:
+        print_json({**_describe(table, args), "path": str(path), "seconds": seconds, "synthesized": existing is None})
+    else:
+        print(_title(table, args))
+        print(f"{'synthesized' if existing is None else 'already present'}: {path}")
+        print(f"param_hash {table.param_hash}")
+        print(f"time {seconds:.1f} s")
+    return EXIT_OK
+
+
+def _check(args: argparse.Namespace) -> int:
+    table = fetch_table(args)
+    with progress_bar(not args.json, args.grid_size, "point") as bar:
+        report = check_type1(table, grid_size=args.grid_size, progress=step_callback(bar))
+    if args.json:
+        print_json({
+            **_describe(table, args), "grid_size": report.grid_size, "max_fpr": report.max_fpr,
+            "argmax_p": report.argmax_p, "tolerance": TYPE1_TOLERANCE, "passes": report.passes,
+        })
+    else:
+        print(_title(table, args))
+        print(f"max P(false claim, one direction) over {report.grid_size} null points p0 = p1: "
+              f"{report.max_fpr:.6f} at p = {report.argmax_p:.4f}")
+        verdict = "PASS" if report.passes else "FAIL"
+        print(f"{verdict}: bound alpha + {TYPE1_TOLERANCE:g} = {report.alpha + TYPE1_TOLERANCE:.6f}")
+    return EXIT_OK if report.passes else EXIT_CHECK_FAILED
+
+
+def _oc(args: argparse.Namespace) -> int:
+    table = fetch_table(args)
+    oc = operating_characteristics(table, args.p0, args.p1)
+    values = {
+        "p0": float(oc.p0[0]), "p1": float(oc.p1[0]),
+        "power_b_better": float(oc.power_b_better[0]), "power_a_better": float(oc.power_a_better[0]),
+        "expected_stop": float(oc.expected_stop[0]),
+    }
+    if args.json:
+        print_json({**_describe(table, args), **values})
+    else:
+        print(_title(table, args))
+        print(f"at p0 = {values['p0']:g}, p1 = {values['p1']:g} (exact):")
+        print(f"P(B better)  {values['power_b_better']:.4f}")
+        print(f"P(A better)  {values['power_a_better']:.4f}")
+        print(f"E[stop]      {values['expected_stop']:.2f} trials (undecided count as n_max)")
+    return EXIT_OK

@@ -1,0 +1,466 @@
+"""The session configuration: what is compared, how trials are scheduled, and at what level.
+
+A :class:`SessionConfig` is the pre-registered design of one evaluation (step.md pitfall 10,
+nscore.md pitfall 11: everything that defines the tests is fixed before the first trial).  It is
+loaded from YAML with :func:`load_config`, validated once at that boundary, and stored verbatim
+in the session journal as :meth:`SessionConfig.canonical_json`.  Resuming a journal with a
+configuration whose :attr:`SessionConfig.config_hash` differs is refused
+(:class:`~evalstop_ros.session.journal.Journal`), with :func:`config_diff` naming what changed.
+
+Defaults that depend on other fields are *resolved at validation* and appear in the canonical
+dump: a metric's ``method`` (success -> ``step``, progress -> ``nscore``), its ``bins``
+(N-SCORE only: 2 for success, 21 for progress, the paper's N-SCORE_inf) and its ``alpha``
+(the share of the session ``alpha`` left by the metrics that set one, split evenly).  A change
+of a code default therefore changes the hash of a new session but can never silently change a
+running one.
+
+Example YAML (see ``config/eval.yaml``)::
+
+    policies: [diffusion_v1, diffusion_v2]
+    tasks:
+      - id: pick_cube
+        description: Pick the red cube and place it in the bowl.
+        initial_conditions:
+          - {id: left, reset_instructions: Cube 10 cm left of the bowl.}
+          - {id: right, reset_instructions: Cube 10 cm right of the bowl.}
+    metrics:
+      - {name: success, alpha: 0.02}          # STEP on binary success
+      - {name: progress, alpha: 0.03}         # N-SCORE (K = 21) on progress in [0, 1]
+    n_max: 100
+    seed: 1
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import json
+import math
+import pathlib
+import typing
+from collections.abc import Mapping, Sequence
+from typing import Annotated, Any, Literal
+
+import yaml  # type: ignore[import-untyped, unused-ignore]
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError, field_validator, model_validator
+
+from ..stats.families import Comparison, comparison_pairs
+from ..stats.registry import METHODS
+from .errors import ConfigError
+
+__all__ = [
+    "BINARY_METHODS",
+    "ConfigError",
+    "InitialCondition",
+    "MetricConfig",
+    "RunnerConfig",
+    "SessionConfig",
+    "Task",
+    "config_diff",
+    "load_config",
+    "parse_config",
+]
+
+#: Identifiers (policies, tasks, initial conditions): ROS-name-friendly, no whitespace.
+Identifier = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_][A-Za-z0-9_.:/-]*$", max_length=64)]
+#: Most policies a session can blind (one neutral label each, see :mod:`.plan`).
+MAX_POLICIES = 26
+#: Methods that need success/failure (0/1) data: STEP (seed 003), θ-SAVI, Lai's test.
+BINARY_METHODS = frozenset({"step", "savi", "lai"})
+#: Methods without an anytime-valid p-value, which Holm's procedure needs (stats.families).
+NO_PVALUE_METHODS = frozenset({"step", "lai"})
+DEFAULT_METHOD = {"success": "step", "progress": "nscore"}
+DEFAULT_BINS = {"success": 2, "progress": 21}
+DEFAULT_METRICS = ({"name": "success"}, {"name": "progress"})
+
+
+def _check_unit_interval(value: float) -> float:
+    if not (math.isfinite(value) and 0.0 < value < 1.0):
+        raise ValueError(f"must lie in (0, 1); found {value!r}")
+    return value
+
+
+def _check_unique(ids: Sequence[str], what: str) -> None:
+    seen: set[str] = set()
+    for item in ids:
+        if item in seen:
+            raise ValueError(f"{what} must be unique; found {item!r} twice")
+        seen.add(item)
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class InitialCondition(_Model):
+    """One reproducible starting configuration of a task."""
+
+    #: Identifier, unique within its task (journaled with every trial).
+    id: Identifier
+    #: What the operator does to reset the scene, shown before the trial (never the policy).
+    reset_instructions: Annotated[str, StringConstraints(min_length=1, strip_whitespace=True)]
+
+
+class Task(_Model):
+    """A task and the initial conditions it is evaluated from."""
+
+    #: Identifier, unique within the session.
+    id: Identifier
+    #: Free text for the operator prompt.
+    description: str = ""
+    #: At least one initial condition; the schedule cycles through them (see ``condition_schedule``).
+    initial_conditions: tuple[InitialCondition, ...] = Field(min_length=1)
+
+    @field_validator("initial_conditions")
+    @classmethod
+    def _unique_conditions(cls, value: tuple[InitialCondition, ...]) -> tuple[InitialCondition, ...]:
+        _check_unique([c.id for c in value], "initial condition ids")
+        return value
+
+
+class MetricConfig(_Model):
+    """One scored quantity and the sequential test run on it for every comparison."""
+
+    #: ``"success"`` (binary, the operator's yes/no) or ``"progress"`` (a score in [0, 1]).
+    name: Literal["success", "progress"]
+    #: Test from :data:`evalstop_ros.stats.registry.METHODS`; default ``step`` for success,
+    #: ``nscore`` for progress.  ``step``, ``savi`` and ``lai`` need binary data (success only).
+    method: str
+    #: Family-wise level of this metric's comparisons; each comparison gets ``alpha / m``
+    #: (Bonferroni over the ``m`` comparisons).  Default: the session ``alpha`` left by the
+    #: other metrics, split evenly.  The metric levels must sum to at most the session ``alpha``.
+    alpha: float | None = None
+    #: ``"two-sided"`` (either policy may be better; each direction at ``alpha / 2``),
+    #: ``"greater"`` (only "policy_b better" can be claimed) or ``"less"``.
+    alternative: Literal["two-sided", "greater", "less"] = "two-sided"
+    #: N-SCORE bet bins ``K`` (only for ``nscore``; default 2 for success, 21 for progress).
+    bins: int | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _resolve_defaults(cls, data: Any) -> Any:
+        if isinstance(data, Mapping) and data.get("name") in DEFAULT_METHOD:
+            data = dict(data)
+            data.setdefault("method", DEFAULT_METHOD[data["name"]])
+            if data["method"] == "nscore":
+                data.setdefault("bins", DEFAULT_BINS[data["name"]])
+        return data
+
+    @field_validator("method")
+    @classmethod
+    def _known_method(cls, value: str) -> str:
+        if value not in METHODS:
+            raise ValueError(f"should be one of {tuple(METHODS)}; found {value!r}")
+        return value
+
+    @field_validator("alpha")
+    @classmethod
+    def _alpha_range(cls, value: float | None) -> float | None:
+        return None if value is None else _check_unit_interval(value)
+
+    @model_validator(mode="after")
+    def _method_fits_metric(self) -> MetricConfig:
+        if self.name == "progress" and self.method in BINARY_METHODS:
+            raise ValueError(
+                f"metric 'progress' cannot use method {self.method!r}, which needs binary "
+                "success data; use 'nscore' or 'wsr'"
+            )
+        if self.method == "nscore":
+            if self.bins is None or isinstance(self.bins, bool) or self.bins < 2:
+                raise ValueError(f"`bins` must be an integer >= 2 for method 'nscore'; found {self.bins!r}")
+        elif self.bins is not None:
+            raise ValueError(f"`bins` applies only to method 'nscore'; found bins={self.bins!r} with {self.method!r}")
+        return self
+
+
+class RunnerConfig(_Model):
+    """The robot-side action server that executes one trial."""
+
+    #: ROS action name of the runner, e.g. ``/droid/run_trial``.
+    action_name: Annotated[str, StringConstraints(min_length=1)] = "run_trial"
+    #: Seconds the manager waits for one trial's result before counting it as a failed run.
+    timeout_s: float = Field(default=300.0, gt=0)
+
+
+class SessionConfig(_Model):
+    """The pre-registered design of one evaluation session (see the module docstring).
+
+    Examples
+    --------
+    >>> config = parse_config({
+    ...     "policies": ["pi0", "pi1"], "seed": 7,
+    ...     "tasks": [{"id": "t", "initial_conditions": [{"id": "c", "reset_instructions": "reset"}]}],
+    ... })
+    >>> [(m.name, m.method, m.alpha, m.bins) for m in config.metrics]
+    [('success', 'step', 0.025, None), ('progress', 'nscore', 0.025, 21)]
+    >>> len(config.config_hash)
+    64
+    """
+
+    #: Policy ids, 2 to 26, unique.  Ids go to the runner only; the operator sees labels.
+    policies: tuple[Identifier, ...]
+    #: Reference policy of ``comparisons: vs-baseline`` (required there, refused otherwise).
+    baseline: Identifier | None = None
+    #: ``"all-pairs"``: every pair, the earlier-listed policy as ``policy_a``;
+    #: ``"vs-baseline"``: ``(baseline, other)`` for every other policy.
+    comparisons: Literal["all-pairs", "vs-baseline"] = "all-pairs"
+    #: Multiplicity correction.  ``"bonferroni"``: every comparison runs at ``metric alpha / m``.
+    #: ``"holm"``: the same live tests (so the same stops), plus Holm's step-down over the
+    #: final anytime-valid p-values in the report (:meth:`EvaluationSession.comparisons`); it
+    #: needs p-values, so it is refused with ``step`` and ``lai``.
+    correction: Literal["bonferroni", "holm"] = "bonferroni"
+    #: Tasks with their initial conditions (at least one task).
+    tasks: tuple[Task, ...] = Field(min_length=1)
+    #: ``"paired"``: each round runs every active policy once, in random order, from the same
+    #: task and initial condition; a round's scores pair up within the round.
+    #: ``"independent"``: a balanced random schedule (each round a random permutation of the
+    #: active policies), a fresh condition per trial, pairs formed by per-policy trial index.
+    design: Literal["paired", "independent"] = "paired"
+    #: How conditions are drawn: ``"shuffled-cycle"`` (each task's conditions in a fresh random
+    #: order per cycle, exactly balanced; tasks likewise) or ``"iid"`` (independent uniform
+    #: draws; exactly the i.i.d. sampling the anytime guarantees assume for a null that holds
+    #: only on average over conditions, see nscore.md pitfall 7).
+    condition_schedule: Literal["shuffled-cycle", "iid"] = "shuffled-cycle"
+    #: Blinded labels: ``"per-session"`` (each policy keeps one random label, ``X``, ``Y``...)
+    #: or ``"per-round"`` (labels re-drawn every round, so the operator cannot build up a
+    #: belief about a label over the session; stronger blinding).
+    blinding: Literal["per-session", "per-round"] = "per-session"
+    #: Metrics and their tests (default: success -> STEP, progress -> N-SCORE).
+    metrics: tuple[MetricConfig, ...] = Field(min_length=1)
+    #: Family-wise error level of the whole session, shared among the metrics.
+    alpha: float = 0.05
+    #: Most pairs one comparison may consume (STEP/Lai's horizon; the analysis budget of the
+    #: anytime-valid tests).  Reaching it undecided is ``BUDGET_EXHAUSTED``.
+    n_max: int = Field(default=100, ge=1)
+    #: Seed of every random choice (trial order, conditions, labels, STEP draws); fix it, and
+    #: use a fresh one per session, before the data (step.md pitfall 5).
+    seed: int = Field(ge=0)
+    #: The runner action.
+    runner: RunnerConfig = Field(default_factory=RunnerConfig)
+    #: ``"operator"``: a person scores each trial; ``"auto"``: the runner's result carries the
+    #: score (simulation).  The session accepts scores the same way in both cases.
+    scoring: Literal["operator", "auto"] = "operator"
+    #: A policy leaves the rotation once every one of its comparisons is decided.
+    drop_decided: bool = True
+
+    @model_validator(mode="before")
+    @classmethod
+    def _resolve_metric_alphas(cls, data: Any) -> Any:
+        # Fill missing metric levels with an even split of what the others leave; anything
+        # malformed is left alone for the field validators to report.
+        if not isinstance(data, Mapping):
+            return data
+        data = dict(data)
+        metrics = data.setdefault("metrics", [dict(m) for m in DEFAULT_METRICS])
+        if not isinstance(metrics, Sequence) or not all(isinstance(m, Mapping) for m in metrics):
+            return data
+        metrics = [dict(m) for m in metrics]
+        data["metrics"] = metrics
+        try:
+            total = float(data.get("alpha", 0.05))
+            given = sum(float(m["alpha"]) for m in metrics if m.get("alpha") is not None)
+        except (TypeError, ValueError):
+            return data
+        missing = [m for m in metrics if m.get("alpha") is None]
+        left = total - given
+        if missing and left > 0:
+            for metric in missing:
+                metric["alpha"] = left / len(missing)
+        return data
+
+    @field_validator("policies")
+    @classmethod
+    def _policies(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        if not 2 <= len(value) <= MAX_POLICIES:
+            raise ValueError(f"must name 2 to {MAX_POLICIES} policies; found {len(value)}")
+        _check_unique(value, "policy ids")
+        return value
+
+    @field_validator("tasks")
+    @classmethod
+    def _unique_tasks(cls, value: tuple[Task, ...]) -> tuple[Task, ...]:
+        _check_unique([t.id for t in value], "task ids")
+        return value
+
+    @field_validator("metrics")
+    @classmethod
+    def _unique_metrics(cls, value: tuple[MetricConfig, ...]) -> tuple[MetricConfig, ...]:
+        _check_unique([m.name for m in value], "metric names")
+        return value
+
+    @field_validator("alpha")
+    @classmethod
+    def _alpha_range(cls, value: float) -> float:
+        return _check_unit_interval(value)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> SessionConfig:
+        if self.comparisons == "vs-baseline":
+            if self.baseline is None:
+                raise ValueError("`baseline` is required with comparisons 'vs-baseline'")
+            if self.baseline not in self.policies:
+                raise ValueError(f"`baseline` must be one of `policies` {list(self.policies)}; found {self.baseline!r}")
+        elif self.baseline is not None:
+            raise ValueError(f"`baseline` applies only to comparisons 'vs-baseline'; found {self.baseline!r}")
+        unset = [m.name for m in self.metrics if m.alpha is None]
+        if unset:
+            raise ValueError(f"no alpha left for metric(s) {unset} after the explicit metric alphas; set each one")
+        used = sum(m.alpha or 0.0 for m in self.metrics)
+        if used > self.alpha * (1 + 1e-9):
+            shares = ", ".join(f"{m.name}={m.alpha:g}" for m in self.metrics)
+            raise ValueError(f"metric alphas ({shares}) sum to {used:g}, more than `alpha` {self.alpha:g}")
+        if self.correction == "holm":
+            for metric in self.metrics:
+                if metric.method in NO_PVALUE_METHODS:
+                    raise ValueError(
+                        f"correction 'holm' needs anytime-valid p-values; metric {metric.name!r} uses method "
+                        f"{metric.method!r}, which defines none (use correction 'bonferroni')"
+                    )
+        return self
+
+    # -- derived ---------------------------------------------------------------------------
+    def comparison_list(self) -> tuple[Comparison, ...]:
+        """The comparisons of the family, in their fixed order (:func:`~evalstop_ros.stats.families.comparison_pairs`)."""
+        return comparison_pairs(self.policies, design=self.comparisons, baseline=self.baseline)
+
+    def comparison_alpha(self, metric: MetricConfig) -> float:
+        """Level of each of ``metric``'s comparisons: its alpha over the number of comparisons."""
+        assert metric.alpha is not None  # resolved by validation
+        return metric.alpha / len(self.comparison_list())
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready dict of every field, defaults resolved."""
+        return self.model_dump(mode="json")
+
+    def canonical_json(self) -> str:
+        """Canonical JSON (sorted keys, no spaces): what the journal stores and hashes."""
+        return json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+    @property
+    def config_hash(self) -> str:
+        """SHA-256 (hex) of :meth:`canonical_json`."""
+        return hashlib.sha256(self.canonical_json().encode()).hexdigest()
+
+
+# -- loading ---------------------------------------------------------------------------------
+def _location(loc: Sequence[int | str]) -> str:
+    text = ""
+    for part in loc:
+        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
+    return text
+
+
+def _model_at(loc: Sequence[int | str]) -> type[BaseModel] | None:
+    """The model class that holds the keys at ``loc`` (for "did you mean" hints)."""
+    model: type[BaseModel] | None = SessionConfig
+    for part in loc:
+        if isinstance(part, int):
+            continue
+        if model is None or part not in model.model_fields:
+            return None
+        annotation = model.model_fields[part].annotation
+        model = None
+        for candidate in (annotation, *typing.get_args(annotation)):
+            if isinstance(candidate, type) and issubclass(candidate, BaseModel):
+                model = candidate
+    return model
+
+
+def _describe(error: Mapping[str, Any]) -> str:
+    loc = tuple(error["loc"])
+    if error["type"] == "string_pattern_mismatch":
+        return f"{_location(loc)}: must be an identifier (letters, digits and _ . : / -); found {error['input']!r}"
+    if error["type"] == "extra_forbidden":
+        key = str(loc[-1])
+        where = _location(loc[:-1]) or "config"
+        model = _model_at(loc[:-1])
+        hint = difflib.get_close_matches(key, list(model.model_fields), n=1) if model else []
+        return f"{where}: unknown key {key!r}" + (f" (did you mean {hint[0]!r}?)" if hint else "")
+    where = _location(loc)
+    if error["type"] == "missing":
+        return f"{where}: required key is missing"
+    message = str(error["msg"]).removeprefix("Value error, ").removeprefix("Assertion failed, ")
+    if error["type"] != "value_error" and "input" in error and not isinstance(error["input"], (dict, list)):
+        message += f"; found {error['input']!r}"
+    return f"{where}: {message}" if where else message
+
+
+def format_validation_error(err: ValidationError) -> str:
+    """One ``location: problem`` clause per error, joined by ``"; "``."""
+    errors = err.errors()
+    # A list whose item failed is also reported "too short" (pydantic counts valid items only):
+    # keep the item's error, drop that echo.
+    failed = [tuple(e["loc"]) for e in errors]
+    kept = [
+        e for e in errors
+        if not (e["type"] == "too_short" and any(len(f) > len(e["loc"]) and f[: len(e["loc"])] == tuple(e["loc"]) for f in failed))
+    ]
+    return "; ".join(_describe(e) for e in kept)
+
+
+def parse_config(data: object, source: str = "<config>") -> SessionConfig:
+    """Validate an already-parsed mapping into a :class:`SessionConfig`.
+
+    Parameters
+    ----------
+    data:
+        The mapping (e.g. from YAML or from the journal's canonical JSON).
+    source:
+        Where it came from, for the error message.
+
+    Raises
+    ------
+    ConfigError
+        With every problem found, each naming its location and the bad value.
+    """
+    if not isinstance(data, Mapping):
+        raise ConfigError(source, f"the configuration must be a mapping; found {type(data).__name__}")
+    try:
+        return SessionConfig.model_validate(data)
+    except ValidationError as err:
+        raise ConfigError(source, format_validation_error(err)) from err
+
+
+def load_config(path: str | pathlib.Path) -> SessionConfig:
+    """Load and validate a session configuration from a YAML file.
+
+    Raises
+    ------
+    ConfigError
+        If the file cannot be read, is not YAML, or does not validate.
+    """
+    source = str(path)
+    try:
+        text = pathlib.Path(path).read_text(encoding="utf-8")
+    except OSError as err:
+        raise ConfigError(source, f"cannot read the file: {err.strerror or err}") from err
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as err:
+        raise ConfigError(source, f"not valid YAML: {err}") from err
+    return parse_config(data, source)
+
+
+def config_diff(old: object, new: object, where: str = "") -> list[str]:
+    """Human-readable differences between two JSON-like configurations.
+
+    Examples
+    --------
+    >>> config_diff({"alpha": 0.05, "metrics": [{"method": "step"}]},
+    ...             {"alpha": 0.1, "metrics": [{"method": "nscore"}]})
+    ['alpha: 0.05 -> 0.1', "metrics[0].method: 'step' -> 'nscore'"]
+    """
+    if isinstance(old, Mapping) and isinstance(new, Mapping):
+        changes: list[str] = []
+        for key in sorted(set(old) | set(new)):
+            here = f"{where}.{key}" if where else str(key)
+            if key not in old:
+                changes.append(f"{here}: added {new[key]!r}")
+            elif key not in new:
+                changes.append(f"{here}: removed (was {old[key]!r})")
+            else:
+                changes.extend(config_diff(old[key], new[key], here))
+        return changes
+    if isinstance(old, list) and isinstance(new, list) and len(old) == len(new):
+        return [c for i, (a, b) in enumerate(zip(old, new)) for c in config_diff(a, b, f"{where}[{i}]")]
+    return [] if old == new else [f"{where or 'config'}: {old!r} -> {new!r}"]

@@ -1,0 +1,154 @@
+"""Deterministic randomization of a session: trial order, conditions, blinded labels, tokens.
+
+Every random choice is a pure function of ``(config.seed, stream, index...)``: each *named
+stream* below seeds its own generator, ``np.random.default_rng([seed, STREAM, *index])``, so the
+streams are independent of each other, of the data and of how many draws another stream made.
+Nothing is carried between calls, which is what makes a restart reproduce the plan exactly: a
+session replaying its journal asks the same questions and gets the same answers (and checks
+them against what the journal recorded).
+
+Why each choice is randomized (step.md §6.5 "IX-A practice", pitfall 7; nscore.md pitfall 7):
+
+* **Trial order within a round** -- so drift (battery, lighting, wear, operator fatigue) hits
+  every policy alike.
+* **Initial conditions** -- cycled in a fresh random order per cycle (exactly balanced) or drawn
+  i.i.d. (``condition_schedule``); in the paired design a round shares one condition.
+* **Blinded labels** -- the operator sees ``X``, ``Y``, ``Z``... and never a policy id (separate
+  evaluator and demonstrator); the mapping is random, drawn once per session or afresh every
+  round (``blinding``).
+* **Tokens** -- 12 hex characters per trial, an HMAC of the trial id under a secret derived from
+  the seed and the session id.  A score must echo its trial's token, so a stale or misrouted
+  score (wrong trial, earlier session) is refused.  The token is unguessable for whoever does
+  not know the seed, which the operator's screen never shows; it is a guard against mistakes,
+  not an authentication scheme.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import hmac
+from collections.abc import Sequence
+
+import numpy as np
+
+from .config import InitialCondition, SessionConfig, Task
+
+__all__ = ["LABELS", "Plan", "STREAMS", "Condition"]
+
+#: Named streams: the second entry of every generator seed.
+STREAM_ORDER = 1
+STREAM_TASK = 2
+STREAM_CONDITION = 3
+STREAM_LABELS = 4
+STREAM_STEP = 5
+STREAMS = {
+    "order": STREAM_ORDER,
+    "task": STREAM_TASK,
+    "condition": STREAM_CONDITION,
+    "labels": STREAM_LABELS,
+    "step": STREAM_STEP,
+}
+#: Neutral labels, the first K used for K policies ("A"/"B" avoided: they read as baseline/candidate).
+LABELS = tuple("XYZWVUTSRQPONMLKJIHGFEDCBA")
+TOKEN_LENGTH = 12
+
+
+@dataclasses.dataclass(frozen=True)
+class Condition:
+    """Where a trial starts: a task and one of its initial conditions."""
+
+    task: Task
+    initial_condition: InitialCondition
+
+
+def _rng(seed: int, stream: int, *index: int) -> np.random.Generator:
+    return np.random.default_rng([seed, stream, *index])
+
+
+def _cycled(seed: int, stream: int, key: int, size: int, k: int) -> int:
+    """Index of the ``k``-th (1-based) item of endless independent shuffles of ``range(size)``."""
+    cycle, position = divmod(k - 1, size)
+    return int(_rng(seed, stream, key, cycle).permutation(size)[position])
+
+
+class Plan:
+    """The random design of one session, derived from its configuration.
+
+    Parameters
+    ----------
+    config:
+        The session configuration; only ``seed``, ``policies``, ``tasks`` and
+        ``condition_schedule`` are used.
+
+    Examples
+    --------
+    >>> from evalstop_ros.session.config import parse_config
+    >>> config = parse_config({"policies": ["pi0", "pi1", "pi2"], "seed": 3, "tasks": [
+    ...     {"id": "t", "initial_conditions": [{"id": f"c{i}", "reset_instructions": "r"} for i in range(3)]}]})
+    >>> plan = Plan(config)
+    >>> sorted(plan.label(p, 1) for p in config.policies)
+    ['X', 'Y', 'Z']
+    >>> plan.round_order(1, config.policies) == Plan(config).round_order(1, config.policies)
+    True
+    >>> sorted(plan.condition(k).initial_condition.id for k in (1, 2, 3))  # one full cycle
+    ['c0', 'c1', 'c2']
+    """
+
+    def __init__(self, config: SessionConfig) -> None:
+        self.config = config
+        self.seed = config.seed
+        self._session_labels = self._labels()
+
+    def _labels(self, *index: int) -> dict[str, str]:
+        permutation = _rng(self.seed, STREAM_LABELS, *index).permutation(len(self.config.policies))
+        return {policy: LABELS[int(slot)] for policy, slot in zip(self.config.policies, permutation)}
+
+    def label(self, policy: str, round_number: int) -> str:
+        """The blinded label of ``policy`` in round ``round_number`` (see ``blinding``)."""
+        if self.config.blinding == "per-round":
+            return self._labels(round_number)[policy]
+        return self._session_labels[policy]
+
+    def round_order(self, round_number: int, active: Sequence[str]) -> tuple[str, ...]:
+        """The order in which ``active`` policies run in round ``round_number`` (1-based).
+
+        ``active`` is taken in configuration order, so the answer depends only on the round
+        and on which policies are active.
+        """
+        chosen = set(active)
+        members = [p for p in self.config.policies if p in chosen]
+        order = _rng(self.seed, STREAM_ORDER, round_number).permutation(len(members))
+        return tuple(members[int(i)] for i in order)
+
+    def condition(self, k: int) -> Condition:
+        """The ``k``-th (1-based) condition of the schedule.
+
+        ``"shuffled-cycle"``: tasks come in a fresh random order in every cycle of ``T``
+        draws, so draw ``k`` is in task cycle ``c = (k - 1) // T`` and is that task's
+        ``(c + 1)``-th visit; its condition is the ``(c + 1)``-th item of the task's own
+        endless shuffled cycle.  ``"iid"``: a uniform task, then a uniform condition.
+        """
+        if k < 1:
+            raise ValueError(f"`k` must be a positive integer; found {k!r}")
+        tasks = self.config.tasks
+        if self.config.condition_schedule == "iid":
+            rng = _rng(self.seed, STREAM_TASK, k)
+            task_index = int(rng.integers(len(tasks)))
+            task = tasks[task_index]
+            cond_index = int(_rng(self.seed, STREAM_CONDITION, task_index, k).integers(len(task.initial_conditions)))
+            return Condition(task, task.initial_conditions[cond_index])
+        task_index = _cycled(self.seed, STREAM_TASK, 0, len(tasks), k)
+        task = tasks[task_index]
+        visit = (k - 1) // len(tasks) + 1
+        cond_index = _cycled(self.seed, STREAM_CONDITION, task_index, len(task.initial_conditions), visit)
+        return Condition(task, task.initial_conditions[cond_index])
+
+    def token(self, session_id: str, trial_id: int) -> str:
+        """The trial's token: 12 hex characters of HMAC-SHA256(session secret, trial id)."""
+        secret = hashlib.sha256(f"evalstop-token\0{self.seed}\0{session_id}".encode()).digest()
+        return hmac.new(secret, str(int(trial_id)).encode(), hashlib.sha256).hexdigest()[:TOKEN_LENGTH]
+
+    def step_seed(self, comparison_index: int, metric_index: int) -> int:
+        """Seed of STEP's randomized decisions for one comparison x metric (fixed before data)."""
+        return int(_rng(self.seed, STREAM_STEP, comparison_index, metric_index).integers(2**63))

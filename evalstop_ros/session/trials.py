@@ -1,0 +1,176 @@
+"""Trials, their effective scores, and how scores become pairs.
+
+:class:`TrialBook` folds the trial-level journal events (``trial_requested``,
+``runner_result``, ``score_accepted``/``post_decision_score``, ``correction``, ``void``) into one
+record per trial.  It is the only place that decides what a trial's *effective* score is, and
+both the live session and the offline re-analysis (:func:`~.session.offline_decisions`) use it.
+
+:func:`form_pairs` turns effective scores into the paired sequence of one comparison, in
+collection order:
+
+* ``paired`` design: round ``r`` gives one pair when both policies have an effective score in
+  round ``r`` (same task and condition, run back to back).  A re-run of a voided trial keeps
+  the voided trial's round, so it pairs with the same partners.
+* ``independent`` design: the ``k``-th effective score of ``policy_a`` is paired with the
+  ``k``-th of ``policy_b`` (per-policy FIFO; surplus scores wait for their partner, step.md
+  pitfall 7 / nscore.md pitfall 8).
+
+Either way a pair depends only on the scores of the two policies involved, and pairs are
+ordered by *completion*: the journal position of the later of their two scores (a correction
+keeps a score's position).  That is the order in which the pairs became available, i.e. the
+collection order the sequential guarantees are stated for (step.md pitfall 6).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable
+
+from .errors import JournalError
+from .journal import Event
+
+__all__ = ["Pair", "Score", "TrialBook", "TrialRecord", "form_pairs", "metric_value"]
+
+
+@dataclasses.dataclass(frozen=True)
+class Score:
+    """A trial's effective score."""
+
+    success: bool
+    progress: float
+    operator: str
+    notes: str
+
+
+@dataclasses.dataclass
+class TrialRecord:
+    """Everything known about one trial (mutable; owned by :class:`TrialBook`).
+
+    Attributes
+    ----------
+    trial_id, round, policy, label, task, initial_condition, token:
+        As requested (``trial_requested``).
+    rerun_of:
+        The voided trial this one re-runs, if any.
+    failed_runs:
+        Runner results with ``ok = false`` so far.
+    ran_ok:
+        The latest runner result said the trial ran.
+    submission:
+        The payload of the accepted submission, used to recognise a byte-identical resubmission.
+    score:
+        The effective score: the submission, after corrections; ``None`` if unscored or voided.
+    scored_seq:
+        Journal position of the accepted submission (orders the pairs).
+    post_decision:
+        The score arrived after all the policy's comparisons were decided (fed to no test).
+    voided:
+        The trial (and its score, if any) was voided.
+    """
+
+    trial_id: int
+    round: int
+    policy: str
+    label: str
+    task: str
+    initial_condition: str
+    token: str
+    rerun_of: int | None = None
+    failed_runs: int = 0
+    ran_ok: bool = False
+    submission: dict[str, object] | None = None
+    score: Score | None = None
+    scored_seq: int = 0
+    post_decision: bool = False
+    voided: bool = False
+
+    @property
+    def closed(self) -> bool:
+        """Scored or voided: the trial no longer waits for anything."""
+        return self.voided or self.submission is not None
+
+
+def _score(payload: dict[str, object]) -> Score:
+    return Score(
+        success=bool(payload["success"]),
+        progress=float(payload["progress"]),  # type: ignore[arg-type]
+        operator=str(payload.get("operator", "")),
+        notes=str(payload.get("notes", "")),
+    )
+
+
+class TrialBook:
+    """Trial records folded from journal events, in trial-id order."""
+
+    def __init__(self) -> None:
+        #: trial id -> record; ids are 1, 2, 3, ...
+        self.trials: dict[int, TrialRecord] = {}
+
+    def apply(self, event: Event) -> None:
+        """Fold one event (events of other kinds are ignored)."""
+        kind, p = event.kind, event.payload
+        if kind == "trial_requested":
+            trial_id = event.trial_id
+            if trial_id != len(self.trials) + 1:
+                raise JournalError(f"event {event.seq}: trial {trial_id} requested, expected trial {len(self.trials) + 1}")
+            self.trials[trial_id] = TrialRecord(
+                trial_id, int(p["round"]), str(p["policy_id"]), str(p["label"]), str(p["task"]),
+                str(p["initial_condition"]), str(p["token"]),
+                None if p.get("rerun_of") is None else int(p["rerun_of"]),
+            )
+            return
+        if kind not in ("runner_result", "score_accepted", "post_decision_score", "correction", "void"):
+            return
+        record = None if event.trial_id is None else self.trials.get(event.trial_id)
+        if record is None:
+            raise JournalError(f"event {event.seq} ({kind}) names unknown trial {event.trial_id}")
+        if kind == "runner_result":
+            record.ran_ok = bool(p["ok"])
+            record.failed_runs += not record.ran_ok
+        elif kind in ("score_accepted", "post_decision_score"):
+            record.submission = dict(p["submission"])
+            record.score = _score(record.submission)
+            record.scored_seq = event.seq
+            record.post_decision = kind == "post_decision_score"
+        elif kind == "correction":
+            if record.score is None:
+                raise JournalError(f"event {event.seq}: correction of trial {event.trial_id}, which has no score")
+            record.score = dataclasses.replace(record.score, success=bool(p["success"]), progress=float(p["progress"]))
+        else:  # void
+            record.voided = True
+            record.score = None
+
+    def fold(self, events: Iterable[Event]) -> TrialBook:
+        """Apply every event; returns ``self``."""
+        for event in events:
+            self.apply(event)
+        return self
+
+    def scored(self, policy: str | None = None) -> list[TrialRecord]:
+        """Trials with an effective score, in trial order (optionally of one policy)."""
+        return [r for r in self.trials.values() if r.score is not None and (policy is None or r.policy == policy)]
+
+
+@dataclasses.dataclass(frozen=True)
+class Pair:
+    """One paired observation of a comparison: the trials of ``policy_a`` and ``policy_b``."""
+
+    trial_a: int
+    trial_b: int
+
+
+def form_pairs(book: TrialBook, design: str, policy_a: str, policy_b: str) -> list[Pair]:
+    """The pairs of comparison ``(policy_a, policy_b)`` in collection order (module docstring)."""
+    side_a, side_b = book.scored(policy_a), book.scored(policy_b)
+    if design == "paired":
+        by_round = {r.round: r for r in side_b}
+        matched = [(a, by_round[a.round]) for a in side_a if a.round in by_round]
+    else:
+        matched = list(zip(side_a, side_b))
+    matched.sort(key=lambda ab: max(ab[0].scored_seq, ab[1].scored_seq))
+    return [Pair(a.trial_id, b.trial_id) for a, b in matched]
+
+
+def metric_value(score: Score, metric: str) -> float:
+    """The number a test is fed: ``1.0``/``0.0`` for success, the progress otherwise."""
+    return float(score.success) if metric == "success" else score.progress

@@ -1,0 +1,741 @@
+"""Families of comparisons among K policies: which pairs, at what level, and how to show them.
+
+A K-policy evaluation is a family of paired two-policy tests (seed 003 footnote 5; seed 000
+§VI-B, Fig. 2).  This module plans the family (:func:`comparison_pairs`), shares the family-wise
+level among its members (:func:`bonferroni`, :func:`split_alpha`, :func:`holm`) and summarises
+the outcome as a compact letter display (:func:`compact_letter_display`).
+
+Which procedures remain valid with sequential tests
+----------------------------------------------------
+*Bonferroni* (``alpha / m`` per comparison) is always valid: the union bound needs only that
+each of the ``m`` tests controls its own error at ``alpha / m``, whatever the dependence between
+comparisons that share a policy's trials and whatever stopping rule each test itself allows
+(any time for the e-process tests, within the declared ``n_max`` for STEP and Lai).  It is the
+only procedure here for STEP, which has no p-value (step.md §7).
+
+*Holm* needs p-values that are valid at the moment it is applied.  An anytime-valid p-value
+(N-SCORE, WSR, SAVI: ``P(exists n: p_n <= u) <= u`` under its null) is valid at every time,
+including a data-dependent one, so Holm applied to the ``m`` current p-values at any single
+analysis time controls the family-wise error at ``alpha`` under arbitrary dependence.  Because
+those p-values are running minima (they never increase) and Holm's rejections only grow as
+p-values fall, repeating Holm at every trial and keeping every rejection made so far is still
+covered: all of them are Holm rejections of the limits ``inf_n p_n``, which are valid p-values.
+To use it with processes that stop at their own level, run each test at ``alpha / m``: its own
+stop is then a Holm rejection, and Holm adds the comparisons whose p-value fell below
+``alpha / (m - k + 1)``.  Holm is *not* valid for fixed-sample p-values (Barnard, Boschloo,
+Fisher) recomputed at several looks, nor for STEP.  Holm controls errors for the nulls its
+p-values test: for directional claims under arbitrary dependence, give it both one-sided
+p-values of every pair (``2 m`` hypotheses).
+
+*Šidák* (:func:`split_alpha` with ``method="sidak"``) is valid only for independent
+comparisons, such as STEP's per-task tests on disjoint trials (seed 003 Eq. 11), never for
+pairwise comparisons that share a policy.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import string
+from collections.abc import Collection, Hashable, Mapping, Sequence
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from .errors import StatsInputError
+from .sequential import Decision
+from .validation import check_alpha, check_positive_int
+
+DESIGNS = ("all-pairs", "vs-baseline")
+SPLITS = ("bonferroni", "sidak")
+#: Letters of a compact letter display, in order of use.
+LETTERS = string.ascii_lowercase + string.ascii_uppercase
+
+
+@dataclasses.dataclass(frozen=True)
+class Comparison:
+    """One paired comparison of a family, oriented as the sequential tests are.
+
+    Attributes
+    ----------
+    policy_a:
+        The baseline (pi_0, column 0, seed 000/003 orientation).
+    policy_b:
+        The candidate (pi_1, column 1); ``Decision.B_BETTER`` means this policy is better.
+    """
+
+    policy_a: str
+    policy_b: str
+
+    @property
+    def pair(self) -> frozenset[str]:
+        """The unordered pair, as :func:`compact_letter_display` takes it in ``differs``."""
+        return frozenset((self.policy_a, self.policy_b))
+
+
+def _check_policies(policies: Sequence[str]) -> tuple[str, ...]:
+    names = tuple(policies)
+    if len(names) < 2:
+        raise StatsInputError(f"`policies` must name at least two policies; found {names!r}")
+    for name in names:
+        if not isinstance(name, str) or not name:
+            raise StatsInputError(f"`policies` must be non-empty strings; found {name!r}")
+    seen: set[str] = set()
+    for name in names:
+        if name in seen:
+            raise StatsInputError(f"`policies` must be distinct; found {name!r} twice")
+        seen.add(name)
+    return names
+
+
+def comparison_pairs(
+    policies: Sequence[str], *, design: str = "all-pairs", baseline: str | None = None
+) -> tuple[Comparison, ...]:
+    """The comparisons of a K-policy family, in a fixed order.
+
+    Parameters
+    ----------
+    policies : sequence of str
+        Distinct policy names, at least two.
+    design : {"all-pairs", "vs-baseline"}, optional
+        ``"all-pairs"``: every pair ``(policies[i], policies[j])`` with ``i < j``, the earlier
+        one as baseline (seed 000 Fig. 2 procedure, nscore.md §4), ``K (K - 1) / 2`` in all.
+        ``"vs-baseline"``: ``(baseline, other)`` for every other policy, ``K - 1`` in all.
+    baseline : str, optional
+        The reference policy; required by ``"vs-baseline"`` and refused by ``"all-pairs"``.
+
+    Returns
+    -------
+    tuple of Comparison
+
+    Examples
+    --------
+    >>> [(c.policy_a, c.policy_b) for c in comparison_pairs(["pi0", "pi1", "pi2"])]
+    [('pi0', 'pi1'), ('pi0', 'pi2'), ('pi1', 'pi2')]
+    >>> [(c.policy_a, c.policy_b) for c in comparison_pairs(["x", "ref", "y"], design="vs-baseline", baseline="ref")]
+    [('ref', 'x'), ('ref', 'y')]
+    """
+    names = _check_policies(policies)
+    if design == "all-pairs":
+        if baseline is not None:
+            raise StatsInputError(f"`baseline` applies only to design 'vs-baseline'; found {baseline!r}")
+        return tuple(Comparison(a, b) for i, a in enumerate(names) for b in names[i + 1 :])
+    if design == "vs-baseline":
+        if baseline not in names:
+            raise StatsInputError(f"`baseline` must be one of `policies` {names!r}; found {baseline!r}")
+        return tuple(Comparison(baseline, other) for other in names if other != baseline)
+    raise StatsInputError(f"`design` should be one of {DESIGNS}; found {design!r}")
+
+
+def bonferroni(alpha: float, m: int) -> float:
+    """Per-comparison level ``alpha / m`` (always valid; see the module notes).
+
+    Examples
+    --------
+    >>> round(bonferroni(0.05, 6), 6)  # 4 policies, all pairs (seed 000 Fig. 2: 0.0083)
+    0.008333
+    """
+    return check_alpha(alpha) / check_positive_int(m, "m")
+
+
+def split_alpha(alpha: float, m: int, method: str = "bonferroni") -> float:
+    """Per-comparison level that keeps the family-wise error of ``m`` tests at ``alpha``.
+
+    Parameters
+    ----------
+    alpha : float
+        Family-wise level in (0, 1).
+    m : int
+        Number of comparisons.
+    method : {"bonferroni", "sidak"}, optional
+        ``"bonferroni"``: ``alpha / m``, valid under any dependence.  ``"sidak"``:
+        ``1 - (1 - alpha)^(1 / m)``, slightly larger and valid only for *independent*
+        comparisons (disjoint trials, e.g. one test per task); not for pairs sharing a policy.
+
+    Returns
+    -------
+    float
+
+    Examples
+    --------
+    >>> round(split_alpha(0.03, 3, "sidak"), 6)  # three tasks on disjoint trials (seed 003: 0.01 each)
+    0.010102
+    """
+    if method == "bonferroni":
+        return bonferroni(alpha, m)
+    if method == "sidak":
+        return -math.expm1(math.log1p(-check_alpha(alpha)) / check_positive_int(m, "m"))
+    raise StatsInputError(f"`method` should be one of {SPLITS}; found {method!r}")
+
+
+def holm(pvalues: ArrayLike, alpha: float) -> NDArray[np.bool_]:
+    """Holm's step-down procedure: which hypotheses to reject at family-wise level ``alpha``.
+
+    Parameters
+    ----------
+    pvalues : array_like
+        One p-value per hypothesis, each in [0, 1].  For sequential tests these must be
+        anytime-valid p-values taken at one analysis time (see the module notes); STEP
+        defines none.
+    alpha : float
+        Family-wise level in (0, 1).
+
+    Returns
+    -------
+    ndarray of bool
+        ``rejected[i]`` is true when hypothesis ``i`` is rejected.
+
+    Notes
+    -----
+    With the p-values sorted as :math:`p_{(1)} \\le \\dots \\le p_{(m)}`, let :math:`k^*` be
+    the first rank with :math:`p_{(k)} > \\alpha / (m - k + 1)`; Holm rejects the hypotheses
+    of ranks :math:`1, \\dots, k^* - 1` (all of them if there is no such rank) [1]_.
+
+    References
+    ----------
+    .. [1] Holm, S. "A simple sequentially rejective multiple test procedure".
+           *Scandinavian Journal of Statistics* 6(2), 65-70, 1979.
+
+    Examples
+    --------
+    >>> holm([0.01, 0.04, 0.03, 0.005], 0.05)
+    array([ True, False, False,  True])
+    """
+    p = np.asarray(pvalues, dtype=np.float64)
+    if p.ndim != 1 or p.size == 0:
+        raise StatsInputError(f"`pvalues` must be a non-empty one-dimensional sequence; found shape {p.shape}")
+    bad = ~((p >= 0.0) & (p <= 1.0))  # also catches NaN
+    if bad.any():
+        index = int(np.argmax(bad))
+        raise StatsInputError(f"`pvalues` must lie in [0, 1]; found {float(p[index])!r} at index {index}")
+    alpha = check_alpha(alpha)
+    m = p.size
+    order = np.argsort(p, kind="stable")
+    thresholds = alpha / (m - np.arange(m))  # alpha / m, alpha / (m - 1), ..., alpha
+    passes = p[order] <= thresholds
+    n_rejected = m if passes.all() else int(np.argmin(passes))
+    rejected = np.zeros(m, dtype=bool)
+    rejected[order[:n_rejected]] = True
+    return rejected
+
+
+def _check_differs(names: tuple[str, ...], differs: Collection[Collection[Hashable]]) -> set[frozenset[str]]:
+    known = set(names)
+    pairs: set[frozenset[str]] = set()
+    for pair in differs:
+        members = frozenset(pair) if isinstance(pair, Collection) and not isinstance(pair, str) else frozenset()
+        if len(members) != 2 or not members <= known:
+            raise StatsInputError(f"`differs` must hold pairs of two distinct known policies; found {pair!r}")
+        pairs.add(members)  # type: ignore[arg-type]
+    return pairs
+
+
+def compact_letter_display(
+    policies: Sequence[str],
+    means: Sequence[float],
+    differs: Collection[Collection[str]],
+    *,
+    sweep: bool = True,
+) -> dict[str, str]:
+    """Compact letter display (CLD) of a family of pairwise decisions.
+
+    Policies that share a letter were not found different; policies with no letter in common
+    were.  Letters are ordered by mean: the best policy carries ``a``.
+
+    Parameters
+    ----------
+    policies : sequence of str
+        Distinct policy names.
+    means : sequence of float
+        Empirical mean score of each policy, aligned with ``policies``.
+    differs : collection of pairs
+        The pairs found different (e.g. ``{frozenset({"pi0", "pi2"})}``), whatever the
+        direction.
+    sweep : bool, optional
+        Apply Piepho's sweeping step, which drops letters that no pair needs, so a policy does
+        not carry more letters than necessary.  Without it the columns are all maximal sets of
+        mutually non-different policies.
+
+    Returns
+    -------
+    dict of str to str
+        Letters per policy, in the order of decreasing mean (ties keep the input order).
+
+    Notes
+    -----
+    Insert-and-absorb [1]_ (seed 000 Fig. 2 procedure, nscore.md §4): start from one column
+    (letter) holding every policy; for each different pair, split every column that holds both
+    into a copy without the one and a copy without the other, and absorb any column contained in
+    another.  The result is the set of maximal groups of mutually non-different policies, which
+    does not depend on the order of the pairs.  Sweeping [1]_ then visits the columns in letter
+    order and removes a policy from a column when every other policy of that column shares another
+    letter with it, deleting columns that become empty.  Columns are lettered in the order of
+    their best-ranked member (then the next, and so on), ranks being by decreasing mean.
+
+    References
+    ----------
+    .. [1] Piepho, H.-P. "An Algorithm for a Letter-Based Representation of All-Pairwise
+           Comparisons". *Journal of Computational and Graphical Statistics* 13(2), 456-466, 2004.
+
+    Examples
+    --------
+    >>> compact_letter_display(["A", "B", "C"], [0.5, 0.8, 0.2], {frozenset({"B", "C"})})
+    {'B': 'a', 'A': 'ab', 'C': 'b'}
+    """
+    names = _check_policies(policies)
+    values = np.asarray(means, dtype=np.float64)
+    if values.shape != (len(names),):
+        raise StatsInputError(
+            f"`means` must hold one value per policy ({len(names)}); found shape {values.shape}"
+        )
+    if not np.isfinite(values).all():
+        index = int(np.argmax(~np.isfinite(values)))
+        raise StatsInputError(f"`means` must be finite; found {float(values[index])!r} for policy {names[index]!r}")
+    pairs = _check_differs(names, differs)
+
+    ranked = [names[i] for i in np.argsort(-values, kind="stable")]
+    rank = {name: r for r, name in enumerate(ranked)}
+    # Columns are sets of ranks; insert-and-absorb (Piepho 2004, Sec. 3).
+    columns: list[frozenset[int]] = [frozenset(range(len(ranked)))]
+    for pair in sorted(pairs, key=lambda p: sorted(rank[n] for n in p)):
+        i, j = sorted(rank[n] for n in pair)
+        split: list[frozenset[int]] = []
+        for column in columns:
+            split.extend((column - {i}, column - {j}) if i in column and j in column else (column,))
+        columns = [c for c in split if not any(c < other for other in split)]
+        columns = list(dict.fromkeys(columns))  # identical copies absorb each other
+    columns.sort(key=sorted)
+    if sweep:
+        columns = _sweep(columns)
+    if len(columns) > len(LETTERS):
+        raise StatsInputError(f"the display needs {len(columns)} letters; at most {len(LETTERS)} are available")
+    return {
+        name: "".join(LETTERS[k] for k, column in enumerate(columns) if rank[name] in column)
+        for name in ranked
+    }
+
+
+def _sweep(columns: list[frozenset[int]]) -> list[frozenset[int]]:
+    """Piepho's (2004) sweeping step: drop letters that connect no pair on their own."""
+    swept = [set(column) for column in columns]
+    for k, column in enumerate(swept):
+        for member in sorted(column):
+            others = [c for i, c in enumerate(swept) if i != k and member in c]
+            if not others:
+                continue  # the member's only letter
+            if all(any(partner in c for c in others) for partner in column - {member}):
+                column.discard(member)
+    return sorted((frozenset(c) for c in swept if c), key=sorted)
+
+
+# -- running a family -------------------------------------------------------------------------------
+#: Ways to share the family-wise level among the comparisons of a running family.
+CORRECTIONS = ("bonferroni", "holm")
+
+
+def _holm_rejections(pvalues: NDArray[np.float64], alpha: float) -> NDArray[np.bool_]:
+    """:func:`holm` on every column of an ``(H, R)`` array at once (inputs trusted)."""
+    h = pvalues.shape[0]
+    order = np.argsort(pvalues, axis=0, kind="stable")
+    ranked = np.take_along_axis(pvalues, order, axis=0)
+    passes = ranked <= (alpha / (h - np.arange(h)))[:, None]
+    n_rejected = np.cumprod(passes, axis=0).sum(axis=0)  # ranks before the first failure
+    rejected = np.zeros_like(passes)
+    np.put_along_axis(rejected, order, np.arange(h)[:, None] < n_rejected[None, :], axis=0)
+    return rejected
+
+
+@dataclasses.dataclass(frozen=True)
+class FamilyResult:
+    """Outcome of a K-policy family of sequential comparisons (one session).
+
+    Attributes
+    ----------
+    policies:
+        Policy names, in the order given.
+    comparisons:
+        The comparisons (:func:`comparison_pairs` order and orientation).
+    method, correction, alpha, alternative:
+        The test of every comparison, how the family-wise ``alpha`` was shared, and the claims.
+    comparison_alpha:
+        Level each comparison's own test runs at (Bonferroni: ``alpha / m``; Holm: the first Holm
+        threshold ``alpha / H`` of its ``H`` one-sided hypotheses, per direction).
+    decisions:
+        Per comparison, a :class:`~evalstop_ros.stats.sequential.Decision` (``B_BETTER``: the
+        comparison's ``policy_b`` is better).
+    stopping_trials:
+        Per comparison, the round (trial of each policy) of the decision, or ``None``.
+    pvalues:
+        Per comparison, its anytime-valid p-value when it stopped or at the end (two-sided:
+        ``min(1, 2 min(p_greater, p_less))``; NaN for STEP and Lai, which define none).
+    n_trials:
+        Per policy, the trials it ran before leaving the rotation (all of its comparisons
+        decided) or the end.
+    means:
+        Per policy, the mean score over those trials (NaN if none).
+    rounds:
+        Rounds run.
+    """
+
+    policies: tuple[str, ...]
+    comparisons: tuple[Comparison, ...]
+    method: str
+    correction: str
+    alpha: float
+    alternative: str
+    comparison_alpha: float
+    decisions: tuple[Decision, ...]
+    stopping_trials: tuple[int | None, ...]
+    pvalues: tuple[float, ...]
+    n_trials: tuple[int, ...]
+    means: tuple[float, ...]
+    rounds: int
+
+    def differs(self) -> set[frozenset[str]]:
+        """The pairs separated by a claim, as :func:`compact_letter_display` takes them."""
+        return {
+            c.pair for c, d in zip(self.comparisons, self.decisions) if d in (Decision.A_BETTER, Decision.B_BETTER)
+        }
+
+    def letters(self) -> dict[str, str]:
+        """Compact letter display of the final decisions (seed 000 Fig. 2 procedure).
+
+        Policies without trials get mean 0 for the ordering.
+        """
+        means = [0.0 if math.isnan(m) else m for m in self.means]
+        return compact_letter_display(self.policies, means, self.differs())
+
+    def to_dict(self) -> dict[str, object]:
+        """JSON-ready representation (NaN becomes ``None``)."""
+
+        def number(value: float) -> float | None:
+            return None if math.isnan(value) else float(value)
+
+        return {
+            "policies": list(self.policies),
+            "method": self.method,
+            "correction": self.correction,
+            "alpha": self.alpha,
+            "alternative": self.alternative,
+            "comparison_alpha": self.comparison_alpha,
+            "rounds": self.rounds,
+            "comparisons": [
+                {
+                    "policy_a": c.policy_a,
+                    "policy_b": c.policy_b,
+                    "decision": d.name.lower(),
+                    "stopping_trial": s,
+                    "pvalue": number(p),
+                }
+                for c, d, s, p in zip(self.comparisons, self.decisions, self.stopping_trials, self.pvalues)
+            ],
+            "n_trials": dict(zip(self.policies, self.n_trials)),
+            "means": {name: number(m) for name, m in zip(self.policies, self.means)},
+            "letters": self.letters(),
+        }
+
+
+class FamilyProcess:
+    r"""A K-policy family of paired sequential tests, run in rounds, over ``R`` sequences at once.
+
+    Each round every policy still in the rotation runs one trial; trial ``n`` of two policies
+    is pair ``n`` of their comparison (pairing by index, seed 000 pitfall 8).  A comparison
+    stops at its first decision; a policy leaves the rotation once all its comparisons are
+    decided; every comparison still open after ``n_max`` rounds is ``BUDGET_EXHAUSTED``.
+    ``R = 1`` is the online use (the evaluation manager); ``R > 1`` the Monte Carlo one.
+
+    Parameters
+    ----------
+    policies : sequence of str
+        Distinct policy names (``K >= 2``).
+    method : str
+        Registered sequential test (:data:`~evalstop_ros.stats.registry.METHODS`).
+    alpha : float
+        Family-wise error level in (0, 1): the probability of any false claim in the family.
+    design : {"all-pairs", "vs-baseline"}, optional
+        Which comparisons (:func:`comparison_pairs`).
+    baseline : str, optional
+        The reference policy of ``"vs-baseline"``.
+    correction : {"bonferroni", "holm"}, optional
+        How ``alpha`` is shared (Notes).  Holm needs anytime-valid p-values (``nscore``, ``wsr``,
+        ``savi``); STEP and Lai define none, so they take Bonferroni only.
+    alternative : {"two-sided", "greater", "less"}, optional
+        Claims of every comparison: either direction, only "``policy_b`` better" or only
+        "``policy_a`` better" (STEP's one-sided tests still stop in the opposite direction).
+    n_max : int, optional
+        Rounds at most: STEP's and Lai's horizon (required for them), a budget for the others.
+    n_sequences : int, optional
+        Number ``R`` of independent families run side by side.
+    seed, bins, c : optional
+        Options of the method (:func:`~evalstop_ros.stats.registry.make_process`); comparison
+        ``j`` uses the STEP seed ``SeedSequence([seed, j])``, fixed before the data.
+
+    Attributes
+    ----------
+    comparisons : tuple of Comparison
+    n : int
+        Rounds fed so far.
+    decision, stopping_trial : ndarray, shape (m, R)
+        Per comparison and sequence (``Decision`` values; round of the decision, 0 if none).
+    active : ndarray of bool, shape (K, R)
+        Policies still in the rotation.
+    n_trials : ndarray of int, shape (K, R)
+        Trials each policy ran.
+
+    Notes
+    -----
+    **Bonferroni** runs every comparison's own test at :math:`\alpha/m` (two-sided tests split it
+    again between the directions, as the single tests do): the union bound holds under any
+    dependence between comparisons that share a policy, for STEP within ``n_max``.
+
+    **Holm** (sequential, anytime).  Every comparison contributes its directional hypotheses
+    (``"two-sided"``: "B better" and "A better", :math:`H = 2m`; one-sided: :math:`H = m`), each
+    tested by a one-sided e-process at :math:`\alpha/H` with the running-minimum p-value
+    :math:`p_{h,n} = \min(1, 1/\max_{n' \le n} X_{h,n'})`.  After every round Holm's procedure
+    is applied to the :math:`H` current p-values (a decided comparison keeps the values it had
+    when it stopped) and every hypothesis it rejects becomes a claim.  Valid because each
+    :math:`p_{h,n}` is anytime-valid, so its limit :math:`p_{h,\infty}` is a p-value (Ville);
+    p-values never increase, so every claim made at any round is a Holm rejection of the
+    :math:`p_{h,\infty}` (Holm is monotone), and Holm controls the FWE under arbitrary
+    dependence.  Directional hypotheses, not one two-sided p-value per pair, keep the claims'
+    *direction* covered (see the module notes).  Holm's first threshold is the Bonferroni
+    level, so it never claims less than Bonferroni.
+
+    Examples
+    --------
+    >>> fam = FamilyProcess(["a", "b", "c"], method="nscore", alpha=0.05, correction="holm")
+    >>> for _ in range(30):
+    ...     fam.update(np.array([0.0, 1.0, 1.0]))
+    >>> [d.name for d in fam.result().decisions], fam.result().letters()
+    (['B_BETTER', 'B_BETTER', 'CONTINUE'], {'b': 'a', 'c': 'a', 'a': 'b'})
+    """
+
+    def __init__(
+        self,
+        policies: Sequence[str],
+        *,
+        method: str,
+        alpha: float,
+        design: str = "all-pairs",
+        baseline: str | None = None,
+        correction: str = "bonferroni",
+        alternative: str = "two-sided",
+        n_max: int | None = None,
+        n_sequences: int = 1,
+        seed: int = 0,
+        bins: int = 2,
+        c: float = 0.95,
+    ) -> None:
+        from .methods import VALIDITY
+        from .registry import make_process
+        from .validation import check_alternative
+
+        self.policies = _check_policies(policies)
+        self.comparisons = comparison_pairs(self.policies, design=design, baseline=baseline)
+        self.alpha = check_alpha(alpha)
+        self.alternative = check_alternative(alternative)
+        if correction not in CORRECTIONS:
+            raise StatsInputError(f"`correction` should be one of {CORRECTIONS}; found {correction!r}")
+        if correction == "holm" and VALIDITY.get(method) != "anytime-valid":
+            raise StatsInputError(
+                f"`correction` 'holm' needs anytime-valid p-values, which method {method!r} does not "
+                "define; use 'bonferroni'"
+            )
+        self.correction = correction
+        self.method = method
+        self.n_sequences = check_positive_int(n_sequences, "n_sequences")
+        self.n_max = None if n_max is None else check_positive_int(n_max, "n_max")
+        m = len(self.comparisons)
+        index = {name: i for i, name in enumerate(self.policies)}
+        self._a = np.array([index[c.policy_a] for c in self.comparisons])
+        self._b = np.array([index[c.policy_b] for c in self.comparisons])
+        options = {"n_max": self.n_max, "bins": bins, "c": c}
+
+        def seed_of(j: int) -> int:
+            return int(np.random.SeedSequence([int(seed), j]).generate_state(1)[0])
+
+        if correction == "bonferroni":
+            self.comparison_alpha = self.alpha / m
+            self._processes = [
+                make_process(method, self.n_sequences, alpha=self.comparison_alpha, alternative=alternative,
+                             seed=seed_of(j), **options)
+                for j in range(m)
+            ]
+            self._sides: tuple[int, ...] = ()
+        else:
+            self._sides = {"two-sided": (1, -1), "greater": (1,), "less": (-1,)}[alternative]
+            self.comparison_alpha = self.alpha / (m * len(self._sides))
+            self._processes = [
+                make_process(method, self.n_sequences, alpha=self.comparison_alpha,
+                             alternative="greater" if side == 1 else "less", seed=seed_of(j), **options)
+                for j in range(m) for side in self._sides
+            ]
+            self._p = np.ones((len(self._processes), self.n_sequences))
+        shape = (m, self.n_sequences)
+        self.n = 0
+        self.decision = np.zeros(shape, dtype=np.int8)
+        self.stopping_trial = np.zeros(shape, dtype=np.int64)
+        self.active = np.ones((len(self.policies), self.n_sequences), dtype=bool)
+        self.n_trials = np.zeros((len(self.policies), self.n_sequences), dtype=np.int64)
+        self._sums = np.zeros((len(self.policies), self.n_sequences))
+
+    @property
+    def finished(self) -> NDArray[np.bool_]:
+        """``(R,)``: every comparison of the sequence decided (or the budget spent)."""
+        return ~(self.decision == Decision.CONTINUE).any(axis=0)
+
+    def update(self, scores: ArrayLike) -> None:
+        """Feed one round: ``scores[k]`` (shape ``(K,)`` or ``(K, R)``) is policy ``k``'s trial.
+
+        Scores of policies out of the rotation (:attr:`active` false) are not read and may be
+        NaN; the others are checked by each comparison's test (e.g. in [0, 1], binary for STEP).
+        """
+        shape = (len(self.policies), self.n_sequences)
+        array = np.asarray(scores, dtype=np.float64)
+        if array.shape != shape:
+            if array.size != shape[0] * shape[1]:
+                raise StatsInputError(
+                    f"`scores` must hold one trial per policy ({shape[0]}) and sequence ({shape[1]}); "
+                    f"found shape {array.shape}"
+                )
+            array = array.reshape(shape)
+        if self.n_max is not None and self.n >= self.n_max:
+            raise StatsInputError(f"the family's budget of n_max={self.n_max} rounds is spent")
+        missing = ~np.isfinite(array) & self.active
+        if missing.any():
+            k, r = np.unravel_index(int(np.argmax(missing)), shape)
+            raise StatsInputError(
+                f"`scores` must hold a finite score of every policy in the rotation; found "
+                f"{float(array[k, r])!r} for {self.policies[k]!r} (sequence {r}) at round {self.n + 1}"
+            )
+        fed = np.where(self.active, array, 0.0)  # policies out of the rotation: never read
+        self.n += 1
+        self.n_trials += self.active
+        self._sums += fed
+        open_ = self.decision == Decision.CONTINUE
+        if self.correction == "bonferroni":
+            for j, process in enumerate(self._processes):
+                if open_[j].any():
+                    process.update(fed[self._a[j]], fed[self._b[j]])
+                    newly = open_[j] & (process.decision != Decision.CONTINUE)
+                    self.decision[j, newly] = process.decision[newly]
+                    self.stopping_trial[j, newly] = self.n
+        else:
+            self._holm_round(fed, open_)
+        if self.n_max is not None and self.n >= self.n_max:
+            self.decision[self.decision == Decision.CONTINUE] = Decision.BUDGET_EXHAUSTED
+        still = self.decision == Decision.CONTINUE
+        active = np.zeros_like(self.active)
+        for j in range(len(self.comparisons)):
+            active[self._a[j]] |= still[j]
+            active[self._b[j]] |= still[j]
+        self.active = active
+
+    def _holm_round(self, fed: NDArray[np.float64], open_: NDArray[np.bool_]) -> None:
+        sides = len(self._sides)
+        for h, process in enumerate(self._processes):
+            j = h // sides
+            if open_[j].any():
+                process.update(fed[self._a[j]], fed[self._b[j]])
+                # a decided comparison keeps the p-values it had when it stopped
+                self._p[h] = np.where(open_[j], process.pvalue(), self._p[h])
+        rejected = _holm_rejections(self._p, self.alpha)
+        for h in range(len(self._processes)):
+            j, side = divmod(h, sides)
+            newly = open_[j] & rejected[h] & (self.decision[j] == Decision.CONTINUE)
+            if newly.any():
+                claim = Decision.B_BETTER if self._sides[side] == 1 else Decision.A_BETTER
+                self.decision[j, newly] = claim
+                self.stopping_trial[j, newly] = self.n
+
+    def pvalues(self) -> NDArray[np.float64]:
+        """``(m, R)`` anytime-valid p-value of each comparison (NaN where the method has none)."""
+        if self.correction == "bonferroni":
+            return np.stack([process.pvalue() for process in self._processes])
+        per_side = self._p.reshape(len(self.comparisons), len(self._sides), self.n_sequences)
+        combined: NDArray[np.float64] = np.minimum(1.0, len(self._sides) * per_side.min(axis=1))
+        return combined
+
+    def result(self, sequence: int = 0) -> FamilyResult:
+        """The :class:`FamilyResult` of sequence ``sequence`` (0 for an online run)."""
+        r = sequence
+        with np.errstate(invalid="ignore", divide="ignore"):
+            means = self._sums[:, r] / self.n_trials[:, r]
+        return FamilyResult(
+            policies=self.policies,
+            comparisons=self.comparisons,
+            method=self.method,
+            correction=self.correction,
+            alpha=self.alpha,
+            alternative=self.alternative,
+            comparison_alpha=self.comparison_alpha,
+            decisions=tuple(Decision(int(d)) for d in self.decision[:, r]),
+            stopping_trials=tuple(int(s) or None for s in self.stopping_trial[:, r]),
+            pvalues=tuple(float(p) for p in self.pvalues()[:, r]),
+            n_trials=tuple(int(n) for n in self.n_trials[:, r]),
+            means=tuple(float(m) for m in means),
+            rounds=self.n,
+        )
+
+
+def run_family(
+    scores: Mapping[str, ArrayLike],
+    *,
+    method: str,
+    alpha: float,
+    design: str = "all-pairs",
+    baseline: str | None = None,
+    correction: str = "bonferroni",
+    alternative: str = "two-sided",
+    n_max: int | None = None,
+    seed: int = 0,
+    bins: int = 2,
+    c: float = 0.95,
+) -> FamilyResult:
+    """Replay recorded trials of K policies through a :class:`FamilyProcess`, round by round.
+
+    Parameters
+    ----------
+    scores : mapping of str to array_like
+        Each policy's scores in collection order (trial ``n`` at index ``n - 1``).  A policy's
+        sequence may end (or hold NaN) after it left the rotation; the replay stops when a
+        policy still in the rotation has no score for the next round, or at ``n_max``.
+    method, alpha, design, baseline, correction, alternative, n_max, seed, bins, c :
+        As in :class:`FamilyProcess`.
+
+    Returns
+    -------
+    FamilyResult
+
+    Examples
+    --------
+    >>> res = run_family({"a": [0] * 12, "b": [1] * 12, "c": [0] * 12}, method="nscore", alpha=0.05)
+    >>> [(c.policy_a, c.policy_b, d.name, s) for c, d, s in zip(res.comparisons, res.decisions, res.stopping_trials)]
+    [('a', 'b', 'B_BETTER', 9), ('a', 'c', 'CONTINUE', None), ('b', 'c', 'A_BETTER', 9)]
+    >>> res.n_trials, res.letters()  # b left the rotation after trial 9
+    ((12, 9, 12), {'b': 'a', 'a': 'b', 'c': 'b'})
+    """
+    if not isinstance(scores, Mapping):
+        raise StatsInputError(f"`scores` must map policy names to score sequences; found {type(scores).__name__}")
+    names = list(scores)
+    columns = []
+    for name in names:
+        column = np.asarray(scores[name], dtype=np.float64)
+        if column.ndim != 1:
+            raise StatsInputError(f"`scores` of policy {name!r} must be one-dimensional; found shape {column.shape}")
+        columns.append(column)
+    family = FamilyProcess(
+        names, method=method, alpha=alpha, design=design, baseline=baseline, correction=correction,
+        alternative=alternative, n_max=n_max, seed=seed, bins=bins, c=c,
+    )
+    longest = max(column.size for column in columns)
+    limit = longest if n_max is None else min(longest, family.n_max or longest)
+    for n in range(limit):
+        row = np.array([column[n] if n < column.size else np.nan for column in columns])
+        needed = family.active[:, 0]
+        if not np.isfinite(row[needed]).all():
+            break  # the data of a policy still in the rotation ran out
+        family.update(row)
+        if family.finished[0]:
+            break
+    return family.result()

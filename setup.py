@@ -1,0 +1,20 @@
+"""pip installation of the evalstop statistics core and the ``evalstop`` CLI.
+
+The ROS 2 package (interfaces, nodes, launch files) is built by colcon from CMakeLists.txt;
+this file serves pip users of :mod:`evalstop_ros` and the project's own virtualenv.
+"""
+
+from setuptools import find_packages, setup
+
+setup(
+    name="evalstop",
+    version="0.1.0",
+    description="Sequential robot-policy evaluation with anytime-valid stopping (STEP, N-SCORE)",
+    license="Apache-2.0",
+    python_requires=">=3.10",
+    packages=find_packages(exclude=["test", "test.*", "bench"]),
+    package_data={"evalstop_ros": ["py.typed"], "evalstop_ros.stats": ["step_tables/*.npz"]},
+    install_requires=["numpy>=1.24", "scipy>=1.11", "pydantic>=2", "tqdm>=4.60", "pyyaml>=6"],
+    extras_require={"test": ["pytest>=7"], "report": ["matplotlib>=3.7"]},
+    entry_points={"console_scripts": ["evalstop = evalstop_ros.cli.main:main"]},
+)

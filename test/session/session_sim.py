@@ -1,0 +1,102 @@
+"""Helpers of the session tests: configurations, a deterministic simulated lab, and a driver.
+
+Also runnable as a script (``python session_sim.py JOURNAL SESSION_ID``): it drives the crash
+test's session until the end, so that the test can SIGKILL it at any point.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import sys
+from collections.abc import Callable
+from typing import Any
+
+from evalstop_ros.session import EvaluationSession, ScoreOutcome, SessionConfig, parse_config
+
+BASE: dict[str, Any] = {
+    "policies": ["pi0", "pi1"],
+    "seed": 11,
+    # alpha 0.1 split evenly over success/progress gives each two-policy comparison 0.05: the
+    # two-sided STEP table it needs (per direction 0.025) ships for n_max 50/100/200/500.
+    "alpha": 0.1,
+    "n_max": 50,
+    "tasks": [{
+        "id": "push",
+        "description": "Push the block onto the target.",
+        "initial_conditions": [{"id": f"c{i}", "reset_instructions": f"Block at spot {i}."} for i in range(3)],
+    }],
+}
+
+#: Success rates of the crash-test session: STEP decides at pair 40, N-SCORE runs out at 50 (100 trials).
+CRASH_RATES = {"pi0": 0.3, "pi1": 0.6}
+CRASH_SESSION = {"seed": 5}
+
+
+def make_config(**overrides: Any) -> SessionConfig:
+    """``BASE`` with top-level keys replaced."""
+    return parse_config({**BASE, **overrides})
+
+
+def _uniform(*keys: object) -> float:
+    digest = hashlib.sha256(repr(keys).encode()).digest()
+    return int.from_bytes(digest[:8], "big") / 2**64
+
+
+def outcome(policy: str, trial_id: int, rates: dict[str, float]) -> tuple[bool, float]:
+    """The lab's result of one trial: a pure function of policy and trial id."""
+    success = _uniform("success", policy, trial_id) < rates[policy]
+    progress = 1.0 if success else round(0.8 * _uniform("progress", policy, trial_id), 3)
+    return success, progress
+
+
+def run_fails(trial_id: int, attempt: int, every: int) -> bool:
+    """Whether a run fails (the runner's fault, not the policy's): about one in ``every``."""
+    return every > 0 and attempt == 1 and _uniform("fault", trial_id) < 1.0 / every
+
+
+def step(session: EvaluationSession, rates: dict[str, float], *, fail_every: int = 0,
+         resend: Callable[[int], bool] = lambda trial_id: False,
+         sent: dict[str, tuple[int, str, bool, float]] | None = None) -> ScoreOutcome | None:
+    """One operator/runner action on ``session``; ``None`` once the session is over.
+
+    Runs the pending trial if it has no successful run, otherwise scores it.  ``resend(t)``
+    true means the score of trial ``t`` is sent twice (a retransmission).  ``sent["last"]`` is
+    set to each score just before it is sent.
+    """
+    trial = session.next_trial()
+    if trial is None:
+        return None
+    if session.status().awaiting == "run":
+        ok = not run_fails(trial.trial_id, trial.attempt, fail_every)
+        session.record_runner_result(trial.trial_id, ok, 1.5, "" if ok else "arm fault")
+        return ScoreOutcome(True, False, "ran")
+    success, progress = outcome(trial.policy_id, trial.trial_id, rates)
+    if sent is not None:
+        sent["last"] = (trial.trial_id, trial.token, success, progress)
+    result = session.submit_score(trial.trial_id, trial.token, success, progress, operator="sim")
+    assert result.accepted, result
+    if resend(trial.trial_id):
+        again = session.submit_score(trial.trial_id, trial.token, success, progress, operator="sim")
+        assert again.duplicate, again
+    return result
+
+
+def drive(session: EvaluationSession, rates: dict[str, float], **options: Any) -> None:
+    """Run ``session`` (already started) to its end."""
+    while step(session, rates, **options) is not None:
+        pass
+
+
+def main(argv: list[str]) -> int:
+    """Drive the crash-test session in ``argv[0]`` (durable journal) to the end."""
+    path, session_id = argv
+    config = make_config(**CRASH_SESSION)
+    with EvaluationSession.open(path, config, session_id) as session:
+        if session.state.value == "idle":
+            session.start()
+        drive(session, CRASH_RATES, fail_every=7)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
