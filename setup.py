@@ -15,6 +15,7 @@ setup(
     packages=find_packages(exclude=["test", "test.*", "bench"]),
     package_data={"evalstop_ros": ["py.typed"], "evalstop_ros.stats": ["step_tables/*.npz"]},
     install_requires=["numpy>=1.24", "scipy>=1.11", "pydantic>=2", "tqdm>=4.60", "pyyaml>=6"],
-    extras_require={"test": ["pytest>=7"], "report": ["matplotlib>=3.7"]},
+    extras_require={"test": ["pytest>=7"], "report": ["matplotlib>=3.7", "rosbags>=0.11"],
+                    "audit": ["rosbags>=0.11"]},
     entry_points={"console_scripts": ["evalstop = evalstop_ros.cli.main:main"]},
 )

@@ -9,7 +9,8 @@ Exit codes
 0
     Success (for ``analyze``, whatever the decision).
 1
-    A check failed (``evalstop step check``: the exact Type-I error exceeds ``alpha + 1e-4``).
+    A check failed (``evalstop step check``: the exact Type-I error exceeds ``alpha + 1e-4``;
+    ``evalstop audit``: a protocol violation or a published decision not reproduced).
 2
     Usage or input error: a bad option, or a data file that cannot be read; the one-line message
     names the file, line and value.  Nothing is printed to stdout.

@@ -8,19 +8,23 @@ from collections.abc import Sequence
 
 from .. import __version__
 from ..stats.errors import StatsInputError
-from . import EXIT_USAGE, analyze, simulate, step
+from . import EXIT_USAGE, adastop, analyze, audit, record, report, simulate, step
 from ._common import CliError
 
 #: The verbs, in the order ``evalstop --help`` lists them.
-VERBS = {"analyze": analyze, "simulate": simulate, "step": step}
+VERBS = {"adastop": adastop, "analyze": analyze, "simulate": simulate, "step": step, "record": record,
+         "audit": audit, "report": report}
 EPILOG = """\
 examples:
   evalstop analyze towel.csv --method nscore --alpha 0.05
   evalstop simulate --method step --p0 0.45 --p1 0.55 --n-max 100 --alpha 0.05 --reps 2000
   evalstop step check --n-max 100 --alpha 0.05
   evalstop adastop mujoco.csv --n-per-interim 5 --interims 6 --alpha 0.05
+  evalstop audit session_bag/ --json
+  evalstop report session_bag/ -o session_report
 
-exit status: 0 done, 1 a check failed (step check), 2 usage or input error."""
+exit status: 0 done, 1 a check failed (step check), 2 usage or input error.
+(evalstop audit: 1 when a published decision is not reproduced or the protocol was broken.)"""
 
 
 def build_parser() -> argparse.ArgumentParser:

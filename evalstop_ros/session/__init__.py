@@ -4,26 +4,30 @@
 :mod:`.plan` derives every random choice from its seed, :mod:`.journal` is the append-only
 SQLite log, and :mod:`.session` is the journaled state machine the manager node drives
 (:class:`EvaluationSession`); a session survives ``kill -9`` by replaying its journal.
+:mod:`.analysis` holds the live tests (Bonferroni, sequential Holm, multi-task, AdaStop) and
+:mod:`.offline` re-runs them from a journal with the statistics core's own drivers.
 """
 
-from .config import ConfigError, MetricConfig, SessionConfig, config_diff, load_config, parse_config
+from .config import AdaStopConfig, ConfigError, MetricConfig, SessionConfig, config_diff, load_config, parse_config
 from .errors import JournalError, SessionError
 from .journal import Event, Journal, JournalContents, read_journal
 from .plan import Plan
+from .offline import OfflineClaim, OfflineResult, offline_claims, offline_decisions, offline_letters
 from .session import (
+    ClaimStatus,
     ComparisonStatus,
     EditOutcome,
     EvaluationSession,
-    OfflineResult,
     OperatorPrompt,
     ScoreOutcome,
     SessionState,
     SessionStatus,
     TrialRequest,
-    offline_decisions,
 )
 
 __all__ = [
+    "AdaStopConfig",
+    "ClaimStatus",
     "ComparisonStatus",
     "ConfigError",
     "EditOutcome",
@@ -33,6 +37,7 @@ __all__ = [
     "JournalContents",
     "JournalError",
     "MetricConfig",
+    "OfflineClaim",
     "OfflineResult",
     "OperatorPrompt",
     "Plan",
@@ -44,7 +49,9 @@ __all__ = [
     "TrialRequest",
     "config_diff",
     "load_config",
+    "offline_claims",
     "offline_decisions",
+    "offline_letters",
     "parse_config",
     "read_journal",
 ]

@@ -8,11 +8,27 @@ configuration whose :attr:`SessionConfig.config_hash` differs is refused
 (:class:`~evalstop_ros.session.journal.Journal`), with :func:`config_diff` naming what changed.
 
 Defaults that depend on other fields are *resolved at validation* and appear in the canonical
-dump: a metric's ``method`` (success -> ``step``, progress -> ``nscore``), its ``bins``
-(N-SCORE only: 2 for success, 21 for progress, the paper's N-SCORE_inf) and its ``alpha``
-(the share of the session ``alpha`` left by the metrics that set one, split evenly).  A change
-of a code default therefore changes the hash of a new session but can never silently change a
-running one.
+dump: a metric's ``method`` (success -> ``step``, progress -> ``nscore``; ``adastop`` under
+``design: adastop``), its ``bins`` (N-SCORE only: 2 for success, 21 for progress, the paper's
+N-SCORE_inf), its ``alpha`` (the share of the session ``alpha`` left by the metrics that set one,
+split evenly) and ``task_correction`` (the first one :data:`~evalstop_ros.stats.multitask.TASK_CORRECTIONS`
+lists for the claim).  A change of a code default therefore changes the hash of a new session
+but can never silently change a running one.  The fields added with multi-task claims and
+AdaStop (``claim``, ``task_correction``, ``adastop``) are left out of the canonical dump while
+they hold their defaults (``pooled``, none, none), so the hash of a design that does not use
+them -- and every journal started before they existed -- is unchanged.
+
+Designs at a glance (the statistics are in :mod:`.session`'s docstring):
+
+* ``design: paired | independent`` with ``claim: pooled`` (default): one sequential test per
+  comparison x metric over the trials of every task, at ``metric alpha / m``; ``correction:
+  holm`` replaces the Bonferroni stops by sequential Holm where the method has anytime-valid
+  p-values.
+* ``claim: every | any | per-task``: one test per comparison x metric x *task*, at
+  :func:`~evalstop_ros.stats.multitask.task_alpha` of the comparison's level; rounds cycle
+  through the tasks, and the per-task results combine into the claim (seed 003 Eq. 11).
+* ``design: adastop``: AdaStop (seed 002) over interims of ``adastop.n_per_interim`` trials per
+  agent, for batch (simulation) evaluations of one metric.
 
 Example YAML (see ``config/eval.yaml``)::
 
@@ -45,11 +61,14 @@ import yaml  # type: ignore[import-untyped, unused-ignore]
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError, field_validator, model_validator
 
 from ..stats.families import Comparison, comparison_pairs
+from ..stats.methods import VALIDITY
+from ..stats.multitask import TASK_CORRECTIONS, task_alpha
 from ..stats.registry import METHODS
 from .errors import ConfigError
 
 __all__ = [
     "BINARY_METHODS",
+    "AdaStopConfig",
     "ConfigError",
     "InitialCondition",
     "MetricConfig",
@@ -69,6 +88,10 @@ MAX_POLICIES = 26
 BINARY_METHODS = frozenset({"step", "savi", "lai"})
 #: Methods without an anytime-valid p-value, which Holm's procedure needs (stats.families).
 NO_PVALUE_METHODS = frozenset({"step", "lai"})
+#: The method name of every metric under ``design: adastop`` (not a paired test: stats.adastop).
+ADASTOP = "adastop"
+#: Every method a metric may name: the registered paired tests, and AdaStop.
+METRIC_METHODS = (*METHODS, ADASTOP)
 DEFAULT_METHOD = {"success": "step", "progress": "nscore"}
 DEFAULT_BINS = {"success": 2, "progress": 21}
 DEFAULT_METRICS = ({"name": "success"}, {"name": "progress"})
@@ -149,8 +172,8 @@ class MetricConfig(_Model):
     @field_validator("method")
     @classmethod
     def _known_method(cls, value: str) -> str:
-        if value not in METHODS:
-            raise ValueError(f"should be one of {tuple(METHODS)}; found {value!r}")
+        if value not in METRIC_METHODS:
+            raise ValueError(f"should be one of {METRIC_METHODS}; found {value!r}")
         return value
 
     @field_validator("alpha")
@@ -171,6 +194,20 @@ class MetricConfig(_Model):
         elif self.bins is not None:
             raise ValueError(f"`bins` applies only to method 'nscore'; found bins={self.bins!r} with {self.method!r}")
         return self
+
+
+class AdaStopConfig(_Model):
+    """The interim design of ``design: adastop`` (:class:`~evalstop_ros.stats.adastop.AdaStop`)."""
+
+    #: Trials ``N`` of every agent still in the rotation per interim.
+    n_per_interim: int = Field(ge=1)
+    #: Most interims ``K``; the budget is ``N K`` trials per agent (seed 002 §2.5 advises ``N K >= 30``).
+    n_interims: int = Field(ge=1)
+    #: Permutation paths ``B`` per interim (``10**4`` in seed 002).
+    n_permutations: int = Field(default=10_000, ge=1)
+    #: ``"relabel"`` (default; keeps the level with all pairs of three or more agents) or
+    #: ``"split"`` (seed 002 Eq. 8 literally); see the Notes of :class:`~evalstop_ros.stats.adastop.AdaStop`.
+    permutation: Literal["relabel", "split"] = "relabel"
 
 
 class RunnerConfig(_Model):
@@ -204,18 +241,37 @@ class SessionConfig(_Model):
     #: ``"all-pairs"``: every pair, the earlier-listed policy as ``policy_a``;
     #: ``"vs-baseline"``: ``(baseline, other)`` for every other policy.
     comparisons: Literal["all-pairs", "vs-baseline"] = "all-pairs"
-    #: Multiplicity correction.  ``"bonferroni"``: every comparison runs at ``metric alpha / m``.
-    #: ``"holm"``: the same live tests (so the same stops), plus Holm's step-down over the
-    #: final anytime-valid p-values in the report (:meth:`EvaluationSession.comparisons`); it
-    #: needs p-values, so it is refused with ``step`` and ``lai``.
+    #: Multiplicity correction over the comparisons of a metric.  ``"bonferroni"``: every
+    #: comparison runs at ``metric alpha / m`` and stops at its own decision.  ``"holm"``:
+    #: sequential Holm (:class:`~evalstop_ros.stats.families.FamilyProcess`): each comparison's
+    #: directional hypotheses run as one-sided e-processes and the decisions come from Holm's
+    #: step-down over their running-minimum p-values, once every open comparison has its next
+    #: pair.  It needs anytime-valid p-values, so it is refused with ``step`` and ``lai``, and it
+    #: applies to ``claim: pooled`` only.
     correction: Literal["bonferroni", "holm"] = "bonferroni"
+    #: What a comparison may conclude across the tasks (seed 003 Eq. 11, :mod:`evalstop_ros.stats.multitask`).
+    #: ``"pooled"`` (default): one test over the trials of every task.  ``"every"``: B better on
+    #: every task (intersection-union); ``"any"``: B better on at least one task; ``"per-task"``:
+    #: one claim per task.  The last three run one test per task and need a one-sided metric
+    #: ``alternative`` (``"greater"``: ``policy_b`` better).
+    claim: Literal["pooled", "every", "any", "per-task"] = "pooled"
+    #: How a non-pooled claim shares the comparison's level among the tasks: ``"iut"`` (every
+    #: task at the comparison's level; ``every`` only), ``"bonferroni"`` (``level / T``) or
+    #: ``"holm"`` (``level / T`` live, Holm's step-down over the tasks' final anytime-valid
+    #: p-values in the claim; ``any``/``per-task`` only).  Default: ``iut`` for ``every``,
+    #: ``bonferroni`` otherwise; refused with ``claim: pooled``.
+    task_correction: Literal["iut", "bonferroni", "holm"] | None = None
     #: Tasks with their initial conditions (at least one task).
     tasks: tuple[Task, ...] = Field(min_length=1)
     #: ``"paired"``: each round runs every active policy once, in random order, from the same
     #: task and initial condition; a round's scores pair up within the round.
     #: ``"independent"``: a balanced random schedule (each round a random permutation of the
     #: active policies), a fresh condition per trial, pairs formed by per-policy trial index.
-    design: Literal["paired", "independent"] = "paired"
+    #: ``"adastop"``: interims of ``adastop.n_per_interim`` trials of every agent still in the
+    #: rotation, in random order, analysed by AdaStop (seed 002) at the end of each interim.
+    design: Literal["paired", "independent", "adastop"] = "paired"
+    #: The interim design of ``design: adastop`` (required there, refused otherwise).
+    adastop: AdaStopConfig | None = None
     #: How conditions are drawn: ``"shuffled-cycle"`` (each task's conditions in a fresh random
     #: order per cycle, exactly balanced; tasks likewise) or ``"iid"`` (independent uniform
     #: draws; exactly the i.i.d. sampling the anytime guarantees assume for a null that holds
@@ -229,8 +285,9 @@ class SessionConfig(_Model):
     metrics: tuple[MetricConfig, ...] = Field(min_length=1)
     #: Family-wise error level of the whole session, shared among the metrics.
     alpha: float = 0.05
-    #: Most pairs one comparison may consume (STEP/Lai's horizon; the analysis budget of the
-    #: anytime-valid tests).  Reaching it undecided is ``BUDGET_EXHAUSTED``.
+    #: Most pairs one comparison (per task, with a non-pooled claim) may consume (STEP/Lai's
+    #: horizon; the analysis budget of the anytime-valid tests).  Reaching it undecided is
+    #: ``BUDGET_EXHAUSTED``.  Unused by ``design: adastop``, whose budget is ``N K`` per agent.
     n_max: int = Field(default=100, ge=1)
     #: Seed of every random choice (trial order, conditions, labels, STEP draws); fix it, and
     #: use a fresh one per session, before the data (step.md pitfall 5).
@@ -251,10 +308,17 @@ class SessionConfig(_Model):
         if not isinstance(data, Mapping):
             return data
         data = dict(data)
-        metrics = data.setdefault("metrics", [dict(m) for m in DEFAULT_METRICS])
+        claim = data.get("claim", "pooled")
+        if data.get("task_correction") is None and isinstance(claim, str) and claim in TASK_CORRECTIONS:
+            data["task_correction"] = TASK_CORRECTIONS[claim][0]
+        adastop = data.get("design") == "adastop"
+        metrics = data.setdefault("metrics", [{"name": "progress"}] if adastop else [dict(m) for m in DEFAULT_METRICS])
         if not isinstance(metrics, Sequence) or not all(isinstance(m, Mapping) for m in metrics):
             return data
         metrics = [dict(m) for m in metrics]
+        if adastop:
+            for metric in metrics:
+                metric.setdefault("method", ADASTOP)
         data["metrics"] = metrics
         try:
             total = float(data.get("alpha", 0.05))
@@ -316,7 +380,61 @@ class SessionConfig(_Model):
                         f"correction 'holm' needs anytime-valid p-values; metric {metric.name!r} uses method "
                         f"{metric.method!r}, which defines none (use correction 'bonferroni')"
                     )
+        self._check_adastop()
+        self._check_claim()
         return self
+
+    def _check_adastop(self) -> None:
+        adastop = self.design == "adastop"
+        if not adastop:
+            if self.adastop is not None:
+                raise ValueError("`adastop` applies only to design 'adastop'")
+            for metric in self.metrics:
+                if metric.method == ADASTOP:
+                    raise ValueError(f"method 'adastop' of metric {metric.name!r} needs design 'adastop'; "
+                                     f"found design {self.design!r}")
+            return
+        if self.adastop is None:
+            raise ValueError("`adastop` (n_per_interim, n_interims) is required with design 'adastop'")
+        if len(self.metrics) != 1:
+            raise ValueError(f"design 'adastop' compares one metric; found {len(self.metrics)} metrics")
+        (metric,) = self.metrics
+        if metric.method != ADASTOP:
+            raise ValueError(f"design 'adastop' runs method 'adastop'; metric {metric.name!r} names "
+                             f"method {metric.method!r}")
+        if metric.alternative != "two-sided":
+            raise ValueError(f"design 'adastop' is two-sided; metric {metric.name!r} has alternative "
+                             f"{metric.alternative!r}")
+        if self.correction != "bonferroni":
+            raise ValueError("design 'adastop' shares alpha by its own step-down permutation boundaries; "
+                             f"`correction` must stay 'bonferroni'; found {self.correction!r}")
+        if self.claim != "pooled":
+            raise ValueError(f"design 'adastop' pools the tasks; `claim` must be 'pooled'; found {self.claim!r}")
+        if not self.drop_decided:
+            raise ValueError("design 'adastop' drops decided agents itself (seed 002 §3.7); "
+                             "`drop_decided` must be true")
+
+    def _check_claim(self) -> None:
+        if self.claim == "pooled":
+            if self.task_correction is not None:
+                raise ValueError(f"`task_correction` applies only to a non-pooled claim; found "
+                                 f"{self.task_correction!r} with claim 'pooled'")
+            return
+        allowed = TASK_CORRECTIONS[self.claim]
+        if self.task_correction not in allowed:
+            raise ValueError(f"`task_correction` for claim {self.claim!r} should be one of {allowed}; "
+                             f"found {self.task_correction!r}")
+        if self.correction != "bonferroni":
+            raise ValueError(f"claim {self.claim!r} runs one test per task with Bonferroni over the comparisons; "
+                             f"`correction` must be 'bonferroni' (use `task_correction` for the tasks); "
+                             f"found {self.correction!r}")
+        for metric in self.metrics:
+            if metric.alternative == "two-sided":
+                raise ValueError(f"claim {self.claim!r} is directional: metric {metric.name!r} needs alternative "
+                                 "'greater' (policy_b better) or 'less'; found 'two-sided'")
+            if self.task_correction == "holm" and VALIDITY.get(metric.method) != "anytime-valid":
+                raise ValueError(f"task_correction 'holm' needs anytime-valid p-values; metric {metric.name!r} uses "
+                                 f"method {metric.method!r}, which defines none (use 'bonferroni')")
 
     # -- derived ---------------------------------------------------------------------------
     def comparison_list(self) -> tuple[Comparison, ...]:
@@ -324,13 +442,32 @@ class SessionConfig(_Model):
         return comparison_pairs(self.policies, design=self.comparisons, baseline=self.baseline)
 
     def comparison_alpha(self, metric: MetricConfig) -> float:
-        """Level of each of ``metric``'s comparisons: its alpha over the number of comparisons."""
+        """Level of each of ``metric``'s comparisons: its alpha over the number of comparisons.
+
+        Under ``design: adastop`` the metric's whole alpha: AdaStop controls the family-wise
+        error of all its comparisons with its own boundaries (seed 002 Theorem 1).  Under
+        ``correction: holm`` it is Holm's first threshold (per direction: half of it, two-sided).
+        """
         assert metric.alpha is not None  # resolved by validation
+        if self.design == "adastop":
+            return metric.alpha
         return metric.alpha / len(self.comparison_list())
 
+    def test_alpha(self, metric: MetricConfig) -> float:
+        """Level of each of ``metric``'s tests: :meth:`comparison_alpha`, shared among the tasks
+        by :func:`~evalstop_ros.stats.multitask.task_alpha` with a non-pooled ``claim``."""
+        level = self.comparison_alpha(metric)
+        if self.claim == "pooled":
+            return level
+        return task_alpha(level, len(self.tasks), claim=self.claim, correction=self.task_correction)
+
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready dict of every field, defaults resolved."""
-        return self.model_dump(mode="json")
+        """JSON-ready dict of every field, defaults resolved (module docstring: fields left out at their defaults)."""
+        data = self.model_dump(mode="json")
+        for key, default in _OMITTED_AT_DEFAULT.items():
+            if data.get(key) == default:
+                del data[key]
+        return data
 
     def canonical_json(self) -> str:
         """Canonical JSON (sorted keys, no spaces): what the journal stores and hashes."""
@@ -340,6 +477,11 @@ class SessionConfig(_Model):
     def config_hash(self) -> str:
         """SHA-256 (hex) of :meth:`canonical_json`."""
         return hashlib.sha256(self.canonical_json().encode()).hexdigest()
+
+
+#: Fields added after the first sessions were journaled: left out of :meth:`SessionConfig.to_dict`
+#: (so of the hash) while at these defaults.
+_OMITTED_AT_DEFAULT: dict[str, object] = {"claim": "pooled", "task_correction": None, "adastop": None}
 
 
 # -- loading ---------------------------------------------------------------------------------

@@ -13,6 +13,12 @@ Why each choice is randomized (step.md §6.5 "IX-A practice", pitfall 7; nscore.
   every policy alike.
 * **Initial conditions** -- cycled in a fresh random order per cycle (exactly balanced) or drawn
   i.i.d. (``condition_schedule``); in the paired design a round shares one condition.
+* **Tasks of the rounds** (non-pooled ``claim``) -- each round runs one task; the rounds walk
+  through endless shuffled cycles of the tasks (:meth:`Plan.condition` at the walk's position),
+  skipping tasks that have left the rotation, so the tasks still running get balanced trials.
+* **AdaStop interims** (``design: adastop``) -- the ``N`` trials of every agent in an interim in
+  one random order (:meth:`Plan.interim_order`), and AdaStop's permutation paths from a seed of
+  their own (:meth:`Plan.adastop_seed`), fixed before the data.
 * **Blinded labels** -- the operator sees ``X``, ``Y``, ``Z``... and never a policy id (separate
   evaluator and demonstrator); the mapping is random, drawn once per session or afresh every
   round (``blinding``).
@@ -42,12 +48,16 @@ STREAM_TASK = 2
 STREAM_CONDITION = 3
 STREAM_LABELS = 4
 STREAM_STEP = 5
+STREAM_INTERIM = 6
+STREAM_ADASTOP = 7
 STREAMS = {
     "order": STREAM_ORDER,
     "task": STREAM_TASK,
     "condition": STREAM_CONDITION,
     "labels": STREAM_LABELS,
     "step": STREAM_STEP,
+    "interim": STREAM_INTERIM,
+    "adastop": STREAM_ADASTOP,
 }
 #: Neutral labels, the first K used for K policies ("A"/"B" avoided: they read as baseline/candidate).
 LABELS = tuple("XYZWVUTSRQPONMLKJIHGFEDCBA")
@@ -143,6 +153,32 @@ class Plan:
         visit = (k - 1) // len(tasks) + 1
         cond_index = _cycled(self.seed, STREAM_CONDITION, task_index, len(task.initial_conditions), visit)
         return Condition(task, task.initial_conditions[cond_index])
+
+    def task_condition(self, task_index: int, j: int) -> InitialCondition:
+        """The ``j``-th (1-based) initial condition drawn for task ``task_index`` on its own.
+
+        Used by the ``independent`` design with a non-pooled claim, where the round fixes the
+        task and every trial draws a condition: the ``j``-th item of the task's endless shuffled
+        cycle (``"shuffled-cycle"``), or a uniform draw (``"iid"``).
+        """
+        if j < 1:
+            raise ValueError(f"`j` must be a positive integer; found {j!r}")
+        conditions = self.config.tasks[task_index].initial_conditions
+        if self.config.condition_schedule == "iid":
+            return conditions[int(_rng(self.seed, STREAM_CONDITION, task_index, j, 0).integers(len(conditions)))]
+        return conditions[_cycled(self.seed, STREAM_CONDITION, task_index, len(conditions), j)]
+
+    def interim_order(self, interim: int, active: Sequence[str], n_per_interim: int) -> tuple[str, ...]:
+        """The trials of AdaStop interim ``interim`` (1-based): ``n_per_interim`` per active agent,
+        in one random order (agents taken in configuration order, as :meth:`round_order`)."""
+        chosen = set(active)
+        slots = [p for p in self.config.policies if p in chosen for _ in range(n_per_interim)]
+        order = _rng(self.seed, STREAM_INTERIM, interim).permutation(len(slots))
+        return tuple(slots[int(i)] for i in order)
+
+    def adastop_seed(self) -> int:
+        """Seed of AdaStop's permutation paths (drawn at construction, before any data)."""
+        return int(_rng(self.seed, STREAM_ADASTOP).integers(2**63))
 
     def token(self, session_id: str, trial_id: int) -> str:
         """The trial's token: 12 hex characters of HMAC-SHA256(session secret, trial id)."""

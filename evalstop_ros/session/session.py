@@ -11,17 +11,30 @@ The manager node (or a test) drives one :class:`EvaluationSession`::
         ...                                         # operator resets the scene; runner runs
         session.record_runner_result(trial.trial_id, ok=True, duration_s=41.0)
         outcome = session.submit_score(trial.trial_id, trial.token, success=True, progress=1.0)
-    session.comparisons(); session.letters()
+    session.comparisons(); session.claims(); session.letters()
 
 States: ``IDLE -> RUNNING <-> PAUSED -> FINISHED | ABORTED``.  One trial is pending at a time:
 :meth:`next_trial` returns it (creating it first if needed) until it is scored or voided.  A
 failed run (``ok=False``) keeps the trial pending; :meth:`next_trial` then returns the same
 trial with ``attempt`` increased, so the retry runs the same policy from the same condition in
 the same round.  Voiding (:meth:`void_score`, a reason is required) a *pending* trial gives up on
-it; voiding a *scored* trial removes its score and schedules a re-run: the next trial (a new
-trial id and token) runs the same policy in the same round from the same condition, so it pairs
-with the same partners.  Public methods take an internal lock, so the node may call them from
-several executor threads.
+it (under ``design: adastop`` it is re-run, since an interim needs all its trials); voiding a
+*scored* trial removes its score and schedules a re-run: the next trial (a new trial id and
+token) runs the same policy in the same round from the same condition, so it pairs with the
+same partners.  Public methods take an internal lock, so the node may call them from several
+executor threads.
+
+Scheduling
+----------
+``paired`` / ``independent`` (:mod:`.config`): rounds of every policy in the rotation, in a
+random order (:meth:`~.plan.Plan.round_order`).  With ``claim: pooled`` the conditions cycle over
+all tasks; with a non-pooled claim each round runs *one task*: the rounds walk through endless
+shuffled cycles of the tasks (:meth:`~.plan.Plan.condition` at the walk's position), skipping a
+task whose tests are all decided, and the round runs only the policies with an open test on that
+task.  ``adastop``: interim ``k`` (the trials' ``round``) runs ``n_per_interim`` trials of every
+agent AdaStop still needs, in one random order (:meth:`~.plan.Plan.interim_order`), each from its
+own condition.  A policy (agent, task) whose tests are all decided leaves the rotation
+(``drop_decided``; always under AdaStop).
 
 What is journaled when, and why a crash loses nothing
 -----------------------------------------------------
@@ -35,42 +48,87 @@ the state after a restart is, by construction, the state before the crash:
 ``started``, ``paused``, ``resumed``, ``aborted``
     :meth:`start`, :meth:`pause`, :meth:`resume`, :meth:`abort` (with the reason).
 ``trial_requested``
-    :meth:`next_trial`, before the request is returned: round, policy, label, task, condition,
-    token, re-run of.  Replay recomputes it from the plan and checks it.
+    :meth:`next_trial`, before the request is returned: round (interim), policy, label, task,
+    condition, token, re-run of.  Replay recomputes it from the plan and checks it.
 ``runner_result``
     :meth:`record_runner_result`.
 ``score_accepted`` / ``post_decision_score``
     :meth:`submit_score`, before the tests are fed and the outcome returned (the second when all
-    the policy's comparisons were already decided).
+    the tests the trial could feed were already decided).
 ``score_rejected`` / ``score_duplicate``
     :meth:`submit_score`, with the reason or the re-sent score.  Audit only: no state change.
 ``correction`` / ``void``
     :meth:`correct_score`, :meth:`void_score`, :meth:`undo_last` (with the reason).
 ``decision``
-    Right after the event that made a test decide.  It is derived: replay recomputes and
-    checks it, and writes it if the crash came between the score and the decision.
+    Right after the event that made a test decide (the score that completed a pair, a Holm
+    step or an AdaStop interim), one per newly decided test.  It is derived: replay recomputes
+    and checks it, and writes it if the crash came between the score and the decision.
 ``finished``
-    When every comparison x metric is decided or out of budget (derived like ``decision``).
+    When every test is decided or out of budget (derived like ``decision``).
 
 A crash *before* an append leaves no trace, and the caller never got an answer, so it retries;
 a crash *after* it leaves the event, which the restarted session has applied, so a retried score
 is recognised as a byte-identical duplicate and acknowledged.  Every random choice comes from
-stateless seeded streams (:mod:`.plan`; STEP's draws from ``(seed, n)``), so nothing else needs
-saving.
+stateless seeded streams (:mod:`.plan`; STEP's draws from ``(seed, n)``; AdaStop's permutation
+paths from :meth:`~.plan.Plan.adastop_seed`), so nothing else needs saving.
 
 Statistics
 ----------
-Each comparison x metric is one :class:`~evalstop_ros.stats.sequential.PairedProcess` (R = 1)
-at level ``metric.alpha / m`` (Bonferroni over the ``m`` comparisons; :mod:`.config`), fed the
-pairs of :func:`~.trials.form_pairs` in collection order, stopped at its first decision
-(step.md pitfall 6) or after ``n_max`` pairs (``BUDGET_EXHAUSTED``).  A test's state is always
-*exactly* the result of feeding its current pair list to a fresh process: new pairs are fed
-incrementally, and when a correction or void changes an earlier pair the process is rebuilt and
-the whole list replayed.  A correction or void that would change a pair a decided test
-consumed is refused -- announced decisions never change.  With ``correction: holm`` the live
-tests (and so the stops) are the same; Holm's step-down is applied to their anytime-valid
-p-values in :meth:`EvaluationSession.comparisons` and :meth:`EvaluationSession.letters`, as a
-non-directional "these differ" claim.
+A *test* is one comparison x metric (x task, with a non-pooled claim); :mod:`.analysis` holds
+them.  Each is fed the pairs of :func:`~.trials.form_pairs` in collection order.  A test's
+state is always *exactly* the result of feeding its current pair list to fresh processes: new
+pairs are fed incrementally, and when a correction or void changes an earlier pair the state is
+rebuilt and the whole list replayed.  A correction or void that would change an announced
+decision is refused -- announced decisions never change.
+
+**Bonferroni** (``correction: bonferroni``): each test is one
+:class:`~evalstop_ros.stats.sequential.PairedProcess` (R = 1) at level ``metric.alpha / m``
+(``m`` comparisons; :meth:`~.config.SessionConfig.comparison_alpha`), stopped at its first
+decision (step.md pitfall 6) or after ``n_max`` pairs (``BUDGET_EXHAUSTED``).  Valid for every
+method, STEP and Lai included, under any dependence between comparisons (union bound).
+
+**Sequential Holm** (``correction: holm``; N-SCORE, WSR, SAVI -- methods with an anytime-valid
+p-value; config refuses it for STEP and Lai).  The rule is
+:class:`~evalstop_ros.stats.families.FamilyProcess`'s, through the same helper
+(:func:`~evalstop_ros.stats.families.holm_step`): each comparison contributes its directional
+hypotheses (two-sided: "B better" and "A better", ``H = 2 m``; one-sided: ``H = m``), each a
+one-sided e-process at ``alpha / H`` with running-minimum p-value
+``p_{h,n} = min(1, 1 / max_{n' <= n} X_{h,n'})``.  Analysis step ``n`` runs as soon as every
+comparison still open has ``n`` pairs: Holm's step-down at the metric's ``alpha`` over the ``H``
+p-values -- the open comparisons' after exactly ``n`` pairs, a decided comparison's from its stop
+-- and each newly rejected hypothesis decides its comparison at step ``n`` in its direction.
+After step ``n_max`` the open ones are ``BUDGET_EXHAUSTED``.  Valid because each ``p_{h,n}`` is
+anytime-valid and never increases, so every claim made at any step is a Holm rejection of the
+limits, which are p-values (Ville); Holm controls the family-wise error under arbitrary
+dependence; its first threshold is Bonferroni's, so it never claims less.  Synchronising on
+pair counts (not on each score) makes the session's decisions those of
+:func:`~evalstop_ros.stats.families.run_family` on the same scores: in a paired session without
+gaps step ``n`` is round ``n``.  A correction or void that spares the decided comparisons'
+pairs cannot undo a Holm decision (a hypothesis's rejection depends on the other p-values only
+through those rejected before it); one that would let Holm decide a decided comparison at an
+earlier step is refused, so the live decisions always equal the offline analysis of the journal.
+
+**Multi-task claims** (``claim: every | any | per-task``, seed 003 Eq. 11,
+:mod:`evalstop_ros.stats.multitask`): each comparison x metric x task is its own Bonferroni
+test, on the trials of that task only, at ``task_alpha(metric.alpha / m, T, claim,
+task_correction)``: ``every`` with ``iut`` runs each task at the comparison's level
+(intersection-union: "better on every task" needs every task's claim), ``bonferroni`` at
+``level / T``; ``any``/``per-task`` at ``level / T``, with ``holm`` applying Holm's step-down
+over the tasks' anytime-valid p-values when the claim is combined.  :meth:`claims` combines the
+per-task results with :func:`~evalstop_ros.stats.multitask.combine_tasks` (as
+:func:`~evalstop_ros.stats.multitask.run_multitask` does offline) into a :class:`ClaimStatus`,
+published as a ``ComparisonStatus`` row with ``task="*"`` (:meth:`ClaimStatus.as_comparison`);
+Holm over the tasks uses their current p-values, valid at any time, so a claim can only grow
+until :attr:`ClaimStatus.final`.  A task leaves the rotation when all its tests are decided.
+
+**AdaStop** (``design: adastop``, seed 002, :class:`~evalstop_ros.stats.adastop.AdaStop`): a
+group-sequential permutation test of all comparisons of one metric at the metric's ``alpha``
+(family-wise, by its own step-down boundaries).  At the end of each interim the ``(agents, N)``
+block of the interim's scores is fed to :meth:`AdaStop.update`; each newly decided comparison
+is journaled as a ``decision``: ``"larger"``/``"smaller"`` become ``A_BETTER``/``B_BETTER``
+(``policy_a`` is AdaStop's first agent), and ``"equal"`` -- no difference detected at the last
+interim -- becomes ``BUDGET_EXHAUSTED``.  No p-value or e-value (NaN); ``n`` and
+``stopping_trial`` count scores per agent (``k N``).  The session finishes when AdaStop does.
 """
 
 from __future__ import annotations
@@ -91,32 +149,34 @@ from typing import Any, Concatenate, ParamSpec, TypeVar
 
 import numpy as np
 
-from ..stats.families import Comparison, compact_letter_display, holm
-from ..stats.registry import make_process, run_test
-from ..stats.sequential import Decision, PairedProcess, SequentialResult
-from .config import MetricConfig, SessionConfig, config_diff
+from ..stats.multitask import combine_tasks
+from ..stats.sequential import Decision
+from .analysis import AdaStopTest, PairedTest, Test, build_tests, display_letters
+from .config import SessionConfig, config_diff
 from .errors import JournalError, SessionError
-from .journal import Event, Journal, encode_payload, read_journal
-from .plan import Plan
-from .trials import TrialBook, TrialRecord, form_pairs, metric_value
+from .journal import Event, Journal, encode_payload
+from .offline import OfflineClaim, OfflineResult, check_letters_request, offline_claims, offline_decisions, offline_letters
+from .plan import Condition, Plan
+from .trials import TrialBook, TrialRecord
 
 __all__ = [
+    "ClaimStatus",
     "ComparisonStatus",
     "EditOutcome",
     "EvaluationSession",
+    "OfflineClaim",
     "OfflineResult",
     "OperatorPrompt",
     "ScoreOutcome",
     "SessionState",
     "SessionStatus",
     "TrialRequest",
+    "offline_claims",
     "offline_decisions",
+    "offline_letters",
 ]
 
 logger = logging.getLogger(__name__)
-
-#: (trial of policy_a, trial of policy_b, value of a, value of b): one pair as fed to a test.
-FedPair = tuple[int, int, float, float]
 
 _P = ParamSpec("_P")
 _R = TypeVar("_R")
@@ -167,7 +227,7 @@ class TrialRequest:
     session_id, trial_id:
         Trial ids are 1, 2, 3, ... within the session.
     round:
-        Scheduling round (each active policy once per round).
+        Scheduling round (each active policy once per round); the interim under ``design: adastop``.
     attempt:
         1 for the first run, +1 after each failed run.
     label:
@@ -255,9 +315,12 @@ class SessionStatus:
     active_policies:
         Policies still in the rotation (ids: not for the operator).
     comparisons_total, comparisons_decided:
-        Tests (comparison x metric), and how many have stopped (decision or budget).
+        Tests (comparison x metric, x task with a non-pooled claim), and how many have stopped
+        (decision or budget).
     max_trials_left:
         Upper bound on the trials still needed (no voids or failed runs assumed).
+    active_tasks:
+        Tasks still in the rotation (every task unless a non-pooled claim dropped some).
     """
 
     session_id: str
@@ -272,34 +335,37 @@ class SessionStatus:
     comparisons_total: int
     comparisons_decided: int
     max_trials_left: int
+    active_tasks: tuple[str, ...] = ()
 
 
 @dataclasses.dataclass(frozen=True)
 class ComparisonStatus:
-    """One comparison x metric.
+    """One test: a comparison x metric (x task).
 
     Attributes
     ----------
     policy_a, policy_b:
         Baseline (pi_0) and candidate (pi_1); ``B_BETTER`` means ``policy_b`` is better.
     metric, method, alternative:
-        The scored quantity and its test.
+        The scored quantity and its test (``method`` is ``"adastop"`` under that design).
     alpha:
-        This test's level (after the Bonferroni split).
+        This test's level: ``metric alpha / m`` (Bonferroni; with ``correction: holm`` Holm's
+        first threshold, which its step-down relaxes), the task level of a per-task test, or
+        the metric's whole ``alpha`` for AdaStop (family-wise).
     n:
-        Pairs consumed (the test reads nothing after its decision).
+        Pairs consumed (the test reads nothing after its decision); scores per agent for AdaStop.
     decision:
-        :class:`~evalstop_ros.stats.sequential.Decision`.
+        :class:`~evalstop_ros.stats.sequential.Decision` (with ``correction: holm``: Holm's).
     pvalue, evalue:
-        Anytime-valid p-value and e-value now (NaN where the method defines none, e.g. STEP).
+        Anytime-valid p-value and e-value now (NaN where the method defines none, e.g. STEP,
+        AdaStop).
     mean_a, mean_b:
         Mean score of each side over the consumed pairs (NaN before the first pair).
     stopping_trial:
-        Pair index (1-based) of the decision, or ``None``.
-    holm_reject:
-        With ``correction: holm``: whether Holm's step-down over this metric's current p-values
-        rejects equality (a non-directional claim; valid at any time because the p-values are
-        anytime-valid).  ``None`` with Bonferroni.
+        Pair index (1-based) of the decision (scores per agent for AdaStop), or ``None``.
+    task:
+        The task of a per-task test (non-pooled claim); ``""`` for a test over every task; ``"*"``
+        for the summary row of a multi-task claim (:meth:`ClaimStatus.as_comparison`).
     """
 
     policy_a: str
@@ -315,17 +381,90 @@ class ComparisonStatus:
     mean_a: float
     mean_b: float
     stopping_trial: int | None
-    holm_reject: bool | None
+    task: str = ""
 
 
 @dataclasses.dataclass(frozen=True)
-class OfflineResult:
-    """One comparison x metric re-run by :func:`offline_decisions`."""
+class ClaimStatus:
+    """The multi-task claim of one comparison x metric (non-pooled ``claim``; seed 003 Eq. 11).
+
+    Attributes
+    ----------
+    policy_a, policy_b, metric, method, alternative:
+        As in :class:`ComparisonStatus`; ``alternative`` is the claimed direction
+        (``"greater"``: ``policy_b`` better).
+    claim, correction:
+        ``every``/``any``/``per-task``, and how the level was shared among the tasks.
+    alpha:
+        Level of the claim: the comparison's level (``metric alpha / m``).
+    task_alpha:
+        Level of each task's test (:func:`~evalstop_ros.stats.multitask.task_alpha`).
+    tasks:
+        Task ids, in configuration order.
+    task_claims:
+        Per task, the claim the family licenses (the claimed direction, or ``CONTINUE`` for none):
+        a task test's decision in the claimed direction, or with ``holm`` a rejection of Holm's
+        step-down over the tasks' current p-values.  Under ``every`` with ``iut`` these are
+        components of the intersection-union claim, not claims on their own.
+    established:
+        ``every``/``any``: the claim is made; ``per-task``: some task claim is made.
+    final:
+        The claim can no longer change (every task test has stopped, or the outcome is settled:
+        ``any`` established, ``every`` established or refuted by a task that stopped unclaimed).
+    n:
+        Pairs consumed over all tasks (seed 003 §V-C3: the sum of the tasks' stopping times).
+    mean_a, mean_b:
+        Means over those pairs.
+    """
 
     policy_a: str
     policy_b: str
     metric: str
-    result: SequentialResult
+    method: str
+    alternative: str
+    claim: str
+    correction: str
+    alpha: float
+    task_alpha: float
+    tasks: tuple[str, ...]
+    task_claims: tuple[Decision, ...]
+    established: bool
+    final: bool
+    n: int
+    mean_a: float
+    mean_b: float
+
+    @property
+    def decision(self) -> Decision:
+        """The claim as a :class:`Decision`: the claimed direction once established,
+        ``BUDGET_EXHAUSTED`` once final without it ("no claim"), ``CONTINUE`` before."""
+        if self.established:
+            return Decision.B_BETTER if self.alternative == "greater" else Decision.A_BETTER
+        return Decision.BUDGET_EXHAUSTED if self.final else Decision.CONTINUE
+
+    def as_comparison(self) -> ComparisonStatus:
+        """The summary row for ``ComparisonStatus`` (``task="*"``, no p-value, no stopping trial)."""
+        return ComparisonStatus(
+            policy_a=self.policy_a, policy_b=self.policy_b, metric=self.metric, method=self.method,
+            alternative=self.alternative, alpha=self.alpha, n=self.n, decision=self.decision, pvalue=math.nan,
+            evalue=math.nan, mean_a=self.mean_a, mean_b=self.mean_b, stopping_trial=None, task="*",
+        )
+
+
+@dataclasses.dataclass(frozen=True)
+class _Schedule:
+    """Where the schedule stands (derived from the journal like everything else).
+
+    ``round``: the current round (interim); ``queue``: its policies still to request;
+    ``reruns``: voided trials waiting for their re-run; ``position``: the walk position of the
+    current round's task (:meth:`EvaluationSession._next_position`; equal to ``round`` when
+    every task stays in the rotation).
+    """
+
+    round: int = 0
+    queue: tuple[str, ...] = ()
+    reruns: tuple[int, ...] = ()
+    position: int = 0
 
 
 def _finite_or_none(value: float) -> float | None:
@@ -339,75 +478,6 @@ def _json_safe(value: object) -> object:
     if isinstance(value, float):
         return value if math.isfinite(value) else repr(value)
     return repr(value)
-
-
-class _Test:
-    """One comparison x metric: its process and the pairs it has consumed."""
-
-    def __init__(self, index: int, comparison: Comparison, metric: MetricConfig, *, alpha: float, n_max: int,
-                 seed: int) -> None:
-        self.index = index
-        self.comparison = comparison
-        self.metric = metric
-        self.alpha = alpha
-        self.n_max = n_max
-        self.seed = seed
-        self.fed: list[FedPair] = []
-        self.process = self._fresh()
-
-    def _fresh(self) -> PairedProcess:
-        return make_process(self.metric.method, 1, alpha=self.alpha, alternative=self.metric.alternative,
-                            n_max=self.n_max, seed=self.seed, bins=self.metric.bins or 2)
-
-    @property
-    def label(self) -> str:
-        return f"{self.comparison.policy_a} vs {self.comparison.policy_b} [{self.metric.name}/{self.metric.method}]"
-
-    def involves(self, policy: str) -> bool:
-        return policy in (self.comparison.policy_a, self.comparison.policy_b)
-
-    @property
-    def decision(self) -> Decision:
-        decision = Decision(int(self.process.decision[0]))
-        if decision == Decision.CONTINUE and len(self.fed) >= self.n_max:
-            return Decision.BUDGET_EXHAUSTED
-        return decision
-
-    @property
-    def decided(self) -> bool:
-        return self.decision != Decision.CONTINUE
-
-    @property
-    def stopping_trial(self) -> int | None:
-        return int(self.process.stopping_trial[0]) or None
-
-    def wanted(self, book: TrialBook, design: str) -> list[FedPair]:
-        """The pair list the current effective scores define (:func:`form_pairs`)."""
-        pairs = form_pairs(book, design, self.comparison.policy_a, self.comparison.policy_b)
-        name = self.metric.name
-        out: list[FedPair] = []
-        for pair in pairs:
-            score_a, score_b = book.trials[pair.trial_a].score, book.trials[pair.trial_b].score
-            assert score_a is not None and score_b is not None
-            out.append((pair.trial_a, pair.trial_b, metric_value(score_a, name), metric_value(score_b, name)))
-        return out
-
-    def sync(self, wanted: list[FedPair]) -> None:
-        """Make the process equal to a fresh one fed ``wanted`` (up to its decision/budget)."""
-        if wanted[: len(self.fed)] != self.fed:
-            self.process, self.fed = self._fresh(), []  # an earlier pair changed: replay all
-        for pair in wanted[len(self.fed):]:
-            if self.decided:
-                break
-            self.process.update(np.array([pair[2]]), np.array([pair[3]]))
-            self.fed.append(pair)
-
-    def conflict(self, wanted: list[FedPair]) -> str | None:
-        """Why ``wanted`` is not allowed (it changes pairs a decision consumed), or ``None``."""
-        if not self.decided or wanted[: len(self.fed)] == self.fed:
-            return None
-        return (f"comparison {self.label} already decided {self.decision.name} after {len(self.fed)} pairs, "
-                "and this change alters pairs it consumed; decided comparisons cannot change")
 
 
 class EvaluationSession:
@@ -442,17 +512,10 @@ class EvaluationSession:
         self._lock = threading.RLock()
         self._journal = journal
         self._book = TrialBook()
-        n_metrics = len(config.metrics)
-        self._tests = [
-            _Test(ci * n_metrics + mi, comparison, metric, alpha=config.comparison_alpha(metric),
-                  n_max=config.n_max, seed=self.plan.step_seed(ci, mi))
-            for ci, comparison in enumerate(config.comparison_list())
-            for mi, metric in enumerate(config.metrics)
-        ]
+        self._tests: list[Test]
+        self._tests, self._families, self._adastop = build_tests(config, self.plan)
         self._state = SessionState.IDLE
-        self._round = 0
-        self._queue: tuple[str, ...] = ()
-        self._reruns: tuple[int, ...] = ()  # voided scored trials waiting for their re-run
+        self._schedule = _Schedule()
         self._announced: set[int] = set()
         for event in journal.events():
             self._apply(event)
@@ -590,9 +653,9 @@ class EvaluationSession:
         byte-identical resubmission is a *duplicate*: acknowledged, journaled as
         ``score_duplicate``, ignored); voided trial; session not running; no successful run
         recorded; ``success`` not a bool; ``progress`` not finite or outside [0, 1];
-        ``preference`` not ``""``, ``"="`` or a label of the trial's round.  A valid score whose
-        policy has no undecided comparison left is journaled as ``post_decision_score`` and fed
-        to no test.
+        ``preference`` not ``""``, ``"="`` or a label of the trial's round.  A valid score that
+        can feed no undecided test (its policy's tests, on its task for a per-task claim) is
+        journaled as ``post_decision_score`` and fed to no test.
 
         ``operator``, ``notes`` and ``preference`` (the operator's preferred label in the round,
         RoboArena-style; stored, not tested) are journaled with the score.
@@ -627,7 +690,7 @@ class EvaluationSession:
         problem = self._score_problem(success, progress) or self._preference_problem(preference, record.round)
         if problem:
             return self._reject(trial_id, submission, problem)
-        undecided = [t for t in self._tests if t.involves(record.policy) and not t.decided]
+        undecided = [t for t in self._tests if t.feeds(record) and not t.decided]
         kind = "score_accepted" if undecided else "post_decision_score"
         self._commit(kind, trial_id, submission=submission)
         logger.info("trial %d (label %s) scored: success=%d progress=%.3g%s", trial_id, record.label, success,
@@ -674,8 +737,10 @@ class EvaluationSession:
         """Replace a trial's effective score (journaled as ``correction``, with the old one).
 
         Refused (nothing journaled) without a reason, for a trial without a score, for an
-        invalid score, for no change, in an aborted session, and when a decided comparison
-        consumed the trial (its decision is final).  The tests are rebuilt by replay.
+        invalid score, for no change, in an aborted session, and when it would change an
+        announced decision: a decided comparison consumed the trial, sequential Holm would decide
+        a decided comparison at another step, or AdaStop analysed the trial's interim.  The tests
+        are rebuilt by replay.
         """
         refused = self._edit_refusal(trial_id, reason, need_score=True)
         if refused is not None:
@@ -707,11 +772,12 @@ class EvaluationSession:
         the rotation.  A pending (unscored) trial is given up: the schedule moves on.
 
         Refused (nothing journaled) without a reason, for an unknown or already voided trial,
-        in a finished or aborted session for a pending trial, and when a decided comparison
-        consumed the trial's score.  Voiding shifts later pairs of the ``independent`` design,
-        which is refused too if a decided comparison consumed any of them.  The decision to void
-        must not depend on the outcome (voiding failures and re-running them is p-hacking);
-        the reason is journaled for the audit.
+        in a finished or aborted session for a pending trial, and when it would change an
+        announced decision (as :meth:`correct_score`).  Voiding shifts later pairs of the
+        ``independent`` design, which is refused too if a decided comparison consumed any of them.
+        Under ``design: adastop`` a voided pending trial is re-run too (its interim needs it).
+        The decision to void must not depend on the outcome (voiding failures and re-running them
+        is p-hacking); the reason is journaled for the audit.
         """
         refused = self._edit_refusal(trial_id, reason, need_score=False)
         if refused is not None:
@@ -752,13 +818,31 @@ class EvaluationSession:
         return None
 
     def _conflict(self, event: Event) -> str | None:
-        """Why applying ``event`` would change a decided test, or ``None``."""
+        """Why applying ``event`` would change an announced decision, or ``None``."""
+        if self._adastop is not None:
+            record = self._book.trials[event.trial_id]  # type: ignore[index]
+            if record.round <= self._adastop.interims:
+                return (f"trial {event.trial_id}: AdaStop already analysed interim {record.round}; the scores of an "
+                        "analysed interim cannot change")
+            return None
         book = copy.deepcopy(self._book)
         book.apply(event)
         for test in self._tests:
+            assert isinstance(test, PairedTest)
             problem = test.conflict(test.wanted(book, self.config.design))
             if problem:
                 return f"trial {event.trial_id}: {problem}"
+        for family in self._families:
+            trial = copy.deepcopy(family)
+            for test in trial.tests:
+                test.sync(test.wanted(book, self.config.design))
+            for before, (decision, stop, reached) in zip(family.tests, trial.replayed()):
+                announced = (before.decision, before.stop)
+                until = before.stop if before.stop is not None else self.config.n_max
+                if before.decided and (decision, stop) != announced and (decision != Decision.CONTINUE or reached >= until):
+                    return (f"trial {event.trial_id}: comparison {before.label} was decided {before.decision.name} by "
+                            f"sequential Holm at step {until}, and with this change Holm's step-down would decide it "
+                            f"{'at step ' + str(stop) if stop else 'otherwise'}; decided comparisons cannot change")
         return None
 
     # -- reports ---------------------------------------------------------------------------
@@ -766,81 +850,127 @@ class EvaluationSession:
     def status(self) -> SessionStatus:
         """A :class:`SessionStatus` snapshot."""
         pending = self._pending()
-        active = self._active() if self._state not in (SessionState.FINISHED, SessionState.ABORTED) else ()
+        live = self._state not in (SessionState.FINISHED, SessionState.ABORTED)
+        active = self._active() if live else ()
         return SessionStatus(
             session_id=self.session_id,
             state=self._state,
             trials_requested=len(self._book.trials),
             trials_scored=len(self._book.scored()),
             trials_voided=sum(r.voided for r in self._book.trials.values()),
-            rounds=self._round,
+            rounds=self._schedule.round,
             pending_trial_id=None if pending is None else pending.trial_id,
             awaiting=None if pending is None else ("score" if pending.ran_ok else "run"),
             active_policies=active,
             comparisons_total=len(self._tests),
             comparisons_decided=sum(t.decided for t in self._tests),
-            max_trials_left=self._max_trials_left(active),
+            max_trials_left=self._max_trials_left() if live else 0,
+            active_tasks=self._active_tasks() if live else (),
         )
 
-    def _max_trials_left(self, active: tuple[str, ...]) -> int:
-        open_tests = [t for t in self._tests if not t.decided]
-        if not active or not open_tests:
-            return 0
-        if not self.config.drop_decided:
-            return len(active) * max(self.config.n_max - len(t.fed) for t in open_tests)
-        return sum(max((self.config.n_max - len(t.fed) for t in open_tests if t.involves(p)), default=0) for p in active)
+    def _max_trials_left(self) -> int:
+        if self._adastop is not None:
+            run = self._adastop
+            if run.finished or self.config.adastop is None:
+                return 0
+            per_agent = (self.config.adastop.n_interims - run.interims) * run.n_per_interim
+            return sum(per_agent - len(run.scores_in(self._book, run.interims + 1, p)) for p in run.active())
+        n_max, total = self.config.n_max, 0
+        groups: tuple[str | None, ...] = (None,) if self.config.claim == "pooled" else self._active_tasks()
+        for task in groups:
+            open_tests = [t for t in self._tests if not t.decided and t.task == task]
+            active = self._active(task)
+            if not active or not open_tests:
+                continue
+            if not self.config.drop_decided:
+                total += len(active) * max(n_max - t.n for t in open_tests)
+            else:
+                total += sum(max((n_max - t.n for t in open_tests if t.involves(p)), default=0) for p in active)
+        return total
 
     @_locked
     def comparisons(self) -> list[ComparisonStatus]:
-        """One :class:`ComparisonStatus` per comparison x metric, in the family's order."""
-        holm_rejects: dict[int, bool] = {}
-        if self.config.correction == "holm":
-            for metric in self.config.metrics:
-                tests = [t for t in self._tests if t.metric is metric]
-                rejected = holm([float(t.process.pvalue()[0]) for t in tests], metric.alpha or 0.0)
-                holm_rejects.update({t.index: bool(r) for t, r in zip(tests, rejected)})
+        """One :class:`ComparisonStatus` per test, in the fixed order (comparison, metric, task)."""
         out = []
         for test in self._tests:
-            fed = np.asarray(test.fed, dtype=np.float64).reshape(-1, 4)
-            means = fed[:, 2:].mean(axis=0) if fed.size else np.full(2, np.nan)
+            mean_a, mean_b = test.means()
             out.append(ComparisonStatus(
                 policy_a=test.comparison.policy_a, policy_b=test.comparison.policy_b, metric=test.metric.name,
-                method=test.metric.method, alternative=test.metric.alternative, alpha=test.alpha, n=len(test.fed),
-                decision=test.decision, pvalue=float(test.process.pvalue()[0]), evalue=float(test.process.evalue()[0]),
-                mean_a=float(means[0]), mean_b=float(means[1]), stopping_trial=test.stopping_trial,
-                holm_reject=holm_rejects.get(test.index),
+                method=test.method, alternative=test.metric.alternative, alpha=test.alpha, n=test.n,
+                decision=test.decision, pvalue=test.pvalue(), evalue=test.evalue(), mean_a=mean_a, mean_b=mean_b,
+                stopping_trial=test.stopping_trial, task=test.task or "",
             ))
         return out
 
     @_locked
-    def letters(self, metric: str | None = None) -> dict[str, str]:
+    def claims(self) -> list[ClaimStatus]:
+        """One :class:`ClaimStatus` per comparison x metric with a non-pooled ``claim``; empty otherwise.
+
+        Combines the per-task tests' current results with
+        :func:`~evalstop_ros.stats.multitask.combine_tasks`, as
+        :func:`~evalstop_ros.stats.multitask.run_multitask` does on the same scores.  Publish each
+        one as a ``ComparisonStatus`` with :meth:`ClaimStatus.as_comparison`.
+        """
+        if self.config.claim == "pooled":
+            return []
+        tasks = tuple(t.id for t in self.config.tasks)
+        out = []
+        for start in range(0, len(self._tests), len(tasks)):
+            group = self._tests[start:start + len(tasks)]
+            assert all(isinstance(t, PairedTest) for t in group)
+            first = group[0]
+            metric = first.metric
+            level = self.config.comparison_alpha(metric)
+            combined = combine_tasks({t.task: t.result() for t in group if isinstance(t, PairedTest) and t.task},
+                                     claim=self.config.claim, alpha=level, correction=self.config.task_correction,
+                                     alternative=metric.alternative)
+            decided = [t.decided for t in group]
+            final = all(decided)  # per-task: later task claims can still come
+            if self.config.claim == "any":  # a claim, once made, stays (decisions are final, p-values fall)
+                final = final or combined.established
+            elif self.config.claim == "every":  # iut/bonferroni: a task that stopped unclaimed refutes it
+                final = final or combined.established or any(
+                    d and c == Decision.CONTINUE for d, c in zip(decided, combined.task_claims))
+            fed = [pair for t in group if isinstance(t, PairedTest) for pair in t.fed]
+            means = np.asarray(fed, dtype=np.float64)[:, 2:].mean(axis=0) if fed else np.full(2, np.nan)
+            out.append(ClaimStatus(
+                policy_a=first.comparison.policy_a, policy_b=first.comparison.policy_b, metric=metric.name,
+                method=metric.method, alternative=metric.alternative, claim=self.config.claim,
+                correction=combined.correction, alpha=level, task_alpha=combined.task_alpha, tasks=tasks,
+                task_claims=combined.task_claims, established=combined.established, final=bool(final),
+                n=len(fed), mean_a=float(means[0]), mean_b=float(means[1]),
+            ))
+        return out
+
+    @_locked
+    def letters(self, metric: str | None = None, task: str | None = None) -> dict[str, str]:
         """Compact letter display of one metric (default: the first configured).
 
         Policies sharing a letter were not found different; the best mean carries ``a``.
-        "Different" means a directional decision, or (with ``correction: holm``) a Holm
-        rejection.  Means are over every effective score of the policy.  Empty while some
-        policy has no score yet.
+        "Different" means a directional decision of the pair's test (Holm's with ``correction:
+        holm``, AdaStop's under that design); with a non-pooled claim, an established claim
+        (:meth:`claims`), or with ``task`` a claim on that task, whose scores alone give the
+        means.  Means are over every effective score of the policy.  Empty while some policy has
+        no score yet.  :func:`~.offline.offline_letters` recomputes it from the journal.
 
         Raises
         ------
         SessionError
-            For an unknown metric.
+            For an unknown metric or task, or a task with ``claim: pooled``.
         """
-        name = metric or self.config.metrics[0].name
-        if name not in {m.name for m in self.config.metrics}:
-            raise SessionError(f"`metric` should be one of {[m.name for m in self.config.metrics]}; found {metric!r}")
-        statuses = self.comparisons()
-        differs = {
-            frozenset((s.policy_a, s.policy_b)) for s in statuses if s.metric == name
-            and (s.decision in (Decision.A_BETTER, Decision.B_BETTER) or s.holm_reject)
-        }
-        means = []
-        for policy in self.config.policies:
-            scores = self._book.scored(policy)
-            if not scores:
-                return {}
-            means.append(float(np.mean([metric_value(r.score, name) for r in scores if r.score is not None])))
-        return compact_letter_display(self.config.policies, means, differs)
+        name = check_letters_request(self.config, metric, task)
+        if self.config.claim == "pooled":
+            differs = {
+                t.comparison.pair for t in self._tests
+                if t.metric.name == name and t.decision in (Decision.A_BETTER, Decision.B_BETTER)
+            }
+        else:
+            index = [t.id for t in self.config.tasks].index(task) if task is not None else None
+            differs = {
+                frozenset((c.policy_a, c.policy_b)) for c in self.claims() if c.metric == name and (
+                    c.established if index is None else c.task_claims[index] in (Decision.A_BETTER, Decision.B_BETTER))
+            }
+        return display_letters(self.config, self._book, name, task, differs)
 
     # -- the journaled state machine -------------------------------------------------------
     def _commit(self, kind: str, trial_id: int | None, **payload: Any) -> None:
@@ -889,19 +1019,19 @@ class EvaluationSession:
             raise self._diverged(event, f"{event.kind} in state {self._state.value}")
 
     def _on_trial_requested(self, event: Event) -> None:
-        trial_id, payload, (round_number, queue, reruns) = self._next_spec()
+        trial_id, payload, schedule = self._next_spec()
         if event.trial_id != trial_id or event.payload != payload:
             raise self._diverged(event, f"journal has trial {event.trial_id} {event.payload}, the plan gives "
                                  f"trial {trial_id} {payload}")
         self._book.apply(event)
-        self._round, self._queue, self._reruns = round_number, queue, reruns
+        self._schedule = schedule
 
     def _on_runner_result(self, event: Event) -> None:
         self._book.apply(event)
 
     def _on_score_accepted(self, event: Event) -> None:
         self._book.apply(event)
-        self._sync(self._book.trials[event.trial_id].policy)  # type: ignore[index]
+        self._sync(self._book.trials[event.trial_id])  # type: ignore[index]
 
     _on_post_decision_score = _on_score_accepted
     _on_correction = _on_score_accepted
@@ -909,8 +1039,9 @@ class EvaluationSession:
     def _on_void(self, event: Event) -> None:
         had_score = self._book.trials[event.trial_id].score is not None  # type: ignore[index]
         self._on_score_accepted(event)
-        if had_score:
-            self._reruns += (int(event.trial_id),)  # type: ignore[arg-type]
+        if had_score or self._adastop is not None:
+            reruns = (*self._schedule.reruns, int(event.trial_id))  # type: ignore[arg-type]
+            self._schedule = dataclasses.replace(self._schedule, reruns=reruns)
 
     def _on_score_rejected(self, event: Event) -> None:
         """Audit only."""
@@ -922,42 +1053,61 @@ class EvaluationSession:
         test = self._tests[index] if 0 <= index < len(self._tests) else None
         if test is None:
             raise self._diverged(event, f"unknown test {index}")
-        replayed = {"decision": test.decision.name, "n": len(test.fed), "stopping_trial": test.stopping_trial}
+        replayed = {"decision": test.decision.name, "n": test.n, "stopping_trial": test.stopping_trial}
         journaled = {key: event.payload.get(key) for key in replayed}
         if replayed != journaled:
             raise self._diverged(event, f"{test.label}: journal has {journaled}, replay gives {replayed}")
         self._announced.add(index)
 
-    def _sync(self, policy: str) -> None:
+    def _sync(self, record: TrialRecord) -> None:
+        """Feed the tests a change to ``record``'s score can affect, then decide what it implies."""
+        if self._adastop is not None:
+            self._adastop.sync(self._book)
+            return
         for test in self._tests:
-            if test.involves(policy):
+            if isinstance(test, PairedTest) and test.feeds(record):
                 test.sync(test.wanted(self._book, self.config.design))
+        for family in self._families:
+            family.resolve()
 
     def _settle(self) -> None:
         """Journal what the last change implies: new decisions, then the end of the session."""
         for test in self._tests:
             if test.decided and test.index not in self._announced:
-                trigger = max(test.fed[-1][:2]) if test.fed else None
+                extra: dict[str, Any] = {}
+                if test.task is not None:
+                    extra["task"] = test.task
+                if isinstance(test, AdaStopTest):
+                    extra["interim"] = test.interim
                 self._commit(
-                    "decision", trigger, test=test.index, policy_a=test.comparison.policy_a,
-                    policy_b=test.comparison.policy_b, metric=test.metric.name, method=test.metric.method,
-                    decision=test.decision.name, n=len(test.fed), stopping_trial=test.stopping_trial,
-                    pvalue=_finite_or_none(float(test.process.pvalue()[0])),
-                    evalue=_finite_or_none(float(test.process.evalue()[0])),
+                    "decision", test.last_trial, test=test.index, policy_a=test.comparison.policy_a,
+                    policy_b=test.comparison.policy_b, metric=test.metric.name, method=test.method,
+                    decision=test.decision.name, n=test.n, stopping_trial=test.stopping_trial,
+                    pvalue=_finite_or_none(test.pvalue()), evalue=_finite_or_none(test.evalue()), **extra,
                 )
-                logger.info("comparison %s: %s after %d pairs", test.label, test.decision.name, len(test.fed))
+                logger.info("comparison %s: %s after %d %s", test.label, test.decision.name, test.n,
+                            "scores per agent" if isinstance(test, AdaStopTest) else "pairs")
         live = self._state in (SessionState.RUNNING, SessionState.PAUSED)
         if live and all(t.decided for t in self._tests):
             self._commit("finished", None, reason="every comparison is decided or out of budget")
             logger.info("session %s finished after %d trials", self.session_id, len(self._book.trials))
 
     # -- scheduling --------------------------------------------------------------------------
-    def _active(self) -> tuple[str, ...]:
-        """Policies in the rotation, in configuration order."""
+    def _active(self, task: str | None = None) -> tuple[str, ...]:
+        """Policies in the rotation (on ``task``, for a per-task claim), in configuration order."""
+        if self._adastop is not None:
+            return self._adastop.active()
         if not self.config.drop_decided:
             return self.config.policies
-        open_tests = [t for t in self._tests if not t.decided]
+        open_tests = [t for t in self._tests if not t.decided and (task is None or t.task in (None, task))]
         return tuple(p for p in self.config.policies if any(t.involves(p) for t in open_tests))
+
+    def _active_tasks(self) -> tuple[str, ...]:
+        """Tasks in the rotation: with a non-pooled claim, those with an undecided test."""
+        ids = tuple(t.id for t in self.config.tasks)
+        if self.config.claim == "pooled" or not self.config.drop_decided:
+            return ids
+        return tuple(task for task in ids if any(t.task == task and not t.decided for t in self._tests))
 
     def _pending(self) -> TrialRecord | None:
         if not self._book.trials:
@@ -965,18 +1115,25 @@ class EvaluationSession:
         last = self._book.trials[len(self._book.trials)]
         return None if last.closed else last
 
-    def _next_spec(self) -> tuple[int, dict[str, Any], tuple[int, tuple[str, ...], tuple[int, ...]]]:
+    def _round_task(self, position: int) -> str | None:
+        """The task of the round at walk position ``position`` (``None``: pooled, any task)."""
+        if self.config.claim == "pooled" or position < 1:
+            return None
+        return self.plan.condition(position).task.id
+
+    def _next_spec(self) -> tuple[int, dict[str, Any], _Schedule]:
         """The next trial to request: id, journal payload, and the schedule state after it.
 
         Re-runs of voided trials come first (same policy, round and condition), then the rest
         of the current round, then a new round; policies out of the rotation are skipped.
         """
-        active = self._active()
-        if len(active) < 2:
+        schedule, per_task = self._schedule, self.config.claim != "pooled"
+        if len(self._active()) < 2:
             raise SessionError("no pair of active policies is left")  # _settle finishes before this
         trial_id = len(self._book.trials) + 1
         token = self.plan.token(self.session_id, trial_id)
-        reruns = [t for t in self._reruns if self._book.trials[t].policy in active]
+        reruns = [t for t in schedule.reruns
+                  if self._book.trials[t].policy in self._active(self._book.trials[t].task if per_task else None)]
         if reruns:
             old = self._book.trials[reruns.pop(0)]
             payload = {
@@ -984,19 +1141,50 @@ class EvaluationSession:
                 "task": old.task, "initial_condition": old.initial_condition, "token": token,
                 "rerun_of": old.trial_id,
             }
-            return trial_id, payload, (self._round, self._queue, tuple(reruns))
-        round_number, queue = self._round, [p for p in self._queue if p in active]
+            return trial_id, payload, dataclasses.replace(schedule, reruns=tuple(reruns))
+        round_number, position = schedule.round, schedule.position
+        active = self._active(self._round_task(position))
+        queue = [p for p in schedule.queue if p in active]
         while not queue:
             round_number += 1
+            if self._adastop is not None:
+                assert self.config.adastop is not None
+                queue = list(self.plan.interim_order(round_number, active, self.config.adastop.n_per_interim))
+                continue
+            position = self._next_position(position)
+            active = self._active(self._round_task(position))
             queue = list(self.plan.round_order(round_number, active))
         policy = queue.pop(0)
-        condition = self.plan.condition(round_number if self.config.design == "paired" else trial_id)
+        condition = self._condition(trial_id, position)
         payload = {
             "round": round_number, "policy_id": policy, "label": self.plan.label(policy, round_number),
             "task": condition.task.id, "initial_condition": condition.initial_condition.id, "token": token,
             "rerun_of": None,
         }
-        return trial_id, payload, (round_number, tuple(queue), ())
+        return trial_id, payload, _Schedule(round_number, tuple(queue), (), position)
+
+    def _next_position(self, position: int) -> int:
+        """The walk position of the next round: the next one whose task is in the rotation."""
+        if self.config.claim == "pooled":
+            return position + 1
+        tasks = set(self._active_tasks())
+        if not tasks:
+            raise SessionError("no task is left in the rotation")  # _settle finishes before this
+        position += 1
+        while self.plan.condition(position).task.id not in tasks:
+            position += 1
+        return position
+
+    def _condition(self, trial_id: int, position: int) -> Condition:
+        """Where trial ``trial_id`` of the round at walk position ``position`` starts."""
+        if self.config.design == "paired":
+            return self.plan.condition(position)
+        if self.config.claim == "pooled":  # independent or adastop: a fresh condition per trial
+            return self.plan.condition(trial_id)
+        task = self.plan.condition(position).task
+        index = [t.id for t in self.config.tasks].index(task.id)
+        draws = sum(1 for r in self._book.trials.values() if r.task == task.id and r.rerun_of is None)
+        return Condition(task, self.plan.task_condition(index, draws + 1))
 
     def _request(self, record: TrialRecord) -> TrialRequest:
         task = next(t for t in self.config.tasks if t.id == record.task)
@@ -1009,38 +1197,3 @@ class EvaluationSession:
         )
 
 
-def offline_decisions(config: SessionConfig, journal_path: str | os.PathLike[str]) -> list[OfflineResult]:
-    """Re-run every comparison x metric on a journal's effective scores, in collection order.
-
-    Independent of the live session object: it folds the journal with
-    :class:`~.trials.TrialBook`, forms the pairs with :func:`~.trials.form_pairs` and calls
-    each method's own ``*_test`` function (:func:`~evalstop_ros.stats.registry.run_test`)
-    with the session's levels, ``n_max`` and STEP seeds.  For a consistent journal each
-    result's decision, stopping trial and pair count equal the session's.
-
-    Raises
-    ------
-    JournalError
-        If the journal was written with a different configuration.
-    """
-    contents = read_journal(journal_path)
-    if contents.config_hash != config.config_hash:
-        changes = config_diff(contents.config_dict(), config.to_dict())
-        raise JournalError(f"journal {str(journal_path)!r} holds a different configuration: {'; '.join(changes)}")
-    book = TrialBook().fold(contents.events)
-    plan = Plan(config)
-    results = []
-    for ci, comparison in enumerate(config.comparison_list()):
-        pairs = form_pairs(book, config.design, comparison.policy_a, comparison.policy_b)
-        for mi, metric in enumerate(config.metrics):
-            values = [
-                (metric_value(book.trials[p.trial_a].score, metric.name),  # type: ignore[arg-type]
-                 metric_value(book.trials[p.trial_b].score, metric.name))  # type: ignore[arg-type]
-                for p in pairs
-            ]
-            a = np.array([v[0] for v in values], dtype=np.float64)
-            b = np.array([v[1] for v in values], dtype=np.float64)
-            result = run_test(metric.method, a, b, alpha=config.comparison_alpha(metric), alternative=metric.alternative,
-                              n_max=config.n_max, seed=plan.step_seed(ci, mi), bins=metric.bins or 2)
-            results.append(OfflineResult(comparison.policy_a, comparison.policy_b, metric.name, result))
-    return results

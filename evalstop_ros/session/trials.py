@@ -15,6 +15,9 @@ collection order:
   ``k``-th of ``policy_b`` (per-policy FIFO; surplus scores wait for their partner, step.md
   pitfall 7 / nscore.md pitfall 8).
 
+With a non-pooled ``claim`` each task has its own tests, and pairs are formed within a task
+(``task=...``): only trials of that task count, in either design.
+
 Either way a pair depends only on the scores of the two policies involved, and pairs are
 ordered by *completion*: the journal position of the later of their two scores (a correction
 keeps a score's position).  That is the order in which the pairs became available, i.e. the
@@ -146,9 +149,12 @@ class TrialBook:
             self.apply(event)
         return self
 
-    def scored(self, policy: str | None = None) -> list[TrialRecord]:
-        """Trials with an effective score, in trial order (optionally of one policy)."""
-        return [r for r in self.trials.values() if r.score is not None and (policy is None or r.policy == policy)]
+    def scored(self, policy: str | None = None, task: str | None = None) -> list[TrialRecord]:
+        """Trials with an effective score, in trial order (optionally of one policy, one task)."""
+        return [
+            r for r in self.trials.values()
+            if r.score is not None and (policy is None or r.policy == policy) and (task is None or r.task == task)
+        ]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -159,9 +165,12 @@ class Pair:
     trial_b: int
 
 
-def form_pairs(book: TrialBook, design: str, policy_a: str, policy_b: str) -> list[Pair]:
-    """The pairs of comparison ``(policy_a, policy_b)`` in collection order (module docstring)."""
-    side_a, side_b = book.scored(policy_a), book.scored(policy_b)
+def form_pairs(book: TrialBook, design: str, policy_a: str, policy_b: str, task: str | None = None) -> list[Pair]:
+    """The pairs of comparison ``(policy_a, policy_b)`` in collection order (module docstring).
+
+    ``task``: pair only the trials of this task (``None``: of every task).
+    """
+    side_a, side_b = book.scored(policy_a, task), book.scored(policy_b, task)
     if design == "paired":
         by_round = {r.round: r for r in side_b}
         matched = [(a, by_round[a.round]) for a in side_a if a.round in by_round]

@@ -6,16 +6,30 @@ Pure numpy/scipy (no ROS imports).  Every sequential test is a vectorised
 * STEP (seed 003): :func:`step_test`, :class:`StepProcess`, tables and exact characteristics.
 * N-SCORE (seed 000, Alg. 1): :func:`nscore_test`, :class:`NScoreProcess`.
 * Baselines: WSR (seed 000, Alg. 2), theta-SAVI, Lai's test, batch Barnard/Boschloo/Fisher.
-* Families of comparisons (Bonferroni, Holm, compact letter display) and the Monte Carlo engine.
+* Families of comparisons (Bonferroni, Holm, compact letter display), multi-task claims
+  (seed 003 Eq. 11), AdaStop for batches of seeds (seed 002), and the Monte Carlo engine.
 
 Orientation follows both papers: policy A is the baseline (pi_0), policy B the candidate (pi_1).
 """
 
+from .adastop import DECISIONS, PERMUTATIONS, AdaStop, AdaStopResult, adastop_test
 from .batch import BatchTestResult, barnard_test, boschloo_test, fisher_test, success_table
 from .errors import StatsInputError
-from .families import Comparison, bonferroni, compact_letter_display, comparison_pairs, holm, split_alpha
+from .families import (
+    CORRECTIONS,
+    Comparison,
+    FamilyProcess,
+    FamilyResult,
+    bonferroni,
+    compact_letter_display,
+    comparison_pairs,
+    holm,
+    run_family,
+    split_alpha,
+)
 from .lai import LaiProcess, lai_test
 from .methods import BATCH_METHODS, SEQUENTIAL_METHODS, VALIDITY
+from .multitask import CLAIMS, TASK_CORRECTIONS, MultiTaskResult, combine_tasks, run_multitask, task_alpha
 from .nscore import NScoreProcess, nscore_test
 from .registry import METHODS, Method, make_process, run_test
 from .savi import SaviProcess, savi_test
@@ -36,15 +50,25 @@ from .wsr import WsrProcess, wsr_test
 
 __all__ = [
     "BATCH_METHODS",
+    "CLAIMS",
+    "CORRECTIONS",
+    "DECISIONS",
     "METHODS",
+    "PERMUTATIONS",
     "SEQUENTIAL_METHODS",
+    "TASK_CORRECTIONS",
     "VALIDITY",
+    "AdaStop",
+    "AdaStopResult",
     "BatchOutcome",
     "BatchTestResult",
     "Comparison",
     "Decision",
+    "FamilyProcess",
+    "FamilyResult",
     "LaiProcess",
     "Method",
+    "MultiTaskResult",
     "NScoreProcess",
     "PairedProcess",
     "SaviProcess",
@@ -57,11 +81,13 @@ __all__ = [
     "StepTable",
     "Type1Report",
     "WsrProcess",
+    "adastop_test",
     "barnard_test",
     "bernoulli",
     "bonferroni",
     "boschloo_test",
     "check_type1",
+    "combine_tasks",
     "compact_letter_display",
     "comparison_pairs",
     "continuous_beta",
@@ -75,6 +101,8 @@ __all__ = [
     "operating_characteristics",
     "partial_credit",
     "run_batch",
+    "run_family",
+    "run_multitask",
     "run_sequence",
     "run_test",
     "savi_test",
@@ -82,5 +110,6 @@ __all__ = [
     "step_test",
     "success_table",
     "synthesize_table",
+    "task_alpha",
     "wsr_test",
 ]

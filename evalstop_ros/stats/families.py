@@ -2,8 +2,12 @@
 
 A K-policy evaluation is a family of paired two-policy tests (seed 003 footnote 5; seed 000
 §VI-B, Fig. 2).  This module plans the family (:func:`comparison_pairs`), shares the family-wise
-level among its members (:func:`bonferroni`, :func:`split_alpha`, :func:`holm`) and summarises
-the outcome as a compact letter display (:func:`compact_letter_display`).
+level among its members (:func:`bonferroni`, :func:`split_alpha`, :func:`holm`), summarises
+the outcome as a compact letter display (:func:`compact_letter_display`), and runs the family
+round by round with policies leaving the rotation once decided (:class:`FamilyProcess`, online or
+vectorised over Monte Carlo repetitions; :func:`run_family` replays recorded trials; results are
+:class:`FamilyResult`).  Multi-task claims are in :mod:`.multitask`; AdaStop, a family test with
+its own step-down permutation boundaries, in :mod:`.adastop`.
 
 Which procedures remain valid with sequential tests
 ----------------------------------------------------
@@ -38,6 +42,7 @@ import dataclasses
 import math
 import string
 from collections.abc import Collection, Hashable, Mapping, Sequence
+from types import MappingProxyType
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -345,6 +350,55 @@ def _holm_rejections(pvalues: NDArray[np.float64], alpha: float) -> NDArray[np.b
     return rejected
 
 
+#: Directional hypotheses of each ``alternative`` under sequential Holm (:class:`FamilyProcess`
+#: Notes): ``+1`` is "``policy_b`` better", ``-1`` "``policy_a`` better", in this order.
+HOLM_SIDES: Mapping[str, tuple[int, ...]] = MappingProxyType({"two-sided": (1, -1), "greater": (1,), "less": (-1,)})
+
+
+def holm_step(
+    pvalues: NDArray[np.float64], decision: NDArray[np.int8], *, alpha: float, sides: Sequence[int]
+) -> NDArray[np.int8]:
+    """One analysis of sequential Holm (:class:`FamilyProcess` Notes): the decisions after it.
+
+    Shared by :class:`FamilyProcess` and the evaluation session, which feed their comparisons
+    differently but decide by this one rule.  Inputs are trusted (no checks).
+
+    Parameters
+    ----------
+    pvalues : ndarray, shape (m * S, R)
+        Current running-minimum p-value of every directional hypothesis, comparison-major
+        (comparison ``j``, side ``sides[s]`` at row ``j * S + s``).  A decided comparison keeps
+        the values it had when it stopped.
+    decision : ndarray, shape (m, R)
+        :class:`~evalstop_ros.stats.sequential.Decision` values so far.
+    alpha : float
+        Family-wise level.
+    sides : sequence of {1, -1}
+        :data:`HOLM_SIDES` of the alternative.
+
+    Returns
+    -------
+    ndarray, shape (m, R)
+        A copy of ``decision`` in which every comparison still ``CONTINUE`` with a hypothesis
+        that Holm's procedure rejects takes the claim of its first rejected side (``+1``:
+        ``B_BETTER``, ``-1``: ``A_BETTER``).
+
+    Examples
+    --------
+    >>> holm_step(np.array([[0.001], [0.9], [0.04], [0.5]]), np.zeros((2, 1), np.int8), alpha=0.05, sides=(1, -1))
+    array([[1],
+           [0]], dtype=int8)
+    """
+    rejected = _holm_rejections(pvalues, alpha)
+    out = decision.copy()
+    for h in range(pvalues.shape[0]):
+        j, side = divmod(h, len(sides))
+        newly = rejected[h] & (out[j] == Decision.CONTINUE)
+        if newly.any():
+            out[j, newly] = Decision.B_BETTER if sides[side] == 1 else Decision.A_BETTER
+    return out
+
+
 @dataclasses.dataclass(frozen=True)
 class FamilyResult:
     """Outcome of a K-policy family of sequential comparisons (one session).
@@ -563,7 +617,7 @@ class FamilyProcess:
             ]
             self._sides: tuple[int, ...] = ()
         else:
-            self._sides = {"two-sided": (1, -1), "greater": (1,), "less": (-1,)}[alternative]
+            self._sides = HOLM_SIDES[alternative]
             self.comparison_alpha = self.alpha / (m * len(self._sides))
             self._processes = [
                 make_process(method, self.n_sequences, alpha=self.comparison_alpha,
@@ -639,14 +693,9 @@ class FamilyProcess:
                 process.update(fed[self._a[j]], fed[self._b[j]])
                 # a decided comparison keeps the p-values it had when it stopped
                 self._p[h] = np.where(open_[j], process.pvalue(), self._p[h])
-        rejected = _holm_rejections(self._p, self.alpha)
-        for h in range(len(self._processes)):
-            j, side = divmod(h, sides)
-            newly = open_[j] & rejected[h] & (self.decision[j] == Decision.CONTINUE)
-            if newly.any():
-                claim = Decision.B_BETTER if self._sides[side] == 1 else Decision.A_BETTER
-                self.decision[j, newly] = claim
-                self.stopping_trial[j, newly] = self.n
+        decision = holm_step(self._p, self.decision, alpha=self.alpha, sides=self._sides)
+        self.stopping_trial[decision != self.decision] = self.n
+        self.decision = decision
 
     def pvalues(self) -> NDArray[np.float64]:
         """``(m, R)`` anytime-valid p-value of each comparison (NaN where the method has none)."""

@@ -1,15 +1,15 @@
 """Helpers of the session tests: configurations, a deterministic simulated lab, and a driver.
 
-Also runnable as a script (``python session_sim.py JOURNAL SESSION_ID``): it drives the crash
-test's session until the end, so that the test can SIGKILL it at any point.
+Also runnable as a script (``python session_sim.py JOURNAL SESSION_ID [SCENARIO]``): it drives a
+crash test's session (:data:`SCENARIOS`) until the end, so that the test can SIGKILL it at any point.
 """
 
 from __future__ import annotations
 
 import hashlib
 import sys
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import Any, Union
 
 from evalstop_ros.session import EvaluationSession, ScoreOutcome, SessionConfig, parse_config
 
@@ -31,6 +31,16 @@ BASE: dict[str, Any] = {
 CRASH_RATES = {"pi0": 0.3, "pi1": 0.6}
 CRASH_SESSION = {"seed": 5}
 
+#: Five agents under AdaStop (5 trials per agent per interim, at most 6 interims), progress only.
+#: B = 200 permutation paths keeps the tests fast; the preset uses 10**4.
+AGENTS = [f"agent_{i}" for i in range(1, 6)]
+ADASTOP_SESSION: dict[str, Any] = {
+    "policies": AGENTS, "design": "adastop", "alpha": 0.05, "seed": 7, "metrics": [{"name": "progress"}],
+    "adastop": {"n_per_interim": 5, "n_interims": 6, "n_permutations": 200},
+}
+#: Mean progress of each agent (agent_2 and agent_3 tie).
+ADASTOP_MEANS = {"agent_1": 0.3, "agent_2": 0.5, "agent_3": 0.5, "agent_4": 0.6, "agent_5": 0.9}
+
 
 def make_config(**overrides: Any) -> SessionConfig:
     """``BASE`` with top-level keys replaced."""
@@ -49,12 +59,22 @@ def outcome(policy: str, trial_id: int, rates: dict[str, float]) -> tuple[bool, 
     return success, progress
 
 
+def progress_outcome(policy: str, trial_id: int, means: Mapping[str, float]) -> tuple[bool, float]:
+    """A progress-scored lab: uniform within +-0.25 of the policy's mean, success at 0.5."""
+    progress = round(min(1.0, max(0.0, means[policy] + 0.5 * (_uniform("spread", policy, trial_id) - 0.5))), 3)
+    return progress >= 0.5, progress
+
+
+#: A lab: success rates (:func:`outcome`) or any ``(policy, trial id) -> (success, progress)``.
+Lab = Union[dict[str, float], Callable[[str, int], tuple[bool, float]]]
+
+
 def run_fails(trial_id: int, attempt: int, every: int) -> bool:
     """Whether a run fails (the runner's fault, not the policy's): about one in ``every``."""
     return every > 0 and attempt == 1 and _uniform("fault", trial_id) < 1.0 / every
 
 
-def step(session: EvaluationSession, rates: dict[str, float], *, fail_every: int = 0,
+def step(session: EvaluationSession, rates: Lab, *, fail_every: int = 0,
          resend: Callable[[int], bool] = lambda trial_id: False,
          sent: dict[str, tuple[int, str, bool, float]] | None = None) -> ScoreOutcome | None:
     """One operator/runner action on ``session``; ``None`` once the session is over.
@@ -70,7 +90,10 @@ def step(session: EvaluationSession, rates: dict[str, float], *, fail_every: int
         ok = not run_fails(trial.trial_id, trial.attempt, fail_every)
         session.record_runner_result(trial.trial_id, ok, 1.5, "" if ok else "arm fault")
         return ScoreOutcome(True, False, "ran")
-    success, progress = outcome(trial.policy_id, trial.trial_id, rates)
+    if callable(rates):
+        success, progress = rates(trial.policy_id, trial.trial_id)
+    else:
+        success, progress = outcome(trial.policy_id, trial.trial_id, rates)
     if sent is not None:
         sent["last"] = (trial.trial_id, trial.token, success, progress)
     result = session.submit_score(trial.trial_id, trial.token, success, progress, operator="sim")
@@ -81,20 +104,33 @@ def step(session: EvaluationSession, rates: dict[str, float], *, fail_every: int
     return result
 
 
-def drive(session: EvaluationSession, rates: dict[str, float], **options: Any) -> None:
+def drive(session: EvaluationSession, rates: Lab, **options: Any) -> None:
     """Run ``session`` (already started) to its end."""
     while step(session, rates, **options) is not None:
         pass
 
 
+def adastop_lab(policy: str, trial_id: int) -> tuple[bool, float]:
+    """The lab of the AdaStop sessions (:data:`ADASTOP_MEANS`)."""
+    return progress_outcome(policy, trial_id, ADASTOP_MEANS)
+
+
+#: Crash-test sessions: configuration overrides and lab.
+SCENARIOS: dict[str, tuple[dict[str, Any], Lab]] = {
+    "step": (CRASH_SESSION, CRASH_RATES),
+    "adastop": (ADASTOP_SESSION, adastop_lab),
+}
+
+
 def main(argv: list[str]) -> int:
-    """Drive the crash-test session in ``argv[0]`` (durable journal) to the end."""
-    path, session_id = argv
-    config = make_config(**CRASH_SESSION)
+    """Drive the crash-test session in ``argv[0]`` (durable journal; scenario ``argv[2]``) to the end."""
+    path, session_id, *rest = argv
+    overrides, lab = SCENARIOS[rest[0] if rest else "step"]
+    config = make_config(**overrides)
     with EvaluationSession.open(path, config, session_id) as session:
         if session.state.value == "idle":
             session.start()
-        drive(session, CRASH_RATES, fail_every=7)
+        drive(session, lab, fail_every=7)
     return 0
 
 

@@ -21,7 +21,6 @@ from evalstop_ros.session import (
     read_journal,
 )
 from evalstop_ros.session.journal import Journal
-from evalstop_ros.stats.families import holm
 from evalstop_ros.stats.nscore import nscore_test
 from evalstop_ros.stats.sequential import Decision
 from evalstop_ros.stats.step import step_test
@@ -400,20 +399,14 @@ def test_independent_design_pairs_by_per_policy_index(journal_path):
     assert any(trials[k].initial_condition != trials[k + 1].initial_condition for k in range(0, len(trials) - 1, 2))
 
 
-def test_holm_report_applies_holm_to_the_current_pvalues(journal_path):
-    config = {"policies": ["pi0", "pi1", "pi2"], "correction": "holm",
-              "metrics": [{"name": "progress", "method": "nscore", "bins": 21}]}
-    with started(journal_path, **config) as session:
-        play(session, by_policy({"pi0": 0.2, "pi1": 0.7, "pi2": 0.6}), trials=60)
-        statuses = session.comparisons()
-        expected = holm([s.pvalue for s in statuses], 0.1)
-        assert [s.holm_reject for s in statuses] == list(expected)
-        assert all(s.alpha == pytest.approx(0.1 / 3) for s in statuses)
-
-
-def test_bonferroni_report_has_no_holm_column(journal_path):
+def test_pooled_rows_read_every_task_and_there_are_no_claims(journal_path):
+    # Sequential Holm and its run_family equivalence: test_session_families.py.
     with started(journal_path) as session:
-        assert {c.holm_reject for c in session.comparisons()} == {None}
+        assert {c.task for c in session.comparisons()} == {""}
+        assert session.claims() == []
+        with pytest.raises(SessionError, match=r"per-task letters need a non-pooled claim; found task 'push' with "
+                                               r"claim 'pooled'"):
+            session.letters(task="push")
 
 
 def test_letters_group_the_policies_by_decisions(journal_path):

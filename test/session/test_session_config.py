@@ -10,9 +10,13 @@ import pytest
 from pydantic import ValidationError
 
 from evalstop_ros.session.config import ConfigError, config_diff, load_config, parse_config
-from session_sim import BASE, make_config
+from session_sim import ADASTOP_SESSION, BASE, make_config
 
 CONFIG_DIR = pathlib.Path(__file__).resolve().parents[2] / "config"
+
+
+#: A one-sided progress metric, as the multi-task claims need.
+ONE_SIDED = {"metrics": [{"name": "progress", "alternative": "greater"}]}
 
 
 def _task(**extra: object) -> dict[str, object]:
@@ -42,6 +46,33 @@ def test_robot_presets_are_operator_scored_and_blinded_per_round(name, action):
     assert config.runner.action_name == action
     assert (config.scoring, config.blinding) == ("operator", "per-round")
     assert all(c.reset_instructions for t in config.tasks for c in t.initial_conditions)
+
+
+#: Hashes of the presets computed by the code before ``claim``/``task_correction``/``adastop`` existed
+#: (commit 8442f0f): journals started then must still resume, so these must never change.
+PRESET_HASHES = {
+    "eval": "f28eecce6e271a59bc40e5dae5a6be636ecf259a4a3ca95f6acdcc9ed0db57b2",
+    "droid": "39c7fdd723f95522175d6917d1a0b2b48c5cfe93a5d2f7cceab4f937912e50e6",
+    "widowx": "212b4b76942491de9876200392f387cbc3e5cd77b366361490dda7d343b657ce",
+}
+
+
+@pytest.mark.parametrize(("name", "digest"), PRESET_HASHES.items())
+def test_preset_hashes_survive_the_new_fields(name, digest):
+    config = load_config(CONFIG_DIR / f"{name}.yaml")
+    assert config.config_hash == digest
+    assert not {"claim", "task_correction", "adastop"} & set(config.to_dict())
+
+
+def test_adastop_preset_is_five_agents_on_progress():
+    config = load_config(CONFIG_DIR / "adastop_sim.yaml")
+    assert config.policies == tuple(f"agent_{i}" for i in range(1, 6))
+    assert (config.design, config.scoring, config.comparisons) == ("adastop", "auto", "all-pairs")
+    assert [(m.name, m.method, m.alpha) for m in config.metrics] == [("progress", "adastop", 0.05)]
+    assert config.adastop is not None
+    assert (config.adastop.n_per_interim, config.adastop.n_interims, config.adastop.n_permutations,
+            config.adastop.permutation) == (5, 6, 10_000, "relabel")
+    assert config.comparison_alpha(config.metrics[0]) == 0.05  # AdaStop's own family-wise level
 
 
 def test_widowx_preset_has_three_carrot_positions_and_distractors():
@@ -80,6 +111,27 @@ def test_comparison_alpha_is_bonferroni_over_comparisons():
     assert config.comparison_alpha(config.metrics[0]) == pytest.approx(0.02)
 
 
+@pytest.mark.parametrize(("claim", "given", "resolved", "level"), [
+    ("every", None, "iut", 0.02),  # intersection-union: each task at the comparison's level
+    ("every", "bonferroni", "bonferroni", 0.01),  # seed 003 §V-C3: level / T
+    ("any", None, "bonferroni", 0.01),
+    ("per-task", "holm", "holm", 0.01),  # Holm's first threshold
+])
+def test_task_correction_default_and_task_level(claim, given, resolved, level):
+    tasks = [{"id": t, "initial_conditions": [{"id": "c", "reset_instructions": "r"}]} for t in ("a", "b")]
+    config = make_config(policies=["a", "b", "c"], tasks=tasks, claim=claim, task_correction=given,
+                         metrics=[{"name": "progress", "alpha": 0.06, "alternative": "greater"}])
+    assert config.task_correction == resolved and config.to_dict()["task_correction"] == resolved
+    assert config.comparison_alpha(config.metrics[0]) == pytest.approx(0.02)
+    assert config.test_alpha(config.metrics[0]) == pytest.approx(level)
+
+
+def test_adastop_defaults_to_one_progress_metric_with_the_whole_alpha():
+    config = make_config(**{k: v for k, v in ADASTOP_SESSION.items() if k != "metrics"})
+    assert [(m.name, m.method, m.alpha, m.bins) for m in config.metrics] == [("progress", "adastop", 0.05, None)]
+    assert config.adastop is not None and config.adastop.permutation == "relabel"
+
+
 def test_vs_baseline_orients_the_baseline_as_policy_a():
     config = make_config(policies=["a", "ref", "c"], comparisons="vs-baseline", baseline="ref")
     assert [(c.policy_a, c.policy_b) for c in config.comparison_list()] == [("ref", "a"), ("ref", "c")]
@@ -102,7 +154,7 @@ INVALID = [
      r"metrics\[0\]: metric 'progress' cannot use method 'step', which needs binary success data"),
     ({"metrics": [{"name": "progress", "method": "savi"}]}, r"cannot use method 'savi'"),
     ({"metrics": [{"name": "success", "method": "ttest"}]},
-     r"metrics\[0\]\.method: should be one of \('step', 'nscore', 'wsr', 'savi', 'lai'\); found 'ttest'"),
+     r"metrics\[0\]\.method: should be one of \('step', 'nscore', 'wsr', 'savi', 'lai', 'adastop'\); found 'ttest'"),
     ({"metrics": [{"name": "speed"}]}, r"metrics\[0\]\.name: Input should be 'success' or 'progress'; found 'speed'"),
     ({"metrics": [{"name": "success", "bins": 3}]}, r"`bins` applies only to method 'nscore'; found bins=3 with 'step'"),
     ({"metrics": [{"name": "progress", "bins": 1}]}, r"`bins` must be an integer >= 2 for method 'nscore'; found 1"),
@@ -116,7 +168,7 @@ INVALID = [
     ({"correction": "holm"},
      r"correction 'holm' needs anytime-valid p-values; metric 'success' uses method 'step', which defines none"),
     ({"correction": "sidak"}, r"correction: Input should be 'bonferroni' or 'holm'; found 'sidak'"),
-    ({"design": "crossed"}, r"design: Input should be 'paired' or 'independent'; found 'crossed'"),
+    ({"design": "crossed"}, r"design: Input should be 'paired', 'independent' or 'adastop'; found 'crossed'"),
     ({"n_max": 0}, r"n_max: Input should be greater than or equal to 1; found 0"),
     ({"seed": -1}, r"seed: Input should be greater than or equal to 0; found -1"),
     ({"tasks": []}, r"tasks: Tuple should have at least 1 item"),
@@ -128,6 +180,43 @@ INVALID = [
     ({"runner": {"timeout_s": 0}}, r"runner\.timeout_s: Input should be greater than 0; found 0"),
     ({"scoring": "crowd"}, r"scoring: Input should be 'operator' or 'auto'; found 'crowd'"),
     ({"blinding": "none"}, r"blinding: Input should be 'per-session' or 'per-round'; found 'none'"),
+    # multi-task claims
+    ({"claim": "all"}, r"claim: Input should be 'pooled', 'every', 'any' or 'per-task'; found 'all'"),
+    ({"task_correction": "holm"}, r"`task_correction` applies only to a non-pooled claim; found 'holm' with claim "
+     r"'pooled'"),
+    ({"claim": "every", "task_correction": "holm", **ONE_SIDED},
+     r"`task_correction` for claim 'every' should be one of \('iut', 'bonferroni'\); found 'holm'"),
+    ({"claim": "any", "task_correction": "iut", **ONE_SIDED},
+     r"`task_correction` for claim 'any' should be one of \('bonferroni', 'holm'\); found 'iut'"),
+    ({"claim": "any", "correction": "holm", **ONE_SIDED},
+     r"claim 'any' runs one test per task with Bonferroni over the comparisons; `correction` must be 'bonferroni'"),
+    ({"claim": "every", "metrics": [{"name": "progress"}]},
+     r"claim 'every' is directional: metric 'progress' needs alternative 'greater' \(policy_b better\) or 'less'; "
+     r"found 'two-sided'"),
+    ({"claim": "per-task", "task_correction": "holm", "metrics": [{"name": "success", "alternative": "greater"}]},
+     r"task_correction 'holm' needs anytime-valid p-values; metric 'success' uses method 'step', which defines none"),
+    # AdaStop
+    ({"design": "adastop"}, r"`adastop` \(n_per_interim, n_interims\) is required with design 'adastop'"),
+    ({"adastop": {"n_per_interim": 5, "n_interims": 6}}, r"`adastop` applies only to design 'adastop'"),
+    ({"metrics": [{"name": "progress", "method": "adastop"}]},
+     r"method 'adastop' of metric 'progress' needs design 'adastop'; found design 'paired'"),
+    ({**ADASTOP_SESSION, "metrics": [{"name": "success"}, {"name": "progress"}]},
+     r"design 'adastop' compares one metric; found 2 metrics"),
+    ({**ADASTOP_SESSION, "metrics": [{"name": "progress", "method": "nscore"}]},
+     r"design 'adastop' runs method 'adastop'; metric 'progress' names method 'nscore'"),
+    ({**ADASTOP_SESSION, "metrics": [{"name": "progress", "alternative": "greater"}]},
+     r"design 'adastop' is two-sided; metric 'progress' has alternative 'greater'"),
+    ({**ADASTOP_SESSION, "correction": "holm"}, r"design 'adastop' shares alpha by its own step-down permutation "
+     r"boundaries; `correction` must stay 'bonferroni'; found 'holm'"),
+    ({**ADASTOP_SESSION, "claim": "any"}, r"design 'adastop' pools the tasks; `claim` must be 'pooled'; found 'any'"),
+    ({**ADASTOP_SESSION, "drop_decided": False}, r"design 'adastop' drops decided agents itself \(seed 002 §3\.7\)"),
+    ({**ADASTOP_SESSION, "adastop": {"n_per_interim": 0, "n_interims": 6}},
+     r"adastop\.n_per_interim: Input should be greater than or equal to 1; found 0"),
+    ({**ADASTOP_SESSION, "adastop": {"n_per_interim": 5}}, r"adastop\.n_interims: required key is missing"),
+    ({**ADASTOP_SESSION, "adastop": {"n_per_interim": 5, "n_interims": 6, "permutations": 10}},
+     r"adastop: unknown key 'permutations' \(did you mean 'permutation'\?\)"),
+    ({**ADASTOP_SESSION, "adastop": {"n_per_interim": 5, "n_interims": 6, "permutation": "swap"}},
+     r"adastop\.permutation: Input should be 'relabel' or 'split'; found 'swap'"),
 ]
 
 
@@ -203,6 +292,22 @@ def test_yaml_and_dict_give_the_same_hash(tmp_path):
 def test_hash_changes_with_any_design_field():
     hashes = {make_config(**change).config_hash for change in ({}, {"alpha": 0.2}, {"n_max": 100}, {"seed": 12})}
     assert len(hashes) == 4
+
+
+def test_new_fields_at_their_defaults_leave_the_hash_alone():
+    # An explicit `claim: pooled` is the default: left out of the dump, same hash as omitting it.
+    assert make_config(claim="pooled").config_hash == make_config().config_hash
+    assert make_config(claim="any", **ONE_SIDED).config_hash != make_config(**ONE_SIDED).config_hash
+
+
+@pytest.mark.parametrize("change", [
+    {"claim": "per-task", "task_correction": "holm", **ONE_SIDED},
+    ADASTOP_SESSION,
+])
+def test_new_fields_round_trip_through_the_canonical_json(change):
+    config = make_config(**change)
+    again = parse_config(json.loads(config.canonical_json()))
+    assert again == config and again.config_hash == config.config_hash
 
 
 def test_config_diff_names_added_removed_and_changed_fields():

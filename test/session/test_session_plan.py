@@ -141,3 +141,36 @@ def test_step_seeds_differ_by_comparison_and_metric():
     plan = Plan(make_config())
     seeds = {plan.step_seed(c, m) for c in range(5) for m in range(2)}
     assert len(seeds) == 10
+
+
+# -- multi-task and AdaStop --------------------------------------------------------------------
+def test_task_condition_cycles_each_tasks_conditions_on_its_own():
+    plan = Plan(make_config(tasks=TWO_TASKS))
+    a_ids = [plan.task_condition(0, j).id for j in range(1, 13)]
+    assert all(sorted(a_ids[s:s + 3]) == ["a0", "a1", "a2"] for s in range(0, 12, 3))
+    assert [plan.task_condition(1, j).id for j in range(1, 5)] == [Plan(make_config(tasks=TWO_TASKS)).task_condition(
+        1, j).id for j in range(1, 5)]
+    with pytest.raises(ValueError, match=r"`j` must be a positive integer; found 0"):
+        plan.task_condition(0, 0)
+
+
+def test_iid_task_condition_draws_uniformly():
+    plan = Plan(make_config(tasks=TWO_TASKS, condition_schedule="iid"))
+    draws = 3000
+    counts = Counter(plan.task_condition(0, j).id for j in range(1, draws + 1))
+    se = math.sqrt(draws * (1 / 3) * (2 / 3))
+    assert all(abs(counts[c] - draws / 3) < 4 * se for c in ("a0", "a1", "a2")), counts
+
+
+def test_interim_order_runs_n_trials_of_each_active_agent_in_a_random_order():
+    plan = Plan(make_config(policies=THREE))
+    orders = [plan.interim_order(k, ["pi2", "pi0"], 4) for k in range(1, 20)]
+    assert all(sorted(order) == ["pi0"] * 4 + ["pi2"] * 4 for order in orders)
+    assert len(set(orders)) > 1  # re-drawn every interim
+    assert plan.interim_order(3, ["pi0", "pi2"], 4) == orders[2]  # the caller's order does not matter
+    assert Plan(make_config(policies=THREE)).interim_order(3, ["pi0", "pi2"], 4) == orders[2]
+
+
+def test_adastop_seed_is_fixed_by_the_session_seed():
+    assert Plan(make_config(seed=3)).adastop_seed() == Plan(make_config(seed=3)).adastop_seed()
+    assert Plan(make_config(seed=3)).adastop_seed() != Plan(make_config(seed=4)).adastop_seed()

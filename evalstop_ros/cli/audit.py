@@ -1,0 +1,159 @@
+"""``evalstop audit``: verify a recorded session, from a rosbag or from its journal.
+
+A thin layer over :func:`evalstop_ros.audit.audit`: read the source, rebuild the session, re-run
+the statistics core on the scores in collection order, check every published decision and
+p-value and the protocol, print the verdict.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import math
+from collections.abc import Iterable
+
+from typing import TYPE_CHECKING
+
+from ..session import ConfigError, load_config
+from ..session.config import SessionConfig
+from ..stats.sequential import Decision
+from ._common import CliError, print_json
+
+if TYPE_CHECKING:  # the audit needs rosbags: imported when a verb runs, so the other verbs work without it
+    from ..audit import AuditReport, ComparisonAudit
+
+HELP = "verify a recorded session (rosbag or journal): decisions, p-values, protocol"
+DESCRIPTION = """\
+Rebuild a session from a rosbag (sqlite3 or mcap, from `ros2 bag record` or `evalstop record`)
+or from its SQLite journal, re-run every comparison with the statistics core on the scores in
+collection order, and check that every published decision, stopping trial, p-value and
+e-value is reproduced, that STEP's randomization replays from the logged seed, and that the
+protocol held: no score for a trial never requested, no wrong token, no trial requested and
+never scored, no data after the stop, no change of alpha / n_max / method, no correction
+without a reason.  Each violation names its trial."""
+EPILOG = """\
+example:
+  evalstop audit session_bag/ --json
+
+exit status: 0 everything verifies, 1 a violation or an unreproduced decision,
+2 usage or input error (unreadable source, no configuration in the bag and no --config)."""
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Declare the options of ``evalstop audit``."""
+    add_source_arguments(parser)
+    parser.add_argument("--json", action="store_true", help="print one JSON object instead of the report")
+
+
+def add_source_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options shared with ``evalstop report``: the source and how to pick a session in it."""
+    parser.add_argument("source", help="rosbag2 directory (or a .mcap/.db3 file in one), or a session journal (.db)")
+    parser.add_argument("--config", default=None, metavar="FILE",
+                        help="session config (YAML) for a bag recorded without session_config; must match the "
+                        "recorded one otherwise (default: the recorded one)")
+    parser.add_argument("--namespace", default=None, help="namespace of the manager's topics, if the bag has several")
+    parser.add_argument("--session", default=None, dest="session_id", help="session id, if the bag has several")
+
+
+def load(args: argparse.Namespace) -> AuditReport:
+    """Run the audit the source options describe (input problems as :class:`CliError`)."""
+    try:
+        from ..audit import AuditError, audit  # noqa: PLC0415 - rosbags only for these verbs
+    except ImportError as err:
+        raise CliError(f"the audit needs rosbags ({err}); pip install 'evalstop[audit]'") from err
+    config: SessionConfig | None = None
+    if args.config:
+        try:
+            config = load_config(args.config)
+        except ConfigError as err:
+            raise CliError(str(err)) from err
+    try:
+        return audit(args.source, config=config, namespace=args.namespace, session_id=args.session_id)
+    except AuditError as err:
+        raise CliError(str(err)) from err
+
+
+def run(args: argparse.Namespace) -> int:
+    """Audit the source; 0 when everything verifies, 1 otherwise."""
+    report = load(args)
+    if args.json:
+        print_json(report.to_dict())
+    else:
+        print("\n".join(format_report(report)))
+    return 0 if report.verified else 1
+
+
+def _when(stamp_ns: int) -> str:
+    return datetime.datetime.fromtimestamp(stamp_ns / 1e9, datetime.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def _published(test: ComparisonAudit) -> str:
+    from ..audit.verify import fmt  # noqa: PLC0415
+
+    pub = test.published
+    if pub is None:
+        return "nothing published"
+    name = Decision(pub.decision).name if pub.decision in Decision._value2member_map_ else str(pub.decision)
+    text = f"{name} at {pub.stopping_trial}" if pub.stopping_trial else f"{name} after {pub.n}"
+    if not math.isnan(pub.pvalue):
+        text += f", p={fmt(pub.pvalue)}"
+    return text
+
+
+def format_report(report: AuditReport) -> list[str]:
+    """The human-readable audit (what ``evalstop audit`` prints without ``--json``)."""
+    from ..audit.verify import fmt  # noqa: PLC0415
+
+    rec, cfg = report.record, report.config
+    summary = report.to_dict()["counts"]
+    lines = [
+        f"evalstop audit: {rec.kind} {rec.source} ({rec.storage}), session {rec.session_id}, "
+        f"{_when(rec.start_ns)} to {_when(rec.end_ns)}",
+        f"  configuration {cfg.config_hash[:12]} from {report.config_origin}: {', '.join(cfg.policies)}; "
+        f"alpha {cfg.alpha:g}, n_max {cfg.n_max}, seed {cfg.seed}, design {cfg.design}, scoring {cfg.scoring}",
+        f"  {summary['trials_requested']} trials requested, {summary['trials_scored']} scored, "
+        f"{summary['trials_voided']} voided, {summary['corrections']} corrected; session {report.final_state}",
+        "  read " + ", ".join(f"{name} {count}" for name, count in rec.topic_counts),
+        "",
+        f"{'comparison':<28} {'metric/method':<18} {'alpha':>8}  {'recomputed':<17} {'pair':>5} {'p-value':>10}  "
+        f"published",
+    ]
+    for test in report.tests:
+        res = test.result
+        verdict = f"reproduced ({test.checked} states)" if test.reproduced else "NOT REPRODUCED"
+        lines.append(
+            f"{test.policy_a + ' vs ' + test.policy_b:<28} {test.metric + '/' + test.method:<18} {test.alpha:>8.4g}  "
+            f"{res.decision.name:<17} {res.stopping_trial or res.n_observed:>5} {fmt(res.pvalue):>10}  "
+            f"{_published(test)}: {verdict}")
+    steps = [t for t in report.tests if t.step is not None]
+    if steps:
+        lines.append("")
+        lines.append("STEP randomization replayed from the configuration's seed (U_n ~ Unif[0,1) from (seed, n)):")
+        for test in steps:
+            step = test.step
+            assert step is not None
+            stop = (f"stops at pair {step.stopping_trial}: U = {step.draw:.6f} < w = {step.weight:.6g}"
+                    if step.stopping_trial else "no draw fell below its weight (no decision)")
+            lines.append(f"  {test.policy_a} vs {test.policy_b} {test.metric}: seed {step.seed}, {step.draws} draws; "
+                         f"{stop}")
+    if report.letters:
+        lines.append(f"compact letter display ({cfg.metrics[0].name}): "
+                     + ", ".join(f"{p}={letters}" for p, letters in report.letters.items()))
+    lines.extend(f"note: {note}" for note in report.notes)
+    if report.violations:
+        lines.append("")
+        lines.extend(_violations(report))
+        named = report.named_trials
+        lines.append(f"audit: FAILED: {len(report.violations)} violation(s)"
+                     + (f", naming trial(s) {', '.join(map(str, named))}" if named else ""))
+    else:
+        decided = sum(t.result.decision.name != "CONTINUE" for t in report.tests)
+        lines.append(f"audit: VERIFIED: {decided} decision(s) and {report.statuses_checked} published states "
+                     "reproduced, no protocol violation")
+    return lines
+
+
+def _violations(report: AuditReport) -> Iterable[str]:
+    for v in report.violations:
+        where = f" [{_when(v.stamp_ns)}]" if v.stamp_ns else ""
+        yield f"VIOLATION {v.code}: {v.message}{where}"

@@ -1,0 +1,276 @@
+"""``evalstop_demo``: a complete simulated evaluation as separate ROS processes, start to decision.
+
+What ``ros2 launch evalstop demo.launch.py`` does, for machines without ``ros2 launch`` (the
+PyPI-wheel ROS of ``make demo``): it starts ``sim_robot`` and ``evaluation_manager`` from the
+installed package as processes that talk over DDS on the loopback interface, follows the
+manager's ``session_status`` and prints the progress, waits for the final decision, stops
+everything, and re-checks the journal offline (the live decisions must equal the statistics
+core's re-analysis of the recorded scores).
+
+Exit status: 0 when the session finished and the offline re-analysis agrees, 1 otherwise,
+2 for usage errors.
+
+Example::
+
+    $ evalstop_demo --rates 0.5,0.8
+    evalstop demo: session demo-20250611-101500, ROS_DOMAIN_ID 17 ...
+    trial   2 | policy_a vs policy_b  success/step n=1 CONTINUE  progress/nscore n=1 p=1 CONTINUE
+    ...
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import math
+import os
+import pathlib
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+
+import rclpy
+from ament_index_python.packages import PackageNotFoundError, get_package_prefix, get_package_share_directory
+from rclpy.executors import ExternalShutdownException
+from rclpy.node import Node
+from rclpy.qos import QoSProfile
+from rclpy.utilities import remove_ros_args
+
+from evalstop.msg import ComparisonStatus, SessionStatus
+
+from .. import qos
+from ..session import load_config, offline_claims, offline_decisions
+from ._common import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, ros_context
+
+__all__ = ["DemoMonitor", "add_arguments", "main"]
+
+DECISIONS = {ComparisonStatus.DECISION_CONTINUE: "CONTINUE", ComparisonStatus.DECISION_B_BETTER: "B_BETTER",
+             ComparisonStatus.DECISION_A_BETTER: "A_BETTER",
+             ComparisonStatus.DECISION_BUDGET_EXHAUSTED: "BUDGET_EXHAUSTED"}
+FINAL_STATES = (SessionStatus.STATE_FINISHED, SessionStatus.STATE_ABORTED)
+EPILOG = """\
+example:
+  evalstop_demo --rates 0.5,0.8 --seed 3
+
+exit status: 0 finished and verified, 1 failed (a node died, timeout, offline mismatch), 2 usage error."""
+
+
+def _fmt(value: float) -> str:
+    return "nan" if math.isnan(value) else f"{value:.4g}"
+
+
+def comparison_line(c: ComparisonStatus) -> str:
+    """One comparison in a progress line, e.g. ``progress/nscore n=12 p=0.0312 B_BETTER``."""
+    text = f"{c.metric}/{c.method} n={c.n}"
+    if not math.isnan(c.pvalue):
+        text += f" p={_fmt(c.pvalue)}"
+    return f"{text} {DECISIONS.get(c.decision, c.decision)}"
+
+
+class DemoMonitor(Node):
+    """Follows ``session_status`` and prints a progress line whenever a comparison moves."""
+
+    def __init__(self, status_qos: QoSProfile, *, out: object = sys.stdout) -> None:
+        super().__init__("evalstop_demo")
+        self.out = out
+        self.status: SessionStatus | None = None
+        self._printed: object = None
+        self.create_subscription(SessionStatus, "session_status", self._on_status, status_qos)
+        self.get_logger().info(f"following session_status ({qos.describe(status_qos)})")
+
+    def _on_status(self, msg: SessionStatus) -> None:
+        self.status = msg
+        key = (msg.state, tuple((c.n, c.decision) for c in msg.comparisons))
+        if key == self._printed:  # print when a comparison got a pair or a decision
+            return
+        self._printed = key
+        pairs: dict[tuple[str, str], list[str]] = {}
+        for c in msg.comparisons:
+            pairs.setdefault((c.policy_a, c.policy_b), []).append(comparison_line(c))
+        text = "  ".join(f"{a} vs {b}: {', '.join(lines)}" for (a, b), lines in pairs.items())
+        print(f"trial {msg.trials_done:3d} | {msg.state_name:<22} | {text}", file=self.out, flush=True)
+
+    @property
+    def final(self) -> bool:
+        """The session reached FINISHED or ABORTED."""
+        return self.status is not None and self.status.state in FINAL_STATES
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The demo's options."""
+    parser.add_argument("--config", default="", help="session config (default: the installed config/eval.yaml)")
+    parser.add_argument("--session-id", default="", help="session id (default: demo-<UTC time>)")
+    parser.add_argument("--journal-dir", default="", help="journal and log directory (default: a new temp dir)")
+    parser.add_argument("--policies", default="policy_a,policy_b",
+                        help="policy ids served by sim_robot (default %(default)s)")
+    parser.add_argument("--rates", default="0.5,0.8", help="their success rates (default %(default)s)")
+    parser.add_argument("--progress-means", default="0.4,0.4",
+                        help="mean progress of their failed rollouts (default %(default)s)")
+    parser.add_argument("--seed", type=int, default=0, help="sim_robot seed (default %(default)s)")
+    parser.add_argument("--duration", type=float, default=0.05, help="rollout duration in s (default %(default)s)")
+    parser.add_argument("--timeout", type=float, default=600.0,
+                        help="give up after this many seconds (default %(default)s)")
+
+
+def _csv(text: str, kind: type) -> list:
+    return [kind(item) for item in text.split(",") if item.strip()]
+
+
+def _executable(name: str) -> str:
+    return str(pathlib.Path(get_package_prefix("evalstop")) / "lib" / "evalstop" / name)
+
+
+def _ros_args(params: dict[str, object]) -> list[str]:
+    args = ["--ros-args"]
+    for key, value in params.items():
+        if isinstance(value, bool):
+            text = "true" if value else "false"
+        elif isinstance(value, list):
+            text = "[" + ",".join(str(v) for v in value) + "]"
+        else:
+            text = str(value)
+        args += ["-p", f"{key}:={text}"]
+    return args
+
+
+def _stop(proc: subprocess.Popen[bytes], timeout: float = 10.0, *, grace: float = 0.0) -> int:
+    """Wait ``grace`` s for ``proc`` to exit by itself, then Ctrl-C it (SIGKILL after ``timeout``)."""
+    try:
+        proc.wait(grace)
+    except subprocess.TimeoutExpired:
+        pass
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    return proc.returncode
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the demo; returns the exit status (module docstring)."""
+    try:
+        config_path = args.config or str(pathlib.Path(get_package_share_directory("evalstop")) / "config" / "eval.yaml")
+    except PackageNotFoundError:
+        print("evalstop_demo: the evalstop package is not installed (run inside tools/ros/env.sh)", file=sys.stderr)
+        return EXIT_USAGE
+    policies, rates = _csv(args.policies, str), _csv(args.rates, float)
+    means = _csv(args.progress_means, float)
+    if not (len(policies) == len(rates) == len(means)):
+        print(f"evalstop_demo: --policies, --rates and --progress-means need as many values; found "
+              f"{len(policies)}, {len(rates)}, {len(means)}", file=sys.stderr)
+        return EXIT_USAGE
+    session_id = args.session_id or f"demo-{datetime.datetime.now(datetime.UTC):%Y%m%d-%H%M%S}"
+    workdir = pathlib.Path(args.journal_dir or tempfile.mkdtemp(prefix="evalstop-demo-"))
+    workdir.mkdir(parents=True, exist_ok=True)
+    env = dict(os.environ)
+    env.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
+    env.setdefault("ROS_DOMAIN_ID", str(1 + os.getpid() % 100))  # not the default 0: other users' nodes
+    env.setdefault("ROS_LOG_DIR", str(workdir / "roslog"))
+    env.setdefault("RCUTILS_CONSOLE_OUTPUT_FORMAT", "[{severity}] [{name}]: {message}")
+    os.environ.update({k: env[k] for k in ("ROS_AUTOMATIC_DISCOVERY_RANGE", "ROS_DOMAIN_ID", "ROS_LOG_DIR")})
+    print(f"evalstop demo: session {session_id}, config {config_path}\n"
+          f"  sim_robot: {', '.join(f'{p} success rate {r:g}' for p, r in zip(policies, rates))}\n"
+          f"  ROS_DOMAIN_ID {env['ROS_DOMAIN_ID']}, discovery {env['ROS_AUTOMATIC_DISCOVERY_RANGE']}; "
+          f"journal and node logs in {workdir}", flush=True)
+
+    sim_params = {"policies": policies, "success_rates": rates, "progress_means": means, "seed": args.seed,
+                  "duration": args.duration, "auto_score": True}
+    manager_params = {"config_file": config_path, "session_id": session_id, "journal_dir": str(workdir),
+                      "exit_on_finish": True, "journal_fsync": False}
+    procs: dict[str, subprocess.Popen[bytes]] = {}
+    logs = {name: (workdir / f"{name}.log").open("wb") for name in ("sim_robot", "evaluation_manager")}
+    status = EXIT_FAILURE
+    started = time.monotonic()
+    try:
+        with ros_context([]):
+            monitor = DemoMonitor(qos.STATUS_QOS)
+            procs["sim_robot"] = subprocess.Popen([_executable("sim_robot"), *_ros_args(sim_params)], env=env,
+                                                  stdout=logs["sim_robot"], stderr=subprocess.STDOUT)
+            procs["evaluation_manager"] = subprocess.Popen(
+                [_executable("evaluation_manager"), *_ros_args(manager_params)], env=env,
+                stdout=logs["evaluation_manager"], stderr=subprocess.STDOUT)
+            while not monitor.final:
+                rclpy.spin_once(monitor, timeout_sec=0.1)
+                dead = [n for n, p in procs.items() if p.poll() is not None]
+                if dead and not monitor.final:
+                    rclpy.spin_once(monitor, timeout_sec=0.5)  # a last status may still be in flight
+                    if not monitor.final:
+                        print(f"evalstop demo: {', '.join(dead)} exited early; see {workdir}", file=sys.stderr)
+                        return EXIT_FAILURE
+                if time.monotonic() - started > args.timeout:
+                    print(f"evalstop demo: no decision within {args.timeout:g} s; see {workdir}", file=sys.stderr)
+                    return EXIT_FAILURE
+            final = monitor.status
+            monitor.destroy_node()
+        assert final is not None
+        # the manager exits by itself (exit_on_finish) once its last messages are acknowledged
+        codes = {"evaluation_manager": _stop(procs["evaluation_manager"], grace=15.0),
+                 "sim_robot": _stop(procs["sim_robot"])}
+        status = _report(final, config_path, workdir / f"{session_id}.db", codes, time.monotonic() - started)
+    except (KeyboardInterrupt, ExternalShutdownException):
+        print("evalstop demo: interrupted", file=sys.stderr)
+    finally:
+        for proc in procs.values():
+            _stop(proc)
+        for log in logs.values():
+            log.close()
+    return status
+
+
+def _report(final: SessionStatus, config_path: str, journal: pathlib.Path, codes: dict[str, int],
+            seconds: float) -> int:
+    """Print the final decisions and check them against the offline re-analysis."""
+    print(f"\nsession {final.session_id} {final.state_name} after {final.trials_done} scored trials "
+          f"({seconds:.1f} s); node exit codes {codes}")
+    print(f"{'comparison':<34} {'metric':<9} {'method':<7} {'alpha':>7} {'pairs':>5} {'decision':<17} "
+          f"{'anytime p':>9} {'e-value':>9} {'mean a':>7} {'mean b':>7}")
+    # the tests ("" pooled / AdaStop, or a task id), then the multi-task claim rows (task "*")
+    tests = [c for c in final.comparisons if c.task != "*"]
+    claims = [c for c in final.comparisons if c.task == "*"]
+    for c in [*tests, *claims]:
+        pair = c.policy_a + " vs " + c.policy_b + (f" [{'claim' if c.task == '*' else c.task}]" if c.task else "")
+        print(f"{pair:<34} {c.metric:<9} {c.method:<7} {c.alpha:>7.4g} {c.n:>5} "
+              f"{DECISIONS[c.decision]:<17} {_fmt(c.pvalue):>9} {_fmt(c.evalue):>9} {c.mean_a:>7.3f} {c.mean_b:>7.3f}")
+    if final.letters:
+        print("compact letter display: " + ", ".join(f"{p}={l}" for p, l in zip(final.letter_policies, final.letters)))
+    config = load_config(config_path)
+    offline = offline_decisions(config, journal)
+    mismatches = [
+        f"{o.policy_a} vs {o.policy_b} {o.metric}{' ' + o.task if o.task else ''}: live {DECISIONS[c.decision]} at "
+        f"{c.stopping_trial}, offline {o.result.decision.name} at {o.result.stopping_trial or 0}"
+        for o, c in zip(offline, tests)
+        if (int(o.result.decision), o.result.stopping_trial or 0, o.task) != (c.decision, c.stopping_trial, c.task)
+    ]
+    offline_claimed = offline_claims(config, journal)
+    mismatches += [
+        f"{o.policy_a} vs {o.policy_b} {o.metric} claim: live {DECISIONS[c.decision]}, offline "
+        f"{'established' if o.result.established else 'not established'}"
+        for o, c in zip(offline_claimed, claims)
+        if o.result.established != (c.decision in (ComparisonStatus.DECISION_A_BETTER,
+                                                   ComparisonStatus.DECISION_B_BETTER))
+    ]
+    if len(offline) != len(tests) or len(offline_claimed) != len(claims) or mismatches:
+        print("offline re-analysis DISAGREES: " + "; ".join(mismatches), file=sys.stderr)
+        return EXIT_FAILURE
+    print(f"offline re-analysis of the journal ({journal}) agrees with every live decision.")
+    failed = {n: c for n, c in codes.items() if c != 0}
+    return EXIT_FAILURE if failed or final.state != SessionStatus.STATE_FINISHED else EXIT_OK
+
+
+def main(args: Sequence[str] | None = None) -> int:
+    """Parse the command line (ROS arguments removed) and run the demo."""
+    parser = argparse.ArgumentParser(prog="evalstop_demo", description=__doc__.split("\n\n")[0], epilog=EPILOG,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_arguments(parser)
+    try:
+        # remove_ros_args keeps argv[0], the program name
+        options = parser.parse_args(remove_ros_args(["evalstop_demo", *(sys.argv[1:] if args is None else args)])[1:])
+    except SystemExit as done:
+        return done.code if isinstance(done.code, int) else EXIT_USAGE
+    return run(options)

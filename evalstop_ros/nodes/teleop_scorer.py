@@ -1,0 +1,266 @@
+"""``teleop_scorer``: the operator's scoring terminal (plain lines: works over SSH, in tmux, in a pipe).
+
+It shows the pending trial as the operator may see it -- blinded label, task, initial
+condition, what to reset -- and turns one-key commands into ``TrialScore`` messages (with the
+trial's token) and undo requests (the ``correct_score`` service). Every score is answered by
+the manager on ``score_ack``; the terminal shows the answer, and re-sends a score that got no
+answer within ``ack_timeout`` (the manager may be restarting: it recognises the repeat as a
+duplicate), so no score is lost.
+
+Commands (then Enter)::
+
+    s            success (progress 1), send
+    f [P]        failure with progress P (default: the value set by `p`, else 0), send
+    p P          set the progress in [0, 1] for the next `f`
+    n TEXT       attach a note to the next score
+    r LABEL      prefer LABEL in this round ("=" for no preference)
+    u [REASON]   undo the last recorded score (voids it; the trial is run again)
+    h            help
+    q            quit
+
+The node never prints a policy id: it reads ``session_status`` only for the session state.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import getpass
+import math
+import sys
+import threading
+from collections.abc import Iterator
+from typing import TextIO
+
+import rclpy
+from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
+from rclpy.node import Node
+from rclpy.qos import QoSProfile
+
+from evalstop.msg import ScoreAck, SessionStatus, TrialRequest, TrialScore
+from evalstop.srv import CorrectScore
+
+from .. import qos
+from ._common import declare, ros_context
+
+__all__ = ["TeleopScorer", "main"]
+
+HELP = """\
+  s            success (progress 1), send         f [P]   failure with progress P, send
+  p P          progress in [0, 1] for the next f  n TEXT  note for the next score
+  r LABEL      preferred label this round ('=')   u [WHY] undo the last recorded score
+  h            this help                          q       quit"""
+STATES = {SessionStatus.STATE_IDLE: "idle", SessionStatus.STATE_RUNNING: "running",
+          SessionStatus.STATE_PAUSED: "PAUSED", SessionStatus.STATE_FINISHED: "FINISHED",
+          SessionStatus.STATE_ABORTED: "ABORTED"}
+
+
+class TeleopScorer(Node):
+    """Operator terminal: shows blinded trials, publishes scores, shows acknowledgements."""
+
+    def __init__(self, *, latched_qos: QoSProfile, event_qos: QoSProfile, out: TextIO = sys.stdout) -> None:
+        super().__init__("teleop_scorer")
+        self.scorer: str = declare(self, "scorer", getpass.getuser(), "Operator name stored with every score.")
+        self.ack_timeout: float = declare(
+            self, "ack_timeout", 2.0, "Seconds to wait for the manager's ScoreAck before re-sending a score.")
+        self.max_sends: int = declare(self, "max_sends", 10, "Sends of one score before giving up.")
+        self.out = out
+        self._print_lock = threading.Lock()
+        self._cond = threading.Condition()
+        self.trial: TrialRequest | None = None
+        self._acks: list[ScoreAck] = []
+        self._state: int | None = None
+        self._sending = False  # a score or an undo is out, waiting for the manager's answer
+        self._deferred: TrialRequest | None = None  # a trial that arrived meanwhile, shown after the ack
+        self.progress: float | None = None
+        self.note = ""
+        self.preference = ""
+        self._score_pub = self.create_publisher(TrialScore, "trial_score", event_qos)
+        self.create_subscription(TrialRequest, "trial_request", self._on_request, latched_qos)
+        self.create_subscription(ScoreAck, "score_ack", self._on_ack, event_qos)
+        self.create_subscription(SessionStatus, "session_status", self._on_status, latched_qos)
+        self._correct = self.create_client(CorrectScore, "correct_score")
+        self.get_logger().info(f"operator {self.scorer!r}; trial_request {qos.describe(latched_qos)}, "
+                               f"trial_score {qos.describe(event_qos)}")
+
+    def say(self, text: str) -> None:
+        """Print ``text`` (thread-safe, flushed)."""
+        with self._print_lock:
+            print(text, file=self.out, flush=True)
+
+    # -- subscriptions ----------------------------------------------------------------------
+    def _on_request(self, msg: TrialRequest) -> None:
+        with self._cond:
+            if self.trial is not None and (msg.trial_id, msg.attempt) == (self.trial.trial_id, self.trial.attempt):
+                return
+            self.trial = msg
+            self.progress, self.note, self.preference = None, "", ""
+            self._cond.notify_all()
+            if self._sending:  # shown after the answer to the score being sent
+                self._deferred = msg
+                return
+        self._show(msg)
+
+    def _show(self, msg: TrialRequest) -> None:
+        if msg.trial_id == 0:
+            self.say("\nno trial pending: the session is over.")
+            return
+        retry = f", attempt {msg.attempt}: the runner failed, reset again" if msg.attempt > 1 else ""
+        task = f"{msg.task}: {msg.task_description}" if msg.task_description else msg.task
+        self.say(f"\n== trial {msg.trial_id} (round {msg.round}{retry}) -- policy label {msg.label} ==\n"
+                 f"task:              {task}\n"
+                 f"initial condition: {msg.initial_condition}\n"
+                 f"reset:             {msg.reset_instructions}\n"
+                 "score after the rollout: s = success, f [P] = failure (progress P), h = help")
+
+    def _on_ack(self, msg: ScoreAck) -> None:
+        with self._cond:
+            self._acks.append(msg)
+            self._cond.notify_all()
+
+    def _on_status(self, msg: SessionStatus) -> None:
+        if msg.state != self._state:
+            self._state = msg.state
+            self.say(f"[session {msg.session_id or '-'}: {STATES.get(msg.state, msg.state)}, "
+                     f"{msg.trials_done} trials scored]")
+
+    # -- commands ---------------------------------------------------------------------------
+    def command(self, line: str) -> bool:
+        """Run one command line; returns False for quit."""
+        word, _, rest = line.strip().partition(" ")
+        rest = rest.strip()
+        if not word:
+            return True
+        if word in ("q", "quit", "exit"):
+            return False
+        if word in ("h", "help", "?"):
+            self.say(HELP)
+        elif word == "s":
+            self.send(success=True, progress=1.0)
+        elif word == "f":
+            progress = self._parse_progress(rest) if rest else (self.progress if self.progress is not None else 0.0)
+            if progress is not None:
+                self.send(success=False, progress=progress)
+        elif word == "p":
+            progress = self._parse_progress(rest)
+            if progress is not None:
+                self.progress = progress
+                self.say(f"progress {progress:g} for the next failure (f)")
+        elif word == "n":
+            self.note = rest
+            self.say(f"note: {rest!r}")
+        elif word == "r":
+            self.preference = rest
+            self.say(f"preference: {rest!r}")
+        elif word == "u":
+            self.undo(rest or "operator undo")
+        else:
+            self.say(f"unknown command {word!r}; h for help")
+        return True
+
+    def _parse_progress(self, text: str) -> float | None:
+        try:
+            value = float(text)
+        except ValueError:
+            value = math.nan
+        if not (math.isfinite(value) and 0.0 <= value <= 1.0):
+            self.say(f"progress must be a number in [0, 1]; found {text!r}")
+            return None
+        return value
+
+    def send(self, *, success: bool, progress: float) -> None:
+        """Publish the score of the pending trial and wait for its acknowledgement (re-sending)."""
+        with self._cond:
+            trial = self.trial
+        if trial is None or trial.trial_id == 0:
+            self.say("no trial to score")
+            return
+        msg = TrialScore(trial_id=trial.trial_id, token=trial.token, success=success, progress=progress,
+                         preference=self.preference, notes=self.note, scorer=self.scorer)
+        msg.header.stamp = self.get_clock().now().to_msg()
+        with self._waiting_for_manager():
+            self._send(msg)
+
+    @contextlib.contextmanager
+    def _waiting_for_manager(self) -> Iterator[None]:
+        """While the manager's answer is awaited, hold back new trials: the answer prints first."""
+        with self._cond:
+            self._sending = True
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._sending, deferred, self._deferred = False, self._deferred, None
+            if deferred is not None:
+                self._show(deferred)
+
+    def _send(self, msg: TrialScore) -> None:
+        trial_id, success, progress = msg.trial_id, msg.success, msg.progress
+        for attempt in range(1, self.max_sends + 1):
+            with self._cond:
+                seen = len(self._acks)
+            self._score_pub.publish(msg)
+            ack = self._wait_ack(trial_id, seen)
+            if ack is not None:
+                break
+            self.say(f"no answer from the manager for trial {trial_id} (send {attempt}); sending again")
+        else:
+            self.say(f"trial {trial_id}: NOT recorded, the manager does not answer; score it again later")
+            return
+        if not ack.accepted:
+            self.say(f"trial {trial_id}: REJECTED: {ack.reason}")
+        elif ack.duplicate:
+            self.say(f"trial {trial_id}: already recorded ({ack.reason})")
+        else:
+            extra = f" ({ack.reason})" if ack.reason else ""
+            self.say(f"trial {trial_id}: recorded: success={int(success)} progress={progress:g}{extra}")
+            with self._cond:
+                if self.trial is not None and self.trial.trial_id == trial_id:
+                    self.progress, self.note, self.preference = None, "", ""
+
+    def _wait_ack(self, trial_id: int, seen: int) -> ScoreAck | None:
+        def answered() -> ScoreAck | None:
+            return next((a for a in self._acks[seen:] if a.trial_id == trial_id), None)
+
+        with self._cond:
+            self._cond.wait_for(lambda: answered() is not None, timeout=self.ack_timeout)
+            return answered()
+
+    def undo(self, reason: str) -> None:
+        """Void the last recorded score through the manager's ``correct_score`` service."""
+        if not self._correct.wait_for_service(timeout_sec=5.0):
+            self.say("undo failed: the correct_score service is not available")
+            return
+        request = CorrectScore.Request(trial_id=0, action=CorrectScore.Request.ACTION_UNDO, reason=reason,
+                                       scorer=self.scorer)
+        done = threading.Event()
+        with self._waiting_for_manager():
+            future = self._correct.call_async(request)
+            future.add_done_callback(lambda _: done.set())
+            if not done.wait(10.0):
+                self.say("undo failed: no answer from the manager")
+                return
+            response = future.result()
+            self.say(f"undo: {response.message}" if response.ok else f"undo refused: {response.message}")
+
+
+def main(args: list[str] | None = None) -> int:
+    """Run the terminal until ``q``, end of input or Ctrl-C; exit status 0."""
+    try:
+        with ros_context(args):
+            node = TeleopScorer(latched_qos=qos.TRIAL_REQUEST_QOS, event_qos=qos.SCORE_QOS)
+            executor = SingleThreadedExecutor()
+            executor.add_node(node)
+            spinner = threading.Thread(target=executor.spin, daemon=True)
+            spinner.start()
+            node.say("evalstop operator terminal: waiting for a trial (h for help, q to quit)")
+            try:
+                for line in sys.stdin:
+                    if not node.command(line):
+                        break
+            finally:
+                executor.shutdown()  # spin() returns in the other thread
+                spinner.join(5.0)
+                node.destroy_node()
+    except (KeyboardInterrupt, ExternalShutdownException):
+        pass
+    return 0

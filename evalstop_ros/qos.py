@@ -1,0 +1,98 @@
+"""The QoS profiles of every evalstop topic, named once.
+
+Nodes choose their profile in ``main`` and receive it in the constructor (the ros2/demos
+``talker_qos`` pattern); publishers and subscribers of one topic use the same profile
+here, so they are always compatible.
+
+* Latched topics (``trial_request``, ``session_status``): reliable + transient-local,
+  depth 1, so a node that joins late (an operator terminal restarted mid-session, a
+  dashboard) immediately receives the pending trial and the latest status.
+* ``session_config`` (latched, depth 1) and ``session_event`` (transient-local, depth 1000):
+  the design and the journal, so that a recording of the session is self-contained.
+* ``comparison_status``: reliable + transient-local with a deep history, so a late
+  subscriber gets the latest update of every comparison (one message per pair and change).
+* Event topics (``trial_score``, ``score_ack``): reliable, volatile, keep-all, so a burst
+  of scores is never dropped.
+* ``/diagnostics``: the conventional ``diagnostic_msgs`` profile (reliable, volatile).
+"""
+
+from __future__ import annotations
+
+from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
+
+__all__ = [
+    "COMPARISON_QOS",
+    "CONFIG_QOS",
+    "DIAGNOSTICS_QOS",
+    "JOURNAL_EVENT_QOS",
+    "EVENT_QOS",
+    "LATCHED_QOS",
+    "SCORE_ACK_QOS",
+    "SCORE_QOS",
+    "STATUS_QOS",
+    "TRIAL_REQUEST_QOS",
+    "describe",
+]
+
+#: Late joiners get the last message (the pending trial, the latest status).
+LATCHED_QOS = QoSProfile(
+    history=HistoryPolicy.KEEP_LAST,
+    depth=1,
+    reliability=ReliabilityPolicy.RELIABLE,
+    durability=DurabilityPolicy.TRANSIENT_LOCAL,
+)
+#: Every message matters and none is replayed: scores and acks. KEEP_ALL, so a burst that
+#: outruns the reader is throttled by reliable flow control instead of overwriting unread
+#: scores (with KEEP_LAST 100, bench/latency.py lost 760 of 1000 back-to-back scores).
+EVENT_QOS = QoSProfile(
+    history=HistoryPolicy.KEEP_ALL,
+    reliability=ReliabilityPolicy.RELIABLE,
+    durability=DurabilityPolicy.VOLATILE,
+)
+
+#: ``trial_request``: the pending trial, latched for a late operator terminal.
+TRIAL_REQUEST_QOS = LATCHED_QOS
+#: ``session_status``: the latest session status, latched.
+STATUS_QOS = LATCHED_QOS
+#: ``comparison_status``: per-pair updates, latched deep enough for 66 pairs (12 policies).
+COMPARISON_QOS = QoSProfile(
+    history=HistoryPolicy.KEEP_LAST,
+    depth=66,
+    reliability=ReliabilityPolicy.RELIABLE,
+    durability=DurabilityPolicy.TRANSIENT_LOCAL,
+)
+#: ``session_config``: the pre-registered design of the running session, latched.
+CONFIG_QOS = LATCHED_QOS
+#: ``session_event``: every journal event as committed; a late recorder gets the last 1000.
+JOURNAL_EVENT_QOS = QoSProfile(
+    history=HistoryPolicy.KEEP_LAST,
+    depth=1000,
+    reliability=ReliabilityPolicy.RELIABLE,
+    durability=DurabilityPolicy.TRANSIENT_LOCAL,
+)
+#: ``trial_score``: operator and automatic scores.
+SCORE_QOS = EVENT_QOS
+#: ``score_ack``: the manager's answer to each score.
+SCORE_ACK_QOS = EVENT_QOS
+#: ``/diagnostics``: as diagnostic_aggregator and rqt_robot_monitor expect.
+DIAGNOSTICS_QOS = QoSProfile(
+    history=HistoryPolicy.KEEP_LAST,
+    depth=10,
+    reliability=ReliabilityPolicy.RELIABLE,
+    durability=DurabilityPolicy.VOLATILE,
+)
+
+
+def describe(profile: QoSProfile) -> str:
+    """One-word-per-policy summary of ``profile`` for the nodes' start-up log line.
+
+    :param profile: The profile to describe.
+    :returns: e.g. ``"reliable transient_local depth=1"``.
+
+    >>> describe(LATCHED_QOS)
+    'reliable transient_local depth=1'
+    >>> describe(EVENT_QOS)
+    'reliable volatile keep_all'
+    """
+    history = "keep_all" if profile.history == HistoryPolicy.KEEP_ALL else f"depth={profile.depth}"
+    return f"{profile.reliability.name.lower()} {profile.durability.name.lower()} {history}"

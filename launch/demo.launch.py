@@ -1,0 +1,57 @@
+"""Launch the simulated demo: sim_robot + evaluation_manager until the session's decision.
+
+    ros2 launch evalstop demo.launch.py
+    ros2 launch evalstop demo.launch.py success_rates:='[0.5, 0.9]' session_id:=demo2
+
+The manager runs the installed ``config/eval.yaml`` (automatic scoring by sim_robot), prints
+each trial and decision, and exits once the session is finished; launch then shuts down.
+(Without ``ros2 launch``, e.g. ROS from PyPI wheels: ``ros2 run evalstop evalstop_demo`` or
+``make demo`` do the same with separate processes.) Works with ROS 2 Humble, Jazzy and Kilted.
+"""
+
+from launch import LaunchDescription
+from launch.actions import DeclareLaunchArgument, EmitEvent, RegisterEventHandler
+from launch.event_handlers import OnProcessExit
+from launch.events import Shutdown
+from launch.substitutions import LaunchConfiguration, PathJoinSubstitution
+from launch_ros.actions import Node
+from launch_ros.parameter_descriptions import ParameterValue
+from launch_ros.substitutions import FindPackageShare
+
+
+def generate_launch_description():
+    manager = Node(
+        package='evalstop', executable='evaluation_manager', name='evaluation_manager',
+        output='screen', emulate_tty=True,
+        # value_type=str: launch_ros would otherwise parse the text as YAML (session_id 0611 -> int)
+        parameters=[{
+            'config_file': ParameterValue(
+                PathJoinSubstitution([FindPackageShare('evalstop'), 'config', 'eval.yaml']), value_type=str),
+            'session_id': ParameterValue(LaunchConfiguration('session_id'), value_type=str),
+            'journal_dir': ParameterValue(LaunchConfiguration('journal_dir'), value_type=str),
+            'exit_on_finish': True,
+            'journal_fsync': False,
+        }],
+    )
+    robot = Node(
+        package='evalstop', executable='sim_robot', name='sim_robot', output='screen', emulate_tty=True,
+        parameters=[{
+            'policies': ['policy_a', 'policy_b'],
+            # parsed as YAML: a list of floats, an int
+            'success_rates': LaunchConfiguration('success_rates'),
+            'seed': LaunchConfiguration('seed'),
+            'duration': 0.05,
+        }],
+    )
+    return LaunchDescription([
+        DeclareLaunchArgument('session_id', default_value='demo', description='Session id (journal name).'),
+        DeclareLaunchArgument('journal_dir', default_value='/tmp/evalstop_demo', description='Journal directory.'),
+        DeclareLaunchArgument('success_rates', default_value='[0.5, 0.8]',
+                              description='Success rates of policy_a and policy_b in sim_robot.'),
+        DeclareLaunchArgument('seed', default_value='0', description='sim_robot seed.'),
+        robot,
+        manager,
+        # the session is over: stop sim_robot and end the launch
+        RegisterEventHandler(OnProcessExit(target_action=manager, on_exit=[
+            EmitEvent(event=Shutdown(reason='evaluation session finished'))])),
+    ])

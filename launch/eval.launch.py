@@ -1,0 +1,68 @@
+"""Launch an evalstop evaluation: the manager, the robot's runner, and optionally the operator terminal.
+
+    ros2 launch evalstop eval.launch.py robot:=droid session_id:=2025-06-11-droid
+    ros2 launch evalstop eval.launch.py robot:=sim namespace:=lab1
+    ros2 run evalstop teleop_scorer --ros-args -r __ns:=/lab1   # operator terminal (e.g. over SSH)
+
+``robot:=sim`` also starts ``sim_robot`` (the config's runner, ``run_trial`` in the
+namespace); ``droid`` and ``widowx`` expect the lab's RunTrial server at the config's
+``runner.action_name`` (``/droid/run_trial``, ``/widowx/run_trial``). ``config_file`` defaults
+to the installed preset of the robot. ``use_teleop:=true`` opens the operator terminal with
+``teleop_prefix`` (default ``xterm -e``; the terminal needs a keyboard). Works with ROS 2
+Humble, Jazzy and Kilted.
+"""
+
+from launch import LaunchDescription
+from launch.actions import DeclareLaunchArgument
+from launch.conditions import IfCondition
+from launch.substitutions import LaunchConfiguration, PathJoinSubstitution, PythonExpression
+from launch_ros.actions import Node
+from launch_ros.parameter_descriptions import ParameterValue
+from launch_ros.substitutions import FindPackageShare
+
+#: robot -> installed session preset (share/evalstop/config/)
+PRESETS = {'sim': 'eval.yaml', 'droid': 'droid.yaml', 'widowx': 'widowx.yaml'}
+
+
+def generate_launch_description():
+    robot = LaunchConfiguration('robot')
+    namespace = LaunchConfiguration('namespace')
+    preset = PythonExpression([repr(PRESETS), "['", robot, "']"])
+    return LaunchDescription([
+        DeclareLaunchArgument('robot', default_value='sim', choices=list(PRESETS),
+                              description='Robot: sim (starts sim_robot), droid or widowx (the lab runner).'),
+        DeclareLaunchArgument('config_file',
+                              default_value=PathJoinSubstitution([FindPackageShare('evalstop'), 'config', preset]),
+                              description='Session config (YAML); default: the preset of `robot`.'),
+        DeclareLaunchArgument('namespace', default_value='', description='Namespace of every node.'),
+        DeclareLaunchArgument('session_id', default_value='',
+                              description='Session id; reuse one to resume its journal. Empty: <config>-<UTC time>.'),
+        DeclareLaunchArgument('journal_dir', default_value='',
+                              description='Journal directory (empty: $ROS_HOME/evalstop).'),
+        DeclareLaunchArgument('use_teleop', default_value='false', choices=['true', 'false'],
+                              description='Open the operator terminal (teleop_scorer).'),
+        DeclareLaunchArgument('teleop_prefix', default_value='xterm -e',
+                              description='Terminal the operator terminal runs in.'),
+        Node(
+            package='evalstop', executable='evaluation_manager', name='evaluation_manager',
+            namespace=namespace, output='screen', emulate_tty=True,
+            # value_type=str: launch_ros would otherwise parse the text as YAML (session_id 0611 -> int)
+            parameters=[{
+                'config_file': ParameterValue(LaunchConfiguration('config_file'), value_type=str),
+                'session_id': ParameterValue(LaunchConfiguration('session_id'), value_type=str),
+                'journal_dir': ParameterValue(LaunchConfiguration('journal_dir'), value_type=str),
+            }],
+        ),
+        Node(
+            package='evalstop', executable='sim_robot', name='sim_robot',
+            namespace=namespace, output='screen', emulate_tty=True,
+            # (PythonExpression, not LaunchConfigurationEquals: deprecated since Iron, and
+            # EqualsSubstitution does not exist in Humble)
+            condition=IfCondition(PythonExpression(["'", robot, "' == 'sim'"])),
+        ),
+        Node(
+            package='evalstop', executable='teleop_scorer', name='teleop_scorer',
+            namespace=namespace, output='screen', prefix=LaunchConfiguration('teleop_prefix'),
+            condition=IfCondition(LaunchConfiguration('use_teleop')),
+        ),
+    ])

@@ -1,0 +1,48 @@
+"""Fixtures of the audit tests: the installed ``evalstop`` console script."""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable
+
+import pytest
+
+
+def _script() -> str:
+    beside = pathlib.Path(sys.executable).with_name("evalstop")
+    found = str(beside) if beside.is_file() else shutil.which("evalstop")
+    if found is None:
+        pytest.fail("the `evalstop` console script is not installed (pip install -e .)")
+    return found
+
+
+@pytest.fixture
+def evalstop(tmp_path_factory: pytest.TempPathFactory) -> Callable[..., subprocess.CompletedProcess[str]]:
+    """``evalstop(*args)`` runs the console script and returns the completed process."""
+    script = _script()
+    env = {**os.environ, "EVALSTOP_CACHE_DIR": str(tmp_path_factory.mktemp("step-cache"))}
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([script, *args], capture_output=True, text=True, env=env, timeout=300, check=False)
+
+    return run
+
+
+@pytest.fixture
+def audit_json(evalstop: Callable[..., subprocess.CompletedProcess[str]]) -> Callable[..., tuple[int, dict]]:
+    """``audit_json(source, *options)`` -> (exit status, the one JSON object on stdout)."""
+
+    def run(source: pathlib.Path | str, *options: str) -> tuple[int, dict]:
+        done = evalstop("audit", str(source), "--json", *options)
+        assert done.returncode in (0, 1), done.stderr
+        assert done.stderr == "", done.stderr
+        payload = json.loads(done.stdout)
+        assert done.stdout == json.dumps(payload, sort_keys=True) + "\n"  # exactly one object, sorted keys
+        return done.returncode, payload
+
+    return run

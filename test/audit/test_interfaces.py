@@ -1,0 +1,78 @@
+"""The recorded topics, their QoS and message definitions agree with the ROS package."""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+
+import pytest
+
+from evalstop_ros.audit.interfaces import PROPOSED_MESSAGES, TOPICS, message_definitions, msg_dir, typestore
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+
+
+def test_every_topic_type_is_defined() -> None:
+    store = typestore()
+    for topic in TOPICS:
+        assert topic.msgtype in store.fielddefs, topic
+
+
+@pytest.mark.parametrize("name", sorted(PROPOSED_MESSAGES))
+def test_proposed_messages_match_msg_files_once_they_exist(name: str) -> None:
+    path = REPO / "msg" / f"{name}.msg"
+    if not path.is_file():
+        pytest.skip(f"msg/{name}.msg not in the package yet; the audit uses its proposed definition")
+    assert path.read_text() == PROPOSED_MESSAGES[name]
+
+
+def test_definitions_hash_like_rosidl() -> None:
+    # The bag metadata's RIHS01 hashes must equal what rosidl computed for the built package.
+    share = REPO / "build" / "ros" / "install" / "share" / "evalstop" / "msg"
+    built = sorted(share.glob("*.json"))
+    if not built:
+        pytest.skip("the ROS package is not built (make ros)")
+    store = typestore()
+    for path in built:
+        hashes = {h["type_name"]: h["hash_string"] for h in json.loads(path.read_text())["type_hashes"]}
+        name = f"evalstop/msg/{path.stem}"
+        assert store.hash_rihs01(name) == hashes[name], name
+    assert msg_dir() is not None and set(message_definitions()) >= {t.msgtype for t in TOPICS}
+
+
+def test_recorder_qos_equals_the_publishers() -> None:
+    try:
+        from evalstop_ros import qos
+        from evalstop_ros.audit.recorder import topic_qos
+    except ImportError as err:  # rclpy loads only inside tools/ros/env.sh
+        if os.environ.get("EVALSTOP_ROS_REQUIRED"):
+            raise
+        pytest.skip(f"rclpy unavailable: {err}")
+
+    publishers = {"trial_request": qos.TRIAL_REQUEST_QOS, "trial_score": qos.SCORE_QOS,
+                  "score_ack": qos.SCORE_ACK_QOS, "session_status": qos.STATUS_QOS,
+                  "comparison_status": qos.COMPARISON_QOS}
+    for name in ("SESSION_CONFIG_QOS", "SESSION_EVENT_QOS"):  # once the manager publishes them
+        if hasattr(qos, name):
+            publishers[name.removesuffix("_QOS").lower()] = getattr(qos, name)
+    for topic in TOPICS:
+        if topic.name in publishers:
+            mine, theirs = topic_qos(topic), publishers[topic.name]
+            assert (mine.history, mine.reliability, mine.durability) == \
+                (theirs.history, theirs.reliability, theirs.durability), topic.name
+            if mine.history == qos.HistoryPolicy.KEEP_LAST:
+                assert mine.depth == theirs.depth, topic.name
+
+
+def test_bag_qos_overrides_file_matches_the_topics() -> None:
+    # config/bag_qos_overrides.yaml is what docs/recording.md tells `ros2 bag record` to use.
+    import yaml
+
+    overrides = yaml.safe_load((REPO / "config" / "bag_qos_overrides.yaml").read_text())
+    assert sorted(overrides) == sorted(f"/{t.name}" for t in TOPICS)
+    for topic in TOPICS:
+        entry = overrides[f"/{topic.name}"]
+        assert (entry["history"], entry["reliability"], entry["durability"]) == \
+            (topic.history, "reliable", topic.durability), topic.name
+        assert entry.get("depth", 0) == topic.depth, topic.name

@@ -1,0 +1,291 @@
+"""ROS fixtures of the test suite: DDS isolation, the colcon build, node processes, a probe node.
+
+The ROS tests (``test/nodes``, ``test/launch``) run real node executables from the colcon
+install tree (``build/ros/install``) as processes, and talk to them over DDS from an
+in-process probe node. They need the ROS environment of ``tools/ros/env.sh``, which
+``make test`` sets up; elsewhere they are skipped (or, with ``EVALSTOP_ROS_REQUIRED=1`` as
+``make test`` sets it, they fail).
+
+Isolation from other test processes and other engineers on the same machine:
+
+* ``ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST``: nothing leaves the machine;
+* ``ROS_DOMAIN_ID`` derived from the pid of the test process (each pytest-xdist worker is its
+  own process, so each gets its own domain), overridable with ``EVALSTOP_TEST_DOMAIN_ID``;
+* a fresh namespace per test (:func:`namespace`), so tests in one process never cross-talk;
+* ``ROS_LOG_DIR`` under pytest's temporary directory.
+
+Nothing here imports rclpy at module level: the non-ROS tests share this conftest.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import itertools
+import os
+import pathlib
+import re
+import signal
+import subprocess
+import time
+import warnings
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+import yaml
+
+REPO = pathlib.Path(__file__).resolve().parents[1]
+#: colcon --merge-install prefix built by ``make ros`` (Makefile ROS_INSTALL).
+INSTALL = REPO / "build" / "ros" / "install"
+#: Node executables (``install(PROGRAMS ...)`` in CMakeLists.txt).
+LIB = INSTALL / "lib" / "evalstop"
+#: Log line format of every node process: easy to match (ros2/demos test_executables_tutorial).
+LOG_FORMAT = "[{severity}] [{name}]: {message}"
+
+_namespaces = itertools.count(1)
+
+
+def ros_domain_id() -> int:
+    """The DDS domain of this test process: 1..100 from the pid (or ``EVALSTOP_TEST_DOMAIN_ID``).
+
+    Each pytest-xdist worker (``PYTEST_XDIST_WORKER``) is a separate process, so the pid
+    separates workers as well as concurrent pytest runs of different engineers.
+    """
+    override = os.environ.get("EVALSTOP_TEST_DOMAIN_ID")
+    return int(override) if override else 1 + os.getpid() % 100
+
+
+def _ros_importable() -> str:
+    """Why the ROS environment is unusable in this process ("" if usable)."""
+    try:
+        with warnings.catch_warnings():
+            # rosidl_generator_py (imported by rclpy on first use of a message type) imports
+            # lark-parser 0.12, which imports `sre_parse` and `sre_constants`, deprecated since 3.11.
+            warnings.filterwarnings("ignore", "module 'sre_(parse|constants)' is deprecated", DeprecationWarning)
+            import rosidl_generator_py  # noqa: F401, PLC0415
+        import rclpy  # noqa: F401, PLC0415
+        from evalstop.msg import SessionStatus  # noqa: F401, PLC0415
+    except ImportError as err:
+        return f"{err} (run `make test`, or pytest under `. tools/ros/env.sh .venv build/ros/install`)"
+    return ""
+
+
+@pytest.fixture(scope="session")
+def ros_env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    """The environment of every ROS process of this test session (also applied to ``os.environ``).
+
+    Skips the test when rclpy or the built interfaces cannot be imported, unless
+    ``EVALSTOP_ROS_REQUIRED`` is set (``make test``), where that is a failure. Brings the
+    colcon build up to date first (``make ros``: a no-op when nothing changed), under a file
+    lock so that parallel workers do not build at once.
+    """
+    problem = _ros_importable()
+    if problem:
+        if os.environ.get("EVALSTOP_ROS_REQUIRED"):
+            pytest.fail(f"ROS environment required but unusable: {problem}")
+        pytest.skip(f"ROS environment unavailable: {problem}")
+    lock_path = REPO / "build" / "ros.lock"
+    lock_path.parent.mkdir(parents=True, exist_ok=True)
+    with lock_path.open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        done = subprocess.run(["make", "-s", "ros"], cwd=REPO, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        pytest.fail(f"`make ros` failed:\n{done.stdout}\n{done.stderr}")
+    log_dir = tmp_path_factory.mktemp("roslog")
+    updates = {
+        "ROS_DOMAIN_ID": str(ros_domain_id()),
+        "ROS_AUTOMATIC_DISCOVERY_RANGE": "LOCALHOST",
+        "ROS_LOG_DIR": str(log_dir),
+        "RCUTILS_CONSOLE_OUTPUT_FORMAT": LOG_FORMAT,
+        "RCUTILS_COLORIZED_OUTPUT": "0",
+        "RCUTILS_LOGGING_BUFFERED_STREAM": "0",
+        "PYTHONUNBUFFERED": "1",
+        # STEP tables synthesized by a node go to a throw-away cache, never the user's
+        "EVALSTOP_CACHE_DIR": str(tmp_path_factory.mktemp("step-cache")),
+    }
+    os.environ.update(updates)
+    return dict(os.environ)
+
+
+@pytest.fixture
+def namespace() -> str:
+    """A ROS namespace no other test of this process uses, e.g. ``/t4711_3``."""
+    return f"/t{os.getpid()}_{next(_namespaces)}"
+
+
+# -- node processes --------------------------------------------------------------------------
+class NodeProcess:
+    """One node executable running as a process, its output (stdout + stderr) in a log file."""
+
+    def __init__(self, name: str, cmd: list[str], env: dict[str, str], log_path: pathlib.Path,
+                 stdin: int | None = subprocess.DEVNULL) -> None:
+        self.name = name
+        self.cmd = cmd
+        self.log_path = log_path
+        self._log = log_path.open("ab")
+        self.proc = subprocess.Popen(cmd, env=env, stdout=self._log, stderr=subprocess.STDOUT, stdin=stdin)
+
+    @property
+    def output(self) -> str:
+        """Everything the process printed so far."""
+        return self.log_path.read_text(errors="replace")
+
+    def wait_for(self, pattern: str, timeout: float = 20.0, *, count: int = 1) -> re.Match[str]:
+        """Wait until the output matches regex ``pattern`` ``count`` times; return the last match.
+
+        Fails the test (with the output) on timeout or if the process exits first.
+        """
+        regex = re.compile(pattern)
+        deadline = time.monotonic() + timeout
+        while True:
+            matches = list(regex.finditer(self.output))
+            if len(matches) >= count:
+                return matches[count - 1]
+            if self.proc.poll() is not None:
+                matches = list(regex.finditer(self.output))
+                if len(matches) >= count:
+                    return matches[count - 1]
+                pytest.fail(f"{self.name} exited ({self.proc.returncode}) before printing {pattern!r}:\n{self.output}")
+            if time.monotonic() > deadline:
+                pytest.fail(f"{self.name}: no {pattern!r} (x{count}) within {timeout} s:\n{self.output}")
+            time.sleep(0.05)
+
+    def wait(self, timeout: float = 30.0) -> int:
+        """Wait for the process to exit by itself; return its exit code."""
+        try:
+            return self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"{self.name} still running after {timeout} s:\n{self.output}")
+
+    def stop(self, timeout: float = 15.0) -> int:
+        """Ctrl-C (SIGINT) the process, wait for it, and return its exit code (SIGKILL after timeout)."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGINT)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self._log.close()
+        return self.proc.returncode
+
+    def kill(self) -> None:
+        """SIGKILL (``kill -9``): no clean-up of any kind in the process."""
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait()
+        self._log.close()
+
+
+def params_file(path: pathlib.Path, params: dict[str, Any]) -> pathlib.Path:
+    """Write ``params`` as a ROS 2 parameter file for any node (``/**``); returns ``path``."""
+    path.write_text(yaml.safe_dump({"/**": {"ros__parameters": params}}, sort_keys=True))
+    return path
+
+
+@pytest.fixture
+def start_node(ros_env: dict[str, str], tmp_path: pathlib.Path, namespace: str
+               ) -> Iterator[Callable[..., NodeProcess]]:
+    """Factory: ``start_node("sim_robot", params={...}, ros_args=[...])`` -> :class:`NodeProcess`.
+
+    The node runs in the test's namespace with this session's ROS environment; every process
+    still running at the end of the test is stopped with SIGINT (then SIGKILL).
+    """
+    started: list[NodeProcess] = []
+    serial = itertools.count(1)
+
+    def start(executable: str, *, params: dict[str, Any] | None = None, ros_args: list[str] | None = None,
+              args: list[str] | None = None, env: dict[str, str] | None = None, ns: str | None = None,
+              stdin: int | None = subprocess.DEVNULL) -> NodeProcess:
+        n = next(serial)
+        cmd = [str(LIB / executable), *(args or []), "--ros-args", "-r", f"__ns:={ns or namespace}"]
+        if params:
+            cmd += ["--params-file", str(params_file(tmp_path / f"{executable}-{n}.params.yaml", params))]
+        cmd += ros_args or []
+        node = NodeProcess(executable, cmd, {**ros_env, **(env or {})}, tmp_path / f"{executable}-{n}.log", stdin)
+        started.append(node)
+        return node
+
+    yield start
+    for node in started:
+        node.stop()
+
+
+# -- in-process probe node -------------------------------------------------------------------
+class RosProbe:
+    """An in-process node (own rclpy Context) to publish, subscribe and call services in tests."""
+
+    def __init__(self, namespace: str) -> None:
+        import rclpy  # noqa: PLC0415
+        from rclpy.context import Context  # noqa: PLC0415
+        from rclpy.executors import SingleThreadedExecutor  # noqa: PLC0415
+
+        self.context = Context()
+        rclpy.init(context=self.context)
+        self.node = rclpy.create_node("probe", namespace=namespace, context=self.context)
+        self.executor = SingleThreadedExecutor(context=self.context)
+        self.executor.add_node(self.node)
+
+    def close(self) -> None:
+        """Destroy the node and shut the context down."""
+        import rclpy  # noqa: PLC0415
+
+        self.executor.shutdown()
+        self.node.destroy_node()
+        rclpy.try_shutdown(context=self.context)
+
+    def spin_for(self, seconds: float) -> None:
+        """Process callbacks for ``seconds``."""
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            self.executor.spin_once(timeout_sec=min(0.05, max(0.0, deadline - time.monotonic())))
+
+    def spin_until(self, predicate: Callable[[], Any], timeout: float = 20.0, what: str = "condition") -> Any:
+        """Process callbacks until ``predicate()`` is truthy; return its value (fail on timeout)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            value = predicate()
+            if value:
+                return value
+            if time.monotonic() > deadline:
+                pytest.fail(f"timed out after {timeout} s waiting for {what}")
+            self.executor.spin_once(timeout_sec=0.05)
+
+    def collect(self, msg_type: Any, topic: str, qos: Any) -> list[Any]:
+        """Subscribe to ``topic``; the returned list fills up as messages arrive."""
+        received: list[Any] = []
+        self.node.create_subscription(msg_type, topic, received.append, qos)
+        return received
+
+    def call(self, srv_type: Any, name: str, request: Any, timeout: float = 20.0, *,
+             resend_after: float | None = None) -> Any:
+        """Call service ``name`` (waiting for it to appear) and return the response.
+
+        ``resend_after``: send the request again when no response came within this many
+        seconds. Needed right after a server was killed and restarted: until discovery notices
+        the dead server, the client counts it as ready and a request can go unanswered.
+        """
+        client = self.node.create_client(srv_type, name)
+        self.spin_until(client.service_is_ready, timeout, f"service {name}")
+        deadline = time.monotonic() + timeout
+        while True:
+            future = client.call_async(request)
+            wait = min(resend_after or timeout, max(0.0, deadline - time.monotonic()))
+            try:
+                self.spin_until(future.done, wait, f"response of {name}")
+                break
+            except pytest.fail.Exception:
+                if resend_after is None or time.monotonic() >= deadline:
+                    raise
+        self.node.destroy_client(client)
+        return future.result()
+
+
+@pytest.fixture
+def probe(ros_env: dict[str, str], namespace: str) -> Iterator[RosProbe]:
+    """A :class:`RosProbe` in the test's namespace."""
+    node = RosProbe(namespace)
+    try:
+        yield node
+    finally:
+        node.close()
+

@@ -1,0 +1,46 @@
+"""demo.launch.py under launch_testing: the session reaches its decision and every process exits 0.
+
+``launch_testing`` and ``launch_ros`` exist only in a ROS 2 installation (Humble, Jazzy,
+Kilted: ``colcon test --packages-select evalstop``), not on PyPI, so elsewhere this module is
+skipped; ``test_launch_files.py`` checks the launch files statically everywhere.
+"""
+
+import tempfile
+import unittest
+
+import pytest
+
+launch_testing = pytest.importorskip(
+    "launch_testing", reason="launch_testing is not installable from PyPI; runs in a ROS 2 installation")
+launch_ros = pytest.importorskip(
+    "launch_ros", reason="launch_ros is not installable from PyPI; runs in a ROS 2 installation")
+
+import launch  # noqa: E402
+import launch_testing.actions  # noqa: E402
+import launch_testing.asserts  # noqa: E402
+from launch.actions import IncludeLaunchDescription  # noqa: E402
+from launch.launch_description_sources import PythonLaunchDescriptionSource  # noqa: E402
+from launch.substitutions import PathJoinSubstitution  # noqa: E402
+from launch_ros.substitutions import FindPackageShare  # noqa: E402
+
+
+def generate_test_description():
+    demo = IncludeLaunchDescription(
+        PythonLaunchDescriptionSource(PathJoinSubstitution([FindPackageShare('evalstop'), 'launch', 'demo.launch.py'])),
+        launch_arguments={'session_id': 'launch_test', 'journal_dir': tempfile.mkdtemp(prefix='evalstop-')}.items(),
+    )
+    return launch.LaunchDescription([demo, launch_testing.actions.ReadyToTest()])
+
+
+class TestDemoSession(unittest.TestCase):
+
+    def test_session_reaches_a_decision(self, proc_output):
+        proc_output.assertWaitFor('session launch_test finished', timeout=180)
+        proc_output.assertWaitFor('tests decided', timeout=10)
+
+
+@launch_testing.post_shutdown_test()
+class TestDemoExit(unittest.TestCase):
+
+    def test_every_process_exits_cleanly(self, proc_info):
+        launch_testing.asserts.assertExitCodes(proc_info)

@@ -1,0 +1,131 @@
+"""The launch files, checked from their syntax tree (``launch``/``launch_ros`` are not installable here).
+
+Every executable, parameter and launch argument they name must exist: executables in
+``scripts/`` (installed by CMakeLists.txt), parameters among those the node declares
+(``declare(self, "name", ...)`` in ``evalstop_ros/nodes/``), arguments declared with
+``DeclareLaunchArgument``. Imports are limited to launch APIs that exist in Humble, Jazzy and
+Kilted (:data:`PORTABLE_API`).
+"""
+
+from __future__ import annotations
+
+import ast
+import pathlib
+import re
+
+import pytest
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+LAUNCH_FILES = sorted((REPO / "launch").glob("*.launch.py"))
+
+#: Public launch API present (and not deprecated) in Humble, Jazzy and Kilted.
+PORTABLE_API = {
+    "launch": {"LaunchDescription"},
+    "launch.actions": {"DeclareLaunchArgument", "EmitEvent", "GroupAction", "IncludeLaunchDescription",
+                       "RegisterEventHandler", "SetEnvironmentVariable"},
+    # not LaunchConfigurationEquals: deprecated since Iron (a UserWarning at launch time)
+    "launch.conditions": {"IfCondition", "UnlessCondition"},
+    "launch.event_handlers": {"OnProcessExit", "OnProcessStart"},
+    "launch.events": {"Shutdown"},
+    "launch.substitutions": {"LaunchConfiguration", "PathJoinSubstitution", "PythonExpression", "TextSubstitution"},
+    "launch_ros.actions": {"Node", "PushRosNamespace"},
+    "launch_ros.parameter_descriptions": {"ParameterValue"},
+    "launch_ros.substitutions": {"FindPackageShare"},
+}
+
+
+def _calls(tree: ast.AST, name: str) -> list[ast.Call]:
+    return [n for n in ast.walk(tree) if isinstance(n, ast.Call) and getattr(n.func, "id", None) == name]
+
+
+def _kwarg(call: ast.Call, name: str) -> ast.expr | None:
+    return next((k.value for k in call.keywords if k.arg == name), None)
+
+
+def _const(node: ast.expr | None) -> object:
+    return node.value if isinstance(node, ast.Constant) else None
+
+
+def _declared_parameters(executable: str) -> set[str]:
+    """Parameters the node behind ``scripts/<executable>`` declares."""
+    module = re.search(r"from evalstop_ros\.nodes\.(\w+) import main", (REPO / "scripts" / executable).read_text())
+    assert module, f"scripts/{executable} does not call a node's main"
+    tree = ast.parse((REPO / "evalstop_ros" / "nodes" / f"{module.group(1)}.py").read_text())
+    return {str(_const(c.args[1])) for c in _calls(tree, "declare") if len(c.args) > 1}
+
+
+def _tree(path: pathlib.Path) -> ast.Module:
+    return ast.parse(path.read_text(), filename=str(path))
+
+
+def _arguments(tree: ast.AST) -> dict[str, ast.Call]:
+    return {str(_const(c.args[0])): c for c in _calls(tree, "DeclareLaunchArgument")}
+
+
+@pytest.mark.parametrize("path", LAUNCH_FILES, ids=lambda p: p.name)
+def test_imports_are_portable(path: pathlib.Path) -> None:
+    tree = _tree(path)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            pytest.fail(f"{path.name}: use `from launch... import ...`, found `import {node.names[0].name}`")
+        if isinstance(node, ast.ImportFrom):
+            allowed = PORTABLE_API.get(node.module or "")
+            assert allowed is not None, f"{path.name}: imports from {node.module!r}"
+            for alias in node.names:
+                assert alias.name in allowed, f"{path.name}: {node.module}.{alias.name} is not in PORTABLE_API"
+    assert any(isinstance(n, ast.FunctionDef) and n.name == "generate_launch_description" for n in tree.body)
+
+
+@pytest.mark.parametrize("path", LAUNCH_FILES, ids=lambda p: p.name)
+def test_nodes_name_installed_executables_and_declared_parameters(path: pathlib.Path) -> None:
+    nodes = _calls(_tree(path), "Node")
+    assert nodes, f"{path.name} starts no node"
+    for node in nodes:
+        assert _const(_kwarg(node, "package")) == "evalstop"
+        executable = str(_const(_kwarg(node, "executable")))
+        assert (REPO / "scripts" / executable).is_file(), f"{path.name}: no executable {executable!r}"
+        assert _const(_kwarg(node, "name")) == executable, "node name = executable (the names the nodes use)"
+        params = _kwarg(node, "parameters")
+        for item in params.elts if isinstance(params, ast.List) else []:
+            assert isinstance(item, ast.Dict), f"{path.name}: parameters must be dicts (checkable)"
+            given = {str(_const(k)) for k in item.keys}
+            unknown = given - _declared_parameters(executable)
+            assert not unknown, f"{path.name}: {executable} declares no parameter(s) {sorted(unknown)}"
+
+
+@pytest.mark.parametrize("path", LAUNCH_FILES, ids=lambda p: p.name)
+def test_every_launch_configuration_is_a_declared_argument(path: pathlib.Path) -> None:
+    tree = _tree(path)
+    declared = _arguments(tree)
+    used = {str(_const(c.args[0])) for c in _calls(tree, "LaunchConfiguration")}
+    assert used <= set(declared), f"undeclared: {sorted(used - set(declared))}"
+    assert set(declared) <= used, f"declared but unused: {sorted(set(declared) - used)}"
+    for name, call in declared.items():
+        assert _const(_kwarg(call, "description")), f"argument {name!r} has no description"
+
+
+def test_eval_launch_arguments_and_robot_presets() -> None:
+    tree = _tree(REPO / "launch" / "eval.launch.py")
+    declared = _arguments(tree)
+    assert {"config_file", "robot", "namespace", "session_id", "use_teleop"} <= set(declared)
+    presets = next(n.value for n in tree.body if isinstance(n, ast.Assign) and n.targets[0].id == "PRESETS")  # type: ignore[attr-defined]
+    presets = ast.literal_eval(presets)
+    assert ast.unparse(_kwarg(declared["robot"], "choices")) == "list(PRESETS)"  # type: ignore[arg-type]
+    assert set(presets) == {"sim", "droid", "widowx"}
+    for config in presets.values():
+        assert (REPO / "config" / config).is_file(), f"preset {config} is not in config/"
+    # only the simulated robot starts sim_robot
+    sim = next(c for c in _calls(tree, "Node") if _const(_kwarg(c, "executable")) == "sim_robot")
+    assert "== 'sim'" in ast.unparse(_kwarg(sim, "condition"))  # type: ignore[arg-type]
+
+
+def test_demo_launch_ends_when_the_manager_exits() -> None:
+    tree = _tree(REPO / "launch" / "demo.launch.py")
+    manager = next(c for c in _calls(tree, "Node") if _const(_kwarg(c, "executable")) == "evaluation_manager")
+    params = _kwarg(manager, "parameters")
+    assert isinstance(params, ast.List) and isinstance(params.elts[0], ast.Dict)
+    values = {_const(k): v for k, v in zip(params.elts[0].keys, params.elts[0].values)}
+    assert _const(values["exit_on_finish"]) is True
+    handler = _calls(tree, "OnProcessExit")
+    assert handler and ast.unparse(_kwarg(handler[0], "target_action")) == "manager"  # type: ignore[arg-type]
+    assert _calls(tree, "Shutdown")

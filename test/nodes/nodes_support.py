@@ -1,0 +1,68 @@
+"""Helpers of the node tests: session configs and waiting on the manager's topics.
+
+Nothing here imports rclpy at module level (pytest imports this file for its doctests).
+"""
+
+from __future__ import annotations
+
+import math
+import pathlib
+from typing import Any
+
+import yaml
+
+#: A two-policy paired session: success by STEP, progress by N-SCORE (K = 21), 0.05 each
+#: (family-wise 0.1). Two-sided STEP at 0.05 uses the per-direction 0.025 table, which ships
+#: for n_max 50/100/200/500 (nothing is synthesized during a test); sim_robot scores the rollouts.
+BASE_CONFIG: dict[str, Any] = {
+    "policies": ["policy_a", "policy_b"],
+    "tasks": [{
+        "id": "push",
+        "description": "Push the block onto the target.",
+        "initial_conditions": [{"id": f"c{i}", "reset_instructions": f"Block at spot {i}."} for i in range(3)],
+    }],
+    "metrics": [{"name": "success", "method": "step", "alpha": 0.05},
+                {"name": "progress", "method": "nscore", "alpha": 0.05, "bins": 21}],
+    "alpha": 0.1,
+    "n_max": 50,
+    "seed": 4,
+    "runner": {"action_name": "run_trial", "timeout_s": 20.0},
+    "scoring": "auto",
+}
+
+
+def write_config(path: pathlib.Path, **overrides: Any) -> pathlib.Path:
+    """``BASE_CONFIG`` with top-level keys replaced, as YAML at ``path``; returns ``path``.
+
+    >>> import tempfile
+    >>> p = write_config(pathlib.Path(tempfile.mkdtemp()) / "c.yaml", n_max=10)
+    >>> yaml.safe_load(p.read_text())["n_max"]
+    10
+    """
+    path.write_text(yaml.safe_dump({**BASE_CONFIG, **overrides}, sort_keys=False))
+    return path
+
+
+def same_float(a: float, b: float, rel: float = 1e-12) -> bool:
+    """Equal floats, NaN equal to NaN.
+
+    >>> same_float(float("nan"), float("nan")), same_float(1.0, 1.0 + 1e-15), same_float(1.0, 2.0)
+    (True, True, False)
+    """
+    if math.isnan(a) or math.isnan(b):
+        return math.isnan(a) and math.isnan(b)
+    return math.isclose(a, b, rel_tol=rel, abs_tol=0.0)
+
+
+def comparison_key(c: Any) -> tuple[Any, ...]:
+    """What must not change between two runs of one session: a ComparisonStatus without floats."""
+    return (c.policy_a, c.policy_b, c.metric, c.method, c.n, c.decision, c.stopping_trial)
+
+
+def final_status(probe: Any, statuses: list[Any], timeout: float = 120.0) -> Any:
+    """Spin until a FINISHED/ABORTED SessionStatus arrives in ``statuses``; return it."""
+    from evalstop.msg import SessionStatus
+
+    final = (SessionStatus.STATE_FINISHED, SessionStatus.STATE_ABORTED)
+    return probe.spin_until(lambda: next((s for s in reversed(statuses) if s.state in final), None), timeout,
+                            "a final session status")

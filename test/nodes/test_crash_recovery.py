@@ -1,0 +1,109 @@
+"""kill -9 the manager at random points of a 100-trial session: nothing is lost, nothing changes.
+
+The same session (same config, seed and session id, so the same plan and the same simulated
+outcomes) runs twice against one sim_robot: once uninterrupted, once with the manager killed
+(SIGKILL: no clean-up) at 10 random points and restarted each time with the same parameters,
+so that it resumes from its journal. Both runs must record the same scores for the same trials
+and end with the same decisions, p-values and e-values; the live decisions must also equal the
+offline re-analysis of the journal. sim_robot injects runner faults as well (the retries
+depend on the attempt count, which the kills change), to show those do not matter either.
+"""
+
+from __future__ import annotations
+
+import pathlib
+import re
+import time
+from typing import Any
+
+import numpy as np
+import pytest
+from nodes_support import comparison_key, final_status, same_float, write_config
+
+pytestmark = pytest.mark.usefixtures("ros_env")
+
+#: Equal success rates: neither test should decide, so the session runs its whole budget
+#: (50 pairs = 100 trials); the first run checks that it did.
+RATES = [0.6, 0.6]
+KILLS = 10
+
+
+def _scores(journal: pathlib.Path) -> dict[int, tuple[Any, ...]]:
+    from evalstop_ros.session import read_journal
+    from evalstop_ros.session.trials import TrialBook
+
+    book = TrialBook().fold(read_journal(journal).events)
+    return {t: (r.policy, r.round, r.label, r.initial_condition, r.voided, r.score and (r.score.success, r.score.progress))
+            for t, r in book.trials.items()}
+
+
+def _scored(output: str) -> int:
+    """Trials scored according to a manager's log (trial ids are 1, 2, ...: no voids here)."""
+    resumed = re.search(r"session crash resumed from its journal \(running, (\d+) trials scored\)", output)
+    scored = [int(t) for t in re.findall(r"trial (\d+) \(label \w+\) scored", output)]
+    return max([int(resumed.group(1)) if resumed else 0, *scored])
+
+
+def test_manager_killed_at_random_points_loses_nothing(start_node: Any, probe: Any, tmp_path: pathlib.Path) -> None:
+    from evalstop.msg import SessionStatus
+
+    from evalstop_ros import qos
+    from evalstop_ros.session import load_config, offline_decisions
+
+    config = write_config(tmp_path / "crash.yaml", n_max=50, seed=9)
+    statuses = probe.collect(SessionStatus, "session_status", qos.STATUS_QOS)
+    # a 20 ms rollout: a kill lands while a goal is out, between a run and its score, or in between
+    start_node("sim_robot", params={"success_rates": RATES, "progress_means": [0.5, 0.5], "duration": 0.02,
+                                    "failure_probability": 0.1, "seed": 5})
+
+    def manager(journal_dir: pathlib.Path) -> Any:
+        # no exit_on_finish: the final status is read from the running manager, then Ctrl-C
+        return start_node("evaluation_manager", params={
+            "config_file": str(config), "session_id": "crash", "journal_dir": str(journal_dir),
+            "max_attempts": 1000})
+
+    # 1. uninterrupted
+    straight = manager(tmp_path / "straight")
+    reference = final_status(probe, statuses, timeout=300.0)
+    assert straight.stop() == 0
+    assert reference.trials_done == 100, "the session should use its whole budget (RATES equal)"
+    assert all(c.decision == 3 for c in reference.comparisons)  # BUDGET_EXHAUSTED
+    statuses.clear()
+
+    # 2. killed at 10 random points: once the manager's log shows `point` trials scored, plus a
+    #    random delay so that the kill lands anywhere in the goal/result/score cycle
+    rng = np.random.default_rng(20240611)
+    points = sorted(int(k) for k in rng.choice(np.arange(2, 98), size=KILLS, replace=False))
+    kills = []
+    for point in points:
+        run = manager(tmp_path / "killed")
+        deadline = time.monotonic() + 120.0
+        while _scored(run.output) < point:
+            assert run.proc.poll() is None, f"the session ended before kill point {point}:\n{run.output}"
+            assert time.monotonic() < deadline, f"no {point} trials scored within 120 s:\n{run.output}"
+            time.sleep(0.005)
+        time.sleep(float(rng.uniform(0.0, 0.03)))
+        run.kill()
+        kills.append(_scored(run.output))
+    statuses.clear()
+    last = manager(tmp_path / "killed")
+    final = final_status(probe, statuses, timeout=300.0)
+    assert last.stop() == 0
+    last.wait_for(r"session crash resumed from its journal")
+    # every kill hit a running session, at (or just past) its point
+    assert all(p <= k <= p + 3 for p, k in zip(points, kills)), (points, kills)
+
+    # 3. zero scores lost, identical outcome
+    expected = _scores(tmp_path / "straight" / "crash.db")
+    got = _scores(tmp_path / "killed" / "crash.db")
+    assert got == expected
+    assert sum(1 for s in got.values() if s[-1] is not None) == 100
+    assert final.trials_done == reference.trials_done
+    assert [comparison_key(c) for c in final.comparisons] == [comparison_key(c) for c in reference.comparisons]
+    for a, b in zip(final.comparisons, reference.comparisons):
+        assert same_float(a.pvalue, b.pvalue) and same_float(a.evalue, b.evalue)
+        assert same_float(a.mean_a, b.mean_a) and same_float(a.mean_b, b.mean_b)
+    offline = offline_decisions(load_config(config), tmp_path / "killed" / "crash.db")
+    for live, o in zip(final.comparisons, offline):
+        assert (live.decision, live.n) == (int(o.result.decision), o.result.n_observed)
+        assert same_float(live.pvalue, o.result.pvalue)

@@ -1,0 +1,304 @@
+"""evaluation_manager with sim_robot, as processes over DDS: sessions, operator scores, services."""
+
+from __future__ import annotations
+
+import json
+import math
+import pathlib
+from typing import Any
+
+import pytest
+from nodes_support import final_status, same_float, write_config
+
+pytestmark = pytest.mark.usefixtures("ros_env")
+
+
+def _subscribe_all(probe: Any) -> dict[str, list[Any]]:
+    from diagnostic_msgs.msg import DiagnosticArray
+    from evalstop.msg import ComparisonStatus, ScoreAck, SessionConfig, SessionEvent, SessionStatus, TrialRequest
+
+    from evalstop_ros import qos
+
+    return {
+        "config": probe.collect(SessionConfig, "session_config", qos.CONFIG_QOS),
+        "event": probe.collect(SessionEvent, "session_event", qos.JOURNAL_EVENT_QOS),
+        "status": probe.collect(SessionStatus, "session_status", qos.STATUS_QOS),
+        "comparison": probe.collect(ComparisonStatus, "comparison_status", qos.COMPARISON_QOS),
+        "ack": probe.collect(ScoreAck, "score_ack", qos.SCORE_ACK_QOS),
+        "request": probe.collect(TrialRequest, "trial_request", qos.TRIAL_REQUEST_QOS),
+        "diagnostics": probe.collect(DiagnosticArray, "/diagnostics", qos.DIAGNOSTICS_QOS),
+    }
+
+
+def _manager_params(tmp_path: pathlib.Path, config: pathlib.Path, **extra: Any) -> dict[str, Any]:
+    return {"config_file": str(config), "session_id": "s1", "journal_dir": str(tmp_path / "journals"),
+            "journal_fsync": False, **extra}
+
+
+def test_paired_session_reaches_the_decision_of_the_offline_analysis(
+        start_node: Any, probe: Any, tmp_path: pathlib.Path) -> None:
+    from evalstop_ros.session import load_config, offline_decisions, read_journal
+
+    config = write_config(tmp_path / "session.yaml")
+    topics = _subscribe_all(probe)
+    start_node("sim_robot", params={"success_rates": [0.3, 0.8], "duration": 0.0})
+    manager = start_node("evaluation_manager", params=_manager_params(tmp_path, config, exit_on_finish=True))
+    final = final_status(probe, topics["status"])
+    assert manager.wait() == 0
+    manager.wait_for(r"session s1 finished: \d+ trials scored, 2/2 tests decided")
+
+    offline = offline_decisions(load_config(config), tmp_path / "journals" / "s1.db")
+    assert [(o.policy_a, o.policy_b, o.metric) for o in offline] == \
+        [(c.policy_a, c.policy_b, c.metric) for c in final.comparisons]
+    for live, result in zip(final.comparisons, (o.result for o in offline)):
+        assert (live.decision, live.stopping_trial, live.n) == \
+            (int(result.decision), result.stopping_trial or 0, result.n_observed)
+        assert same_float(live.pvalue, result.pvalue), (live.pvalue, result.pvalue)
+        assert same_float(live.evalue, float(result.evalues[-1])), (live.evalue, result.evalues[-1])
+    assert any(c.decision in (1, 2) for c in final.comparisons), "0.3 vs 0.8 should be decided"
+    # every scored trial was acknowledged, none rejected; the request topic ends with "nothing pending"
+    probe.spin_until(lambda: len(topics["ack"]) >= final.trials_done, 10.0, "all acks")
+    assert all(a.accepted and not a.reason for a in topics["ack"])
+    probe.spin_until(lambda: topics["request"] and topics["request"][-1].trial_id == 0, 10.0, "the final request")
+    # comparison_status carried each decision; diagnostics one status per comparison + the session
+    decided = {(c.metric, c.decision) for c in topics["comparison"]}
+    assert {(c.metric, c.decision) for c in final.comparisons} <= decided
+    probe.spin_until(lambda: topics["diagnostics"], 10.0, "/diagnostics")
+    names = [s.name for s in topics["diagnostics"][-1].status]
+    assert names[0] == "evalstop: session" and len(names) == 1 + len(final.comparisons)
+    # session_config and session_event replay the journal exactly (a recording is self-contained)
+    journal = read_journal(tmp_path / "journals" / "s1.db")
+    (config_msg,) = topics["config"]
+    assert (config_msg.session_id, config_msg.config_json, config_msg.config_hash) == \
+        ("s1", journal.config_json, journal.config_hash)
+    probe.spin_until(lambda: len(topics["event"]) >= len(journal.events), 10.0, "every journal event")
+    assert [(e.seq, e.kind, e.trial_id, json.loads(e.payload_json)) for e in topics["event"]] == \
+        [(e.seq, e.kind, e.trial_id or 0, e.payload) for e in journal.events]
+
+
+def test_three_policies_drop_the_decided_policy(start_node: Any, probe: Any, tmp_path: pathlib.Path) -> None:
+    # policy_a fails almost always; b and c are alike: a's two comparisons decide early, a
+    # leaves the rotation, b vs c runs on to its budget.  Success only, STEP at 0.15 / 3
+    # comparisons = 0.05 two-sided (the shipped n_max 50 table at 0.025 per direction).
+    config = write_config(tmp_path / "three.yaml", policies=["policy_a", "policy_b", "policy_c"],
+                          metrics=[{"name": "success", "method": "step", "alpha": 0.15}], alpha=0.15, n_max=50)
+    topics = _subscribe_all(probe)
+    start_node("sim_robot", params={"policies": ["policy_a", "policy_b", "policy_c"],
+                                    "success_rates": [0.02, 0.9, 0.9], "progress_means": [0.1, 0.4, 0.4],
+                                    "duration": 0.0})
+    manager = start_node("evaluation_manager", params=_manager_params(tmp_path, config, exit_on_finish=True))
+    final = final_status(probe, topics["status"], timeout=180.0)
+    assert manager.wait() == 0
+    by_pair = {(c.policy_a, c.policy_b): c for c in final.comparisons}
+    assert by_pair[("policy_a", "policy_b")].decision == 1 and by_pair[("policy_a", "policy_c")].decision == 1
+    assert by_pair[("policy_b", "policy_c")].n > max(by_pair[("policy_a", "policy_b")].n,
+                                                     by_pair[("policy_a", "policy_c")].n)
+    running = [s for s in topics["status"] if s.state == 1]
+    assert any(list(s.active_policies) == ["policy_b", "policy_c"] for s in running), "policy_a never dropped"
+    # once dropped, never back
+    dropped_at = next(i for i, s in enumerate(running) if "policy_a" not in s.active_policies)
+    assert all("policy_a" not in s.active_policies for s in running[dropped_at:])
+    assert final.letters, "letters for three scored policies"
+
+
+def test_operator_scores_with_tokens_and_every_rejection_has_a_reason(
+        start_node: Any, probe: Any, tmp_path: pathlib.Path) -> None:
+    from evalstop.msg import TrialScore
+    from rclpy.parameter import Parameter
+    from rclpy.parameter_client import AsyncParameterClient
+
+    from evalstop_ros import qos
+
+    # Operator scoring; progress by N-SCORE over 2 pairs: the session ends after 4 trials.
+    config = write_config(tmp_path / "operator.yaml", scoring="operator", n_max=2,
+                          metrics=[{"name": "progress", "method": "nscore", "alpha": 0.05, "bins": 21}])
+    topics = _subscribe_all(probe)
+    start_node("sim_robot", params={"auto_score": False, "duration": 0.0})
+    manager = start_node("evaluation_manager", params=_manager_params(tmp_path, config))
+    scores = probe.node.create_publisher(TrialScore, "trial_score", qos.SCORE_QOS)
+
+    def awaiting_score(trial_id: int) -> Any:
+        return probe.spin_until(
+            lambda: next((s for s in reversed(topics["status"]) if s.pending_trial_id == trial_id
+                          and s.state_name == "running:awaiting_score"), None), 20.0, f"trial {trial_id} to be run")
+
+    def send(trial_id: int, token: str, progress: float, success: bool = False) -> Any:
+        before = len(topics["ack"])
+        scores.publish(TrialScore(trial_id=trial_id, token=token, success=success, progress=progress,
+                                  scorer="tester", notes="from the test"))
+        probe.spin_until(lambda: len(topics["ack"]) > before, 20.0, f"the ack of a score for trial {trial_id}")
+        return topics["ack"][-1]
+
+    awaiting_score(1)
+    request = probe.spin_until(lambda: next((r for r in topics["request"] if r.trial_id == 1), None), 10.0, "trial 1")
+    assert request.label and request.token and request.reset_instructions == "Block at spot " + request.initial_condition[1:] + "."
+    token = request.token
+    rejected = [  # (trial id, token, progress, published and logged reason)
+        (1, "0" * len(token), 0.5, "wrong token for trial 1"),
+        (99, token, 0.5, "unknown trial 99"),
+        (1, token, math.nan, "`progress` must be finite; found nan"),
+        (1, token, 1.5, "`progress` must lie in [0, 1]; found 1.5"),
+        (1, token, -0.25, "`progress` must lie in [0, 1]; found -0.25"),
+    ]
+    for trial_id, sent_token, progress, reason in rejected:
+        ack = send(trial_id, sent_token, progress)
+        assert (ack.accepted, ack.duplicate, ack.reason) == (False, False, reason)
+        manager.wait_for(rf"\[WARN\] \[\S*evaluation_manager\]: score for trial {trial_id} \(scorer 'tester'\) "
+                         rf"rejected: {_re(reason)}")
+    ack = send(1, token, 0.5)
+    assert (ack.trial_id, ack.accepted, ack.duplicate, ack.reason) == (1, True, False, "")
+    manager.wait_for(r"trial 1 \(label \w+\) scored: success=0 progress=0.5")
+    ack = send(1, token, 0.5)  # the same score again: a retransmission
+    assert (ack.accepted, ack.duplicate) == (True, True) and "duplicate" in ack.reason
+    ack = send(1, token, 0.7)
+    assert (ack.accepted, ack.reason) == (False, "trial 1 is already scored; use a correction to change it")
+
+    # a late operator terminal gets the pending trial (transient local)
+    awaiting_score(2)
+    from evalstop.msg import TrialRequest
+    late = probe.collect(TrialRequest, "trial_request", qos.TRIAL_REQUEST_QOS)
+    probe.spin_until(lambda: late, 10.0, "the latched trial request")
+    assert late[-1].trial_id == 2
+
+    # the pre-registered settings cannot change mid-session
+    client = AsyncParameterClient(probe.node, "evaluation_manager")
+    probe.spin_until(client.services_are_ready, 20.0, "parameter services")
+    future = client.set_parameters([Parameter("alpha", value=0.1)])
+    result = probe.spin_until(lambda: future.done() and future.result(), 20.0, "set_parameters").results[0]
+    assert not result.successful
+    assert result.reason.startswith("cannot change `alpha` while session 's1' is running: the test is pre-registered")
+    manager.wait_for(r"parameter change refused: cannot change `alpha`")
+
+    token2 = late[-1].token
+    for trial_id, progress in ((2, 0.75), (3, 0.25), (4, 1.0)):
+        if trial_id > 2:
+            awaiting_score(trial_id)
+            token2 = probe.spin_until(lambda: next((r.token for r in topics["request"] if r.trial_id == trial_id), None),
+                                      10.0, f"trial {trial_id}")
+        assert send(trial_id, token2, progress).accepted
+    final = final_status(probe, topics["status"])
+    assert final.state_name == "finished" and final.trials_done == 4
+    # scores after the end are rejected with a reason
+    ack = send(5, "whatever", 0.5)
+    assert (ack.accepted, ack.reason) == (False, "unknown trial 5")
+    ack = send(4, token2, 0.0)
+    assert (ack.accepted, ack.reason) == (False, "trial 4 is already scored; use a correction to change it")
+    assert manager.stop() == 0
+
+
+def test_pause_resume_undo_and_abort(start_node: Any, probe: Any, tmp_path: pathlib.Path) -> None:
+    from evalstop.msg import SessionStatus, TrialScore
+    from evalstop.srv import CorrectScore, SessionControl
+
+    from evalstop_ros import qos
+
+    config = write_config(tmp_path / "control.yaml", scoring="operator")
+    topics = _subscribe_all(probe)
+    start_node("sim_robot", params={"auto_score": False, "duration": 0.0})
+    manager = start_node("evaluation_manager", params=_manager_params(tmp_path, config, exit_on_finish=True))
+    scores = probe.node.create_publisher(TrialScore, "trial_score", qos.SCORE_QOS)
+    probe.spin_until(lambda: any(s.state_name == "running:awaiting_score" for s in topics["status"]), 20.0, "trial 1")
+    token = probe.spin_until(lambda: next((r.token for r in topics["request"] if r.trial_id == 1), None), 10.0, "t1")
+
+    control = SessionControl.Request(command=SessionControl.Request.COMMAND_PAUSE, reason="operator break")
+    assert probe.call(SessionControl, "session_control", control).ok
+    probe.spin_until(lambda: topics["status"][-1].state == SessionStatus.STATE_PAUSED, 10.0, "paused")
+    scores.publish(TrialScore(trial_id=1, token=token, success=True, progress=1.0, scorer="tester"))
+    probe.spin_until(lambda: topics["ack"], 10.0, "ack")
+    assert topics["ack"][-1].reason == "session is paused; scores are accepted only while it runs"
+    again = probe.call(SessionControl, "session_control", control)
+    assert not again.ok and again.message == "cannot pause: session 's1' is paused"
+    control.command = SessionControl.Request.COMMAND_RESUME
+    assert probe.call(SessionControl, "session_control", control).ok
+
+    scores.publish(TrialScore(trial_id=1, token=token, success=True, progress=1.0, scorer="tester"))
+    probe.spin_until(lambda: len(topics["ack"]) >= 2 and topics["ack"][-1].accepted, 10.0, "accepted ack")
+    undo = CorrectScore.Request(trial_id=0, action=CorrectScore.Request.ACTION_UNDO, reason="wrong button",
+                                scorer="tester")
+    response = probe.call(CorrectScore, "correct_score", undo)
+    assert (response.ok, response.message) == (True, "trial 1 voided")
+    manager.wait_for(r"trial 1 \(label \w+\) voided: wrong button \(by tester\)")
+    undo.trial_id = 7
+    response = probe.call(CorrectScore, "correct_score", undo)
+    assert not response.ok and response.message.startswith("ACTION_UNDO takes trial_id 0")
+    no_reason = CorrectScore.Request(trial_id=1, action=CorrectScore.Request.ACTION_CORRECT, progress=0.5)
+    assert probe.call(CorrectScore, "correct_score", no_reason).message == "a reason is required"
+
+    control = SessionControl.Request(command=SessionControl.Request.COMMAND_ABORT, reason="end of the test")
+    assert probe.call(SessionControl, "session_control", control).ok
+    final = final_status(probe, topics["status"])
+    assert final.state == SessionStatus.STATE_ABORTED
+    assert manager.wait() == 0
+    manager.wait_for(r"session s1 aborted: end of the test")
+
+
+def test_automatic_score_is_held_while_paused_and_rerun_if_a_crash_lost_it(
+        start_node: Any, probe: Any, tmp_path: pathlib.Path) -> None:
+    from evalstop.srv import SessionControl
+
+    from evalstop.msg import SessionStatus
+
+    from evalstop_ros import qos
+
+    config = write_config(tmp_path / "auto.yaml")
+    statuses = probe.collect(SessionStatus, "session_status", qos.STATUS_QOS)
+    start_node("sim_robot", params={"duration": 1.0})  # slow rollouts: time to pause during one
+    params = _manager_params(tmp_path, config)
+    manager = start_node("evaluation_manager", params=params)
+    pause = SessionControl.Request(command=SessionControl.Request.COMMAND_PAUSE, reason="coffee")
+    resume = SessionControl.Request(command=SessionControl.Request.COMMAND_RESUME)
+
+    # paused during trial 1's rollout: its score is held, and recorded on resume (no re-run)
+    manager.wait_for(r"trial 1 \(label \w+, attempt 1\): runner goal sent")
+    assert probe.call(SessionControl, "session_control", pause).ok
+    manager.wait_for(r"trial 1: automatic score held until the session resumes")
+    assert probe.call(SessionControl, "session_control", resume).ok
+    manager.wait_for(r"trial 1 \(label \w+\) scored")
+    assert "trial 1: automatic score missing" not in manager.output
+
+    # the same, but the manager dies while holding trial 2's score: restarted (still paused,
+    # as journaled) and resumed, it runs trial 2 again to get a score
+    manager.wait_for(r"trial 2 \(label \w+, attempt 1\): runner goal sent")
+    assert probe.call(SessionControl, "session_control", pause).ok
+    manager.wait_for(r"trial 2: automatic score held until the session resumes")
+    manager.kill()
+    probe.spin_for(0.5)  # deliver what the killed process sent, then forget it
+    statuses.clear()
+    restarted = start_node("evaluation_manager", params=params)
+    restarted.wait_for(r"session s1 resumed from its journal \(paused, 1 trials scored\)")
+    # a status from the new process: discovery is done, a request now reaches it (until then
+    # the dead server may still count as "ready" and swallow the request)
+    probe.spin_until(lambda: statuses, 20.0, "a status from the restarted manager")
+    assert probe.call(SessionControl, "session_control", resume).ok
+    restarted.wait_for(r"trial 2: automatic score missing; running it again")
+    restarted.wait_for(r"trial 2 \(label \w+\) scored")
+    assert restarted.stop() == 0
+
+
+def test_parameters_override_the_config_before_the_session_starts(
+        start_node: Any, probe: Any, tmp_path: pathlib.Path) -> None:
+    config = write_config(tmp_path / "override.yaml", n_max=50,
+                          metrics=[{"name": "progress", "method": "wsr", "alpha": 0.05}])
+    topics = _subscribe_all(probe)
+    start_node("sim_robot", params={"duration": 0.0})
+    manager = start_node("evaluation_manager", params=_manager_params(
+        tmp_path, config, exit_on_finish=True, exit_linger=0.5, n_max=3, method="nscore", alpha=0.2))
+    final = final_status(probe, topics["status"])
+    assert manager.wait() == 0
+    (comparison,) = final.comparisons
+    assert (comparison.method, comparison.n, comparison.alpha) == ("nscore", 3, pytest.approx(0.2))
+    assert comparison.decision == 3 and final.trials_done == 6
+
+
+def test_bad_config_exits_with_status_1(start_node: Any, tmp_path: pathlib.Path) -> None:
+    config = write_config(tmp_path / "bad.yaml", alpha=2.0)
+    manager = start_node("evaluation_manager", params=_manager_params(tmp_path, config))
+    assert manager.wait() == 1
+    manager.wait_for(r"\[FATAL\] \[\S*evaluation_manager\]: cannot start: invalid config .*bad\.yaml: alpha: "
+                     r"must lie in \(0, 1\)")
+
+
+def _re(text: str) -> str:
+    import re
+
+    return re.escape(text)

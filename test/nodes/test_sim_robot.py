@@ -1,0 +1,101 @@
+"""sim_robot: the simulated RunTrial action server, run as a process and driven over DDS."""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+import pytest
+
+pytestmark = pytest.mark.usefixtures("ros_env")
+
+
+class Run(NamedTuple):
+    accepted: bool
+    result: Any
+    feedback: list[Any]
+
+
+def run_goal(probe: Any, *, policy: str, trial: int, session: str = "s1", timeout: float = 20.0) -> Run:
+    """Send one RunTrial goal from the probe and wait for its result."""
+    from evalstop.action import RunTrial
+    from rclpy.action import ActionClient
+
+    client = ActionClient(probe.node, RunTrial, "run_trial")
+    probe.spin_until(client.server_is_ready, timeout, "the run_trial action server")
+    feedback: list[Any] = []
+    goal = RunTrial.Goal(session_id=session, trial_id=trial, policy_id=policy, task="t", initial_condition="c")
+    sent = client.send_goal_async(goal, feedback_callback=lambda fb: feedback.append(fb.feedback))
+    handle = probe.spin_until(lambda: sent.done() and sent.result(), timeout, "goal response")
+    if not handle.accepted:
+        client.destroy()
+        return Run(False, None, feedback)
+    done = handle.get_result_async()
+    probe.spin_until(done.done, timeout, "goal result")
+    client.destroy()
+    return Run(True, done.result().result, feedback)
+
+
+def test_rollouts_follow_the_success_rates(start_node: Any, probe: Any) -> None:
+    robot = start_node("sim_robot", params={"policies": ["always", "never"], "success_rates": [1.0, 0.0],
+                                            "progress_means": [0.5, 0.3]})
+    robot.wait_for(r"serving RunTrial on 'run_trial': always=1, never=0")
+    for trial in (1, 2):
+        win = run_goal(probe, policy="always", trial=2 * trial - 1)
+        loss = run_goal(probe, policy="never", trial=2 * trial)
+        assert win.result.ok and win.result.auto_scored
+        assert (win.result.auto_success, win.result.auto_progress) == (True, 1.0)
+        assert loss.result.ok and loss.result.auto_scored and not loss.result.auto_success
+        assert 0.0 < loss.result.auto_progress < 1.0
+        assert win.feedback[-1].phase == "done" and win.feedback[-1].progress == 1.0
+    robot.wait_for(r"trial 1 \(policy always\): rollout done, success=1 progress=1\.000")
+    assert robot.stop() == 0
+
+
+def test_a_goal_sent_again_gets_the_same_rollout(start_node: Any, probe: Any) -> None:
+    from evalstop_ros.nodes.sim_robot import simulate_outcome
+
+    start_node("sim_robot", params={"policies": ["p"], "success_rates": [0.5], "progress_means": [0.4], "seed": 3})
+    first = [run_goal(probe, policy="p", trial=t).result for t in range(1, 7)]
+    again = [run_goal(probe, policy="p", trial=t).result for t in range(1, 7)]
+    outcomes = [(r.auto_success, r.auto_progress) for r in first]
+    assert outcomes == [(r.auto_success, r.auto_progress) for r in again]
+    assert outcomes == [tuple(simulate_outcome(3, "s1", "p", t, success_rate=0.5, progress_mean=0.4,
+                                               concentration=8.0)) for t in range(1, 7)]
+    assert len(set(outcomes)) > 1, "six rollouts at rate 0.5 should not all be identical"
+
+
+def test_unknown_policy_is_rejected_with_a_log_line(start_node: Any, probe: Any) -> None:
+    robot = start_node("sim_robot")
+    assert not run_goal(probe, policy="nobody", trial=4).accepted
+    robot.wait_for(r"\[ERROR\] \[\S*sim_robot\]: trial 4: goal rejected, unknown policy 'nobody'")
+
+
+def test_injected_runner_failure(start_node: Any, probe: Any) -> None:
+    robot = start_node("sim_robot", params={"failure_probability": 1.0})
+    run = run_goal(probe, policy="policy_a", trial=1)
+    assert run.accepted and not run.result.ok and not run.result.auto_scored
+    assert "injected runner failure" in run.result.message
+    robot.wait_for(r"trial 1 \(policy policy_a\): rollout FAILED: injected runner failure")
+
+
+def test_invalid_parameters_exit_with_status_2(start_node: Any) -> None:
+    robot = start_node("sim_robot", params={"policies": ["a", "b"], "success_rates": [0.5]})
+    assert robot.wait() == 2
+    assert "`success_rates` (1) and `progress_means` (2) need one value per policy" in robot.output
+
+
+def test_parameter_change_is_checked(start_node: Any, probe: Any) -> None:
+    from rclpy.parameter import Parameter
+    from rclpy.parameter_client import AsyncParameterClient
+
+    robot = start_node("sim_robot")
+    client = AsyncParameterClient(probe.node, "sim_robot")
+    probe.spin_until(lambda: client.services_are_ready(), 20.0, "parameter services")
+    bad = client.set_parameters([Parameter("success_rates", value=[1.5, 0.5])])
+    result = probe.spin_until(lambda: bad.done() and bad.result(), 20.0, "set_parameters").results[0]
+    assert not result.successful
+    assert result.reason == "`success_rates` must lie in [0, 1]; found 1.5 for policy 'policy_a'"
+    robot.wait_for(r"parameter change refused: `success_rates` must lie in \[0, 1\]")
+    good = client.set_parameters([Parameter("success_rates", value=[1.0, 1.0])])
+    assert probe.spin_until(lambda: good.done() and good.result(), 20.0, "set_parameters").results[0].successful
+    assert run_goal(probe, policy="policy_a", trial=9).result.auto_success

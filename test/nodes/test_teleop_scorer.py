@@ -1,0 +1,141 @@
+"""teleop_scorer driven through a real pseudo-terminal, against a live manager and sim_robot."""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import pty
+import re
+import select
+import signal
+import subprocess
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from nodes_support import write_config
+
+pytestmark = pytest.mark.usefixtures("ros_env")
+
+LIB = pathlib.Path(__file__).resolve().parents[2] / "build" / "ros" / "install" / "lib" / "evalstop"
+
+
+class Terminal:
+    """A process on the slave side of a pty; the test types on the master side and reads the screen."""
+
+    def __init__(self, cmd: list[str], env: dict[str, str]) -> None:
+        master, slave = pty.openpty()
+        self.proc = subprocess.Popen(cmd, stdin=slave, stdout=slave, stderr=slave, env=env, start_new_session=True)
+        os.close(slave)
+        self.master = master
+        self.screen = ""
+        self._mark = 0
+
+    def _read(self, timeout: float) -> None:
+        ready, _, _ = select.select([self.master], [], [], timeout)
+        if ready:
+            try:
+                self.screen += os.read(self.master, 65536).decode(errors="replace").replace("\r\n", "\n")
+            except OSError:  # the process closed the terminal
+                time.sleep(timeout)
+
+    def expect(self, pattern: str, timeout: float = 20.0) -> re.Match[str]:
+        """Wait for ``pattern`` in the output printed since the previous match; return the match."""
+        regex = re.compile(pattern)
+        deadline = time.monotonic() + timeout
+        while True:
+            found = regex.search(self.screen, self._mark)
+            if found:
+                self._mark = found.end()
+                return found
+            if time.monotonic() > deadline:
+                pytest.fail(f"no {pattern!r} on the terminal within {timeout} s; screen:\n{self.screen}")
+            self._read(0.1)
+
+    def type(self, line: str) -> None:
+        """Type ``line`` and Enter."""
+        os.write(self.master, line.encode() + b"\n")
+
+    def close(self) -> int:
+        """Wait for the process (SIGINT after 10 s) and return its exit code."""
+        try:
+            self.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            self.proc.send_signal(signal.SIGINT)
+            self.proc.wait(10)
+        self._read(0.1)
+        os.close(self.master)
+        return self.proc.returncode
+
+
+@pytest.fixture
+def terminal(ros_env: dict[str, str], namespace: str) -> Iterator[Any]:
+    """Factory for the teleop_scorer terminal in the test's namespace."""
+    opened: list[Terminal] = []
+
+    def open_terminal(*params: str) -> Terminal:
+        args = [arg for p in params for arg in ("-p", p)]
+        term = Terminal([str(LIB / "teleop_scorer"), "--ros-args", "-r", f"__ns:={namespace}", *args], ros_env)
+        opened.append(term)
+        return term
+
+    yield open_terminal
+    for term in opened:
+        if term.proc.poll() is None:
+            term.proc.kill()
+            term.proc.wait()
+
+
+def test_operator_scores_notes_and_undoes_from_the_terminal(
+        start_node: Any, terminal: Any, tmp_path: pathlib.Path) -> None:
+    from evalstop_ros.session import read_journal
+
+    config = write_config(tmp_path / "operator.yaml", scoring="operator")
+    start_node("sim_robot", params={"auto_score": False, "duration": 0.0})
+    manager_params = {"config_file": str(config), "session_id": "tty", "journal_dir": str(tmp_path),
+                      "journal_fsync": False}
+    manager = start_node("evaluation_manager", params=manager_params)
+    term = terminal("scorer:=alice", "ack_timeout:=1.0")  # starts after trial 1 was issued: latched
+
+    term.expect(r"waiting for a trial")
+    label = term.expect(r"== trial 1 \(round 1\) -- policy label (\w+) ==").group(1)
+    term.expect(r"reset:\s+Block at spot \d\.")
+    manager.wait_for(rf"trial 1 \(label {label}\) run ok")
+    term.type("p 2")
+    term.expect(r"progress must be a number in \[0, 1\]; found '2'")
+    term.type("p 0.4")
+    term.expect(r"progress 0.4 for the next failure")
+    term.type("n slipped at the end")
+    term.type("f")
+    term.expect(r"trial 1: recorded: success=0 progress=0.4")
+
+    label2 = term.expect(r"== trial 2 \(round 1\) -- policy label (\w+) ==").group(1)
+    assert label2 != label, "the two policies of a round carry different labels"
+    manager.wait_for(rf"trial 2 \(label {label2}\) run ok")
+    term.type("s")
+    term.expect(r"trial 2: recorded: success=1 progress=1")
+    pending = term.expect(r"== trial (3) \(round 2\) -- policy label (\w+) ==")  # issued on trial 2's score
+    term.type("u")
+    term.expect(r"undo: trial 2 voided")
+
+    # the manager dies while the operator scores: the terminal re-sends until the restarted
+    # manager (same session id: resumed from the journal) records the score
+    manager.wait_for(rf"trial {pending.group(1)} \(label {pending.group(2)}\) run ok")
+    manager.kill()
+    term.type("s")
+    term.expect(rf"no answer from the manager for trial {pending.group(1)} \(send 1\); sending again")
+    restarted = start_node("evaluation_manager", params=manager_params)
+    term.expect(rf"trial {pending.group(1)}: recorded: success=1 progress=1", timeout=30.0)
+    restarted.wait_for(r"session tty resumed from its journal")
+
+    term.type("q")
+    assert term.close() == 0
+    assert "policy_a" not in term.screen and "policy_b" not in term.screen, "the terminal must stay blinded"
+    events = read_journal(tmp_path / "tty.db").events
+    first = next(e for e in events if e.kind == "score_accepted" and e.trial_id == 1).payload["submission"]
+    assert (first["operator"], first["notes"], first["progress"], first["success"]) == \
+        ("alice", "slipped at the end", 0.4, False)
+    void = next(e for e in events if e.kind == "void")
+    assert (void.trial_id, void.payload["reason"]) == (2, "operator undo (by alice)")
+    assert any(e.kind == "score_accepted" and e.trial_id == int(pending.group(1)) for e in events)
