@@ -167,7 +167,13 @@ class NodeProcess:
                 self.proc.kill()
                 self.proc.wait()
         self._log.close()
+        if self.proc.returncode != 0:  # shown by pytest with the failing assertion
+            print(f"{self.name} exited with {self.proc.returncode}; the end of its log:\n{self.tail()}")
         return self.proc.returncode
+
+    def tail(self, lines: int = 40) -> str:
+        """The last ``lines`` lines of the process's output."""
+        return "\n".join(self.output.splitlines()[-lines:])
 
     def kill(self) -> None:
         """SIGKILL (``kill -9``): no clean-up of any kind in the process."""

@@ -644,9 +644,14 @@ class _Verifier:
 
     # .. 3. protocol ..............................................................................
     def stop(self) -> None:
-        finals = [s.position for s in self.record.states if s.state in ("finished", "aborted")]
+        """Position of the session's stop: its journaled ``finished``/``aborted`` event when the
+        journal stream is there (one topic, so ordered with the scores it is compared with;
+        DDS does not order messages across topics, so a status message may be recorded before
+        the event that caused it), else the first published finished/aborted state."""
         if self.record.has_journal_stream:
-            finals += [pos for e, pos in zip(self.events, self.positions) if e.kind in ("finished", "aborted")]
+            finals = [pos for e, pos in zip(self.events, self.positions) if e.kind in ("finished", "aborted")]
+        else:
+            finals = [s.position for s in self.record.states if s.state in ("finished", "aborted")]
         self.stop_position = min(finals) if finals else None
 
     def submissions(self) -> list[tuple[int, int, int | None, dict[str, Any], str, str]]:

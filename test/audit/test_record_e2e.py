@@ -107,6 +107,11 @@ def _operate(probe: Any, config: dict[str, Any], timeout: float = 120.0) -> Any:
     scores = probe.node.create_publisher(TrialScore, "trial_score", qos.SCORE_QOS)
     scored: set[int] = set()
     deadline = time.monotonic() + timeout
+    # trial_score is volatile: score only once DDS has matched both readers (manager, recorder)
+    while scores.get_subscription_count() < 2:
+        if time.monotonic() > deadline:
+            pytest.fail("the manager and the recorder never subscribed to trial_score")
+        probe.spin_for(0.05)
     while time.monotonic() < deadline:
         probe.spin_for(0.02)
         status = statuses[-1] if statuses else None
@@ -121,6 +126,9 @@ def _operate(probe: Any, config: dict[str, Any], timeout: float = 120.0) -> Any:
         # the operator sees a label; the test knows the seed, so it can unblind to simulate the policy
         policy = next(p for p in plan.config.policies if plan.label(p, request.round) == request.label)
         success, progress = lab.outcome(policy, trial_id)
+        # a human takes seconds; 50 ms lets a loaded recorder take the depth-1 trial_request
+        # before the manager replaces it with the next one
+        probe.spin_for(0.05)
         scores.publish(TrialScore(trial_id=trial_id, token=request.token, success=success, progress=progress,
                                   scorer="e2e-operator", notes="", preference=""))
         scored.add(trial_id)
