@@ -41,9 +41,17 @@ def ros_context(args: list[str] | None) -> Iterator[None]:
 
     Jazzy and later also accept ``with rclpy.init(args=args):``; Humble's ``rclpy.init`` returns
     ``None``, so the nodes use this instead.
+
+    Ctrl-C shuts the context down from rclpy's signal handler while a callback may still be
+    running; its next publish then fails ("publisher's context is invalid").  Such errors,
+    raised once the context is down, are part of the shutdown and end the block quietly;
+    anything raised while ROS is up propagates.
     """
     rclpy.init(args=args)
     try:
         yield
+    except Exception:
+        if rclpy.ok():
+            raise
     finally:
         rclpy.try_shutdown()
