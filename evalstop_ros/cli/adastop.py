@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import csv
-import math
 
 import numpy as np
 from numpy.typing import NDArray
@@ -21,6 +20,7 @@ from numpy.typing import NDArray
 from ..stats.adastop import PERMUTATIONS, AdaStopResult, adastop_test
 from ..stats.families import comparison_pairs
 from ._common import CliError, print_json
+from .data import parse_number
 
 HELP = "compare several agents with AdaStop on a CSV of scores (one column per agent)"
 DESCRIPTION = """\
@@ -83,16 +83,8 @@ def load_scores(path: str) -> tuple[list[str], NDArray[np.float64]]:
         if len(cells) > len(names):
             raise CliError(f"{path}, line {line}: {len(cells)} cells for {len(names)} agents; found {row!r}")
         for j, cell in enumerate(cells):
-            text = cell.strip()
-            if not text:
-                continue
-            try:
-                value = float(text)
-            except ValueError:
-                raise CliError(f"{path}, line {line}, agent {names[j]!r}: the score must be a number; found {cell!r}") from None
-            if not math.isfinite(value):
-                raise CliError(f"{path}, line {line}, agent {names[j]!r}: the score must be finite; found {cell!r}")
-            table[i, j] = value
+            if cell.strip():  # an empty cell: the agent had stopped
+                table[i, j] = parse_number(cell, f"{path}, line {line}, agent {names[j]!r}")
     return names, table
 
 

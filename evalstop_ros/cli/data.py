@@ -66,17 +66,22 @@ class PairedScores:
         }
 
 
-def _score(cell: str, where: str) -> float:
-    """One score cell, checked as the core checks scores (validation.check_scores)."""
-    text = cell.strip()
-    if not text:
-        raise CliError(f"{where}: the score is empty; every trial needs a score of both policies")
+def parse_number(cell: str, where: str) -> float:
+    """A non-empty CSV cell as a finite float; ``where`` starts the error message."""
     try:
-        value = float(text)
+        value = float(cell.strip())
     except ValueError:
         raise CliError(f"{where}: the score must be a number; found {cell!r}") from None
     if not math.isfinite(value):
         raise CliError(f"{where}: the score must be finite; found {cell!r}")
+    return value
+
+
+def _score(cell: str, where: str) -> float:
+    """One score cell, checked as the core checks scores (validation.check_scores)."""
+    if not cell.strip():
+        raise CliError(f"{where}: the score is empty; every trial needs a score of both policies")
+    value = parse_number(cell, where)
     if not -SCORE_TOLERANCE <= value <= 1.0 + SCORE_TOLERANCE:
         raise CliError(f"{where}: the score must lie in [0, 1]; found {cell!r}")
     return value
