@@ -5,19 +5,16 @@ For tests, benchmarks and documentation without ROS.  :func:`simulate_recording`
 returns the messages the manager would have published, in order, as rosbags message objects;
 :func:`write_bag` writes them as a rosbag2 bag (sqlite3 or mcap) with the rosbags writer.
 
-The publishing mirrors ``evaluation_manager``: ``session_config`` at start; the journal events
-on ``session_event`` as they are committed; ``trial_request`` per new trial or attempt;
-``score_ack`` per score; after every step a ``session_status`` and one ``comparison_status``
-per comparison whose pair count or decision changed; ``trial_request`` with trial 0 at the end.
-With ``scoring: operator`` the operator's scores travel on ``trial_score``; with ``auto`` the
-manager takes the runner's score, which only the journal stream shows.
+What is published, and when, comes from :class:`~evalstop_ros.session.publishing.SessionPublisher`,
+the module ``evaluation_manager`` itself publishes through; this module only drives the session
+as the node does and turns the field mappings into rosbags messages.  With ``scoring: operator``
+the operator's scores travel on ``trial_score``; with ``auto`` the manager takes the runner's
+score, which only the journal stream shows.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import json
-import math
 import pathlib
 import tempfile
 import zlib
@@ -28,17 +25,14 @@ import numpy as np
 from rosbags.rosbag2 import StoragePlugin, Writer
 
 from .. import __version__
-from ..session import EvaluationSession, SessionConfig, SessionState
-from ..session.journal import Event, Journal, encode_payload
+from ..session import EvaluationSession, SessionConfig
+from ..session.journal import Journal
+from ..session.publishing import SessionPublisher
 from .interfaces import TOPICS, rosbags_qos, typestore
 
 __all__ = ["Message", "SimulatedLab", "rewrite_bag", "simulate_recording", "write_bag"]
 
-_STATE_CODES = {SessionState.IDLE: 0, SessionState.RUNNING: 1, SessionState.PAUSED: 2, SessionState.FINISHED: 3,
-                SessionState.ABORTED: 4}
 _MSGTYPES = {t.name: t.msgtype for t in TOPICS}
-#: Journal kinds after which the comparisons may have changed.
-_SCORE_CHANGES = frozenset({"score_accepted", "post_decision_score", "correction", "void", "decision"})
 
 
 class Message(NamedTuple):
@@ -52,11 +46,6 @@ class Message(NamedTuple):
     def msgtype(self) -> str:
         """The ROS type of ``topic``."""
         return _MSGTYPES[self.topic]
-
-
-def _has_field(cls: Any, name: str) -> bool:
-    """Whether the generated message class ``cls`` has field ``name`` (definitions differ by version)."""
-    return name in {field.name for field in dataclasses.fields(cls)}
 
 
 class SimulatedLab:
@@ -95,132 +84,33 @@ class SimulatedLab:
         return self.fail_every > 0 and attempt == 1 and self._rng("fault", trial_id).random() < 1 / self.fail_every
 
 
-class _TapJournal(Journal):
-    """A journal that remembers what it appended, for ``session_event``."""
-
-    appended: list[Event]
-    #: Appended events after which the comparisons may have changed.
-    changes: int = 0
-
-    def append(self, kind: str, trial_id: int | None = None, **payload: Any) -> int:
-        seq = super().append(kind, trial_id, **payload)
-        self.changes += kind in _SCORE_CHANGES
-        if not hasattr(self, "appended"):
-            self.appended = []
-        # the canonical round trip, exactly what the journal stores
-        self.appended.append(Event(seq, 0, kind, trial_id, json.loads(encode_payload(payload))))
-        return seq
-
-
 class _Recorder:
-    """Builds the manager's messages (the ``_publish_*`` methods of evaluation_manager)."""
+    """Turns :class:`~evalstop_ros.session.publishing.SessionPublisher`'s field mappings into
+    rosbags messages, stamped ``step_ns`` apart: the same publisher the manager node uses."""
 
-    def __init__(self, session: EvaluationSession, journal: _TapJournal, *, start_ns: int, step_ns: int) -> None:
-        self.session = session
-        self.journal = journal
-        self.store = typestore()
-        self.types = self.store.types
+    def __init__(self, *, start_ns: int, step_ns: int) -> None:
+        self.types = typestore().types
         self.clock = start_ns
         self.step_ns = step_ns
         self.out: list[Message] = []
-        self.published_request: tuple[int, int] | None = None
-        self.published_comparisons: list[tuple[int, int]] = []
-        self.next_event = 0
-        self.config_event_sent = False
-        self._memo: tuple[int, Any, dict[str, str]] | None = None
+        self.publisher = SessionPublisher(self.send)
 
-    def tick(self) -> int:
+    def _build(self, msgtype: str, fields: Mapping[str, Any]) -> Any:
+        cls: Any = self.types[msgtype]  # a generated dataclass
+        names = {field.name for field in dataclasses.fields(cls)}
+        values = {k: v for k, v in fields.items() if k in names}  # msg/ before multi-task claims lacks `task`
+        if "comparisons" in values:
+            values["comparisons"] = [self._build("evalstop/msg/ComparisonStatus", c) for c in values["comparisons"]]
+        if "header" in names:
+            stamp = self.clock
+            time = self.types["builtin_interfaces/msg/Time"](sec=stamp // 1_000_000_000, nanosec=stamp % 1_000_000_000)
+            values["header"] = self.types["std_msgs/msg/Header"](stamp=time, frame_id="")
+        return cls(**values)
+
+    def send(self, topic: str, fields: Mapping[str, Any], _stamp_ns: int | None = None) -> None:
+        """Record one message; stamps strictly increase, so every storage orders them alike."""
         self.clock += self.step_ns
-        return self.clock
-
-    def header(self, stamp_ns: int) -> Any:
-        time = self.types["builtin_interfaces/msg/Time"](sec=stamp_ns // 1_000_000_000, nanosec=stamp_ns % 1_000_000_000)
-        return self.types["std_msgs/msg/Header"](stamp=time, frame_id="")
-
-    def emit(self, topic: str, **fields: Any) -> Any:
-        stamp = self.tick()
-        cls: Any = self.types[_MSGTYPES[topic]]  # a generated dataclass
-        if "header" in {field.name for field in dataclasses.fields(cls)}:
-            fields["header"] = self.header(stamp)
-        msg = cls(**fields)
-        self.out.append(Message(topic, stamp, msg))
-        return msg
-
-    def config(self) -> None:
-        cfg = self.session.config
-        self.emit("session_config", session_id=self.session.session_id, config_json=cfg.canonical_json(),
-                  config_hash=cfg.config_hash, version=__version__)
-
-    def events(self) -> None:
-        if not self.config_event_sent:  # the config event is written by Journal.open, not append()
-            self.config_event_sent = True
-            for event in self.journal.events():
-                if event.kind == "config":
-                    self._event(event)
-        appended = getattr(self.journal, "appended", [])
-        for event in appended[self.next_event:]:
-            self._event(event)
-        self.next_event = len(appended)
-
-    def _event(self, event: Event) -> None:
-        self.emit("session_event", session_id=self.session.session_id, seq=event.seq, kind=event.kind,
-                  trial_id=event.trial_id or 0,
-                  payload_json=json.dumps(event.payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False))
-
-    def request(self, trial: Any) -> None:
-        key = (trial.trial_id, trial.attempt)
-        if key == self.published_request:
-            return
-        self.emit("trial_request", session_id=trial.session_id, trial_id=trial.trial_id, round=trial.round,
-                  attempt=trial.attempt, label=trial.label, task=trial.task, task_description=trial.task_description,
-                  initial_condition=trial.initial_condition, reset_instructions=trial.reset_instructions,
-                  token=trial.token)
-        self.published_request = key
-
-    def end_request(self) -> None:
-        self.emit("trial_request", session_id=self.session.session_id, trial_id=0, round=0, attempt=0, label="",
-                  task="", task_description="", initial_condition="", reset_instructions="", token="")
-
-    def _comparison(self, c: Any) -> Any:
-        def nan(value: float | None) -> float:
-            return math.nan if value is None else float(value)
-
-        cls: Any = self.types["evalstop/msg/ComparisonStatus"]
-        extra = {"task": c.task} if _has_field(cls, "task") else {}  # msg/ before and after multi-task claims
-        return cls(
-            policy_a=c.policy_a, policy_b=c.policy_b, metric=c.metric, method=c.method, alpha=c.alpha, n=c.n,
-            decision=int(c.decision), pvalue=nan(c.pvalue), evalue=nan(c.evalue), mean_a=nan(c.mean_a),
-            mean_b=nan(c.mean_b), stopping_trial=c.stopping_trial or 0, **extra)
-
-    def _comparisons(self) -> tuple[Any, dict[str, str]]:
-        """``session.comparisons()`` and ``letters()``, recomputed only after a change of scores."""
-        changes = self.journal.changes
-        if self._memo is None or self._memo[0] != changes:
-            # the tests, then (multi-task claims) one claim row per pair x metric, task "*", as the manager
-            rows = [*self.session.comparisons(), *(claim.as_comparison() for claim in self.session.claims())]
-            self._memo = (changes, rows, self.session.letters())
-        return self._memo[1], self._memo[2]
-
-    def status(self) -> None:
-        session = self.session
-        status = session.status()
-        comparisons, letters = self._comparisons()
-        state_name = (f"{status.state.value}:awaiting_{status.awaiting}" if status.awaiting
-                      and status.state == SessionState.RUNNING else status.state.value)
-        extra = ({"active_tasks": list(status.active_tasks)}
-                 if _has_field(self.types["evalstop/msg/SessionStatus"], "active_tasks") else {})
-        self.emit("session_status", **extra, session_id=session.session_id, state=_STATE_CODES[status.state],
-                  state_name=state_name, trials_done=status.trials_scored, budget_left=status.max_trials_left,
-                  pending_trial_id=status.pending_trial_id or 0, active_policies=list(status.active_policies),
-                  comparisons=[self._comparison(c) for c in comparisons], letter_policies=list(letters),
-                  letters=list(letters.values()))
-        keys = [(c.n, int(c.decision)) for c in comparisons]
-        for index, (c, key) in enumerate(zip(comparisons, keys)):
-            before = self.published_comparisons[index] if index < len(self.published_comparisons) else None
-            if key != before:
-                stamp = self.tick()
-                self.out.append(Message("comparison_status", stamp, self._comparison(c)))
-        self.published_comparisons = keys
+        self.out.append(Message(topic, self.clock, self._build(_MSGTYPES[topic], fields)))
 
 
 def simulate_recording(
@@ -253,11 +143,10 @@ def simulate_recording(
     """
     with tempfile.TemporaryDirectory(prefix="evalstop-sim-") as tmp:
         directory = pathlib.Path(workdir or tmp)
-        journal = _TapJournal.open(directory / f"{session_id}.db", session_id, config, durable=False)
-        assert isinstance(journal, _TapJournal)  # Journal.open builds ``cls``
+        journal = Journal.open(directory / f"{session_id}.db", session_id, config, durable=False)
         try:
+            rec = _Recorder(start_ns=start_ns, step_ns=step_ns)
             session = EvaluationSession(config, journal, session_id)
-            rec = _Recorder(session, journal, start_ns=start_ns, step_ns=step_ns)
             _drive(session, rec, lab, edits or {}, scorer, max_trials)
         finally:
             journal.close()
@@ -266,40 +155,38 @@ def simulate_recording(
 
 def _drive(session: EvaluationSession, rec: _Recorder, lab: SimulatedLab,
            edits: Mapping[int, Callable[[EvaluationSession], object]], scorer: str, max_trials: int | None) -> None:
-    rec.config()
+    """Run the session as the manager node does, publishing through the same :class:`SessionPublisher`."""
+    publisher, session_id = rec.publisher, session.session_id
+    publisher.config(session, __version__)
+    for event in session.events():  # the config event, journaled when the session was created
+        publisher.event(session_id, event)
+    session.on_commit = lambda event: publisher.event(session_id, event)
     session.start()
-    rec.events()
-    rec.status()
+    publisher.status(session)
     auto = session.config.scoring == "auto"
     while True:
         trial = session.next_trial()
-        rec.events()
         if trial is None or (max_trials is not None and trial.trial_id > max_trials):
             break
-        rec.request(trial)
-        rec.status()
+        publisher.request(trial)
+        publisher.status(session)
         ok = not lab.run_fails(trial.trial_id, trial.attempt)
         session.record_runner_result(trial.trial_id, ok, 1.0, "" if ok else "simulated runner fault")
-        rec.events()
         if not ok:
-            rec.status()
+            publisher.status(session)
             continue
         success, progress = lab.outcome(trial.policy_id, trial.trial_id)
         name = "auto:run_trial" if auto else scorer
         if not auto:
-            rec.emit("trial_score", trial_id=trial.trial_id, token=trial.token, success=success, progress=progress,
-                     preference="", notes="", scorer=name)
+            rec.send("trial_score", {"trial_id": trial.trial_id, "token": trial.token, "success": success,
+                                     "progress": progress, "preference": "", "notes": "", "scorer": name})
         outcome = session.submit_score(trial.trial_id, trial.token, success, progress, name, "")
-        rec.events()
-        reason = "" if outcome.accepted and not outcome.duplicate and not outcome.post_decision else outcome.reason
-        rec.emit("score_ack", session_id=session.session_id, trial_id=trial.trial_id, accepted=outcome.accepted,
-                 duplicate=outcome.duplicate, reason=reason)
+        publisher.ack(session_id, trial.trial_id, outcome)
         if trial.trial_id in edits:
             edits[trial.trial_id](session)
-            rec.events()
-        rec.status()
-    rec.end_request()
-    rec.status()
+        publisher.status(session)
+    publisher.end(session_id)
+    publisher.status(session)
 
 
 def write_bag(path: str | pathlib.Path, messages: Iterable[Message], *, storage: str = "mcap",

@@ -7,10 +7,11 @@ from collections.abc import Iterator
 from typing import Any
 
 import rclpy
-from rcl_interfaces.msg import ParameterDescriptor
+from rcl_interfaces.msg import FloatingPointRange, IntegerRange, ParameterDescriptor
+from rclpy.exceptions import ParameterException
 from rclpy.node import Node
 
-__all__ = ["EXIT_FAILURE", "EXIT_OK", "EXIT_USAGE", "declare", "ros_context"]
+__all__ = ["EXIT_FAILURE", "EXIT_OK", "EXIT_USAGE", "declare", "parameter_error", "ros_context"]
 
 #: Process exit codes of the node executables.
 EXIT_OK = 0
@@ -20,8 +21,13 @@ EXIT_FAILURE = 1
 EXIT_USAGE = 2
 
 
-def declare(node: Node, name: str, default: Any, description: str, *, read_only: bool = False) -> Any:
-    """Declare parameter ``name`` with a typed ``default`` and a description; return its value.
+def declare(node: Node, name: str, default: Any, description: str, *, read_only: bool = False,
+            int_range: tuple[int, int] | None = None, float_range: tuple[float, float] | None = None) -> Any:
+    """Declare parameter ``name`` with a typed ``default``, a description and a range; return its value.
+
+    rclpy checks the type and the range of a value given at start-up (``-p n_max:=1.5`` raises
+    :class:`~rclpy.exceptions.ParameterException`; see :func:`parameter_error`) and of every later
+    change; ``ros2 param describe`` shows both.
 
     :param node: The node that owns the parameter.
     :param name: Parameter name.
@@ -29,10 +35,28 @@ def declare(node: Node, name: str, default: Any, description: str, *, read_only:
         give string arrays, ``[0.0]`` double arrays).
     :param description: What the parameter means, with its unit (shown by ``ros2 param describe``).
     :param read_only: Refuse every change after start-up.
+    :param int_range: Inclusive ``(from, to)`` of an integer parameter.
+    :param float_range: Inclusive ``(from, to)`` of a floating-point parameter.
     :returns: The value in effect (the default, or an override from the command line/launch).
     """
     descriptor = ParameterDescriptor(description=description, read_only=read_only)
+    if int_range is not None:
+        descriptor.integer_range = [IntegerRange(from_value=int_range[0], to_value=int_range[1], step=0)]
+    if float_range is not None:
+        descriptor.floating_point_range = [
+            FloatingPointRange(from_value=float(float_range[0]), to_value=float(float_range[1]), step=0.0)]
     return node.declare_parameter(name, default, descriptor).value
+
+
+def parameter_error(err: Exception) -> str:
+    """One line for a bad parameter at start-up: rclpy's message (it names the parameter), or ours.
+
+    >>> parameter_error(ValueError("`alpha` must lie in (0, 1); found 2.0"))
+    '`alpha` must lie in (0, 1); found 2.0'
+    """
+    if isinstance(err, ParameterException) and err.args:
+        return str(err.args[0])
+    return str(err)
 
 
 @contextlib.contextmanager

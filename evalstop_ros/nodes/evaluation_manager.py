@@ -27,21 +27,23 @@ read it), unless ``exit_on_finish`` is set (the demo and tests), then it exits w
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import logging
 import math
 import os
 import pathlib
-import sqlite3
+import time
 from typing import Any
 
 import rclpy
-import yaml
 from action_msgs.msg import GoalStatus
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from rcl_interfaces.msg import SetParametersResult
 from rclpy.action import ActionClient
+from rclpy.action.client import ClientGoalHandle
 from rclpy.duration import Duration
+from rclpy.exceptions import ParameterException
 from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
 from rclpy.node import Node
 from rclpy.parameter import Parameter
@@ -54,28 +56,39 @@ from evalstop.msg import SessionConfig as SessionConfigMsg
 from evalstop.srv import CorrectScore, SessionControl, StartSession
 
 from .. import __version__, qos
-from ..session import ConfigError, EvaluationSession, SessionConfig, SessionError, SessionState, parse_config
-from ..session import ComparisonStatus as SessionComparison
-from ..session import TrialRequest as SessionTrial
-from ._common import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, declare, ros_context
+from ..session import ConfigError, EvaluationSession, SessionConfig, SessionError, SessionState, load_config
+from ..session import TrialRequest as PendingTrial
+from ..session.journal import Event
+from ..session.publishing import SessionPublisher, diagnostics
+from ..session.session import ScoreOutcome
+from ._common import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, declare, parameter_error, ros_context
 
 __all__ = ["EvaluationManager", "main"]
 
-#: SessionState -> SessionStatus.STATE_*.
-STATE_CODES = {
-    SessionState.IDLE: SessionStatus.STATE_IDLE,
-    SessionState.RUNNING: SessionStatus.STATE_RUNNING,
-    SessionState.PAUSED: SessionStatus.STATE_PAUSED,
-    SessionState.FINISHED: SessionStatus.STATE_FINISHED,
-    SessionState.ABORTED: SessionStatus.STATE_ABORTED,
-}
 FINAL = (SessionState.FINISHED, SessionState.ABORTED)
 #: Parameters fixed for the life of a session (a change is refused while one is active).
 SESSION_PARAMETERS = ("alpha", "method", "n_max", "config_file", "session_id", "journal_dir", "runner_action")
+#: Goal states after which the runner has a result to give.
+TERMINAL = (GoalStatus.STATUS_SUCCEEDED, GoalStatus.STATUS_ABORTED, GoalStatus.STATUS_CANCELED)
+#: How often the watchdog looks at the goal in flight (s).
+WATCH_PERIOD = 0.2
 
 
-def _nan(value: float | None) -> float:
-    return float("nan") if value is None else float(value)
+def check_parameter(name: str, value: Any) -> str:
+    """Why ``value`` is not valid for parameter ``name`` ("" if it is); applied at start-up and on set.
+
+    >>> check_parameter("alpha", 1.0), check_parameter("alpha", 0.0), check_parameter("max_attempts", 0)
+    ('`alpha` must lie in (0, 1), or be 0 for the config\\'s; found 1.0', '', '`max_attempts` must be >= 1; found 0')
+    """
+    if name == "alpha" and not (value == 0.0 or 0.0 < value < 1.0):
+        return f"`alpha` must lie in (0, 1), or be 0 for the config's; found {value!r}"
+    if name == "n_max" and value < 0:
+        return f"`n_max` must be >= 1, or 0 for the config's; found {value!r}"
+    if name == "max_attempts" and value < 1:
+        return f"`max_attempts` must be >= 1; found {value!r}"
+    if name in ("goal_response_timeout", "exit_linger") and not (math.isfinite(value) and value > 0):
+        return f"`{name}` must be a number of seconds > 0; found {value!r}"
+    return ""
 
 
 class _RosLogHandler(logging.Handler):
@@ -98,6 +111,26 @@ class _RosLogHandler(logging.Handler):
             self._logger.warning(message)
         else:
             self._logger.info(message)
+
+
+@dataclasses.dataclass
+class _Run:
+    """One run of the pending trial on the runner: the goal in flight and its deadlines.
+
+    Every wait has a deadline (:meth:`EvaluationManager._watch`): the goal response (lost: the
+    same goal is sent again, at most ``max_attempts`` times), the run itself (the config's
+    ``runner.timeout_s``), the runner's presence, and the result once the goal is done (lost:
+    asked again).
+    """
+
+    trial: PendingTrial
+    sends: int = 0
+    sent_at: float = 0.0
+    handle: ClientGoalHandle | None = None
+    accepted_at: float = 0.0
+    result_asked_at: float = 0.0
+    done_at: float | None = None  # when the goal status said the run is over
+    gone_at: float | None = None  # when the runner's action server disappeared
 
 
 class EvaluationManager(Node):
@@ -123,37 +156,54 @@ class EvaluationManager(Node):
         self.exit_linger: float = declare(
             self, "exit_linger", 2.0,
             "With exit_on_finish: seconds to keep serving the final (latched) status before exiting, "
-            "so that subscribers still being discovered receive it.")
+            "so that subscribers still being discovered receive it.", float_range=(0.001, 3600.0))
         self.max_attempts: int = declare(
-            self, "max_attempts", 3, "Runner faults in a row on one trial before the session pauses.")
+            self, "max_attempts", 3,
+            "Runner faults in a row on one trial before the session pauses; also the sends of a goal "
+            "without a response before that counts as a fault.", int_range=(1, 1000))
+        self.goal_response_timeout: float = declare(
+            self, "goal_response_timeout", 5.0,
+            "Seconds to wait for the runner's answer to a goal (or for a finished goal's result) before "
+            "sending it again: DDS can lose responses.", float_range=(0.05, 600.0))
         self.journal_fsync: bool = declare(
             self, "journal_fsync", True,
             "fsync every journal append (survives a power cut); false survives a killed process only.")
         # Pre-registered test settings: overrides of the config before a session starts, fixed after.
         self.alpha: float = declare(
-            self, "alpha", 0.0, "Override of the config's session alpha, in (0, 1) (0: keep the config's).")
+            self, "alpha", 0.0, "Override of the config's session alpha, in (0, 1) (0: keep the config's).",
+            float_range=(0.0, 1.0))
         self.method: str = declare(
             self, "method", "", "Override of every metric's sequential method, e.g. 'nscore' (empty: the config's).")
         self.n_max: int = declare(
-            self, "n_max", 0, "Override of the config's trial budget per comparison (0: keep the config's).")
+            self, "n_max", 0, "Override of the config's trial budget per comparison (0: keep the config's).",
+            int_range=(0, 1_000_000))
+        for name in ("alpha", "n_max", "max_attempts", "goal_response_timeout", "exit_linger"):
+            problem = check_parameter(name, getattr(self, name))
+            if problem:
+                raise ValueError(problem)
         self.add_on_set_parameters_callback(self._on_set_parameters)
 
         self.get_logger().info(
             f"QoS: trial_request/session_status/session_config {qos.describe(latched_qos)}, comparison_status "
             f"{qos.describe(comparison_qos)}, session_event {qos.describe(journal_qos)}, trial_score/score_ack "
             f"{qos.describe(event_qos)}")
-        self._request_pub = self.create_publisher(TrialRequest, "trial_request", latched_qos)
-        self._status_pub = self.create_publisher(SessionStatus, "session_status", latched_qos)
-        self._comparison_pub = self.create_publisher(ComparisonStatus, "comparison_status", comparison_qos)
-        self._ack_pub = self.create_publisher(ScoreAck, "score_ack", event_qos)
-        self._config_pub = self.create_publisher(SessionConfigMsg, "session_config", latched_qos)
-        self._event_pub = self.create_publisher(SessionEvent, "session_event", journal_qos)
+        self._outputs = {
+            "trial_request": (TrialRequest, self.create_publisher(TrialRequest, "trial_request", latched_qos)),
+            "session_status": (SessionStatus, self.create_publisher(SessionStatus, "session_status", latched_qos)),
+            "comparison_status": (ComparisonStatus,
+                                  self.create_publisher(ComparisonStatus, "comparison_status", comparison_qos)),
+            "score_ack": (ScoreAck, self.create_publisher(ScoreAck, "score_ack", event_qos)),
+            "session_config": (SessionConfigMsg, self.create_publisher(SessionConfigMsg, "session_config", latched_qos)),
+            "session_event": (SessionEvent, self.create_publisher(SessionEvent, "session_event", journal_qos)),
+        }
+        self._publisher = SessionPublisher(self._send)
         self._diagnostics_pub = self.create_publisher(DiagnosticArray, "/diagnostics", diagnostics_qos)
         self.create_subscription(TrialScore, "trial_score", self._on_score, event_qos)
         self.create_service(StartSession, "start_session", self._on_start_session)
         self.create_service(SessionControl, "session_control", self._on_session_control)
         self.create_service(CorrectScore, "correct_score", self._on_correct_score)
         self.create_timer(1.0, self._publish_diagnostics)
+        self.create_timer(WATCH_PERIOD, self._watch)
 
         self._log_handler = _RosLogHandler(self)
         session_log = logging.getLogger("evalstop_ros.session")
@@ -162,23 +212,14 @@ class EvaluationManager(Node):
         session_log.propagate = False
 
         #: Set (to the exit status) when the node should exit: session over and exit_on_finish.
-        self.done = Future()
+        self.done: Future = Future()
         self.session: EvaluationSession | None = None
         self._runner: ActionClient | None = None
         self._runner_name = ""
-        self._goal_trial: tuple[int, int] | None = None  # (trial_id, attempt) of the goal in flight
-        self._goal_handle: Any = None
-        self._goal_timer: Any = None
-        self._retry_timer: Any = None
-        self._waiting_logged = False
-        self._faults = 0
+        self._run: _Run | None = None  # the goal in flight
+        self._runner_state = ""  # what is wrong with the runner link, for the log and /diagnostics
         self._operator_trial = 0  # auto-scoring session, but this trial waits for an operator score
-        self._held_score: tuple[SessionTrial, bool, float] | None = None  # auto score that came while paused
-        self._published_request: tuple[int, int] | None = None
-        self._published_comparisons: list[tuple[int, int]] = []
         self._ended = False
-        self._journal_reader: sqlite3.Connection | None = None
-        self._published_seq = 0  # last journal event published on session_event
 
         if self.auto_start and self.config_file:
             ok, message = self.start_session(self.session_id, self.config_file)
@@ -186,7 +227,25 @@ class EvaluationManager(Node):
                 raise SessionError(message)
         else:
             self.get_logger().info("idle: waiting for a start_session request")
-            self._publish_status()
+            self._publisher.idle()
+
+    # -- publishing -------------------------------------------------------------------------
+    def _send(self, topic: str, fields: dict[str, Any], stamp_ns: int | None) -> None:
+        """Publish ``fields`` (from :class:`SessionPublisher`) on ``topic``."""
+        cls, publisher = self._outputs[topic]
+        if "comparisons" in fields:
+            fields = {**fields, "comparisons": [ComparisonStatus(**c) for c in fields["comparisons"]]}
+        msg = cls(**fields)
+        if hasattr(msg, "header"):
+            if stamp_ns is None:
+                msg.header.stamp = self.get_clock().now().to_msg()
+            else:
+                msg.header.stamp.sec, msg.header.stamp.nanosec = divmod(int(stamp_ns), 1_000_000_000)
+        publisher.publish(msg)
+
+    def _on_commit(self, event: Event) -> None:
+        assert self.session is not None
+        self._publisher.event(self.session.session_id, event)
 
     # -- parameters -------------------------------------------------------------------------
     def _active(self) -> bool:
@@ -195,18 +254,12 @@ class EvaluationManager(Node):
     def _on_set_parameters(self, params: list[Parameter]) -> SetParametersResult:
         """Refuse changes to the pre-registered settings while a session is active; check values."""
         for param in params:
-            reason = ""
+            reason = check_parameter(param.name, param.value)
             if param.name in SESSION_PARAMETERS and self._active():
                 assert self.session is not None
                 reason = (f"cannot change `{param.name}` while session {self.session.session_id!r} is "
                           f"{self.session.state.value}: the test is pre-registered (config hash "
                           f"{self.session.config.config_hash[:12]}); finish or abort the session first")
-            elif param.name == "alpha" and not (param.value == 0.0 or 0.0 < param.value < 1.0):
-                reason = f"`alpha` must lie in (0, 1), or be 0 for the config's; found {param.value!r}"
-            elif param.name == "n_max" and param.value < 0:
-                reason = f"`n_max` must be >= 1, or 0 for the config's; found {param.value!r}"
-            elif param.name == "max_attempts" and param.value < 1:
-                reason = f"`max_attempts` must be >= 1; found {param.value!r}"
             if reason:
                 self.get_logger().warning(f"parameter change refused: {reason}")
                 return SetParametersResult(successful=False, reason=reason)
@@ -218,24 +271,7 @@ class EvaluationManager(Node):
     # -- starting ---------------------------------------------------------------------------
     def _load_config(self, path: str) -> SessionConfig:
         """The config at ``path`` with this node's alpha/method/n_max overrides applied."""
-        try:
-            data = yaml.safe_load(pathlib.Path(path).read_text(encoding="utf-8"))
-        except OSError as err:
-            raise ConfigError(path, f"cannot read the file: {err.strerror or err}") from err
-        except yaml.YAMLError as err:
-            raise ConfigError(path, f"not valid YAML: {err}") from err
-        if isinstance(data, dict):
-            if self.alpha:
-                data["alpha"] = self.alpha
-                for metric in data.get("metrics") or []:
-                    if isinstance(metric, dict):
-                        metric.pop("alpha", None)
-            if self.n_max:
-                data["n_max"] = self.n_max
-            if self.method:
-                metrics = data.get("metrics") or [{"name": "success"}, {"name": "progress"}]
-                data["metrics"] = [{**m, "method": self.method} for m in metrics if isinstance(m, dict)]
-        return parse_config(data, path)
+        return load_config(path, alpha=self.alpha or None, n_max=self.n_max or None, method=self.method or None)
 
     def _journal_path(self, session_id: str) -> pathlib.Path:
         base = self.journal_dir or os.path.join(
@@ -267,18 +303,16 @@ class EvaluationManager(Node):
             return False, str(err)
         if self.session is not None:
             self.session.close()
-        self.session, self._ended, self._faults = session, False, 0
-        self._published_request, self._published_comparisons = None, []
-        self._held_score, self._operator_trial = None, 0
+        self.session, self._ended, self._run, self._operator_trial = session, False, None, 0
         self._runner_name = self.runner_action or config.runner.action_name
         if self._runner is not None:
             self._runner.destroy()
         self._runner = ActionClient(self, RunTrial, self._runner_name)
-        self._open_journal_reader(path)
-        config_msg = SessionConfigMsg(session_id=session_id, config_json=config.canonical_json(),
-                                   config_hash=config.config_hash, version=__version__)
-        config_msg.header.stamp = self.get_clock().now().to_msg()
-        self._config_pub.publish(config_msg)
+        self._publisher.reset()
+        self._publisher.config(session, __version__)
+        for event in session.events():  # the whole journal again after a restart (same seq)
+            self._on_commit(event)
+        session.on_commit = self._on_commit
         if session.state == SessionState.IDLE:
             session.start()
         status = session.status()
@@ -291,168 +325,189 @@ class EvaluationManager(Node):
 
     # -- the trial loop ---------------------------------------------------------------------
     def _advance(self) -> None:
-        """Move the session on: issue/run the pending trial, or wrap up a finished session."""
+        """Move the session on: submit a held automatic score, issue/run the pending trial, or wrap up."""
         session = self.session
         if session is None:
             return
-        if session.state == SessionState.RUNNING and self._goal_trial is None:
+        if session.state == SessionState.RUNNING and self._run is None:
+            held = session.held_auto_score()
+            if held is not None and held[0].trial_id != self._operator_trial and session.config.scoring == "auto":
+                trial, success, progress = held
+                outcome = self._submit(trial.trial_id, trial.token, success, progress,
+                                       scorer=f"auto:{self._runner_name}", notes="", preference="")
+                if not outcome.accepted:
+                    self._operator_trial = trial.trial_id  # the operator scores it instead
+        if session.state == SessionState.RUNNING and self._run is None:
             try:
                 trial = session.next_trial()
             except SessionError as err:  # not expected while RUNNING; keep the node alive
                 self.get_logger().error(f"cannot issue a trial: {err}")
                 trial = None
             if trial is not None:
-                self._publish_request(trial)
+                self._publisher.request(trial)
                 status = session.status()
                 if status.awaiting == "run":
-                    self._send_goal(trial)
+                    self._start_run(trial)
                 elif session.config.scoring == "auto" and trial.trial_id != self._operator_trial:
-                    # A recorded run but no score: a crash lost the automatic score. Run it again
+                    # A recorded run without its automatic score (a runner that did not score it, or
+                    # a journal from before scores were journaled with the run): run it again
                     # (journaled as a second runner result); the decision to re-run ignores the outcome.
                     self.get_logger().info(f"trial {trial.trial_id}: automatic score missing; running it again")
-                    self._send_goal(trial)
-        self._publish_status()
+                    self._start_run(trial)
+        self._publisher.status(session)
         if session.state in FINAL and not self._ended:
             self._end()
 
-    def _publish_request(self, trial: SessionTrial) -> None:
-        key = (trial.trial_id, trial.attempt)
-        if key == self._published_request:
-            return
-        msg = TrialRequest(
-            session_id=trial.session_id, trial_id=trial.trial_id, round=trial.round, attempt=trial.attempt,
-            label=trial.label, task=trial.task, task_description=trial.task_description,
-            initial_condition=trial.initial_condition, reset_instructions=trial.reset_instructions, token=trial.token)
-        msg.header.stamp = self.get_clock().now().to_msg()
-        self._request_pub.publish(msg)
-        self._published_request = key
-
-    def _send_goal(self, trial: SessionTrial) -> None:
+    def _start_run(self, trial: PendingTrial) -> None:
+        """Send the trial to the runner, or wait for the runner to appear (the watchdog retries)."""
         assert self._runner is not None
         if not self._runner.server_is_ready():
-            if not self._waiting_logged:
-                self.get_logger().warning(f"trial {trial.trial_id}: waiting for runner action server '{self._runner_name}'")
-                self._waiting_logged = True
-            self._schedule_retry()
+            if self._runner_state != "waiting":
+                self.get_logger().warning(
+                    f"trial {trial.trial_id}: waiting for runner action server '{self._runner_name}'")
+                self._runner_state = "waiting"
             return
-        self._waiting_logged = False
+        if self._runner_state == "waiting":
+            self._runner_state = ""
+        self._run = _Run(trial)
+        self._send_goal(self._run)
+
+    def _send_goal(self, run: _Run) -> None:
+        """Send (or send again) the run's goal; the same (session, trial, attempt) every time."""
+        assert self._runner is not None
+        trial = run.trial
         goal = RunTrial.Goal(session_id=trial.session_id, trial_id=trial.trial_id, policy_id=trial.policy_id,
-                             task=trial.task, initial_condition=trial.initial_condition)
-        self._goal_trial = (trial.trial_id, trial.attempt)
-        self.get_logger().info(f"trial {trial.trial_id} (label {trial.label}, attempt {trial.attempt}): runner goal sent")
+                             task=trial.task, initial_condition=trial.initial_condition, attempt=trial.attempt)
+        run.sends += 1
+        run.sent_at = time.monotonic()
+        again = f", send {run.sends}" if run.sends > 1 else ""
+        self.get_logger().info(
+            f"trial {trial.trial_id} (label {trial.label}, attempt {trial.attempt}{again}): runner goal sent")
         future = self._runner.send_goal_async(goal)
-        future.add_done_callback(lambda f, t=trial: self._on_goal_response(t, f))
+        future.add_done_callback(lambda f, r=run: self._on_goal_response(r, f))
 
-    def _schedule_retry(self) -> None:
-        if self._retry_timer is None:
-            def retry() -> None:
-                self.destroy_timer(self._retry_timer)
-                self._retry_timer = None
-                self._advance()
-            self._retry_timer = self.create_timer(0.5, retry)
-
-    def _on_goal_response(self, trial: SessionTrial, future: Future) -> None:
-        handle = future.result()
-        if handle is None or not handle.accepted:
-            self._on_run_done(trial, ok=False, duration=0.0, message="goal rejected by the runner", result=None)
+    def _on_goal_response(self, run: _Run, future: Future) -> None:
+        handle: ClientGoalHandle | None = future.result()
+        if run is not self._run or run.handle is not None:
+            # a response to a goal sent again, or to a run that is over: stop that duplicate rollout
+            if handle is not None and handle.accepted:
+                handle.cancel_goal_async()
             return
-        self._goal_handle = handle
-        assert self.session is not None
-        timeout = self.session.config.runner.timeout_s
-        self._goal_timer = self.create_timer(timeout, lambda: self._on_goal_timeout(trial, handle))
-        handle.get_result_async().add_done_callback(lambda f, t=trial: self._on_goal_result(t, f))
+        if handle is None or not handle.accepted:
+            self._run_done(run, ok=False, duration=0.0, message="goal rejected by the runner")
+            return
+        run.handle, run.accepted_at = handle, time.monotonic()
+        if self._runner_state.startswith("no goal response"):
+            self._runner_state = ""
+        self._ask_result(run)
 
-    def _on_goal_timeout(self, trial: SessionTrial, handle: Any) -> None:
-        self._cancel_goal_timer()
-        self.get_logger().error(f"trial {trial.trial_id}: runner timed out; canceling the goal")
-        handle.cancel_goal_async()
-        self._on_run_done(trial, ok=False, duration=float("nan"), message="runner timed out", result=None)
+    def _ask_result(self, run: _Run) -> None:
+        assert run.handle is not None
+        run.result_asked_at = time.monotonic()
+        run.handle.get_result_async().add_done_callback(lambda f, r=run: self._on_goal_result(r, f))
 
-    def _cancel_goal_timer(self) -> None:
-        if self._goal_timer is not None:
-            self.destroy_timer(self._goal_timer)
-            self._goal_timer = None
+    def _watch(self) -> None:
+        """Deadlines of every wait on the runner: nothing waits forever on a lost message."""
+        run, session = self._run, self.session
+        if session is None:
+            return
+        if run is None:
+            if self._runner_state == "waiting" and session.state == SessionState.RUNNING:
+                self._advance()  # is the runner there now?
+            return
+        now, trial = time.monotonic(), run.trial
+        if run.handle is None:
+            if now - run.sent_at < self.goal_response_timeout:
+                return
+            if run.sends >= self.max_attempts:
+                self._run_done(run, ok=False, duration=0.0,
+                               message=f"no answer from the runner to {run.sends} goal requests")
+                return
+            self._runner_state = f"no goal response for trial {trial.trial_id}; re-sending the goal"
+            self.get_logger().warning(
+                f"trial {trial.trial_id}: no goal response within {self.goal_response_timeout:g} s; sending it again")
+            self._send_goal(run)
+            return
+        assert self._runner is not None
+        if now - run.accepted_at >= session.config.runner.timeout_s:
+            self.get_logger().error(f"trial {trial.trial_id}: runner timed out; canceling the goal")
+            run.handle.cancel_goal_async()
+            self._run_done(run, ok=False, duration=math.nan, message="runner timed out")
+            return
+        if not self._runner.server_is_ready():
+            run.gone_at = run.gone_at or now
+            if now - run.gone_at >= self.goal_response_timeout:
+                self.get_logger().error(f"trial {trial.trial_id}: the runner went away during the run")
+                self._run_done(run, ok=False, duration=math.nan, message="the runner went away during the run")
+            return
+        run.gone_at = None
+        if run.handle.status in TERMINAL:
+            run.done_at = run.done_at or now
+            if now - max(run.done_at, run.result_asked_at) >= self.goal_response_timeout:
+                self.get_logger().warning(f"trial {trial.trial_id}: the run is over but no result came; asking again")
+                self._ask_result(run)
 
-    def _on_goal_result(self, trial: SessionTrial, future: Future) -> None:
-        if self._goal_trial != (trial.trial_id, trial.attempt):
-            return  # timed out (already recorded) or superseded
-        self._cancel_goal_timer()
+    def _on_goal_result(self, run: _Run, future: Future) -> None:
+        if run is not self._run:
+            return  # timed out (already recorded), answered earlier, or superseded
         response = future.result()
         result: RunTrial.Result = response.result
         ok = response.status == GoalStatus.STATUS_SUCCEEDED and result.ok
         message = result.message or ("" if ok else f"goal ended with status {response.status}")
-        self._on_run_done(trial, ok=ok, duration=result.duration, message=message, result=result)
+        auto = (bool(result.auto_success), float(result.auto_progress)) if ok and result.auto_scored else None
+        self._run_done(run, ok=ok, duration=result.duration, message=message, auto_score=auto)
 
-    def _on_run_done(self, trial: SessionTrial, *, ok: bool, duration: float, message: str,
-                     result: RunTrial.Result | None) -> None:
-        self._goal_trial, self._goal_handle = None, None
-        session = self.session
+    def _run_done(self, run: _Run, *, ok: bool, duration: float, message: str,
+                  auto_score: tuple[bool, float] | None = None) -> None:
+        """Journal the run's result; pause after ``max_attempts`` faults in a row; move on."""
+        self._run = None
+        trial, session = run.trial, self.session
         if session is None:
             return
+        if self._runner_state.startswith("no goal response"):
+            self._runner_state = ""
         pending = session.pending_trial()
         if pending is None or pending.trial_id != trial.trial_id or session.state in FINAL:
             self.get_logger().info(f"trial {trial.trial_id}: runner result ignored (the trial is no longer pending)")
             self._advance()
             return
         duration = duration if math.isfinite(duration) and duration >= 0 else 0.0
-        retry = session.record_runner_result(trial.trial_id, ok, duration, message)
-        if not ok:
-            self._faults += 1
-            if self._faults >= self.max_attempts and session.state == SessionState.RUNNING:
-                session.pause(f"runner failed {self._faults} times in a row on trial {trial.trial_id}: {message}")
-                self.get_logger().error(
-                    f"session paused: runner failed {self._faults} times on trial {trial.trial_id}; "
-                    "fix the robot, then resume (session_control) or void the trial (correct_score)")
-                self._faults = 0
-            self._publish_status()
-            if retry is not None:
-                self._advance()
-            return
-        self._faults = 0
-        if session.config.scoring == "auto":
-            if result is not None and result.auto_scored and session.state == SessionState.PAUSED:
-                self._held_score = (trial, result.auto_success, result.auto_progress)
-                self.get_logger().info(f"trial {trial.trial_id}: automatic score held until the session resumes")
-            elif result is not None and result.auto_scored:
-                self._submit(trial.trial_id, trial.token, result.auto_success, result.auto_progress,
-                             scorer=f"auto:{self._runner_name}", notes="", preference="")
-            else:
-                self._operator_trial = trial.trial_id
-                self.get_logger().warning(
-                    f"trial {trial.trial_id}: scoring is 'auto' but the runner returned no score; waiting for trial_score")
+        session.record_runner_result(trial.trial_id, ok, duration, message, auto_score=auto_score)
+        if not ok and session.runner_faults >= self.max_attempts and session.state == SessionState.RUNNING:
+            faults = session.runner_faults
+            session.pause(f"runner failed {faults} times in a row on trial {trial.trial_id}: {message}")
+            self.get_logger().error(
+                f"session paused: runner failed {faults} times on trial {trial.trial_id}; "
+                "fix the robot, then resume (session_control) or void the trial (correct_score)")
+        elif ok and session.config.scoring == "auto" and auto_score is None:
+            self._operator_trial = trial.trial_id
+            self.get_logger().warning(
+                f"trial {trial.trial_id}: scoring is 'auto' but the runner returned no score; waiting for trial_score")
         self._advance()
 
-    # -- scores -----------------------------------------------------------------------------
-    def _submit_held_score(self) -> None:
-        """Submit the automatic score that arrived while the session was paused (if still pending)."""
-        held, self._held_score = self._held_score, None
-        pending = self.session.pending_trial() if self.session is not None else None
-        if held is not None and pending is not None and pending.trial_id == held[0].trial_id:
-            trial, success, progress = held
-            self._submit(trial.trial_id, trial.token, success, progress, scorer=f"auto:{self._runner_name}",
-                         notes="", preference="")
+    def _cancel_run(self) -> None:
+        """Stop the rollout in flight (abort, or its trial was voided)."""
+        run, self._run = self._run, None
+        if run is not None and run.handle is not None:
+            run.handle.cancel_goal_async()
 
+    # -- scores -----------------------------------------------------------------------------
     def _on_score(self, msg: TrialScore) -> None:
         self._submit(msg.trial_id, msg.token, msg.success, msg.progress, scorer=msg.scorer, notes=msg.notes,
                      preference=msg.preference)
         self._advance()
 
     def _submit(self, trial_id: int, token: str, success: bool, progress: float, *, scorer: str, notes: str,
-                preference: str) -> None:
-        ack = ScoreAck(session_id=self.session.session_id if self.session else "", trial_id=trial_id)
-        ack.header.stamp = self.get_clock().now().to_msg()
+                preference: str) -> ScoreOutcome:
         if self.session is None:
-            ack.accepted, ack.reason = False, "no session is running"
-            self.get_logger().warning(f"score for trial {trial_id} rejected: {ack.reason}")
+            outcome = ScoreOutcome(False, False, "no session is running")
         else:
             outcome = self.session.submit_score(int(trial_id), token, bool(success), float(progress), scorer, notes,
                                                 preference=preference)
-            ack.accepted, ack.duplicate = outcome.accepted, outcome.duplicate
-            ack.reason = "" if outcome.accepted and not outcome.duplicate and not outcome.post_decision \
-                else outcome.reason
-            if not outcome.accepted:  # the same reason as on score_ack
-                self.get_logger().warning(f"score for trial {trial_id} (scorer {scorer!r}) rejected: {outcome.reason}")
-        self._ack_pub.publish(ack)
+        if not outcome.accepted:  # the same reason as on score_ack
+            self.get_logger().warning(f"score for trial {trial_id} (scorer {scorer!r}) rejected: {outcome.reason}")
+        self._publisher.ack(self.session.session_id if self.session else "", trial_id, outcome)
+        return outcome
 
     # -- services ---------------------------------------------------------------------------
     def _on_start_session(self, request: StartSession.Request, response: StartSession.Response
@@ -463,6 +518,7 @@ class EvaluationManager(Node):
 
     def _on_session_control(self, request: SessionControl.Request, response: SessionControl.Response
                             ) -> SessionControl.Response:
+        """Pause, resume or abort; a request sent again (its answer was lost) gets the same answer."""
         session = self.session
         names = {SessionControl.Request.COMMAND_PAUSE: "pause", SessionControl.Request.COMMAND_RESUME: "resume",
                  SessionControl.Request.COMMAND_ABORT: "abort"}
@@ -476,13 +532,10 @@ class EvaluationManager(Node):
                 if command == "pause":
                     session.pause(request.reason)
                 elif command == "resume":
-                    self._faults = 0
                     session.resume()
-                    self._submit_held_score()
                 else:
                     session.abort(request.reason)
-                    if self._goal_handle is not None:
-                        self._goal_handle.cancel_goal_async()
+                    self._cancel_run()
             except SessionError as err:
                 response.ok, response.message = False, str(err)
             else:
@@ -518,109 +571,25 @@ class EvaluationManager(Node):
             response.ok, response.message = False, f"unknown action {request.action} (1 correct, 2 void, 3 undo)"
         if not response.ok:
             self.get_logger().warning(f"correct_score refused for trial {request.trial_id}: {response.message}")
-        elif self._goal_trial is not None and session is not None:
+        elif self._run is not None and session is not None:
             pending = session.pending_trial()
-            if pending is None or pending.trial_id != self._goal_trial[0]:
-                # the trial being run was voided: stop the rollout, move on
-                if self._goal_handle is not None:
-                    self._goal_handle.cancel_goal_async()
-                self._cancel_goal_timer()
-                self._goal_trial, self._goal_handle = None, None
+            if pending is None or pending.trial_id != self._run.trial.trial_id:
+                self._cancel_run()  # the trial being run was voided: stop the rollout, move on
         self._advance()
         return response
 
     # -- status -----------------------------------------------------------------------------
-    def _comparison_msg(self, c: SessionComparison) -> ComparisonStatus:
-        return ComparisonStatus(
-            policy_a=c.policy_a, policy_b=c.policy_b, metric=c.metric, method=c.method, alpha=c.alpha, n=c.n,
-            decision=int(c.decision), pvalue=_nan(c.pvalue), evalue=_nan(c.evalue), mean_a=_nan(c.mean_a),
-            mean_b=_nan(c.mean_b), stopping_trial=c.stopping_trial or 0, task=c.task)
-
-    def _open_journal_reader(self, path: pathlib.Path) -> None:
-        """A read-only connection to the journal, to publish its events (schema: session/journal.py)."""
-        if self._journal_reader is not None:
-            self._journal_reader.close()
-        self._journal_reader = sqlite3.connect(f"file:{path}?mode=ro", uri=True, check_same_thread=False)
-        self._published_seq = 0
-
-    def _publish_events(self) -> None:
-        """Publish the journal events committed since the last call (all of them after a (re)start)."""
-        if self._journal_reader is None or self.session is None:
-            return
-        rows = self._journal_reader.execute(
-            "SELECT seq, stamp_ns, kind, trial_id, payload FROM events WHERE seq > ? ORDER BY seq",
-            (self._published_seq,)).fetchall()
-        for seq, stamp_ns, kind, trial_id, payload in rows:
-            msg = SessionEvent(session_id=self.session.session_id, seq=int(seq), kind=str(kind),
-                               trial_id=int(trial_id or 0), payload_json=str(payload))
-            msg.header.stamp.sec, msg.header.stamp.nanosec = divmod(int(stamp_ns), 1_000_000_000)
-            self._event_pub.publish(msg)
-            self._published_seq = int(seq)
-
-    def _publish_status(self) -> None:
-        self._publish_events()
-        msg = SessionStatus()
-        msg.header.stamp = self.get_clock().now().to_msg()
-        session = self.session
-        if session is None:
-            msg.state, msg.state_name = SessionStatus.STATE_IDLE, "idle"
-            self._status_pub.publish(msg)
-            return
-        status = session.status()
-        # the tests, then (multi-task claims) one combined claim row per pair x metric, task "*"
-        comparisons = [self._comparison_msg(c) for c in
-                       [*session.comparisons(), *(claim.as_comparison() for claim in session.claims())]]
-        msg.session_id = session.session_id
-        msg.state = STATE_CODES[status.state]
-        msg.state_name = f"{status.state.value}:awaiting_{status.awaiting}" if status.awaiting and \
-            status.state == SessionState.RUNNING else status.state.value
-        msg.trials_done = status.trials_scored
-        msg.budget_left = status.max_trials_left
-        msg.pending_trial_id = status.pending_trial_id or 0
-        msg.active_policies = list(status.active_policies)
-        msg.active_tasks = list(status.active_tasks)
-        msg.comparisons = comparisons
-        letters = session.letters()
-        msg.letter_policies, msg.letters = list(letters), list(letters.values())
-        self._status_pub.publish(msg)
-        # one comparison_status message per comparison whose pair count or decision changed
-        keys = [(c.n, c.decision) for c in comparisons]
-        for index, (comparison, key) in enumerate(zip(comparisons, keys)):
-            before = self._published_comparisons[index] if index < len(self._published_comparisons) else None
-            if key != before:  # (the session itself logs each decision)
-                self._comparison_pub.publish(comparison)
-        self._published_comparisons = keys
-
     def _publish_diagnostics(self) -> None:
         array = DiagnosticArray()
         array.header.stamp = self.get_clock().now().to_msg()
-        session = self.session
-        if session is None:
-            array.status = [DiagnosticStatus(level=DiagnosticStatus.OK, name="evalstop: session",
-                                             message="idle", hardware_id="")]
-            self._diagnostics_pub.publish(array)
-            return
-        status = session.status()
-        level = {SessionState.PAUSED: DiagnosticStatus.WARN, SessionState.ABORTED: DiagnosticStatus.WARN}.get(
-            status.state, DiagnosticStatus.OK)
-        array.status.append(DiagnosticStatus(
-            level=level, name="evalstop: session", hardware_id=session.session_id,
-            message=f"{status.state.value}, {status.trials_scored} trials scored",
-            values=[KeyValue(key=k, value=str(v)) for k, v in (
-                ("state", status.state.value), ("trials_scored", status.trials_scored),
-                ("trials_voided", status.trials_voided), ("pending_trial_id", status.pending_trial_id or 0),
-                ("awaiting", status.awaiting or ""), ("max_trials_left", status.max_trials_left),
-                ("comparisons_decided", f"{status.comparisons_decided}/{status.comparisons_total}"))]))
-        for c in session.comparisons():
+        runner = self._runner_state
+        if runner == "waiting":
+            runner = f"waiting for the runner action server '{self._runner_name}'"
+        for d in diagnostics(self.session, node=self.get_name(), hardware_id=self._runner_name or "runner",
+                             runner=runner, max_attempts=self.max_attempts):
             array.status.append(DiagnosticStatus(
-                level=DiagnosticStatus.WARN if c.decision == 3 else DiagnosticStatus.OK,
-                name=f"evalstop: {c.policy_a} vs {c.policy_b} ({c.metric}{', task ' + c.task if c.task else ''})",
-                hardware_id=session.session_id,
-                message=f"{c.decision.name} after {c.n} pairs",
-                values=[KeyValue(key=k, value=str(v)) for k, v in (
-                    ("method", c.method), ("alpha", c.alpha), ("n", c.n), ("decision", c.decision.name),
-                    ("pvalue", c.pvalue), ("evalue", c.evalue), ("mean_a", c.mean_a), ("mean_b", c.mean_b),
-                    ("stopping_trial", c.stopping_trial or 0))]))
+                level=bytes([d.level]), name=d.name, message=d.message, hardware_id=d.hardware_id,
+                values=[KeyValue(key=k, value=v) for k, v in d.values]))
         self._diagnostics_pub.publish(array)
 
     def _end(self) -> None:
@@ -628,10 +597,7 @@ class EvaluationManager(Node):
         assert self.session is not None
         self._ended = True
         status = self.session.status()
-        done = TrialRequest(session_id=self.session.session_id, trial_id=0)
-        done.header.stamp = self.get_clock().now().to_msg()
-        self._request_pub.publish(done)
-        self._published_request = (0, 0)
+        self._publisher.end(self.session.session_id)
         self._publish_diagnostics()
         letters = self.session.letters()
         self.get_logger().info(
@@ -647,18 +613,14 @@ class EvaluationManager(Node):
 
     def flush(self, timeout: float = 2.0) -> None:
         """Wait until subscribers acknowledged the reliable messages already published."""
-        for pub in (self._status_pub, self._request_pub, self._comparison_pub, self._ack_pub, self._config_pub,
-                    self._event_pub):
-            pub.wait_for_all_acked(Duration(seconds=timeout))
+        for _, publisher in self._outputs.values():
+            publisher.wait_for_all_acked(Duration(seconds=timeout))
 
     def destroy_node(self) -> None:
         """Close the session journal, then destroy the node."""
         # (getattr: also called by rclpy's shutdown when __init__ failed half-way)
         if getattr(self, "_log_handler", None) is not None:
             logging.getLogger("evalstop_ros.session").removeHandler(self._log_handler)
-        if getattr(self, "_journal_reader", None) is not None:
-            self._journal_reader.close()
-            self._journal_reader = None
         if getattr(self, "session", None) is not None:
             self.session.close()
             self.session = None
@@ -669,7 +631,7 @@ def main(args: list[str] | None = None) -> int:
     """Run the manager until Ctrl-C, or until the session ends with ``exit_on_finish``.
 
     Exit status: 0 normally, 1 if the session cannot start (bad config, journal of another
-    config), 2 for invalid parameters.
+    config), 2 for invalid parameters (one FATAL line naming the parameter).
     """
     try:
         with ros_context(args):
@@ -680,8 +642,8 @@ def main(args: list[str] | None = None) -> int:
             except SessionError as err:
                 rclpy.logging.get_logger("evaluation_manager").fatal(f"cannot start: {err}")
                 return EXIT_FAILURE
-            except (ValueError, TypeError) as err:
-                rclpy.logging.get_logger("evaluation_manager").fatal(f"invalid parameters: {err}")
+            except (ParameterException, ValueError, TypeError) as err:
+                rclpy.logging.get_logger("evaluation_manager").fatal(f"invalid parameters: {parameter_error(err)}")
                 return EXIT_USAGE
             executor = SingleThreadedExecutor()
             executor.add_node(node)

@@ -12,7 +12,9 @@ simulated.
 Outcomes are a pure function of ``(seed, session_id, policy_id, trial_id)``: a goal that is
 sent again (after the manager restarts, say) yields the same rollout, so an interrupted
 session ends exactly where an uninterrupted one would. Injected runner failures
-(``failure_probability``) also depend on the attempt number, so a retried trial can succeed.
+(``failure_probability``) also depend on the attempt number (the goal's ``attempt``), so a
+retried trial can succeed while a goal the manager re-sends (its response was lost) is the same
+run with the same result.  Ctrl-C during a rollout ends the node quietly.
 
 Parameters: see :meth:`SimRobot.__init__` (``ros2 param describe`` shows the same text).
 """
@@ -32,13 +34,14 @@ from rcl_interfaces.msg import SetParametersResult
 from rclpy.action import ActionServer, CancelResponse, GoalResponse
 from rclpy.action.server import ServerGoalHandle
 from rclpy.callback_groups import ReentrantCallbackGroup
+from rclpy.exceptions import ParameterException
 from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor
 from rclpy.node import Node
 from rclpy.parameter import Parameter
 
 from evalstop.action import RunTrial
 
-from ._common import EXIT_OK, EXIT_USAGE, declare, ros_context
+from ._common import EXIT_OK, EXIT_USAGE, declare, parameter_error, ros_context
 
 __all__ = ["Outcome", "SimRobot", "main", "simulate_outcome"]
 
@@ -118,7 +121,7 @@ class SimRobot(Node):
         problem = self._check(self.policies, self.success_rates, self.progress_means,
                               self.progress_concentration, self.duration, self.failure_probability)
         if problem:
-            raise ValueError(f"invalid parameters: {problem}")
+            raise ValueError(problem)
         self.add_on_set_parameters_callback(self._on_set_parameters)
         self._attempts: Counter[tuple[str, int]] = Counter()
         self._lock = threading.Lock()
@@ -195,6 +198,15 @@ class SimRobot(Node):
         return CancelResponse.ACCEPT
 
     def _execute(self, goal_handle: ServerGoalHandle) -> RunTrial.Result:
+        try:
+            return self._rollout(goal_handle)
+        except Exception:
+            if rclpy.ok(context=self.context):
+                raise
+            # Ctrl-C shut the context down mid-rollout: the goal dies with the node, quietly
+            return RunTrial.Result(ok=False, message="runner shut down")
+
+    def _rollout(self, goal_handle: ServerGoalHandle) -> RunTrial.Result:
         goal: RunTrial.Goal = goal_handle.request
         with self._lock:
             index = self.policies.index(goal.policy_id)
@@ -202,7 +214,8 @@ class SimRobot(Node):
             concentration, duration = self.progress_concentration, self.duration
             failure_probability, seed, auto_score = self.failure_probability, self.seed, self.auto_score
             self._attempts[(goal.session_id, goal.trial_id)] += 1
-            attempt = self._attempts[(goal.session_id, goal.trial_id)]
+            # the manager numbers its runs; a client that does not (attempt 0) gets them counted here
+            attempt = goal.attempt or self._attempts[(goal.session_id, goal.trial_id)]
         self.get_logger().info(f"trial {goal.trial_id} (policy {goal.policy_id}, attempt {attempt}): rollout started")
         start = time.monotonic()
         feedback = RunTrial.Feedback()
@@ -242,8 +255,8 @@ def main(args: list[str] | None = None) -> int:
         with ros_context(args):
             try:
                 node = SimRobot()
-            except ValueError as err:
-                rclpy.logging.get_logger("sim_robot").fatal(str(err))
+            except (ParameterException, ValueError, TypeError) as err:
+                rclpy.logging.get_logger("sim_robot").fatal(f"invalid parameters: {parameter_error(err)}")
                 return EXIT_USAGE
             executor = MultiThreadedExecutor(num_threads=2)
             executor.add_node(node)

@@ -563,13 +563,44 @@ def parse_config(data: object, source: str = "<config>") -> SessionConfig:
         raise ConfigError(source, format_validation_error(err)) from err
 
 
-def load_config(path: str | pathlib.Path) -> SessionConfig:
-    """Load and validate a session configuration from a YAML file.
+def apply_overrides(data: object, *, alpha: float | None = None, n_max: int | None = None,
+                    method: str | None = None) -> object:
+    """A parsed configuration with the pre-registration overrides of a launch applied.
+
+    ``alpha`` replaces the session's level (and drops per-metric levels, which would otherwise
+    win), ``n_max`` the trial budget, ``method`` every metric's method (with the default metrics
+    when the configuration names none).  ``None`` keeps the configuration's value.  Anything that
+    is not a mapping is returned unchanged, for :func:`parse_config` to refuse.
+
+    >>> apply_overrides({"alpha": 0.1, "metrics": [{"name": "success", "alpha": 0.05}]}, alpha=0.2)
+    {'alpha': 0.2, 'metrics': [{'name': 'success'}]}
+    >>> apply_overrides({"metrics": [{"name": "success"}]}, method="savi", n_max=40)
+    {'metrics': [{'name': 'success', 'method': 'savi'}], 'n_max': 40}
+    """
+    if not isinstance(data, Mapping):
+        return data
+    result = dict(data)
+    if alpha is not None:
+        result["alpha"] = alpha
+        result["metrics"] = [{k: v for k, v in m.items() if k != "alpha"} if isinstance(m, Mapping) else m
+                             for m in result.get("metrics") or []]
+        if not result["metrics"]:
+            del result["metrics"]
+    if n_max is not None:
+        result["n_max"] = n_max
+    if method is not None:
+        metrics = result.get("metrics") or [{"name": "success"}, {"name": "progress"}]
+        result["metrics"] = [{**m, "method": method} if isinstance(m, Mapping) else m for m in metrics]
+    return result
+
+
+def read_config_file(path: str | pathlib.Path) -> object:
+    """The parsed YAML of a configuration file (not validated).
 
     Raises
     ------
     ConfigError
-        If the file cannot be read, is not YAML, or does not validate.
+        If the file cannot be read or is not YAML.
     """
     source = str(path)
     try:
@@ -577,10 +608,25 @@ def load_config(path: str | pathlib.Path) -> SessionConfig:
     except OSError as err:
         raise ConfigError(source, f"cannot read the file: {err.strerror or err}") from err
     try:
-        data = yaml.safe_load(text)
+        return yaml.safe_load(text)
     except yaml.YAMLError as err:
         raise ConfigError(source, f"not valid YAML: {err}") from err
-    return parse_config(data, source)
+
+
+def load_config(path: str | pathlib.Path, *, alpha: float | None = None, n_max: int | None = None,
+                method: str | None = None) -> SessionConfig:
+    """Load and validate a session configuration from a YAML file, with optional overrides.
+
+    ``alpha``, ``n_max`` and ``method`` override the file (:func:`apply_overrides`); the
+    evaluation manager passes its parameters of the same names.
+
+    Raises
+    ------
+    ConfigError
+        If the file cannot be read, is not YAML, or does not validate.
+    """
+    data = apply_overrides(read_config_file(path), alpha=alpha, n_max=n_max, method=method)
+    return parse_config(data, str(path))
 
 
 def config_diff(old: object, new: object, where: str = "") -> list[str]:

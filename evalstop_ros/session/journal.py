@@ -259,7 +259,11 @@ class Journal:
         return self._connection
 
     def append(self, kind: str, trial_id: int | None = None, **payload: Any) -> int:
-        """Append one event in its own transaction and return its ``seq``.
+        """Append one event in its own transaction and return its ``seq`` (see :meth:`write`)."""
+        return self.write(kind, trial_id, **payload).seq
+
+    def write(self, kind: str, trial_id: int | None = None, **payload: Any) -> Event:
+        """Append one event in its own transaction and return it as a replay would read it.
 
         The event is durable when this returns.  ``payload`` must be JSON-serializable without
         NaN or infinities.
@@ -271,9 +275,10 @@ class Journal:
         try:
             connection.execute("BEGIN IMMEDIATE")
             try:
+                stamp_ns = time.time_ns()
                 cursor = connection.execute(
                     "INSERT INTO events(stamp_ns, kind, trial_id, payload) VALUES (?, ?, ?, ?)",
-                    (time.time_ns(), kind, trial_id, text),
+                    (stamp_ns, kind, trial_id, text),
                 )
                 connection.execute("COMMIT")
             except BaseException:
@@ -283,7 +288,7 @@ class Journal:
             raise JournalError(f"journal {str(self.path)!r}: cannot append {kind!r}: {err}") from err
         seq = cursor.lastrowid
         assert seq is not None
-        return int(seq)
+        return Event(int(seq), stamp_ns, kind, trial_id, json.loads(text))
 
     # -- reading ---------------------------------------------------------------------------
     def events(self) -> Iterator[Event]:

@@ -517,6 +517,9 @@ class EvaluationSession:
         self._state = SessionState.IDLE
         self._schedule = _Schedule()
         self._announced: set[int] = set()
+        self._faults = 0  # failed runs of the pending trial in a row (since its request or a resume)
+        #: Called with every event right after it is journaled and applied (e.g. the node publishes it).
+        self.on_commit: Callable[[Event], None] | None = None
         for event in journal.events():
             self._apply(event)
         self._settle()  # a crash between a score and its decision event: write the decision now
@@ -555,14 +558,21 @@ class EvaluationSession:
 
     @_locked
     def pause(self, reason: str = "") -> None:
-        """Pause (``RUNNING -> PAUSED``): scores are refused until :meth:`resume`."""
+        """Pause (``RUNNING -> PAUSED``): scores are refused until :meth:`resume`.
+
+        Pausing a paused session does nothing (a re-sent request whose answer was lost).
+        """
+        if self._state == SessionState.PAUSED:
+            return
         self._transition("pause", (SessionState.RUNNING,))
         self._commit("paused", None, reason=str(reason))
         logger.info("session %s paused: %s", self.session_id, reason)
 
     @_locked
     def resume(self) -> None:
-        """Resume (``PAUSED -> RUNNING``)."""
+        """Resume (``PAUSED -> RUNNING``); resuming a running session does nothing (a re-send)."""
+        if self._state == SessionState.RUNNING:
+            return
         self._transition("resume", (SessionState.PAUSED,))
         self._commit("resumed", None)
         logger.info("session %s resumed", self.session_id)
@@ -572,6 +582,8 @@ class EvaluationSession:
         """Abort for good (any non-final state); ``reason`` is required."""
         if not str(reason).strip():
             raise SessionError("cannot abort: a reason is required")
+        if self._state == SessionState.ABORTED:
+            return
         self._transition("abort", (SessionState.IDLE, SessionState.RUNNING, SessionState.PAUSED))
         self._commit("aborted", None, reason=str(reason))
         logger.info("session %s aborted: %s", self.session_id, reason)
@@ -618,12 +630,17 @@ class EvaluationSession:
         return self._request(record)
 
     @_locked
-    def record_runner_result(self, trial_id: int, ok: bool, duration_s: float, message: str = "") -> TrialRequest | None:
+    def record_runner_result(self, trial_id: int, ok: bool, duration_s: float, message: str = "", *,
+                             auto_score: tuple[bool, float] | None = None) -> TrialRequest | None:
         """Record the runner's result for the pending trial.
 
         Returns the trial to run next: ``None`` after a successful run (the trial now waits
         for its score), or the same trial with ``attempt + 1`` after a failure (retry it, or
         :meth:`void_score` it).
+
+        ``auto_score`` (``success``, ``progress``): the runner's own score of a successful run,
+        journaled with the result so that it survives a pause or a restart until it is submitted
+        (:meth:`held_auto_score`).
 
         Raises
         ------
@@ -638,10 +655,35 @@ class EvaluationSession:
         duration = float(duration_s)
         if not (math.isfinite(duration) and duration >= 0):
             raise SessionError(f"`duration_s` must be a finite number >= 0; found {duration_s!r}")
-        self._commit("runner_result", trial_id, ok=bool(ok), duration_s=duration, message=str(message))
+        extra: dict[str, Any] = {}
+        if ok and auto_score is not None:
+            extra["auto_score"] = {"success": _json_safe(auto_score[0]), "progress": _json_safe(auto_score[1])}
+        self._commit("runner_result", trial_id, ok=bool(ok), duration_s=duration, message=str(message), **extra)
         logger.info("trial %d (label %s) run %s in %.1f s%s", trial_id, record.label, "ok" if ok else "FAILED",
                     duration, f": {message}" if message else "")
         return None if ok else self._request(record)
+
+    @_locked
+    def held_auto_score(self) -> tuple[TrialRequest, bool, float] | None:
+        """The pending trial's journaled automatic score, not yet submitted (``None`` if none).
+
+        Automatic scoring records the runner's score with its result
+        (:meth:`record_runner_result`); the node submits it while the session runs.  A score that
+        came while the session was paused, or before a crash, is held here until then.
+        """
+        record = self._pending()
+        if record is None or not record.ran_ok or record.auto_score is None:
+            return None
+        success, progress = record.auto_score
+        return self._request(record), success, progress
+
+    @property
+    def runner_faults(self) -> int:
+        """Failed runs of the pending trial in a row, since it was requested or the session resumed.
+
+        Derived from the journal like everything else, so a restart does not forget it.
+        """
+        return self._faults
 
     @_locked
     def submit_score(self, trial_id: int, token: str, success: bool, progress: float, operator: str = "",
@@ -974,9 +1016,16 @@ class EvaluationSession:
 
     # -- the journaled state machine -------------------------------------------------------
     def _commit(self, kind: str, trial_id: int | None, **payload: Any) -> None:
-        """Journal an event, then apply it exactly as a replay would."""
-        seq = self._journal.append(kind, trial_id, **payload)
-        self._apply(Event(seq, 0, kind, trial_id, json.loads(encode_payload(payload))))
+        """Journal an event, apply it exactly as a replay would, then tell :attr:`on_commit`."""
+        event = self._journal.write(kind, trial_id, **payload)
+        self._apply(event)
+        if self.on_commit is not None:
+            self.on_commit(event)
+
+    @_locked
+    def events(self) -> list[Event]:
+        """Every journaled event so far, in order (e.g. to republish them after a restart)."""
+        return list(self._journal.events())
 
     def _apply(self, event: Event) -> None:
         handler: Callable[[Event], None] | None = getattr(self, f"_on_{event.kind}", None)
@@ -1003,6 +1052,7 @@ class EvaluationSession:
     def _on_resumed(self, event: Event) -> None:
         self._expect_state(event, SessionState.PAUSED)
         self._state = SessionState.RUNNING
+        self._faults = 0
 
     def _on_aborted(self, event: Event) -> None:
         self._expect_state(event, SessionState.IDLE, SessionState.RUNNING, SessionState.PAUSED)
@@ -1025,9 +1075,11 @@ class EvaluationSession:
                                  f"trial {trial_id} {payload}")
         self._book.apply(event)
         self._schedule = schedule
+        self._faults = 0
 
     def _on_runner_result(self, event: Event) -> None:
         self._book.apply(event)
+        self._faults = 0 if event.payload.get("ok") else self._faults + 1
 
     def _on_score_accepted(self, event: Event) -> None:
         self._book.apply(event)

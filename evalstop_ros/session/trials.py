@@ -59,6 +59,8 @@ class TrialRecord:
         Runner results with ``ok = false`` so far.
     ran_ok:
         The latest runner result said the trial ran.
+    auto_score:
+        The runner's own ``(success, progress)`` from that result, if it scored the run.
     submission:
         The payload of the accepted submission, used to recognise a byte-identical resubmission.
     score:
@@ -81,6 +83,7 @@ class TrialRecord:
     rerun_of: int | None = None
     failed_runs: int = 0
     ran_ok: bool = False
+    auto_score: tuple[bool, float] | None = None
     submission: dict[str, object] | None = None
     score: Score | None = None
     scored_seq: int = 0
@@ -130,6 +133,8 @@ class TrialBook:
         if kind == "runner_result":
             record.ran_ok = bool(p["ok"])
             record.failed_runs += not record.ran_ok
+            auto = p.get("auto_score")
+            record.auto_score = (bool(auto["success"]), float(auto["progress"])) if isinstance(auto, dict) else None
         elif kind in ("score_accepted", "post_decision_score"):
             record.submission = dict(p["submission"])
             record.score = _score(record.submission)

@@ -65,7 +65,7 @@ def test_paired_session_reaches_the_decision_of_the_offline_analysis(
     assert {(c.metric, c.decision) for c in final.comparisons} <= decided
     probe.spin_until(lambda: topics["diagnostics"], 10.0, "/diagnostics")
     names = [s.name for s in topics["diagnostics"][-1].status]
-    assert names[0] == "evalstop: session" and len(names) == 1 + len(final.comparisons)
+    assert names[0] == "evaluation_manager: session" and len(names) == 1 + len(final.comparisons)
     # session_config and session_event replay the journal exactly (a recording is self-contained)
     journal = read_journal(tmp_path / "journals" / "s1.db")
     (config_msg,) = topics["config"]

@@ -35,7 +35,7 @@ import numpy as np
 import pytest
 
 from evalstop_ros.session import EvaluationSession, JournalError, SessionState, read_journal
-from evalstop_ros.session.journal import Journal
+from evalstop_ros.session.journal import Event, Journal
 from evalstop_ros.session.trials import TrialBook
 import session_sim as sim
 
@@ -53,15 +53,15 @@ class DyingJournal:
     def __init__(self, journal: Journal, deaths: dict[int, str], counter: list[int]) -> None:
         self._journal, self._deaths, self._counter = journal, deaths, counter
 
-    def append(self, kind: str, trial_id: int | None = None, **payload: Any) -> int:
+    def write(self, kind: str, trial_id: int | None = None, **payload: Any) -> Event:
         self._counter[0] += 1
         when = self._deaths.pop(self._counter[0], None)
         if when == "before":
             raise Death
-        seq = self._journal.append(kind, trial_id, **payload)
+        event = self._journal.write(kind, trial_id, **payload)
         if when == "after":
             raise Death
-        return seq
+        return event
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._journal, name)
