@@ -26,6 +26,7 @@ import pathlib
 import re
 import signal
 import subprocess
+import sys
 import time
 import warnings
 from collections.abc import Callable, Iterator
@@ -193,6 +194,8 @@ def start_node(ros_env: dict[str, str], tmp_path: pathlib.Path, namespace: str
                ) -> Iterator[Callable[..., NodeProcess]]:
     """Factory: ``start_node("sim_robot", params={...}, ros_args=[...])`` -> :class:`NodeProcess`.
 
+    ``executable`` is an installed node, or the path of a test peer script (``*.py``).
+
     The node runs in the test's namespace with this session's ROS environment; every process
     still running at the end of the test is stopped with SIGINT (then SIGKILL).
     """
@@ -203,11 +206,14 @@ def start_node(ros_env: dict[str, str], tmp_path: pathlib.Path, namespace: str
               args: list[str] | None = None, env: dict[str, str] | None = None, ns: str | None = None,
               stdin: int | None = subprocess.DEVNULL) -> NodeProcess:
         n = next(serial)
-        cmd = [str(LIB / executable), *(args or []), "--ros-args", "-r", f"__ns:={ns or namespace}"]
+        # an installed executable, or a test peer script (a path ending in .py) run by this Python
+        program = [sys.executable, executable] if executable.endswith(".py") else [str(LIB / executable)]
+        name = pathlib.Path(executable).stem
+        cmd = [*program, *(args or []), "--ros-args", "-r", f"__ns:={ns or namespace}"]
         if params:
-            cmd += ["--params-file", str(params_file(tmp_path / f"{executable}-{n}.params.yaml", params))]
+            cmd += ["--params-file", str(params_file(tmp_path / f"{name}-{n}.params.yaml", params))]
         cmd += ros_args or []
-        node = NodeProcess(executable, cmd, {**ros_env, **(env or {})}, tmp_path / f"{executable}-{n}.log", stdin)
+        node = NodeProcess(name, cmd, {**ros_env, **(env or {})}, tmp_path / f"{name}-{n}.log", stdin)
         started.append(node)
         return node
 
@@ -263,12 +269,13 @@ class RosProbe:
         return received
 
     def call(self, srv_type: Any, name: str, request: Any, timeout: float = 20.0, *,
-             resend_after: float | None = None) -> Any:
+             resend_after: float | None = 5.0) -> Any:
         """Call service ``name`` (waiting for it to appear) and return the response.
 
         ``resend_after``: send the request again when no response came within this many
-        seconds. Needed right after a server was killed and restarted: until discovery notices
-        the dead server, the client counts it as ready and a request can go unanswered.
+        seconds (``None``: never, for a request that is not idempotent).  Fast DDS drops
+        responses under load, right after discovery especially, and after a server was killed
+        and restarted the client counts the dead server as ready until discovery notices.
         """
         client = self.node.create_client(srv_type, name)
         self.spin_until(client.service_is_ready, timeout, f"service {name}")
@@ -284,6 +291,24 @@ class RosProbe:
                     raise
         self.node.destroy_client(client)
         return future.result()
+
+    def set_parameters(self, node_name: str, parameters: list[Any], timeout: float = 20.0,
+                       resend_after: float = 5.0) -> Any:
+        """Set ``parameters`` on ``node_name``; re-sent when the response is lost. The results."""
+        from rclpy.parameter_client import AsyncParameterClient
+
+        client = AsyncParameterClient(self.node, node_name)
+        self.spin_until(client.services_are_ready, timeout, f"parameter services of {node_name}")
+        deadline = time.monotonic() + timeout
+        while True:
+            future = client.set_parameters(parameters)
+            try:
+                self.spin_until(future.done, min(resend_after, max(0.0, deadline - time.monotonic())),
+                                f"set_parameters on {node_name}")
+                return future.result().results
+            except pytest.fail.Exception:
+                if time.monotonic() >= deadline:
+                    raise
 
 
 @pytest.fixture

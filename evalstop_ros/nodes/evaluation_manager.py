@@ -479,6 +479,8 @@ class EvaluationManager(Node):
             self.get_logger().error(
                 f"session paused: runner failed {faults} times on trial {trial.trial_id}; "
                 "fix the robot, then resume (session_control) or void the trial (correct_score)")
+        elif ok and auto_score is not None and session.state == SessionState.PAUSED:
+            self.get_logger().info(f"trial {trial.trial_id}: automatic score held until the session resumes")
         elif ok and session.config.scoring == "auto" and auto_score is None:
             self._operator_trial = trial.trial_id
             self.get_logger().warning(

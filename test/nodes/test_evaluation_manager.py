@@ -94,7 +94,8 @@ def test_three_policies_drop_the_decided_policy(start_node: Any, probe: Any, tmp
     assert by_pair[("policy_b", "policy_c")].n > max(by_pair[("policy_a", "policy_b")].n,
                                                      by_pair[("policy_a", "policy_c")].n)
     running = [s for s in topics["status"] if s.state == 1]
-    assert any(list(s.active_policies) == ["policy_b", "policy_c"] for s in running), "policy_a never dropped"
+    assert any(list(s.active_policies) == ["policy_b", "policy_c"] for s in running), \
+        f"policy_a never dropped: {sorted({tuple(s.active_policies) for s in running})} in {len(running)} statuses"
     # once dropped, never back
     dropped_at = next(i for i, s in enumerate(running) if "policy_a" not in s.active_policies)
     assert all("policy_a" not in s.active_policies for s in running[dropped_at:])
@@ -105,7 +106,6 @@ def test_operator_scores_with_tokens_and_every_rejection_has_a_reason(
         start_node: Any, probe: Any, tmp_path: pathlib.Path) -> None:
     from evalstop.msg import TrialScore
     from rclpy.parameter import Parameter
-    from rclpy.parameter_client import AsyncParameterClient
 
     from evalstop_ros import qos
 
@@ -161,10 +161,7 @@ def test_operator_scores_with_tokens_and_every_rejection_has_a_reason(
     assert late[-1].trial_id == 2
 
     # the pre-registered settings cannot change mid-session
-    client = AsyncParameterClient(probe.node, "evaluation_manager")
-    probe.spin_until(client.services_are_ready, 20.0, "parameter services")
-    future = client.set_parameters([Parameter("alpha", value=0.1)])
-    result = probe.spin_until(lambda: future.done() and future.result(), 20.0, "set_parameters").results[0]
+    result = probe.set_parameters("evaluation_manager", [Parameter("alpha", value=0.1)])[0]
     assert not result.successful
     assert result.reason.startswith("cannot change `alpha` while session 's1' is running: the test is pre-registered")
     manager.wait_for(r"parameter change refused: cannot change `alpha`")
@@ -206,8 +203,8 @@ def test_pause_resume_undo_and_abort(start_node: Any, probe: Any, tmp_path: path
     scores.publish(TrialScore(trial_id=1, token=token, success=True, progress=1.0, scorer="tester"))
     probe.spin_until(lambda: topics["ack"], 10.0, "ack")
     assert topics["ack"][-1].reason == "session is paused; scores are accepted only while it runs"
-    again = probe.call(SessionControl, "session_control", control)
-    assert not again.ok and again.message == "cannot pause: session 's1' is paused"
+    again = probe.call(SessionControl, "session_control", control)  # a re-send: nothing changes
+    assert again.ok and topics["status"][-1].state == SessionStatus.STATE_PAUSED
     control.command = SessionControl.Request.COMMAND_RESUME
     assert probe.call(SessionControl, "session_control", control).ok
 
@@ -215,7 +212,7 @@ def test_pause_resume_undo_and_abort(start_node: Any, probe: Any, tmp_path: path
     probe.spin_until(lambda: len(topics["ack"]) >= 2 and topics["ack"][-1].accepted, 10.0, "accepted ack")
     undo = CorrectScore.Request(trial_id=0, action=CorrectScore.Request.ACTION_UNDO, reason="wrong button",
                                 scorer="tester")
-    response = probe.call(CorrectScore, "correct_score", undo)
+    response = probe.call(CorrectScore, "correct_score", undo, resend_after=None)  # "undo the last" is not idempotent
     assert (response.ok, response.message) == (True, "trial 1 voided")
     manager.wait_for(r"trial 1 \(label \w+\) voided: wrong button \(by tester\)")
     undo.trial_id = 7
@@ -232,7 +229,7 @@ def test_pause_resume_undo_and_abort(start_node: Any, probe: Any, tmp_path: path
     manager.wait_for(r"session s1 aborted: end of the test")
 
 
-def test_automatic_score_is_held_while_paused_and_rerun_if_a_crash_lost_it(
+def test_automatic_score_is_held_while_paused_and_survives_a_crash(
         start_node: Any, probe: Any, tmp_path: pathlib.Path) -> None:
     from evalstop.srv import SessionControl
 
@@ -242,36 +239,38 @@ def test_automatic_score_is_held_while_paused_and_rerun_if_a_crash_lost_it(
 
     config = write_config(tmp_path / "auto.yaml")
     statuses = probe.collect(SessionStatus, "session_status", qos.STATUS_QOS)
-    start_node("sim_robot", params={"duration": 1.0})  # slow rollouts: time to pause during one
+    start_node("sim_robot", params={"duration": 3.0})  # slow rollouts: time to pause during one
     params = _manager_params(tmp_path, config)
     manager = start_node("evaluation_manager", params=params)
     pause = SessionControl.Request(command=SessionControl.Request.COMMAND_PAUSE, reason="coffee")
     resume = SessionControl.Request(command=SessionControl.Request.COMMAND_RESUME)
 
-    # paused during trial 1's rollout: its score is held, and recorded on resume (no re-run)
+    # paused during a rollout: its score is journaled and held, and recorded on resume (no re-run)
     manager.wait_for(r"trial 1 \(label \w+, attempt 1\): runner goal sent")
     assert probe.call(SessionControl, "session_control", pause).ok
-    manager.wait_for(r"trial 1: automatic score held until the session resumes")
+    held = int(manager.wait_for(r"trial (\d+): automatic score held until the session resumes").group(1))
     assert probe.call(SessionControl, "session_control", resume).ok
-    manager.wait_for(r"trial 1 \(label \w+\) scored")
-    assert "trial 1: automatic score missing" not in manager.output
+    manager.wait_for(rf"trial {held} \(label \w+\) scored")
+    assert "automatic score missing" not in manager.output
 
-    # the same, but the manager dies while holding trial 2's score: restarted (still paused,
-    # as journaled) and resumed, it runs trial 2 again to get a score
-    manager.wait_for(r"trial 2 \(label \w+, attempt 1\): runner goal sent")
+    # the same, but the manager dies while holding the score: restarted (still paused, as
+    # journaled) and resumed, it submits the journaled score; the trial does not run again
+    manager.wait_for(rf"trial {held + 1} \(label \w+, attempt 1\): runner goal sent")
     assert probe.call(SessionControl, "session_control", pause).ok
-    manager.wait_for(r"trial 2: automatic score held until the session resumes")
+    held = int(manager.wait_for(r"trial (\d+): automatic score held until the session resumes", count=2).group(1))
     manager.kill()
     probe.spin_for(0.5)  # deliver what the killed process sent, then forget it
     statuses.clear()
     restarted = start_node("evaluation_manager", params=params)
-    restarted.wait_for(r"session s1 resumed from its journal \(paused, 1 trials scored\)")
+    restarted.wait_for(r"session s1 resumed from its journal \(paused, \d+ trials scored\)")
     # a status from the new process: discovery is done, a request now reaches it (until then
     # the dead server may still count as "ready" and swallow the request)
     probe.spin_until(lambda: statuses, 20.0, "a status from the restarted manager")
     assert probe.call(SessionControl, "session_control", resume).ok
-    restarted.wait_for(r"trial 2: automatic score missing; running it again")
-    restarted.wait_for(r"trial 2 \(label \w+\) scored")
+    restarted.wait_for(rf"trial {held} \(label \w+\) scored")
+    assert "automatic score missing" not in restarted.output
+    assert not any(f"trial {held} (label" in line and "runner goal sent" in line
+                   for line in restarted.output.splitlines())
     assert restarted.stop() == 0
 
 

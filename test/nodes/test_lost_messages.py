@@ -1,0 +1,80 @@
+"""The manager over a lossy link: lost goal responses and a runner that dies mid-trial.
+
+Issue 8: "the manager times out every wait (goal response included), re-sends idempotently
+and never stalls".  Each disturbed session must end with exactly the decisions of the same
+session run undisturbed: sim_robot's outcomes are a pure function of (seed, session, policy,
+trial), so a trial that is re-sent or re-run scores the same.
+"""
+
+from __future__ import annotations
+
+import pathlib
+from typing import Any
+
+import pytest
+from nodes_support import comparison_key, final_status, write_config
+
+pytestmark = pytest.mark.usefixtures("ros_env")
+
+LOSSY_RUNNER = str(pathlib.Path(__file__).with_name("lossy_runner.py"))
+#: A short session (n_max 10 per policy) decided by the budget or earlier; both metrics auto-scored.
+SESSION = {"n_max": 10, "seed": 11}
+ROBOT = {"success_rates": [0.3, 0.8], "duration": 0.0}
+
+
+def _status_topic(probe: Any, prefix: str = "") -> list[Any]:
+    from evalstop.msg import SessionStatus
+
+    from evalstop_ros import qos
+
+    return probe.collect(SessionStatus, f"{prefix}session_status", qos.STATUS_QOS)
+
+
+def _manager_params(tmp_path: pathlib.Path, name: str) -> dict[str, Any]:
+    return {"config_file": str(write_config(tmp_path / f"{name}.yaml", **SESSION)), "session_id": "s1",
+            "journal_dir": str(tmp_path / name), "journal_fsync": False, "exit_on_finish": True,
+            "goal_response_timeout": 1.0}
+
+
+@pytest.fixture
+def undisturbed(start_node: Any, probe: Any, tmp_path: pathlib.Path, namespace: str) -> list[tuple[Any, ...]]:
+    """The decisions of the same session with nothing lost (run first, in ``<namespace>/clean``)."""
+    statuses = _status_topic(probe, "clean/")
+    start_node("sim_robot", params=ROBOT, ns=f"{namespace}/clean")
+    manager = start_node("evaluation_manager", params=_manager_params(tmp_path, "clean"), ns=f"{namespace}/clean")
+    final = final_status(probe, statuses)
+    assert manager.wait() == 0
+    return [comparison_key(c) for c in final.comparisons]
+
+
+def test_lost_goal_responses_are_re_sent_and_change_nothing(
+        start_node: Any, probe: Any, tmp_path: pathlib.Path, undisturbed: list[Any]) -> None:
+    statuses = _status_topic(probe)
+    runner = start_node(LOSSY_RUNNER, params=ROBOT)
+    manager = start_node("evaluation_manager", params=_manager_params(tmp_path, "lossy"))
+    final = final_status(probe, statuses, timeout=180.0)
+    assert manager.wait() == 0
+    assert [comparison_key(c) for c in final.comparisons] == undisturbed
+    # every trial's first goal was lost and re-sent: no fault, no pause, one runner result each
+    dropped = runner.output.count("goal request dropped")
+    assert dropped >= final.trials_done
+    assert manager.output.count("no goal response within 1 s; sending it again") == dropped
+    assert "session paused" not in manager.output and "runner failed" not in manager.output
+
+
+def test_runner_killed_mid_trial_is_a_fault_and_the_trial_runs_again(
+        start_node: Any, probe: Any, tmp_path: pathlib.Path, undisturbed: list[Any]) -> None:
+    statuses = _status_topic(probe)
+    slow = {**ROBOT, "duration": 3.0}
+    runner = start_node("sim_robot", params=slow)
+    manager = start_node("evaluation_manager", params=_manager_params(tmp_path, "killed"))
+    # kill -9 between accept and result, then bring a (fast) runner back
+    runner.wait_for(r"trial 3 \(policy \w+, attempt 1\): rollout started", timeout=60.0)
+    runner.kill()
+    start_node("sim_robot", params=ROBOT)
+    final = final_status(probe, statuses, timeout=180.0)
+    assert manager.wait() == 0
+    assert [comparison_key(c) for c in final.comparisons] == undisturbed
+    fault = manager.wait_for(r"trial 3: (the runner went away during the run|runner timed out)")
+    assert fault is not None
+    manager.wait_for(r"trial 3 \(label \w+, attempt 2\): runner goal sent")
