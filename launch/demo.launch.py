@@ -10,9 +10,7 @@ each trial and decision, and exits once the session is finished; launch then shu
 """
 
 from launch import LaunchDescription
-from launch.actions import DeclareLaunchArgument, EmitEvent, RegisterEventHandler
-from launch.event_handlers import OnProcessExit
-from launch.events import Shutdown
+from launch.actions import DeclareLaunchArgument, Shutdown
 from launch.substitutions import LaunchConfiguration, PathJoinSubstitution
 from launch_ros.actions import Node
 from launch_ros.parameter_descriptions import ParameterValue
@@ -32,6 +30,8 @@ def generate_launch_description():
             'exit_on_finish': True,
             'journal_fsync': False,
         }],
+        # the session is over (or the manager died): stop sim_robot and end the launch
+        on_exit=Shutdown(reason='evaluation_manager exited'),
     )
     robot = Node(
         package='evalstop', executable='sim_robot', name='sim_robot', output='screen', emulate_tty=True,
@@ -51,7 +51,4 @@ def generate_launch_description():
         DeclareLaunchArgument('seed', default_value='0', description='sim_robot seed.'),
         robot,
         manager,
-        # the session is over: stop sim_robot and end the launch
-        RegisterEventHandler(OnProcessExit(target_action=manager, on_exit=[
-            EmitEvent(event=Shutdown(reason='evaluation session finished'))])),
     ])

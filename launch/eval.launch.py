@@ -13,7 +13,7 @@ Humble, Jazzy and Kilted.
 """
 
 from launch import LaunchDescription
-from launch.actions import DeclareLaunchArgument
+from launch.actions import DeclareLaunchArgument, Shutdown
 from launch.conditions import IfCondition
 from launch.substitutions import LaunchConfiguration, PathJoinSubstitution, PythonExpression
 from launch_ros.actions import Node
@@ -52,6 +52,10 @@ def generate_launch_description():
                 'session_id': ParameterValue(LaunchConfiguration('session_id'), value_type=str),
                 'journal_dir': ParameterValue(LaunchConfiguration('journal_dir'), value_type=str),
             }],
+            # the session lives in the manager: when it exits (finished, aborted, or died),
+            # stop the runner and the terminal too. (The runner's or the terminal's death does
+            # not end the session: the manager waits for them and pauses after runner faults.)
+            on_exit=Shutdown(reason='evaluation_manager exited'),
         ),
         Node(
             package='evalstop', executable='sim_robot', name='sim_robot',

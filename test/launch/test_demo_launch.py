@@ -1,8 +1,11 @@
-"""demo.launch.py under launch_testing: the session reaches its decision and every process exits 0.
+"""demo.launch.py under launch_testing: the session reaches its decision, the manager exits 0 by
+itself and its exit ends the launch (``on_exit=Shutdown()``); every process exits cleanly.
 
-``launch_testing`` and ``launch_ros`` exist only in a ROS 2 installation (Humble, Jazzy,
-Kilted: ``colcon test --packages-select evalstop``), not on PyPI, so elsewhere this module is
-skipped; ``test_launch_files.py`` checks the launch files statically everywhere.
+``launch_testing`` and ``launch_ros`` exist only in a ROS 2 installation (Humble, Jazzy, Kilted),
+not on PyPI: there this runs under ``colcon test`` (CMakeLists.txt: ``add_launch_test``) and under
+plain pytest (launch_testing's pytest plugin collects ``@pytest.mark.launch_test``).  Where they
+are not installed the module is skipped with that reason; ``test_launch_files.py`` checks the
+launch files statically everywhere.
 """
 
 import tempfile
@@ -24,6 +27,7 @@ from launch.substitutions import PathJoinSubstitution  # noqa: E402
 from launch_ros.substitutions import FindPackageShare  # noqa: E402
 
 
+@pytest.mark.launch_test
 def generate_test_description():
     demo = IncludeLaunchDescription(
         PythonLaunchDescriptionSource(PathJoinSubstitution([FindPackageShare('evalstop'), 'launch', 'demo.launch.py'])),
@@ -34,13 +38,18 @@ def generate_test_description():
 
 class TestDemoSession(unittest.TestCase):
 
-    def test_session_reaches_a_decision(self, proc_output):
+    def test_session_reaches_a_decision_and_the_manager_exits(self, proc_output, proc_info):
         proc_output.assertWaitFor('session launch_test finished', timeout=180)
         proc_output.assertWaitFor('tests decided', timeout=10)
+        # the manager ends by itself (exit_on_finish), not because the test ended the launch
+        proc_info.assertWaitForShutdown(process='evaluation_manager', timeout=60)
 
 
 @launch_testing.post_shutdown_test()
 class TestDemoExit(unittest.TestCase):
+
+    def test_the_manager_exits_0(self, proc_info):
+        launch_testing.asserts.assertExitCodes(proc_info, process='evaluation_manager')
 
     def test_every_process_exits_cleanly(self, proc_info):
         launch_testing.asserts.assertExitCodes(proc_info)

@@ -22,7 +22,7 @@ LAUNCH_FILES = sorted((REPO / "launch").glob("*.launch.py"))
 PORTABLE_API = {
     "launch": {"LaunchDescription"},
     "launch.actions": {"DeclareLaunchArgument", "EmitEvent", "GroupAction", "IncludeLaunchDescription",
-                       "RegisterEventHandler", "SetEnvironmentVariable"},
+                       "RegisterEventHandler", "SetEnvironmentVariable", "Shutdown"},
     # not LaunchConfigurationEquals: deprecated since Iron (a UserWarning at launch time)
     "launch.conditions": {"IfCondition", "UnlessCondition"},
     "launch.event_handlers": {"OnProcessExit", "OnProcessStart"},
@@ -119,13 +119,33 @@ def test_eval_launch_arguments_and_robot_presets() -> None:
     assert "== 'sim'" in ast.unparse(_kwarg(sim, "condition"))  # type: ignore[arg-type]
 
 
-def test_demo_launch_ends_when_the_manager_exits() -> None:
+@pytest.mark.parametrize("path", LAUNCH_FILES, ids=lambda p: p.name)
+def test_the_launch_ends_when_the_manager_exits(path: pathlib.Path) -> None:
+    """Issue 8: the manager's death ends the session, so it ends the launch (``on_exit=Shutdown()``);
+    no other node's does (a runner may come back, the operator terminal may be reopened)."""
+    for node in _calls(_tree(path), "Node"):
+        on_exit = _kwarg(node, "on_exit")
+        if _const(_kwarg(node, "executable")) == "evaluation_manager":
+            assert isinstance(on_exit, ast.Call) and getattr(on_exit.func, "id", None) == "Shutdown", path.name
+        else:
+            assert on_exit is None, f"{path.name}: only the manager's exit ends the launch"
+
+
+def test_demo_manager_exits_when_the_session_is_decided() -> None:
     tree = _tree(REPO / "launch" / "demo.launch.py")
     manager = next(c for c in _calls(tree, "Node") if _const(_kwarg(c, "executable")) == "evaluation_manager")
     params = _kwarg(manager, "parameters")
     assert isinstance(params, ast.List) and isinstance(params.elts[0], ast.Dict)
     values = {_const(k): v for k, v in zip(params.elts[0].keys, params.elts[0].values)}
     assert _const(values["exit_on_finish"]) is True
-    handler = _calls(tree, "OnProcessExit")
-    assert handler and ast.unparse(_kwarg(handler[0], "target_action")) == "manager"  # type: ignore[arg-type]
-    assert _calls(tree, "Shutdown")
+
+
+def test_package_runs_its_launch_files_and_tests() -> None:
+    """package.xml exec_depends on the launch packages; CMake registers the launch tests."""
+    package = (REPO / "package.xml").read_text()
+    for dep in ("launch", "launch_ros"):
+        assert f"<exec_depend>{dep}</exec_depend>" in package
+    cmake = (REPO / "CMakeLists.txt").read_text()
+    for test in (REPO / "test" / "launch").glob("test_*_launch.py"):
+        assert f"add_launch_test(test/launch/{test.name}" in cmake, test.name
+        assert "@pytest.mark.launch_test" in test.read_text(), f"{test.name}: pytest would not run it"

@@ -104,3 +104,20 @@ def test_parameter_change_is_checked(start_node: Any, probe: Any) -> None:
     robot.wait_for(r"parameter change refused: `success_rates` must lie in \[0, 1\]")
     assert probe.set_parameters("sim_robot", [Parameter("success_rates", value=[1.0, 1.0])])[0].successful
     assert run_goal(probe, policy="policy_a", trial=9).result.auto_success
+
+
+def test_ctrl_c_during_a_rollout_ends_quietly(start_node: Any, probe: Any) -> None:
+    from evalstop.action import RunTrial
+    from rclpy.action import ActionClient
+
+    robot = start_node("sim_robot", params={"duration": 30.0})
+    client = ActionClient(probe.node, RunTrial, "run_trial")
+    probe.spin_until(client.server_is_ready, 20.0, "the run_trial action server")
+    goal = RunTrial.Goal(session_id="s1", trial_id=1, policy_id="policy_a", task="t", initial_condition="c", attempt=1)
+    deadline = time.monotonic() + 20.0
+    while "rollout started" not in robot.output:  # re-sent while DDS drops the goal (sim_robot repeats it)
+        client.send_goal_async(goal)
+        probe.spin_for(1.0)
+        assert time.monotonic() < deadline, robot.output
+    assert robot.stop() == 0
+    assert "Traceback" not in robot.output and "[ERROR]" not in robot.output, robot.output
