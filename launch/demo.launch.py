@@ -9,12 +9,13 @@ each trial and decision, and exits once the session is finished; launch then shu
 ``make demo`` do the same with separate processes.) Works with ROS 2 Humble, Jazzy and Kilted.
 """
 
-from launch import LaunchDescription
 from launch.actions import DeclareLaunchArgument, Shutdown
 from launch.substitutions import LaunchConfiguration, PathJoinSubstitution
 from launch_ros.actions import Node
 from launch_ros.parameter_descriptions import ParameterValue
 from launch_ros.substitutions import FindPackageShare
+
+from launch import LaunchDescription
 
 
 def generate_launch_description():

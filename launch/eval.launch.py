@@ -12,13 +12,14 @@ to the installed preset of the robot. ``use_teleop:=true`` opens the operator te
 Humble, Jazzy and Kilted.
 """
 
-from launch import LaunchDescription
 from launch.actions import DeclareLaunchArgument, Shutdown
 from launch.conditions import IfCondition
 from launch.substitutions import LaunchConfiguration, PathJoinSubstitution, PythonExpression
 from launch_ros.actions import Node
 from launch_ros.parameter_descriptions import ParameterValue
 from launch_ros.substitutions import FindPackageShare
+
+from launch import LaunchDescription
 
 #: robot -> installed session preset (share/evalstop/config/)
 PRESETS = {'sim': 'eval.yaml', 'droid': 'droid.yaml', 'widowx': 'widowx.yaml'}

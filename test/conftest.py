@@ -63,9 +63,9 @@ def _ros_importable() -> str:
             # rosidl_generator_py (imported by rclpy on first use of a message type) imports
             # lark-parser 0.12, which imports `sre_parse` and `sre_constants`, deprecated since 3.11.
             warnings.filterwarnings("ignore", "module 'sre_(parse|constants)' is deprecated", DeprecationWarning)
-            import rosidl_generator_py  # noqa: F401, PLC0415
-        import rclpy  # noqa: F401, PLC0415
-        from evalstop.msg import SessionStatus  # noqa: F401, PLC0415
+            import rosidl_generator_py  # noqa: F401
+        import rclpy  # noqa: F401
+        from evalstop.msg import SessionStatus  # noqa: F401
     except ImportError as err:
         return f"{err} (run `make test`, or pytest under `. tools/ros/env.sh .venv build/ros/install`)"
     return ""
@@ -227,9 +227,9 @@ class RosProbe:
     """An in-process node (own rclpy Context) to publish, subscribe and call services in tests."""
 
     def __init__(self, namespace: str) -> None:
-        import rclpy  # noqa: PLC0415
-        from rclpy.context import Context  # noqa: PLC0415
-        from rclpy.executors import SingleThreadedExecutor  # noqa: PLC0415
+        import rclpy
+        from rclpy.context import Context
+        from rclpy.executors import SingleThreadedExecutor
 
         self.context = Context()
         rclpy.init(context=self.context)
@@ -239,7 +239,7 @@ class RosProbe:
 
     def close(self) -> None:
         """Destroy the node and shut the context down."""
-        import rclpy  # noqa: PLC0415
+        import rclpy
 
         self.executor.shutdown()
         self.node.destroy_node()

@@ -17,7 +17,7 @@ from .bag import is_bag, read_bag
 from .errors import AuditError
 from .journal import read_journal_record
 from .model import SessionRecord
-from .verify import CODES, AuditReport, StepReplay, ComparisonAudit, TrialAudit, Violation, verify
+from .verify import CODES, AuditReport, ComparisonAudit, StepReplay, TrialAudit, Violation, verify
 
 __all__ = [
     "CODES",

@@ -9,8 +9,7 @@ from, in order: ``$EVALSTOP_MSG_DIR``; ``share/evalstop/msg`` of the colcon inst
 
 ``SessionConfig`` and ``SessionEvent`` are the two messages that make a bag self-contained (the
 pre-registered configuration, latched at session start, and the manager's journal events: auto
-scores, corrections, voids, decisions).  Until ``msg/`` ships them, :data:`PROPOSED_MESSAGES`
-holds their definitions; a ``.msg`` file of the same name always takes precedence.
+scores, corrections, voids, decisions).
 """
 
 from __future__ import annotations
@@ -18,7 +17,6 @@ from __future__ import annotations
 import functools
 import os
 import pathlib
-from collections.abc import Mapping
 from typing import NamedTuple
 
 from rosbags.interfaces import Qos, QosDurability, QosHistory, QosLiveliness, QosReliability, QosTime
@@ -29,7 +27,6 @@ from .errors import AuditError
 
 __all__ = [
     "EVALSTOP_PACKAGE",
-    "PROPOSED_MESSAGES",
     "TOPICS",
     "Topic",
     "message_definitions",
@@ -79,47 +76,6 @@ TOPICS: tuple[Topic, ...] = (
     Topic("comparison_status", "evalstop/msg/ComparisonStatus", "transient_local", 66),
 )
 
-#: Definitions of the messages evaluation_manager does not publish yet (see the module docstring).
-PROPOSED_MESSAGES: Mapping[str, str] = {
-    "SessionConfig": """\
-# The session's pre-registered design, published by evaluation_manager on `session_config`
-# (reliable, transient-local, depth 1) when a session starts or resumes, so that a recording
-# of the session is self-contained: an audit replays exactly these settings.
-
-# stamp: when the session started (or resumed); frame_id: unused (empty).
-std_msgs/Header header
-# Session id.
-string session_id
-# The validated configuration as canonical JSON (sorted keys, no spaces, defaults resolved):
-# evalstop_ros.session.SessionConfig.canonical_json(), exactly as the journal stores it.
-string config_json
-# SHA-256 (hex) of config_json.
-string config_hash
-# evalstop version of the manager (evalstop_ros.__version__).
-string version
-""",
-    "SessionEvent": """\
-# One event of the session journal, published by evaluation_manager on `session_event`
-# (reliable, transient-local, depth 1000) right after it is committed, so that a recording
-# holds what the topics cannot show: automatic scores, corrections, voids, decisions.
-# After a restart the manager publishes its whole journal again (same seq, same content).
-
-# stamp: the journal's stamp_ns of the event; frame_id: unused (empty).
-std_msgs/Header header
-# Session id.
-string session_id
-# Position in the journal: 1, 2, 3, ...
-uint64 seq
-# Event kind (evalstop_ros.session.journal.KINDS), e.g. "score_accepted", "correction".
-string kind
-# Trial concerned; 0 if none.
-uint32 trial_id
-# The event's payload as strict JSON (sorted keys, no NaN), exactly as journaled.
-string payload_json
-""",
-}
-
-
 def msg_dir() -> pathlib.Path | None:
     """The directory holding the evalstop ``.msg`` files (module docstring), or ``None``."""
     candidates = []
@@ -135,7 +91,7 @@ def message_definitions(directory: pathlib.Path | None = None) -> dict[str, str]
     """``{"evalstop/msg/Name": text}`` for every evalstop message.
 
     :param directory: Where the ``.msg`` files are (default :func:`msg_dir`).
-    :returns: The definitions; :data:`PROPOSED_MESSAGES` fill in names without a file.
+    :returns: The definitions.
     :raises AuditError: If no ``.msg`` directory can be found.
     """
     directory = directory or msg_dir()
@@ -145,8 +101,6 @@ def message_definitions(directory: pathlib.Path | None = None) -> dict[str, str]
         raise AuditError(msg)
     found = {f"{EVALSTOP_PACKAGE}/msg/{path.stem}": path.read_text(encoding="utf-8")
              for path in sorted(directory.glob("*.msg"))}
-    for name, text in PROPOSED_MESSAGES.items():
-        found.setdefault(f"{EVALSTOP_PACKAGE}/msg/{name}", text)
     return found
 
 

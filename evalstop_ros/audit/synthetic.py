@@ -229,9 +229,9 @@ def rewrite_bag(source: str | pathlib.Path, target: str | pathlib.Path,
     :param storage: ``"mcap"`` or ``"sqlite3"`` (default: the source's).
     :returns: ``target``.
     """
-    from rosbags.highlevel import AnyReader  # noqa: PLC0415
+    from rosbags.highlevel import AnyReader
 
-    from .bag import _storage  # noqa: PLC0415
+    from .bag import _storage
 
     src = pathlib.Path(source)
     plugin = {"mcap": StoragePlugin.MCAP, "sqlite3": StoragePlugin.SQLITE3}[storage or _storage(src)]

@@ -46,6 +46,7 @@ from ..session.analysis import display_letters
 from ..session.config import ConfigError, MetricConfig, SessionConfig, config_diff, parse_config
 from ..session.errors import JournalError
 from ..session.journal import Event
+
 # The session's offline analysis on a trial book: the same rows as ``offline_decisions`` /
 # ``offline_claims``, which take a journal path (the audit folds bags, and books as of each edit).
 from ..session.offline import OfflineClaim, OfflineResult, book_decisions, claims_of

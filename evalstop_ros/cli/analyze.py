@@ -14,9 +14,9 @@ import math
 from ..stats.methods import VALIDITY
 from ..stats.registry import METHODS, run_test
 from ..stats.sequential import Decision, SequentialResult
-from .step import fetch_table
 from ._common import CliError, add_alpha_alternative, print_json
 from .data import PairedScores, load_pairs
+from .step import fetch_table
 
 HELP = "run a sequential test over recorded paired scores (CSV)"
 DESCRIPTION = """\

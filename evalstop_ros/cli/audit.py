@@ -11,7 +11,6 @@ import argparse
 import datetime
 import math
 from collections.abc import Iterable
-
 from typing import TYPE_CHECKING
 
 from ..session import ConfigError, load_config
@@ -58,7 +57,7 @@ def add_source_arguments(parser: argparse.ArgumentParser) -> None:
 def load(args: argparse.Namespace) -> AuditReport:
     """Run the audit the source options describe (input problems as :class:`CliError`)."""
     try:
-        from ..audit import AuditError, audit  # noqa: PLC0415 - rosbags only for these verbs
+        from ..audit import AuditError, audit
     except ImportError as err:
         raise CliError(f"the audit needs rosbags ({err}); pip install 'evalstop[audit]'") from err
     config: SessionConfig | None = None
@@ -88,7 +87,7 @@ def _when(stamp_ns: int) -> str:
 
 
 def _published(test: ComparisonAudit) -> str:
-    from ..audit.verify import fmt  # noqa: PLC0415
+    from ..audit.verify import fmt
 
     pub = test.published
     if pub is None:
@@ -102,7 +101,7 @@ def _published(test: ComparisonAudit) -> str:
 
 def format_report(report: AuditReport) -> list[str]:
     """The human-readable audit (what ``evalstop audit`` prints without ``--json``)."""
-    from ..audit.verify import fmt  # noqa: PLC0415
+    from ..audit.verify import fmt
 
     rec, cfg = report.record, report.config
     summary = report.to_dict()["counts"]

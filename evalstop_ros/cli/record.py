@@ -44,11 +44,11 @@ def run(args: argparse.Namespace) -> int:
     if pathlib.Path(args.output).exists():
         raise CliError(f"{args.output}: exists already; a bag is never overwritten")
     try:
-        from ..audit import recorder  # noqa: PLC0415 - rclpy only when recording
+        from ..audit import recorder
     except ImportError as err:
         raise CliError(f"recording needs ROS 2 (rclpy and the evalstop interfaces): {err}; run inside "
                        "`. tools/ros/env.sh .venv build/ros/install`") from err
-    from ..audit.errors import AuditError  # noqa: PLC0415
+    from ..audit.errors import AuditError
 
     try:
         recorder.record(args.output, storage=args.storage, namespace=args.namespace,

@@ -36,7 +36,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Audit the source and write the report; 0 when written."""
-    from ..report import write_report  # noqa: PLC0415 - matplotlib only for this verb
+    from ..report import write_report
 
     report = load(args)
     files = write_report(report, args.output)

@@ -15,8 +15,8 @@ import numpy as np
 from ..stats.registry import METHODS, make_process
 from ..stats.sequential import PairedProcess
 from ..stats.simulate import ScoreModel, SimulationSummary, bernoulli, continuous_beta, monte_carlo, partial_credit
-from .step import fetch_table
 from ._common import CliError, add_alpha_alternative, float_list, print_json
+from .step import fetch_table
 
 HELP = "estimate power, false-claim rate and mean stopping time by Monte Carlo"
 DESCRIPTION = """\

@@ -34,12 +34,11 @@ from collections.abc import Sequence
 
 import rclpy
 from ament_index_python.packages import PackageNotFoundError, get_package_prefix, get_package_share_directory
+from evalstop.msg import ComparisonStatus, SessionStatus
 from rclpy.executors import ExternalShutdownException
 from rclpy.node import Node
 from rclpy.qos import QoSProfile
 from rclpy.utilities import remove_ros_args
-
-from evalstop.msg import ComparisonStatus, SessionStatus
 
 from .. import qos
 from ..session import load_config, offline_claims, offline_decisions

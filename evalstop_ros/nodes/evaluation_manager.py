@@ -39,6 +39,10 @@ from typing import Any
 import rclpy
 from action_msgs.msg import GoalStatus
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
+from evalstop.action import RunTrial
+from evalstop.msg import ComparisonStatus, ScoreAck, SessionEvent, SessionStatus, TrialRequest, TrialScore
+from evalstop.msg import SessionConfig as SessionConfigMsg
+from evalstop.srv import CorrectScore, SessionControl, StartSession
 from rcl_interfaces.msg import SetParametersResult
 from rclpy.action import ActionClient
 from rclpy.action.client import ClientGoalHandle
@@ -49,11 +53,6 @@ from rclpy.node import Node
 from rclpy.parameter import Parameter
 from rclpy.qos import QoSProfile
 from rclpy.task import Future
-
-from evalstop.action import RunTrial
-from evalstop.msg import ComparisonStatus, ScoreAck, SessionEvent, SessionStatus, TrialRequest, TrialScore
-from evalstop.msg import SessionConfig as SessionConfigMsg
-from evalstop.srv import CorrectScore, SessionControl, StartSession
 
 from .. import __version__, qos
 from ..session import ConfigError, EvaluationSession, SessionConfig, SessionError, SessionState, load_config

@@ -30,6 +30,7 @@ from typing import NamedTuple
 
 import numpy as np
 import rclpy
+from evalstop.action import RunTrial
 from rcl_interfaces.msg import SetParametersResult
 from rclpy.action import ActionServer, CancelResponse, GoalResponse
 from rclpy.action.server import ServerGoalHandle
@@ -38,8 +39,6 @@ from rclpy.exceptions import ParameterException
 from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor
 from rclpy.node import Node
 from rclpy.parameter import Parameter
-
-from evalstop.action import RunTrial
 
 from ._common import EXIT_OK, EXIT_USAGE, declare, parameter_error, ros_context
 

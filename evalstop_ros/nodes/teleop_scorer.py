@@ -31,13 +31,11 @@ import threading
 from collections.abc import Iterator
 from typing import TextIO
 
-import rclpy
+from evalstop.msg import ScoreAck, SessionStatus, TrialRequest, TrialScore
+from evalstop.srv import CorrectScore
 from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
 from rclpy.node import Node
 from rclpy.qos import QoSProfile
-
-from evalstop.msg import ScoreAck, SessionStatus, TrialRequest, TrialScore
-from evalstop.srv import CorrectScore
 
 from .. import qos
 from ._common import declare, ros_context

@@ -16,15 +16,15 @@ import matplotlib
 
 matplotlib.use("Agg")  # headless: the report is rendered on machines without a display
 
-import numpy as np  # noqa: E402
-from matplotlib.axes import Axes  # noqa: E402
-from matplotlib.figure import Figure  # noqa: E402
+import numpy as np
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
 
-from ..audit import AuditReport, ComparisonAudit  # noqa: E402
-from ..stats.errors import StatsInputError  # noqa: E402
-from ..stats.sequential import Decision  # noqa: E402
-from ..stats.step import load_table, table_alpha  # noqa: E402
-from .intervals import mixture_confidence_sequence  # noqa: E402
+from ..audit import AuditReport, ComparisonAudit
+from ..stats.errors import StatsInputError
+from ..stats.sequential import Decision
+from ..stats.step import load_table, table_alpha
+from .intervals import mixture_confidence_sequence
 
 __all__ = [
     "letters_figure",

@@ -11,8 +11,8 @@ SQLite log, and :mod:`.session` is the journaled state machine the manager node 
 from .config import AdaStopConfig, ConfigError, MetricConfig, SessionConfig, config_diff, load_config, parse_config
 from .errors import JournalError, SessionError
 from .journal import Event, Journal, JournalContents, read_journal
-from .plan import Plan
 from .offline import OfflineClaim, OfflineResult, offline_claims, offline_decisions, offline_letters
+from .plan import Plan
 from .session import (
     ClaimStatus,
     ComparisonStatus,

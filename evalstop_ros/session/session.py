@@ -155,7 +155,14 @@ from .analysis import AdaStopTest, PairedTest, Test, build_tests, display_letter
 from .config import SessionConfig, config_diff
 from .errors import JournalError, SessionError
 from .journal import Event, Journal, encode_payload
-from .offline import OfflineClaim, OfflineResult, check_letters_request, offline_claims, offline_decisions, offline_letters
+from .offline import (
+    OfflineClaim,
+    OfflineResult,
+    check_letters_request,
+    offline_claims,
+    offline_decisions,
+    offline_letters,
+)
 from .plan import Condition, Plan
 from .trials import TrialBook, TrialRecord
 
@@ -193,7 +200,7 @@ def _locked(method: Callable[Concatenate[EvaluationSession, _P], _R]) -> Callabl
     return wrapper
 
 
-class SessionState(str, enum.Enum):
+class SessionState(str, enum.Enum):  # noqa: UP042 (str() of a StrEnum member differs)
     """Life cycle of a session."""
 
     IDLE = "idle"

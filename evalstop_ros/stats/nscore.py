@@ -220,7 +220,6 @@ class NScoreProcess(BettingProcess):
             self._xi[lanes] = np.clip(xi, 0.0, self.xi_max)
             return
         k = self.bins
-        width = 3 * k - 2
         start = self._row_start[lanes]
         # Q <- (w0 + e_k0) * (w1 + e_k1) incrementally (cross-correlation, O(K) per lane):
         # Q[d] += w1[k0 + d], then Q[d] += w0_new[k1 - d].

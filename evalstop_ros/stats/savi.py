@@ -12,8 +12,8 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from ._betting import BettingProcess, Lanes, Scores, check_trial
-from .validation import check_binary
 from .sequential import SequentialResult, run_sequence
+from .validation import check_binary
 
 __all__ = ["SaviProcess", "savi_test"]
 

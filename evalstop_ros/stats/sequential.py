@@ -20,6 +20,7 @@ from typing import Protocol
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from .errors import StatsInputError
 from .validation import check_pairs, check_positive_int
 
 
@@ -131,7 +132,7 @@ def run_sequence(
     """
     a, b = check_pairs(scores_a, scores_b)
     if a.ndim != 1:
-        raise ValueError(f"`scores_a` must be one-dimensional; found shape {a.shape}")
+        raise StatsInputError(f"`scores_a` must be one-dimensional; found shape {a.shape}")
     limit = a.size if n_max is None else min(a.size, check_positive_int(n_max, "n_max"))
     pvalues, evalues = [], []
     for n in range(limit):

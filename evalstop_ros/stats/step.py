@@ -27,7 +27,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from .errors import StatsInputError
 from .sequential import Decision, SequentialResult, run_sequence
-from .step_oc import Type1Report, StepOC, check_type1, operating_characteristics
+from .step_oc import StepOC, Type1Report, check_type1, operating_characteristics
 from .step_table import StepTable, load_table, synthesize_table
 from .validation import check_alpha, check_alternative, check_binary, check_positive_int
 

@@ -16,7 +16,6 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import NDArray
 
-
 #: Columns added on each side when mass reaches the band's edge (additive growth keeps the band
 #: within a few columns of the true reach, which is what bounds synthesis memory).
 _WIDEN_BY = 6

@@ -15,7 +15,6 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from ._betting import BettingProcess, Lanes, Scores
-from .errors import StatsInputError
 from .sequential import SequentialResult, run_sequence
 from .validation import check_open_unit
 

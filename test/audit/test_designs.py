@@ -77,7 +77,7 @@ def test_design_audits_clean(design: str, request: pytest.FixtureRequest, tmp_pa
 
 @pytest.mark.parametrize("design", ["holm", "per_task"])
 def test_design_exit_status(design: str, request: pytest.FixtureRequest, tmp_path: pathlib.Path) -> None:
-    from evalstop_ros.cli.main import main  # noqa: PLC0415
+    from evalstop_ros.cli.main import main
 
     _, messages = request.getfixturevalue(design)
     assert main(["audit", str(bag(tmp_path / "bag", messages, "sqlite3"))]) == 0

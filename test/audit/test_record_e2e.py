@@ -32,12 +32,6 @@ pytestmark = pytest.mark.usefixtures("ros_env")
 EVALSTOP = str(pathlib.Path(sys.executable).with_name("evalstop"))
 
 
-def _manager_publishes_the_journal() -> bool:
-    from evalstop import msg
-
-    return hasattr(msg, "SessionConfig") and hasattr(msg, "SessionEvent")
-
-
 class Recorder:
     """``evalstop record --until-finished`` as a process, its output in a log file."""
 
@@ -150,12 +144,10 @@ def test_recorded_operator_session_audits(start_node: Any, probe: Any, recorder:
     assert rec.wait() == 0, rec.output
     assert (bag / "metadata.yaml").is_file()
 
-    self_contained = _manager_publishes_the_journal()
-    extra = [] if self_contained else ["--config", str(config_file)]
-    done = _audit(str(bag), *extra)
+    done = _audit(str(bag))  # self-contained: the config comes from session_config
     assert done.returncode == 0, done.stdout + done.stderr
     assert done.stdout.splitlines()[-1].startswith("audit: VERIFIED: 2 decision(s)")
-    payload = json.loads(_audit(str(bag), "--json", *extra).stdout)
+    payload = json.loads(_audit(str(bag), "--json").stdout)
     assert payload["verified"] and payload["final_state"] == "finished"
     assert [(c["metric"], c["decision"], c["stopping_trial"] or 0) for c in payload["comparisons"]] == \
         [(c.metric, ("CONTINUE", "B_BETTER", "A_BETTER", "BUDGET_EXHAUSTED")[c.decision], c.stopping_trial)
@@ -165,7 +157,7 @@ def test_recorded_operator_session_audits(start_node: Any, probe: Any, recorder:
     target = payload["counts"]["trials_scored"] // 4
     tampered = rewrite_bag(bag, tmp_path / "tampered", lambda topic, stamp, msg: [(stamp, _flip(topic, msg, target))],
                            storage="sqlite3")
-    done = _audit(str(tampered), "--json", *extra)
+    done = _audit(str(tampered), "--json")
     report = json.loads(done.stdout)
     assert done.returncode == 1 and not report["verified"]
     assert {t for v in report["violations"] for t in v["trial_ids"]} == {target}, report["violations"]
@@ -179,9 +171,6 @@ def _flip(topic: str, msg: Any, trial_id: int) -> Any:
 
 def test_recorded_auto_session_is_self_contained(start_node: Any, probe: Any, recorder: Any,
                                                  tmp_path: pathlib.Path) -> None:
-    if not _manager_publishes_the_journal():
-        pytest.skip("evaluation_manager does not publish session_config / session_event yet (evalstop.msg has no "
-                    "SessionConfig/SessionEvent): an auto-scored session's scores are not on any topic")
     from evalstop.msg import SessionStatus
 
     from evalstop_ros import qos

@@ -10,11 +10,11 @@ from typing import Any
 import pytest
 import yaml
 from audit_support import BASE, bag, recording
+from rosbags.rosbag2 import StoragePlugin, Writer
 
 from evalstop_ros.audit import AuditError, audit, read_source
-from evalstop_ros.audit.interfaces import TOPICS, typestore
+from evalstop_ros.audit.interfaces import typestore
 from evalstop_ros.audit.synthetic import rewrite_bag, write_bag
-from rosbags.rosbag2 import StoragePlugin, Writer
 
 
 @pytest.fixture(scope="module")

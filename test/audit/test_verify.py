@@ -9,10 +9,10 @@ from typing import Any
 
 import numpy as np
 import pytest
-from audit_support import RATES, TAMPERED, bag, make_config, recording
+from audit_support import TAMPERED, bag, make_config, recording
 
-from evalstop_ros.audit import AuditError, audit
-from evalstop_ros.audit.synthetic import Message, SimulatedLab, simulate_recording
+from evalstop_ros.audit import audit
+from evalstop_ros.audit.synthetic import Message
 from evalstop_ros.session import EvaluationSession
 from evalstop_ros.session.plan import Plan
 from evalstop_ros.stats.step import step_uniforms

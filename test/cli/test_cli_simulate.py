@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-
 import numpy as np
 import pytest
 
@@ -63,7 +62,6 @@ def test_human_summary(evalstop):
 
 def test_seeded_runs_repeat(evalstop):
     args = ["simulate", "--method", "savi", "--p0", "0.4", "--p1", "0.6", "--n-max", "30", "--alpha", "0.05", "--reps", "100", "--json"]
-    pytest.importorskip("evalstop_ros.stats.savi")
     first, again = evalstop(*args, "--seed", "3"), evalstop(*args, "--seed", "3")
     assert first.stdout == again.stdout
     assert evalstop(*args, "--seed", "4").stdout != first.stdout

@@ -13,18 +13,17 @@ import unittest
 
 import pytest
 
-launch_testing = pytest.importorskip(
-    "launch_testing", reason="launch_testing is not installable from PyPI; runs in a ROS 2 installation")
-launch_ros = pytest.importorskip(
-    "launch_ros", reason="launch_ros is not installable from PyPI; runs in a ROS 2 installation")
+pytest.importorskip("launch_testing", reason="launch_testing is not installable from PyPI; runs in a ROS 2 installation")
+pytest.importorskip("launch_ros", reason="launch_ros is not installable from PyPI; runs in a ROS 2 installation")
 
-import launch  # noqa: E402
-import launch_testing.actions  # noqa: E402
-import launch_testing.asserts  # noqa: E402
-from launch.actions import IncludeLaunchDescription  # noqa: E402
-from launch.launch_description_sources import PythonLaunchDescriptionSource  # noqa: E402
-from launch.substitutions import PathJoinSubstitution  # noqa: E402
-from launch_ros.substitutions import FindPackageShare  # noqa: E402
+import launch_testing.actions
+import launch_testing.asserts
+from launch.actions import IncludeLaunchDescription
+from launch.launch_description_sources import PythonLaunchDescriptionSource
+from launch.substitutions import PathJoinSubstitution
+from launch_ros.substitutions import FindPackageShare
+
+import launch
 
 
 @pytest.mark.launch_test

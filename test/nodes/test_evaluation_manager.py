@@ -231,9 +231,8 @@ def test_pause_resume_undo_and_abort(start_node: Any, probe: Any, tmp_path: path
 
 def test_automatic_score_is_held_while_paused_and_survives_a_crash(
         start_node: Any, probe: Any, tmp_path: pathlib.Path) -> None:
-    from evalstop.srv import SessionControl
-
     from evalstop.msg import SessionStatus
+    from evalstop.srv import SessionControl
 
     from evalstop_ros import qos
 

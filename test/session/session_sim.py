@@ -9,7 +9,7 @@ from __future__ import annotations
 import hashlib
 import sys
 from collections.abc import Callable, Mapping
-from typing import Any, Union
+from typing import Any
 
 from evalstop_ros.session import EvaluationSession, ScoreOutcome, SessionConfig, parse_config
 
@@ -66,7 +66,7 @@ def progress_outcome(policy: str, trial_id: int, means: Mapping[str, float]) -> 
 
 
 #: A lab: success rates (:func:`outcome`) or any ``(policy, trial id) -> (success, progress)``.
-Lab = Union[dict[str, float], Callable[[str, int], tuple[bool, float]]]
+Lab = dict[str, float] | Callable[[str, int], tuple[bool, float]]
 
 
 def run_fails(trial_id: int, attempt: int, every: int) -> bool:

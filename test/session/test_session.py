@@ -9,6 +9,7 @@ from collections.abc import Callable
 
 import numpy as np
 import pytest
+import session_sim as sim
 
 from evalstop_ros.session import (
     EvaluationSession,
@@ -24,7 +25,6 @@ from evalstop_ros.session.journal import Journal
 from evalstop_ros.stats.nscore import nscore_test
 from evalstop_ros.stats.sequential import Decision
 from evalstop_ros.stats.step import step_test
-import session_sim as sim
 
 #: Two-sided N-SCORE on success only: decides within ~10 pairs on all-or-nothing data.
 FAST = {"metrics": [{"name": "success", "method": "nscore"}]}
@@ -626,7 +626,7 @@ def test_session_can_be_called_from_several_threads(journal_path):
             try:
                 for _ in range(20):
                     session.status(), session.comparisons()
-            except BaseException as err:  # noqa: BLE001 -- reported below
+            except BaseException as err:
                 errors.append(err)
 
         threads = [threading.Thread(target=worker) for _ in range(3)]

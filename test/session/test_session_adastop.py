@@ -12,6 +12,7 @@ import math
 
 import numpy as np
 import pytest
+import session_sim as sim
 
 from evalstop_ros.session import (
     EvaluationSession,
@@ -24,7 +25,6 @@ from evalstop_ros.session.plan import Plan
 from evalstop_ros.session.trials import TrialBook
 from evalstop_ros.stats.adastop import adastop_test
 from evalstop_ros.stats.sequential import Decision
-import session_sim as sim
 
 N, K = 5, 6
 CONFIG = sim.make_config(**sim.ADASTOP_SESSION)

@@ -8,9 +8,9 @@ import pathlib
 
 import pytest
 from pydantic import ValidationError
+from session_sim import ADASTOP_SESSION, BASE, make_config
 
 from evalstop_ros.session.config import ConfigError, config_diff, load_config, parse_config
-from session_sim import ADASTOP_SESSION, BASE, make_config
 
 CONFIG_DIR = pathlib.Path(__file__).resolve().parents[2] / "config"
 

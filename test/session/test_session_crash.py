@@ -33,11 +33,11 @@ from typing import Any
 
 import numpy as np
 import pytest
+import session_sim as sim
 
 from evalstop_ros.session import EvaluationSession, JournalError, SessionState, read_journal
 from evalstop_ros.session.journal import Event, Journal
 from evalstop_ros.session.trials import TrialBook
-import session_sim as sim
 
 SESSION_ID = "crash"
 SIM_SCRIPT = pathlib.Path(sim.__file__).resolve()

@@ -15,19 +15,19 @@ import dataclasses
 import math
 
 import pytest
+import session_sim as sim
 
 from evalstop_ros.session import (
     EvaluationSession,
     SessionState,
+    analysis,
     offline_decisions,
     offline_letters,
     read_journal,
 )
-from evalstop_ros.session import analysis
 from evalstop_ros.session.trials import TrialBook
 from evalstop_ros.stats.families import run_family
 from evalstop_ros.stats.sequential import Decision
-import session_sim as sim
 
 FOUR = ["p0", "p1", "p2", "p3"]
 RATES = {"p0": 0.1, "p1": 0.45, "p2": 0.6, "p3": 0.95}

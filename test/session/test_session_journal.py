@@ -6,9 +6,9 @@ import json
 import sqlite3
 
 import pytest
+from session_sim import make_config
 
 from evalstop_ros.session.journal import KINDS, Journal, JournalError, read_journal
-from session_sim import make_config
 
 
 def test_new_journal_stores_the_exact_config_first(journal_path):

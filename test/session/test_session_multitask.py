@@ -18,6 +18,7 @@ import dataclasses
 import math
 
 import pytest
+import session_sim as sim
 
 from evalstop_ros.session import (
     ClaimStatus,
@@ -33,7 +34,6 @@ from evalstop_ros.session.plan import Plan
 from evalstop_ros.session.trials import TrialBook, form_pairs
 from evalstop_ros.stats.multitask import run_multitask
 from evalstop_ros.stats.sequential import Decision
-import session_sim as sim
 
 TASKS = [{"id": f"t{k}", "initial_conditions": [{"id": f"t{k}c{i}", "reset_instructions": "r"} for i in range(2)]}
          for k in range(3)]

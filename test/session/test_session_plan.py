@@ -10,9 +10,9 @@ import re
 from collections import Counter
 
 import pytest
+from session_sim import make_config
 
 from evalstop_ros.session.plan import LABELS, Plan
-from session_sim import make_config
 
 THREE = ["pi0", "pi1", "pi2"]
 TWO_TASKS = [

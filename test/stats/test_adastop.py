@@ -11,10 +11,10 @@ import math
 
 import numpy as np
 import pytest
+from stats_support import assert_fpr
 
 from evalstop_ros.stats.adastop import AdaStop, adastop_test
 from evalstop_ros.stats.errors import StatsInputError
-from stats_support import assert_fpr
 
 DESIGN = {"n_per_interim": 5, "n_interims": 6, "alpha": 0.05}
 

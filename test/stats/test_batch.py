@@ -110,7 +110,7 @@ def test_rerunning_a_batch_test_after_every_trial_inflates_type_one() -> None:
     while one look at N = 100 stays below 0.05.
     """
 
-    @functools.lru_cache(maxsize=None)
+    @functools.cache
     def pvalue(s_a: int, s_b: int, n: int) -> float:
         return float(stats.fisher_exact([[s_a, s_b], [n - s_a, n - s_b]]).pvalue)
 

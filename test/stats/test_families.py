@@ -12,8 +12,8 @@ from evalstop_ros.stats.errors import StatsInputError
 from evalstop_ros.stats.families import (
     Comparison,
     bonferroni,
-    comparison_pairs,
     compact_letter_display,
+    comparison_pairs,
     holm,
     split_alpha,
 )

@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from stats_support import assert_fpr
 
 from evalstop_ros.stats.errors import StatsInputError
 from evalstop_ros.stats.families import FamilyProcess, _holm_rejections, holm, run_family
 from evalstop_ros.stats.multitask import combine_tasks, run_multitask, task_alpha
 from evalstop_ros.stats.nscore import nscore_test
 from evalstop_ros.stats.sequential import Decision
-from stats_support import assert_fpr
 
 POLICIES = ["pi0", "diff", "vla", "pg"]
 

@@ -9,16 +9,15 @@ reference code's midpoint grid (``grid=100``).  Monte Carlo checks print estimat
 from __future__ import annotations
 
 import math
-import re
 
 import numpy as np
 import pytest
 from scipy import optimize
+from stats_support import assert_fpr, found, low_discrepancy, ones_vs_zeros, period_six
 
 from evalstop_ros.stats.errors import StatsInputError
 from evalstop_ros.stats.nscore import NScoreProcess, nscore_test
 from evalstop_ros.stats.sequential import Decision, run_batch
-from stats_support import ones_vs_zeros, period_six, low_discrepancy, found, assert_fpr
 
 ALPHA = 0.05
 

@@ -6,16 +6,14 @@ Reference value: /work/shared/spec/nscore.md §8, period-6 pattern, [ref-code] `
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 import pytest
 from scipy import stats
+from stats_support import assert_fpr
 
 from evalstop_ros.stats.errors import StatsInputError
 from evalstop_ros.stats.savi import SaviProcess, savi_test
 from evalstop_ros.stats.sequential import Decision, run_batch
-from stats_support import found, assert_fpr
 
 ALPHA = 0.05
 PERIOD_A = [0, 0, 1, 0, 0, 1]

@@ -64,7 +64,7 @@ def walk_exact(p0: float, p1: float, h: int, n_max: int) -> tuple[float, float, 
     mass = np.zeros(2 * h - 1)  # positions -h+1 .. h-1
     mass[h - 1] = 1.0
     p_up = p_down = expected = 0.0
-    for n in range(1, n_max + 1):
+    for _ in range(n_max):
         expected += mass.sum()  # P(stop >= n) summed over n = E[min(stop, n_max)]
         p_up += up * mass[-1]
         p_down += down * mass[0]

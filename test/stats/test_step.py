@@ -15,7 +15,7 @@ from evalstop_ros.stats.step import (
     synthesize_table,
     table_alpha,
 )
-from evalstop_ros.stats.step_table import SHIPPED_DIR, StepTable, find_table, table_parameters, parameter_hash
+from evalstop_ros.stats.step_table import SHIPPED_DIR, StepTable, find_table, parameter_hash, table_parameters
 
 SHIPPED = [(n, a) for a in (0.05, 0.025, 0.01, 0.005) for n in (50, 100, 200, 500)]
 

@@ -9,15 +9,14 @@ here, and equally ``alternative="greater", alpha=0.025`` (same bet, same thresho
 from __future__ import annotations
 
 import math
-import re
 
 import numpy as np
 import pytest
+from stats_support import assert_fpr, found, low_discrepancy, ones_vs_zeros, period_six
 
 from evalstop_ros.stats.errors import StatsInputError
 from evalstop_ros.stats.sequential import Decision, run_batch
 from evalstop_ros.stats.wsr import WsrProcess, wsr_test
-from stats_support import ones_vs_zeros, period_six, low_discrepancy, found, assert_fpr
 
 ALPHA = 0.05
 

@@ -28,7 +28,7 @@ OLD_NP_INC = OLD_ROOT + '/lib/python3.11/site-packages/numpy/_core/include'
 
 def main() -> int:
     venv = pathlib.Path(sys.argv[1] if len(sys.argv) > 1 else sys.prefix).resolve()
-    import numpy  # noqa: PLC0415 - the venv's numpy, pulled in by ros-rosidl-generator-py
+    import numpy
 
     py_inc = sysconfig.get_paths()['include']
     np_inc = numpy.get_include()
