@@ -42,7 +42,7 @@ from typing import Any, NamedTuple
 import numpy as np
 from numpy.typing import NDArray
 
-from ..session.analysis import display_letters
+from ..session.analysis import display_letters, interim_records, test_keys
 from ..session.config import ConfigError, MetricConfig, SessionConfig, config_diff, parse_config
 from ..session.errors import JournalError
 from ..session.journal import Event
@@ -52,7 +52,8 @@ from ..session.journal import Event
 from ..session.offline import OfflineClaim, OfflineResult, book_decisions, claims_of
 from ..session.plan import Plan
 from ..session.trials import TrialBook, TrialRecord, form_pairs, metric_value
-from ..stats.families import HOLM_SIDES, Comparison
+from ..stats.families import Comparison
+from ..stats.holm import HOLM_SIDES, DirectionalTests
 from ..stats.registry import make_process
 from ..stats.sequential import Decision, SequentialResult
 from ..stats.step import StepProcess, step_uniforms
@@ -445,10 +446,8 @@ class _Verifier:
         self.violations: list[Violation] = []
         self.notes: list[str] = []
         # the session's tests, in the order of EvaluationSession.comparisons() / offline_decisions()
-        tasks = ("",) if config.claim == "pooled" or config.design == "adastop" else tuple(t.id for t in config.tasks)
-        self.tests = [_Test(ci, mi, comparison, metric, task)
-                      for ci, comparison in enumerate(config.comparison_list())
-                      for mi, metric in enumerate(config.metrics) for task in tasks]
+        keys = test_keys(config)
+        self.tests = [_Test(k.comparison_index, k.metric_index, k.comparison, k.metric, k.task or "") for k in keys]
         self.test_index: dict[tuple[str, str, str, str], int] = {
             (t.comparison.policy_a, t.comparison.policy_b, t.metric.name, t.task): i for i, t in enumerate(self.tests)}
         #: the claims of the final book (non-pooled claims), set by :meth:`check_statuses`
@@ -464,9 +463,7 @@ class _Verifier:
         self.stop_position: int | None = None
         self.last_requested = 0
         # the level each test reports, as the session's tests (analysis.build_tests) set it
-        holm_or_adastop = config.correction == "holm" or config.design == "adastop"
-        level = config.comparison_alpha if holm_or_adastop else config.test_alpha
-        self.alphas = [level(t.metric) for t in self.tests]
+        self.alphas = [k.alpha for k in keys]
 
     # .. reporting .................................................................................
     def violate(self, code: str, trials: Iterable[int], message: str, position: int | None = None,
@@ -883,19 +880,15 @@ class _Verifier:
         if self.config.correction == "holm":
             # the family decides (res); a test's own p-/e-values run ahead of the family's analysis
             limit = min(a.size, n_max)
-            sides = HOLM_SIDES[metric.alternative]
             m = len(self.config.comparison_list())
-            processes = [make_process(metric.method, 1, alpha=(metric.alpha or 0.0) / (m * len(sides)),
-                                      alternative="greater" if side == 1 else "less", n_max=n_max, seed=seed, bins=bins)
-                         for side in sides]
-            fresh_p = min(1.0, len(sides) * min(float(pr.pvalue()[0]) for pr in processes))
-            fresh_e = float(np.mean([float(pr.evalue()[0]) for pr in processes]))
+            tests = DirectionalTests(metric.method, alternative=metric.alternative, n_max=n_max, seed=seed, bins=bins,
+                                     side_alpha=(metric.alpha or 0.0) / (m * len(HOLM_SIDES[metric.alternative])))
+            fresh_p, fresh_e = float(tests.pvalue()[0]), float(tests.evalue()[0])
             pvalues, evalues = [], []
             for n in range(limit):
-                for process in processes:
-                    process.update(a[n:n + 1], b[n:n + 1])
-                pvalues.append(min(1.0, len(sides) * min(float(pr.pvalue()[0]) for pr in processes)))
-                evalues.append(float(np.mean([float(pr.evalue()[0]) for pr in processes])))
+                tests.update(a[n:n + 1], b[n:n + 1])
+                pvalues.append(float(tests.pvalue()[0]))
+                evalues.append(float(tests.evalue()[0]))
             used = res.stopping_trial if res.decision in (Decision.A_BETTER, Decision.B_BETTER) else (
                 n_max if res.decision == Decision.BUDGET_EXHAUSTED else limit)
             used = min(used or 0, limit)
@@ -924,7 +917,7 @@ class _Verifier:
         for policy in (test.comparison.policy_a, test.comparison.policy_b):
             trials: list[int] = []
             for interim in range(1, interims + 1):
-                trials += [r.trial_id for r in book.scored(policy) if r.round == interim][:unit]
+                trials += [r.trial_id for r in interim_records(book, interim, policy, unit)]
             sides.append(trials)
         limit = min(len(sides[0]), len(sides[1]))
         a, b = (np.array([metric_value(book.trials[t].score, test.metric.name)  # type: ignore[arg-type]

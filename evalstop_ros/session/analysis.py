@@ -8,7 +8,7 @@ Three kinds of tests, chosen by the configuration (:func:`build_tests`):
     own first decision or after ``n_max`` pairs.
 :class:`HolmTest` in a :class:`HolmFamily`
     ``correction: holm``: one one-sided process per directional hypothesis; the decisions come
-    from the family's sequential Holm (:func:`~evalstop_ros.stats.families.holm_step`).
+    from the family's sequential Holm (:class:`~evalstop_ros.stats.holm.SequentialHolm`).
 :class:`AdaStopTest` in an :class:`AdaStopRun`
     ``design: adastop``: the comparisons of one
     :class:`~evalstop_ros.stats.adastop.AdaStop`, fed one interim block at a time.
@@ -21,19 +21,23 @@ schedules; :mod:`.session` does.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Sequence
+from typing import NamedTuple
 
 import numpy as np
 from numpy.typing import NDArray
 
 from ..stats.adastop import AdaStop, AdaStopResult
-from ..stats.families import HOLM_SIDES, Comparison, compact_letter_display, holm_step
+from ..stats.families import Comparison, compact_letter_display
+from ..stats.holm import HOLM_SIDES, DirectionalTests, SequentialHolm
+from ..stats.multitask import MultiTaskResult, combine_tasks
 from ..stats.registry import make_process
 from ..stats.sequential import Decision, PairedProcess, SequentialResult
 from .config import MetricConfig, SessionConfig
 from .plan import Plan
-from .trials import TrialBook, TrialRecord, form_pairs, metric_value
+from .trials import Pair, Pairing, TrialBook, TrialRecord, form_pairs, metric_value
 
 __all__ = [
     "ADASTOP_DECISIONS",
@@ -121,6 +125,7 @@ class PairedTest(_Member):
         self.n_max = n_max
         self.seed = seed
         self.fed: list[FedPair] = []
+        self._pairing: Pairing | None = None
         self.process = self._fresh()
 
     def _fresh(self) -> PairedProcess:
@@ -180,9 +185,23 @@ class PairedTest(_Member):
     # -- feeding ---------------------------------------------------------------------------
     def wanted(self, book: TrialBook, design: str) -> list[FedPair]:
         """The pair list the current effective scores define (:func:`~.trials.form_pairs`)."""
-        pairs = form_pairs(book, design, self.comparison.policy_a, self.comparison.policy_b, self.task)
-        name = self.metric.name
-        out: list[FedPair] = []
+        return self._values(book, form_pairs(book, design, self.comparison.policy_a, self.comparison.policy_b,
+                                             self.task))
+
+    def follow(self, book: TrialBook, design: str, first_score: TrialRecord | None) -> None:
+        """Follow a change of one trial's score: the pairs a first score appends (``first_score``,
+        O(1) by :class:`~.trials.Pairing`), else every pair again (:meth:`sync`)."""
+        if self._pairing is None or self._pairing.design != design:
+            self._pairing = Pairing(design, self.comparison.policy_a, self.comparison.policy_b, self.task)
+            first_score = None
+        new = None if first_score is None else self._pairing.add(first_score)
+        if new is None:
+            self.sync(self._values(book, self._pairing.rebuild(book)))
+        else:
+            self._extend(self._values(book, new))
+
+    def _values(self, book: TrialBook, pairs: list[Pair]) -> list[FedPair]:
+        name, out = self.metric.name, []
         for pair in pairs:
             score_a, score_b = book.trials[pair.trial_a].score, book.trials[pair.trial_b].score
             assert score_a is not None and score_b is not None
@@ -192,8 +211,15 @@ class PairedTest(_Member):
     def sync(self, wanted: list[FedPair]) -> None:
         """Make the state equal to a fresh test fed ``wanted`` (up to its decision/budget)."""
         if wanted[: len(self.fed)] != self.fed:
-            self.process, self.fed = self._fresh(), []  # an earlier pair changed: replay all
-        for pair in wanted[len(self.fed):]:
+            self._restart()  # an earlier pair changed: replay all
+        self._extend(wanted[len(self.fed):])
+
+    def _restart(self) -> None:
+        self.process, self.fed = self._fresh(), []
+
+    def _extend(self, pairs: list[FedPair]) -> None:
+        """Feed pairs that follow every pair fed so far, until the decision."""
+        for pair in pairs:
             if self.decided:
                 break
             self.process.update(np.array([pair[2]]), np.array([pair[3]]))
@@ -231,17 +257,12 @@ class HolmTest(PairedTest):
         self.rebuilt = False
         super().__init__(index, comparison, metric, task=None, alpha=alpha, n_max=n_max, seed=seed)
 
-    def _fresh_sides(self) -> list[PairedProcess]:
-        return [
-            make_process(self.metric.method, 1, alpha=self.side_alpha, alternative="greater" if side == 1 else "less",
-                         n_max=self.n_max, seed=self.seed, bins=self.metric.bins or 2)
-            for side in self.sides
-        ]
-
     def _fresh(self) -> PairedProcess:
-        self.processes = self._fresh_sides()
+        self.directional = DirectionalTests(self.metric.method, side_alpha=self.side_alpha,
+                                            alternative=self.metric.alternative, n_max=self.n_max, seed=self.seed,
+                                            bins=self.metric.bins or 2)
         self.trajectory = []
-        return self.processes[0]
+        return self.directional.processes[0]
 
     @property
     def decision(self) -> Decision:
@@ -254,26 +275,25 @@ class HolmTest(PairedTest):
         return self.stop
 
     def pvalue(self) -> float:
-        """``min(1, S min_s p_s)`` over the ``S`` sides (:meth:`FamilyProcess.pvalues`)."""
-        best = min(float(process.pvalue()[0]) for process in self.processes)
-        return min(1.0, len(self.sides) * best)
+        """``min(1, S min_s p_s)`` over the ``S`` sides (:meth:`DirectionalTests.pvalue`)."""
+        return float(self.directional.pvalue()[0])
 
     def evalue(self) -> float:
-        """Mean of the sides' e-values (a test supermartingale for equality, as two-sided N-SCORE)."""
-        return float(np.mean([float(process.evalue()[0]) for process in self.processes]))
+        """Mean of the sides' e-values (:meth:`DirectionalTests.evalue`)."""
+        return float(self.directional.evalue()[0])
 
     def _feed(self, pair: FedPair) -> None:
-        for process in self.processes:
-            process.update(np.array([pair[2]]), np.array([pair[3]]))
-        self.trajectory.append(tuple(float(process.pvalue()[0]) for process in self.processes))
+        self.directional.update(np.array([pair[2]]), np.array([pair[3]]))
+        self.trajectory.append(tuple(float(p) for p in self.directional.side_pvalues()[:, 0]))
         self.fed.append(pair)
 
-    def sync(self, wanted: list[FedPair]) -> None:
-        """Feed the pairs of ``wanted`` not fed yet, up to ``n_max`` (or the decision's step)."""
-        if wanted[: len(self.fed)] != self.fed:
-            self.process, self.fed, self.rebuilt = self._fresh(), [], True
+    def _restart(self) -> None:
+        self.process, self.fed, self.rebuilt = self._fresh(), [], True
+
+    def _extend(self, pairs: list[FedPair]) -> None:
+        """Feed pairs ahead of the family's analysis, up to ``n_max`` (or the decision's step)."""
         cap = self.stop if self.verdict != Decision.CONTINUE and self.stop is not None else self.n_max
-        for pair in wanted[len(self.fed): cap]:
+        for pair in pairs[: max(0, cap - len(self.fed))]:
             self._feed(pair)
 
     def truncate(self, n: int) -> None:
@@ -286,18 +306,16 @@ class HolmTest(PairedTest):
 
 
 class HolmFamily:
-    """Sequential Holm over the comparisons of one metric (:class:`FamilyProcess` Notes).
+    """Sequential Holm over the comparisons of one metric: the members' trajectories driven
+    through the statistics core's :class:`~evalstop_ros.stats.holm.SequentialHolm`.
 
-    Analysis step ``n`` runs once every comparison still open has ``n`` pairs: Holm's step-down
-    (:func:`~evalstop_ros.stats.families.holm_step`) over the ``H`` directional p-values -- each
-    open comparison's after exactly ``n`` pairs, a decided one's from its stop -- at the metric's
-    alpha; each newly rejected hypothesis decides its comparison at step ``n``, which consumed ``n``
-    pairs.  After step ``n_max`` the comparisons still open are ``BUDGET_EXHAUSTED``.  In a paired
-    session without gaps step ``n`` is round ``n``, and this is :class:`FamilyProcess` exactly.
+    Analysis step ``n`` runs once every comparison still open has ``n`` pairs; in a paired
+    session without gaps step ``n`` is round ``n``, and this is
+    :class:`~evalstop_ros.stats.families.FamilyProcess` exactly.  A newly decided member forgets
+    the pairs after its stop (a decision at step ``n`` consumed ``n`` pairs).
 
-    Steps are analysed incrementally; after a member was rebuilt (an earlier pair changed) they
-    are analysed again from the first, *keeping* every decision already made: a decided
-    comparison counts as open (its trajectory) before its stop and as decided from it.  Holm's
+    After a member was rebuilt (an earlier pair changed) the steps are analysed again from the
+    first, *keeping* every decision already made (:meth:`SequentialHolm.restart`).  Holm's
     rejection of a hypothesis depends on the other p-values only through the hypotheses rejected
     before it, so an edit that leaves the decided comparisons' pairs alone cannot undo a decision;
     it can make one possible earlier, which :meth:`replayed` detects so the session can refuse it.
@@ -307,66 +325,31 @@ class HolmFamily:
         self.tests = list(tests)
         self.alpha = alpha
         self.n_max = n_max
-        self.sides = self.tests[0].sides
-        #: Steps analysed.
-        self.step = 0
+        self.alternative = self.tests[0].metric.alternative
+        self.engine = self._engine()
+
+    def _engine(self) -> SequentialHolm:
+        return SequentialHolm(len(self.tests), alpha=self.alpha, alternative=self.alternative, n_max=self.n_max)
 
     def resolve(self) -> None:
         """Analyse every step the members' pairs allow (again from the first after a rebuild)."""
         if any(t.rebuilt for t in self.tests):
             for test in self.tests:
                 test.rebuilt = False
-            self.step = 0
-        self._analyse()
+            self.engine.restart()
+        self.engine.run([t.trajectory for t in self.tests])
+        for j, test in enumerate(self.tests):
+            decision, stop = self.engine.outcome(j)
+            if test.verdict == Decision.CONTINUE and decision != Decision.CONTINUE:
+                test.verdict, test.stop = decision, stop
+                test.truncate(stop or self.n_max)
 
     def replayed(self) -> list[tuple[Decision, int | None, int]]:
         """Per member: (decision, stop) of a fresh analysis of the current trajectories, forgetting
         the decisions made, and the last step that analysis reached (for the edit check)."""
-        fresh = HolmFamily(self.tests, alpha=self.alpha, n_max=self.n_max)
-        saved = [(t.verdict, t.stop) for t in self.tests]
-        try:
-            for test in self.tests:
-                test.verdict, test.stop = Decision.CONTINUE, None
-            fresh._analyse(truncate=False)
-            return [(t.verdict, t.stop, fresh.step) for t in self.tests]
-        finally:
-            for test, (verdict, stop) in zip(self.tests, saved):
-                test.verdict, test.stop = verdict, stop
-
-    def _until(self, test: HolmTest) -> int:
-        """Last step at which ``test`` counts as open: its stop, ``n_max`` for the budget, or ``inf``-like."""
-        if test.verdict == Decision.CONTINUE:
-            return self.n_max
-        return test.stop if test.stop is not None else self.n_max
-
-    def _analyse(self, *, truncate: bool = True) -> None:
-        while True:
-            if all(t.verdict != Decision.CONTINUE for t in self.tests) or self.step >= self.n_max:
-                return
-            n = self.step + 1
-            live = [self._until(t) >= n for t in self.tests]
-            if any(is_live and len(t.trajectory) < n for t, is_live in zip(self.tests, live)):
-                return  # some open comparison lacks pair n
-            self.step = n
-            pvalues = np.array([
-                value
-                for t, is_live in zip(self.tests, live)
-                for value in t.trajectory[(n if is_live else self._until(t)) - 1]
-            ])[:, None]
-            decision = np.array([[Decision.CONTINUE if is_live else int(t.verdict)]
-                                 for t, is_live in zip(self.tests, live)], dtype=np.int8)
-            decided = holm_step(pvalues, decision, alpha=self.alpha, sides=self.sides)[:, 0]
-            for test, code in zip(self.tests, decided):
-                if test.verdict == Decision.CONTINUE and code != Decision.CONTINUE:
-                    test.verdict, test.stop = Decision(int(code)), n
-                    if truncate:
-                        test.truncate(n)
-            if n == self.n_max:
-                for test in self.tests:
-                    if test.verdict == Decision.CONTINUE:
-                        test.verdict = Decision.BUDGET_EXHAUSTED
-                        if truncate:
-                            test.truncate(n)
+        fresh = self._engine()
+        fresh.run([t.trajectory for t in self.tests])
+        return [(*fresh.outcome(j), fresh.step) for j in range(len(self.tests))]
 
 
 class AdaStopTest(_Member):
@@ -408,6 +391,12 @@ class AdaStopTest(_Member):
     def means(self) -> tuple[float, float]:
         """Mean score of each agent over the scores AdaStop compared them on."""
         return self._means
+
+
+def interim_records(book: TrialBook, interim: int, policy: str, n_per_interim: int) -> list[TrialRecord]:
+    """The scores AdaStop takes of ``policy`` at interim ``interim``: its first ``N`` effective
+    scores among the trials journaled with ``round == interim``, in trial order."""
+    return [r for r in book.scored(policy) if r.round == interim][:n_per_interim]
 
 
 class AdaStopRun:
@@ -452,17 +441,13 @@ class AdaStopRun:
         """Agents the next interim needs, in configuration order."""
         return tuple(p for p, needed in zip(self.config.policies, self.adastop.active) if needed)
 
-    def scores_in(self, book: TrialBook, interim: int, policy: str) -> list[TrialRecord]:
-        """The effective scores of ``policy`` in interim ``interim``, in trial order."""
-        return [r for r in book.scored(policy) if r.round == interim]
-
     def sync(self, book: TrialBook) -> None:
         """Analyse the next interim if it is complete."""
         metric = self.config.metrics[0].name
         while not self.finished:
             interim = self.interims + 1
             agents = self.active()
-            rows = {p: self.scores_in(book, interim, p)[: self.n_per_interim] for p in agents}
+            rows = {p: interim_records(book, interim, p, self.n_per_interim) for p in agents}
             if any(len(records) < self.n_per_interim for records in rows.values()):
                 return
             block = np.full((len(self.config.policies), self.n_per_interim), np.nan)
@@ -494,40 +479,82 @@ class AdaStopRun:
 Test = PairedTest | AdaStopTest
 
 
-def build_tests(config: SessionConfig, plan: Plan) -> tuple[list[Test], list[HolmFamily], AdaStopRun | None]:
-    """The session's tests in their fixed order, its Holm families, and its AdaStop run.
+class TestKey(NamedTuple):
+    """One test of a session: what it compares, on which task, at which reported level."""
 
-    Order: comparison (:meth:`SessionConfig.comparison_list`), then metric, then task (non-pooled
-    claims); the index of a test is its position.  STEP seeds: ``plan.step_seed(comparison,
-    metric)``, the same for every task of a comparison x metric (as
-    :func:`~evalstop_ros.stats.multitask.run_multitask` runs them).
+    comparison_index: int
+    metric_index: int
+    comparison: Comparison
+    metric: MetricConfig
+    #: ``None`` for a pooled claim (and Holm, AdaStop): all tasks together.
+    task: str | None
+    #: Its level as the session reports it: the comparison's (Holm's family, AdaStop) or the test's own.
+    alpha: float
+
+
+def test_keys(config: SessionConfig) -> list[TestKey]:
+    """A session's tests in their fixed order: comparison (:meth:`SessionConfig.comparison_list`),
+    then metric, then task (non-pooled claims); a test's index is its position.  The one order
+    the live session, the offline re-analysis and the audit share."""
+    tasks: tuple[str | None, ...] = (None,)
+    if config.claim != "pooled" and config.design != "adastop":
+        tasks = tuple(t.id for t in config.tasks)
+    level = config.comparison_alpha if config.correction == "holm" or config.design == "adastop" else config.test_alpha
+    return [TestKey(ci, mi, comparison, metric, task, level(metric))
+            for ci, comparison in enumerate(config.comparison_list())
+            for mi, metric in enumerate(config.metrics) for task in tasks]
+
+
+def build_tests(config: SessionConfig, plan: Plan) -> tuple[list[Test], list[HolmFamily], AdaStopRun | None]:
+    """The session's tests (:func:`test_keys` order), its Holm families, and its AdaStop run.
+
+    STEP seeds: ``plan.step_seed(comparison, metric)``, the same for every task of a comparison x
+    metric (as :func:`~evalstop_ros.stats.multitask.run_multitask` runs them).
     """
-    comparisons = config.comparison_list()
+    keys = test_keys(config)
     if config.design == "adastop":
-        (metric,) = config.metrics
-        ada_tests = [AdaStopTest(i, c, metric, alpha=config.comparison_alpha(metric)) for i, c in enumerate(comparisons)]
+        ada_tests = [AdaStopTest(i, k.comparison, k.metric, alpha=k.alpha) for i, k in enumerate(keys)]
         return list(ada_tests), [], AdaStopRun(config, plan, ada_tests)
     if config.correction == "holm":
+        m = len(config.comparison_list())
         holm_tests = [
-            HolmTest(ci * len(config.metrics) + mi, comparison, metric, alpha=config.comparison_alpha(metric),
-                     side_alpha=(metric.alpha or 0.0) / (len(comparisons) * len(HOLM_SIDES[metric.alternative])),
-                     n_max=config.n_max, seed=plan.step_seed(ci, mi))
-            for ci, comparison in enumerate(comparisons)
-            for mi, metric in enumerate(config.metrics)
+            HolmTest(i, k.comparison, k.metric, alpha=k.alpha, n_max=config.n_max,
+                     side_alpha=(k.metric.alpha or 0.0) / (m * len(HOLM_SIDES[k.metric.alternative])),
+                     seed=plan.step_seed(k.comparison_index, k.metric_index))
+            for i, k in enumerate(keys)
         ]
         families = [
             HolmFamily([t for t in holm_tests if t.metric is metric], alpha=metric.alpha or 0.0, n_max=config.n_max)
             for metric in config.metrics
         ]
         return list(holm_tests), families, None
-    tasks: tuple[str | None, ...] = (None,) if config.claim == "pooled" else tuple(t.id for t in config.tasks)
-    tests: list[Test] = []
-    for ci, comparison in enumerate(comparisons):
-        for mi, metric in enumerate(config.metrics):
-            for task in tasks:
-                tests.append(PairedTest(len(tests), comparison, metric, task=task, alpha=config.test_alpha(metric),
-                                        n_max=config.n_max, seed=plan.step_seed(ci, mi)))
+    tests: list[Test] = [
+        PairedTest(i, k.comparison, k.metric, task=k.task, alpha=k.alpha, n_max=config.n_max,
+                   seed=plan.step_seed(k.comparison_index, k.metric_index))
+        for i, k in enumerate(keys)
+    ]
     return tests, [], None
+
+
+def combine_claims(config: SessionConfig,
+                   results: Sequence[tuple[MetricConfig, SequentialResult]]) -> list[MultiTaskResult]:
+    """The multi-task claim of every comparison x metric (seed 003 §IV-C, Eq. 11-12).
+
+    ``results`` are the per-task results in :func:`build_tests` order, so each comparison x
+    metric's tasks are consecutive; each group is combined by
+    :func:`~evalstop_ros.stats.multitask.combine_tasks` at the comparison's level.  A task
+    without pairs counts with p-value 1 (as the live session reports it).
+    """
+    tasks = [t.id for t in config.tasks]
+    claims = []
+    for start in range(0, len(results), len(tasks)):
+        group = results[start:start + len(tasks)]
+        metric = group[0][0]
+        per_task = {task: result if result.pvalues.size else dataclasses.replace(result, pvalues=np.ones(1))
+                    for task, (_, result) in zip(tasks, group)}
+        claims.append(combine_tasks(per_task, claim=config.claim, alpha=config.comparison_alpha(metric),
+                                    correction=config.task_correction, alternative=metric.alternative))
+    return claims
 
 
 def display_letters(config: SessionConfig, book: TrialBook, metric: str, task: str | None,

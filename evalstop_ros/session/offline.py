@@ -6,13 +6,13 @@ drivers with the session's levels, ``n_max`` and seeds:
 
 * ``claim: pooled``, Bonferroni: each method's ``*_test`` function
   (:func:`~evalstop_ros.stats.registry.run_test`) at ``metric alpha / m``;
-* ``correction: holm``: a per-metric sequential Holm loop over the comparisons' pair lists,
-  step ``n`` feeding pair ``n`` of every open comparison (the rule of
-  :class:`~evalstop_ros.stats.families.FamilyProcess`, :func:`~evalstop_ros.stats.families.holm_step`);
+* ``correction: holm``: the comparisons' directional trajectories through the statistics
+  core's :class:`~evalstop_ros.stats.holm.SequentialHolm` (as the live session and
+  :class:`~evalstop_ros.stats.families.FamilyProcess` do);
 * a non-pooled claim: ``run_test`` per task at :func:`~evalstop_ros.stats.multitask.task_alpha`,
   combined by :func:`~evalstop_ros.stats.multitask.combine_tasks` (:func:`offline_claims`);
-* ``design: adastop``: :class:`~evalstop_ros.stats.adastop.AdaStop` fed the journal's complete
-  interims in order.
+* ``design: adastop``: the session's own interim fold (:class:`~.analysis.AdaStopRun`: the
+  statistics core's :class:`~evalstop_ros.stats.adastop.AdaStop` fed the complete interims).
 
 For a consistent journal every result equals the session's (:meth:`EvaluationSession.comparisons`,
 :meth:`~EvaluationSession.claims`, :meth:`~EvaluationSession.letters`), which the tests check.
@@ -25,12 +25,11 @@ import os
 
 import numpy as np
 
-from ..stats.adastop import AdaStop
-from ..stats.families import HOLM_SIDES, holm_step
-from ..stats.multitask import MultiTaskResult, combine_tasks
-from ..stats.registry import make_process, run_test
+from ..stats.holm import DirectionalTests, SequentialHolm
+from ..stats.multitask import MultiTaskResult
+from ..stats.registry import run_test
 from ..stats.sequential import Decision, SequentialResult
-from .analysis import ADASTOP_DECISIONS, display_letters
+from .analysis import build_tests, combine_claims, display_letters, test_keys
 from .config import MetricConfig, SessionConfig, config_diff
 from .errors import JournalError, SessionError
 from .journal import read_journal
@@ -90,85 +89,53 @@ def _values(book: TrialBook, config: SessionConfig, policy_a: str, policy_b: str
 
 
 def _holm(config: SessionConfig, metric: MetricConfig, pairs: list[tuple[np.ndarray, np.ndarray]]) -> list[SequentialResult]:
-    """Sequential Holm over the pair lists of one metric's comparisons (module docstring)."""
-    sides = HOLM_SIDES[metric.alternative]
+    """Sequential Holm over the pair lists of one metric's comparisons (module docstring).
+
+    Each comparison's directional trajectory over its pairs (up to ``n_max``), then the
+    statistics core's :class:`~evalstop_ros.stats.holm.SequentialHolm` over all of them; a
+    comparison consumed the pairs up to its stop, or up to the last step analysed.
+    """
     m = len(pairs)
     family_alpha = metric.alpha or 0.0
-    processes = [
-        make_process(metric.method, 1, alpha=family_alpha / (m * len(sides)),
-                     alternative="greater" if side == 1 else "less", n_max=config.n_max, bins=metric.bins or 2)
-        for _ in range(m) for side in sides
-    ]
-    decision = np.zeros((m, 1), dtype=np.int8)
-    stop = [0] * m
-    p = np.ones((m * len(sides), 1))
-    pvalues: list[list[float]] = [[] for _ in range(m)]
-    evalues: list[list[float]] = [[] for _ in range(m)]
-    n = 0
-    while n < config.n_max:
-        open_ = [j for j in range(m) if decision[j, 0] == Decision.CONTINUE]
-        if not open_ or any(pairs[j][0].size <= n for j in open_):
-            break
-        for j in open_:
-            own = processes[j * len(sides):(j + 1) * len(sides)]
-            for s, process in enumerate(own):
-                process.update(pairs[j][0][n:n + 1], pairs[j][1][n:n + 1])
-                p[j * len(sides) + s] = process.pvalue()
-            pvalues[j].append(min(1.0, len(sides) * float(min(pr.pvalue()[0] for pr in own))))
-            evalues[j].append(float(np.mean([pr.evalue()[0] for pr in own])))
-        n += 1
-        new = holm_step(p, decision, alpha=family_alpha, sides=sides)
-        for j in range(m):
-            if new[j, 0] != decision[j, 0]:
-                stop[j] = n
-        decision = new
-    if n >= config.n_max:
-        decision[decision == Decision.CONTINUE] = Decision.BUDGET_EXHAUSTED
-    return [
-        SequentialResult(method=metric.method, alpha=config.comparison_alpha(metric), alternative=metric.alternative,
-                         decision=Decision(int(decision[j, 0])), stopping_trial=stop[j] or None,
-                         n_observed=len(pvalues[j]), pvalues=np.array(pvalues[j]), evalues=np.array(evalues[j]))
-        for j in range(m)
-    ]
+    engine = SequentialHolm(m, alpha=family_alpha, alternative=metric.alternative, n_max=config.n_max)
+    side_alpha = family_alpha / (m * len(engine.sides))
+    trajectories: list[list[tuple[float, ...]]] = []
+    pvalues: list[list[float]] = []
+    evalues: list[list[float]] = []
+    for a, b in pairs:
+        tests = DirectionalTests(metric.method, side_alpha=side_alpha, alternative=metric.alternative,
+                                 n_max=config.n_max, bins=metric.bins or 2)
+        trajectory, p, e = [], [], []
+        for n in range(min(a.size, config.n_max)):
+            tests.update(a[n:n + 1], b[n:n + 1])
+            trajectory.append(tuple(float(v) for v in tests.side_pvalues()[:, 0]))
+            p.append(float(tests.pvalue()[0]))
+            e.append(float(tests.evalue()[0]))
+        trajectories.append(trajectory)
+        pvalues.append(p)
+        evalues.append(e)
+    engine.run(trajectories)
+    results = []
+    for j in range(m):
+        decision, stop = engine.outcome(j)
+        used = stop if stop is not None else engine.step
+        results.append(SequentialResult(
+            method=metric.method, alpha=config.comparison_alpha(metric), alternative=metric.alternative,
+            decision=decision, stopping_trial=stop, n_observed=used, pvalues=np.array(pvalues[j][:used]),
+            evalues=np.array(evalues[j][:used])))
+    return results
 
 
 def _adastop(config: SessionConfig, book: TrialBook) -> list[OfflineResult]:
-    """AdaStop over the journal's complete interims (those where every agent it needs has N scores)."""
-    assert config.adastop is not None
+    """AdaStop over the journal's complete interims: the session's own fold (:class:`AdaStopRun`)."""
+    tests, _, run = build_tests(config, Plan(config))
+    assert run is not None
+    run.sync(book)
     (metric,) = config.metrics
-    n = config.adastop.n_per_interim
-    index = {policy: i for i, policy in enumerate(config.policies)}
-    comparisons = config.comparison_list()
-    test = AdaStop(
-        len(config.policies), n_per_interim=n, n_interims=config.adastop.n_interims, alpha=metric.alpha or 0.0,
-        comparisons=[(index[c.policy_a], index[c.policy_b]) for c in comparisons],
-        n_permutations=config.adastop.n_permutations, seed=Plan(config).adastop_seed(),
-        agent_names=config.policies, permutation=config.adastop.permutation,
-    )
-    result = test.result
-    while not test.is_finished:
-        interim = test.interim + 1
-        block = np.full((len(config.policies), n), np.nan)
-        for k, policy in enumerate(config.policies):
-            scores = [metric_value(r.score, metric.name) for r in book.scored(policy)  # type: ignore[arg-type]
-                      if r.round == interim][:n]
-            if test.active[k]:
-                if len(scores) < n:
-                    break
-                block[k] = scores
-        else:
-            result = test.update(block)
-            continue
-        break
-    out = []
-    for comparison, decision, decided_at in zip(comparisons, result.decisions, result.decided_at):
-        mapped = ADASTOP_DECISIONS[decision]
-        count = (result.interim if decided_at is None else decided_at) * n
-        stop = count if mapped in (Decision.A_BETTER, Decision.B_BETTER) else None
-        out.append(OfflineResult(comparison.policy_a, comparison.policy_b, metric.name, SequentialResult(
-            method="adastop", alpha=metric.alpha or 0.0, alternative=metric.alternative, decision=mapped,
-            stopping_trial=stop, n_observed=count, pvalues=np.empty(0), evalues=np.empty(0))))
-    return out
+    return [OfflineResult(t.comparison.policy_a, t.comparison.policy_b, metric.name, SequentialResult(
+        method="adastop", alpha=metric.alpha or 0.0, alternative=metric.alternative, decision=t.decision,
+        stopping_trial=t.stopping_trial, n_observed=t.n, pvalues=np.empty(0), evalues=np.empty(0)))
+        for t in tests]
 
 
 def book_decisions(config: SessionConfig, book: TrialBook) -> list[OfflineResult]:
@@ -185,15 +152,13 @@ def book_decisions(config: SessionConfig, book: TrialBook) -> list[OfflineResult
         return [OfflineResult(c.policy_a, c.policy_b, metric.name, by_metric[metric.name][ci])
                 for ci, c in enumerate(comparisons) for metric in config.metrics]
     plan = Plan(config)
-    tasks: tuple[str | None, ...] = (None,) if config.claim == "pooled" else tuple(t.id for t in config.tasks)
     results = []
-    for ci, comparison in enumerate(comparisons):
-        for mi, metric in enumerate(config.metrics):
-            for task in tasks:
-                a, b = _values(book, config, comparison.policy_a, comparison.policy_b, metric.name, task)
-                result = run_test(metric.method, a, b, alpha=config.test_alpha(metric), alternative=metric.alternative,
-                                  n_max=config.n_max, seed=plan.step_seed(ci, mi), bins=metric.bins or 2)
-                results.append(OfflineResult(comparison.policy_a, comparison.policy_b, metric.name, result, task or ""))
+    for key in test_keys(config):
+        comparison, metric = key.comparison, key.metric
+        a, b = _values(book, config, comparison.policy_a, comparison.policy_b, metric.name, key.task)
+        result = run_test(metric.method, a, b, alpha=key.alpha, alternative=metric.alternative, n_max=config.n_max,
+                          seed=plan.step_seed(key.comparison_index, key.metric_index), bins=metric.bins or 2)
+        results.append(OfflineResult(comparison.policy_a, comparison.policy_b, metric.name, result, key.task or ""))
     return results
 
 
@@ -212,23 +177,11 @@ def offline_decisions(config: SessionConfig, journal_path: str | os.PathLike[str
 
 
 def claims_of(config: SessionConfig, results: list[OfflineResult]) -> list[OfflineClaim]:
-    """The multi-task claims of :func:`book_decisions` rows (one group of tasks per test)."""
-    claims = []
-    tasks = [t.id for t in config.tasks]
-    for start in range(0, len(results), len(tasks)):
-        group = results[start:start + len(tasks)]
-        per_task = {}
-        for task, item in zip(tasks, group):
-            run = item.result
-            if not run.pvalues.size:  # a task without pairs: p-value 1, as the live session reports it
-                run = dataclasses.replace(run, pvalues=np.ones(1))
-            per_task[task] = run
-        metric = group[0].metric
-        level = config.comparison_alpha(next(m for m in config.metrics if m.name == metric))
-        combined = combine_tasks(per_task, claim=config.claim, alpha=level, correction=config.task_correction,
-                                 alternative=group[0].result.alternative)
-        claims.append(OfflineClaim(group[0].policy_a, group[0].policy_b, metric, combined))
-    return claims
+    """The multi-task claims of :func:`book_decisions` rows (:func:`~.analysis.combine_claims`)."""
+    metrics = {m.name: m for m in config.metrics}
+    combined = combine_claims(config, [(metrics[r.metric], r.result) for r in results])
+    tasks = len(config.tasks)
+    return [OfflineClaim(r.policy_a, r.policy_b, r.metric, claim) for r, claim in zip(results[::tasks], combined)]
 
 
 def offline_claims(config: SessionConfig, journal_path: str | os.PathLike[str]) -> list[OfflineClaim]:

@@ -149,9 +149,16 @@ from typing import Any, Concatenate, ParamSpec, TypeVar
 
 import numpy as np
 
-from ..stats.multitask import combine_tasks
 from ..stats.sequential import Decision
-from .analysis import AdaStopTest, PairedTest, Test, build_tests, display_letters
+from .analysis import (
+    AdaStopTest,
+    PairedTest,
+    Test,
+    build_tests,
+    combine_claims,
+    display_letters,
+    interim_records,
+)
 from .config import SessionConfig, config_diff
 from .errors import JournalError, SessionError
 from .journal import Event, Journal, encode_payload
@@ -905,8 +912,8 @@ class EvaluationSession:
             session_id=self.session_id,
             state=self._state,
             trials_requested=len(self._book.trials),
-            trials_scored=len(self._book.scored()),
-            trials_voided=sum(r.voided for r in self._book.trials.values()),
+            trials_scored=self._book.n_scored,
+            trials_voided=self._book.n_voided,
             rounds=self._schedule.round,
             pending_trial_id=None if pending is None else pending.trial_id,
             awaiting=None if pending is None else ("score" if pending.ran_ok else "run"),
@@ -923,7 +930,7 @@ class EvaluationSession:
             if run.finished or self.config.adastop is None:
                 return 0
             per_agent = (self.config.adastop.n_interims - run.interims) * run.n_per_interim
-            return sum(per_agent - len(run.scores_in(self._book, run.interims + 1, p)) for p in run.active())
+            return sum(per_agent - len(interim_records(self._book, run.interims + 1, p, run.n_per_interim)) for p in run.active())
         n_max, total = self.config.n_max, 0
         groups: tuple[str | None, ...] = (None,) if self.config.claim == "pooled" else self._active_tasks()
         for task in groups:
@@ -963,16 +970,15 @@ class EvaluationSession:
         if self.config.claim == "pooled":
             return []
         tasks = tuple(t.id for t in self.config.tasks)
+        paired = [t for t in self._tests if isinstance(t, PairedTest)]
+        assert len(paired) == len(self._tests)
         out = []
-        for start in range(0, len(self._tests), len(tasks)):
-            group = self._tests[start:start + len(tasks)]
-            assert all(isinstance(t, PairedTest) for t in group)
+        for start, combined in zip(range(0, len(paired), len(tasks)),
+                                   combine_claims(self.config, [(t.metric, t.result()) for t in paired])):
+            group = paired[start:start + len(tasks)]
             first = group[0]
             metric = first.metric
             level = self.config.comparison_alpha(metric)
-            combined = combine_tasks({t.task: t.result() for t in group if isinstance(t, PairedTest) and t.task},
-                                     claim=self.config.claim, alpha=level, correction=self.config.task_correction,
-                                     alternative=metric.alternative)
             decided = [t.decided for t in group]
             final = all(decided)  # per-task: later task claims can still come
             if self.config.claim == "any":  # a claim, once made, stays (decisions are final, p-values fall)
@@ -1089,8 +1095,10 @@ class EvaluationSession:
         self._faults = 0 if event.payload.get("ok") else self._faults + 1
 
     def _on_score_accepted(self, event: Event) -> None:
+        record = self._book.trials[event.trial_id]  # type: ignore[index]
+        first = event.kind in ("score_accepted", "post_decision_score") and record.score is None
         self._book.apply(event)
-        self._sync(self._book.trials[event.trial_id])  # type: ignore[index]
+        self._sync(record, first_score=first)
 
     _on_post_decision_score = _on_score_accepted
     _on_correction = _on_score_accepted
@@ -1118,14 +1126,18 @@ class EvaluationSession:
             raise self._diverged(event, f"{test.label}: journal has {journaled}, replay gives {replayed}")
         self._announced.add(index)
 
-    def _sync(self, record: TrialRecord) -> None:
-        """Feed the tests a change to ``record``'s score can affect, then decide what it implies."""
+    def _sync(self, record: TrialRecord, *, first_score: bool = False) -> None:
+        """Feed the tests a change to ``record``'s score can affect, then decide what it implies.
+
+        A trial's first score usually only appends pairs (O(1), :class:`~.trials.Pairing`); a
+        correction or a void re-forms the affected tests' pair lists.
+        """
         if self._adastop is not None:
             self._adastop.sync(self._book)
             return
         for test in self._tests:
             if isinstance(test, PairedTest) and test.feeds(record):
-                test.sync(test.wanted(self._book, self.config.design))
+                test.follow(self._book, self.config.design, record if first_score else None)
         for family in self._families:
             family.resolve()
 

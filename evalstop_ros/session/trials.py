@@ -32,7 +32,7 @@ from collections.abc import Iterable
 from .errors import JournalError
 from .journal import Event
 
-__all__ = ["Pair", "Score", "TrialBook", "TrialRecord", "form_pairs", "metric_value"]
+__all__ = ["Pair", "Pairing", "Score", "TrialBook", "TrialRecord", "form_pairs", "metric_value"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -111,6 +111,9 @@ class TrialBook:
     def __init__(self) -> None:
         #: trial id -> record; ids are 1, 2, 3, ...
         self.trials: dict[int, TrialRecord] = {}
+        #: Trials with an effective score, and voided trials (kept by :meth:`apply`: O(1) counts).
+        self.n_scored = 0
+        self.n_voided = 0
 
     def apply(self, event: Event) -> None:
         """Fold one event (events of other kinds are ignored)."""
@@ -136,6 +139,7 @@ class TrialBook:
             auto = p.get("auto_score")
             record.auto_score = (bool(auto["success"]), float(auto["progress"])) if isinstance(auto, dict) else None
         elif kind in ("score_accepted", "post_decision_score"):
+            self.n_scored += record.score is None
             record.submission = dict(p["submission"])
             record.score = _score(record.submission)
             record.scored_seq = event.seq
@@ -145,6 +149,8 @@ class TrialBook:
                 raise JournalError(f"event {event.seq}: correction of trial {event.trial_id}, which has no score")
             record.score = dataclasses.replace(record.score, success=bool(p["success"]), progress=float(p["progress"]))
         else:  # void
+            self.n_scored -= record.score is not None
+            self.n_voided += not record.voided
             record.voided = True
             record.score = None
 
@@ -183,6 +189,53 @@ def form_pairs(book: TrialBook, design: str, policy_a: str, policy_b: str, task:
         matched = list(zip(side_a, side_b))
     matched.sort(key=lambda ab: max(ab[0].scored_seq, ab[1].scored_seq))
     return [Pair(a.trial_id, b.trial_id) for a, b in matched]
+
+
+class Pairing:
+    """The pairs of one comparison (:func:`form_pairs`), kept up to date score by score.
+
+    A trial's first score usually only *appends*: its journal position is the latest, so a pair
+    it completes comes last in collection order, and no earlier pair changes.  :meth:`add`
+    returns those pairs in O(1); where that does not hold (a score arriving out of trial order,
+    a second trial of one policy in a round) it returns ``None`` and the caller re-forms the
+    whole list (:meth:`rebuild`), as after a correction or a void.
+    """
+
+    def __init__(self, design: str, policy_a: str, policy_b: str, task: str | None) -> None:
+        self.design, self.policy_a, self.policy_b, self.task = design, policy_a, policy_b, task
+        self._sides: dict[str, list[TrialRecord]] = {policy_a: [], policy_b: []}
+        self._rounds: dict[str, dict[int, TrialRecord]] = {policy_a: {}, policy_b: {}}
+
+    def rebuild(self, book: TrialBook) -> list[Pair]:
+        """Every pair, formed from scratch (:func:`form_pairs`)."""
+        for policy in (self.policy_a, self.policy_b):
+            self._sides[policy] = book.scored(policy, self.task)
+            self._rounds[policy] = {r.round: r for r in self._sides[policy]}
+        return form_pairs(book, self.design, self.policy_a, self.policy_b, self.task)
+
+    def add(self, record: TrialRecord) -> list[Pair] | None:
+        """The pairs that ``record``'s first score appends, or ``None`` if the list must be re-formed."""
+        if record.policy not in self._sides or (self.task is not None and record.task != self.task):
+            return []
+        side = self._sides[record.policy]
+        if side and side[-1].trial_id > record.trial_id:
+            return None  # out of trial order: the independent design's FIFO shifts
+        other = self.policy_b if record.policy == self.policy_a else self.policy_a
+        if self.design == "paired":
+            rounds = self._rounds[record.policy]
+            if record.round in rounds:
+                return None  # a second trial of the policy in this round
+            side.append(record)
+            rounds[record.round] = record
+            partner = self._rounds[other].get(record.round)
+        else:
+            side.append(record)
+            k, others = len(side) - 1, self._sides[other]
+            partner = others[k] if k < len(others) else None
+        if partner is None:
+            return []
+        a, b = (record, partner) if record.policy == self.policy_a else (partner, record)
+        return [Pair(a.trial_id, b.trial_id)]
 
 
 def metric_value(score: Score, metric: str) -> float:

@@ -23,10 +23,10 @@ from .families import (
     bonferroni,
     compact_letter_display,
     comparison_pairs,
-    holm,
     run_family,
     split_alpha,
 )
+from .holm import DirectionalTests, SequentialHolm, holm
 from .lai import LaiProcess, lai_test
 from .methods import BATCH_METHODS, SEQUENTIAL_METHODS, VALIDITY
 from .multitask import CLAIMS, TASK_CORRECTIONS, MultiTaskResult, combine_tasks, run_multitask, task_alpha
@@ -93,6 +93,8 @@ __all__ = [
     "continuous_beta",
     "fisher_test",
     "holm",
+    "SequentialHolm",
+    "DirectionalTests",
     "lai_test",
     "load_table",
     "make_process",

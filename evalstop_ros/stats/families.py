@@ -2,7 +2,7 @@
 
 A K-policy evaluation is a family of paired two-policy tests (seed 003 footnote 5; seed 000
 §VI-B, Fig. 2).  This module plans the family (:func:`comparison_pairs`), shares the family-wise
-level among its members (:func:`bonferroni`, :func:`split_alpha`, :func:`holm`), summarises
+level among its members (:func:`bonferroni`, :func:`split_alpha`, :func:`.holm.holm`), summarises
 the outcome as a compact letter display (:func:`compact_letter_display`), and runs the family
 round by round with policies leaving the rotation once decided (:class:`FamilyProcess`, online or
 vectorised over Monte Carlo repetitions; :func:`run_family` replays recorded trials; results are
@@ -42,12 +42,12 @@ import dataclasses
 import math
 import string
 from collections.abc import Collection, Hashable, Mapping, Sequence
-from types import MappingProxyType
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from .errors import StatsInputError
+from .holm import HOLM_SIDES, DirectionalTests, SequentialHolm
 from .sequential import Decision
 from .validation import check_alpha, check_positive_int
 
@@ -173,57 +173,6 @@ def split_alpha(alpha: float, m: int, method: str = "bonferroni") -> float:
     raise StatsInputError(f"`method` should be one of {SPLITS}; found {method!r}")
 
 
-def holm(pvalues: ArrayLike, alpha: float) -> NDArray[np.bool_]:
-    """Holm's step-down procedure: which hypotheses to reject at family-wise level ``alpha``.
-
-    Parameters
-    ----------
-    pvalues : array_like
-        One p-value per hypothesis, each in [0, 1].  For sequential tests these must be
-        anytime-valid p-values taken at one analysis time (see the module notes); STEP
-        defines none.
-    alpha : float
-        Family-wise level in (0, 1).
-
-    Returns
-    -------
-    ndarray of bool
-        ``rejected[i]`` is true when hypothesis ``i`` is rejected.
-
-    Notes
-    -----
-    With the p-values sorted as :math:`p_{(1)} \\le \\dots \\le p_{(m)}`, let :math:`k^*` be
-    the first rank with :math:`p_{(k)} > \\alpha / (m - k + 1)`; Holm rejects the hypotheses
-    of ranks :math:`1, \\dots, k^* - 1` (all of them if there is no such rank) [1]_.
-
-    References
-    ----------
-    .. [1] Holm, S. "A simple sequentially rejective multiple test procedure".
-           *Scandinavian Journal of Statistics* 6(2), 65-70, 1979.
-
-    Examples
-    --------
-    >>> holm([0.01, 0.04, 0.03, 0.005], 0.05)
-    array([ True, False, False,  True])
-    """
-    p = np.asarray(pvalues, dtype=np.float64)
-    if p.ndim != 1 or p.size == 0:
-        raise StatsInputError(f"`pvalues` must be a non-empty one-dimensional sequence; found shape {p.shape}")
-    bad = ~((p >= 0.0) & (p <= 1.0))  # also catches NaN
-    if bad.any():
-        index = int(np.argmax(bad))
-        raise StatsInputError(f"`pvalues` must lie in [0, 1]; found {float(p[index])!r} at index {index}")
-    alpha = check_alpha(alpha)
-    m = p.size
-    order = np.argsort(p, kind="stable")
-    thresholds = alpha / (m - np.arange(m))  # alpha / m, alpha / (m - 1), ..., alpha
-    passes = p[order] <= thresholds
-    n_rejected = m if passes.all() else int(np.argmin(passes))
-    rejected = np.zeros(m, dtype=bool)
-    rejected[order[:n_rejected]] = True
-    return rejected
-
-
 def _check_differs(names: tuple[str, ...], differs: Collection[Collection[Hashable]]) -> set[frozenset[str]]:
     known = set(names)
     pairs: set[frozenset[str]] = set()
@@ -336,67 +285,6 @@ def _sweep(columns: list[frozenset[int]]) -> list[frozenset[int]]:
 # -- running a family -------------------------------------------------------------------------------
 #: Ways to share the family-wise level among the comparisons of a running family.
 CORRECTIONS = ("bonferroni", "holm")
-
-
-def _holm_rejections(pvalues: NDArray[np.float64], alpha: float) -> NDArray[np.bool_]:
-    """:func:`holm` on every column of an ``(H, R)`` array at once (inputs trusted)."""
-    h = pvalues.shape[0]
-    order = np.argsort(pvalues, axis=0, kind="stable")
-    ranked = np.take_along_axis(pvalues, order, axis=0)
-    passes = ranked <= (alpha / (h - np.arange(h)))[:, None]
-    n_rejected = np.cumprod(passes, axis=0).sum(axis=0)  # ranks before the first failure
-    rejected = np.zeros_like(passes)
-    np.put_along_axis(rejected, order, np.arange(h)[:, None] < n_rejected[None, :], axis=0)
-    return rejected
-
-
-#: Directional hypotheses of each ``alternative`` under sequential Holm (:class:`FamilyProcess`
-#: Notes): ``+1`` is "``policy_b`` better", ``-1`` "``policy_a`` better", in this order.
-HOLM_SIDES: Mapping[str, tuple[int, ...]] = MappingProxyType({"two-sided": (1, -1), "greater": (1,), "less": (-1,)})
-
-
-def holm_step(
-    pvalues: NDArray[np.float64], decision: NDArray[np.int8], *, alpha: float, sides: Sequence[int]
-) -> NDArray[np.int8]:
-    """One analysis of sequential Holm (:class:`FamilyProcess` Notes): the decisions after it.
-
-    Shared by :class:`FamilyProcess` and the evaluation session, which feed their comparisons
-    differently but decide by this one rule.  Inputs are trusted (no checks).
-
-    Parameters
-    ----------
-    pvalues : ndarray, shape (m * S, R)
-        Current running-minimum p-value of every directional hypothesis, comparison-major
-        (comparison ``j``, side ``sides[s]`` at row ``j * S + s``).  A decided comparison keeps
-        the values it had when it stopped.
-    decision : ndarray, shape (m, R)
-        :class:`~evalstop_ros.stats.sequential.Decision` values so far.
-    alpha : float
-        Family-wise level.
-    sides : sequence of {1, -1}
-        :data:`HOLM_SIDES` of the alternative.
-
-    Returns
-    -------
-    ndarray, shape (m, R)
-        A copy of ``decision`` in which every comparison still ``CONTINUE`` with a hypothesis
-        that Holm's procedure rejects takes the claim of its first rejected side (``+1``:
-        ``B_BETTER``, ``-1``: ``A_BETTER``).
-
-    Examples
-    --------
-    >>> holm_step(np.array([[0.001], [0.9], [0.04], [0.5]]), np.zeros((2, 1), np.int8), alpha=0.05, sides=(1, -1))
-    array([[1],
-           [0]], dtype=int8)
-    """
-    rejected = _holm_rejections(pvalues, alpha)
-    out = decision.copy()
-    for h in range(pvalues.shape[0]):
-        j, side = divmod(h, len(sides))
-        newly = rejected[h] & (out[j] == Decision.CONTINUE)
-        if newly.any():
-            out[j, newly] = Decision.B_BETTER if sides[side] == 1 else Decision.A_BETTER
-    return out
 
 
 @dataclasses.dataclass(frozen=True)
@@ -612,19 +500,19 @@ class FamilyProcess:
             self.comparison_alpha = self.alpha / m
             self._processes = [
                 make_process(method, self.n_sequences, alpha=self.comparison_alpha, alternative=alternative,
-                             seed=seed_of(j), **options)
+                             seed=seed_of(j), **options)  # type: ignore[arg-type]
                 for j in range(m)
             ]
-            self._sides: tuple[int, ...] = ()
         else:
-            self._sides = HOLM_SIDES[alternative]
-            self.comparison_alpha = self.alpha / (m * len(self._sides))
-            self._processes = [
-                make_process(method, self.n_sequences, alpha=self.comparison_alpha,
-                             alternative="greater" if side == 1 else "less", seed=seed_of(j), **options)
-                for j in range(m) for side in self._sides
+            sides = len(HOLM_SIDES[alternative])
+            self.comparison_alpha = self.alpha / (m * sides)
+            self._directional = [
+                DirectionalTests(method, side_alpha=self.comparison_alpha, alternative=alternative,
+                                 lanes=self.n_sequences, seed=seed_of(j), **options)
+                for j in range(m)
             ]
-            self._p = np.ones((len(self._processes), self.n_sequences))
+            self._holm = SequentialHolm(m, alpha=self.alpha, alternative=alternative, n_max=self.n_max,
+                                        lanes=self.n_sequences)
         shape = (m, self.n_sequences)
         self.n = 0
         self.decision = np.zeros(shape, dtype=np.int8)
@@ -686,23 +574,21 @@ class FamilyProcess:
         self.active = active
 
     def _holm_round(self, fed: NDArray[np.float64], open_: NDArray[np.bool_]) -> None:
-        sides = len(self._sides)
-        for h, process in enumerate(self._processes):
-            j = h // sides
-            if open_[j].any():
-                process.update(fed[self._a[j]], fed[self._b[j]])
-                # a decided comparison keeps the p-values it had when it stopped
-                self._p[h] = np.where(open_[j], process.pvalue(), self._p[h])
-        decision = holm_step(self._p, self.decision, alpha=self.alpha, sides=self._sides)
-        self.stopping_trial[decision != self.decision] = self.n
-        self.decision = decision
+        rows = []
+        for j, tests in enumerate(self._directional):
+            if open_[j].any():  # a decided comparison keeps the p-values it had when it stopped
+                tests.update(fed[self._a[j]], fed[self._b[j]])
+            rows.append(tests.side_pvalues())
+        self._holm.analyse(np.concatenate(rows))
+        self.decision, self.stopping_trial = self._holm.decision.copy(), self._holm.stopping_step.copy()
 
     def pvalues(self) -> NDArray[np.float64]:
         """``(m, R)`` anytime-valid p-value of each comparison (NaN where the method has none)."""
         if self.correction == "bonferroni":
             return np.stack([process.pvalue() for process in self._processes])
-        per_side = self._p.reshape(len(self.comparisons), len(self._sides), self.n_sequences)
-        combined: NDArray[np.float64] = np.minimum(1.0, len(self._sides) * per_side.min(axis=1))
+        sides = len(self._holm.sides)
+        per_side = self._holm.side_pvalues().reshape(len(self.comparisons), sides, self.n_sequences)
+        combined: NDArray[np.float64] = np.minimum(1.0, sides * per_side.min(axis=1))
         return combined
 
     def result(self, sequence: int = 0) -> FamilyResult:

@@ -36,7 +36,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from .errors import StatsInputError
-from .families import holm
+from .holm import holm
 from .methods import VALIDITY
 from .sequential import Decision, SequentialResult
 from .validation import check_alpha, check_alternative

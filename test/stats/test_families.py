@@ -14,9 +14,9 @@ from evalstop_ros.stats.families import (
     bonferroni,
     compact_letter_display,
     comparison_pairs,
-    holm,
     split_alpha,
 )
+from evalstop_ros.stats.holm import holm
 
 
 def pairs(*names: str) -> set[frozenset[str]]:

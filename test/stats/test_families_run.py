@@ -11,7 +11,8 @@ import pytest
 from stats_support import assert_fpr
 
 from evalstop_ros.stats.errors import StatsInputError
-from evalstop_ros.stats.families import FamilyProcess, _holm_rejections, holm, run_family
+from evalstop_ros.stats.families import FamilyProcess, run_family
+from evalstop_ros.stats.holm import _holm_rejections, holm
 from evalstop_ros.stats.multitask import combine_tasks, run_multitask, task_alpha
 from evalstop_ros.stats.nscore import nscore_test
 from evalstop_ros.stats.sequential import Decision

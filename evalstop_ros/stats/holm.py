@@ -1,0 +1,227 @@
+"""Sequential Holm over directional anytime-valid p-values: the one implementation.
+
+Holm's step-down procedure [1]_ applied again at every analysis to the running-minimum p-values
+of anytime-valid tests (N-SCORE, seed 000 §IV, Eq. 16-17; WSR and SAVI) controls the
+family-wise error under any dependence: each p-value is valid at any time, they never increase,
+and Holm's rejections only grow as p-values fall, so every claim is a Holm rejection of the
+limits (see :mod:`.families`, "Which procedures remain valid").  Every comparison contributes its
+directional hypotheses (:data:`HOLM_SIDES`), each tested by a one-sided process at
+``alpha / H`` (:class:`DirectionalTests`).
+
+:class:`SequentialHolm` holds the state of the analyses: which comparisons are decided, at
+which step, and what the next step needs.  Everything that runs sequential Holm drives it: the
+Monte Carlo family (:class:`~.families.FamilyProcess`, lock-step over ``R`` sequences), the
+live session and its offline re-analysis (comparisons fed at their own pace: unequal-length
+trajectories), and through them the audit.
+
+References
+----------
+.. [1] Holm, S. "A simple sequentially rejective multiple test procedure".
+       *Scandinavian Journal of Statistics* 6(2), 65-70, 1979.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from types import MappingProxyType
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from .errors import StatsInputError
+from .sequential import Decision, PairedProcess
+from .validation import check_alpha
+
+__all__ = ["HOLM_SIDES", "DirectionalTests", "SequentialHolm", "holm", "holm_step"]
+
+#: Directional hypotheses of each ``alternative``: ``+1`` is "``policy_b`` better", ``-1``
+#: "``policy_a`` better", in this order.
+HOLM_SIDES: Mapping[str, tuple[int, ...]] = MappingProxyType({"two-sided": (1, -1), "greater": (1,), "less": (-1,)})
+
+
+def _holm_rejections(pvalues: NDArray[np.float64], alpha: float) -> NDArray[np.bool_]:
+    """Holm's step-down on every column of an ``(H, R)`` array at once (inputs trusted)."""
+    h = pvalues.shape[0]
+    order = np.argsort(pvalues, axis=0, kind="stable")
+    ranked = np.take_along_axis(pvalues, order, axis=0)
+    passes = ranked <= (alpha / (h - np.arange(h)))[:, None]
+    n_rejected = np.cumprod(passes, axis=0).sum(axis=0)  # ranks before the first failure
+    rejected = np.zeros_like(passes)
+    np.put_along_axis(rejected, order, np.arange(h)[:, None] < n_rejected[None, :], axis=0)
+    return rejected
+
+
+def holm(pvalues: ArrayLike, alpha: float) -> NDArray[np.bool_]:
+    """Holm's step-down procedure: which hypotheses to reject at family-wise level ``alpha``.
+
+    With the p-values sorted as :math:`p_{(1)} \\le \\dots \\le p_{(m)}`, let :math:`k^*` be
+    the first rank with :math:`p_{(k)} > \\alpha / (m - k + 1)`; Holm rejects the hypotheses
+    of ranks :math:`1, \\dots, k^* - 1` (all of them if there is no such rank) [1]_.  For
+    sequential tests the p-values must be anytime-valid, taken at one analysis time.
+
+    >>> holm([0.01, 0.04, 0.03, 0.005], 0.05)
+    array([ True, False, False,  True])
+    """
+    p = np.asarray(pvalues, dtype=np.float64)
+    if p.ndim != 1 or p.size == 0:
+        raise StatsInputError(f"`pvalues` must be a non-empty one-dimensional sequence; found shape {p.shape}")
+    bad = ~((p >= 0.0) & (p <= 1.0))  # also catches NaN
+    if bad.any():
+        index = int(np.argmax(bad))
+        raise StatsInputError(f"`pvalues` must lie in [0, 1]; found {float(p[index])!r} at index {index}")
+    rejected: NDArray[np.bool_] = _holm_rejections(p[:, None], check_alpha(alpha))[:, 0]
+    return rejected
+
+
+def holm_step(
+    pvalues: NDArray[np.float64], decision: NDArray[np.int8], *, alpha: float, sides: Sequence[int]
+) -> NDArray[np.int8]:
+    """One analysis: Holm over the ``(m * S, R)`` directional p-values, comparison-major.
+
+    Returns a copy of ``decision`` (``(m, R)``) in which every comparison still ``CONTINUE``
+    with a hypothesis Holm rejects takes the claim of its first rejected side (``+1``:
+    ``B_BETTER``, ``-1``: ``A_BETTER``).  Inputs are trusted.
+
+    >>> holm_step(np.array([[0.001], [0.9], [0.04], [0.5]]), np.zeros((2, 1), np.int8), alpha=0.05, sides=(1, -1))
+    array([[1],
+           [0]], dtype=int8)
+    """
+    rejected = _holm_rejections(pvalues, alpha)
+    out = decision.copy()
+    for h in range(pvalues.shape[0]):
+        j, side = divmod(h, len(sides))
+        newly = rejected[h] & (out[j] == Decision.CONTINUE)
+        if newly.any():
+            out[j, newly] = Decision.B_BETTER if sides[side] == 1 else Decision.A_BETTER
+    return out
+
+
+class DirectionalTests:
+    """One comparison under sequential Holm: a one-sided process per side of ``alternative``.
+
+    :param method: Registered anytime-valid method (``nscore``, ``wsr``, ``savi``).
+    :param side_alpha: Level of each one-sided process: the family's ``alpha / H``.
+    :param lanes: Sequences ``R`` run side by side.
+    :param options: ``n_max``, ``seed``, ``bins``, ``c`` of
+        :func:`~evalstop_ros.stats.registry.make_process`.
+
+    >>> d = DirectionalTests("nscore", side_alpha=0.0125, alternative="two-sided", n_max=None, bins=2)
+    >>> d.update(np.ones(1), np.zeros(1)); d.side_pvalues().shape, float(d.pvalue()[0]) <= 1.0
+    ((2, 1), True)
+    """
+
+    def __init__(self, method: str, *, side_alpha: float, alternative: str, lanes: int = 1,
+                 **options: float | int | None) -> None:
+        from .registry import make_process
+
+        self.sides = HOLM_SIDES[alternative]
+        self.processes: list[PairedProcess] = [
+            make_process(method, lanes, alpha=side_alpha, alternative="greater" if side == 1 else "less",
+                         **options)  # type: ignore[arg-type]
+            for side in self.sides
+        ]
+
+    def update(self, scores_a: NDArray[np.float64], scores_b: NDArray[np.float64]) -> None:
+        """Feed one pair per lane to every side."""
+        for process in self.processes:
+            process.update(scores_a, scores_b)
+
+    def side_pvalues(self) -> NDArray[np.float64]:
+        """``(S, R)``: each side's running-minimum p-value."""
+        return np.stack([process.pvalue() for process in self.processes])
+
+    def pvalue(self) -> NDArray[np.float64]:
+        """``(R,)``: ``min(1, S min_s p_s)``, the comparison's (two-sided) p-value."""
+        combined: NDArray[np.float64] = np.minimum(1.0, len(self.sides) * self.side_pvalues().min(axis=0))
+        return combined
+
+    def evalue(self) -> NDArray[np.float64]:
+        """``(R,)``: mean of the sides' e-values (an e-value for equality)."""
+        mean: NDArray[np.float64] = np.mean([process.evalue() for process in self.processes], axis=0)
+        return mean
+
+
+class SequentialHolm:
+    """The analyses of sequential Holm over ``m`` comparisons and ``R`` lanes.
+
+    Analysis step ``n`` applies :func:`holm_step` to every directional p-value: an open
+    comparison's after exactly ``n`` pairs, a decided one's from its stop.  Every newly rejected
+    hypothesis decides its comparison at step ``n``; after step ``n_max`` the comparisons still
+    open are ``BUDGET_EXHAUSTED`` (no stopping step).
+
+    Two ways to feed it, one rule: :meth:`analyse` takes step ``n``'s p-values of every lane at
+    once (lock-step, the Monte Carlo family); :meth:`run` (``R = 1``) analyses every step that
+    per-comparison trajectories of unequal length allow: step ``n`` runs once every open
+    comparison has ``n`` pairs.
+
+    Attributes
+    ----------
+    decision : ndarray of int8, shape (m, R)
+    stopping_step : ndarray of int64, shape (m, R)
+        Step of each decision, 0 if none.
+    step : int
+        Steps analysed.
+    """
+
+    def __init__(self, m: int, *, alpha: float, alternative: str, n_max: int | None, lanes: int = 1) -> None:
+        self.alpha = alpha
+        self.sides = HOLM_SIDES[alternative]
+        self.n_max = n_max
+        self.step = 0
+        self.decision = np.zeros((m, lanes), dtype=np.int8)
+        self.stopping_step = np.zeros((m, lanes), dtype=np.int64)
+        self._p = np.ones((m * len(self.sides), lanes))
+
+    def _conclude(self, decision: NDArray[np.int8]) -> None:
+        """Record step ``self.step``'s decisions (and the budget after ``n_max``)."""
+        self.stopping_step[(decision != self.decision) & (self.decision == Decision.CONTINUE)] = self.step
+        self.decision = np.where(self.decision == Decision.CONTINUE, decision, self.decision).astype(np.int8)
+        if self.n_max is not None and self.step >= self.n_max:
+            self.decision[self.decision == Decision.CONTINUE] = Decision.BUDGET_EXHAUSTED
+
+    def analyse(self, pvalues: NDArray[np.float64]) -> None:
+        """Step ``step + 1`` in lock-step: ``pvalues`` ``(m * S, R)``, rows of decided comparisons ignored."""
+        open_rows = np.repeat(self.decision == Decision.CONTINUE, len(self.sides), axis=0)
+        self._p = np.where(open_rows, pvalues, self._p)  # a decided comparison keeps its values
+        self.step += 1
+        self._conclude(holm_step(self._p, self.decision, alpha=self.alpha, sides=self.sides))
+
+    def side_pvalues(self) -> NDArray[np.float64]:
+        """``(m * S, R)``: the p-values of the last analysis (a decided comparison's from its stop)."""
+        return self._p
+
+    def _open_until(self, j: int) -> int:
+        """Last step at which comparison ``j`` counts as open: its stop if decided, else the budget."""
+        stop = int(self.stopping_step[j, 0])
+        if self.decision[j, 0] != Decision.CONTINUE and stop:
+            return stop
+        return self.n_max if self.n_max is not None else np.iinfo(np.int64).max
+
+    def run(self, trajectories: Sequence[Sequence[Sequence[float]]]) -> None:
+        """Analyse every further step the trajectories allow (``R = 1``).
+
+        ``trajectories[j][n - 1]`` holds comparison ``j``'s side p-values after ``n`` pairs.
+        After :meth:`restart` the steps are analysed again from the first *keeping* the
+        decisions made: a decided comparison counts as open (its trajectory) until its stop.
+        """
+        while (self.decision == Decision.CONTINUE).any() and (self.n_max is None or self.step < self.n_max):
+            n = self.step + 1
+            until = [self._open_until(j) for j in range(len(trajectories))]
+            if any(until[j] >= n and len(trajectories[j]) < n for j in range(len(trajectories))):
+                return  # an open comparison lacks pair n
+            rows = [value for j, trajectory in enumerate(trajectories)
+                    for value in trajectory[min(n, until[j]) - 1]]
+            before = np.array([[Decision.CONTINUE if until[j] >= n else int(self.decision[j, 0])]
+                               for j in range(len(trajectories))], dtype=np.int8)
+            self._p = np.array(rows, dtype=np.float64)[:, None]
+            self.step = n
+            self._conclude(holm_step(self._p, before, alpha=self.alpha, sides=self.sides))
+
+    def restart(self) -> None:
+        """Analyse again from the first step (an earlier pair changed), keeping the decisions."""
+        self.step = 0
+
+    def outcome(self, j: int) -> tuple[Decision, int | None]:
+        """Comparison ``j``'s decision and stopping step (``R = 1``)."""
+        return Decision(int(self.decision[j, 0])), int(self.stopping_step[j, 0]) or None
+
