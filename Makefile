@@ -27,7 +27,7 @@ ROS_SOURCES := Makefile package.xml CMakeLists.txt tools/ros/build.sh \
 # POSIX sh form of `. tools/ros/env.sh VENV INSTALL` (make runs recipes with /bin/sh).
 ROS_ENV     := EVALSTOP_VENV=$(VENV) EVALSTOP_INSTALL=$(ROS_INSTALL) . tools/ros/env.sh &&
 
-.PHONY: venv ros demo test bench tables clean
+.PHONY: venv ros demo test lint bench tables clean
 
 venv: $(STAMP)
 
@@ -57,9 +57,15 @@ demo: venv ros
 	$(ROS_ENV) $(ROS_INSTALL)/lib/evalstop/evalstop_demo
 
 # The report tests render HTML in Debian's headless Chromium (installed here if missing).
-test: venv ros
+test: venv ros lint
 	tools/install_chromium.sh
 	$(ROS_ENV) EVALSTOP_ROS_REQUIRED=1 EVALSTOP_REPORT_REQUIRED=1 $(PY) -m pytest
+
+# The gates that keep the code as it is: ruff over the tree, mypy --strict over the ROS-free
+# core (stats, session, audit; pyproject.toml [tool.ruff], [tool.mypy]).
+lint: venv
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/mypy
 
 bench: venv ros
 	$(ROS_ENV) $(PY) bench/run_all.py

@@ -55,8 +55,15 @@ from rclpy.qos import QoSProfile
 from rclpy.task import Future
 
 from .. import __version__, qos
-from ..session import ConfigError, EvaluationSession, SessionConfig, SessionError, SessionState, load_config
-from ..session import TrialRequest as PendingTrial
+from ..session import (
+    ConfigError,
+    EvaluationSession,
+    PendingTrial,
+    SessionConfig,
+    SessionError,
+    SessionState,
+    load_config,
+)
 from ..session.journal import Event
 from ..session.publishing import SessionPublisher, diagnostics
 from ..session.session import ScoreOutcome

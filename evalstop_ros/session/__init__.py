@@ -14,21 +14,21 @@ from .journal import Event, Journal, JournalContents, read_journal
 from .offline import OfflineClaim, OfflineResult, offline_claims, offline_decisions, offline_letters
 from .plan import Plan
 from .session import (
-    ClaimStatus,
-    ComparisonStatus,
+    ClaimSnapshot,
+    ComparisonSnapshot,
     EditOutcome,
     EvaluationSession,
     OperatorPrompt,
+    PendingTrial,
     ScoreOutcome,
     SessionState,
-    SessionStatus,
-    TrialRequest,
+    StatusSnapshot,
 )
 
 __all__ = [
     "AdaStopConfig",
-    "ClaimStatus",
-    "ComparisonStatus",
+    "ClaimSnapshot",
+    "ComparisonSnapshot",
     "ConfigError",
     "EditOutcome",
     "EvaluationSession",
@@ -45,8 +45,8 @@ __all__ = [
     "SessionConfig",
     "SessionError",
     "SessionState",
-    "SessionStatus",
-    "TrialRequest",
+    "StatusSnapshot",
+    "PendingTrial",
     "config_diff",
     "load_config",
     "offline_claims",

@@ -178,7 +178,7 @@ def offline_decisions(config: SessionConfig, journal_path: str | os.PathLike[str
 
 def claims_of(config: SessionConfig, results: list[OfflineResult]) -> list[OfflineClaim]:
     """The multi-task claims of :func:`book_decisions` rows (:func:`~.analysis.combine_claims`)."""
-    metrics = {m.name: m for m in config.metrics}
+    metrics: dict[str, MetricConfig] = {m.name: m for m in config.metrics}
     combined = combine_claims(config, [(metrics[r.metric], r.result) for r in results])
     tasks = len(config.tasks)
     return [OfflineClaim(r.policy_a, r.policy_b, r.metric, claim) for r, claim in zip(results[::tasks], combined)]

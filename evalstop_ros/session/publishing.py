@@ -35,7 +35,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from .journal import Event
-from .session import ClaimStatus, ComparisonStatus, EvaluationSession, ScoreOutcome, SessionState, TrialRequest
+from .session import ClaimSnapshot, ComparisonSnapshot, EvaluationSession, PendingTrial, ScoreOutcome, SessionState
 
 __all__ = ["STATE_CODES", "Diagnostic", "SessionPublisher", "diagnostics"]
 
@@ -57,7 +57,7 @@ def _nan(value: float | None) -> float:
     return math.nan if value is None else float(value)
 
 
-def comparison_fields(c: ComparisonStatus) -> Fields:
+def comparison_fields(c: ComparisonSnapshot) -> Fields:
     """``ComparisonStatus`` message fields of one test or claim row (NaN where undefined)."""
     return {
         "policy_a": c.policy_a, "policy_b": c.policy_b, "metric": c.metric, "method": c.method,
@@ -67,7 +67,7 @@ def comparison_fields(c: ComparisonStatus) -> Fields:
     }
 
 
-def request_fields(trial: TrialRequest) -> Fields:
+def request_fields(trial: PendingTrial) -> Fields:
     """``TrialRequest`` message fields: what the operator may see (no policy id)."""
     prompt = trial.operator_prompt()
     return {"round": trial.round, **dataclasses.asdict(prompt)}
@@ -85,7 +85,7 @@ class SessionPublisher:
         self._request: tuple[int, int] | None = None
         self._comparison_keys: list[tuple[int, int]] = []
         self._changes = 0  # score-changing events seen: the comparisons are recomputed only then
-        self._memo: tuple[int, list[ComparisonStatus], dict[str, str]] | None = None
+        self._memo: tuple[int, list[ComparisonSnapshot], dict[str, str]] | None = None
 
     def reset(self) -> None:
         """Forget what was published (a new or resumed session: publish everything again)."""
@@ -105,7 +105,7 @@ class SessionPublisher:
             "payload_json": json.dumps(event.payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False)},
             event.stamp_ns)
 
-    def request(self, trial: TrialRequest) -> None:
+    def request(self, trial: PendingTrial) -> None:
         """``trial_request``, if the pending trial or its attempt changed."""
         key = (trial.trial_id, trial.attempt)
         if key != self._request:
@@ -132,10 +132,10 @@ class SessionPublisher:
                                       "active_policies": [], "active_tasks": [], "comparisons": [],
                                       "letter_policies": [], "letters": []}, None)
 
-    def rows(self, session: EvaluationSession) -> tuple[list[ComparisonStatus], dict[str, str]]:
+    def rows(self, session: EvaluationSession) -> tuple[list[ComparisonSnapshot], dict[str, str]]:
         """The tests, then one row per multi-task claim, and the letters (recomputed after a score change)."""
         if self._memo is None or self._memo[0] != self._changes:
-            claims: list[ClaimStatus] = session.claims()
+            claims: list[ClaimSnapshot] = session.claims()
             rows = [*session.comparisons(), *(claim.as_comparison() for claim in claims)]
             self._memo = (self._changes, rows, session.letters())
         return self._memo[1], self._memo[2]

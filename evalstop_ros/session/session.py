@@ -116,10 +116,10 @@ task_correction)``: ``every`` with ``iut`` runs each task at the comparison's le
 ``level / T``; ``any``/``per-task`` at ``level / T``, with ``holm`` applying Holm's step-down
 over the tasks' anytime-valid p-values when the claim is combined.  :meth:`claims` combines the
 per-task results with :func:`~evalstop_ros.stats.multitask.combine_tasks` (as
-:func:`~evalstop_ros.stats.multitask.run_multitask` does offline) into a :class:`ClaimStatus`,
-published as a ``ComparisonStatus`` row with ``task="*"`` (:meth:`ClaimStatus.as_comparison`);
+:func:`~evalstop_ros.stats.multitask.run_multitask` does offline) into a :class:`ClaimSnapshot`,
+published as a ``ComparisonStatus`` row with ``task="*"`` (:meth:`ClaimSnapshot.as_comparison`);
 Holm over the tasks uses their current p-values, valid at any time, so a claim can only grow
-until :attr:`ClaimStatus.final`.  A task leaves the rotation when all its tests are decided.
+until :attr:`ClaimSnapshot.final`.  A task leaves the rotation when all its tests are decided.
 
 **AdaStop** (``design: adastop``, seed 002, :class:`~evalstop_ros.stats.adastop.AdaStop`): a
 group-sequential permutation test of all comparisons of one metric at the metric's ``alpha``
@@ -174,8 +174,8 @@ from .plan import Condition, Plan
 from .trials import TrialBook, TrialRecord
 
 __all__ = [
-    "ClaimStatus",
-    "ComparisonStatus",
+    "ClaimSnapshot",
+    "ComparisonSnapshot",
     "EditOutcome",
     "EvaluationSession",
     "OfflineClaim",
@@ -183,8 +183,8 @@ __all__ = [
     "OperatorPrompt",
     "ScoreOutcome",
     "SessionState",
-    "SessionStatus",
-    "TrialRequest",
+    "StatusSnapshot",
+    "PendingTrial",
     "offline_claims",
     "offline_decisions",
     "offline_letters",
@@ -233,7 +233,7 @@ class OperatorPrompt:
 
 
 @dataclasses.dataclass(frozen=True)
-class TrialRequest:
+class PendingTrial:
     """The pending trial, for the manager node.
 
     Attributes
@@ -310,7 +310,7 @@ class EditOutcome:
 
 
 @dataclasses.dataclass(frozen=True)
-class SessionStatus:
+class StatusSnapshot:
     """A snapshot of the session.
 
     Attributes
@@ -353,7 +353,7 @@ class SessionStatus:
 
 
 @dataclasses.dataclass(frozen=True)
-class ComparisonStatus:
+class ComparisonSnapshot:
     """One test: a comparison x metric (x task).
 
     Attributes
@@ -379,7 +379,7 @@ class ComparisonStatus:
         Pair index (1-based) of the decision (scores per agent for AdaStop), or ``None``.
     task:
         The task of a per-task test (non-pooled claim); ``""`` for a test over every task; ``"*"``
-        for the summary row of a multi-task claim (:meth:`ClaimStatus.as_comparison`).
+        for the summary row of a multi-task claim (:meth:`ClaimSnapshot.as_comparison`).
     """
 
     policy_a: str
@@ -399,13 +399,13 @@ class ComparisonStatus:
 
 
 @dataclasses.dataclass(frozen=True)
-class ClaimStatus:
+class ClaimSnapshot:
     """The multi-task claim of one comparison x metric (non-pooled ``claim``; seed 003 Eq. 11).
 
     Attributes
     ----------
     policy_a, policy_b, metric, method, alternative:
-        As in :class:`ComparisonStatus`; ``alternative`` is the claimed direction
+        As in :class:`ComparisonSnapshot`; ``alternative`` is the claimed direction
         (``"greater"``: ``policy_b`` better).
     claim, correction:
         ``every``/``any``/``per-task``, and how the level was shared among the tasks.
@@ -456,9 +456,9 @@ class ClaimStatus:
             return Decision.B_BETTER if self.alternative == "greater" else Decision.A_BETTER
         return Decision.BUDGET_EXHAUSTED if self.final else Decision.CONTINUE
 
-    def as_comparison(self) -> ComparisonStatus:
+    def as_comparison(self) -> ComparisonSnapshot:
         """The summary row for ``ComparisonStatus`` (``task="*"``, no p-value, no stopping trial)."""
-        return ComparisonStatus(
+        return ComparisonSnapshot(
             policy_a=self.policy_a, policy_b=self.policy_b, metric=self.metric, method=self.method,
             alternative=self.alternative, alpha=self.alpha, n=self.n, decision=self.decision, pvalue=math.nan,
             evalue=math.nan, mean_a=self.mean_a, mean_b=self.mean_b, stopping_trial=None, task="*",
@@ -615,13 +615,13 @@ class EvaluationSession:
 
     # -- trials ----------------------------------------------------------------------------
     @_locked
-    def pending_trial(self) -> TrialRequest | None:
+    def pending_trial(self) -> PendingTrial | None:
         """The trial waiting to be run or scored, if any (any state; creates nothing)."""
         record = self._pending()
         return None if record is None else self._request(record)
 
     @_locked
-    def next_trial(self) -> TrialRequest | None:
+    def next_trial(self) -> PendingTrial | None:
         """The pending trial, creating (and journaling) the next one if none is pending.
 
         Returns ``None`` once the session is finished or aborted.
@@ -645,7 +645,7 @@ class EvaluationSession:
 
     @_locked
     def record_runner_result(self, trial_id: int, ok: bool, duration_s: float, message: str = "", *,
-                             auto_score: tuple[bool, float] | None = None) -> TrialRequest | None:
+                             auto_score: tuple[bool, float] | None = None) -> PendingTrial | None:
         """Record the runner's result for the pending trial.
 
         Returns the trial to run next: ``None`` after a successful run (the trial now waits
@@ -678,7 +678,7 @@ class EvaluationSession:
         return None if ok else self._request(record)
 
     @_locked
-    def held_auto_score(self) -> tuple[TrialRequest, bool, float] | None:
+    def held_auto_score(self) -> tuple[PendingTrial, bool, float] | None:
         """The pending trial's journaled automatic score, not yet submitted (``None`` if none).
 
         Automatic scoring records the runner's score with its result
@@ -903,12 +903,12 @@ class EvaluationSession:
 
     # -- reports ---------------------------------------------------------------------------
     @_locked
-    def status(self) -> SessionStatus:
-        """A :class:`SessionStatus` snapshot."""
+    def status(self) -> StatusSnapshot:
+        """A :class:`StatusSnapshot` snapshot."""
         pending = self._pending()
         live = self._state not in (SessionState.FINISHED, SessionState.ABORTED)
         active = self._active() if live else ()
-        return SessionStatus(
+        return StatusSnapshot(
             session_id=self.session_id,
             state=self._state,
             trials_requested=len(self._book.trials),
@@ -945,12 +945,12 @@ class EvaluationSession:
         return total
 
     @_locked
-    def comparisons(self) -> list[ComparisonStatus]:
-        """One :class:`ComparisonStatus` per test, in the fixed order (comparison, metric, task)."""
+    def comparisons(self) -> list[ComparisonSnapshot]:
+        """One :class:`ComparisonSnapshot` per test, in the fixed order (comparison, metric, task)."""
         out = []
         for test in self._tests:
             mean_a, mean_b = test.means()
-            out.append(ComparisonStatus(
+            out.append(ComparisonSnapshot(
                 policy_a=test.comparison.policy_a, policy_b=test.comparison.policy_b, metric=test.metric.name,
                 method=test.method, alternative=test.metric.alternative, alpha=test.alpha, n=test.n,
                 decision=test.decision, pvalue=test.pvalue(), evalue=test.evalue(), mean_a=mean_a, mean_b=mean_b,
@@ -959,13 +959,13 @@ class EvaluationSession:
         return out
 
     @_locked
-    def claims(self) -> list[ClaimStatus]:
-        """One :class:`ClaimStatus` per comparison x metric with a non-pooled ``claim``; empty otherwise.
+    def claims(self) -> list[ClaimSnapshot]:
+        """One :class:`ClaimSnapshot` per comparison x metric with a non-pooled ``claim``; empty otherwise.
 
         Combines the per-task tests' current results with
         :func:`~evalstop_ros.stats.multitask.combine_tasks`, as
         :func:`~evalstop_ros.stats.multitask.run_multitask` does on the same scores.  Publish each
-        one as a ``ComparisonStatus`` with :meth:`ClaimStatus.as_comparison`.
+        one as a ``ComparisonStatus`` with :meth:`ClaimSnapshot.as_comparison`.
         """
         if self.config.claim == "pooled":
             return []
@@ -988,7 +988,7 @@ class EvaluationSession:
                     d and c == Decision.CONTINUE for d, c in zip(decided, combined.task_claims))
             fed = [pair for t in group if isinstance(t, PairedTest) for pair in t.fed]
             means = np.asarray(fed, dtype=np.float64)[:, 2:].mean(axis=0) if fed else np.full(2, np.nan)
-            out.append(ClaimStatus(
+            out.append(ClaimSnapshot(
                 policy_a=first.comparison.policy_a, policy_b=first.comparison.policy_b, metric=metric.name,
                 method=metric.method, alternative=metric.alternative, claim=self.config.claim,
                 correction=combined.correction, alpha=level, task_alpha=combined.task_alpha, tasks=tasks,
@@ -1257,10 +1257,10 @@ class EvaluationSession:
         draws = sum(1 for r in self._book.trials.values() if r.task == task.id and r.rerun_of is None)
         return Condition(task, self.plan.task_condition(index, draws + 1))
 
-    def _request(self, record: TrialRecord) -> TrialRequest:
+    def _request(self, record: TrialRecord) -> PendingTrial:
         task = next(t for t in self.config.tasks if t.id == record.task)
         condition = next(c for c in task.initial_conditions if c.id == record.initial_condition)
-        return TrialRequest(
+        return PendingTrial(
             session_id=self.session_id, trial_id=record.trial_id, round=record.round,
             attempt=record.failed_runs + 1, label=record.label, policy_id=record.policy, task=task.id,
             task_description=task.description, initial_condition=condition.id,

@@ -630,7 +630,7 @@ class AdaStop:
         if not self._open.any():
             self.is_finished = True
         elif k == self.n_interims:
-            for j in np.flatnonzero(self._open):
+            for j in map(int, np.flatnonzero(self._open)):
                 self._decisions[j] = "equal"
                 self._decided_at[j] = k
             self._open[:] = False

@@ -15,6 +15,7 @@ expects, one column per policy: ``[[S_A, S_B], [F_A, F_B]]`` (successes, failure
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -124,7 +125,7 @@ def _run(method: str, scores_a: ArrayLike, scores_b: ArrayLike, alternative: str
          **options: object) -> BatchTestResult:
     alternative = check_alternative(alternative)
     table = success_table(scores_a, scores_b)
-    scipy_test = {"barnard": stats.barnard_exact, "boschloo": stats.boschloo_exact,
+    scipy_test: Any = {"barnard": stats.barnard_exact, "boschloo": stats.boschloo_exact,
                   "fisher": stats.fisher_exact}[method]
     res = scipy_test([list(row) for row in table], alternative=_SCIPY_ALTERNATIVE[alternative],
                      **options)

@@ -524,7 +524,8 @@ class FamilyProcess:
     @property
     def finished(self) -> NDArray[np.bool_]:
         """``(R,)``: every comparison of the sequence decided (or the budget spent)."""
-        return ~(self.decision == Decision.CONTINUE).any(axis=0)
+        finished: NDArray[np.bool_] = ~(self.decision == Decision.CONTINUE).any(axis=0)
+        return finished
 
     def update(self, scores: ArrayLike) -> None:
         """Feed one round: ``scores[k]`` (shape ``(K,)`` or ``(K, R)``) is policy ``k``'s trial.

@@ -46,7 +46,7 @@ def _holm_rejections(pvalues: NDArray[np.float64], alpha: float) -> NDArray[np.b
     ranked = np.take_along_axis(pvalues, order, axis=0)
     passes = ranked <= (alpha / (h - np.arange(h)))[:, None]
     n_rejected = np.cumprod(passes, axis=0).sum(axis=0)  # ranks before the first failure
-    rejected = np.zeros_like(passes)
+    rejected: NDArray[np.bool_] = np.zeros_like(passes)
     np.put_along_axis(rejected, order, np.arange(h)[:, None] < n_rejected[None, :], axis=0)
     return rejected
 

@@ -78,8 +78,8 @@ def lai_g(t: ArrayLike) -> NDArray[np.float64]:
 
 def _kl_half(theta: NDArray[np.float64]) -> NDArray[np.float64]:
     """KL(Ber(theta) || Ber(1/2)) with 0 log 0 = 0."""
-    kl: NDArray[np.float64] = special.xlogy(theta, 2.0 * theta)
-    kl += special.xlogy(1.0 - theta, 2.0 * (1.0 - theta))
+    kl = np.asarray(special.xlogy(theta, 2.0 * theta), dtype=np.float64)
+    kl += np.asarray(special.xlogy(1.0 - theta, 2.0 * (1.0 - theta)), dtype=np.float64)
     return kl
 
 

@@ -88,6 +88,7 @@ def _solve_step(
         reduced[active] = 0.0
         entering = np.flatnonzero(reduced > 1e-9)
         if entering.size == 0:
+            assert result.x is not None  # a solved LP has a solution
             weights[active] = np.clip(result.x, 0.0, 1.0)
             return weights
         active = np.union1d(active, entering)
@@ -118,7 +119,7 @@ def synthesize_weights(
         occupancy.advance()
         allowed = np.maximum(budget * n / n_max - spent - _BUDGET_SLACK, 0.0)
         block = occupancy.reject_block(min(occupancy.half_width, n))
-        reachable = block.any(axis=0)
+        reachable: NDArray[np.bool_] = np.asarray(block.any(axis=0), dtype=bool)
         valid_gap = np.flatnonzero(reachable.any(axis=0))
         gaps = int(valid_gap[-1]) + 1 if valid_gap.size else 0
         weights = np.ones((n + 1, gaps))

@@ -14,10 +14,10 @@ import session_sim as sim
 from evalstop_ros.session import (
     EvaluationSession,
     JournalError,
+    PendingTrial,
     ScoreOutcome,
     SessionError,
     SessionState,
-    TrialRequest,
     offline_decisions,
     read_journal,
 )
@@ -28,7 +28,7 @@ from evalstop_ros.stats.step import step_test
 
 #: Two-sided N-SCORE on success only: decides within ~10 pairs on all-or-nothing data.
 FAST = {"metrics": [{"name": "success", "method": "nscore"}]}
-Outcomes = Callable[[TrialRequest], tuple[bool, float]]
+Outcomes = Callable[[PendingTrial], tuple[bool, float]]
 
 
 def open_session(path, session_id: str = "s1", **overrides) -> EvaluationSession:
@@ -41,7 +41,7 @@ def started(path, **overrides) -> EvaluationSession:
     return session
 
 
-def ran(session: EvaluationSession) -> TrialRequest:
+def ran(session: EvaluationSession) -> PendingTrial:
     """The pending trial, after a successful run."""
     trial = session.next_trial()
     assert trial is not None
@@ -50,7 +50,7 @@ def ran(session: EvaluationSession) -> TrialRequest:
     return trial
 
 
-def play(session: EvaluationSession, outcomes: Outcomes, trials: int | None = None) -> list[TrialRequest]:
+def play(session: EvaluationSession, outcomes: Outcomes, trials: int | None = None) -> list[PendingTrial]:
     """Run and score ``trials`` trials (all, if None) with ``outcomes``."""
     done = []
     while trials is None or len(done) < trials:
@@ -201,7 +201,7 @@ def test_accepted_score_is_journaled_before_it_feeds_the_tests(journal_path):
                                            "operator": "ana", "notes": "clean", "preference": trial.label}
 
 
-REJECTIONS: list[tuple[str, Callable[[EvaluationSession, TrialRequest], ScoreOutcome], str]] = [
+REJECTIONS: list[tuple[str, Callable[[EvaluationSession, PendingTrial], ScoreOutcome], str]] = [
     ("unknown trial", lambda s, t: s.submit_score(99, t.token, True, 1.0), r"unknown trial 99"),
     ("not an id", lambda s, t: s.submit_score("7", t.token, True, 1.0), r"unknown trial '7'"),  # type: ignore[arg-type]
     ("wrong token", lambda s, t: s.submit_score(t.trial_id, "0" * 12, True, 1.0), r"wrong token for trial 7"),

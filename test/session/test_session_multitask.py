@@ -21,7 +21,7 @@ import pytest
 import session_sim as sim
 
 from evalstop_ros.session import (
-    ClaimStatus,
+    ClaimSnapshot,
     EvaluationSession,
     SessionError,
     SessionState,
@@ -246,7 +246,7 @@ def test_per_task_letters_refuse_an_unknown_task(tmp_path):
         with pytest.raises(SessionError, match=r"`task` should be one of \['t0', 't1', 't2'\]; found 't9'"):
             session.letters(task="t9")
         assert session.letters(task="t0") == {}  # no scores yet
-        assert all(isinstance(c, ClaimStatus) and not c.final for c in session.claims())
+        assert all(isinstance(c, ClaimSnapshot) and not c.final for c in session.claims())
 
 
 def test_without_drop_decided_every_task_and_policy_keeps_running(tmp_path):
