@@ -12,7 +12,10 @@ the colcon install as processes and plays the operator from this process:
    count the acks: scores/s from the first send to the last ack, and how many were lost.
 
 Both with the journal fsynced on every append (the manager's default, ``--no-fsync`` to
-compare). Run inside the ROS environment (``make bench`` does)::
+compare), on an idle machine and under load (``--load`` CPU-bound processes, one per core by
+default: a shared CI machine), for this tree and for the manager as of ``--baseline`` (its
+``evalstop_ros`` extracted with ``git archive`` and put first on the manager's PYTHONPATH), all
+in the same run. Run inside the ROS environment (``make bench`` does)::
 
     . tools/ros/env.sh .venv build/ros/install && python bench/latency.py --trials 200 --burst 2000
 
@@ -56,7 +59,15 @@ def _percentiles(samples: list[float]) -> dict[str, float]:
             "n": int(ms.size)}
 
 
-def run(args: argparse.Namespace) -> dict[str, Any]:
+BASELINE = "bfcdce5"  # the manager before issue 8
+
+
+def _burn() -> None:
+    while True:
+        pass
+
+
+def run(args: argparse.Namespace, *, source: pathlib.Path | None = None) -> dict[str, Any]:
     import rclpy
     from evalstop.msg import ScoreAck, SessionStatus, TrialRequest, TrialScore
 
@@ -73,7 +84,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         subprocess.Popen([str(LIB / "evaluation_manager"), "--ros-args", "-p", f"config_file:={config}",
                           "-p", "session_id:=bench", "-p", f"journal_dir:={work}",
                           "-p", f"journal_fsync:={'true' if args.fsync else 'false'}"],
-                         env=env, stdout=(work / "manager.log").open("wb"), stderr=subprocess.STDOUT),
+                         env={**env, "PYTHONPATH": os.pathsep.join(filter(None, [
+                             str(source or ""), env.get("PYTHONPATH", "")]))},
+                         stdout=(work / "manager.log").open("wb"), stderr=subprocess.STDOUT),
     ]
     try:
         with rclpy.init(args=[]):
@@ -137,29 +150,63 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
+def _measure(args: argparse.Namespace, source: pathlib.Path | None, load: int) -> dict[str, Any]:
+    """:func:`run` with ``load`` CPU-bound processes running beside it."""
+    import multiprocessing
+
+    burners = [multiprocessing.Process(target=_burn, daemon=True) for _ in range(load)]
+    for burner in burners:
+        burner.start()
+    try:
+        return run(args, source=source)
+    finally:
+        for burner in burners:
+            burner.terminate()
+            burner.join()
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--trials", type=int, default=100, help="latency samples (default %(default)s)")
     parser.add_argument("--burst", type=int, default=1000, help="scores in the throughput burst (default %(default)s)")
     parser.add_argument("--no-fsync", dest="fsync", action="store_false", help="journal without fsync")
+    parser.add_argument("--load", type=int, default=os.cpu_count() or 2,
+                        help="CPU-bound processes of the loaded runs (default: one per core, %(default)s)")
+    parser.add_argument("--baseline", default=BASELINE, help="git revision of the baseline (default %(default)s)")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     args = parser.parse_args(argv)
     if not (LIB / "evaluation_manager").exists():
         print(f"latency.py: {LIB} not built: run `make ros` (or `make test`)", file=sys.stderr)
         return 2
-    result = run(args)
+    results: dict[str, Any] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        archive = subprocess.run(["git", "-C", str(REPO), "archive", args.baseline, "evalstop_ros"],
+                                 capture_output=True, check=True).stdout
+        subprocess.run(["tar", "-x", "-C", tmp], input=archive, check=True)
+        for name, source in ((f"baseline {args.baseline}", pathlib.Path(tmp)), ("ours", None)):
+            for load in (0, args.load):
+                label = f"{name}, {'idle' if load == 0 else f'{load} CPU-bound processes'}"
+                print(f"... {label}", file=sys.stderr, flush=True)
+                results[label] = _measure(args, source, load)
     if args.json:
-        print(json.dumps(result, sort_keys=True))
+        print(json.dumps(results, sort_keys=True))
         return 0
     print(f"evaluation_manager over DDS (loopback), journal fsync {'on' if args.fsync else 'off'}")
-    for name in ("score_to_ack", "score_to_status"):
-        r = result[name]
-        print(f"  {name:<16} p50 {r['p50_ms']:6.2f} ms   p99 {r['p99_ms']:6.2f} ms   max {r['max_ms']:6.2f} ms"
-              f"   ({r['n']} scores)")
-    b = result["burst"]
-    print(f"  burst            {b['sent']} scores sent, {b['acked']} acked ({b['lost']} lost), "
-          f"{b['scores_per_s']:.0f} scores/s sustained")
-    return 0 if b["lost"] == 0 else 1
+    for label, result in results.items():
+        print(f"{label}:")
+        for name in ("score_to_ack", "score_to_status"):
+            r = result[name]
+            print(f"  {name:<16} p50 {r['p50_ms']:6.2f} ms   p99 {r['p99_ms']:6.2f} ms   max {r['max_ms']:6.2f} ms"
+                  f"   ({r['n']} scores)")
+        b = result["burst"]
+        print(f"  burst            {b['sent']} scores sent, {b['acked']} acked ({b['lost']} lost), "
+              f"{b['scores_per_s']:.0f} scores/s sustained")
+    labels = list(results)
+    loaded_base, loaded_ours = results[labels[1]], results[labels[3]]
+    p99 = loaded_ours["score_to_status"]["p99_ms"]
+    print(f"score -> status p99 under load: ours {p99:.2f} ms, baseline {loaded_base['score_to_status']['p99_ms']:.2f} ms "
+          f"(goal < 10 ms: {'met' if p99 < 10 else 'MISSED'})")
+    return 0 if all(r["burst"]["lost"] == 0 for r in results.values()) else 1
 
 
 if __name__ == "__main__":
