@@ -501,8 +501,10 @@ class EvaluationManager(Node):
 
     # -- scores -----------------------------------------------------------------------------
     def _on_score(self, msg: TrialScore) -> None:
-        self._submit(msg.trial_id, msg.token, msg.success, msg.progress, scorer=msg.scorer, notes=msg.notes,
-                     preference=msg.preference)
+        outcome = self._submit(msg.trial_id, msg.token, msg.success, msg.progress, scorer=msg.scorer,
+                               notes=msg.notes, preference=msg.preference)
+        if self.session is not None and outcome.accepted and not outcome.duplicate:
+            self._publisher.status(self.session)  # the score counted: say so before the next trial's work
         self._advance()
 
     def _submit(self, trial_id: int, token: str, success: bool, progress: float, *, scorer: str, notes: str,

@@ -564,10 +564,7 @@ def display_letters(config: SessionConfig, book: TrialBook, metric: str, task: s
     Means are over every effective score of each policy (on ``task`` only, if given); empty
     while some policy has no such score.
     """
-    means = []
-    for policy in config.policies:
-        records = book.scored(policy, task)
-        if not records:
-            return {}
-        means.append(float(np.mean([metric_value(r.score, metric) for r in records if r.score is not None])))
-    return compact_letter_display(config.policies, means, differs)
+    means = [book.mean(policy, metric, task) for policy in config.policies]
+    if any(mean is None for mean in means):
+        return {}
+    return compact_letter_display(config.policies, [float(m) for m in means if m is not None], differs)

@@ -114,6 +114,8 @@ class TrialBook:
         #: Trials with an effective score, and voided trials (kept by :meth:`apply`: O(1) counts).
         self.n_scored = 0
         self.n_voided = 0
+        #: (policy, task or None) -> [effective scores, successes, sum of progress], kept by :meth:`apply`.
+        self._totals: dict[tuple[str, str | None], list[float]] = {}
 
     def apply(self, event: Event) -> None:
         """Fold one event (events of other kinds are ignored)."""
@@ -140,19 +142,41 @@ class TrialBook:
             record.auto_score = (bool(auto["success"]), float(auto["progress"])) if isinstance(auto, dict) else None
         elif kind in ("score_accepted", "post_decision_score"):
             self.n_scored += record.score is None
+            self._count(record, -1)
             record.submission = dict(p["submission"])
             record.score = _score(record.submission)
+            self._count(record, 1)
             record.scored_seq = event.seq
             record.post_decision = kind == "post_decision_score"
         elif kind == "correction":
             if record.score is None:
                 raise JournalError(f"event {event.seq}: correction of trial {event.trial_id}, which has no score")
+            self._count(record, -1)
             record.score = dataclasses.replace(record.score, success=bool(p["success"]), progress=float(p["progress"]))
+            self._count(record, 1)
         else:  # void
             self.n_scored -= record.score is not None
             self.n_voided += not record.voided
+            self._count(record, -1)
             record.voided = True
             record.score = None
+
+    def _count(self, record: TrialRecord, sign: int) -> None:
+        """Add (``sign`` 1) or remove (-1) ``record``'s effective score in the running totals."""
+        if record.score is None:
+            return
+        for key in ((record.policy, None), (record.policy, record.task)):
+            totals = self._totals.setdefault(key, [0.0, 0.0, 0.0])
+            totals[0] += sign
+            totals[1] += sign * float(record.score.success)
+            totals[2] += sign * record.score.progress
+
+    def mean(self, policy: str, metric: str, task: str | None = None) -> float | None:
+        """Mean effective ``metric`` score of ``policy`` (on ``task``), ``None`` without scores; O(1)."""
+        count, successes, progress = self._totals.get((policy, task), (0.0, 0.0, 0.0))
+        if count <= 0:
+            return None
+        return (successes if metric == "success" else progress) / count
 
     def fold(self, events: Iterable[Event]) -> TrialBook:
         """Apply every event; returns ``self``."""
