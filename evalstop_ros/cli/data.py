@@ -8,7 +8,7 @@ Two layouts are accepted (blank lines are skipped):
 * **long**: columns ``trial,policy,score`` (others ignored), one row per score.  The file must
   hold exactly two policies, or ``columns=(A, B)`` selects two; policy A is the one named first
   (else the first to appear).  Pairs are formed by trial id, in order of each id's first
-  appearance (seed 000 pitfall 8, step.md pitfall 7: pairing by index); a trial with one
+  appearance (seed 000 §V-A, seed 003 §III: pairing by index); a trial with one
   policy's score only is an error, as is a second score for the same trial and policy.
 
 Every error names the file, the line (header = line 1) and the offending value.

@@ -1,6 +1,6 @@
 """``evalstop step synthesize|check|oc``: STEP decision tables, their Type-I check and exact OC.
 
-STEP's regions are synthesized offline per ``(n_max, alpha)`` (seed 003 §IV, step.md §2) and
+STEP's regions are synthesized offline per ``(n_max, alpha)`` (seed 003 §IV, Eqs. 7-10) and
 cached in the user cache directory (``$EVALSTOP_CACHE_DIR``, else ``$XDG_CACHE_HOME/evalstop/step``
 or ``~/.cache/evalstop/step``).  The verbs take the same ``--alpha``/``--alternative`` as
 ``evalstop analyze``: a two-sided test at ``alpha`` uses the table at ``alpha / 2`` per direction

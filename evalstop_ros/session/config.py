@@ -1,7 +1,7 @@
 """The session configuration: what is compared, how trials are scheduled, and at what level.
 
-A :class:`SessionConfig` is the pre-registered design of one evaluation (step.md pitfall 10,
-nscore.md pitfall 11: everything that defines the tests is fixed before the first trial).  It is
+A :class:`SessionConfig` is the pre-registered design of one evaluation (seed 003 §V-A,
+seed 000 §V: everything that defines the tests is fixed before the first trial).  It is
 loaded from YAML with :func:`load_config`, validated once at that boundary, and stored verbatim
 in the session journal as :meth:`SessionConfig.canonical_json`.  Resuming a journal with a
 configuration whose :attr:`SessionConfig.config_hash` differs is refused
@@ -275,7 +275,7 @@ class SessionConfig(_Model):
     #: How conditions are drawn: ``"shuffled-cycle"`` (each task's conditions in a fresh random
     #: order per cycle, exactly balanced; tasks likewise) or ``"iid"`` (independent uniform
     #: draws; exactly the i.i.d. sampling the anytime guarantees assume for a null that holds
-    #: only on average over conditions, see nscore.md pitfall 7).
+    #: only on average over conditions, see seed 000 App. C).
     condition_schedule: Literal["shuffled-cycle", "iid"] = "shuffled-cycle"
     #: Blinded labels: ``"per-session"`` (each policy keeps one random label, ``X``, ``Y``...)
     #: or ``"per-round"`` (labels re-drawn every round, so the operator cannot build up a
@@ -290,7 +290,7 @@ class SessionConfig(_Model):
     #: ``BUDGET_EXHAUSTED``.  Unused by ``design: adastop``, whose budget is ``N K`` per agent.
     n_max: int = Field(default=100, ge=1)
     #: Seed of every random choice (trial order, conditions, labels, STEP draws); fix it, and
-    #: use a fresh one per session, before the data (step.md pitfall 5).
+    #: use a fresh one per session, before the data (seed 003 §IV-B: the randomization is part of the test).
     seed: int = Field(ge=0)
     #: The runner action.
     runner: RunnerConfig = Field(default_factory=RunnerConfig)

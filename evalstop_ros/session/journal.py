@@ -19,7 +19,7 @@ out.
 
 The stored configuration is the exact validated one (its canonical JSON); opening an existing
 journal with a configuration whose hash differs is refused, naming the fields that changed
-(step.md pitfall 10: alpha, N_max and the method are part of the test).
+(seed 003 §V-A: alpha, N_max and the method are part of the test).
 """
 
 from __future__ import annotations

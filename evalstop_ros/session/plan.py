@@ -7,7 +7,7 @@ Nothing is carried between calls, which is what makes a restart reproduce the pl
 session replaying its journal asks the same questions and gets the same answers (and checks
 them against what the journal recorded).
 
-Why each choice is randomized (step.md §6.5 "IX-A practice", pitfall 7; nscore.md pitfall 7):
+Why each choice is randomized (seed 003 App. IX-A; seed 000 App. C):
 
 * **Trial order within a round** -- so drift (battery, lighting, wear, operator fatigue) hits
   every policy alike.

@@ -84,7 +84,7 @@ decision is refused -- announced decisions never change.
 **Bonferroni** (``correction: bonferroni``): each test is one
 :class:`~evalstop_ros.stats.sequential.PairedProcess` (R = 1) at level ``metric.alpha / m``
 (``m`` comparisons; :meth:`~.config.SessionConfig.comparison_alpha`), stopped at its first
-decision (step.md pitfall 6) or after ``n_max`` pairs (``BUDGET_EXHAUSTED``).  Valid for every
+decision (seed 003 §IV: the guarantee covers the first stop) or after ``n_max`` pairs (``BUDGET_EXHAUSTED``).  Valid for every
 method, STEP and Lai included, under any dependence between comparisons (union bound).
 
 **Sequential Holm** (``correction: holm``; N-SCORE, WSR, SAVI -- methods with an anytime-valid

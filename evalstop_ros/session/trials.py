@@ -12,8 +12,8 @@ collection order:
   round ``r`` (same task and condition, run back to back).  A re-run of a voided trial keeps
   the voided trial's round, so it pairs with the same partners.
 * ``independent`` design: the ``k``-th effective score of ``policy_a`` is paired with the
-  ``k``-th of ``policy_b`` (per-policy FIFO; surplus scores wait for their partner, step.md
-  pitfall 7 / nscore.md pitfall 8).
+  ``k``-th of ``policy_b`` (per-policy FIFO; surplus scores wait for their partner, seed 003 §III,
+  seed 000 §V-A).
 
 With a non-pooled ``claim`` each task has its own tests, and pairs are formed within a task
 (``task=...``): only trials of that task count, in either design.
@@ -21,7 +21,7 @@ With a non-pooled ``claim`` each task has its own tests, and pairs are formed wi
 Either way a pair depends only on the scores of the two policies involved, and pairs are
 ordered by *completion*: the journal position of the later of their two scores (a correction
 keeps a score's position).  That is the order in which the pairs became available, i.e. the
-collection order the sequential guarantees are stated for (step.md pitfall 6).
+collection order the sequential guarantees are stated for (seed 003 §IV: the guarantee covers the first stop).
 """
 
 from __future__ import annotations

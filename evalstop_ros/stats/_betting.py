@@ -14,7 +14,7 @@ Level bookkeeping, the same for every betting test in the core:
 * ``alternative="two-sided"``: two mirrored children, each at ``alpha / 2``, so that the
   probability of *any* false directional claim is at most ``alpha`` even at an exact tie
   ``mu_0 = mu_1`` (Bonferroni over the two children; the [ref-code] "ranking" mode,
-  nscore.md §4).  The p-value is ``min(1, 2 min(p_greater, p_less))``.
+  seed 000 §VI-B).  The p-value is ``min(1, 2 min(p_greater, p_less))``.
 """
 
 from __future__ import annotations
@@ -60,7 +60,7 @@ class BettingProcess:
     lane is active) with ``r0``/``r1`` the pair as the child sees it:
 
     * ``_log_factor(lanes, r0, r1)``: ``log`` of this trial's multiplicative factor, computed
-      from state built on *earlier* trials only (predictability, seed 000 pitfall 1);
+      from state built on *earlier* trials only (predictability, seed 000 App. A-B);
     * ``_learn(lanes, r0, r1)``: absorb the trial into the state and choose the next bet;
     * ``_init_lanes(n_lanes)``: allocate the state.
     """
@@ -104,7 +104,7 @@ class BettingProcess:
         """Feed trial ``n + 1``: one score per sequence for policy A and for policy B.
 
         Sequences that have already decided are frozen: their state, e-value and p-value no
-        longer change (seed 000 pitfall 6).
+        longer change (seed 000 Alg. 1 stops at the first crossing).
         """
         trial = self.n + 1
         a = self._check_scores(scores_a, "scores_a", trial)

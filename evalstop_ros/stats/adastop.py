@@ -1,11 +1,11 @@
-r"""AdaStop: a group-sequential permutation test comparing L agents (seed 002, adastop.md).
+r"""AdaStop: a group-sequential permutation test comparing L agents (seed 002).
 
 ``L >= 2`` agents are run ``N`` times per *interim*; after interim ``k`` the ``k N`` scores of each
 agent still needed enter a step-down permutation test whose boundaries spend ``alpha`` linearly
 over the ``K`` interims (seed 002 Alg. 3, Eqs. 8-12).  Each comparison ``(l1, l2)`` ends as
 ``"larger"`` or ``"smaller"`` (``H_j: P_l1 = P_l2`` rejected; the sign of the mean difference gives
 the direction), or ``"equal"`` (not rejected after interim ``K``); ``"continue"`` while undecided.
-An agent whose comparisons are all decided leaves the rotation (adastop.md §3.7).
+An agent whose comparisons are all decided leaves the rotation (seed 002 Alg. 3).
 
 :class:`AdaStop` is the stateful, interim-by-interim form (one :meth:`AdaStop.update` per interim,
 what an evaluation manager calls); :func:`adastop_test` replays a table of scores collected in
@@ -31,7 +31,7 @@ from .validation import check_alpha, check_positive_int
 
 __all__ = ["DECISIONS", "PERMUTATIONS", "AdaStop", "AdaStopResult", "adastop_test"]
 
-#: Decision vocabulary of one comparison (adastop.md §1; ``"continue"`` while undecided).
+#: Decision vocabulary of one comparison (seed 002 §2; ``"continue"`` while undecided).
 DECISIONS = ("continue", "equal", "larger", "smaller")
 #: Permutation schemes: see the Notes of :class:`AdaStop`, item 2.
 PERMUTATIONS = ("relabel", "split")
@@ -265,9 +265,9 @@ class AdaStop:
     :math:`\arg\max_{j \in C} T^{(j)}(\mathrm{id})` while :math:`\bar T^{(C)}(\mathrm{id}) > b`,
     recomputing :math:`b` for the smaller :math:`C`.
 
-    Choices where the paper or the spec leaves room (adastop.md section in brackets):
+    Choices where the paper or the spec leaves room (the paper's section in brackets):
 
-    1. **Absolute values on both sides** (§3.3, pitfall P1): the permuted statistics are
+    1. **Absolute values on both sides** (seed 002 Eq. 8-9): the permuted statistics are
        :math:`|\cdot|` as in Eq. (8).  The public package takes the max of *signed* permuted
        differences against an absolute observed one, a two-sided test at about :math:`2\alpha`.
     2. **One permutation path for all comparisons** (§3.3, P2).  Two schemes, the same group when
@@ -379,7 +379,7 @@ class AdaStop:
         n = self.n_per_interim
         # With two agents in play both schemes are the same group: use the exact enumeration.
         self._relabel = permutation == "relabel" and len({l for pair in self.comparisons for l in pair}) > 2
-        # m_k = min(B, C^k / 2): exact enumeration while it fits (adastop.md §3.4).
+        # m_k = min(B, C^k / 2): exact enumeration while it fits (seed 002 §4, "Choice of permutations").
         self._exact = [
             not self._relabel and math.comb(2 * n, n) ** k // 2 <= self.n_permutations
             for k in range(1, self.n_interims + 1)

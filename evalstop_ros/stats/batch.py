@@ -156,7 +156,7 @@ def barnard_test(scores_a: ArrayLike, scores_b: ArrayLike, *, alternative: str =
     Notes
     -----
     The p-value is :math:`\sup_{\pi \in [0,1]} P_\pi(T \ge T_{obs})` over the common success
-    rate :math:`\pi`, :math:`T` the Wald statistic (step.md §5; scipy ``barnard_exact``).
+    rate :math:`\pi`, :math:`T` the Wald statistic (seed 003 §V-A; scipy ``barnard_exact``).
     **Not valid when re-run after every trial** (seed 003 §V, Figs. 3 and 6).
 
     References

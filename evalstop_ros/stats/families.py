@@ -15,7 +15,7 @@ Which procedures remain valid with sequential tests
 each of the ``m`` tests controls its own error at ``alpha / m``, whatever the dependence between
 comparisons that share a policy's trials and whatever stopping rule each test itself allows
 (any time for the e-process tests, within the declared ``n_max`` for STEP and Lai).  It is the
-only procedure here for STEP, which has no p-value (step.md §7).
+only procedure here for STEP, which has no p-value (seed 003 defines none).
 
 *Holm* needs p-values that are valid at the moment it is applied.  An anytime-valid p-value
 (N-SCORE, WSR, SAVI: ``P(exists n: p_n <= u) <= u`` under its null) is valid at every time,
@@ -104,7 +104,7 @@ def comparison_pairs(
         Distinct policy names, at least two.
     design : {"all-pairs", "vs-baseline"}, optional
         ``"all-pairs"``: every pair ``(policies[i], policies[j])`` with ``i < j``, the earlier
-        one as baseline (seed 000 Fig. 2 procedure, nscore.md §4), ``K (K - 1) / 2`` in all.
+        one as baseline (seed 000 §VI-B, Fig. 2), ``K (K - 1) / 2`` in all.
         ``"vs-baseline"``: ``(baseline, other)`` for every other policy, ``K - 1`` in all.
     baseline : str, optional
         The reference policy; required by ``"vs-baseline"`` and refused by ``"all-pairs"``.
@@ -217,7 +217,7 @@ def compact_letter_display(
 
     Notes
     -----
-    Insert-and-absorb [1]_ (seed 000 Fig. 2 procedure, nscore.md §4): start from one column
+    Insert-and-absorb [1]_ (seed 000 §VI-B, Fig. 2): start from one column
     (letter) holding every policy; for each different pair, split every column that holds both
     into a copy without the one and a copy without the other, and absorb any column contained in
     another.  The result is the set of maximal groups of mutually non-different policies, which
@@ -381,7 +381,7 @@ class FamilyProcess:
     r"""A K-policy family of paired sequential tests, run in rounds, over ``R`` sequences at once.
 
     Each round every policy still in the rotation runs one trial; trial ``n`` of two policies
-    is pair ``n`` of their comparison (pairing by index, seed 000 pitfall 8).  A comparison
+    is pair ``n`` of their comparison (pairing by index, seed 000 §V-A).  A comparison
     stops at its first decision; a policy leaves the rotation once all its comparisons are
     decided; every comparison still open after ``n_max`` rounds is ``BUDGET_EXHAUSTED``.
     ``R = 1`` is the online use (the evaluation manager); ``R > 1`` the Monte Carlo one.

@@ -5,7 +5,7 @@ boundary is Lai's (1988) asymptotic approximation to a free-boundary problem; it
 constant ``c`` is *calibrated by Monte Carlo simulation* at ``p_0 = p_1 = 1/2`` for the given
 ``(alpha, n_max)``, so the Type-I guarantee is empirical (simulation error included), not exact.
 Use STEP for an exact finite-budget test and N-SCORE, θ-SAVI or WSR for anytime validity.
-It is a baseline of seed 003 (§V, "Lai") and of the implementation note step.md §5.
+It is a baseline of seed 003 (§V, "Lai") and of its §VI comparisons.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 r"""Multi-task claims: one paired sequential test per task, combined by the claim made (seed 003 Eq. 11).
 
 A candidate policy B is compared with a baseline A on ``T`` tasks, each with its own trials
-(step.md §4).  What the tests license depends on the *claim*, which must be chosen before the data:
+(seed 003 §V-C3, footnote 5).  What the tests license depends on the *claim*, which must be chosen before the data:
 
 ``"every"``
     "B is better on every task": :math:`H_1: \forall \tau\; \mu_B^{[\tau]} > \mu_A^{[\tau]}`

@@ -56,7 +56,7 @@ class NScoreProcess(BettingProcess):
         Number ``K >= 2`` of score levels :math:`c_k = k/(K-1)` used to *choose* the bet.
         ``K = 2`` is the binary test (Table II's N-SCORE_2).  In seed 000 Table I the
         Bernoulli columns N-SCORE_2 and N-SCORE_inf are ``K = 3`` and ``K = 10``, and the
-        nonparametric N-SCORE_inf is ``K = 21`` (implementation note nscore.md §3.4).
+        nonparametric N-SCORE_inf is ``K = 21`` (seed 000 App. A-C, Remark 1).
     xi_max : float, optional
         Cap of the bet, ``0 < xi_max < 1`` (0.995 = the top of the reference grid).
     grid : int or None, optional

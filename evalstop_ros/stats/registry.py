@@ -44,7 +44,7 @@ class Method:
         Which of :data:`METHOD_OPTIONS` each of them takes.
     needs_n_max:
         True when the test is valid only within a horizon declared before the data (STEP, Lai:
-        seed 003 §V-A, step.md pitfall 10), so ``n_max`` has no default.
+        seed 003 §V-A: fixed before the data), so ``n_max`` has no default.
     """
 
     name: str
@@ -133,11 +133,11 @@ def make_process(
         anytime-valid ``nscore``, ``wsr`` and ``savi``.
     seed : int, optional
         Seed of STEP's randomized decisions (ignored by the other methods).  Fix it before the
-        data (step.md pitfall 5).
+        data (seed 003 §IV-B: the randomization is part of the test).
     bins : int, optional
-        N-SCORE score bins ``K`` (nscore.md §3.1; 2 = Bernoulli grid).
+        N-SCORE score bins ``K`` (seed 000 App. A-C; 2 = Bernoulli grid).
     c : float, optional
-        WSR bet cap (nscore.md §5.1; 0.95 in Table I).  Not Lai's boundary constant, which
+        WSR bet cap (seed 000 App. B, Alg. 2; 0.95 in Table I).  Not Lai's boundary constant, which
         ``lai`` calibrates itself.
 
     Returns

@@ -2,8 +2,8 @@
 
 A *process* is a vectorised state machine over ``R`` independent paired sequences: each call to
 ``update(a, b)`` feeds trial ``n`` (one score per policy, arrays of shape ``(R,)``) to all of them.
-A sequence stops at its first decision and is frozen from then on (STEP pitfall 6, N-SCORE
-pitfall 6: later data never overwrite a decision).  The same class serves the online use in the
+A sequence stops at its first decision and is frozen from then on (seed 003 §IV, seed 000
+Alg. 1: later data never overwrite a decision).  The same class serves the online use in the
 evaluation manager (``R = 1``), the retrospective analysis of a recorded session
 (:func:`run_sequence`) and the Monte Carlo engine (:func:`run_batch`).
 
@@ -128,7 +128,7 @@ def run_sequence(
     """Replay a recorded paired sequence through a fresh ``process`` (with ``R = 1``).
 
     Pairs are consumed in collection order and the analysis reports the *first* stop, which is
-    the only reading the anytime/STEP guarantees cover (seed 003 pitfall 6).
+    the only reading the anytime/STEP guarantees cover (seed 003 §IV).
     """
     a, b = check_pairs(scores_a, scores_b)
     if a.ndim != 1:

@@ -5,7 +5,7 @@ A :class:`ScoreModel` draws ``(R, N)`` paired score arrays for policies A and B 
 :func:`monte_carlo` feeds them, a chunk of sequences at a time, to fresh processes through
 :func:`~evalstop_ros.stats.sequential.run_batch` and summarises the decisions
 (:class:`SimulationSummary`).  Within a pair the two scores are drawn independently; the
-papers' protocols do the same (nscore.md §6.1, step.md §6.1).
+papers' protocols do the same (seed 000 §VI, seed 003 §V-B).
 """
 
 from __future__ import annotations
@@ -114,7 +114,7 @@ def partial_credit(levels: Sequence[float], probs_a: ArrayLike, probs_b: ArrayLi
     Parameters
     ----------
     levels : sequence of float
-        Distinct, increasing score levels in [0, 1] (nscore.md §3.1: e.g. ``k / (K - 1)``).
+        Distinct, increasing score levels in [0, 1] (seed 000 App. A-C: e.g. ``k / (K - 1)``).
     probs_a, probs_b : array_like
         Probabilities of each level for policy A and B; each sums to 1.
 
@@ -193,7 +193,7 @@ class SimulationSummary:
     mean_ttd, ttd_se:
         Mean stopping trial ``E[min(stop, n_max)]`` of any decision, with sequences that reached
         ``n_max`` undecided counted as ``n_max`` (the convention of STEP's ``expected_stop``,
-        step.md §6.1; Table I of seed 000 counts ``N + 1`` instead, nscore.md pitfall 6), and its
+        seed 003 §V-B; Table I of seed 000 counts ``N + 1`` instead), and its
         standard error ``std / sqrt(reps)``.
     """
 
@@ -241,7 +241,7 @@ def monte_carlo(
         :class:`~evalstop_ros.stats.sequential.PairedProcess` for ``n_sequences`` sequences, e.g.
         ``lambda r, s: make_process("step", r, alpha=0.05, alternative="greater", n_max=100, seed=s)``.
         Each chunk gets a new ``seed`` drawn from ``rng``, so a randomized test (STEP) never
-        reuses its uniforms across chunks (step.md pitfall 5); deterministic tests ignore it.
+        reuses its uniforms across chunks (seed 003 §IV-B: the randomization is part of the test); deterministic tests ignore it.
     model : ScoreModel
         The score laws (:func:`bernoulli`, :func:`partial_credit`, :func:`continuous_beta`).
     reps : int

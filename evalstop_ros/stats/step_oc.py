@@ -4,7 +4,7 @@ For any ``(p0, p1)`` the unstopped occupancy is propagated through the dynamics 
 table's reject region and mirrored accept region (:class:`~.step_occupancy.Occupancy`), so the
 probability of each decision by ``N_max`` and ``E[min(τ, N_max)]`` are exact up to float64
 round-off -- no Monte Carlo.  :func:`check_type1` evaluates the reject probability on a dense
-diagonal null grid, the worst case by seed 003 IX-E1 (spec pitfall 3: verify between the
+diagonal null grid, the worst case by seed 003 IX-E1 (seed 003 IX-E2: verify between the
 synthesis control points, not only on them).
 """
 

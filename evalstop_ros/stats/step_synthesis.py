@@ -12,7 +12,7 @@ occupancy under the null point ``(p^{(i)}, p^{(i)})`` (Eq. 8, propagated by
 :class:`~evalstop_ros.stats.step_occupancy.Occupancy` with both the reject region and its mirrored
 accept region removed), ``R_{n-1}^{(i)}`` is the rejection probability spent so far and
 ``F(n) = n α / N_max`` is the uniform risk budget used in all of the paper's experiments.
-Eq. 9 is read *cumulatively* (spec/step.md §2.2, pitfall 1): the increment-only reading
+Eq. 9 is read *cumulatively* (seed 003 Eqs. 7-10, with Eq. 9's budget F(n) cumulative): the increment-only reading
 over-spends α.
 
 The LP is solved exactly by column generation on HiGHS: states with no mass under any null are
@@ -41,7 +41,7 @@ def null_grid(n_max: int, alpha: float, size: int) -> NDArray[np.float64]:
 
     Evenly spaced in ``arcsin(sqrt(p))`` -- the Fisher-Rao geodesic coordinate of the Bernoulli
     pair ``(p, p)``, so neighbouring points have (nearly) equal KL gaps and the grid is dense near 0
-    and 1 (spec pitfall 3) -- on ``[ε, 1 - ε]`` with ``ε = 1 - (1 - α)^{1/N_max}``: below ``ε``
+    and 1 (seed 003 IX-E2) -- on ``[ε, 1 - ε]`` with ``ε = 1 - (1 - α)^{1/N_max}``: below ``ε``
     policy B scores no success in ``N_max`` trials with probability ``≥ 1 - α`` (and above
     ``1 - ε`` policy A never fails), and STEP never rejects unless ``S1 > S0``, so nulls outside
     the grid are safe (IX-E2).

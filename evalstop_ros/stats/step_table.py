@@ -4,7 +4,7 @@ A table stores the reject probabilities ``w_n(S0, S1)`` for ``S1 > S0`` (the acc
 their mirror).  Per step ``n`` and per ``a = S0`` it keeps a *threshold* ``t_n(a)``: ``w = 1`` for
 every gap ``g = S1 - S0 >= t_n(a)``; below it ``w = 0`` except for a short list of *exceptions*
 ``(n, a, g, w)``, which hold the LP's fractional weights (at most one per null point and step,
-spec pitfall 13) and any non-threshold entries (no monotone structure is assumed, pitfall 14).
+seed 003 §IV-C: per-step LPs grow as O(n^2)) and any non-threshold entries (no monotone structure is assumed).
 Weights are stored as float64 exactly as synthesized, so the exact checks evaluate the shipped
 file itself.
 
@@ -35,7 +35,7 @@ SHIPPED_DIR = pathlib.Path(__file__).with_name("step_tables")
 BASE_GRID_SIZE = 129
 #: The LP spends ``BUDGET_FRACTION * alpha``.  The guarantee is exact only at the grid points;
 #: between them the exact error exceeded the LP budget by up to 0.96 % relative in our shipped
-#: designs (N_max=500, alpha=0.005, at p=0.0022; 0.01 % at N_max=100) -- spec pitfall 3.  A 2 %
+#: designs (N_max=500, alpha=0.005, at p=0.0022; 0.01 % at N_max=100) -- the grid guarantees hold exactly only at its points (seed 003 IX-E2).  A 2 %
 #: margin makes the dense-grid check pass at ``alpha`` itself for every shipped table.
 BUDGET_FRACTION = 0.98
 
@@ -52,7 +52,7 @@ def default_grid_size(n_max: int) -> int:
 
 
 def table_parameters(n_max: int, alpha: float, grid_size: int | None = None) -> dict[str, object]:
-    """Everything that defines a STEP test, fixed before any data (spec pitfall 10)."""
+    """Everything that defines a STEP test, fixed before any data (seed 003 §V-A)."""
     return {
         "format": FORMAT_VERSION,
         "method": "STEP (seed 003 Eq. 10, cumulative risk constraint, mirrored accept region)",

@@ -15,7 +15,7 @@ from .errors import StatsInputError
 
 ALTERNATIVES = ("two-sided", "greater", "less")
 #: Scores may exceed [0, 1] by this much (float round-off in upstream normalisation) and are
-#: then clipped; anything further out is an error (seed 000 pitfall: a score > 1 can make a
+#: then clipped; anything further out is an error (seed 000 App. A-A: a score > 1 can make a
 #: betting factor negative).
 SCORE_TOLERANCE = 1e-9
 
