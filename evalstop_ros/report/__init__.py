@@ -19,8 +19,8 @@ import os
 import pathlib
 
 from ..audit import AuditReport
+from ..stats.intervals import mixture_confidence_sequence
 from .figures import letters_figure, progress_figure, savings, savings_figure, success_figure, trajectory_figure
-from .intervals import mixture_confidence_sequence
 from .page import write_decisions_csv, write_page, write_trials_csv
 
 __all__ = ["ReportFiles", "mixture_confidence_sequence", "write_report"]

@@ -22,9 +22,9 @@ from matplotlib.figure import Figure
 
 from ..audit import AuditReport, ComparisonAudit
 from ..stats.errors import StatsInputError
+from ..stats.intervals import mixture_confidence_sequence
 from ..stats.sequential import Decision
 from ..stats.step import load_table, table_alpha
-from .intervals import mixture_confidence_sequence
 
 __all__ = [
     "letters_figure",

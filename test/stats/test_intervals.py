@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from evalstop_ros.report.intervals import mixture_confidence_sequence
+from evalstop_ros.stats.intervals import mixture_confidence_sequence
 
 
 @pytest.mark.parametrize(("kwargs", "message"), [

@@ -39,6 +39,8 @@ import math
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from .errors import StatsInputError
+
 __all__ = ["mixture_confidence_sequence"]
 
 #: Variance proxy of a [0, 1]-valued observation.
@@ -74,7 +76,7 @@ def mixture_confidence_sequence(values: ArrayLike, *, alpha: float = 0.05, tight
 
     Raises
     ------
-    ValueError
+    StatsInputError
         If a value lies outside [0, 1], or ``alpha`` or ``tightest_at`` is out of range.
 
     Examples
@@ -85,15 +87,15 @@ def mixture_confidence_sequence(values: ArrayLike, *, alpha: float = 0.05, tight
     """
     x = np.asarray(values, dtype=np.float64)
     if x.ndim != 1:
-        raise ValueError(f"`values` must be one-dimensional; found shape {x.shape}")
+        raise StatsInputError(f"`values` must be one-dimensional; found shape {x.shape}")
     bad = ~((x >= 0.0) & (x <= 1.0))
     if bad.any():
         index = int(np.argmax(bad))
-        raise ValueError(f"`values` must lie in [0, 1]; found {float(x[index])!r} at index {index}")
+        raise StatsInputError(f"`values` must lie in [0, 1]; found {float(x[index])!r} at index {index}")
     if not 0.0 < alpha < 1.0:
-        raise ValueError(f"`alpha` must lie in (0, 1); found {alpha!r}")
+        raise StatsInputError(f"`alpha` must lie in (0, 1); found {alpha!r}")
     if tightest_at < 1:
-        raise ValueError(f"`tightest_at` must be a positive integer; found {tightest_at!r}")
+        raise StatsInputError(f"`tightest_at` must be a positive integer; found {tightest_at!r}")
     t = np.arange(1, x.size + 1, dtype=np.float64)
     mean = np.cumsum(x) / t
     rho = _rho(alpha, tightest_at)
