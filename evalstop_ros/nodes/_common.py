@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import re
 from collections.abc import Iterator
 from typing import Any
 
@@ -53,10 +54,18 @@ def parameter_error(err: Exception) -> str:
 
     >>> parameter_error(ValueError("`alpha` must lie in (0, 1); found 2.0"))
     '`alpha` must lie in (0, 1); found 2.0'
+    >>> parameter_error(ValueError("Invalid parameter value (2.0) for parameter. Reason: Parameter alpha out "
+    ...                            "of range Min: 0.0, Max: 1.0, value: 2.0: alpha"))
+    '`alpha` must lie in [0.0, 1.0]; found 2.0'
     """
-    if isinstance(err, ParameterException) and err.args:
-        return str(err.args[0])
-    return str(err)
+    text = str(err.args[0]) if isinstance(err, ParameterException) and err.args else str(err)
+    # rclpy's range check: "Invalid parameter value (2.0) for parameter. Reason: Parameter alpha
+    # out of range Min: 0.0, Max: 1.0, value: 2.0: alpha" -> "`alpha` must lie in [0.0, 1.0]; found 2.0"
+    found = re.search(r"Parameter (\w+) out of range Min: (\S+), Max: (\S+), value: (\S+?):", text)
+    if found:
+        name, low, high, value = found.groups()
+        return f"`{name}` must lie in [{low}, {high}]; found {value}"
+    return text
 
 
 @contextlib.contextmanager

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import pathlib
+import re
 from typing import Any
 
 import pytest
@@ -300,3 +301,19 @@ def _re(text: str) -> str:
     import re
 
     return re.escape(text)
+
+
+@pytest.mark.parametrize(("argument", "message"), [
+    ("n_max:=1.5", r"n_max"),
+    ("alpha:=2.0", r"`alpha` must lie in \[0\.0, 1\.0\]; found 2\.0"),
+    ("max_attempts:=0", r"max_attempts"),
+])
+def test_invalid_parameters_give_one_fatal_line_and_exit_2(
+        start_node: Any, tmp_path: pathlib.Path, argument: str, message: str) -> None:
+    config = write_config(tmp_path / "session.yaml")
+    manager = start_node("evaluation_manager", params=_manager_params(tmp_path, config),
+                         ros_args=["-p", argument])
+    assert manager.wait() == 2
+    fatal = [line for line in manager.output.splitlines() if "[FATAL]" in line]
+    assert len(fatal) == 1 and re.search(r"invalid parameters: .*" + message, fatal[0]), manager.output
+    assert "Traceback" not in manager.output and str(config) not in fatal[0]
