@@ -61,7 +61,7 @@ import yaml  # type: ignore[import-untyped, unused-ignore]
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError, field_validator, model_validator
 
 from ..stats.families import Comparison, comparison_pairs
-from ..stats.methods import VALIDITY
+from ..stats.methods import BINARY_METHODS, FACTS
 from ..stats.multitask import TASK_CORRECTIONS, task_alpha
 from ..stats.registry import METHODS
 from .errors import ConfigError
@@ -84,16 +84,11 @@ __all__ = [
 Identifier = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_][A-Za-z0-9_.:/-]*$", max_length=64)]
 #: Most policies a session can blind (one neutral label each, see :mod:`.plan`).
 MAX_POLICIES = 26
-#: Methods that need success/failure (0/1) data: STEP (seed 003), θ-SAVI, Lai's test.
-BINARY_METHODS = frozenset({"step", "savi", "lai"})
-#: Methods without an anytime-valid p-value, which Holm's procedure needs (stats.families).
-NO_PVALUE_METHODS = frozenset({"step", "lai"})
 #: The method name of every metric under ``design: adastop`` (not a paired test: stats.adastop).
 ADASTOP = "adastop"
 #: Every method a metric may name: the registered paired tests, and AdaStop.
 METRIC_METHODS = (*METHODS, ADASTOP)
 DEFAULT_METHOD = {"success": "step", "progress": "nscore"}
-DEFAULT_BINS = {"success": 2, "progress": 21}
 DEFAULT_METRICS = ({"name": "success"}, {"name": "progress"})
 
 
@@ -166,7 +161,8 @@ class MetricConfig(_Model):
             data = dict(data)
             data.setdefault("method", DEFAULT_METHOD[data["name"]])
             if data["method"] == "nscore":
-                data.setdefault("bins", DEFAULT_BINS[data["name"]])
+                binary_bins, continuous_bins = FACTS["nscore"].bins or (2, 21)
+                data.setdefault("bins", binary_bins if data["name"] == "success" else continuous_bins)
         return data
 
     @field_validator("method")
@@ -373,14 +369,14 @@ class SessionConfig(_Model):
         if used > self.alpha * (1 + 1e-9):
             shares = ", ".join(f"{m.name}={m.alpha:g}" for m in self.metrics)
             raise ValueError(f"metric alphas ({shares}) sum to {used:g}, more than `alpha` {self.alpha:g}")
+        self._check_adastop()
         if self.correction == "holm":
             for metric in self.metrics:
-                if metric.method in NO_PVALUE_METHODS:
+                if not FACTS[metric.method].pvalue:
                     raise ValueError(
                         f"correction 'holm' needs anytime-valid p-values; metric {metric.name!r} uses method "
                         f"{metric.method!r}, which defines none (use correction 'bonferroni')"
                     )
-        self._check_adastop()
         self._check_claim()
         return self
 
@@ -432,7 +428,7 @@ class SessionConfig(_Model):
             if metric.alternative == "two-sided":
                 raise ValueError(f"claim {self.claim!r} is directional: metric {metric.name!r} needs alternative "
                                  "'greater' (policy_b better) or 'less'; found 'two-sided'")
-            if self.task_correction == "holm" and VALIDITY.get(metric.method) != "anytime-valid":
+            if self.task_correction == "holm" and not FACTS[metric.method].pvalue:
                 raise ValueError(f"task_correction 'holm' needs anytime-valid p-values; metric {metric.name!r} uses "
                                  f"method {metric.method!r}, which defines none (use 'bonferroni')")
 

@@ -468,7 +468,7 @@ class FamilyProcess:
         bins: int = 2,
         c: float = 0.95,
     ) -> None:
-        from .methods import VALIDITY
+        from .methods import FACTS
         from .registry import make_process
         from .validation import check_alternative
 
@@ -478,7 +478,7 @@ class FamilyProcess:
         self.alternative = check_alternative(alternative)
         if correction not in CORRECTIONS:
             raise StatsInputError(f"`correction` should be one of {CORRECTIONS}; found {correction!r}")
-        if correction == "holm" and VALIDITY.get(method) != "anytime-valid":
+        if correction == "holm" and not (method in FACTS and FACTS[method].pvalue):
             raise StatsInputError(
                 f"`correction` 'holm' needs anytime-valid p-values, which method {method!r} does not "
                 "define; use 'bonferroni'"

@@ -37,7 +37,7 @@ from numpy.typing import ArrayLike
 
 from .errors import StatsInputError
 from .holm import holm
-from .methods import VALIDITY
+from .methods import FACTS
 from .sequential import Decision, SequentialResult
 from .validation import check_alpha, check_alternative
 
@@ -187,7 +187,7 @@ def combine_tasks(
               "two-sided": (Decision.B_BETTER, Decision.A_BETTER)}[alternative]
     claims = [run.decision if run.decision in wanted else Decision.CONTINUE for run in runs]
     if correction == "holm":
-        if VALIDITY.get(runs[0].method) != "anytime-valid":
+        if not (runs[0].method in FACTS and FACTS[runs[0].method].pvalue):
             raise StatsInputError(
                 f"`correction` 'holm' needs anytime-valid p-values, which method {runs[0].method!r} does not define"
             )

@@ -18,6 +18,7 @@ from typing import Any
 from numpy.typing import ArrayLike
 
 from .errors import StatsInputError
+from .methods import FACTS
 from .sequential import PairedProcess, SequentialResult
 from .validation import check_alpha, check_alternative, check_positive_int
 
@@ -42,9 +43,6 @@ class Method:
         Names of its ``PairedProcess`` class and its ``*_test`` function in that module.
     process_options, test_options:
         Which of :data:`METHOD_OPTIONS` each of them takes.
-    needs_n_max:
-        True when the test is valid only within a horizon declared before the data (STEP, Lai:
-        seed 003 §V-A: fixed before the data), so ``n_max`` has no default.
     """
 
     name: str
@@ -53,7 +51,11 @@ class Method:
     test: str
     process_options: tuple[str, ...]
     test_options: tuple[str, ...]
-    needs_n_max: bool = False
+
+    @property
+    def needs_n_max(self) -> bool:
+        """Valid only within a horizon declared before the data (:data:`~.methods.FACTS`)."""
+        return FACTS[self.name].needs_n_max
 
     def _attribute(self, attribute: str) -> Callable[..., Any]:
         found: Callable[..., Any] = getattr(importlib.import_module(f".{self.module}", __package__), attribute)
@@ -86,12 +88,11 @@ class Method:
 #: the e-process tests (``nscore``, ``wsr``, ``savi``) are anytime-valid, so for them ``n_max``
 #: is only an analysis budget and their processes ignore it.
 METHODS: Mapping[str, Method] = MappingProxyType({
-    "step": Method("step", "step", "StepProcess", "step_test",
-                   ("n_max", "seed"), ("n_max", "seed"), needs_n_max=True),
+    "step": Method("step", "step", "StepProcess", "step_test", ("n_max", "seed"), ("n_max", "seed")),
     "nscore": Method("nscore", "nscore", "NScoreProcess", "nscore_test", ("bins",), ("bins", "n_max")),
     "wsr": Method("wsr", "wsr", "WsrProcess", "wsr_test", ("c",), ("c", "n_max")),
     "savi": Method("savi", "savi", "SaviProcess", "savi_test", (), ("n_max",)),
-    "lai": Method("lai", "lai", "LaiProcess", "lai_test", ("n_max",), ("n_max",), needs_n_max=True),
+    "lai": Method("lai", "lai", "LaiProcess", "lai_test", ("n_max",), ("n_max",)),
 })
 
 
