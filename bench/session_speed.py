@@ -5,7 +5,7 @@ Issue 8 goal: a 10 000-trial session in well under a minute (O(1) amortized work
 The driver is what evaluation_manager does per trial (``next_trial``, ``record_runner_result``,
 ``submit_score``, ``status``) on a real journal (SQLite, fsync off), for two equal policies so
 that no test stops (paired design, success by theta-SAVI, progress by N-SCORE, ``n_max`` half
-the trials).  The baseline is the same driver on the package as of ``--baseline`` (default:
+the trials: ``bench/audit_speed.py``'s session).  The baseline is the same driver on the package as of ``--baseline`` (default:
 the commit before the engine work), extracted with ``git archive`` and run in a subprocess in
 the same run, at the sizes where it finishes in reasonable time.
 
@@ -22,20 +22,11 @@ import sys
 import tempfile
 import time
 
+from audit_speed import config  # the same 10 000-trial session the audit bench records
+
 REPO = pathlib.Path(__file__).resolve().parents[1]
 BASELINE = "bfcdce5"
 GOAL_S = 60.0
-
-
-def config(trials: int) -> dict[str, object]:
-    return {
-        "policies": ["policy_a", "policy_b"], "seed": 4, "alpha": 0.05, "n_max": trials // 2,
-        "tasks": [{"id": "push", "initial_conditions": [{"id": f"c{i}", "reset_instructions": f"spot {i}"}
-                                                        for i in range(3)]}],
-        "metrics": [{"name": "success", "method": "savi", "alpha": 0.02},
-                    {"name": "progress", "method": "nscore", "alpha": 0.03, "bins": 21}],
-        "scoring": "operator",
-    }
 
 
 def drive(trials: int, report_every: int) -> list[tuple[int, float]]:
