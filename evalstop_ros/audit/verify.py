@@ -42,7 +42,7 @@ from typing import Any, NamedTuple
 import numpy as np
 from numpy.typing import NDArray
 
-from ..session.analysis import display_letters, interim_records, test_keys
+from ..session.analysis import interim_records, letters, test_keys
 from ..session.config import ConfigError, MetricConfig, SessionConfig, config_diff, parse_config
 from ..session.errors import JournalError
 from ..session.journal import Event
@@ -1181,15 +1181,15 @@ def verify(record: SessionRecord, *, config: SessionConfig | None = None) -> Aud
         if open_tests:
             v.violate("finished_undecided", [], f"the session was marked finished, but on recomputation "
                       f"{', '.join(open_tests)} is undecided", data=False)
-    letters = _letters(resolved, book, tests, v.claims)
+    final_letters = _letters(resolved, book, tests, v.claims)
     published_letters = next((dict(s.letters) for s in sorted(record.states, key=lambda s: s.position, reverse=True)
                               if s.origin == "session_status"), None)
-    if published_letters is not None and published_letters != letters:
+    if published_letters is not None and published_letters != final_letters:
         v.violate("letters_mismatch", [], f"final compact letter display published {published_letters}, recomputed "
-                  f"{letters}", data=False)
+                  f"{final_letters}", data=False)
     return AuditReport(
         record=record, config=resolved, config_origin=origin, trials=tuple(_trials(v, book)), tests=tuple(tests),
-        letters=letters, violations=tuple(v.violations), notes=tuple(v.notes), final_state=final_state,
+        letters=final_letters, violations=tuple(v.violations), notes=tuple(v.notes), final_state=final_state,
         statuses_checked=sum(checked.values()),
     )
 
@@ -1199,13 +1199,10 @@ def _letters(config: SessionConfig, book: TrialBook, tests: Sequence[ComparisonA
     """The session's compact letter display of its first metric, as ``EvaluationSession.letters``
     (``offline_letters``): policies differ when a directional decision (with a non-pooled claim: an
     established claim) separates them; means over every effective score."""
-    name = config.metrics[0].name
-    if config.claim == "pooled":
-        differs = {frozenset((t.policy_a, t.policy_b)) for t in tests if t.metric == name
-                   and t.result.decision in (Decision.A_BETTER, Decision.B_BETTER)}
-    else:
-        differs = {frozenset((c.policy_a, c.policy_b)) for c in claims if c.metric == name and c.result.established}
-    return display_letters(config, book, name, None, differs)
+    return letters(config, book, None, None,
+                   [(frozenset((t.policy_a, t.policy_b)), t.metric, t.result.decision) for t in tests],
+                   [(frozenset((c.policy_a, c.policy_b)), c.metric, c.result.established, c.result.task_claims)
+                    for c in claims])
 
 
 def _trials(v: _Verifier, book: TrialBook) -> list[TrialAudit]:

@@ -28,10 +28,10 @@ import numpy as np
 from ..stats.holm import DirectionalTests, SequentialHolm
 from ..stats.multitask import MultiTaskResult
 from ..stats.registry import run_test
-from ..stats.sequential import Decision, SequentialResult
-from .analysis import build_tests, combine_claims, display_letters, test_keys
+from ..stats.sequential import SequentialResult
+from .analysis import build_tests, check_letters_request, combine_claims, letters, test_keys
 from .config import MetricConfig, SessionConfig, config_diff
-from .errors import JournalError, SessionError
+from .errors import JournalError
 from .journal import read_journal
 from .plan import Plan
 from .trials import TrialBook, form_pairs, metric_value
@@ -207,31 +207,11 @@ def offline_letters(config: SessionConfig, journal_path: str | os.PathLike[str],
     JournalError
         If the journal was written with a different configuration.
     """
-    name = check_letters_request(config, metric, task)
+    check_letters_request(config, metric, task)
     book = _book(config, journal_path)
     results = book_decisions(config, book)
-    if config.claim == "pooled":
-        differs = {frozenset((r.policy_a, r.policy_b)) for r in results
-                   if r.metric == name and r.result.decision in (Decision.A_BETTER, Decision.B_BETTER)}
-    else:
-        tasks = [t.id for t in config.tasks]
-        differs = {
-            frozenset((c.policy_a, c.policy_b)) for c in claims_of(config, results) if c.metric == name and (
-                c.result.established if task is None else
-                c.result.task_claims[tasks.index(task)] in (Decision.A_BETTER, Decision.B_BETTER))
-        }
-    return display_letters(config, book, name, task, differs)
-
-
-def check_letters_request(config: SessionConfig, metric: str | None, task: str | None) -> str:
-    """The metric a letter display is asked for (default: the first); refuses unknown names."""
-    names = [m.name for m in config.metrics]
-    if metric is not None and metric not in names:
-        raise SessionError(f"`metric` should be one of {names}; found {metric!r}")
-    if task is not None:
-        tasks = [t.id for t in config.tasks]
-        if config.claim == "pooled":
-            raise SessionError(f"per-task letters need a non-pooled claim; found task {task!r} with claim 'pooled'")
-        if task not in tasks:
-            raise SessionError(f"`task` should be one of {tasks}; found {task!r}")
-    return metric or names[0]
+    claims = claims_of(config, results) if config.claim != "pooled" else []
+    return letters(config, book, metric, task,
+                   [(frozenset((r.policy_a, r.policy_b)), r.metric, r.result.decision) for r in results],
+                   [(frozenset((c.policy_a, c.policy_b)), c.metric, c.result.established, c.result.task_claims)
+                    for c in claims])

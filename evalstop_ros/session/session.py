@@ -156,8 +156,8 @@ from .analysis import (
     Test,
     build_tests,
     combine_claims,
-    display_letters,
     interim_records,
+    letters,
 )
 from .config import SessionConfig, config_diff
 from .errors import JournalError, SessionError
@@ -165,7 +165,6 @@ from .journal import Event, Journal, encode_payload
 from .offline import (
     OfflineClaim,
     OfflineResult,
-    check_letters_request,
     offline_claims,
     offline_decisions,
     offline_letters,
@@ -1013,19 +1012,10 @@ class EvaluationSession:
         SessionError
             For an unknown metric or task, or a task with ``claim: pooled``.
         """
-        name = check_letters_request(self.config, metric, task)
-        if self.config.claim == "pooled":
-            differs = {
-                t.comparison.pair for t in self._tests
-                if t.metric.name == name and t.decision in (Decision.A_BETTER, Decision.B_BETTER)
-            }
-        else:
-            index = [t.id for t in self.config.tasks].index(task) if task is not None else None
-            differs = {
-                frozenset((c.policy_a, c.policy_b)) for c in self.claims() if c.metric == name and (
-                    c.established if index is None else c.task_claims[index] in (Decision.A_BETTER, Decision.B_BETTER))
-            }
-        return display_letters(self.config, self._book, name, task, differs)
+        claims = self.claims()
+        return letters(self.config, self._book, metric, task,
+                       [(t.comparison.pair, t.metric.name, t.decision) for t in self._tests],
+                       [(frozenset((c.policy_a, c.policy_b)), c.metric, c.established, c.task_claims) for c in claims])
 
     # -- the journaled state machine -------------------------------------------------------
     def _commit(self, kind: str, trial_id: int | None, **payload: Any) -> None:
