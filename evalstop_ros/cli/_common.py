@@ -6,11 +6,10 @@ import argparse
 import json
 import sys
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from tqdm import tqdm
-
-from ..stats.validation import ALTERNATIVES
+if TYPE_CHECKING:
+    from tqdm import tqdm
 
 
 class CliError(ValueError):
@@ -32,6 +31,8 @@ def float_list(text: str) -> list[float]:
 
 def add_alpha_alternative(parser: argparse.ArgumentParser) -> None:
     """The level options every verb shares (``--alpha`` is required: a design choice, declared)."""
+    from ..stats.validation import ALTERNATIVES  # here: numpy is not for `evalstop --help`
+
     parser.add_argument(
         "--alpha", type=float, required=True, help="level in (0, 1); two-sided: total error of both directions",
     )
@@ -43,6 +44,8 @@ def add_alpha_alternative(parser: argparse.ArgumentParser) -> None:
 
 def progress_bar(enabled: bool, total: int, unit: str) -> tqdm:
     """A tqdm bar on stderr, shown only when ``enabled`` and stderr is a terminal."""
+    from tqdm import tqdm  # here: only verbs that show progress need it
+
     return tqdm(total=total, unit=unit, file=sys.stderr, leave=False, disable=not (enabled and sys.stderr.isatty()))
 
 
