@@ -55,3 +55,17 @@ def test_help_and_audit_help_import_only_what_they_need():
         if argv[0] == "step":  # the step verb declares numpy-typed options: numpy, never scipy
             heavy -= {"numpy"}
         assert not heavy, (argv, heavy)
+
+
+def test_line_progress_reports_to_a_log(capsys):
+    """Issue 14: without a terminal, long work prints progress lines on stderr (never stdout)."""
+    from evalstop_ros.cli._common import LineProgress, step_callback  # noqa: PLC0415
+
+    progress = LineProgress(total=4, unit="step", interval=0.0)
+    update = step_callback(progress)
+    for done in range(1, 5):
+        update(done)
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    lines = captured.err.splitlines()
+    assert len(lines) == 4 and lines[-1].startswith("evalstop: 4/4 steps (100%)")
