@@ -21,7 +21,6 @@ import tempfile
 import time
 
 import numpy as np
-
 from _reference import reference_python, run_json
 
 REFERENCE = """

@@ -12,7 +12,7 @@ occupancy under the null point ``(p^{(i)}, p^{(i)})`` (Eq. 8, propagated by
 :class:`~evalstop_ros.stats.step_occupancy.Occupancy` with both the reject region and its mirrored
 accept region removed), ``R_{n-1}^{(i)}`` is the rejection probability spent so far and
 ``F(n) = n α / N_max`` is the uniform risk budget used in all of the paper's experiments.
-Eq. 9 is read *cumulatively* (seed 003 Eqs. 7-10, with Eq. 9's budget F(n) cumulative): the increment-only reading
+Eq. 9 is read *cumulatively* (spec/step.md §2.2, pitfall 1): the increment-only reading
 over-spends α.
 
 The LP is solved exactly by column generation on HiGHS: states with no mass under any null are
@@ -25,8 +25,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 
-import numpy as np
 import highspy
+import numpy as np
 from numpy.typing import NDArray
 
 from .step_occupancy import Occupancy
@@ -36,7 +36,7 @@ from .step_occupancy import Occupancy
 _BUDGET_SLACK = 1e-9
 #: HiGHS options: dual simplex without presolve (the LPs are small and dense, presolve costs
 #: more than it saves), silent.  Should HiGHS not reach optimality so, it retries with presolve.
-_HIGHS_OPTIONS: dict[str, object] = {"output_flag": False, "presolve": "off", "solver": "simplex"}
+_HIGHS_OPTIONS: dict[str, bool | int | float | str] = {"output_flag": False, "presolve": "off", "solver": "simplex"}
 #: Reduced cost above which a state enters the restricted LP (pricing tolerance).
 _PRICING_TOL = 1e-9
 #: Relative overrun of a (scaled, unit) budget above which a null point enters as a row: HiGHS's
@@ -49,7 +49,7 @@ def null_grid(n_max: int, alpha: float, size: int) -> NDArray[np.float64]:
 
     Evenly spaced in ``arcsin(sqrt(p))`` -- the Fisher-Rao geodesic coordinate of the Bernoulli
     pair ``(p, p)``, so neighbouring points have (nearly) equal KL gaps and the grid is dense near 0
-    and 1 (seed 003 IX-E2) -- on ``[ε, 1 - ε]`` with ``ε = 1 - (1 - α)^{1/N_max}``: below ``ε``
+    and 1 (spec pitfall 3) -- on ``[ε, 1 - ε]`` with ``ε = 1 - (1 - α)^{1/N_max}``: below ``ε``
     policy B scores no success in ``N_max`` trials with probability ``≥ 1 - α`` (and above
     ``1 - ε`` policy A never fails), and STEP never rejects unless ``S1 > S0``, so nulls outside
     the grid are safe (IX-E2).
@@ -68,7 +68,7 @@ class _StepLP:
     """
 
     def __init__(self, rhs: NDArray[np.float64], presolve: bool) -> None:
-        self.highs = highspy.Highs()
+        self.highs = highspy.Highs()  # type: ignore[no-untyped-call]
         for name, value in _HIGHS_OPTIONS.items():
             self.highs.setOptionValue(name, value)
         if presolve:
@@ -132,13 +132,18 @@ def _solve_step(
     rhs = budget / scale
     if column_generation:
         # The fraction of the tightest budget one state uses on its own (inf: no budget left).
-        cost = np.where(budget[:, None] > 0, masses, np.where(masses > 0, np.inf, 0.0))
-        tightest = cost.max(axis=0)
+        spent_out = budget <= 0
+        tightest = masses.max(axis=0)
+        if spent_out.any():
+            tightest[(masses[spent_out] > 0).any(axis=0)] = np.inf
         cols = np.flatnonzero(tightest <= 1.0)
         if cols.size < 2 * n_points:
             cols = np.sort(np.argsort(tightest, kind="stable")[: 2 * n_points])
         # Start from the null points that bind each state hardest.
-        rows = np.unique(np.argmax(cost[:, cols], axis=0)) if cols.size else np.arange(1)
+        cost = masses[:, cols]
+        if spent_out.any():
+            cost = np.where(spent_out[:, None], np.where(cost > 0, np.inf, 0.0), cost)
+        rows = np.unique(np.argmax(cost, axis=0)) if cols.size else np.arange(1)
     else:
         cols, rows = np.arange(n_candidates), np.arange(n_points)
     for presolve in (False, True):
@@ -190,7 +195,7 @@ def synthesize_weights(
         occupancy.advance()
         allowed = np.maximum(budget * n / n_max - spent - _BUDGET_SLACK, 0.0)
         block = occupancy.reject_block(min(occupancy.half_width, n))
-        reachable: NDArray[np.bool_] = np.asarray(block.any(axis=0), dtype=bool)
+        reachable = np.asarray(block.any(axis=0), dtype=bool)
         valid_gap = np.flatnonzero(reachable.any(axis=0))
         gaps = int(valid_gap[-1]) + 1 if valid_gap.size else 0
         weights = np.ones((n + 1, gaps))
