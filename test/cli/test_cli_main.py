@@ -59,7 +59,7 @@ def test_help_and_audit_help_import_only_what_they_need():
 
 def test_line_progress_reports_to_a_log(capsys):
     """Issue 14: without a terminal, long work prints progress lines on stderr (never stdout)."""
-    from evalstop_ros.cli._common import LineProgress, step_callback  # noqa: PLC0415
+    from evalstop_ros.cli._common import LineProgress, step_callback
 
     progress = LineProgress(total=4, unit="step", interval=0.0)
     update = step_callback(progress)
