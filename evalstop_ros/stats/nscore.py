@@ -377,7 +377,7 @@ def nscore_test(
         raise StatsInputError(f"`scores_a` must be one-dimensional; found shape {a.shape}")
     limit = a.size if n_max is None else min(a.size, check_positive_int(n_max, "n_max"))
     children = [_Replay(process, *((a, b) if side == 1 else (b, a))) for side in process.sides]
-    log_threshold = -np.log(process.alpha_side)
+    log_threshold = process._log_threshold  # the online process's own threshold, -log(alpha_side)
     best_parts, e_parts = [], []
     start, block, stop, decision = 0, _REPLAY_BLOCK, 0, Decision.CONTINUE
     while start < limit and not stop:
