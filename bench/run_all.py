@@ -9,7 +9,7 @@ BENCHES = ["nscore_speed.py", "step_synthesis.py", "step_reference.py", "table1_
 
 if __name__ == "__main__":
     here = pathlib.Path(__file__).resolve().parent
-    extra = sorted(p.name for p in here.glob("*.py") if p.name not in BENCHES + ["run_all.py"])
+    extra = sorted(p.name for p in here.glob("*.py") if p.name not in [*BENCHES, "run_all.py"] and not p.name.startswith("_"))
     failed = []
     for name in BENCHES + extra:
         print(f"\n=== bench/{name}", flush=True)

@@ -22,7 +22,6 @@ from ..stats.families import comparison_pairs
 from ._common import CliError, print_json
 from .data import parse_number
 
-HELP = "compare several agents with AdaStop on a CSV of scores (one column per agent)"
 DESCRIPTION = """\
 Run AdaStop (seed 002: group-sequential step-down permutation test, linear alpha-spending over
 the interims) on scores collected interim by interim: one column per agent, N rows per interim,

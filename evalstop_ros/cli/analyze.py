@@ -18,7 +18,6 @@ from ._common import CliError, add_alpha_alternative, print_json
 from .data import PairedScores, load_pairs
 from .step import fetch_table
 
-HELP = "run a sequential test over recorded paired scores (CSV)"
 DESCRIPTION = """\
 Replay paired scores of policy A (baseline) and policy B (candidate) through a sequential
 test, in collection order, and report the first decision, its trial and the p-value path.

@@ -13,15 +13,12 @@ import math
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
-from ..session import ConfigError, load_config
-from ..session.config import SessionConfig
-from ..stats.sequential import Decision
 from ._common import CliError, print_json
 
-if TYPE_CHECKING:  # the audit needs rosbags: imported when a verb runs, so the other verbs work without it
+if TYPE_CHECKING:  # the audit needs rosbags, the session pydantic: imported when the verb runs
     from ..audit import AuditReport, ComparisonAudit
+    from ..session.config import SessionConfig
 
-HELP = "verify a recorded session (rosbag or journal): decisions, p-values, protocol"
 DESCRIPTION = """\
 Rebuild a session from a rosbag (sqlite3 or mcap, from `ros2 bag record` or `evalstop record`)
 or from its SQLite journal, re-run every comparison with the statistics core on the scores in
@@ -60,6 +57,8 @@ def load(args: argparse.Namespace) -> AuditReport:
         from ..audit import AuditError, audit
     except ImportError as err:
         raise CliError(f"the audit needs rosbags ({err}); pip install 'evalstop[audit]'") from err
+    from ..session.config import ConfigError, load_config  # here, not at the top: keeps `--help` fast
+
     config: SessionConfig | None = None
     if args.config:
         try:
@@ -88,6 +87,7 @@ def _when(stamp_ns: int) -> str:
 
 def _published(test: ComparisonAudit) -> str:
     from ..audit.verify import fmt
+    from ..stats.sequential import Decision
 
     pub = test.published
     if pub is None:

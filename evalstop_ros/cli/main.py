@@ -3,17 +3,28 @@
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
 from collections.abc import Sequence
+from types import ModuleType
 
 from .. import __version__
 from ..stats.errors import StatsInputError
-from . import EXIT_USAGE, adastop, analyze, audit, record, report, simulate, step
+from . import EXIT_USAGE
 from ._common import CliError
 
-#: The verbs, in the order ``evalstop --help`` lists them.
-VERBS = {"adastop": adastop, "analyze": analyze, "simulate": simulate, "step": step, "record": record,
-         "audit": audit, "report": report}
+#: The verbs and their one-line help, in the order ``evalstop --help`` lists them.  Each verb is
+#: a module of this package, imported only when its verb is on the command line, so that
+#: ``evalstop --help`` and every verb load only what they need (no scipy for ``--help``).
+VERBS = {
+    "adastop": "compare several agents with AdaStop on a CSV of scores (one column per agent)",
+    "analyze": "run a sequential test over recorded paired scores (CSV)",
+    "simulate": "estimate power, false-claim rate and mean stopping time by Monte Carlo",
+    "step": "synthesize, check and characterise STEP decision tables",
+    "record": "record evalstop's topics to a rosbag2 bag (mcap or sqlite3), where rosbag2 is missing",
+    "audit": "verify a recorded session (rosbag or journal): decisions, p-values, protocol",
+    "report": "write an HTML report (figures, decisions, letters, savings) and CSV exports of a session",
+}
 EPILOG = """\
 examples:
   evalstop analyze towel.csv --method nscore --alpha 0.05
@@ -27,8 +38,20 @@ exit status: 0 done, 1 a check failed (step check), 2 usage or input error.
 (evalstop audit: 1 when a published decision is not reproduced or the protocol was broken.)"""
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The ``evalstop`` parser with every verb's options."""
+def verb_module(name: str) -> ModuleType:
+    """The module implementing verb ``name`` (``add_arguments``, ``run``, ``DESCRIPTION``, ``EPILOG``)."""
+    return importlib.import_module(f".{name}", __package__)
+
+
+def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """The ``evalstop`` parser; only the verb named in ``argv`` gets its options (all if ``None``).
+
+    The verb is the first argument that is not an option (the top level has only ``--help``
+    and ``--version``).  The other verbs still appear in the verb list, so ``evalstop --help``
+    and usage errors read the same, but their modules are not imported.
+    """
+    chosen = next((arg for arg in argv if not arg.startswith("-")), None) if argv is not None else None
+    wanted = set(VERBS) if argv is None else {chosen}
     parser = argparse.ArgumentParser(
         prog="evalstop",
         description="Sequential policy comparison with anytime-valid stopping (STEP, N-SCORE, ...).",
@@ -37,9 +60,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     verbs = parser.add_subparsers(dest="verb", metavar="{" + ",".join(VERBS) + "}", required=True)
-    for name, module in VERBS.items():
+    for name, help_line in VERBS.items():
+        if name not in wanted:
+            verbs.add_parser(name, help=help_line)
+            continue
+        module = verb_module(name)
         verb = verbs.add_parser(
-            name, help=module.HELP, description=module.DESCRIPTION, epilog=module.EPILOG,
+            name, help=help_line, description=module.DESCRIPTION, epilog=module.EPILOG,
             formatter_class=argparse.RawDescriptionHelpFormatter,
         )
         module.add_arguments(verb)
@@ -55,9 +82,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     ``evalstop VERB: error: MESSAGE``, on stderr, and give status 2 (argparse's own status for
     usage errors); see :mod:`evalstop_ros.cli` for all exit codes.
     """
-    parser = build_parser()
+    arguments = sys.argv[1:] if argv is None else list(argv)
+    parser = build_parser(arguments)
     try:
-        args = parser.parse_args(argv)
+        args = parser.parse_args(arguments)
     except SystemExit as done:  # --help, --version (0) or a usage error (2), already printed
         return done.code if isinstance(done.code, int) else EXIT_USAGE
     try:

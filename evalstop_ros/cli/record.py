@@ -11,7 +11,6 @@ import pathlib
 
 from ._common import CliError
 
-HELP = "record evalstop's topics to a rosbag2 bag (mcap or sqlite3), where rosbag2 is missing"
 DESCRIPTION = """\
 Subscribe to the evaluation manager's topics (session_config, session_event, trial_request,
 trial_score, score_ack, session_status, comparison_status) with the publishers' QoS and write

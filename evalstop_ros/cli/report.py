@@ -11,7 +11,6 @@ import argparse
 from ._common import print_json
 from .audit import add_source_arguments, load
 
-HELP = "write an HTML report (figures, decisions, letters, savings) and CSV exports of a session"
 DESCRIPTION = """\
 Audit a session (a rosbag or its journal; see `evalstop audit`) and write a static report into
 DIR: index.html with the audit verdict, the decisions, the compact letter display and the

@@ -18,7 +18,6 @@ from ..stats.simulate import ScoreModel, SimulationSummary, bernoulli, continuou
 from ._common import CliError, add_alpha_alternative, float_list, print_json
 from .step import fetch_table
 
-HELP = "estimate power, false-claim rate and mean stopping time by Monte Carlo"
 DESCRIPTION = """\
 Simulate REPS paired sequences of N_MAX trials from a score model and run the test on each.
 Power is P(correct directional claim) (undefined, printed as '-', when the means are equal);

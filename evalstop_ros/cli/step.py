@@ -27,7 +27,6 @@ from ..stats.validation import check_alpha, check_alternative
 from . import EXIT_CHECK_FAILED, EXIT_OK
 from ._common import add_alpha_alternative, print_json, progress_bar, step_callback
 
-HELP = "synthesize, check and characterise STEP decision tables"
 DESCRIPTION = """\
 STEP decision tables: synthesize one into the user cache, check its exact worst-case Type-I
 error, or compute its exact power and expected stopping time at (p0, p1); `check` and `oc`

@@ -12,41 +12,131 @@ Pure numpy/scipy (no ROS imports).  Every sequential test is a vectorised
 Orientation follows both papers: policy A is the baseline (pi_0), policy B the candidate (pi_1).
 """
 
-from .adastop import DECISIONS, PERMUTATIONS, AdaStop, AdaStopResult, adastop_test
-from .batch import BatchTestResult, barnard_test, boschloo_test, fisher_test, success_table
-from .errors import StatsInputError
-from .families import (
-    CORRECTIONS,
-    Comparison,
-    FamilyProcess,
-    FamilyResult,
-    bonferroni,
-    compact_letter_display,
-    comparison_pairs,
-    run_family,
-    split_alpha,
-)
-from .holm import DirectionalTests, SequentialHolm, holm
-from .lai import LaiProcess, lai_test
-from .methods import BATCH_METHODS, SEQUENTIAL_METHODS, VALIDITY
-from .multitask import CLAIMS, TASK_CORRECTIONS, MultiTaskResult, combine_tasks, run_multitask, task_alpha
-from .nscore import NScoreProcess, nscore_test
-from .registry import METHODS, Method, make_process, run_test
-from .savi import SaviProcess, savi_test
-from .sequential import BatchOutcome, Decision, PairedProcess, SequentialResult, run_batch, run_sequence
-from .simulate import ScoreModel, SimulationSummary, bernoulli, continuous_beta, monte_carlo, partial_credit
-from .step import (
-    StepOC,
-    StepProcess,
-    StepTable,
-    Type1Report,
-    check_type1,
-    load_table,
-    operating_characteristics,
-    step_test,
-    synthesize_table,
-)
-from .wsr import WsrProcess, wsr_test
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # the real imports, for type checkers; at run time each name loads on first use
+    from .adastop import DECISIONS, PERMUTATIONS, AdaStop, AdaStopResult, adastop_test
+    from .batch import BatchTestResult, barnard_test, boschloo_test, fisher_test, success_table
+    from .errors import StatsInputError
+    from .families import (
+        CORRECTIONS,
+        Comparison,
+        FamilyProcess,
+        FamilyResult,
+        bonferroni,
+        compact_letter_display,
+        comparison_pairs,
+        run_family,
+        split_alpha,
+    )
+    from .holm import DirectionalTests, SequentialHolm, holm
+    from .lai import LaiProcess, lai_test
+    from .methods import BATCH_METHODS, SEQUENTIAL_METHODS, VALIDITY
+    from .multitask import CLAIMS, TASK_CORRECTIONS, MultiTaskResult, combine_tasks, run_multitask, task_alpha
+    from .nscore import NScoreProcess, nscore_test
+    from .registry import METHODS, Method, make_process, run_test
+    from .savi import SaviProcess, savi_test
+    from .sequential import BatchOutcome, Decision, PairedProcess, SequentialResult, run_batch, run_sequence
+    from .simulate import ScoreModel, SimulationSummary, bernoulli, continuous_beta, monte_carlo, partial_credit
+    from .step import (
+        StepOC,
+        StepProcess,
+        StepTable,
+        Type1Report,
+        check_type1,
+        load_table,
+        operating_characteristics,
+        step_test,
+        synthesize_table,
+    )
+    from .wsr import WsrProcess, wsr_test
+
+#: Public name -> submodule that defines it.  Importing the package (e.g. for
+#: ``stats.errors``) loads nothing else: ``evalstop --help`` must not pay for scipy (PEP 562).
+_EXPORTS: dict[str, str] = {
+    "DECISIONS": "adastop",
+    "PERMUTATIONS": "adastop",
+    "AdaStop": "adastop",
+    "AdaStopResult": "adastop",
+    "adastop_test": "adastop",
+    "BatchTestResult": "batch",
+    "barnard_test": "batch",
+    "boschloo_test": "batch",
+    "fisher_test": "batch",
+    "success_table": "batch",
+    "StatsInputError": "errors",
+    "CORRECTIONS": "families",
+    "Comparison": "families",
+    "FamilyProcess": "families",
+    "FamilyResult": "families",
+    "bonferroni": "families",
+    "compact_letter_display": "families",
+    "comparison_pairs": "families",
+    "run_family": "families",
+    "split_alpha": "families",
+    "DirectionalTests": "holm",
+    "SequentialHolm": "holm",
+    "holm": "holm",
+    "LaiProcess": "lai",
+    "lai_test": "lai",
+    "BATCH_METHODS": "methods",
+    "SEQUENTIAL_METHODS": "methods",
+    "VALIDITY": "methods",
+    "CLAIMS": "multitask",
+    "TASK_CORRECTIONS": "multitask",
+    "MultiTaskResult": "multitask",
+    "combine_tasks": "multitask",
+    "run_multitask": "multitask",
+    "task_alpha": "multitask",
+    "NScoreProcess": "nscore",
+    "nscore_test": "nscore",
+    "METHODS": "registry",
+    "Method": "registry",
+    "make_process": "registry",
+    "run_test": "registry",
+    "SaviProcess": "savi",
+    "savi_test": "savi",
+    "BatchOutcome": "sequential",
+    "Decision": "sequential",
+    "PairedProcess": "sequential",
+    "SequentialResult": "sequential",
+    "run_batch": "sequential",
+    "run_sequence": "sequential",
+    "ScoreModel": "simulate",
+    "SimulationSummary": "simulate",
+    "bernoulli": "simulate",
+    "continuous_beta": "simulate",
+    "monte_carlo": "simulate",
+    "partial_credit": "simulate",
+    "StepOC": "step",
+    "StepProcess": "step",
+    "StepTable": "step",
+    "Type1Report": "step",
+    "check_type1": "step",
+    "load_table": "step",
+    "operating_characteristics": "step",
+    "step_test": "step",
+    "synthesize_table": "step",
+    "WsrProcess": "wsr",
+    "wsr_test": "wsr",
+}
+
+
+def __getattr__(name: str) -> Any:
+    """Load the submodule that defines ``name`` on first access (PEP 562)."""
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_EXPORTS))
 
 __all__ = [
     "BATCH_METHODS",

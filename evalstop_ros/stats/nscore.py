@@ -16,8 +16,8 @@ from numpy.typing import ArrayLike, NDArray
 
 from ._betting import BettingProcess, Lanes, Scores
 from .errors import StatsInputError
-from .sequential import SequentialResult, run_sequence
-from .validation import check_open_unit, check_positive_int
+from .sequential import Decision, SequentialResult
+from .validation import check_open_unit, check_pairs, check_positive_int
 
 __all__ = ["NScoreProcess", "nscore_test"]
 
@@ -28,6 +28,10 @@ _ROOT_TOL = 1e-13
 _ROOT_MAX_ITER = 100
 #: A Newton step this small leaves an error of order its square (below 1e-15).
 _NEWTON_TOL = 1e-9
+#: First block of trials a recorded sequence is replayed in (:func:`nscore_test`); blocks double
+#: up to ``_REPLAY_BLOCK_MAX`` so an early stop costs little and memory stays bounded.
+_REPLAY_BLOCK = 64
+_REPLAY_BLOCK_MAX = 8192
 
 
 def _check_bins(bins: int) -> int:
@@ -63,8 +67,11 @@ class NScoreProcess(BettingProcess):
         ``None`` (default): the exact maximiser of the plug-in objective (root of its
         derivative), capped at ``xi_max``.  ``G``: maximise instead over the midpoint grid
         :math:`(m + 1/2)/G`, ``m = 0..G-1``, keeping the first (smallest) argmax; ``G = 100``
-        reproduces the reference continuous test bit for bit and ``G = 500`` its partial-credit
-        test.  ``xi_max`` is ignored with a grid.
+        mimics the reference continuous test and ``G = 500`` its partial-credit test: same
+        decisions, p-values equal to ~1e-15 (we accumulate ``log X_n``, it multiplies ``X_n``),
+        except after exactly tied empirical means, where the reference bets on a floating-point
+        tie (p-values then differ by up to ~1e-3) and evalstop, checking the gate on integer bin
+        sums, correctly bets 0.  ``xi_max`` is ignored with a grid.
 
     Attributes
     ----------
@@ -364,7 +371,125 @@ def nscore_test(
     >>> res.decision.name, res.stopping_trial, round(res.pvalue, 4)
     ('B_BETTER', 8, 0.0255)
     """
-    process = NScoreProcess(1, alpha=alpha, alternative=alternative, bins=bins, xi_max=xi_max,
-                            grid=grid)
-    return run_sequence(process, scores_a, scores_b, alternative=alternative, n_max=n_max)
+    process = NScoreProcess(1, alpha=alpha, alternative=alternative, bins=bins, xi_max=xi_max, grid=grid)
+    a, b = check_pairs(scores_a, scores_b)
+    if a.ndim != 1:
+        raise StatsInputError(f"`scores_a` must be one-dimensional; found shape {a.shape}")
+    limit = a.size if n_max is None else min(a.size, check_positive_int(n_max, "n_max"))
+    children = [_Replay(process, *((a, b) if side == 1 else (b, a))) for side in process.sides]
+    log_threshold = process._log_threshold  # the online process's own threshold, -log(alpha_side)
+    best_parts, e_parts = [], []
+    start, block, stop, decision = 0, _REPLAY_BLOCK, 0, Decision.CONTINUE
+    while start < limit and not stop:
+        end = min(limit, start + block)
+        paths = [child.advance(end) for child in children]  # (log X_n, running max) per child
+        best = np.max([running for _, running in paths], axis=0)
+        crossed = [np.flatnonzero(running >= log_threshold) for _, running in paths]
+        first = [int(c[0]) if c.size else end - start for c in crossed]
+        cut = min(first)
+        if cut < end - start:  # the first crossing; on a (never seen) same-trial tie the larger max wins
+            stop = start + cut + 1
+            side = max((i for i in range(len(paths)) if first[i] == cut), key=lambda i: paths[i][1][cut])
+            decision = Decision.B_BETTER if process.sides[side] == 1 else Decision.A_BETTER
+            end = stop
+        best_parts.append(best[: end - start])
+        with np.errstate(over="ignore"):  # alpha < 1e-300 only
+            e_parts.append(np.mean([np.exp(log_e[: end - start]) for log_e, _ in paths], axis=0))
+        start, block = end, min(2 * block, _REPLAY_BLOCK_MAX)
+    n_observed = stop or start
+    pvalues = np.minimum(1.0, len(process.sides) * np.exp(-np.concatenate(best_parts or [np.zeros(0)])))
+    if decision == Decision.CONTINUE and n_max is not None and n_observed >= n_max:
+        decision = Decision.BUDGET_EXHAUSTED
+    return SequentialResult(
+        method=process.name, alpha=process.alpha, alternative=alternative, decision=decision,
+        stopping_trial=stop or None, n_observed=n_observed, pvalues=pvalues,
+        evalues=np.concatenate(e_parts or [np.zeros(0)]),
+    )
 
+
+class _Replay:
+    """One one-sided child of :class:`NScoreProcess` replayed over a whole recorded sequence.
+
+    The analysis path (``evalstop analyze``, :func:`nscore_test`) knows every pair up front, so
+    instead of one :meth:`NScoreProcess.update` per pair it evaluates the same recursion a block
+    of trials at a time: bin counts and the cross-correlation ``Q`` by cumulative sums (in the
+    process's own order of floating-point additions, so they are bit-identical), every bet of
+    the block by the process's own root search warm-started at the previous bet (a grid bet by
+    one matrix product per block), and ``log X_n`` by a cumulative sum of the factors of seed
+    000 Alg. 1.  The e-values, p-values and decisions are therefore those of the online process
+    -- bit for bit with the exact root (tested), to the last digit of a BLAS product with a grid.
+    """
+
+    def __init__(self, process: NScoreProcess, r0: Scores, r1: Scores) -> None:
+        self.process, self.r0, self.r1 = process, r0, r1
+        self.n = 0
+        self.xi = 0.0  # the bet for the next pair (xi_1 = 0)
+        self.log_e = 0.0
+        self.log_e_max = 0.0
+        k = process.bins
+        self.gate = 0
+        if not process._closed_form:
+            prior = 2.0 / k
+            self.w0 = np.zeros(3 * k - 2)
+            self.w0[k - 1 : 2 * k - 1] = prior
+            self.w1 = self.w0.copy()
+            offsets = np.arange(-(k - 1), k)
+            self.q = (k - np.abs(offsets)) * prior * prior
+        else:
+            self.s0 = self.s1 = 0.0
+
+    def advance(self, end: int) -> tuple[Scores, Scores]:
+        """Feed pairs ``n + 1..end``; return ``log X`` and its running maximum after each."""
+        proc = self.process
+        r0, r1 = self.r0[self.n : end], self.r1[self.n : end]
+        k0, k1 = proc._bin(r0), proc._bin(r1)
+        if proc._closed_form:  # xi[i] = the bet chosen after pair n + i + 1
+            s0 = np.add.accumulate(np.concatenate(([self.s0], k0.astype(np.float64))))[1:]
+            s1 = np.add.accumulate(np.concatenate(([self.s1], k1.astype(np.float64))))[1:]
+            self.s0, self.s1 = float(s0[-1]), float(s1[-1])
+            n = np.arange(self.n + 1, end + 1, dtype=np.float64)
+            p_plus = (n - s0 + 1.0) * (s1 + 1.0)
+            p_minus = (s0 + 1.0) * (n - s1 + 1.0)
+            xi = np.clip((p_plus - p_minus) / (p_plus + p_minus), 0.0, proc.xi_max)
+        else:
+            xi = self._bets(k0, k1)
+        bets = np.concatenate(([self.xi], xi[:-1]))
+        factors = np.log1p(bets * (r1 - r0))
+        log_e = np.add.accumulate(np.concatenate(([self.log_e], factors)))[1:]
+        running = np.maximum.accumulate(np.concatenate(([self.log_e_max], log_e)))[1:]
+        self.xi, self.log_e, self.log_e_max = float(xi[-1]), float(log_e[-1]), float(running[-1])
+        self.n = end
+        return log_e, running
+
+    def _bets(self, k0: NDArray[np.intp], k1: NDArray[np.intp]) -> Scores:
+        """Bets after each pair of the block: App. A-C (4) maximised on the updated counts."""
+        proc = self.process
+        k = proc.bins
+        size = k0.size
+        rows = np.arange(size)
+        # Padded bin weights before (w1) and after (w0) each pair's own count, as in _learn.
+        hits0 = np.zeros((size + 1, 3 * k - 2))
+        hits0[0] = self.w0
+        hits0[rows + 1, k - 1 + k0] = 1.0
+        w0 = np.add.accumulate(hits0, axis=0)
+        hits1 = np.zeros((size + 1, 3 * k - 2))
+        hits1[0] = self.w1
+        hits1[rows + 1, k - 1 + k1] = 1.0
+        w1 = np.add.accumulate(hits1, axis=0)
+        offsets = proc._offsets
+        steps = np.empty((2 * size + 1, 2 * k - 1))
+        steps[0] = self.q
+        steps[1::2] = w1[rows[:, None], k0[:, None] + offsets]  # Q[d] += w1[k0 + d]
+        steps[2::2] = w0[rows[:, None] + 1, (2 * k - 2 + k1)[:, None] - offsets]  # Q[d] += w0_new[k1 - d]
+        q = np.add.accumulate(steps, axis=0)[2::2]
+        gate = self.gate + np.cumsum(k1 - k0)
+        self.w0, self.w1, self.q, self.gate = w0[-1], w1[-1], q[-1].copy(), int(gate[-1])
+        if proc.grid is not None:
+            return proc._choose(q, gate > 0, np.zeros(size))
+        # The root search warm-starts at the previous bet, exactly as the online process does
+        # (same start, same scalar iteration), so the bets are bit-identical to it.
+        xi = np.zeros(size)
+        delta = proc._delta
+        for i in np.flatnonzero(gate > 0):
+            xi[i] = proc._root_one(q[i] * delta, self.xi if i == 0 else float(xi[i - 1]))
+        return xi

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 from evalstop_ros import __version__
 from evalstop_ros.cli.main import main
 
@@ -31,3 +34,38 @@ def test_main_returns_the_status_instead_of_exiting(capsys):
     assert main(["simulate", "--method", "nscore", "--n-max", "5", "--alpha", "2", "--reps", "3", "--p0", "0.1", "--p1", "0.2"]) == 2
     captured = capsys.readouterr()
     assert captured.err.splitlines()[-1] == "evalstop simulate: error: `alpha` must lie in (0, 1); found 2.0"
+
+
+def _modules_loaded_by(*argv: str) -> set[str]:
+    """Top-level packages imported by ``evalstop ARGV`` in a fresh interpreter."""
+    code = (
+        "import sys, contextlib, io\n"
+        "from evalstop_ros.cli.main import main\n"
+        f"with contextlib.redirect_stdout(io.StringIO()):\n    main({list(argv)!r})\n"
+        "print(' '.join(sorted({m.split('.')[0] for m in sys.modules})))\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    return set(proc.stdout.split())
+
+
+def test_help_and_audit_help_import_only_what_they_need():
+    """Issue 14: a verb imports only what it needs -- no numpy/scipy/pydantic/rosbags for help."""
+    for argv in (("--help",), ("audit", "--help"), ("step", "--help")):
+        heavy = _modules_loaded_by(*argv) & {"numpy", "scipy", "pydantic", "rosbags", "tqdm", "matplotlib"}
+        if argv[0] == "step":  # the step verb declares numpy-typed options: numpy, never scipy
+            heavy -= {"numpy"}
+        assert not heavy, (argv, heavy)
+
+
+def test_line_progress_reports_to_a_log(capsys):
+    """Issue 14: without a terminal, long work prints progress lines on stderr (never stdout)."""
+    from evalstop_ros.cli._common import LineProgress, step_callback
+
+    progress = LineProgress(total=4, unit="step", interval=0.0)
+    update = step_callback(progress)
+    for done in range(1, 5):
+        update(done)
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    lines = captured.err.splitlines()
+    assert len(lines) == 4 and lines[-1].startswith("evalstop: 4/4 steps (100%)")

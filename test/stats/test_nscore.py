@@ -17,7 +17,7 @@ from stats_support import assert_fpr, found, low_discrepancy, ones_vs_zeros, per
 
 from evalstop_ros.stats.errors import StatsInputError
 from evalstop_ros.stats.nscore import NScoreProcess, nscore_test
-from evalstop_ros.stats.sequential import Decision, run_batch
+from evalstop_ros.stats.sequential import Decision, run_batch, run_sequence
 
 ALPHA = 0.05
 
@@ -408,3 +408,34 @@ def test_power_sanity_large_gap() -> None:
     outcome = run_batch(NScoreProcess(reps), a, b)
     assert (outcome.decision == Decision.A_BETTER).mean() > 0.99
     assert (outcome.decision == Decision.B_BETTER).sum() == 0
+
+
+# -- the analysis path: whole-sequence replay = the online process ------------------------------
+
+@pytest.mark.parametrize(("bins", "grid"), [(2, None), (3, None), (21, None), (5, 100), (2, 100)])
+@pytest.mark.parametrize("alternative", ["two-sided", "greater", "less"])
+def test_replay_matches_the_online_process(bins: int, grid: int | None, alternative: str) -> None:
+    """nscore_test replays a block of pairs at a time; the online process feeds one pair per update.
+
+    Same decisions, stopping trials and trials read, and the same p-values and e-values -- bit
+    for bit with the exact root (with a grid, to the last digit of a BLAS product) -- with and
+    without n_max, on continuous scores and on scores lying exactly on the bin grid.
+    """
+    rng = np.random.default_rng(bins * 7 + (grid or 0) + len(alternative))
+    for case in range(12):
+        n = int(rng.integers(1, 600))
+        a = rng.random(n)
+        b = np.clip(rng.random(n) + rng.choice([-0.12, 0.0, 0.06, 0.12]), 0, 1)
+        if case % 3 == 0:
+            a, b = np.round(a * (bins - 1)) / (bins - 1), np.round(b * (bins - 1)) / (bins - 1)
+        n_max = None if case % 2 else int(rng.integers(1, 700))
+        fast = nscore_test(a, b, bins=bins, grid=grid, alternative=alternative, n_max=n_max)
+        online = run_sequence(NScoreProcess(1, bins=bins, grid=grid, alternative=alternative), a, b,
+                              alternative=alternative, n_max=n_max)
+        assert (fast.decision, fast.stopping_trial, fast.n_observed) == (
+            online.decision, online.stopping_trial, online.n_observed), case
+        if grid is None:
+            np.testing.assert_array_equal(fast.pvalues, online.pvalues)
+            np.testing.assert_array_equal(fast.evalues, online.evalues)
+        np.testing.assert_allclose(fast.pvalues, online.pvalues, rtol=1e-12)
+        np.testing.assert_allclose(fast.evalues, online.evalues, rtol=1e-12)

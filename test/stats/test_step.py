@@ -25,13 +25,20 @@ def test_every_shipped_table_is_present():
     assert not missing, f"shipped STEP tables missing: {missing}; run tools/make_step_tables.py"
 
 
-def test_resynthesis_reproduces_the_shipped_table_exactly():
-    """Our shipped tables come from our own synthesizer (Eq. 10 LPs): redo N_max=50 bit for bit."""
+def test_resynthesis_reproduces_the_shipped_table():
+    """Our shipped tables come from our own synthesizer (Eq. 10 LPs): redo N_max=50.
+
+    The decision boundaries (thresholds and which states randomize) must be identical; the
+    fractional LP weights may differ in the last digits between CPUs/BLAS builds (HiGHS
+    round-off), so they are pinned to a relative 1e-8 -- far below anything that moves the
+    exact Type-I error (the synthesis keeps a 2 % budget margin).
+    """
     shipped = StepTable.load(find_table(50, 0.05))
     fresh = synthesize_table(50, 0.05)
     assert fresh.param_hash == shipped.param_hash
-    for field in ("thresholds", "exc_step", "exc_a", "exc_gap", "exc_weight"):
+    for field in ("thresholds", "exc_step", "exc_a", "exc_gap"):
         np.testing.assert_array_equal(getattr(fresh, field), getattr(shipped, field), err_msg=field)
+    np.testing.assert_allclose(fresh.exc_weight, shipped.exc_weight, rtol=1e-8, atol=1e-12, err_msg="exc_weight")
 
 
 @pytest.mark.slow
