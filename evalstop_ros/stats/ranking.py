@@ -164,7 +164,7 @@ def _progress(values: ArrayLike | None, m: int, name: str) -> FloatArray:
     bad = ~np.isnan(array) & ((array < 0.0) | (array > 1.0))
     if bad.any():
         row = int(np.argmax(bad))
-        raise StatsInputError(f"`{name}` must lie in [0, 1]; found {array[row]!r} at comparison {row + 1}")
+        raise StatsInputError(f"`{name}` must lie in [0, 1]; found {float(array[row])!r} at comparison {row + 1}")
     return array
 
 

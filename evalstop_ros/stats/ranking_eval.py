@@ -70,6 +70,11 @@ class ArenaWorld:
     ``tie_margin`` (both succeed, or both fail alike), and reports progress with a per-evaluator
     calibration offset (SD ``evaluator_sd``, shared by the pair) plus noise (SD ``noise_sd``),
     clipped to [0, 1] and rounded to 0.05, as a 0-100 slider would be.
+
+    ``drift`` models a campaign whose tasks follow the capability frontier (seed 001 Sec. 1,
+    "adaptable"): comparison ``n`` of ``M`` has every difficulty shifted by
+    ``drift * (n / M - 1/2)``, and policy ``p`` joins the pool at ``entry[p] * M`` (pairs are drawn
+    among the policies present).  The oracle is taken at zero shift.
     """
 
     ability: FloatArray
@@ -80,18 +85,24 @@ class ArenaWorld:
     tie_margin: float = 0.1
     evaluator_sd: float = 0.15
     noise_sd: float = 0.1
+    drift: float = 0.0
+    entry: FloatArray | None = None
 
     @classmethod
     def planted(cls, rng: np.random.Generator, *, n_policies: int = 7, n_types: int = 8,
-                task_effects: bool = True) -> ArenaWorld:
-        """A random world; ``task_effects=False`` removes specialists and varying difficulty."""
+                task_effects: bool = True, drift: float = 0.0) -> ArenaWorld:
+        """A random world; ``task_effects=False`` removes specialists and varying difficulty.
+
+        With ``drift``, policies join at times spread evenly over the first half of the campaign.
+        """
         ability = rng.normal(0.0, 0.8, n_policies)
+        entry = rng.permutation(np.linspace(0.0, 0.5, n_policies)) if drift else None
         if not task_effects:
-            return cls(ability, np.zeros((n_policies, 1)), np.zeros(1), np.ones(1))
+            return cls(ability, np.zeros((n_policies, 1)), np.zeros(1), np.ones(1), drift=drift, entry=entry)
         special = rng.normal(0.0, 1.5, (n_policies, n_types))
         special -= special.mean(axis=1, keepdims=True)  # specialists: strong on some types, weak on others
         difficulty = np.linspace(-2.5, 2.5, n_types)  # from easy (both solve) to hard (both fail)
-        return cls(ability, special, difficulty, np.full(n_types, 1.0 / n_types))
+        return cls(ability, special, difficulty, np.full(n_types, 1.0 / n_types), drift=drift, entry=entry)
 
     def solve_rates(self) -> FloatArray:
         """``q[p, k]``."""
@@ -106,13 +117,21 @@ class ArenaWorld:
 def simulate_arena(world: ArenaWorld, n_comparisons: int, rng: np.random.Generator) -> Comparisons:
     """Draw ``n_comparisons`` A/B comparisons (uniform random pairs and task types) from ``world``."""
     n = world.ability.size
-    first = rng.integers(0, n, n_comparisons)
-    second = (first + rng.integers(1, n, n_comparisons)) % n
+    time = np.arange(n_comparisons) / max(n_comparisons, 1)
+    entry = np.zeros(n) if world.entry is None else world.entry
+    first = np.empty(n_comparisons, dtype=np.int64)
+    second = np.empty(n_comparisons, dtype=np.int64)
+    for row, now in enumerate(time):
+        present = np.flatnonzero(entry <= now)
+        if present.size < 2:
+            present = np.argsort(entry)[:2]
+        first[row], second[row] = rng.choice(present, 2, replace=False)
     kind = rng.choice(world.type_weight.size, n_comparisons, p=world.type_weight)
-    q = world.solve_rates()
+    shift = world.drift * (time - 0.5)
+    logit = world.ability[:, None] + world.special - world.difficulty[None, :]
     progress = []
     for who in (first, second):
-        success = rng.random(n_comparisons) < q[who, kind]
+        success = rng.random(n_comparisons) < expit(logit[who, kind] - shift)
         progress.append(np.where(success, 1.0, rng.uniform(0.0, world.partial_max, n_comparisons)))
     gap = progress[0] - progress[1]
     preference = np.where(gap > world.tie_margin, "A", np.where(gap < -world.tie_margin, "B", "tie"))
