@@ -8,12 +8,12 @@ from collections.abc import Sequence
 
 from .. import __version__
 from ..stats.errors import StatsInputError
-from . import EXIT_USAGE, adastop, analyze, audit, record, report, simulate, step
+from . import EXIT_USAGE, adastop, analyze, audit, rank, record, report, simulate, step
 from ._common import CliError
 
 #: The verbs, in the order ``evalstop --help`` lists them.
 VERBS = {"adastop": adastop, "analyze": analyze, "simulate": simulate, "step": step, "record": record,
-         "audit": audit, "report": report}
+         "audit": audit, "report": report, "rank": rank}
 EPILOG = """\
 examples:
   evalstop analyze towel.csv --method nscore --alpha 0.05
@@ -22,6 +22,7 @@ examples:
   evalstop adastop mujoco.csv --n-per-interim 5 --interims 6 --alpha 0.05
   evalstop audit session_bag/ --json
   evalstop report session_bag/ -o session_report
+  evalstop rank arena.csv --model task --json
 
 exit status: 0 done, 1 a check failed (step check), 2 usage or input error.
 (evalstop audit: 1 when a published decision is not reproduced or the protocol was broken.)"""

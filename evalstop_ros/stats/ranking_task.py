@@ -122,7 +122,7 @@ class TaskFit:
     @property
     def ranking(self) -> Ranking:
         """Policies scored by ``theta`` (Algorithm 2 returns them sorted by ``theta``)."""
-        return Ranking("task", self.policies, self.theta, self.theta_se, {"nu_tie": self.nu_tie, "loglik": self.loglik})
+        return Ranking("task", self.policies, self.theta, self.theta_se, {"loglik": self.loglik})
 
     def solve_rates(self) -> FloatArray:
         """Model solve rate of each policy averaged over the buckets, ``sum_t nu_t q_{p,t}``."""
