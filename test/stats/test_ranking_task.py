@@ -17,10 +17,10 @@ from evalstop_ros.stats.ranking_eval import ArenaWorld, mmrv, pearson, simulate_
 from evalstop_ros.stats.ranking_task import (
     TaskModelOptions,
     _Design,
+    _objective,
     _per_policy,
     _slot_derivatives,
     _State,
-    _objective,
     fit_task,
 )
 
