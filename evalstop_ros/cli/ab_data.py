@@ -11,13 +11,19 @@ and optionally ``task`` and ``valid``.  One row per A/B pair (seed 001 Sec. 3.1)
   count, as in the released RoboArena client; a missing column means every pair is valid.
 
 Every error names the file, the line (header = line 1) and the offending value.
+
+:func:`load_ab` also reads a ``design: ab`` session from its journal (``.db``) or a rosbag of it
+(directory, ``.mcap`` or ``.db3``): the same journal events either way, folded by
+:func:`evalstop_ros.session.ab.ab_rounds`.
 """
 
 from __future__ import annotations
 
 import csv
 import dataclasses
+import json
 import math
+import pathlib
 
 from ..stats.ranking import PREFERENCES, Comparisons, comparisons
 from ._common import CliError
@@ -35,6 +41,41 @@ class ABTable:
     path: str
     data: Comparisons
     n_invalid: int
+
+
+def load_ab(path: str) -> ABTable:
+    """A/B comparisons from a CSV file, a session journal or a rosbag (module docstring)."""
+    source = pathlib.Path(path)
+    if source.suffix.lower() == ".csv" or (source.is_file() and source.suffix.lower() not in (".db", ".mcap", ".db3")):
+        return load_ab_csv(path)
+    return _load_session(path)
+
+
+def _load_session(path: str) -> ABTable:
+    try:
+        from ..audit import AuditError  # noqa: PLC0415 - rosbags only when a session is read
+        from ..audit.bag import is_bag, read_bag  # noqa: PLC0415
+        from ..audit.journal import read_journal_record  # noqa: PLC0415
+    except ImportError as err:
+        raise CliError(f"reading a session needs rosbags ({err}); pip install 'evalstop[audit]'") from err
+    from ..session.ab import ab_rounds  # noqa: PLC0415
+    from ..session.config import ConfigError, parse_config  # noqa: PLC0415
+    from ..session.errors import SessionError  # noqa: PLC0415
+
+    try:
+        record = read_bag(path) if is_bag(path) else read_journal_record(path)
+    except AuditError as err:
+        raise CliError(str(err)) from err
+    if not record.configs:
+        raise CliError(f"{path}: the session has no configuration")
+    try:
+        config = parse_config(json.loads(record.configs[-1].config_json))
+        rounds = ab_rounds(config, record.events)
+    except (ConfigError, SessionError, ValueError) as err:
+        raise CliError(f"{path}: {err}") from err
+    if len(rounds.data) == 0:
+        raise CliError(f"{path}: no complete A/B round ({rounds.n_incomplete} incomplete)")
+    return ABTable(path, rounds.data, rounds.n_incomplete)
 
 
 def load_ab_csv(path: str) -> ABTable:

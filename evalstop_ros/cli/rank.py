@@ -13,14 +13,15 @@ from typing import Any
 from ..stats.ranking import Comparisons, Ranking, fit_bt, fit_davidson, fit_elo, fit_prog
 from ..stats.ranking_task import TaskModelOptions, fit_task
 from ._common import print_json
-from .ab_data import load_ab_csv
+from .ab_data import load_ab
 
 HELP = "rank policies from pairwise A/B comparisons (BT, Davidson, Elo, PROG, task-aware)"
 DESCRIPTION = """\
 Fit a ranking model to A/B comparisons and print the leaderboard: score, standard error and
 rank per policy (best first).  RESULTS is a CSV with the header
 policy_a,policy_b,preference,progress_a,progress_b[,task][,valid]: preference A, B or tie,
-progress on the 0-100 scale (empty = not recorded), valid 1/0 (only valid pairs count).
+progress on the 0-100 scale (empty = not recorded), valid 1/0 (only valid pairs count);
+or the journal (.db) or a rosbag of a `design: ab` session (complete rounds only).
 
 models (seed 001, RoboArena, Sec. 3.2 and App. B):
   bt        Bradley-Terry MLE with L2 (ties = half a win); score = log-ability, sum 0
@@ -38,7 +39,7 @@ MODELS = ("bt", "davidson", "elo", "prog", "task")
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Declare the options of ``evalstop rank``."""
-    parser.add_argument("results", help="CSV of A/B comparisons")
+    parser.add_argument("results", help="CSV of A/B comparisons, or an A/B session's journal (.db) or rosbag")
     parser.add_argument("--model", choices=MODELS, default="task", help="ranking model (default %(default)s)")
     parser.add_argument("--l2", type=float, default=1e-2, help="L2 penalty of bt and davidson (default %(default)s)")
     parser.add_argument("--elo-k", type=float, default=None, help="Elo K-factor in log-odds units (default: chess's 32 points)")
@@ -72,7 +73,7 @@ def fit(data: Comparisons, args: argparse.Namespace) -> Ranking:
 
 def run(args: argparse.Namespace) -> int:
     """Load the comparisons, fit the model, print the leaderboard; 0 on success."""
-    table = load_ab_csv(args.results)
+    table = load_ab(args.results)
     ranking = fit(table.data, args)
     wins, games = table.data.win_matrix()
     if args.json:
