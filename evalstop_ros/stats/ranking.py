@@ -243,22 +243,27 @@ def _newton(
     """
     n = data.n_policies
     k = n + n_extra
-    diff = np.zeros((len(data), n))
-    rows = np.arange(len(data))
-    diff[rows, data.i] = 1.0
-    diff[rows, data.j] = -1.0
+    i, j = data.i, data.j
+    cell_ij, cell_ii, cell_jj = i * n + j, i * n + i, j * n + j
     penalty = np.r_[np.full(n, l2), np.zeros(n_extra)]
+
+    def spread(per_comparison: FloatArray) -> FloatArray:
+        """``D^T v`` for the comparison matrix ``D`` (row n: +1 at i_n, -1 at j_n), in O(M)."""
+        return np.bincount(i, per_comparison, n) - np.bincount(j, per_comparison, n)
 
     def evaluate(point: FloatArray) -> tuple[float, FloatArray, FloatArray]:
         theta, extra = point[:n], point[n:]
-        got = terms(diff @ theta, extra)
+        got = terms(theta[i] - theta[j], extra)
         value = got.loglik - 0.5 * l2 * float(theta @ theta)
-        grad = np.r_[diff.T @ got.grad_d, got.grad_e] - penalty * point
+        grad = np.r_[spread(got.grad_d), got.grad_e] - penalty * point
         info = np.zeros((k, k))
-        info[:n, :n] = diff.T @ (got.info_d[:, None] * diff)
+        w = got.info_d  # D^T diag(w) D, assembled from the M comparisons
+        block = (np.bincount(cell_ii, w, n * n) + np.bincount(cell_jj, w, n * n)
+                 - np.bincount(cell_ij, w, n * n)).reshape(n, n)
+        info[:n, :n] = block - np.bincount(cell_ij, w, n * n).reshape(n, n).T
         info[n:, n:] = got.info_e
-        info[:n, n:] = diff.T @ got.cross
-        info[n:, :n] = info[:n, n:].T
+        for e in range(n_extra):
+            info[:n, n + e] = info[n + e, :n] = spread(got.cross[:, e])
         return value, grad, info + np.diag(penalty)
 
     x = np.zeros(k)

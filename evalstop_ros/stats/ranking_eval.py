@@ -149,13 +149,21 @@ def simulate_arena(world: ArenaWorld, n_comparisons: int, rng: np.random.Generat
 
 @dataclasses.dataclass(frozen=True)
 class EfficiencyCurve:
-    """Mean and SE over repetitions of Pearson r and MMRV per model and sample size (seed 001 Fig. 7)."""
+    """Mean and SE over repetitions of Pearson r and MMRV per model and sample size (seed 001 Fig. 7).
+
+    ``*_diff`` / ``*_diff_se``: the paired difference (``paired_with`` model minus this model,
+    same data) and its SE; empty without ``paired_with``.
+    """
 
     sizes: tuple[int, ...]
     pearson_mean: dict[str, FloatArray]
     pearson_se: dict[str, FloatArray]
     mmrv_mean: dict[str, FloatArray]
     mmrv_se: dict[str, FloatArray]
+    pearson_diff: dict[str, FloatArray] = dataclasses.field(default_factory=dict)
+    pearson_diff_se: dict[str, FloatArray] = dataclasses.field(default_factory=dict)
+    mmrv_diff: dict[str, FloatArray] = dataclasses.field(default_factory=dict)
+    mmrv_diff_se: dict[str, FloatArray] = dataclasses.field(default_factory=dict)
 
 
 def efficiency_curve(
@@ -165,6 +173,7 @@ def efficiency_curve(
     *,
     reps: int,
     seed: int = 0,
+    paired_with: str | None = None,
 ) -> EfficiencyCurve:
     """Rank quality against the number of comparisons, averaged over ``reps`` planted worlds.
 
@@ -191,8 +200,16 @@ def efficiency_curve(
     def se(values: FloatArray) -> FloatArray:
         return np.asarray(values.std(axis=0, ddof=1) / np.sqrt(reps)) if reps > 1 else np.full(len(sizes), np.nan)
 
+    def diffs(values: dict[str, FloatArray]) -> tuple[dict[str, FloatArray], dict[str, FloatArray]]:
+        if paired_with is None:
+            return {}, {}
+        base = values[paired_with]
+        return ({k: (base - v).mean(axis=0) for k, v in values.items() if k != paired_with},
+                {k: se(base - v) for k, v in values.items() if k != paired_with})
+
     return EfficiencyCurve(
         tuple(sizes),
         {k: v.mean(axis=0) for k, v in r_values.items()}, {k: se(v) for k, v in r_values.items()},
         {k: v.mean(axis=0) for k, v in v_values.items()}, {k: se(v) for k, v in v_values.items()},
+        *diffs(r_values), *diffs(v_values),
     )

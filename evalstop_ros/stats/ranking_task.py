@@ -146,6 +146,10 @@ class _Design:
         self.w_i = np.where(np.isnan(self.s_i), 0.0, weight)
         self.w_j = np.where(np.isnan(self.s_j), 0.0, weight)
         self.s_i, self.s_j = np.nan_to_num(self.s_i), np.nan_to_num(self.s_j)
+        self.partial = bool(weight > 0 and (self.w_i.any() or self.w_j.any()))
+        # per-outcome targets of the slot gradients (App. B.2): win (1, 0), loss (0, 1), tie (1/2, 1/2)
+        self.target_i = np.where(self.win, 1.0, np.where(self.loss, 0.0, 0.5))
+        self.target_j = 1.0 - self.target_i
 
 
 @dataclasses.dataclass
@@ -157,29 +161,45 @@ class _State:
     nu_tie: float
 
 
+def _logits(d: _Design, s: _State) -> tuple[FloatArray, FloatArray]:
+    """``z_i``, ``z_j`` (M, T): log-odds of solving in every bucket (App. B.1)."""
+    base = s.psi - s.tau[None, :] + s.theta[:, None]
+    return base[d.i], base[d.j]
+
+
 def _log_conditional(d: _Design, s: _State) -> tuple[FloatArray, FloatArray, FloatArray]:
     """``log P(y_n | t)`` (M, T) and the solve probabilities ``q_i``, ``q_j`` (App. B.1)."""
-    z_i = s.theta[d.i][:, None] + s.psi[d.i] - s.tau[None, :]
-    z_j = s.theta[d.j][:, None] + s.psi[d.j] - s.tau[None, :]
-    q_i, q_j = expit(z_i), expit(z_j)
-    log_q_i, log_1q_i = -np.logaddexp(0.0, -z_i), -np.logaddexp(0.0, z_i)
-    log_q_j, log_1q_j = -np.logaddexp(0.0, -z_j), -np.logaddexp(0.0, z_j)
+    z_i, z_j = _logits(d, s)
+    log_q_i, log_q_j = -np.logaddexp(0.0, -z_i), -np.logaddexp(0.0, -z_j)
+    log_1q_i, log_1q_j = log_q_i - z_i, log_q_j - z_j  # log(1 - sigma(z)) = log sigma(z) - z
+    q_i, q_j = np.exp(log_q_i), np.exp(log_q_j)
     log_tie = np.log(2.0 * s.nu_tie) + 0.5 * (log_q_i + log_1q_i + log_q_j + log_1q_j)
     logp = np.where(d.win, log_q_i + log_1q_j, np.where(d.loss, log_1q_i + log_q_j, log_tie))
     # App. B.4: the Gaussian partial-success term (weight 0 unless enabled and recorded)
-    logp = logp - 0.5 * (d.w_i * (d.s_i - q_i) ** 2 + d.w_j * (d.s_j - q_j) ** 2)
+    if d.partial:
+        logp = logp - 0.5 * (d.w_i * (d.s_i - q_i) ** 2 + d.w_j * (d.s_j - q_j) ** 2)
     return logp, q_i, q_j
 
 
-def _slot_derivatives(d: _Design, s: _State) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray]:
-    """``g = d log P(y|t) / dz`` and ``h = -d2 log P(y|t) / dz2`` for both slots (App. B.2)."""
-    _, q_i, q_j = _log_conditional(d, s)
+def _solve_probabilities(d: _Design, s: _State) -> tuple[FloatArray, FloatArray]:
+    z_i, z_j = _logits(d, s)
+    return expit(z_i), expit(z_j)
+
+
+def _slot_derivatives(
+    d: _Design, s: _State, q: tuple[FloatArray, FloatArray] | None = None
+) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray]:
+    """``g = d log P(y|t) / dz`` and ``h = -d2 log P(y|t) / dz2`` for both slots (App. B.2).
+
+    ``q``: the solve probabilities at ``s``, when already computed.
+    """
+    q_i, q_j = _solve_probabilities(d, s) if q is None else q
     # win: (1 - q_i, -q_j); loss: (-q_i, 1 - q_j); tie: (1/2 - q_i, 1/2 - q_j)
-    target_i = np.where(d.win, 1.0, np.where(d.loss, 0.0, 0.5))
-    target_j = np.where(d.loss, 1.0, np.where(d.win, 0.0, 0.5))
     v_i, v_j = q_i * (1.0 - q_i), q_j * (1.0 - q_j)
-    g_i = target_i - q_i + d.w_i * (d.s_i - q_i) * v_i
-    g_j = target_j - q_j + d.w_j * (d.s_j - q_j) * v_j
+    if not d.partial:
+        return d.target_i - q_i, d.target_j - q_j, v_i, v_j
+    g_i = d.target_i - q_i + d.w_i * (d.s_i - q_i) * v_i
+    g_j = d.target_j - q_j + d.w_j * (d.s_j - q_j) * v_j
     return g_i, g_j, v_i + d.w_i * v_i**2, v_j + d.w_j * v_j**2
 
 
@@ -197,14 +217,14 @@ def _em(data: Comparisons, d: _Design, o: TaskModelOptions, rng: np.random.Gener
     # Algorithm 2 lines 3-8 (N(0, 0.1) read as standard deviation 0.1)
     s = _State(rng.normal(0.0, 0.1, n), np.zeros((n, t)), rng.normal(0.0, 0.1, t), np.full(t, 1.0 / t), 0.5)
     iterations = 0
+    logp, q_i, q_j = _log_conditional(d, s)
     for m in range(o.em_iters):
         iterations = m + 1
         bound = o.step_clip * o.step_decay**m
-        logp, _, _ = _log_conditional(d, s)  # E-step (lines 10-14)
-        joint = np.log(s.nu)[None, :] + logp
+        joint = np.log(s.nu)[None, :] + logp  # E-step (lines 10-14)
         gamma = np.exp(joint - logsumexp(joint, axis=1, keepdims=True))
         old_theta = s.theta.copy()
-        g_i, g_j, h_i, h_j = _slot_derivatives(d, s)  # theta block (lines 15-17)
+        g_i, g_j, h_i, h_j = _slot_derivatives(d, s, (q_i, q_j))  # theta block (lines 15-17)
         grad = _per_policy(d, gamma * g_i, gamma * g_j).sum(axis=1) - o.l2_theta * s.theta
         info = _per_policy(d, gamma * h_i, gamma * h_j).sum(axis=1) + o.l2_theta
         s.theta = s.theta + _clip(grad / info, bound)
@@ -218,11 +238,13 @@ def _em(data: Comparisons, d: _Design, o: TaskModelOptions, rng: np.random.Gener
         s.tau = s.tau + _clip(np.where(info > 1e-8, grad / np.maximum(info, 1e-8), 0.0), bound)
         s.nu = np.clip(gamma.mean(axis=0), 1e-300, None)  # line 25
         s.nu = s.nu / s.nu.sum()
-        s.nu_tie = _tie_update(d, s, gamma)  # line 26
+        logp, q_i, q_j = _log_conditional(d, s)  # also the next E-step's: identification keeps z
+        new_tie = _tie_update(s, gamma, q_i, q_j)  # line 26
+        logp = np.where(d.tie, logp + np.log(new_tie / s.nu_tie), logp)  # P(y=1|t) scales with nu_tie
+        s.nu_tie = new_tie
         _identify(s)
         if float(np.max(np.abs(s.theta - old_theta))) < o.tol:  # line 27
             break
-    logp, _, _ = _log_conditional(d, s)
     joint = np.log(s.nu)[None, :] + logp
     loglik = float(logsumexp(joint, axis=1).sum())
     gamma = np.exp(joint - logsumexp(joint, axis=1, keepdims=True))
@@ -231,11 +253,8 @@ def _em(data: Comparisons, d: _Design, o: TaskModelOptions, rng: np.random.Gener
     return s, loglik, iterations, np.asarray(1.0 / np.sqrt(info))
 
 
-def _tie_update(d: _Design, s: _State, gamma: FloatArray) -> float:
+def _tie_update(s: _State, gamma: FloatArray, q_i: FloatArray, q_j: FloatArray) -> float:
     """Algorithm 2 line 26: ``nu_tie <- 0.5 sum gamma p_tie / sum gamma p_win``, kept in (0, 1)."""
-    z_i = s.theta[d.i][:, None] + s.psi[d.i] - s.tau[None, :]
-    z_j = s.theta[d.j][:, None] + s.psi[d.j] - s.tau[None, :]
-    q_i, q_j = expit(z_i), expit(z_j)
     p_tie = 2.0 * s.nu_tie * np.sqrt(q_i * (1.0 - q_i) * q_j * (1.0 - q_j))
     p_win = q_i * (1.0 - q_j)
     ratio = 0.5 * float((gamma * p_tie).sum()) / max(float((gamma * p_win).sum()), 1e-300)
