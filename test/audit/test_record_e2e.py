@@ -219,7 +219,7 @@ def test_recorded_ab_session_ranks_alike_from_journal_and_bag(start_node: Any, p
     bag = tmp_path / "bag"
     rec = recorder(bag)
     start_node("sim_robot", params={"auto_score": False, "duration": 0.0, "policies": list(rates),
-                                    "success_rates": list(rates.values())})
+                                    "success_rates": list(rates.values()), "progress_means": [0.4] * len(rates)})
     manager = start_node("evaluation_manager", params={
         "config_file": str(config_file), "session_id": "e2e-ab", "journal_dir": str(tmp_path / "journals"),
         "journal_fsync": False, "exit_on_finish": True})
