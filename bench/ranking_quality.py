@@ -15,8 +15,6 @@ from __future__ import annotations
 
 import argparse
 
-import numpy as np
-
 from evalstop_ros.stats.ranking import fit_bt, fit_davidson, fit_elo, fit_prog
 from evalstop_ros.stats.ranking_eval import ArenaWorld, efficiency_curve
 from evalstop_ros.stats.ranking_task import TaskModelOptions, fit_task

@@ -53,14 +53,14 @@ def load_ab(path: str) -> ABTable:
 
 def _load_session(path: str) -> ABTable:
     try:
-        from ..audit import AuditError  # noqa: PLC0415 - rosbags only when a session is read
-        from ..audit.bag import is_bag, read_bag  # noqa: PLC0415
-        from ..audit.journal import read_journal_record  # noqa: PLC0415
+        from ..audit import AuditError
+        from ..audit.bag import is_bag, read_bag
+        from ..audit.journal import read_journal_record
     except ImportError as err:
         raise CliError(f"reading a session needs rosbags ({err}); pip install 'evalstop[audit]'") from err
-    from ..session.ab import ab_rounds  # noqa: PLC0415
-    from ..session.config import ConfigError, parse_config  # noqa: PLC0415
-    from ..session.errors import SessionError  # noqa: PLC0415
+    from ..session.ab import ab_rounds
+    from ..session.config import ConfigError, parse_config
+    from ..session.errors import SessionError
 
     try:
         record = read_bag(path) if is_bag(path) else read_journal_record(path)

@@ -249,7 +249,7 @@ def _newton(
 
     def spread(per_comparison: FloatArray) -> FloatArray:
         """``D^T v`` for the comparison matrix ``D`` (row n: +1 at i_n, -1 at j_n), in O(M)."""
-        return np.bincount(i, per_comparison, n) - np.bincount(j, per_comparison, n)
+        return np.asarray(np.bincount(i, per_comparison, n) - np.bincount(j, per_comparison, n), dtype=np.float64)
 
     def evaluate(point: FloatArray) -> tuple[float, FloatArray, FloatArray]:
         theta, extra = point[:n], point[n:]
