@@ -1,12 +1,12 @@
 """Reading A/B comparisons from a CSV file, for ``evalstop rank``.
 
 Header (any order, other columns ignored): ``policy_a,policy_b,preference,progress_a,progress_b``
-and optionally ``task`` and ``valid``.  One row per A/B pair (seed 001 Sec. 3.1):
+and optionally ``task``, ``valid`` and ``explanation``.  One row per A/B pair (seed 001 Sec. 3.1):
 
 * ``preference``: ``A``, ``B`` or ``tie`` (case-insensitive);
 * ``progress_a``, ``progress_b``: the operator's progress score on RoboArena's 0-100 scale (an
   empty cell = not recorded);
-* ``task``: the instruction, free text;
+* ``task``: the instruction, free text; ``explanation``: the operator's reason, free text;
 * ``valid``: ``1``/``0`` (also ``true``/``false``, ``yes``/``no``, ``y``/``n``).  Only valid pairs
   count, as in the released RoboArena client; a missing column means every pair is valid.
 
@@ -36,11 +36,21 @@ FALSE = frozenset({"0", "false", "no", "n"})
 
 @dataclasses.dataclass(frozen=True)
 class ABTable:
-    """The valid comparisons of a file and how many rows were set aside as invalid."""
+    """The valid comparisons of a file, their explanations, and how many rows were set aside."""
 
     path: str
     data: Comparisons
     n_invalid: int
+    explanations: tuple[str, ...]
+
+    def notes_by_policy(self) -> dict[str, list[str]]:
+        """The non-empty explanations grouped per policy (each goes to both policies of its pair)."""
+        notes: dict[str, list[str]] = {name: [] for name in self.data.policies}
+        for n, text in enumerate(self.explanations):
+            if text:
+                for k in (self.data.i[n], self.data.j[n]):
+                    notes[self.data.policies[int(k)]].append(text)
+        return notes
 
 
 def load_ab(path: str) -> ABTable:
@@ -75,7 +85,7 @@ def _load_session(path: str) -> ABTable:
         raise CliError(f"{path}: {err}") from err
     if len(rounds.data) == 0:
         raise CliError(f"{path}: no complete A/B round ({rounds.n_incomplete} incomplete)")
-    return ABTable(path, rounds.data, rounds.n_incomplete)
+    return ABTable(path, rounds.data, rounds.n_incomplete, rounds.explanations)
 
 
 def load_ab_csv(path: str) -> ABTable:
@@ -94,7 +104,7 @@ def load_ab_csv(path: str) -> ABTable:
     missing = [name for name in REQUIRED if name not in header]
     if missing:
         raise CliError(f"{path} line {rows[0][0]}: the header lacks {', '.join(missing)}; expected {','.join(REQUIRED)}[,task][,valid]")
-    columns: dict[str, list[str]] = {name: [] for name in (*REQUIRED, "task")}
+    columns: dict[str, list[str]] = {name: [] for name in (*REQUIRED, "task", "explanation")}
     progress: dict[str, list[float]] = {"progress_a": [], "progress_b": []}
     n_invalid = 0
     for line, row in rows[1:]:
@@ -115,6 +125,7 @@ def load_ab_csv(path: str) -> ABTable:
             columns[name].append(fields[name])
         columns["preference"].append(preference)
         columns["task"].append(fields.get("task", ""))
+        columns["explanation"].append(fields.get("explanation", ""))
         for name in progress:
             progress[name].append(_progress(fields[name], f"{path} line {line}, column {name!r}"))
     if not columns["preference"]:
@@ -123,7 +134,7 @@ def load_ab_csv(path: str) -> ABTable:
         columns["policy_a"], columns["policy_b"], columns["preference"],
         progress_a=progress["progress_a"], progress_b=progress["progress_b"], tasks=columns["task"],
     )
-    return ABTable(path, data, n_invalid)
+    return ABTable(path, data, n_invalid, tuple(columns["explanation"]))
 
 
 def _valid(cell: str, where: str) -> bool:

@@ -83,17 +83,27 @@ def run(args: argparse.Namespace) -> int:
             "n_invalid": table.n_invalid,
             "params": {key: value for key, value in ranking.params.items() if math.isfinite(value)},
             "ranking": ranking.table(),
+            "win_rates": {"policies": list(ranking.policies), "wins": wins.tolist(), "games": games.tolist()},
+            "notes": table.notes_by_policy(),
         })
         return 0
     print(f"{table.path}: {len(table.data)} valid comparisons of {table.data.n_policies} policies "
           f"({table.n_invalid} invalid set aside); model {ranking.model}")
     width = max(len(name) for name in ranking.policies)
-    print(f"{'rank':>4}  {'policy':<{width}}  {'score':>8}  {'se':>7}  {'games':>5}  {'win rate':>8}")
+    print(f"{'rank':>4}  {'policy':<{width}}  {'score':>8}  {'se':>7}  {'95% interval':>17}  {'games':>5}  {'win rate':>8}")
     index = {name: k for k, name in enumerate(ranking.policies)}
-    for row in ranking.table():
-        k = index[str(row["policy"])]
+    order = [index[str(row["policy"])] for row in ranking.table()]
+    for rank, k in enumerate(order, start=1):
         played = int(games[k].sum())
         rate = f"{wins[k].sum() / played:.3f}" if played else "-"
-        se = "-" if row["se"] is None else f"{row['se']:.3f}"
-        print(f"{row['rank']:>4}  {row['policy']!s:<{width}}  {row['score']:>8.3f}  {se:>7}  {played:>5}  {rate:>8}")
+        score, error = float(ranking.scores[k]), float(ranking.se[k])
+        se = "-" if math.isnan(error) else f"{error:.3f}"
+        low_high = "-" if math.isnan(error) else f"[{score - 1.96 * error:.3f}, {score + 1.96 * error:.3f}]"
+        print(f"{rank:>4}  {ranking.policies[k]:<{width}}  {score:>8.3f}  {se:>7}  {low_high:>17}  {played:>5}  {rate:>8}")
+    print("\nwin rate of the row policy against the column policy (games in parentheses; ties count 1/2):")
+    cell = max(width, 10)
+    print(" " * width + "".join(f"  {ranking.policies[k]:>{cell}}" for k in order))
+    for k in order:
+        cells = [f"{wins[k, c] / games[k, c]:.2f} ({games[k, c]})" if games[k, c] else "-" for c in order]
+        print(f"{ranking.policies[k]:<{width}}" + "".join(f"  {text:>{cell}}" for text in cells))
     return 0

@@ -54,6 +54,9 @@ def test_json_equals_the_core(evalstop, tmp_path, stdout_json, model, core):
     assert (payload["n_comparisons"], payload["n_invalid"]) == (7, 1)
     expected = core(expected_data()).table()
     assert [row["policy"] for row in payload["ranking"]] == [row["policy"] for row in expected]
+    assert payload["win_rates"]["policies"] == ["fast", "octo", "pi0"]
+    assert payload["win_rates"]["games"] == [[0, 2, 3], [2, 0, 2], [3, 2, 0]]
+    assert payload["notes"] == {"fast": [], "octo": [], "pi0": []}
     for got, want in zip(payload["ranking"], expected):
         assert set(got) == {"policy", "score", "se", "rank"}
         assert got["score"] == pytest.approx(want["score"], rel=1e-9, abs=1e-12)
@@ -65,8 +68,14 @@ def test_human_output_is_a_leaderboard(evalstop, tmp_path):
     assert proc.returncode == 0 and proc.stderr == ""
     lines = proc.stdout.splitlines()
     assert lines[0].endswith("7 valid comparisons of 3 policies (1 invalid set aside); model bt")
-    assert lines[1].split() == ["rank", "policy", "score", "se", "games", "win", "rate"]
-    assert [line.split()[1] for line in lines[2:]] == [row["policy"] for row in fit_bt(expected_data()).table()]
+    assert lines[1].split() == ["rank", "policy", "score", "se", "95%", "interval", "games", "win", "rate"]
+    best_first = [row["policy"] for row in fit_bt(expected_data()).table()]
+    assert [line.split()[1] for line in lines[2:5]] == best_first
+    assert lines[6].startswith("win rate of the row policy against the column policy")
+    assert lines[7].split() == best_first
+    # octo (last) against pi0 (first): won 0 of 2 (lines 2 and 4 of the file; the invalid row is out)
+    octo = lines[10].split()
+    assert octo[0] == "octo" and octo[1:3] == ["0.00", "(2)"]
 
 
 @pytest.mark.parametrize(
@@ -89,3 +98,11 @@ def test_header_errors(evalstop, tmp_path, input_error):
     path.write_text("policy_a,policy_b,preference\na,b,A\n")
     input_error(evalstop("rank", str(path)), "rank", "the header lacks progress_a, progress_b")
     input_error(evalstop("rank", str(tmp_path / "missing.csv")), "rank", "cannot read")
+
+
+def test_explanations_are_grouped_per_policy(evalstop, tmp_path, stdout_json):
+    path = tmp_path / "notes.csv"
+    path.write_text("policy_a,policy_b,preference,progress_a,progress_b,explanation\n"
+                    "x,y,A,100,0,y froze\nx,z,B,10,90,\nz,y,tie,50,50,both slow\n")
+    payload = stdout_json(evalstop("rank", str(path), "--model", "prog", "--json"))
+    assert payload["notes"] == {"x": ["y froze"], "y": ["y froze", "both slow"], "z": ["both slow"]}
