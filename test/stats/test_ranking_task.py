@@ -182,3 +182,15 @@ def test_task_model_does_not_overfit_without_task_effects() -> None:
     study = _paired_study(30, 150, task_effects=False)
     (d_r, d_v), (se_r, se_v) = _difference(study, "bt")
     assert d_r > -2 * se_r and d_v < 2 * se_v, f"task - bt: r {d_r:+.3f} +- {se_r:.3f}, MMRV {d_v:+.4f} +- {se_v:.4f}"
+
+
+def test_efficiency_curve_improves_with_data_and_pairs_the_models() -> None:
+    from evalstop_ros.stats.ranking_eval import efficiency_curve
+
+    curve = efficiency_curve(lambda rng: ArenaWorld.planted(rng), {"bt": fit_bt, "prog": fit_prog}, [20, 600],
+                             reps=8, seed=3, paired_with="prog")
+    for model in ("bt", "prog"):
+        assert curve.pearson_mean[model][1] > curve.pearson_mean[model][0]
+        assert curve.mmrv_mean[model][1] < curve.mmrv_mean[model][0]
+    np.testing.assert_allclose(curve.pearson_diff["bt"], curve.pearson_mean["prog"] - curve.pearson_mean["bt"])
+    assert set(curve.pearson_diff) == {"bt"} and np.all(curve.pearson_diff_se["bt"] > 0)
