@@ -275,6 +275,10 @@ class SessionConfig(_Model):
     #: ``"ab"``: one randomly drawn undecided pair per round, in random order, from one shared
     #: condition (RoboArena's A/B sessions, seed 001 Alg. 1).
     design: Literal["paired", "independent", "adastop", "ab"] = "paired"
+    #: ``design: ab``: which undecided pairs a round draws from: ``"uniform"`` (all of them, seed
+    #: 001 Alg. 1) or ``"fewest"`` (those run in the fewest rounds so far: by need, so the pairs
+    #: stay balanced).  Either way the draw among them is uniform and seeded.
+    ab_pairing: Literal["uniform", "fewest"] = "uniform"
     #: The interim design of ``design: adastop`` (required there, refused otherwise).
     adastop: AdaStopConfig | None = None
     #: How conditions are drawn: ``"shuffled-cycle"`` (each task's conditions in a fresh random
@@ -387,6 +391,8 @@ class SessionConfig(_Model):
                         f"{metric.method!r}, which defines none (use correction 'bonferroni')"
                     )
         self._check_claim()
+        if self.design != "ab" and self.ab_pairing != "uniform":
+            raise ValueError(f"`ab_pairing` applies only to design 'ab'; found design {self.design!r}")
         if self.design == "ab" and self.claim != "pooled":
             raise ValueError(f"design 'ab' pools the tasks (the evaluator picks them); `claim` must be 'pooled'; "
                              f"found {self.claim!r}")
@@ -489,7 +495,8 @@ class SessionConfig(_Model):
 
 #: Fields added after the first sessions were journaled: left out of :meth:`SessionConfig.to_dict`
 #: (so of the hash) while at these defaults.
-_OMITTED_AT_DEFAULT: dict[str, object] = {"claim": "pooled", "task_correction": None, "adastop": None}
+_OMITTED_AT_DEFAULT: dict[str, object] = {"claim": "pooled", "task_correction": None, "adastop": None,
+                                          "ab_pairing": "uniform"}
 
 
 # -- loading ---------------------------------------------------------------------------------

@@ -133,6 +133,7 @@ interim -- becomes ``BUDGET_EXHAUSTED``.  No p-value or e-value (NaN); ``n`` and
 
 from __future__ import annotations
 
+import collections
 import copy
 import dataclasses
 import enum
@@ -1164,12 +1165,20 @@ class EvaluationSession:
         return tuple(p for p in self.config.policies if any(t.involves(p) for t in open_tests))
 
     def _open_pairs(self) -> tuple[tuple[str, str], ...]:
-        """``design: ab``: the comparisons a round may draw (with ``drop_decided``, the undecided ones)."""
+        """``design: ab``: the comparisons a round may draw (with ``drop_decided``, the undecided
+        ones; with ``ab_pairing: fewest``, of those the ones run in the fewest rounds so far)."""
         pairs = [(c.policy_a, c.policy_b) for c in self.config.comparison_list()]
-        if not self.config.drop_decided:
-            return tuple(pairs)
-        open_pairs = {frozenset((t.comparison.policy_a, t.comparison.policy_b)) for t in self._tests if not t.decided}
-        return tuple(p for p in pairs if frozenset(p) in open_pairs)
+        if self.config.drop_decided:
+            open_pairs = {frozenset((t.comparison.policy_a, t.comparison.policy_b)) for t in self._tests if not t.decided}
+            pairs = [p for p in pairs if frozenset(p) in open_pairs]
+        if self.config.ab_pairing == "fewest" and pairs:
+            members: dict[int, set[str]] = {}
+            for record in self._book.trials.values():  # O(trials) once per round
+                members.setdefault(record.round, set()).add(record.policy)
+            rounds = collections.Counter(frozenset(m) for m in members.values())
+            least = min(rounds[frozenset(p)] for p in pairs)
+            pairs = [p for p in pairs if rounds[frozenset(p)] == least]
+        return tuple(pairs)
 
     def _active_tasks(self) -> tuple[str, ...]:
         """Tasks in the rotation: with a non-pooled claim, those with an undecided test."""

@@ -136,3 +136,28 @@ def test_rank_from_journal_and_bag_agree(tmp_path: pathlib.Path, storage: str) -
             outputs[model, source.name] = json.loads(proc.stdout)
         assert outputs[model, "sim.db"] == outputs[model, "bag"]
         assert [row["policy"] for row in outputs[model, "bag"]["ranking"]] == ["a", "b", "c"]
+
+
+def test_fewest_pairing_keeps_the_pairs_balanced(tmp_path: pathlib.Path) -> None:
+    # with equal policies nothing is decided early: every pair stays open, and "by need" draws
+    # keep the round counts of the pairs within one of each other at every point
+    config = ab_config(ab_pairing="fewest", n_max=15)
+    simulate_recording(config, SimulatedLab({"a": 0.5, "b": 0.5, "c": 0.5}, seed=4), workdir=tmp_path)
+    events = read_journal(tmp_path / "sim.db").events
+    members: dict[int, set[str]] = collections.defaultdict(set)
+    counts: collections.Counter[frozenset[str]] = collections.Counter()
+    for event in events:
+        if event.kind == "trial_requested" and event.payload["rerun_of"] is None:
+            number = int(event.payload["round"])
+            members[number].add(str(event.payload["policy_id"]))
+            if len(members[number]) == 2:
+                counts[frozenset(members[number])] += 1
+                open_counts = [counts[frozenset(p)] for p in (("a", "b"), ("a", "c"), ("b", "c"))]
+                assert max(open_counts) - min(open_counts) <= 1, counts
+    assert sum(counts.values()) >= 30
+
+
+def test_ab_pairing_needs_design_ab() -> None:
+    assert "ab_pairing" not in ab_config().to_dict()  # the default leaves the hash of older configs alone
+    with pytest.raises(ConfigError, match="`ab_pairing` applies only to design 'ab'"):
+        parse_config({"policies": ["a", "b"], "seed": 1, "tasks": TASKS, "ab_pairing": "fewest"})
