@@ -7,13 +7,17 @@ A thin layer over :mod:`evalstop_ros.stats.ranking` (BT, Davidson, Elo, PROG) an
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import math
+import pathlib
 from typing import Any
 
-from ..stats.ranking import Comparisons, Ranking, fit_bt, fit_davidson, fit_elo, fit_prog
+import yaml  # type: ignore[import-untyped, unused-ignore]
+
+from ..stats.ranking import Comparisons, Ranking, fit_bt, fit_davidson, fit_elo, fit_prog, group_summary
 from ..stats.ranking_task import TaskModelOptions, fit_task
-from ._common import print_json
-from .ab_data import load_ab
+from ._common import CliError, print_json
+from .ab_data import ABTable, load_ab
 
 HELP = "rank policies from pairwise A/B comparisons (BT, Davidson, Elo, PROG, task-aware)"
 DESCRIPTION = """\
@@ -51,6 +55,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--n-boot", type=int, default=None,
                         help="bootstrap resamples for the SE (elo default 200; task default 0 = information SE)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the EM start and the bootstrap (default %(default)s)")
+    parser.add_argument("--categories", action="store_true",
+                        help="sort the task instructions into the paper's 11 categories with the bundled sentence "
+                        "model and add per-category win rates and progress per policy (needs evalstop[categories])")
+    parser.add_argument("--category-map", metavar="YAML", default=None,
+                        help="the operator's confirmed categories, instruction: category (they override the model)")
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
 
 
@@ -71,13 +80,50 @@ def fit(data: Comparisons, args: argparse.Namespace) -> Ranking:
     return fit_task(data, task).ranking
 
 
+def _categories(table: ABTable, args: argparse.Namespace) -> dict[str, Any] | None:
+    """Per-category assignments, rates and notes (``--categories``), or ``None``."""
+    if not args.categories:
+        return None
+    from ..report.categories import Categorizer, CategoryError  # noqa: PLC0415 - torch only on request
+
+    overrides: dict[str, str] = {}
+    if args.category_map:
+        try:
+            loaded = yaml.safe_load(pathlib.Path(args.category_map).read_text(encoding="utf-8")) or {}
+        except (OSError, yaml.YAMLError) as err:
+            raise CliError(f"cannot read {args.category_map}: {err}") from err
+        if not isinstance(loaded, dict):
+            raise CliError(f"{args.category_map}: expected a mapping instruction: category")
+        overrides = {str(k): str(v) for k, v in loaded.items()}
+    try:
+        guesses = Categorizer().assign(list(table.data.tasks), overrides)
+    except CategoryError as err:
+        raise CliError(str(err)) from err
+    groups = [g.category for g in guesses]
+    notes: dict[str, dict[str, list[str]]] = {}
+    for n, (group, text) in enumerate(zip(groups, table.explanations)):
+        if text:
+            for k in (table.data.i[n], table.data.j[n]):
+                notes.setdefault(group, {}).setdefault(table.data.policies[int(k)], []).append(text)
+    unique = {g.instruction: g for g in guesses}
+    return {
+        "assignments": [{"instruction": g.instruction, "category": g.category, "similarity": round(g.similarity, 4),
+                         "confirmed": g.confirmed} for g in unique.values()],
+        "rates": [{key: (None if isinstance(value, float) and math.isnan(value) else value)
+                   for key, value in dataclasses.asdict(row).items()} for row in group_summary(table.data, groups)],
+        "notes": notes,
+    }
+
+
 def run(args: argparse.Namespace) -> int:
     """Load the comparisons, fit the model, print the leaderboard; 0 on success."""
     table = load_ab(args.results)
     ranking = fit(table.data, args)
     wins, games = table.data.win_matrix()
+    categories = _categories(table, args)
     if args.json:
         print_json({
+            **({} if categories is None else {"categories": categories}),
             "model": ranking.model,
             "n_comparisons": len(table.data),
             "n_invalid": table.n_invalid,
@@ -106,4 +152,12 @@ def run(args: argparse.Namespace) -> int:
     for k in order:
         cells = [f"{wins[k, c] / games[k, c]:.2f} ({games[k, c]})" if games[k, c] else "-" for c in order]
         print(f"{ranking.policies[k]:<{width}}" + "".join(f"  {text:>{cell}}" for text in cells))
+    if categories is not None:
+        print("\nper task category (anytime-valid 95% intervals): policy  games  win rate [interval]  progress [interval]")
+        for row in categories["rates"]:
+            def band(mean: float | None, low: float | None, high: float | None) -> str:
+                return "-" if mean is None else f"{mean:.2f} [{low:.2f}, {high:.2f}]"
+            print(f"  {row['group']:<24} {row['policy']:<{width}}  {row['games']:>5}  "
+                  f"{band(row['win_rate'], row['win_low'], row['win_high']):>18}  "
+                  f"{band(row['progress'], row['progress_low'], row['progress_high']):>18}")
     return 0

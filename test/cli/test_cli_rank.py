@@ -106,3 +106,22 @@ def test_explanations_are_grouped_per_policy(evalstop, tmp_path, stdout_json):
                     "x,y,A,100,0,y froze\nx,z,B,10,90,\nz,y,tie,50,50,both slow\n")
     payload = stdout_json(evalstop("rank", str(path), "--model", "prog", "--json"))
     assert payload["notes"] == {"x": ["y froze"], "y": ["y froze", "both slow"], "z": ["both slow"]}
+
+
+def test_categories_with_operator_map(evalstop, tmp_path, stdout_json):
+    path = tmp_path / "cat.csv"
+    path.write_text("policy_a,policy_b,preference,progress_a,progress_b,task,explanation\n"
+                    "pi0,octo,A,100,20,close the drawer,octo missed the handle\n"
+                    "octo,pi0,B,0,80,fold the cloth,\n"
+                    "pi0,bin,tie,50,50,put the spoon into the cup,both slow\n")
+    confirmed = tmp_path / "map.yaml"
+    confirmed.write_text("put the spoon into the cup: Pick and Place\n")
+    payload = stdout_json(evalstop("rank", str(path), "--model", "bt", "--categories", "--category-map",
+                                   str(confirmed), "--json"))
+    categories = payload["categories"]
+    assigned = {row["instruction"]: (row["category"], row["confirmed"]) for row in categories["assignments"]}
+    assert assigned == {"close the drawer": ("Open/Close", False), "fold the cloth": ("Cover/Drape/Fold", False),
+                        "put the spoon into the cup": ("Pick and Place", True)}
+    rates = {(row["group"], row["policy"]): (row["games"], row["win_rate"]) for row in categories["rates"]}
+    assert rates[("Open/Close", "pi0")] == (1, 1.0) and rates[("Pick and Place", "bin")] == (1, 0.5)
+    assert categories["notes"]["Open/Close"] == {"pi0": ["octo missed the handle"], "octo": ["octo missed the handle"]}

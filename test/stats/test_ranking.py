@@ -174,3 +174,17 @@ def test_table_is_best_first_with_json_types() -> None:
     rows = fit_bt(data).table()
     assert [row["rank"] for row in rows] == [1, 2, 3, 4, 5]
     assert all(isinstance(row["score"], float) and isinstance(row["se"], float) for row in rows)
+
+
+def test_group_summary_by_hand() -> None:
+    from evalstop_ros.stats.ranking import group_summary
+
+    data = comparisons(["a", "a", "b"], ["b", "c", "c"], ["A", "tie", "B"],
+                       progress_a=[1.0, 0.5, 0.2], progress_b=[0.0, 0.5, 0.9])
+    rows = group_summary(data, ["x", "x", "y"])
+    got = {(r.group, r.policy): (r.games, r.win_rate, r.progress_n, r.progress) for r in rows}
+    assert got == {("x", "a"): (2, 0.75, 2, 0.75), ("x", "b"): (1, 0.0, 1, 0.0), ("x", "c"): (1, 0.5, 1, 0.5),
+                   ("y", "b"): (1, 0.0, 1, 0.2), ("y", "c"): (1, 1.0, 1, 0.9)}
+    assert all(r.win_low <= r.win_rate <= r.win_high for r in rows)
+    with pytest.raises(StatsInputError, match="one group per comparison"):
+        group_summary(data, ["x"])
