@@ -84,7 +84,7 @@ def _categories(table: ABTable, args: argparse.Namespace) -> dict[str, Any] | No
     """Per-category assignments, rates and notes (``--categories``), or ``None``."""
     if not args.categories:
         return None
-    from ..report.categories import Categorizer, CategoryError  # noqa: PLC0415 - torch only on request
+    from ..report.categories import Categorizer, CategoryError
 
     overrides: dict[str, str] = {}
     if args.category_map:

