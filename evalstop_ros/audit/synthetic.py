@@ -79,6 +79,18 @@ class SimulatedLab:
         mean = self.progress_means.get(policy, 0.4)
         return False, round(float(rng.beta(8 * mean, 8 * (1 - mean))), 4)
 
+    @staticmethod
+    def preference(first: tuple[str, float], second: tuple[str, float], *, margin: float = 0.05) -> str:
+        """``design: ab``: the operator's preference after a round's two ``(label, progress)``:
+        the label with more progress, ``=`` within ``margin``.
+
+        >>> SimulatedLab.preference(("X", 0.2), ("Y", 0.9)), SimulatedLab.preference(("X", 1.0), ("Y", 1.0))
+        ('Y', '=')
+        """
+        if abs(first[1] - second[1]) < margin:
+            return "="
+        return first[0] if first[1] > second[1] else second[0]
+
     def run_fails(self, trial_id: int, attempt: int) -> bool:
         """Whether this attempt is a runner fault (first attempts only)."""
         return self.fail_every > 0 and attempt == 1 and self._rng("fault", trial_id).random() < 1 / self.fail_every
@@ -164,6 +176,7 @@ def _drive(session: EvaluationSession, rec: _Recorder, lab: SimulatedLab,
     session.start()
     publisher.status(session)
     auto = session.config.scoring == "auto"
+    rounds: dict[int, tuple[str, float]] = {}  # design ab: the round's first scored (label, progress)
     while True:
         trial = session.next_trial()
         if trial is None or (max_trials is not None and trial.trial_id > max_trials):
@@ -177,10 +190,16 @@ def _drive(session: EvaluationSession, rec: _Recorder, lab: SimulatedLab,
             continue
         success, progress = lab.outcome(trial.policy_id, trial.trial_id)
         name = "auto:run_trial" if auto else scorer
+        preference = ""
+        if session.config.design == "ab":
+            earlier = rounds.setdefault(trial.round, (trial.label, progress))
+            if earlier[0] != trial.label:
+                preference = lab.preference(earlier, (trial.label, progress))
         if not auto:
             rec.send("trial_score", {"trial_id": trial.trial_id, "token": trial.token, "success": success,
-                                     "progress": progress, "preference": "", "notes": "", "scorer": name})
-        outcome = session.submit_score(trial.trial_id, trial.token, success, progress, name, "")
+                                     "progress": progress, "preference": preference, "notes": "", "scorer": name})
+        outcome = session.submit_score(trial.trial_id, trial.token, success, progress, name, "",
+                                       preference=preference)
         publisher.ack(session_id, trial.trial_id, outcome)
         if trial.trial_id in edits:
             edits[trial.trial_id](session)

@@ -24,6 +24,7 @@ VERBS = {
     "record": "record evalstop's topics to a rosbag2 bag (mcap or sqlite3), where rosbag2 is missing",
     "audit": "verify a recorded session (rosbag or journal): decisions, p-values, protocol",
     "report": "write an HTML report (figures, decisions, letters, savings) and CSV exports of a session",
+    "rank": "rank policies from pairwise A/B comparisons (BT, Davidson, Elo, PROG, task-aware)",
 }
 EPILOG = """\
 examples:
@@ -33,6 +34,7 @@ examples:
   evalstop adastop mujoco.csv --n-per-interim 5 --interims 6 --alpha 0.05
   evalstop audit session_bag/ --json
   evalstop report session_bag/ -o session_report
+  evalstop rank arena.csv --model task --json
 
 exit status: 0 done, 1 a check failed (step check), 2 usage or input error.
 (evalstop audit: 1 when a published decision is not reproduced or the protocol was broken.)"""

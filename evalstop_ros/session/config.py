@@ -29,6 +29,10 @@ Designs at a glance (the statistics are in :mod:`.session`'s docstring):
   through the tasks, and the per-task results combine into the claim (seed 003 Eq. 11).
 * ``design: adastop``: AdaStop (seed 002) over interims of ``adastop.n_per_interim`` trials per
   agent, for batch (simulation) evaluations of one metric.
+* ``design: ab``: RoboArena's A/B protocol (seed 001 Alg. 1): each round draws one undecided
+  pair of policies uniformly at random and runs the two back to back, in random order, from the
+  same condition (:meth:`~.plan.Plan.ab_pair`); the pair's tests pair up within the round, as in
+  ``paired``, and the operator's preference rides on the scores (:mod:`.ab`).
 
 Example YAML (see ``config/eval.yaml``)::
 
@@ -69,6 +73,7 @@ from .errors import ConfigError
 __all__ = [
     "BINARY_METHODS",
     "AdaStopConfig",
+    "ROUND_DESIGNS",
     "ConfigError",
     "InitialCondition",
     "MetricConfig",
@@ -82,6 +87,8 @@ __all__ = [
 
 #: Identifiers (policies, tasks, initial conditions): ROS-name-friendly, no whitespace.
 Identifier = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_][A-Za-z0-9_.:/-]*$", max_length=64)]
+#: Designs whose rounds share one condition and pair the trials within the round.
+ROUND_DESIGNS = frozenset({"paired", "ab"})
 #: Most policies a session can blind (one neutral label each, see :mod:`.plan`).
 MAX_POLICIES = 26
 #: The method name of every metric under ``design: adastop`` (not a paired test: stats.adastop).
@@ -265,7 +272,13 @@ class SessionConfig(_Model):
     #: active policies), a fresh condition per trial, pairs formed by per-policy trial index.
     #: ``"adastop"``: interims of ``adastop.n_per_interim`` trials of every agent still in the
     #: rotation, in random order, analysed by AdaStop (seed 002) at the end of each interim.
-    design: Literal["paired", "independent", "adastop"] = "paired"
+    #: ``"ab"``: one randomly drawn undecided pair per round, in random order, from one shared
+    #: condition (RoboArena's A/B sessions, seed 001 Alg. 1).
+    design: Literal["paired", "independent", "adastop", "ab"] = "paired"
+    #: ``design: ab``: which undecided pairs a round draws from: ``"uniform"`` (all of them, seed
+    #: 001 Alg. 1) or ``"fewest"`` (those run in the fewest rounds so far: by need, so the pairs
+    #: stay balanced).  Either way the draw among them is uniform and seeded.
+    ab_pairing: Literal["uniform", "fewest"] = "uniform"
     #: The interim design of ``design: adastop`` (required there, refused otherwise).
     adastop: AdaStopConfig | None = None
     #: How conditions are drawn: ``"shuffled-cycle"`` (each task's conditions in a fresh random
@@ -378,6 +391,11 @@ class SessionConfig(_Model):
                         f"{metric.method!r}, which defines none (use correction 'bonferroni')"
                     )
         self._check_claim()
+        if self.design != "ab" and self.ab_pairing != "uniform":
+            raise ValueError(f"`ab_pairing` applies only to design 'ab'; found design {self.design!r}")
+        if self.design == "ab" and self.claim != "pooled":
+            raise ValueError(f"design 'ab' pools the tasks (the evaluator picks them); `claim` must be 'pooled'; "
+                             f"found {self.claim!r}")
         return self
 
     def _check_adastop(self) -> None:
@@ -477,7 +495,8 @@ class SessionConfig(_Model):
 
 #: Fields added after the first sessions were journaled: left out of :meth:`SessionConfig.to_dict`
 #: (so of the hash) while at these defaults.
-_OMITTED_AT_DEFAULT: dict[str, object] = {"claim": "pooled", "task_correction": None, "adastop": None}
+_OMITTED_AT_DEFAULT: dict[str, object] = {"claim": "pooled", "task_correction": None, "adastop": None,
+                                          "ab_pairing": "uniform"}
 
 
 # -- loading ---------------------------------------------------------------------------------

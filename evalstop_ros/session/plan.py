@@ -22,6 +22,8 @@ Why each choice is randomized (seed 003 App. IX-A; seed 000 App. C):
 * **Blinded labels** -- the operator sees ``X``, ``Y``, ``Z``... and never a policy id (separate
   evaluator and demonstrator); the mapping is random, drawn once per session or afresh every
   round (``blinding``).
+* **A/B pairs** (``design: ab``) -- the pair of each round, uniformly among the undecided ones,
+  and which of the two runs first (:meth:`Plan.ab_pair`).
 * **Tokens** -- 12 hex characters per trial, an HMAC of the trial id under a secret derived from
   the seed and the session id.  A score must echo its trial's token, so a stale or misrouted
   score (wrong trial, earlier session) is refused.  The token is unguessable for whoever does
@@ -50,6 +52,7 @@ STREAM_LABELS = 4
 STREAM_STEP = 5
 STREAM_INTERIM = 6
 STREAM_ADASTOP = 7
+STREAM_AB = 8
 STREAMS = {
     "order": STREAM_ORDER,
     "task": STREAM_TASK,
@@ -58,6 +61,7 @@ STREAMS = {
     "step": STREAM_STEP,
     "interim": STREAM_INTERIM,
     "adastop": STREAM_ADASTOP,
+    "ab": STREAM_AB,
 }
 #: Neutral labels, the first K used for K policies ("A"/"B" avoided: they read as baseline/candidate).
 LABELS = tuple("XYZWVUTSRQPONMLKJIHGFEDCBA")
@@ -130,6 +134,18 @@ class Plan:
         members = [p for p in self.config.policies if p in chosen]
         order = _rng(self.seed, STREAM_ORDER, round_number).permutation(len(members))
         return tuple(members[int(i)] for i in order)
+
+    def ab_pair(self, round_number: int, pairs: Sequence[tuple[str, str]]) -> tuple[str, str]:
+        """``design: ab``: the pair of round ``round_number`` in run order (first = label A's slot).
+
+        One of ``pairs`` uniformly at random, then a fair coin for the order (seed 001 Alg. 1:
+        "C samples two policies"; the released server assigns A and B by a coin as well).
+        """
+        if not pairs:
+            raise ValueError("no pair is left to draw")
+        rng = _rng(self.seed, STREAM_AB, round_number)
+        first, second = pairs[int(rng.integers(len(pairs)))]
+        return (first, second) if rng.random() < 0.5 else (second, first)
 
     def condition(self, k: int) -> Condition:
         """The ``k``-th (1-based) condition of the schedule.

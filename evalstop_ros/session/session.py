@@ -133,6 +133,7 @@ interim -- becomes ``BUDGET_EXHAUSTED``.  No p-value or e-value (NaN); ``n`` and
 
 from __future__ import annotations
 
+import collections
 import copy
 import dataclasses
 import enum
@@ -159,7 +160,7 @@ from .analysis import (
     interim_records,
     letters,
 )
-from .config import SessionConfig, config_diff
+from .config import ROUND_DESIGNS, SessionConfig, config_diff
 from .errors import JournalError, SessionError
 from .journal import Event, Journal, encode_payload
 from .offline import (
@@ -1163,6 +1164,22 @@ class EvaluationSession:
         open_tests = [t for t in self._tests if not t.decided and (task is None or t.task in (None, task))]
         return tuple(p for p in self.config.policies if any(t.involves(p) for t in open_tests))
 
+    def _open_pairs(self) -> tuple[tuple[str, str], ...]:
+        """``design: ab``: the comparisons a round may draw (with ``drop_decided``, the undecided
+        ones; with ``ab_pairing: fewest``, of those the ones run in the fewest rounds so far)."""
+        pairs = [(c.policy_a, c.policy_b) for c in self.config.comparison_list()]
+        if self.config.drop_decided:
+            open_pairs = {frozenset((t.comparison.policy_a, t.comparison.policy_b)) for t in self._tests if not t.decided}
+            pairs = [p for p in pairs if frozenset(p) in open_pairs]
+        if self.config.ab_pairing == "fewest" and pairs:
+            members: dict[int, set[str]] = {}
+            for record in self._book.trials.values():  # O(trials) once per round
+                members.setdefault(record.round, set()).add(record.policy)
+            rounds = collections.Counter(frozenset(m) for m in members.values())
+            least = min(rounds[frozenset(p)] for p in pairs)
+            pairs = [p for p in pairs if rounds[frozenset(p)] == least]
+        return tuple(pairs)
+
     def _active_tasks(self) -> tuple[str, ...]:
         """Tasks in the rotation: with a non-pooled claim, those with an undecided test."""
         ids = tuple(t.id for t in self.config.tasks)
@@ -1214,7 +1231,10 @@ class EvaluationSession:
                 continue
             position = self._next_position(position)
             active = self._active(self._round_task(position))
-            queue = list(self.plan.round_order(round_number, active))
+            if self.config.design == "ab":
+                queue = list(self.plan.ab_pair(round_number, self._open_pairs()))
+            else:
+                queue = list(self.plan.round_order(round_number, active))
         policy = queue.pop(0)
         condition = self._condition(trial_id, position)
         payload = {
@@ -1238,7 +1258,7 @@ class EvaluationSession:
 
     def _condition(self, trial_id: int, position: int) -> Condition:
         """Where trial ``trial_id`` of the round at walk position ``position`` starts."""
-        if self.config.design == "paired":
+        if self.config.design in ROUND_DESIGNS:
             return self.plan.condition(position)
         if self.config.claim == "pooled":  # independent or adastop: a fresh condition per trial
             return self.plan.condition(trial_id)

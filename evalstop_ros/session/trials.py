@@ -29,6 +29,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterable
 
+from .config import ROUND_DESIGNS
 from .errors import JournalError
 from .journal import Event
 
@@ -206,7 +207,7 @@ def form_pairs(book: TrialBook, design: str, policy_a: str, policy_b: str, task:
     ``task``: pair only the trials of this task (``None``: of every task).
     """
     side_a, side_b = book.scored(policy_a, task), book.scored(policy_b, task)
-    if design == "paired":
+    if design in ROUND_DESIGNS:
         by_round = {r.round: r for r in side_b}
         matched = [(a, by_round[a.round]) for a in side_a if a.round in by_round]
     else:
@@ -245,7 +246,7 @@ class Pairing:
         if side and side[-1].trial_id > record.trial_id:
             return None  # out of trial order: the independent design's FIFO shifts
         other = self.policy_b if record.policy == self.policy_a else self.policy_a
-        if self.design == "paired":
+        if self.design in ROUND_DESIGNS:
             rounds = self._rounds[record.policy]
             if record.round in rounds:
                 return None  # a second trial of the policy in this round

@@ -88,14 +88,19 @@ def _audit(*args: str) -> subprocess.CompletedProcess[str]:
                           timeout=120, check=False)
 
 
-def _operate(probe: Any, config: dict[str, Any], timeout: float = 120.0) -> Any:
-    """Be the operator: score every trial when it awaits its score; return the final status."""
+def _operate(probe: Any, config: dict[str, Any], timeout: float = 120.0, rates: dict[str, float] = RATES) -> Any:
+    """Be the operator: score every trial when it awaits its score; return the final status.
+
+    Under ``design: ab`` the second score of a round also states the preference
+    (:meth:`SimulatedLab.preference`), as RoboArena's operator does after running B.
+    """
     from evalstop.msg import SessionStatus, TrialRequest, TrialScore
 
     from evalstop_ros import qos
 
     plan = Plan(parse_config(config))
-    lab = SimulatedLab(RATES)
+    lab = SimulatedLab(rates)
+    first_of_round: dict[int, tuple[str, float]] = {}
     requests = probe.collect(TrialRequest, "trial_request", qos.TRIAL_REQUEST_QOS)
     statuses = probe.collect(SessionStatus, "session_status", qos.STATUS_QOS)
     scores = probe.node.create_publisher(TrialScore, "trial_score", qos.SCORE_QOS)
@@ -120,11 +125,16 @@ def _operate(probe: Any, config: dict[str, Any], timeout: float = 120.0) -> Any:
         # the operator sees a label; the test knows the seed, so it can unblind to simulate the policy
         policy = next(p for p in plan.config.policies if plan.label(p, request.round) == request.label)
         success, progress = lab.outcome(policy, trial_id)
+        preference = ""
+        if plan.config.design == "ab":
+            earlier = first_of_round.setdefault(request.round, (request.label, progress))
+            if earlier[0] != request.label:
+                preference = lab.preference(earlier, (request.label, progress))
         # a human takes seconds; 50 ms lets a loaded recorder take the depth-1 trial_request
         # before the manager replaces it with the next one
         probe.spin_for(0.05)
         scores.publish(TrialScore(trial_id=trial_id, token=request.token, success=success, progress=progress,
-                                  scorer="e2e-operator", notes="", preference=""))
+                                  scorer="e2e-operator", notes=f"trial {trial_id}", preference=preference))
         scored.add(trial_id)
     pytest.fail(f"no final status within {timeout} s (scored {sorted(scored)})")
 
@@ -193,3 +203,36 @@ def test_recorded_auto_session_is_self_contained(start_node: Any, probe: Any, re
     assert "configuration" in done.stdout and "from session_config" in done.stdout
     journal = _audit(str(tmp_path / "journals" / "e2e-auto.db"), "--json")
     assert json.loads(journal.stdout)["verified"]
+
+
+def test_recorded_ab_session_ranks_alike_from_journal_and_bag(start_node: Any, probe: Any, recorder: Any,
+                                                              tmp_path: pathlib.Path) -> None:
+    """Issue 11: an A/B session (design ab) through the manager and sim_robot over DDS, ranked by
+    ``evalstop rank`` from its journal and from its bag, gives identical rankings."""
+    rates = {"pi0": 0.9, "octo": 0.5, "bin": 0.1}
+    # N-SCORE on progress only (no STEP table to synthesize), at most 12 pairs per comparison
+    config = {**BASE, "policies": list(rates), "design": "ab", "blinding": "per-round", "n_max": 12,
+              "metrics": [{"name": "progress", "method": "nscore", "alpha": 0.05, "bins": 21}],
+              "scoring": "operator", "runner": {"action_name": "run_trial", "timeout_s": 20.0}}
+    config_file = tmp_path / "session.yaml"
+    config_file.write_text(yaml.safe_dump(config, sort_keys=False))
+    bag = tmp_path / "bag"
+    rec = recorder(bag)
+    start_node("sim_robot", params={"auto_score": False, "duration": 0.0, "policies": list(rates),
+                                    "success_rates": list(rates.values()), "progress_means": [0.4] * len(rates)})
+    manager = start_node("evaluation_manager", params={
+        "config_file": str(config_file), "session_id": "e2e-ab", "journal_dir": str(tmp_path / "journals"),
+        "journal_fsync": False, "exit_on_finish": True})
+    _operate(probe, config, timeout=240.0, rates=rates)
+    assert manager.wait() == 0
+    assert rec.wait() == 0, rec.output
+    assert _audit(str(bag)).returncode == 0
+    for model in ("bt", "davidson", "prog", "task"):
+        ranked = [subprocess.run([EVALSTOP, "rank", str(source), "--model", model, "--json"], capture_output=True,
+                                 text=True, timeout=120, check=False)
+                  for source in (tmp_path / "journals" / "e2e-ab.db", bag)]
+        assert all(r.returncode == 0 for r in ranked), [r.stderr for r in ranked]
+        from_journal, from_bag = (json.loads(r.stdout) for r in ranked)
+        assert from_journal == from_bag
+        assert from_bag["n_comparisons"] >= 12
+        assert [row["policy"] for row in from_bag["ranking"]][0] == "pi0", from_bag

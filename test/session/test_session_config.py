@@ -168,7 +168,7 @@ INVALID = [
     ({"correction": "holm"},
      r"correction 'holm' needs anytime-valid p-values; metric 'success' uses method 'step', which defines none"),
     ({"correction": "sidak"}, r"correction: Input should be 'bonferroni' or 'holm'; found 'sidak'"),
-    ({"design": "crossed"}, r"design: Input should be 'paired', 'independent' or 'adastop'; found 'crossed'"),
+    ({"design": "crossed"}, r"design: Input should be 'paired', 'independent', 'adastop' or 'ab'; found 'crossed'"),
     ({"n_max": 0}, r"n_max: Input should be greater than or equal to 1; found 0"),
     ({"seed": -1}, r"seed: Input should be greater than or equal to 0; found -1"),
     ({"tasks": []}, r"tasks: Tuple should have at least 1 item"),

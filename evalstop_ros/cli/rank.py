@@ -1,0 +1,163 @@
+"""``evalstop rank``: a global policy ranking from pairwise A/B comparisons (seed 001 Sec. 3.2).
+
+A thin layer over :mod:`evalstop_ros.stats.ranking` (BT, Davidson, Elo, PROG) and
+:mod:`evalstop_ros.stats.ranking_task` (the task-aware model).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import math
+import pathlib
+from typing import Any
+
+import yaml  # type: ignore[import-untyped, unused-ignore]
+
+from ..stats.ranking import Comparisons, Ranking, fit_bt, fit_davidson, fit_elo, fit_prog, group_summary
+from ..stats.ranking_task import TaskModelOptions, fit_task
+from ._common import CliError, print_json
+from .ab_data import ABTable, load_ab
+
+HELP = "rank policies from pairwise A/B comparisons (BT, Davidson, Elo, PROG, task-aware)"
+DESCRIPTION = """\
+Fit a ranking model to A/B comparisons and print the leaderboard: score, standard error and
+rank per policy (best first).  RESULTS is a CSV with the header
+policy_a,policy_b,preference,progress_a,progress_b[,task][,valid]: preference A, B or tie,
+progress on the 0-100 scale (empty = not recorded), valid 1/0 (only valid pairs count);
+or the journal (.db) or a rosbag of a `design: ab` session (complete rounds only).
+
+models (seed 001, RoboArena, Sec. 3.2 and App. B):
+  bt        Bradley-Terry MLE with L2 (ties = half a win); score = log-ability, sum 0
+  davidson  BT with Davidson ties (the released leaderboard's model); score = log-ability, sum 0
+  elo       one Elo pass in file order; SE by bootstrap
+  prog      mean progress per policy in [0, 1] (progress averaging)
+  task      the paper's task-aware model (latent task buckets, EM of App. B); score = theta"""
+EPILOG = """\
+example:
+  evalstop rank arena.csv --model task --json
+
+exit status: 0 ranking printed, 2 usage or input error."""
+MODELS = ("bt", "davidson", "elo", "prog", "task")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Declare the options of ``evalstop rank``."""
+    parser.add_argument("results", help="CSV of A/B comparisons, or an A/B session's journal (.db) or rosbag")
+    parser.add_argument("--model", choices=MODELS, default="task", help="ranking model (default %(default)s)")
+    parser.add_argument("--l2", type=float, default=1e-2, help="L2 penalty of bt and davidson (default %(default)s)")
+    parser.add_argument("--elo-k", type=float, default=None, help="Elo K-factor in log-odds units (default: chess's 32 points)")
+    parser.add_argument("--buckets", type=int, default=TaskModelOptions.n_buckets,
+                        help="task model: latent task buckets T (default %(default)s, App. B.6)")
+    parser.add_argument("--partial-weight", type=float, default=1.0,
+                        help="task model: weight of the progress scores (App. B.4; 0 = preferences only; "
+                        "default %(default)s)")
+    parser.add_argument("--n-boot", type=int, default=None,
+                        help="bootstrap resamples for the SE (elo default 200; task default 0 = information SE)")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the EM start and the bootstrap (default %(default)s)")
+    parser.add_argument("--categories", action="store_true",
+                        help="sort the task instructions into the paper's 11 categories with the bundled sentence "
+                        "model and add per-category win rates and progress per policy (needs evalstop[categories])")
+    parser.add_argument("--category-map", metavar="YAML", default=None,
+                        help="the operator's confirmed categories, instruction: category (they override the model)")
+    parser.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
+
+
+def fit(data: Comparisons, args: argparse.Namespace) -> Ranking:
+    """The ranking of ``data`` by ``args.model`` with the options of ``args``."""
+    if args.model == "bt":
+        return fit_bt(data, l2=args.l2)
+    if args.model == "davidson":
+        return fit_davidson(data, l2=args.l2)
+    if args.model == "elo":
+        options: dict[str, Any] = {"seed": args.seed, "n_boot": 200 if args.n_boot is None else args.n_boot}
+        return fit_elo(data, **options, **({} if args.elo_k is None else {"k": args.elo_k}))
+    if args.model == "prog":
+        return fit_prog(data)
+    task = TaskModelOptions(
+        n_buckets=args.buckets, partial_weight=args.partial_weight, seed=args.seed, n_boot=args.n_boot or 0,
+    )
+    return fit_task(data, task).ranking
+
+
+def _categories(table: ABTable, args: argparse.Namespace) -> dict[str, Any] | None:
+    """Per-category assignments, rates and notes (``--categories``), or ``None``."""
+    if not args.categories:
+        return None
+    from ..report.categories import Categorizer, CategoryError
+
+    overrides: dict[str, str] = {}
+    if args.category_map:
+        try:
+            loaded = yaml.safe_load(pathlib.Path(args.category_map).read_text(encoding="utf-8")) or {}
+        except (OSError, yaml.YAMLError) as err:
+            raise CliError(f"cannot read {args.category_map}: {err}") from err
+        if not isinstance(loaded, dict):
+            raise CliError(f"{args.category_map}: expected a mapping instruction: category")
+        overrides = {str(k): str(v) for k, v in loaded.items()}
+    try:
+        guesses = Categorizer().assign(list(table.data.tasks), overrides)
+    except CategoryError as err:
+        raise CliError(str(err)) from err
+    groups = [g.category for g in guesses]
+    notes: dict[str, dict[str, list[str]]] = {}
+    for n, (group, text) in enumerate(zip(groups, table.explanations)):
+        if text:
+            for k in (table.data.i[n], table.data.j[n]):
+                notes.setdefault(group, {}).setdefault(table.data.policies[int(k)], []).append(text)
+    unique = {g.instruction: g for g in guesses}
+    return {
+        "assignments": [{"instruction": g.instruction, "category": g.category, "similarity": round(g.similarity, 4),
+                         "confirmed": g.confirmed} for g in unique.values()],
+        "rates": [{key: (None if isinstance(value, float) and math.isnan(value) else value)
+                   for key, value in dataclasses.asdict(row).items()} for row in group_summary(table.data, groups)],
+        "notes": notes,
+    }
+
+
+def run(args: argparse.Namespace) -> int:
+    """Load the comparisons, fit the model, print the leaderboard; 0 on success."""
+    table = load_ab(args.results)
+    ranking = fit(table.data, args)
+    wins, games = table.data.win_matrix()
+    categories = _categories(table, args)
+    if args.json:
+        print_json({
+            **({} if categories is None else {"categories": categories}),
+            "model": ranking.model,
+            "n_comparisons": len(table.data),
+            "n_invalid": table.n_invalid,
+            "params": {key: value for key, value in ranking.params.items() if math.isfinite(value)},
+            "ranking": ranking.table(),
+            "win_rates": {"policies": list(ranking.policies), "wins": wins.tolist(), "games": games.tolist()},
+            "notes": table.notes_by_policy(),
+        })
+        return 0
+    print(f"{table.path}: {len(table.data)} valid comparisons of {table.data.n_policies} policies "
+          f"({table.n_invalid} invalid set aside); model {ranking.model}")
+    width = max(len(name) for name in ranking.policies)
+    print(f"{'rank':>4}  {'policy':<{width}}  {'score':>8}  {'se':>7}  {'95% interval':>17}  {'games':>5}  {'win rate':>8}")
+    index = {name: k for k, name in enumerate(ranking.policies)}
+    order = [index[str(row["policy"])] for row in ranking.table()]
+    for rank, k in enumerate(order, start=1):
+        played = int(games[k].sum())
+        rate = f"{wins[k].sum() / played:.3f}" if played else "-"
+        score, error = float(ranking.scores[k]), float(ranking.se[k])
+        se = "-" if math.isnan(error) else f"{error:.3f}"
+        low_high = "-" if math.isnan(error) else f"[{score - 1.96 * error:.3f}, {score + 1.96 * error:.3f}]"
+        print(f"{rank:>4}  {ranking.policies[k]:<{width}}  {score:>8.3f}  {se:>7}  {low_high:>17}  {played:>5}  {rate:>8}")
+    print("\nwin rate of the row policy against the column policy (games in parentheses; ties count 1/2):")
+    cell = max(width, 10)
+    print(" " * width + "".join(f"  {ranking.policies[k]:>{cell}}" for k in order))
+    for k in order:
+        cells = [f"{wins[k, c] / games[k, c]:.2f} ({games[k, c]})" if games[k, c] else "-" for c in order]
+        print(f"{ranking.policies[k]:<{width}}" + "".join(f"  {text:>{cell}}" for text in cells))
+    if categories is not None:
+        print("\nper task category (anytime-valid 95% intervals): policy  games  win rate [interval]  progress [interval]")
+        for row in categories["rates"]:
+            def band(mean: float | None, low: float | None, high: float | None) -> str:
+                return "-" if mean is None else f"{mean:.2f} [{low:.2f}, {high:.2f}]"
+            print(f"  {row['group']:<24} {row['policy']:<{width}}  {row['games']:>5}  "
+                  f"{band(row['win_rate'], row['win_low'], row['win_high']):>18}  "
+                  f"{band(row['progress'], row['progress_low'], row['progress_high']):>18}")
+    return 0

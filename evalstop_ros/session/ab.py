@@ -1,0 +1,91 @@
+"""A/B rounds of a ``design: ab`` session as ranking data (seed 001, RoboArena, Sec. 3.1).
+
+A round of an A/B session runs one pair of policies back to back from one condition
+(:meth:`~.plan.Plan.ab_pair`); the policy that ran first is ``A``, the other ``B``.  The operator
+scores both trials (progress in [0, 1]) and states a preference with either score: the preferred
+trial's blinded label, or ``=`` for a tie (``TrialScore.preference``); the notes are the
+explanation.  Only *complete* rounds count -- both trials with an effective score (a voided trial
+is re-run in its round, :class:`~.trials.TrialBook`) and a preference -- as only valid pairs count
+in RoboArena; the others are counted and set aside.
+
+Everything comes from the journal events through :class:`~.trials.TrialBook`, so the journal
+and a bag's ``session_event`` stream give the same comparisons.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable
+
+from ..stats.ranking import Comparisons, comparisons
+from .config import SessionConfig
+from .errors import SessionError
+from .journal import Event
+from .trials import TrialBook, TrialRecord
+
+__all__ = ["ABRounds", "ab_rounds"]
+
+
+@dataclasses.dataclass(frozen=True)
+class ABRounds:
+    """The complete A/B rounds of a session, in round order.
+
+    ``data`` has one comparison per complete round (``tasks`` = the round's task id);
+    ``explanations`` the operator's notes of each (both trials', joined by `` | ``);
+    ``rounds`` the round numbers; ``n_incomplete`` the rounds set aside.
+    """
+
+    data: Comparisons
+    explanations: tuple[str, ...]
+    rounds: tuple[int, ...]
+    n_incomplete: int
+
+
+def ab_rounds(config: SessionConfig, events: Iterable[Event]) -> ABRounds:
+    """Fold the journal ``events`` of a ``design: ab`` session into A/B comparisons."""
+    if config.design != "ab":
+        raise SessionError(f"A/B comparisons need a session with design 'ab'; found design {config.design!r}")
+    book = TrialBook().fold(events)
+    by_round: dict[int, list[TrialRecord]] = {}
+    for record in book.trials.values():
+        by_round.setdefault(record.round, []).append(record)
+    columns: dict[str, list[str]] = {"a": [], "b": [], "pref": [], "task": [], "notes": []}
+    progress: dict[str, list[float]] = {"a": [], "b": []}
+    rounds: list[int] = []
+    incomplete = 0
+    for number in sorted(by_round):
+        trials = by_round[number]
+        order = sorted({r.policy for r in trials}, key=lambda p: min(r.trial_id for r in trials if r.policy == p))
+        scored = {r.policy: r for r in trials if r.score is not None}
+        preference = _preference(trials, order)
+        if len(order) != 2 or set(scored) != set(order) or preference is None:
+            incomplete += 1
+            continue
+        first, second = scored[order[0]], scored[order[1]]
+        assert first.score is not None and second.score is not None
+        columns["a"].append(first.policy)
+        columns["b"].append(second.policy)
+        columns["pref"].append(preference)
+        columns["task"].append(first.task)
+        columns["notes"].append(" | ".join(n for n in (first.score.notes, second.score.notes) if n))
+        progress["a"].append(first.score.progress)
+        progress["b"].append(second.score.progress)
+        rounds.append(number)
+    data = comparisons(columns["a"], columns["b"], columns["pref"], progress_a=progress["a"], progress_b=progress["b"],
+                       tasks=columns["task"], policies=config.policies)
+    return ABRounds(data, tuple(columns["notes"]), tuple(rounds), incomplete)
+
+
+def _preference(trials: list[TrialRecord], order: list[str]) -> str | None:
+    """``A``/``B``/``tie`` from the round's latest stated preference (``None``: none stated)."""
+    stated = [r for r in trials if r.score is not None and r.submission and r.submission.get("preference")]
+    if not stated or len(order) != 2:
+        return None
+    choice = str(max(stated, key=lambda r: r.scored_seq).submission["preference"])  # type: ignore[index]
+    if choice == "=":
+        return "tie"
+    labels = {r.label: r.policy for r in trials}
+    policy = labels.get(choice)
+    if policy is None:
+        return None
+    return "A" if policy == order[0] else "B"

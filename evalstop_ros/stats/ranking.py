@@ -1,0 +1,490 @@
+"""Global policy rankings from pairwise A/B comparisons (seed 001, RoboArena, Sec. 3.2, App. B.5).
+
+The data are :class:`Comparisons`: in comparison ``n`` policy ``i_n`` (run under label A) meets
+policy ``j_n`` (label B) and the evaluator reports ``y_n`` in {0, 1, 2} (B preferred, tie, A
+preferred; seed 001 App. B.1), optionally with progress scores in [0, 1] for both and a task
+instruction.  Every model returns a :class:`Ranking`: one score per policy, its standard error and
+the rank.  The baselines of App. B.5 live here; the task-aware model of Sec. 3.2 / App. B is in
+:mod:`.ranking_task`, the rank-quality metrics and the simulator in :mod:`.ranking_eval`.
+
+Identifiability (documented per model, tested):
+
+* ``bt``, ``davidson``: the likelihood depends on ``theta`` only through differences; the L2
+  penalty makes the optimum unique and, because the likelihood gradient sums to zero over
+  policies, the penalised optimum satisfies ``sum(theta) = 0`` exactly.
+* ``elo``: the updates are zero-sum, so starting from 0 keeps ``sum(theta) = 0``.
+* ``prog``: absolute scale (mean progress in [0, 1]); nothing to fix.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Callable, Sequence
+from typing import NamedTuple
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from .errors import StatsInputError
+from .intervals import mixture_confidence_sequence
+
+__all__ = [
+    "PREFERENCES",
+    "Comparisons",
+    "Ranking",
+    "comparisons",
+    "fit_bt",
+    "fit_davidson",
+    "fit_elo",
+    "fit_prog",
+    "GroupRate",
+    "group_summary",
+]
+
+FloatArray = NDArray[np.float64]
+IntArray = NDArray[np.int64]
+#: Preference labels and their outcome code y (seed 001 App. B.1: 0 = loss, 1 = tie, 2 = win of A).
+PREFERENCES = {"B": 0, "tie": 1, "A": 2}
+#: Elo's chess K-factor of 32 points on the 400/ln(10) scale, in natural log-odds units.
+ELO_K = 32.0 * np.log(10.0) / 400.0
+
+
+@dataclasses.dataclass(frozen=True)
+class Comparisons:
+    """Pairwise A/B outcomes over a fixed pool of policies.
+
+    Attributes
+    ----------
+    policies : tuple of str
+        The pool; ``i`` and ``j`` index it.
+    i, j : int arrays, shape (M,)
+        Policy under label A and under label B in each comparison (never equal).
+    outcome : int array, shape (M,)
+        ``y`` in {0, 1, 2}: B preferred, tie, A preferred.
+    progress_a, progress_b : float arrays, shape (M,)
+        Progress of A and B in [0, 1] (the paper's 0-100 score / 100), NaN where not recorded.
+    tasks : tuple of str
+        The task instruction of each comparison (``""`` where not recorded).
+    """
+
+    policies: tuple[str, ...]
+    i: IntArray
+    j: IntArray
+    outcome: IntArray
+    progress_a: FloatArray
+    progress_b: FloatArray
+    tasks: tuple[str, ...]
+
+    @property
+    def n_policies(self) -> int:
+        """Size of the pool."""
+        return len(self.policies)
+
+    def __len__(self) -> int:
+        return int(self.i.size)
+
+    def subset(self, index: ArrayLike) -> Comparisons:
+        """The comparisons at ``index`` (same pool), e.g. a bootstrap resample or a prefix."""
+        rows = np.asarray(index, dtype=np.int64)
+        return Comparisons(
+            self.policies, self.i[rows], self.j[rows], self.outcome[rows], self.progress_a[rows],
+            self.progress_b[rows], tuple(self.tasks[k] for k in rows),
+        )
+
+    def win_matrix(self) -> tuple[FloatArray, IntArray]:
+        """``(wins, games)``: ``wins[p, q]`` counts p preferred over q (ties count 1/2 to each).
+
+        ``games[p, q]`` counts comparisons of p with q in either role; win rate = wins / games.
+        """
+        n = self.n_policies
+        wins = np.zeros((n, n))
+        games = np.zeros((n, n), dtype=np.int64)
+        score_a = self.outcome / 2.0
+        np.add.at(wins, (self.i, self.j), score_a)
+        np.add.at(wins, (self.j, self.i), 1.0 - score_a)
+        np.add.at(games, (self.i, self.j), 1)
+        np.add.at(games, (self.j, self.i), 1)
+        return wins, games
+
+
+def comparisons(
+    policy_a: Sequence[str],
+    policy_b: Sequence[str],
+    preference: Sequence[str],
+    *,
+    progress_a: ArrayLike | None = None,
+    progress_b: ArrayLike | None = None,
+    tasks: Sequence[str] | None = None,
+    policies: Sequence[str] | None = None,
+) -> Comparisons:
+    """Build :class:`Comparisons` from policy names and preference labels ``A``/``B``/``tie``.
+
+    ``policies`` fixes the pool and its order (default: sorted names seen).  Progress is in [0, 1]
+    (NaN = not recorded).  Every bad value raises :class:`StatsInputError` naming the 1-based row.
+
+    Examples
+    --------
+    >>> data = comparisons(["pi0", "pi0"], ["bin", "fast"], ["A", "tie"])
+    >>> data.policies, data.outcome.tolist()
+    (('bin', 'fast', 'pi0'), [2, 1])
+    """
+    m = len(policy_a)
+    if len(policy_b) != m or len(preference) != m:
+        raise StatsInputError(
+            f"`policy_a`, `policy_b` and `preference` must have one entry per comparison; found "
+            f"{m}, {len(policy_b)} and {len(preference)}"
+        )
+    pool = tuple(sorted(set(policy_a) | set(policy_b))) if policies is None else tuple(policies)
+    if len(set(pool)) != len(pool):
+        raise StatsInputError(f"`policies` must be distinct; found {pool!r}")
+    index = {name: k for k, name in enumerate(pool)}
+    i = np.empty(m, dtype=np.int64)
+    j = np.empty(m, dtype=np.int64)
+    y = np.empty(m, dtype=np.int64)
+    for row, (a, b, pref) in enumerate(zip(policy_a, policy_b, preference, strict=True), start=1):
+        for name in (a, b):
+            if name not in index:
+                raise StatsInputError(f"policy {name!r} at comparison {row} is not in `policies` {pool!r}")
+        if a == b:
+            raise StatsInputError(f"comparison {row} pits policy {a!r} against itself")
+        if pref not in PREFERENCES:
+            raise StatsInputError(
+                f"`preference` must be one of {tuple(PREFERENCES)}; found {pref!r} at comparison {row}"
+            )
+        i[row - 1], j[row - 1], y[row - 1] = index[a], index[b], PREFERENCES[pref]
+    return Comparisons(
+        pool, i, j, y, _progress(progress_a, m, "progress_a"), _progress(progress_b, m, "progress_b"),
+        tuple(tasks) if tasks is not None else ("",) * m,
+    )
+
+
+def _progress(values: ArrayLike | None, m: int, name: str) -> FloatArray:
+    if values is None:
+        return np.full(m, np.nan)
+    array = np.asarray(values, dtype=np.float64)
+    if array.shape != (m,):
+        raise StatsInputError(f"`{name}` must have one value per comparison ({m}); found shape {array.shape}")
+    bad = ~np.isnan(array) & ((array < 0.0) | (array > 1.0))
+    if bad.any():
+        row = int(np.argmax(bad))
+        raise StatsInputError(f"`{name}` must lie in [0, 1]; found {float(array[row])!r} at comparison {row + 1}")
+    return array
+
+
+@dataclasses.dataclass(frozen=True)
+class Ranking:
+    """A fitted ranking.
+
+    Attributes
+    ----------
+    model : str
+        ``bt``, ``davidson``, ``elo``, ``prog`` or ``task``.
+    policies : tuple of str
+        The pool, in input order.
+    scores : float array
+        One score per policy (higher is better): log-ability for ``bt``/``davidson``/``elo``/
+        ``task``, mean progress in [0, 1] for ``prog``.
+    se : float array
+        Standard error of each score (NaN where undefined, e.g. a policy never compared).
+    params : dict
+        Model-specific fitted quantities (e.g. the Davidson tie parameter).
+    """
+
+    model: str
+    policies: tuple[str, ...]
+    scores: FloatArray
+    se: FloatArray
+    params: dict[str, float] = dataclasses.field(default_factory=dict)
+
+    @property
+    def ranks(self) -> IntArray:
+        """Rank of each policy, 1 = best (ties in score share the better rank order by input)."""
+        order = np.argsort(-self.scores, kind="stable")
+        ranks = np.empty(order.size, dtype=np.int64)
+        ranks[order] = np.arange(1, order.size + 1)
+        return ranks
+
+    def table(self) -> list[dict[str, float | int | str | None]]:
+        """``[{"policy", "score", "se", "rank"}, ...]`` best first (the ``--json`` layout)."""
+        rows: list[dict[str, float | int | str | None]] = [
+            {"policy": name, "score": float(score), "se": None if np.isnan(se) else float(se), "rank": int(rank)}
+            for name, score, se, rank in zip(self.policies, self.scores, self.se, self.ranks, strict=True)
+        ]
+        return sorted(rows, key=lambda row: int(row["rank"] or 0))
+
+
+def _check_l2(l2: float) -> float:
+    if not (isinstance(l2, (int, float)) and l2 > 0.0 and np.isfinite(l2)):
+        raise StatsInputError(f"`l2` must be a positive number; found {l2!r}")
+    return float(l2)
+
+
+def _check_nonempty(data: Comparisons) -> None:
+    if len(data) == 0:
+        raise StatsInputError("`data` must hold at least one comparison; found none")
+
+
+class _Terms(NamedTuple):
+    """Log-likelihood of every comparison and its derivatives in ``d = theta_i - theta_j`` and the extras."""
+
+    loglik: float
+    grad_d: FloatArray  # dL/dd per comparison, shape (M,)
+    info_d: FloatArray  # -d2L/dd2 per comparison, shape (M,)
+    grad_e: FloatArray  # dL/de, shape (E,)
+    info_e: FloatArray  # -d2L/de2, shape (E, E)
+    cross: FloatArray  # -d2L/(dd de) per comparison, shape (M, E)
+
+
+def _newton(
+    data: Comparisons, l2: float, n_extra: int, terms: Callable[[FloatArray, FloatArray], _Terms],
+    *, tol: float = 1e-10, max_iter: int = 100,
+) -> tuple[FloatArray, FloatArray]:
+    """Maximise ``loglik(theta, extra) - l2/2 |theta|^2`` by damped Newton with a full Hessian.
+
+    Returns the optimum ``[theta, extra]`` and the observed information (negative Hessian) of the
+    penalised objective there.  Backtracking keeps every step an ascent step.
+    """
+    n = data.n_policies
+    k = n + n_extra
+    i, j = data.i, data.j
+    cell_ij, cell_ii, cell_jj = i * n + j, i * n + i, j * n + j
+    penalty = np.r_[np.full(n, l2), np.zeros(n_extra)]
+
+    def spread(per_comparison: FloatArray) -> FloatArray:
+        """``D^T v`` for the comparison matrix ``D`` (row n: +1 at i_n, -1 at j_n), in O(M)."""
+        return np.asarray(np.bincount(i, per_comparison, n) - np.bincount(j, per_comparison, n), dtype=np.float64)
+
+    def evaluate(point: FloatArray) -> tuple[float, FloatArray, FloatArray]:
+        theta, extra = point[:n], point[n:]
+        got = terms(theta[i] - theta[j], extra)
+        value = got.loglik - 0.5 * l2 * float(theta @ theta)
+        grad = np.r_[spread(got.grad_d), got.grad_e] - penalty * point
+        info = np.zeros((k, k))
+        w = got.info_d  # D^T diag(w) D, assembled from the M comparisons
+        block = (np.bincount(cell_ii, w, n * n) + np.bincount(cell_jj, w, n * n)
+                 - np.bincount(cell_ij, w, n * n)).reshape(n, n)
+        info[:n, :n] = block - np.bincount(cell_ij, w, n * n).reshape(n, n).T
+        info[n:, n:] = got.info_e
+        for e in range(n_extra):
+            info[:n, n + e] = info[n + e, :n] = spread(got.cross[:, e])
+        return value, grad, info + np.diag(penalty)
+
+    x = np.zeros(k)
+    value, grad, info = evaluate(x)
+    for _ in range(max_iter):
+        step = np.linalg.lstsq(info, grad, rcond=None)[0]
+        scale = 1.0
+        while True:
+            trial = x + scale * step
+            new_value, new_grad, new_info = evaluate(trial)
+            if new_value >= value - 1e-12 or scale < 1e-8:
+                break
+            scale /= 2.0
+        x, value, grad, info = trial, new_value, new_grad, new_info
+        if float(np.max(np.abs(scale * step))) < tol:
+            break
+    return x, info
+
+
+def _standard_errors(info: FloatArray, n: int, seen: NDArray[np.bool_]) -> FloatArray:
+    """SE of the centred scores: ``sqrt(diag(P I^-1 P))``, P = centring projection, I = information."""
+    cov = np.linalg.pinv(info)[:n, :n]
+    centre = np.eye(n) - 1.0 / n
+    se = np.sqrt(np.clip(np.diag(centre @ cov @ centre), 0.0, None))
+    return np.where(seen, se, np.nan)
+
+
+def _seen(data: Comparisons) -> NDArray[np.bool_]:
+    return np.bincount(np.r_[data.i, data.j], minlength=data.n_policies) > 0
+
+
+def fit_bt(data: Comparisons, *, l2: float = 1e-2) -> Ranking:
+    """Bradley-Terry maximum likelihood with an L2 penalty (seed 001 Sec. 3.2, App. B.5).
+
+    .. math:: P(i \\succ j) = \\sigma(\\theta_i - \\theta_j), \\qquad
+              \\max_\\theta \\sum_n w_n \\log\\sigma(d_n) + (1-w_n)\\log\\sigma(-d_n) - \\tfrac{\\lambda}{2}\\lVert\\theta\\rVert^2
+
+    with ``w_n = y_n / 2`` (a tie is half a win and half a loss, App. B.5; the paper's update
+    writes ``y_n`` where the 0/1 residual needs ``y_n/2``).  Solved by Newton's method rather than
+    the paper's gradient ascent: the same optimum, reached in a handful of steps.  Identifiability:
+    ``sum(theta) = 0`` (implied by the penalty).  SE: observed information of the penalised
+    likelihood, projected onto the centred scores.
+
+    Examples
+    --------
+    >>> data = comparisons(["a", "a", "b"], ["b", "c", "c"], ["A", "A", "tie"])
+    >>> [row["policy"] for row in fit_bt(data).table()]
+    ['a', 'b', 'c']
+    """
+    _check_nonempty(data)
+    l2 = _check_l2(l2)
+    w = data.outcome / 2.0
+
+    def terms(d: FloatArray, _extra: FloatArray) -> _Terms:
+        p = _sigmoid(d)
+        loglik = float(np.sum(w * _log_sigmoid(d) + (1.0 - w) * _log_sigmoid(-d)))
+        return _Terms(loglik, w - p, p * (1.0 - p), np.zeros(0), np.zeros((0, 0)), np.zeros((d.size, 0)))
+
+    x, info = _newton(data, l2, 0, terms)
+    return Ranking("bt", data.policies, x, _standard_errors(info, data.n_policies, _seen(data)))
+
+
+def fit_davidson(data: Comparisons, *, l2: float = 1e-2) -> Ranking:
+    """Bradley-Terry with Davidson ties, the released RoboArena leaderboard's model (seed 001 Sec. 3.2 [63]).
+
+    .. math:: P(i \\succ j) \\propto e^{\\theta_i}, \\quad P(j \\succ i) \\propto e^{\\theta_j}, \\quad
+              P(\\text{tie}) \\propto \\nu\\, e^{(\\theta_i + \\theta_j)/2}
+
+    ``nu = exp(kappa)`` is fitted jointly with ``theta`` (unpenalised); ``params["nu_tie"]``.
+    Identifiability: ``sum(theta) = 0`` (implied by the L2 penalty on ``theta``).  SE: observed
+    information of the joint penalised likelihood, projected onto the centred scores.
+    """
+    _check_nonempty(data)
+    l2 = _check_l2(l2)
+    y = data.outcome
+    win, tie, loss = (y == 2).astype(float), (y == 1).astype(float), (y == 0).astype(float)
+
+    def terms(d: FloatArray, extra: FloatArray) -> _Terms:
+        u, kappa = d / 2.0, float(extra[0])
+        top = np.maximum(np.abs(u), kappa)  # log-sum-exp guard
+        ea, eb, et = np.exp(u - top), np.exp(-u - top), np.exp(kappa - top)
+        z = ea + eb + et
+        pa, pb, pt = ea / z, eb / z, et / z
+        loglik = float(np.sum(win * u - loss * u + tie * kappa - top - np.log(z)))
+        # derivatives in u = d/2: d/dd = (d/du)/2 and d2/dd2 = (d2/du2)/4
+        score_u = win - loss - (pa - pb)
+        info_uu = (pa + pb) - (pa - pb) ** 2
+        info_uk = -(pa - pb) * pt
+        return _Terms(
+            loglik, score_u / 2.0, info_uu / 4.0, np.array([np.sum(tie - pt)]),
+            np.array([[np.sum(pt * (1.0 - pt))]]), (info_uk / 2.0)[:, None],
+        )
+
+    x, info = _newton(data, l2, 1, terms)
+    n = data.n_policies
+    return Ranking(
+        "davidson", data.policies, x[:n], _standard_errors(info, n, _seen(data)),
+        {"nu_tie": float(np.exp(x[n]))},
+    )
+
+
+def fit_elo(data: Comparisons, *, k: float = ELO_K, n_boot: int = 200, seed: int = 0) -> Ranking:
+    """Elo: one pass over the comparisons in recorded order (seed 001 App. B.5).
+
+    .. math:: \\theta_A \\mathrel{+}= K(y_{AB} - \\sigma(\\theta_A - \\theta_B)), \\quad
+              \\theta_B \\mathrel{-}= K(y_{AB} - \\sigma(\\theta_A - \\theta_B))
+
+    with ``y_AB`` = 1, 0.5, 0 for A preferred, tie, B preferred and ``k`` in natural log-odds
+    units (default: chess's K = 32 on the 400/ln 10 scale; the paper gives no value).
+    Identifiability: the updates are zero-sum from 0, so ``sum(theta) = 0``.  SE: Elo has no
+    likelihood, so the SE is the bootstrap SD over ``n_boot`` resamples of the comparisons
+    (each kept in recorded order), with ``seed``.
+    """
+    _check_nonempty(data)
+    if not k > 0.0:
+        raise StatsInputError(f"`k` must be positive; found {k!r}")
+    theta = _elo_pass(data.i, data.j, data.outcome / 2.0, data.n_policies, k)
+    rng = np.random.default_rng(seed)
+    boots = np.array([
+        _elo_pass(data.i[rows], data.j[rows], data.outcome[rows] / 2.0, data.n_policies, k)
+        for rows in (np.sort(rng.integers(0, len(data), len(data))) for _ in range(n_boot))
+    ]) if n_boot > 1 else np.full((2, data.n_policies), np.nan)
+    se = np.where(_seen(data), boots.std(axis=0, ddof=1), np.nan)
+    return Ranking("elo", data.policies, theta, se, {"k": float(k)})
+
+
+def _elo_pass(i: IntArray, j: IntArray, score_a: FloatArray, n: int, k: float) -> FloatArray:
+    theta = [0.0] * n  # plain floats: the loop is sequential by nature
+    for a, b, s in zip(i.tolist(), j.tolist(), score_a.tolist(), strict=True):
+        delta = k * (s - 1.0 / (1.0 + np.exp(theta[b] - theta[a])))
+        theta[a] += delta
+        theta[b] -= delta
+    return np.asarray(theta)
+
+
+def fit_prog(data: Comparisons) -> Ranking:
+    """Progress averaging, PROG (seed 001 App. B.5): mean progress over every rollout of a policy.
+
+    .. math:: \\bar s_p = \\frac{1}{N_p} \\sum_{n: i_n = p \\text{ or } j_n = p} s_n^{(p)}
+
+    Rollouts without a recorded progress are skipped.  SE: ``sd / sqrt(N_p)``.  No
+    identifiability constraint is needed (absolute scale in [0, 1]).
+    """
+    _check_nonempty(data)
+    who = np.r_[data.i, data.j]
+    score = np.r_[data.progress_a, data.progress_b]
+    keep = ~np.isnan(score)
+    if not keep.any():
+        raise StatsInputError("`data` has no progress scores; PROG needs progress_a/progress_b")
+    n = data.n_policies
+    count = np.bincount(who[keep], minlength=n).astype(float)
+    total = np.bincount(who[keep], weights=score[keep], minlength=n)
+    square = np.bincount(who[keep], weights=score[keep] ** 2, minlength=n)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mean = total / count
+        var = (square - count * mean**2) / (count - 1.0)
+        se = np.sqrt(np.clip(var, 0.0, None) / count)
+    return Ranking("prog", data.policies, mean, np.where(count > 1, se, np.nan))
+
+
+def _sigmoid(x: FloatArray) -> FloatArray:
+    return np.asarray(0.5 * (1.0 + np.tanh(0.5 * x)))
+
+
+def _log_sigmoid(x: FloatArray) -> FloatArray:
+    return np.asarray(-np.logaddexp(0.0, -x))
+
+
+@dataclasses.dataclass(frozen=True)
+class GroupRate:
+    """One policy on one group of comparisons (e.g. a task category; seed 001 Fig. 9).
+
+    ``win_rate`` counts a tie as half a win; ``progress`` is the mean progress of the policy's
+    rollouts in the group.  The intervals are anytime-valid 95 % confidence sequences
+    (:func:`~.intervals.mixture_confidence_sequence`, made tightest at the group's size), so
+    they stay valid however long the campaign ran; NaN where there is no data.
+    """
+
+    group: str
+    policy: str
+    games: int
+    win_rate: float
+    win_low: float
+    win_high: float
+    progress_n: int
+    progress: float
+    progress_low: float
+    progress_high: float
+
+
+def group_summary(data: Comparisons, groups: Sequence[str], *, alpha: float = 0.05) -> list[GroupRate]:
+    """Win rate and progress of every policy within every group of comparisons.
+
+    ``groups`` names the group of each comparison (e.g. its task category).  Rows are ordered by
+    group name, then by policy in pool order; policies without a game in a group are left out.
+    """
+    if len(groups) != len(data):
+        raise StatsInputError(f"`groups` must name one group per comparison ({len(data)}); found {len(groups)}")
+    labels = np.asarray(groups, dtype=object)
+    rows = []
+    for group in sorted(set(groups)):
+        where = labels == group
+        for p, name in enumerate(data.policies):
+            as_a, as_b = where & (data.i == p), where & (data.j == p)
+            wins = np.r_[data.outcome[as_a] / 2.0, 1.0 - data.outcome[as_b] / 2.0]
+            if wins.size == 0:
+                continue
+            progress = np.r_[data.progress_a[as_a], data.progress_b[as_b]]
+            progress = progress[~np.isnan(progress)]
+            win = _last_band(wins, alpha)
+            prog = _last_band(progress, alpha)
+            rows.append(GroupRate(group, name, int(wins.size), *win, int(progress.size), *prog))
+    return rows
+
+
+def _last_band(values: FloatArray, alpha: float) -> tuple[float, float, float]:
+    if values.size == 0:
+        return math.nan, math.nan, math.nan
+    mean, low, high = mixture_confidence_sequence(values, alpha=alpha, tightest_at=int(values.size))
+    return float(mean[-1]), float(low[-1]), float(high[-1])

@@ -1,0 +1,131 @@
+"""Anytime-valid stopping for A/B campaigns: one sequential test per pair of policies and metric.
+
+RoboArena (seed 001) fixes the number of A/B sessions in advance and has no stopping rule.  Here
+every unordered pair ``{p, q}`` of the pool gets two paired sequential tests, run over the pair's
+comparisons in collection order:
+
+* **preference**: ``x_n`` = 1 if ``q`` was preferred, 1/2 for a tie, 0 if ``p`` was; the test
+  is fed ``(a, b) = (1 - x_n, x_n)``, so ``b - a = 2 x_n - 1`` and the null "q is not preferred
+  to p more often than the reverse" is ``E[b - a | past] <= 0`` (N-SCORE with ``K = 3`` levels,
+  seed 000 Alg. 1; the three values lie exactly on its grid);
+* **progress**: the two progress scores of the pair, same scene, ``(a, b) = (s_p, s_q)``
+  (N-SCORE with ``K = 21``, seed 000's N-SCORE_inf), over the comparisons that recorded both.
+
+The test of the pair ``(p, q)`` sees only that pair's comparisons, whatever else the campaign
+did, and the tasks may change from one comparison to the next: the e-process stays a test
+supermartingale as long as, conditionally on the past, ``q``'s expected preference (progress)
+does not exceed ``p``'s on the task drawn.  A claim "q is better" is therefore protected under
+the composite null "q is nowhere better", whatever the evaluators' choice of tasks.
+
+Family-wise control: each of the ``m = n_pairs x n_metrics`` tests runs at ``alpha / m``
+(Bonferroni; every test is anytime-valid, so the union bound holds at any stopping time and a
+decided pair may simply stop being assigned).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+
+import numpy as np
+
+from .errors import StatsInputError
+from .ranking import Comparisons
+from .registry import run_test
+from .sequential import Decision, SequentialResult
+from .validation import check_alpha
+
+__all__ = ["PAIR_METRICS", "PairFamily", "PairTest", "pairwise_tests"]
+
+#: Metric -> N-SCORE levels K (preference: {0, 1/2, 1}; progress: seed 000's N-SCORE_inf).
+PAIR_METRICS = {"preference": 3, "progress": 21}
+
+
+@dataclasses.dataclass(frozen=True)
+class PairTest:
+    """One pair x metric test; ``policy_a`` plays the baseline, ``policy_b`` the candidate."""
+
+    policy_a: str
+    policy_b: str
+    metric: str
+    n: int
+    result: SequentialResult
+
+    @property
+    def winner(self) -> str | None:
+        """The policy the test declared better, or ``None`` while undecided."""
+        if self.result.decision == Decision.B_BETTER:
+            return self.policy_b
+        if self.result.decision == Decision.A_BETTER:
+            return self.policy_a
+        return None
+
+
+@dataclasses.dataclass(frozen=True)
+class PairFamily:
+    """Every pair x metric test of a campaign at family-wise level ``alpha``."""
+
+    alpha: float
+    alpha_each: float
+    tests: tuple[PairTest, ...]
+
+    def decided(self) -> set[frozenset[str]]:
+        """Pairs with a decision on at least one metric (a campaign may stop assigning them)."""
+        return {frozenset((t.policy_a, t.policy_b)) for t in self.tests if t.winner is not None}
+
+    def to_dict(self) -> dict[str, object]:
+        """JSON-ready summary (one row per test, no trajectories)."""
+        return {
+            "alpha": self.alpha,
+            "alpha_each": self.alpha_each,
+            "tests": [
+                {"policy_a": t.policy_a, "policy_b": t.policy_b, "metric": t.metric, "n": t.n,
+                 "decision": t.result.decision.value, "stopping_trial": t.result.stopping_trial,
+                 "pvalue": None if np.isnan(t.result.pvalue) else t.result.pvalue, "winner": t.winner}
+                for t in self.tests
+            ],
+        }
+
+
+def pairwise_tests(
+    data: Comparisons, *, alpha: float = 0.05, metrics: tuple[str, ...] = tuple(PAIR_METRICS)
+) -> PairFamily:
+    """Run the anytime-valid test of every pair x metric over ``data`` (module docstring).
+
+    Pairs are taken in pool order (``p`` before ``q``); a pair never compared gets a test over
+    no data (``CONTINUE``).  Returns the family with ``alpha_each = alpha / m``.
+
+    Examples
+    --------
+    >>> from evalstop_ros.stats.ranking import comparisons
+    >>> data = comparisons(["a"] * 40, ["b"] * 40, ["B"] * 40)
+    >>> family = pairwise_tests(data, alpha=0.05, metrics=("preference",))
+    >>> family.tests[0].winner, family.tests[0].result.stopping_trial
+    ('b', 7)
+    """
+    alpha = check_alpha(alpha)
+    for metric in metrics:
+        if metric not in PAIR_METRICS:
+            raise StatsInputError(f"`metrics` must be among {tuple(PAIR_METRICS)}; found {metric!r}")
+    pairs = list(itertools.combinations(range(data.n_policies), 2))
+    if not pairs or not metrics:
+        raise StatsInputError("pairwise tests need at least two policies and one metric")
+    alpha_each = alpha / (len(pairs) * len(metrics))
+    tests = []
+    for p, q in pairs:
+        forward = (data.i == p) & (data.j == q)
+        rows = np.flatnonzero(forward | ((data.i == q) & (data.j == p)))
+        flip = ~forward[rows]  # True where q played label A
+        # progress and preference oriented to (p, q), in collection order
+        prog_p = np.where(flip, data.progress_b[rows], data.progress_a[rows])
+        prog_q = np.where(flip, data.progress_a[rows], data.progress_b[rows])
+        x_q = np.where(flip, data.outcome[rows], 2 - data.outcome[rows]) / 2.0
+        for metric in metrics:
+            if metric == "preference":
+                a, b = 1.0 - x_q, x_q
+            else:
+                both = ~(np.isnan(prog_p) | np.isnan(prog_q))
+                a, b = prog_p[both], prog_q[both]
+            result = run_test("nscore", a, b, alpha=alpha_each, bins=PAIR_METRICS[metric])
+            tests.append(PairTest(data.policies[p], data.policies[q], metric, int(a.size), result))
+    return PairFamily(alpha, alpha_each, tuple(tests))

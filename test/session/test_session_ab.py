@@ -1,0 +1,163 @@
+"""Tests of ``design: ab`` sessions (RoboArena's A/B protocol, seed 001 Alg. 1) and their A/B rounds.
+
+The session runs through the real :class:`EvaluationSession` and journal (driven by the audit's
+simulated lab, as the manager node drives it); the rounds are read back from the journal and
+from a rosbag written from the messages the manager would publish.
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import os
+import pathlib
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from evalstop_ros.audit.synthetic import SimulatedLab, simulate_recording, write_bag
+from evalstop_ros.session import EvaluationSession
+from evalstop_ros.session.ab import ab_rounds
+from evalstop_ros.session.config import ConfigError, parse_config
+from evalstop_ros.session.errors import SessionError
+from evalstop_ros.session.journal import Journal, read_journal
+from evalstop_ros.session.plan import Plan
+
+TASKS = [{"id": "cup", "description": "put the cup in the bowl",
+          "initial_conditions": [{"id": "left", "reset_instructions": "cup left"},
+                                 {"id": "right", "reset_instructions": "cup right"}]}]
+RATES = {"a": 0.85, "b": 0.5, "c": 0.15}
+
+
+def ab_config(**extra: object):
+    return parse_config({"policies": ["a", "b", "c"], "seed": 5, "design": "ab", "blinding": "per-round",
+                         "n_max": 30, "tasks": TASKS, **extra})
+
+
+def test_config_accepts_ab_and_refuses_per_task_claims() -> None:
+    assert ab_config().design == "ab"
+    with pytest.raises(ConfigError, match="design 'ab' pools the tasks"):
+        ab_config(claim="every", metrics=[{"name": "success", "alternative": "greater"}])
+
+
+def test_plan_draws_each_pair_and_both_orders_reproducibly() -> None:
+    plan = Plan(ab_config())
+    pairs = (("a", "b"), ("a", "c"), ("b", "c"))
+    draws = [plan.ab_pair(r, pairs) for r in range(1, 601)]
+    assert draws == [Plan(ab_config()).ab_pair(r, pairs) for r in range(1, 601)]  # pure function of (seed, round)
+    counts = collections.Counter(draws)
+    assert len(counts) == 6  # every pair in both orders
+    assert all(70 <= n <= 130 for n in counts.values()), counts  # 100 expected each; > 4 SD away is a bug
+    assert plan.ab_pair(7, (("b", "c"),)) in (("b", "c"), ("c", "b"))
+    with pytest.raises(ValueError, match="no pair"):
+        plan.ab_pair(1, ())
+
+
+def run_session(tmp_path: pathlib.Path, **extra: object):
+    config = ab_config(**extra)
+    messages = simulate_recording(config, SimulatedLab(RATES, seed=2), workdir=tmp_path)
+    return config, messages, read_journal(tmp_path / "sim.db")
+
+
+def test_every_round_runs_one_open_pair_from_one_condition(tmp_path: pathlib.Path) -> None:
+    config, _, contents = run_session(tmp_path)
+    requested = [e for e in contents.events if e.kind == "trial_requested"]
+    rounds: dict[int, list[dict[str, object]]] = collections.defaultdict(list)
+    for event in requested:
+        rounds[int(event.payload["round"])].append(event.payload)
+    for number, trials in rounds.items():
+        assert len({t["policy_id"] for t in trials}) == 2, (number, trials)
+        assert len({(t["task"], t["initial_condition"]) for t in trials}) == 1
+    decided_at = {}
+    for event in contents.events:
+        if event.kind == "decision":
+            decided_at.setdefault(frozenset((event.payload["policy_a"], event.payload["policy_b"])), []).append(event.seq)
+    # a pair whose two tests are both decided is never drawn again
+    for pair, seqs in decided_at.items():
+        if len(seqs) == len(config.metrics):
+            later = [e for e in requested if e.seq > max(seqs) and e.payload["rerun_of"] is None]
+            drawn = {frozenset(t["policy_id"] for t in rounds[int(e.payload["round"])]) for e in later}
+            assert pair not in drawn
+    assert contents.events[-1].kind == "finished"
+
+
+def test_rounds_become_comparisons_with_preferences(tmp_path: pathlib.Path) -> None:
+    config, _, contents = run_session(tmp_path)
+    rounds = ab_rounds(config, contents.events)
+    assert rounds.n_incomplete == 0 and len(rounds.data) == len(rounds.rounds) > 20
+    data = rounds.data
+    for n in range(len(data)):
+        gap = data.progress_a[n] - data.progress_b[n]
+        expected = 1 if abs(gap) < 0.05 else (2 if gap > 0 else 0)  # SimulatedLab.preference
+        assert data.outcome[n] == expected
+    assert set(data.tasks) == {"cup"}
+    with pytest.raises(SessionError, match="design 'ab'"):
+        ab_rounds(parse_config({"policies": ["a", "b"], "seed": 1, "tasks": TASKS}), contents.events)
+
+
+def test_a_round_without_both_scores_or_a_preference_is_set_aside(tmp_path: pathlib.Path) -> None:
+    config = ab_config()
+    with Journal.open(tmp_path / "s.db", "s", config, durable=False) as journal:
+        session = EvaluationSession(config, journal, "s")
+        session.start()
+        for number in range(3):
+            first = session.next_trial()
+            assert first is not None
+            session.record_runner_result(first.trial_id, True, 1.0, "")
+            session.submit_score(first.trial_id, first.token, True, 1.0, "op", "")
+            second = session.next_trial()
+            assert second is not None and second.round == first.round
+            session.record_runner_result(second.trial_id, True, 1.0, "")
+            preference = {0: first.label, 1: "", 2: "="}[number]
+            session.submit_score(second.trial_id, second.token, False, 0.3, "op", f"note {number}", preference=preference)
+        third = session.next_trial()  # round 4: only its first trial runs
+        assert third is not None
+        events = list(journal.events())
+    rounds = ab_rounds(config, events)
+    assert rounds.rounds == (1, 3) and rounds.n_incomplete == 2
+    assert rounds.data.outcome.tolist() == [2, 1]  # A preferred, then a tie
+    assert rounds.explanations == ("note 0", "note 2")
+
+
+@pytest.mark.parametrize("storage", ["mcap", "sqlite3"])
+def test_rank_from_journal_and_bag_agree(tmp_path: pathlib.Path, storage: str) -> None:
+    _, messages, _ = run_session(tmp_path)
+    bag = write_bag(tmp_path / "bag", messages, storage=storage)
+    script = shutil.which("evalstop", path=os.path.dirname(sys.executable))
+    assert script is not None
+    outputs = {}
+    for model in ("bt", "task"):
+        for source in (tmp_path / "sim.db", bag):
+            proc = subprocess.run([script, "rank", str(source), "--model", model, "--json"], capture_output=True,
+                                  text=True, timeout=300, check=False)
+            assert proc.returncode == 0, proc.stderr
+            outputs[model, source.name] = json.loads(proc.stdout)
+        assert outputs[model, "sim.db"] == outputs[model, "bag"]
+        assert [row["policy"] for row in outputs[model, "bag"]["ranking"]] == ["a", "b", "c"]
+
+
+def test_fewest_pairing_keeps_the_pairs_balanced(tmp_path: pathlib.Path) -> None:
+    # with equal policies nothing is decided early: every pair stays open, and "by need" draws
+    # keep the round counts of the pairs within one of each other at every point
+    config = ab_config(ab_pairing="fewest", n_max=15)
+    simulate_recording(config, SimulatedLab({"a": 0.5, "b": 0.5, "c": 0.5}, seed=4), workdir=tmp_path)
+    events = read_journal(tmp_path / "sim.db").events
+    members: dict[int, set[str]] = collections.defaultdict(set)
+    counts: collections.Counter[frozenset[str]] = collections.Counter()
+    for event in events:
+        if event.kind == "trial_requested" and event.payload["rerun_of"] is None:
+            number = int(event.payload["round"])
+            members[number].add(str(event.payload["policy_id"]))
+            if len(members[number]) == 2:
+                counts[frozenset(members[number])] += 1
+                open_counts = [counts[frozenset(p)] for p in (("a", "b"), ("a", "c"), ("b", "c"))]
+                assert max(open_counts) - min(open_counts) <= 1, counts
+    assert sum(counts.values()) >= 30
+
+
+def test_ab_pairing_needs_design_ab() -> None:
+    assert "ab_pairing" not in ab_config().to_dict()  # the default leaves the hash of older configs alone
+    with pytest.raises(ConfigError, match="`ab_pairing` applies only to design 'ab'"):
+        parse_config({"policies": ["a", "b"], "seed": 1, "tasks": TASKS, "ab_pairing": "fewest"})

@@ -1,0 +1,190 @@
+"""Tests of evalstop_ros.stats.ranking: the A/B data type, BT, BT-Davidson, Elo and PROG (seed 001 App. B.5).
+
+The MLEs are checked against an independent maximisation of the same penalised likelihood with
+``scipy.optimize.minimize`` (BFGS on code written here from the paper's formulas), their SEs
+against a finite-difference Hessian, and Elo and PROG against hand computations.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from numpy.typing import NDArray
+from scipy import optimize
+from scipy.special import expit, log_expit
+
+from evalstop_ros.stats.errors import StatsInputError
+from evalstop_ros.stats.ranking import ELO_K, Comparisons, comparisons, fit_bt, fit_davidson, fit_elo, fit_prog
+
+
+def small_arena(seed: int = 0, m: int = 400, n: int = 5) -> tuple[Comparisons, NDArray[np.float64]]:
+    """Comparisons drawn from a Davidson model with planted abilities and nu = 0.6."""
+    rng = np.random.default_rng(seed)
+    theta = np.linspace(-1.0, 1.0, n)
+    a = rng.integers(0, n, m)
+    b = (a + rng.integers(1, n, m)) % n
+    u = (theta[a] - theta[b]) / 2.0
+    weights = np.stack([np.exp(-u), np.full(m, 0.6), np.exp(u)], axis=1)
+    probs = weights / weights.sum(axis=1, keepdims=True)
+    y = np.array([rng.choice(3, p=row) for row in probs])
+    names = [f"p{k}" for k in range(n)]
+    labels = {0: "B", 1: "tie", 2: "A"}
+    data = comparisons(
+        [names[k] for k in a], [names[k] for k in b], [labels[int(v)] for v in y],
+        progress_a=rng.uniform(0, 1, m), progress_b=rng.uniform(0, 1, m), policies=names,
+    )
+    return data, theta
+
+
+def bt_objective(theta: NDArray[np.float64], data: Comparisons, l2: float) -> float:
+    d = theta[data.i] - theta[data.j]
+    w = data.outcome / 2.0
+    return -float(np.sum(w * log_expit(d) + (1 - w) * log_expit(-d))) + 0.5 * l2 * float(theta @ theta)
+
+
+def davidson_objective(x: NDArray[np.float64], data: Comparisons, l2: float) -> float:
+    theta, nu = x[:-1], math.exp(x[-1])
+    ea, eb = np.exp(theta[data.i]), np.exp(theta[data.j])
+    et = nu * np.sqrt(ea * eb)
+    top = np.select([data.outcome == 2, data.outcome == 0], [ea, eb], et)
+    return -float(np.sum(np.log(top / (ea + eb + et)))) + 0.5 * l2 * float(theta @ theta)
+
+
+def test_comparisons_codes_preferences_and_pool() -> None:
+    data = comparisons(["x", "y"], ["y", "z"], ["A", "tie"], policies=["z", "y", "x"])
+    assert data.policies == ("z", "y", "x")
+    assert data.i.tolist() == [2, 1] and data.j.tolist() == [1, 0]
+    assert data.outcome.tolist() == [2, 1]
+    assert np.isnan(data.progress_a).all() and data.tasks == ("", "")
+    wins, games = data.win_matrix()
+    assert wins[2, 1] == 1.0 and wins[1, 0] == 0.5 and wins[0, 1] == 0.5
+    assert games[1, 2] == 1 and games.sum() == 4
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"policy_a": ["a"], "policy_b": ["b", "c"], "preference": ["A"]}, "one entry per comparison"),
+        ({"policy_a": ["a"], "policy_b": ["a"], "preference": ["A"]}, "against itself"),
+        ({"policy_a": ["a"], "policy_b": ["b"], "preference": ["left"]}, "found 'left' at comparison 1"),
+        ({"policy_a": ["a"], "policy_b": ["q"], "preference": ["A"], "policies": ["a", "b"]}, "'q' at comparison 1"),
+        ({"policy_a": ["a"], "policy_b": ["b"], "preference": ["A"], "policies": ["a", "a", "b"]}, "distinct"),
+        ({"policy_a": ["a"], "policy_b": ["b"], "preference": ["A"], "progress_a": [1.5]}, r"\[0, 1\]; found 1.5"),
+        ({"policy_a": ["a"], "policy_b": ["b"], "preference": ["A"], "progress_b": [0.1, 0.2]}, "one value per"),
+    ],
+)
+def test_comparisons_rejects_bad_input(kwargs: dict[str, object], message: str) -> None:
+    with pytest.raises(StatsInputError, match=message):
+        comparisons(**kwargs)  # type: ignore[arg-type]
+
+
+def test_bt_matches_an_independent_maximisation_and_is_centred() -> None:
+    data, _ = small_arena()
+    fit = fit_bt(data, l2=0.05)
+    reference = optimize.minimize(bt_objective, np.zeros(5), args=(data, 0.05), method="BFGS", tol=1e-10)
+    np.testing.assert_allclose(fit.scores, reference.x - reference.x.mean(), atol=1e-5)
+    assert abs(fit.scores.sum()) < 1e-9
+
+
+def test_bt_se_is_the_centred_inverse_information() -> None:
+    data, _ = small_arena(seed=1)
+    fit = fit_bt(data, l2=0.01)
+    hessian = optimize.approx_fprime(
+        fit.scores, lambda x: optimize.approx_fprime(x, bt_objective, 1e-6, data, 0.01), 1e-5,
+    )
+    centre = np.eye(5) - 0.2
+    expected = np.sqrt(np.diag(centre @ np.linalg.inv(hessian) @ centre))
+    np.testing.assert_allclose(fit.se, expected, rtol=2e-3)
+
+
+def test_bt_ranks_the_planted_order() -> None:
+    data, theta = small_arena(seed=2, m=2000)
+    assert fit_bt(data).ranks.tolist() == list(range(5, 0, -1))
+
+
+def test_davidson_matches_an_independent_maximisation_and_recovers_nu() -> None:
+    data, theta = small_arena(seed=3, m=3000)
+    fit = fit_davidson(data, l2=0.01)
+    reference = optimize.minimize(davidson_objective, np.zeros(6), args=(data, 0.01), method="BFGS", tol=1e-10)
+    # BFGS creeps along the weakly penalised common shift; compare the identified (centred) scores
+    np.testing.assert_allclose(fit.scores, reference.x[:-1] - reference.x[:-1].mean(), atol=1e-4)
+    assert fit.params["nu_tie"] == pytest.approx(math.exp(reference.x[-1]), rel=1e-4)
+    # planted nu = 0.6, theta = linspace(-1, 1): within 4 SE (SE from the fit)
+    assert abs(fit.params["nu_tie"] - 0.6) < 0.06
+    assert np.all(np.abs(fit.scores - theta) < 4 * fit.se + 0.02)
+
+
+def test_davidson_without_ties_scores_like_bt() -> None:
+    data = comparisons(["a", "a", "b", "c", "a"], ["b", "c", "c", "a", "b"], ["A", "A", "A", "B", "B"])
+    np.testing.assert_allclose(fit_davidson(data).scores, fit_bt(data).scores, atol=0.05)
+    assert fit_davidson(data).params["nu_tie"] < 1e-3
+
+
+def test_elo_one_pass_by_hand() -> None:
+    data = comparisons(["a", "b"], ["b", "a"], ["A", "tie"])
+    k = 0.5
+    first = k * (1.0 - 0.5)  # a beats b from equal ratings
+    second = k * (0.5 - expit(-2 * first))  # b (label A) ties a
+    fit = fit_elo(data, k=k, n_boot=0)
+    np.testing.assert_allclose(fit.scores, [first - second, -first + second])
+    assert np.isnan(fit.se).all()
+    assert ELO_K == pytest.approx(0.1842, abs=1e-4)
+
+
+def test_elo_se_does_not_shrink_like_an_mle() -> None:
+    # A constant K-factor weights recent games most: Elo tracks, it never converges, so 16x the
+    # data leaves its bootstrap SE about where it was while BT's falls by about 4x.
+    small, _ = small_arena(seed=4, m=100)
+    large, _ = small_arena(seed=4, m=1600)
+    assert np.all(fit_bt(large).se < 0.4 * fit_bt(small).se)
+    elo_small, elo_large = fit_elo(small, n_boot=50).se, fit_elo(large, n_boot=50).se
+    assert np.all(np.isfinite(elo_large)) and np.all(elo_large > 0.4 * elo_small)
+    assert abs(fit_elo(large, n_boot=0).scores.sum()) < 1e-9
+
+
+def test_prog_by_hand() -> None:
+    data = comparisons(
+        ["a", "b", "a"], ["b", "c", "c"], ["A", "tie", "B"],
+        progress_a=[1.0, 0.5, np.nan], progress_b=[0.2, 0.5, 0.9],
+    )
+    fit = fit_prog(data)
+    np.testing.assert_allclose(fit.scores, [1.0, 0.35, 0.7])
+    assert np.isnan(fit.se[0])  # one rollout of a has a progress score
+    assert fit.se[1] == pytest.approx(np.std([0.2, 0.5], ddof=1) / math.sqrt(2))
+    assert [row["policy"] for row in fit.table()] == ["a", "c", "b"]
+
+
+def test_fits_reject_bad_input() -> None:
+    data, _ = small_arena()
+    with pytest.raises(StatsInputError, match="at least one comparison"):
+        fit_bt(data.subset([]))
+    with pytest.raises(StatsInputError, match="`l2` must be a positive number; found -1"):
+        fit_davidson(data, l2=-1)
+    with pytest.raises(StatsInputError, match="`k` must be positive"):
+        fit_elo(data, k=0.0)
+    no_progress = comparisons(["a"], ["b"], ["A"])
+    with pytest.raises(StatsInputError, match="no progress scores"):
+        fit_prog(no_progress)
+
+
+def test_table_is_best_first_with_json_types() -> None:
+    data, _ = small_arena(seed=5, m=1000)
+    rows = fit_bt(data).table()
+    assert [row["rank"] for row in rows] == [1, 2, 3, 4, 5]
+    assert all(isinstance(row["score"], float) and isinstance(row["se"], float) for row in rows)
+
+
+def test_group_summary_by_hand() -> None:
+    from evalstop_ros.stats.ranking import group_summary
+
+    data = comparisons(["a", "a", "b"], ["b", "c", "c"], ["A", "tie", "B"],
+                       progress_a=[1.0, 0.5, 0.2], progress_b=[0.0, 0.5, 0.9])
+    rows = group_summary(data, ["x", "x", "y"])
+    got = {(r.group, r.policy): (r.games, r.win_rate, r.progress_n, r.progress) for r in rows}
+    assert got == {("x", "a"): (2, 0.75, 2, 0.75), ("x", "b"): (1, 0.0, 1, 0.0), ("x", "c"): (1, 0.5, 1, 0.5),
+                   ("y", "b"): (1, 0.0, 1, 0.2), ("y", "c"): (1, 1.0, 1, 0.9)}
+    assert all(r.win_low <= r.win_rate <= r.win_high for r in rows)
+    with pytest.raises(StatsInputError, match="one group per comparison"):
+        group_summary(data, ["x"])
