@@ -20,8 +20,14 @@ import time
 import numpy as np
 import torch
 
-from evalstop_ros.active import CostModel, Surrogate, expected_information_gain, policy_embeddings, select
-from evalstop_ros.active import task_embeddings
+from evalstop_ros.active import (
+    CostModel,
+    Surrogate,
+    expected_information_gain,
+    policy_embeddings,
+    select,
+    task_embeddings,
+)
 
 GOAL_S = 1.0
 
@@ -57,7 +63,7 @@ def main() -> int:
 
     def epoch() -> None:
         model.network.train()
-        loss = model._loss(model.network(model._inputs(policy, task)), outcome)  # noqa: SLF001
+        loss = model._loss(model.network(model._inputs(policy, task)), outcome)
         loss.backward()  # type: ignore[no-untyped-call]
 
     base = _best_of(args.repeats, epoch)

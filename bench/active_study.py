@@ -30,7 +30,7 @@ from evalstop_ros.active.loop import Trace, run_selection
 from evalstop_ros.active.world import make_world
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
+import matplotlib.pyplot as plt
 
 SETTINGS = {"metaworld-binary": ("metaworld", "binary"), "metaworld-progress": ("metaworld", "binned"),
             "openvla-binary": ("openvla", "binary")}

@@ -64,7 +64,7 @@ def expected_information_gain(samples: NDArray[np.float64]) -> NDArray[np.float6
     if samples.ndim != 4:
         raise ActiveError(f"`samples` must have shape (S, M, N, B); found {samples.shape}")
     gain = entropy(samples.mean(axis=0)) - entropy(samples).mean(axis=0)
-    return np.maximum(gain, 0.0)  # rounding can leave -1e-17
+    return np.asarray(np.maximum(gain, 0.0), dtype=np.float64)  # rounding can leave -1e-17
 
 
 @dataclasses.dataclass(frozen=True)

@@ -63,7 +63,7 @@ def leading_verb(instruction: str) -> str:
     if " " not in text and "-" in text:  # "drawer-open" -> "open drawer"
         parts = text.split("-")
         text = " ".join([parts[-1], *parts[:-1]])
-    words = re.findall(r"[a-z]+", text)
+    words: list[str] = re.findall(r"[a-z]+", text)
     while words and words[0] in _LEADING:
         words.pop(0)
     if not words:
@@ -132,7 +132,7 @@ def task_embeddings(descriptions: Sequence[str], kind: str = "verb", *, dim: int
         raise ActiveError("`descriptions` must name at least one task")
     rng = np.random.default_rng([seed, 4])
     if kind == "random":
-        return rng.standard_normal((len(descriptions), dim)) / np.sqrt(dim)
+        return np.asarray(rng.standard_normal((len(descriptions), dim)) / np.sqrt(dim), dtype=np.float64)
     tasks = sentence_vectors(descriptions)
     if kind == "language":
         return _pca(tasks, dim)
@@ -143,4 +143,5 @@ def task_embeddings(descriptions: Sequence[str], kind: str = "verb", *, dim: int
 
 def policy_embeddings(n_policies: int, *, dim: int = 32, seed: int = 0) -> NDArray[np.float64]:
     """Random identifier vectors ``N(0, I / dim)``, shape ``(n_policies, dim)`` (§IV-A)."""
-    return np.random.default_rng([seed, 3]).standard_normal((n_policies, dim)) / np.sqrt(dim)
+    vectors = np.random.default_rng([seed, 3]).standard_normal((n_policies, dim))
+    return np.asarray(vectors / np.sqrt(dim), dtype=np.float64)

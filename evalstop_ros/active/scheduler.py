@@ -92,7 +92,7 @@ def choose_task(config: SessionConfig, embeddings: dict[str, list[list[float]]],
     """
     settings = config.active_settings()
     rng = np.random.default_rng([config.seed, STREAM_ACTIVE, round_number])
-    tasks_open = open_pairs.any(axis=0)
+    tasks_open: NDArray[np.bool_] = np.asarray(open_pairs.any(axis=0), dtype=bool)
     strategy = settings.strategy if data else "random-task"
     eig = None
     if strategy != "random-task":

@@ -196,7 +196,7 @@ class Surrogate:
 
     def mean(self) -> NDArray[np.float64]:
         """Predicted mean outcome ``E_Q[X]`` of every pair, ``(M, N)`` (eval mode)."""
-        return self.predict()[0] @ self.centres()
+        return np.asarray(self.predict()[0] @ self.centres(), dtype=np.float64)
 
     def log_likelihood(self, policy: ArrayLike, task: ArrayLike, outcomes: ArrayLike) -> float:
         """Average log-likelihood (density for ``"binned"``: ``log(q_b K)``) of outcomes (§V, Fig. 2)."""
