@@ -46,10 +46,11 @@ class Trace:
 
 def run_selection(world: World, strategy: str, *, budget: float, seed: int = 0, embedding: str = "verb",
                   repeats: int = 3, epsilon: float = 0.1, mc_samples: int = 10, cost_sensitivity: float = 1.0,
-                  epochs: int = 30, lr: float = 1e-3, holdout: int = 10) -> Trace:
+                  epochs: int = 30, lr: float = 1e-4, holdout: int = 10) -> Trace:
     """Run Algorithm 1 with ``strategy`` until ``budget`` cost is spent (module docstring).
 
-    The surrogate is warm-started between queries, as in the paper (``epochs`` per query).
+    The surrogate is warm-started between queries with the paper's lr 1e-4 (App. B-B), ``epochs``
+    full-batch epochs per query.
     """
     if strategy not in STRATEGIES:
         raise ActiveError(f"`strategy` should be one of {STRATEGIES}; found {strategy!r}")
