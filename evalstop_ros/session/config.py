@@ -29,6 +29,9 @@ Designs at a glance (the statistics are in :mod:`.session`'s docstring):
   through the tasks, and the per-task results combine into the claim (seed 003 Eq. 11).
 * ``design: adastop``: AdaStop (seed 002) over interims of ``adastop.n_per_interim`` trials per
   agent, for batch (simulation) evaluations of one metric.
+* ``schedule: active`` (with ``design: paired`` and a per-task ``claim``): each round's task is
+  chosen by seed 004's cost-aware task-level EIG from the scores so far (``active:`` settings,
+  :class:`ActiveScheduleConfig`; docs/active.md).
 
 Example YAML (see ``config/eval.yaml``)::
 
