@@ -9,8 +9,8 @@ over several seeds (one world per seed); the curves are seed means on a common c
 second experiment compares task embeddings (verb / language / random) under random-task
 sampling (the paper's E1).  Writes docs/active/*.png and docs/active/study.json.
 
-Run: ``.venv/bin/python bench/active_study.py [--seeds 3 --budget 300]`` (the committed plots;
-about 20 min on 2 cores).  ``--quick`` runs a 1-seed, small-budget check.
+Run: ``.venv/bin/python bench/active_study.py --seeds 3 --budget 200`` (the committed plots;
+about 15 min on 2 cores).  ``--quick`` runs a 1-seed, small-budget check.
 """
 
 from __future__ import annotations
@@ -93,7 +93,7 @@ def _plot(name: str, title: str, data: dict[str, dict[str, list[float]]]) -> Non
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, default=3, help="seeds per strategy (default %(default)s)")
-    parser.add_argument("--budget", type=float, default=300.0, help="cost budget per run (default %(default)s)")
+    parser.add_argument("--budget", type=float, default=200.0, help="cost budget per run (default %(default)s)")
     parser.add_argument("--quick", action="store_true", help="1 seed, budget 40, one setting: a smoke run")
     args = parser.parse_args()
     torch.set_num_threads(1)  # tiny networks: one thread is as fast and leaves the other core free
