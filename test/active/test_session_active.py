@@ -1,0 +1,104 @@
+"""``schedule: active`` in the session: journaled choices, replay, and the audit's re-run of them."""
+
+from __future__ import annotations
+
+import pathlib
+import sqlite3
+
+import numpy as np
+import pytest
+
+from evalstop_ros.audit import verify
+from evalstop_ros.audit.journal import read_journal_record
+from evalstop_ros.session.config import ConfigError, parse_config
+from evalstop_ros.session.session import EvaluationSession
+
+TASKS = ["open the drawer", "close the drawer", "pick up the cube", "push the button"]
+#: Success probability of each policy on each task.
+SUCCESS = {"a": [0.2, 0.5, 0.5, 0.3], "b": [0.9, 0.5, 0.6, 0.3], "c": [0.9, 0.2, 0.5, 0.9]}
+
+
+def _config(**changes: object) -> dict[str, object]:
+    data: dict[str, object] = {
+        "policies": ["a", "b", "c"], "seed": 3, "schedule": "active", "claim": "per-task", "n_max": 15,
+        "active": {"embedding": "random", "epochs": 20, "mc_samples": 5,
+                   "task_groups": {"t0": "drawer", "t1": "drawer"}},
+        "metrics": [{"name": "success", "alternative": "greater", "method": "nscore"}],
+        "tasks": [{"id": f"t{i}", "description": d,
+                   "initial_conditions": [{"id": f"c{k}", "reset_instructions": "r"} for k in range(2)]}
+                  for i, d in enumerate(TASKS)],
+    }
+    data.update(changes)
+    return data
+
+
+def _run(path: pathlib.Path, trials: int) -> list[str]:
+    config = parse_config(_config())
+    rng = np.random.default_rng(0)
+    with EvaluationSession.open(path, config, "s1") as session:
+        session.start()
+        for _ in range(trials):
+            trial = session.next_trial()
+            if trial is None:
+                break
+            session.record_runner_result(trial.trial_id, ok=True, duration_s=1.0)
+            success = bool(rng.random() < SUCCESS[trial.policy_id][int(trial.task[1:])])
+            session.submit_score(trial.trial_id, trial.token, success=success, progress=float(success))
+        return [e.kind for e in session.events()]
+
+
+def test_choices_are_journaled_and_replayed(tmp_path: pathlib.Path) -> None:
+    path = tmp_path / "journal.db"
+    kinds = _run(path, 24)
+    assert kinds.count("active_embeddings") == 1
+    assert kinds.count("schedule_choice") >= 8  # one per round of up to 3 policies
+    config = parse_config(_config())
+    with EvaluationSession.open(path, config, "s1") as resumed:  # replay takes the journaled choices
+        trial = resumed.next_trial()
+        assert trial is not None
+        assert resumed.events()[-1].kind in ("trial_requested", "schedule_choice")
+
+
+def test_audit_replays_every_choice(tmp_path: pathlib.Path) -> None:
+    path = tmp_path / "journal.db"
+    _run(path, 24)
+    report = verify(read_journal_record(path))
+    assert report.verified, [v.message for v in report.violations]
+
+
+def test_audit_detects_a_forged_choice(tmp_path: pathlib.Path) -> None:
+    path = tmp_path / "journal.db"
+    _run(path, 24)
+    connection = sqlite3.connect(path)
+    triggers = [r[0] for r in connection.execute("SELECT name FROM sqlite_master WHERE type='trigger'")]
+    for name in triggers:  # the journal is append-only by trigger; a forger drops them
+        connection.execute(f"DROP TRIGGER {name}")
+    seq, payload = connection.execute(
+        "SELECT seq, payload FROM events WHERE kind='schedule_choice' ORDER BY seq LIMIT 1 OFFSET 4").fetchone()
+    forged = payload.replace('"scores":[', '"scores":[0.5,', 1)  # one score too many: not the replay's
+    connection.execute("UPDATE events SET payload=? WHERE seq=?", (forged, seq))
+    connection.commit()
+    connection.close()
+    report = verify(read_journal_record(path))
+    codes = {v.code for v in report.violations}
+    assert "schedule_choice_mismatch" in codes, codes
+
+
+@pytest.mark.parametrize(("changes", "message"), [
+    ({"claim": "pooled", "metrics": [{"name": "success"}]}, "test pooled over tasks"),
+    ({"design": "independent"}, "needs design 'paired'"),
+    ({"schedule": "rounds"}, "`active` applies only to schedule 'active'"),
+    ({"tasks": [{"id": "t0", "initial_conditions": [{"id": "c", "reset_instructions": "r"}]}]}, "single task"),
+    ({"active": {"metric": "progress"}}, "not one of the session's metrics"),
+    ({"active": {"task_groups": {"nope": "x"}}}, "unknown task"),
+    ({"active": {"strategy": "eig"}}, "strategy"),
+])
+def test_invalid_combinations_are_refused(changes: dict[str, object], message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        parse_config(_config(**changes))
+
+
+def test_rounds_config_hash_unchanged_by_the_new_fields() -> None:
+    data = _config(schedule="rounds")
+    del data["active"]
+    assert '"schedule"' not in parse_config(data).canonical_json()
