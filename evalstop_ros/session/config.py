@@ -577,8 +577,7 @@ class SessionConfig(_Model):
 #: Fields added after the first sessions were journaled: left out of :meth:`SessionConfig.to_dict`
 #: (so of the hash) while at these defaults.
 _OMITTED_AT_DEFAULT: dict[str, object] = {"claim": "pooled", "task_correction": None, "adastop": None,
-                                          "ab_pairing": "uniform"}
-                                           "schedule": "rounds", "active": None}
+                                          "ab_pairing": "uniform", "schedule": "rounds", "active": None}
 
 
 # -- loading ---------------------------------------------------------------------------------
