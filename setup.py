@@ -17,6 +17,8 @@ setup(
     install_requires=["numpy>=1.24", "scipy>=1.11", "pydantic>=2", "tqdm>=4.60", "pyyaml>=6"],
     # test: pytest, and the gates `make test` runs first (ruff; mypy --strict with the stubs)
     extras_require={"test": ["pytest>=7", "ruff", "mypy", "scipy-stubs", "types-PyYAML", "types-tqdm"], "report": ["matplotlib>=3.7", "rosbags>=0.11"],
-                    "audit": ["rosbags>=0.11"]},
+                    "audit": ["rosbags>=0.11"],
+                    # policy_runner: openpi's wire protocol (WebSocket + msgpack)
+                    "runner": ["websockets>=13", "msgpack>=1.0"]},
     entry_points={"console_scripts": ["evalstop = evalstop_ros.cli.main:main"]},
 )
