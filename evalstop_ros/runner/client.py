@@ -26,7 +26,10 @@ from websockets.sync.client import ClientConnection, connect
 from . import wire
 from .errors import RunnerError
 
-__all__ = ["PolicyClient", "ServerConfig", "ServerAddress"]
+__all__ = ["ACTION_DIMS", "PolicyClient", "ServerConfig", "ServerAddress"]
+
+#: Action spaces and their action length (robot values + gripper).
+ACTION_DIMS = {"joint_position": 8, "joint_velocity": 8, "cartesian_velocity": 7}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -79,9 +82,9 @@ needs_stereo_camera=False, needs_session_id=False, action_space='joint_velocity'
                 config = dataclasses.replace(config, image_resolution=(height, width))
         except (TypeError, ValueError) as err:
             raise RunnerError(f"the policy server's metadata is invalid: {metadata!r}") from err
-        if config.action_space not in ("joint_position", "joint_velocity"):
+        if config.action_space not in ACTION_DIMS:
             raise RunnerError(f"the policy server asks for action space {config.action_space!r} "
-                              "(supported: joint_position, joint_velocity)")
+                              f"(supported: {', '.join(ACTION_DIMS)})")
         if config.n_external_cameras not in (0, 1, 2):
             raise RunnerError(f"the policy server asks for {config.n_external_cameras} external cameras (0-2)")
         return config

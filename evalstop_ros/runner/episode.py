@@ -19,13 +19,11 @@ from typing import Any, Callable, Protocol
 import numpy as np
 
 from .adapters.base import EpisodeInfo, Observation, RobotAdapter, Score
-from .client import ServerConfig
+from .client import ACTION_DIMS, ServerConfig
 from .errors import RunnerError
 
-__all__ = ["EpisodeResult", "EpisodeSettings", "Progress", "build_request", "postprocess", "resize_with_pad",
+__all__ = ["EpisodeControl", "EpisodeResult", "EpisodeSettings", "Progress", "build_request", "postprocess", "resize_with_pad",
            "run_episode"]
-
-ACTION_DIM = 8
 
 
 class ChunkSource(Protocol):
@@ -72,6 +70,36 @@ class EpisodeResult:
     latencies: list[float] = dataclasses.field(default_factory=list)
     step_starts: list[float] = dataclasses.field(default_factory=list)
     overheads: list[float] = dataclasses.field(default_factory=list)
+
+
+class EpisodeControl:
+    """Ends a rollout from another thread: :meth:`finish` (operator: task done, counts as run) or
+    :meth:`abort` (emergency stop, cancel: the robot holds at once and the rollout fails).
+
+    ``abort`` stops the robot under the same lock the loop holds around ``act``, so no action
+    reaches the robot after it.
+    """
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.finished = threading.Event()
+        self.abort_reason = ""
+        self._wake = threading.Event()
+
+    def finish(self) -> None:
+        self.finished.set()
+        self._wake.set()
+
+    def abort(self, reason: str, robot: RobotAdapter) -> None:
+        with self.lock:
+            self.abort_reason = self.abort_reason or reason
+            self._wake.set()
+            robot.stop()
+
+    def sleep(self, seconds: float) -> None:
+        """Sleep ``seconds`` or until :meth:`finish` / :meth:`abort`."""
+        if seconds > 0:
+            self._wake.wait(seconds)
 
 
 def resize_with_pad(image: np.ndarray, height: int, width: int) -> np.ndarray:
@@ -135,11 +163,11 @@ def postprocess(action: np.ndarray, action_space: str, settings: EpisodeSettings
 
 
 def run_episode(client: ChunkSource, robot: RobotAdapter, episode: EpisodeInfo, settings: EpisodeSettings, *,
-                end: threading.Event | None = None, on_step: Callable[[Progress], None] | None = None,
+                control: EpisodeControl | None = None, on_step: Callable[[Progress], None] | None = None,
                 policy_session: str = "") -> EpisodeResult:
     """Run one rollout of ``client``'s policy on ``robot``; see the module docstring.
 
-    :param end: Set by the operator to end the rollout early (counted as finished).
+    :param control: Ends the rollout early from another thread (operator, emergency stop).
     :param on_step: Called after every step (feedback).
     :param policy_session: ``session_id`` sent to servers that ask for one, and to ``reset``.
     :raises RunnerError: on any failure, after ``robot.stop()``.
@@ -147,7 +175,7 @@ def run_episode(client: ChunkSource, robot: RobotAdapter, episode: EpisodeInfo, 
     config = client.config
     if config.action_space not in robot.action_spaces:
         raise RunnerError(f"the robot cannot execute action space {config.action_space!r}")
-    end = end or threading.Event()
+    control = control or EpisodeControl()
     result = EpisodeResult(0, 0.0, "max_steps", None)
     chunk: list[np.ndarray] = []
     period = 1.0 / settings.rate
@@ -155,11 +183,10 @@ def run_episode(client: ChunkSource, robot: RobotAdapter, episode: EpisodeInfo, 
         robot.begin(episode)
         start = time.monotonic()
         for step in range(settings.max_steps):
-            scheduled = start + step * period
-            delay = scheduled - time.monotonic()
-            if delay > 0 and end.wait(delay):
-                pass
-            if end.is_set():
+            control.sleep(start + step * period - time.monotonic())
+            if control.abort_reason:
+                raise RunnerError(control.abort_reason)
+            if control.finished.is_set():
                 result.ended_by = "operator"
                 break
             if time.monotonic() - start > settings.timeout:
@@ -170,10 +197,14 @@ def run_episode(client: ChunkSource, robot: RobotAdapter, episode: EpisodeInfo, 
             inference = 0.0
             if not chunk:
                 request = build_request(robot.observe(), config, settings.prompt, policy_session)
-                chunk = list(client.action_chunk(request, ACTION_DIM))
+                chunk = list(client.action_chunk(request, ACTION_DIMS[config.action_space]))
                 inference = client.last_latency
                 result.latencies.append(inference)
-            robot.act(postprocess(chunk.pop(0), config.action_space, settings), config.action_space)
+            action = postprocess(chunk.pop(0), config.action_space, settings)
+            with control.lock:
+                if control.abort_reason:
+                    raise RunnerError(control.abort_reason)
+                robot.act(action, config.action_space)
             result.overheads.append(time.monotonic() - began - inference)
             result.steps = step + 1
             if on_step is not None:
