@@ -15,6 +15,7 @@ nor its address (the operator reads it).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import time
 from typing import Any
@@ -101,9 +102,11 @@ class PolicyClient:
     def __init__(self, address: ServerAddress, *, connect_timeout: float = 10.0, infer_timeout: float = 10.0) -> None:
         self.infer_timeout = infer_timeout
         headers = {"Authorization": f"Api-Key {address.api_key}"} if address.api_key else None
+        self._stack = contextlib.ExitStack()
         try:
-            self._ws: ClientConnection = connect(address.uri, open_timeout=connect_timeout, compression=None,
-                                                 max_size=None, additional_headers=headers)
+            self._ws: ClientConnection = self._stack.enter_context(connect(
+                address.uri, open_timeout=connect_timeout, compression=None, max_size=None,
+                additional_headers=headers))
         except (OSError, TimeoutError, InvalidHandshake, InvalidURI) as err:
             raise RunnerError(f"policy server unreachable ({type(err).__name__})") from err
         try:
@@ -123,7 +126,7 @@ class PolicyClient:
 
     def close(self) -> None:
         """Close the connection (idempotent)."""
-        self._ws.close()
+        self._stack.close()
 
     def _receive(self, timeout: float, what: str) -> Any:
         try:

@@ -70,6 +70,7 @@ class EpisodeResult:
     latencies: list[float] = dataclasses.field(default_factory=list)
     step_starts: list[float] = dataclasses.field(default_factory=list)
     overheads: list[float] = dataclasses.field(default_factory=list)
+    reset_error: str = ""
 
 
 class EpisodeControl:
@@ -215,5 +216,8 @@ def run_episode(client: ChunkSource, robot: RobotAdapter, episode: EpisodeInfo, 
         robot.stop()
         raise
     robot.reset()
-    client.reset(policy_session)
+    try:  # the rollout is over and counts; a server that mishandles reset is only noted
+        client.reset(policy_session)
+    except RunnerError as err:
+        result.reset_error = str(err)
     return result
