@@ -26,12 +26,12 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def wait_for_port(port: int, process: subprocess.Popen[str] | None = None, timeout: float = 60.0) -> None:
+def wait_for_port(port: int, process: subprocess.Popen[bytes] | None = None, timeout: float = 60.0) -> None:
     """Poll until something listens on 127.0.0.1:``port``."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if process is not None and process.poll() is not None:
-            pytest.fail(f"server exited with {process.returncode}: {process.stdout.read() if process.stdout else ''}")
+            pytest.fail(f"server exited with {process.returncode} (see its log)")
         try:
             with socket.create_connection(("127.0.0.1", port), timeout=0.5):
                 return
@@ -40,16 +40,16 @@ def wait_for_port(port: int, process: subprocess.Popen[str] | None = None, timeo
     pytest.fail(f"nothing listens on port {port} after {timeout:g} s")
 
 
-def start_openpi_server(kind: str, port: int) -> subprocess.Popen[str]:
-    """openpi's own WebsocketPolicyServer serving scripted policy ``kind`` (separate venv)."""
-    process = subprocess.Popen([str(openpi_python()), str(REPO / "tools" / "openpi_policy_server.py"),
-                                "--policy", kind, "--port", str(port)],
-                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+def start_openpi_server(kind: str, port: int, log: pathlib.Path) -> subprocess.Popen[bytes]:
+    """openpi's own WebsocketPolicyServer serving scripted policy ``kind`` (separate venv), output to ``log``."""
+    with log.open("wb") as out:
+        process = subprocess.Popen([str(openpi_python()), str(REPO / "tools" / "openpi_policy_server.py"),
+                                    "--policy", kind, "--port", str(port)], stdout=out, stderr=subprocess.STDOUT)
     wait_for_port(port, process)
     return process
 
 
-def stop(process: subprocess.Popen[str]) -> None:
+def stop(process: subprocess.Popen[bytes]) -> None:
     process.terminate()
     try:
         process.wait(10)
