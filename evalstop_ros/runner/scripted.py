@@ -6,7 +6,8 @@ steering to the goal read off the exterior camera (:func:`~.adapters.sim.read_go
 gripper command (raw 0.3 = open, 0.7 = close once near the goal: the runner's 0.5 threshold
 decides). "good" averages every column of the camera; "bad" reads two columns and steers with a
 bias. Failure modes for the failure tests: ``error`` raises on the ``fail_after``-th request,
-``slow`` sleeps ``delay`` s from then on, ``wrong_shape`` returns (chunk, 7).
+``slow`` sleeps ``delay`` s from then on, ``wrong_shape`` returns (chunk, 7). ``action_dim`` 7
+drops joints 6-7 (a stand-in for a 6-DoF end-effector policy with the gripper last).
 """
 
 from __future__ import annotations
@@ -32,11 +33,11 @@ class ScriptedPolicy:
     """One scripted policy (``kind`` in :data:`KINDS`; the failure kinds act "good" until they fail)."""
 
     def __init__(self, kind: str = "good", *, chunk: int = 4, dt: float = 1.0 / 15.0, gain: float = 6.0,
-                 fail_after: int = 3, delay: float = 5.0) -> None:
+                 fail_after: int = 3, delay: float = 5.0, action_dim: int = 8) -> None:
         if kind not in KINDS:
             raise ValueError(f"unknown scripted policy {kind!r} (known: {', '.join(KINDS)})")
         self.kind, self.chunk, self.dt, self.gain = kind, chunk, dt, gain
-        self.fail_after, self.delay = fail_after, delay
+        self.fail_after, self.delay, self.action_dim = fail_after, delay, action_dim
         self.requests = 0
 
     def infer(self, obs: dict[str, Any]) -> dict[str, Any]:
@@ -60,6 +61,8 @@ class ScriptedPolicy:
             joints = joints + velocity * self.dt
             actions[i, :7] = velocity
             actions[i, 7] = 0.7 if np.abs(goal - joints).max() < 0.03 else 0.3
+        if self.action_dim != 8:  # e.g. 7 = six end-effector deltas + gripper (cartesian_velocity)
+            actions = np.concatenate([actions[:, :self.action_dim - 1], actions[:, 7:]], axis=1)
         if self.kind == "wrong_shape" and failing:
             actions = actions[:, :7]
         return {"actions": actions.astype(np.float32)}
