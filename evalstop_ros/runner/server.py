@@ -8,6 +8,7 @@ code 1011 on an exception, ``GET /healthz`` answered with 200. In addition: an o
 mid-episode).
 
     python -m evalstop_ros.runner.server --policy good --port 8001 [--api-key KEY]
+    ros2 run evalstop policy_server --policy bad --port 8102
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from __future__ import annotations
 import argparse
 import http
 import logging
+import sys
 import threading
 import time
 import traceback
@@ -111,6 +113,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--port", type=int, default=8000)
     parser.add_argument("--api-key", default="")
     parser.add_argument("--disconnect-after", type=int, default=0)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if "--ros-args" in argv:  # started by ros2 launch as a Node: ignore the ROS arguments
+        argv = argv[:argv.index("--ros-args")]
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
     server = PolicyServer(args.policy, host=args.host, port=args.port, api_key=args.api_key,
