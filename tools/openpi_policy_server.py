@@ -40,7 +40,10 @@ def main() -> None:
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
     print(f"openpi WebsocketPolicyServer: scripted '{args.policy}' on {args.host}:{args.port}", flush=True)
-    WebsocketPolicyServer(_Served(args.policy), host=args.host, port=args.port, metadata=METADATA).serve_forever()
+    try:
+        WebsocketPolicyServer(_Served(args.policy), host=args.host, port=args.port, metadata=METADATA).serve_forever()
+    except KeyboardInterrupt:  # Ctrl-C / SIGINT from the demo: a normal end
+        pass
 
 
 if __name__ == "__main__":

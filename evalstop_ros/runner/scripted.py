@@ -4,7 +4,7 @@ numpy only (runs under numpy 1 in openpi's own server venv, and numpy 2 here). `
 an openpi observation map and returns ``{"actions": (chunk, 8) float32}``: joint velocities
 steering to the goal read off the exterior camera (:func:`~.adapters.sim.read_goal`) plus a
 gripper command (raw 0.3 = open, 0.7 = close once near the goal: the runner's 0.5 threshold
-decides). "good" averages every column of the camera; "bad" reads two columns and steers with a
+decides). "good" averages every column of the camera; "bad" reads four columns and steers with a
 bias. Failure modes for the failure tests: ``error`` raises on the ``fail_after``-th request,
 ``slow`` sleeps ``delay`` s from then on, ``wrong_shape`` returns (chunk, 7). ``action_dim`` 7
 drops joints 6-7 (a stand-in for a 6-DoF end-effector policy with the gripper last).
@@ -52,9 +52,9 @@ class ScriptedPolicy:
             time.sleep(self.delay)
         image = np.asarray(obs["observation/exterior_image_1_left"])
         joints = np.asarray(obs["observation/joint_position"], dtype=np.float64).copy()
-        goal = read_goal(image, columns=2 if self.kind == "bad" else None)
+        goal = read_goal(image, columns=4 if self.kind == "bad" else None)
         if self.kind == "bad":
-            goal = goal + 0.03
+            goal = goal + 0.02
         actions = np.zeros((self.chunk, 8))
         for i in range(self.chunk):
             velocity = np.clip(self.gain * (goal - joints), -1.0, 1.0)
