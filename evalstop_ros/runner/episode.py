@@ -69,6 +69,7 @@ class EpisodeResult:
     score: Score | None
     latencies: list[float] = dataclasses.field(default_factory=list)
     step_starts: list[float] = dataclasses.field(default_factory=list)
+    #: Per step: the runner's own time (s), i.e. without the policy query and the robot's observe / act.
     overheads: list[float] = dataclasses.field(default_factory=list)
     reset_error: str = ""
 
@@ -195,9 +196,12 @@ def run_episode(client: ChunkSource, robot: RobotAdapter, episode: EpisodeInfo, 
                 break
             began = time.monotonic()
             result.step_starts.append(began - start)
-            inference = 0.0
+            inference = robot_time = 0.0
             if not chunk:
-                request = build_request(robot.observe(), config, settings.prompt, policy_session)
+                tick = time.monotonic()
+                observation = robot.observe()
+                robot_time += time.monotonic() - tick
+                request = build_request(observation, config, settings.prompt, policy_session)
                 chunk = list(client.action_chunk(request, ACTION_DIMS[config.action_space]))
                 inference = client.last_latency
                 result.latencies.append(inference)
@@ -205,8 +209,10 @@ def run_episode(client: ChunkSource, robot: RobotAdapter, episode: EpisodeInfo, 
             with control.lock:
                 if control.abort_reason:
                     raise RunnerError(control.abort_reason)
+                tick = time.monotonic()
                 robot.act(action, config.action_space)
-            result.overheads.append(time.monotonic() - began - inference)
+                robot_time += time.monotonic() - tick
+            result.overheads.append(time.monotonic() - began - inference - robot_time)
             result.steps = step + 1
             if on_step is not None:
                 on_step(Progress(result.steps, settings.max_steps, time.monotonic() - start, client.last_latency))
