@@ -15,10 +15,10 @@ import sys
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 
-from openpi_client.base_policy import BasePolicy  # noqa: E402
-from openpi_server import WebsocketPolicyServer  # noqa: E402
+from openpi_client.base_policy import BasePolicy
+from openpi_server import WebsocketPolicyServer
 
-from evalstop_ros.runner.scripted import KINDS, METADATA, ScriptedPolicy  # noqa: E402
+from evalstop_ros.runner.scripted import KINDS, METADATA, ScriptedPolicy
 
 
 class _Served(BasePolicy):  # type: ignore[misc]

@@ -18,7 +18,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import time
-from typing import Any
+from typing import Any, Self
 
 import numpy as np
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidURI
@@ -27,7 +27,7 @@ from websockets.sync.client import ClientConnection, connect
 from . import wire
 from .errors import RunnerError
 
-__all__ = ["ACTION_DIMS", "PolicyClient", "ServerConfig", "ServerAddress"]
+__all__ = ["ACTION_DIMS", "PolicyClient", "ServerAddress", "ServerConfig"]
 
 #: Action spaces and their action length (robot values + gripper).
 ACTION_DIMS = {"joint_position": 8, "joint_velocity": 8, "cartesian_velocity": 7}
@@ -118,7 +118,7 @@ class PolicyClient:
         #: Seconds the last :meth:`infer` took (send to reply).
         self.last_latency = 0.0
 
-    def __enter__(self) -> PolicyClient:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:

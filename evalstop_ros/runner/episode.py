@@ -14,7 +14,8 @@ from __future__ import annotations
 import dataclasses
 import threading
 import time
-from typing import Any, Callable, Protocol
+from collections.abc import Callable
+from typing import Any, Protocol
 
 import numpy as np
 

@@ -20,7 +20,7 @@ import sys
 import threading
 import time
 import traceback
-from typing import Any
+from typing import Any, Self
 
 from websockets.exceptions import ConnectionClosed
 from websockets.http11 import Request, Response
@@ -78,13 +78,13 @@ class PolicyServer:
                 ws.send(wire.pack(reply))
             except ConnectionClosed:
                 return
-            except Exception:
+            except Exception:  # noqa: BLE001 - any policy error becomes openpi's error frame
                 ws.send(traceback.format_exc())
                 ws.close(code=1011, reason="Internal server error. Traceback included in previous frame.")
                 return
             previous = time.monotonic() - start
 
-    def start(self) -> PolicyServer:
+    def start(self) -> Self:
         """Serve in a daemon thread; returns self."""
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
         self._thread.start()
@@ -98,7 +98,7 @@ class PolicyServer:
         if self._thread is not None:
             self._thread.join(timeout=5.0)
 
-    def __enter__(self) -> PolicyServer:
+    def __enter__(self) -> Self:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:

@@ -51,7 +51,7 @@ def pack(message: Any) -> bytes:
     >>> unpack(pack({"actions": np.zeros((2, 8), np.float32)}))["actions"].shape
     (2, 8)
     """
-    return msgpack.packb(message, default=_encode, use_bin_type=True)  # type: ignore[no-any-return]
+    return msgpack.packb(message, default=_encode, use_bin_type=True)
 
 
 def unpack(payload: bytes) -> Any:

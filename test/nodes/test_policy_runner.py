@@ -160,7 +160,7 @@ def test_a_goal_sent_again_is_the_same_run(start_node: Any, probe: Any, tmp_path
             while True:  # DDS may drop a goal response right after discovery: re-send, as the manager does
                 sent = client.send_goal_async(goal)
                 try:
-                    handle = probe.spin_until(lambda: sent.done() and sent.result(), 3.0, "goal response")
+                    handle = probe.spin_until(lambda s=sent: s.done() and s.result(), 3.0, "goal response")
                     break
                 except pytest.fail.Exception:
                     assert time.monotonic() < deadline

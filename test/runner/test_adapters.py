@@ -9,7 +9,7 @@ from __future__ import annotations
 import sys
 import types
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import pytest
@@ -28,7 +28,7 @@ SETTINGS = EpisodeSettings("put the marker in the cup", rate=500.0, max_steps=12
 class FakeRobotEnv:
     """DROID's ``droid.robot_env.RobotEnv``: get_observation / step / reset."""
 
-    made: list[FakeRobotEnv] = []
+    made: ClassVar[list[FakeRobotEnv]] = []
 
     def __init__(self, action_space: str, gripper_action_space: str) -> None:
         self.action_space, self.gripper_action_space = action_space, gripper_action_space
@@ -53,7 +53,7 @@ class FakeRobotEnv:
 class FakeWidowXClient:
     """Bridge's ``widowx_envs.widowx_env_service.WidowXClient``."""
 
-    made: list[FakeWidowXClient] = []
+    made: ClassVar[list[FakeWidowXClient]] = []
 
     def __init__(self, host: str, port: int) -> None:
         self.address, self.actions, self.resets, self.params = (host, port), [], 0, None

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import threading
 import time
+from typing import ClassVar
 
 import numpy as np
 import pytest
@@ -49,7 +50,7 @@ def test_a_rollout_is_reproducible_for_the_same_trial() -> None:
 
 def test_gripper_threshold_and_velocity_clipping_reach_the_arm() -> None:
     class Recording(SimArm):
-        actions: list[np.ndarray] = []
+        actions: ClassVar[list[np.ndarray]] = []
 
         def act(self, action: np.ndarray, action_space: str) -> None:
             self.actions.append(action.copy())
@@ -94,9 +95,9 @@ def _fails(server_kind: str, match: str, *, settings: EpisodeSettings = FAST, in
            **server_options: object) -> SimArm:
     arm = SimArm()
     with PolicyServer(server_kind, **server_options) as server:  # type: ignore[arg-type]
-        with pytest.raises(RunnerError, match=match) as err:
-            with PolicyClient(ServerAddress("127.0.0.1", server.port), infer_timeout=infer_timeout) as client:
-                run_episode(client, arm, EpisodeInfo("s", 1, "t", "c"), settings)
+        with pytest.raises(RunnerError, match=match) as err, \
+                PolicyClient(ServerAddress("127.0.0.1", server.port), infer_timeout=infer_timeout) as client:
+            run_episode(client, arm, EpisodeInfo("s", 1, "t", "c"), settings)
         message = str(err.value)
         assert str(server.port) not in message and "127.0.0.1" not in message
     assert arm.stopped, "the arm must hold position after a failure"
