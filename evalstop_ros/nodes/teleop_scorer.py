@@ -15,6 +15,9 @@ Commands (then Enter)::
     n TEXT       attach a note to the next score
     r LABEL      prefer LABEL in this round ("=" for no preference)
     u [REASON]   undo the last recorded score (voids it; the trial is run again)
+    d            task done: end the running episode now (policy_runner's ``end_episode``)
+    x            EMERGENCY STOP: the robot holds, the session pauses (``emergency_stop``);
+                 ``x off`` releases it (then resume the session)
     h            help
     q            quit
 
@@ -29,13 +32,15 @@ import math
 import sys
 import threading
 from collections.abc import Iterator
-from typing import TextIO
+from typing import Any, TextIO
 
 from evalstop.msg import ScoreAck, SessionStatus, TrialRequest, TrialScore
 from evalstop.srv import CorrectScore
 from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
 from rclpy.node import Node
 from rclpy.qos import QoSProfile
+
+from std_srvs.srv import SetBool, Trigger
 
 from .. import qos
 from ._common import declare, ros_context
@@ -46,6 +51,7 @@ HELP = """\
   s            success (progress 1), send         f [P]   failure with progress P, send
   p P          progress in [0, 1] for the next f  n TEXT  note for the next score
   r LABEL      preferred label this round ('=')   u [WHY] undo the last recorded score
+  d            task done: end the episode now     x       EMERGENCY STOP (x off: release)
   h            this help                          q       quit"""
 STATES = {SessionStatus.STATE_IDLE: "idle", SessionStatus.STATE_RUNNING: "running",
           SessionStatus.STATE_PAUSED: "PAUSED", SessionStatus.STATE_FINISHED: "FINISHED",
@@ -77,6 +83,8 @@ class TeleopScorer(Node):
         self.create_subscription(ScoreAck, "score_ack", self._on_ack, event_qos)
         self.create_subscription(SessionStatus, "session_status", self._on_status, latched_qos)
         self._correct = self.create_client(CorrectScore, "correct_score")
+        self._end_episode = self.create_client(Trigger, "end_episode")
+        self._estop = self.create_client(SetBool, "emergency_stop")
         self.get_logger().info(f"operator {self.scorer!r}; trial_request {qos.describe(latched_qos)}, "
                                f"trial_score {qos.describe(event_qos)}")
 
@@ -133,11 +141,23 @@ class TeleopScorer(Node):
         if word in ("h", "help", "?"):
             self.say(HELP)
         elif word == "s":
+            if self.progress is not None and self.progress < 1.0:
+                self.say(f"warning: success ignores the progress {self.progress:g} set with p (a success has "
+                         "progress 1); sending success")
             self.send(success=True, progress=1.0)
         elif word == "f":
             progress = self._parse_progress(rest) if rest else (self.progress if self.progress is not None else 0.0)
             if progress is not None:
+                if progress >= 1.0:
+                    self.say("warning: failure with progress 1 (full progress, task not done?); "
+                             "use s for a success")
                 self.send(success=False, progress=progress)
+        elif word == "d":
+            self._robot_call(self._end_episode, Trigger.Request(), "task done")
+        elif word == "x":
+            engage = rest.lower() not in ("off", "release", "0")
+            self._robot_call(self._estop, SetBool.Request(data=engage),
+                             "EMERGENCY STOP" if engage else "emergency stop release")
         elif word == "p":
             progress = self._parse_progress(rest)
             if progress is not None:
@@ -239,6 +259,21 @@ class TeleopScorer(Node):
                 return
             response = future.result()
             self.say(f"undo: {response.message}" if response.ok else f"undo refused: {response.message}")
+
+
+    def _robot_call(self, client: Any, request: Any, what: str) -> None:
+        """Call a policy_runner service, re-sending every second (DDS may drop a request) for 5 s."""
+        if not client.wait_for_service(timeout_sec=2.0):
+            self.say(f"{what}: the robot's runner does not offer {client.srv_name} (is policy_runner running?)")
+            return
+        for _ in range(5):
+            done = threading.Event()
+            future = client.call_async(request)
+            future.add_done_callback(lambda _: done.set())
+            if done.wait(1.0):
+                self.say(f"{what}: {future.result().message}")
+                return
+        self.say(f"{what}: NO ANSWER from the runner")
 
 
 def main(args: list[str] | None = None) -> int:

@@ -139,3 +139,43 @@ def test_operator_scores_notes_and_undoes_from_the_terminal(
     void = next(e for e in events if e.kind == "void")
     assert (void.trial_id, void.payload["reason"]) == (2, "operator undo (by alice)")
     assert any(e.kind == "score_accepted" and e.trial_id == int(pending.group(1)) for e in events)
+
+
+def test_operator_ends_an_episode_and_presses_the_emergency_stop(
+        start_node: Any, terminal: Any, tmp_path: pathlib.Path) -> None:
+    import yaml
+
+    from evalstop_ros.runner.server import PolicyServer
+
+    config = write_config(tmp_path / "operator.yaml", scoring="operator")
+    with PolicyServer("good") as server:
+        servers = tmp_path / "servers.yaml"
+        servers.write_text(yaml.safe_dump({"policy_servers": {p: {"host": "127.0.0.1", "port": server.port}
+                                                              for p in ("policy_a", "policy_b")}}))
+        # 15 Hz and 2000 steps: a rollout lasts until the operator ends it
+        runner = start_node("policy_runner", params={"servers_file": str(servers), "max_steps": 2000,
+                                                     "timeout": 600.0})
+        start_node("evaluation_manager", params={"config_file": str(config), "session_id": "tty",
+                                                 "journal_dir": str(tmp_path), "journal_fsync": False})
+        term = terminal("ack_timeout:=1.0")
+        term.expect(r"== trial 1 \(round 1\) -- policy label \w+ ==")
+        runner.wait_for(r"trial 1 \(attempt 1\): rollout started")
+        term.type("d")
+        term.expect(r"task done: episode will end after this step")
+        runner.wait_for(r"trial 1: rollout done, \d+ steps, ended by operator")
+        term.type("f 1")
+        term.expect(r"warning: failure with progress 1")
+        term.expect(r"trial 1: recorded: success=0 progress=1")
+
+        term.expect(r"== trial 2 \(round 1\) -- policy label \w+ ==")
+        runner.wait_for(r"trial 2 \(attempt 1\): rollout started")
+        term.type("x")
+        # the runner's answer and the paused session status arrive in either order
+        term.expect(r"(?s)(EMERGENCY STOP: robot stopped; release with data=false.*\[session tty: PAUSED, "
+                    r"1 trials scored\]|\[session tty: PAUSED, 1 trials scored\].*EMERGENCY STOP: robot stopped)")
+        runner.wait_for(r"trial 2: rollout failed: emergency stop; robot stopped")
+        term.type("x off")
+        term.expect(r"emergency stop release: emergency stop released")
+        term.type("q")
+        assert term.close() == 0
+        assert "policy_a" not in term.screen and "policy_b" not in term.screen
