@@ -269,7 +269,7 @@ class TeleopScorer(Node):
         for _ in range(5):
             done = threading.Event()
             future = client.call_async(request)
-            future.add_done_callback(lambda _: done.set())
+            future.add_done_callback(lambda _, answered=done: answered.set())
             if done.wait(1.0):
                 self.say(f"{what}: {future.result().message}")
                 return
