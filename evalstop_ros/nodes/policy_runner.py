@@ -28,6 +28,8 @@ import time
 from typing import Any
 
 import rclpy
+from evalstop.action import RunTrial
+from evalstop.srv import SessionControl
 from rclpy.action import ActionServer, CancelResponse, GoalResponse
 from rclpy.action.server import ServerGoalHandle
 from rclpy.callback_groups import ReentrantCallbackGroup
@@ -35,9 +37,6 @@ from rclpy.exceptions import ParameterException
 from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor
 from rclpy.node import Node
 from std_srvs.srv import SetBool, Trigger
-
-from evalstop.action import RunTrial
-from evalstop.srv import SessionControl
 
 from ..runner.adapters import ADAPTERS, RobotAdapter, make_adapter
 from ..runner.adapters.base import EpisodeInfo

@@ -39,7 +39,6 @@ from evalstop.srv import CorrectScore
 from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
 from rclpy.node import Node
 from rclpy.qos import QoSProfile
-
 from std_srvs.srv import SetBool, Trigger
 
 from .. import qos

@@ -78,7 +78,7 @@ class PolicyServer:
                 ws.send(wire.pack(reply))
             except ConnectionClosed:
                 return
-            except Exception:  # noqa: BLE001 - any policy error becomes openpi's error frame
+            except Exception:  # any policy error becomes openpi's error frame
                 ws.send(traceback.format_exc())
                 ws.close(code=1011, reason="Internal server error. Traceback included in previous frame.")
                 return
