@@ -18,7 +18,7 @@ setup(
     # test: pytest, and the gates `make test` runs first (ruff; mypy --strict with the stubs)
     extras_require={"test": ["pytest>=7", "ruff", "mypy", "scipy-stubs", "types-PyYAML", "types-tqdm"], "report": ["matplotlib>=3.7", "rosbags>=0.11"],
                     "audit": ["rosbags>=0.11"],
-                    # policy_runner: openpi's wire protocol (WebSocket + msgpack)
-                    "runner": ["websockets>=13", "msgpack>=1.0"]},
+                    # policy_runner: openpi's wire protocol (WebSocket + msgpack), episode videos (ffmpeg)
+                    "runner": ["websockets>=13", "msgpack>=1.0", "imageio-ffmpeg>=0.5"]},
     entry_points={"console_scripts": ["evalstop = evalstop_ros.cli.main:main"]},
 )

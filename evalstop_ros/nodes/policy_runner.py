@@ -23,6 +23,7 @@ Parameters: see :meth:`PolicyRunner.__init__` (``ros2 param describe`` shows the
 
 from __future__ import annotations
 
+import pathlib
 import threading
 import time
 from typing import Any
@@ -43,6 +44,7 @@ from ..runner.adapters.base import EpisodeInfo
 from ..runner.client import PolicyClient, ServerAddress
 from ..runner.episode import EpisodeControl, EpisodeSettings, Progress, run_episode
 from ..runner.errors import RunnerError
+from ..runner.recorder import EpisodeRecorder
 from ..runner.trials import RunLedger, load_servers
 from ._common import EXIT_OK, EXIT_USAGE, declare, parameter_error, ros_context
 
@@ -71,6 +73,9 @@ class PolicyRunner(Node):
                                             "Seconds to wait for each action chunk.", float_range=(0.01, 600.0))
         self.auto_score: bool = declare(self, "auto_score", True,
                                         "Return the robot's own score (sim only) in the result.")
+        self.record_dir: str = declare(self, "record_dir", "",
+                                       "Directory of episode recordings (npz + mp4 per camera, one folder per "
+                                       "run under <record_dir>/<session>/); empty: no recording.")
         session_control: str = declare(self, "session_control", "session_control",
                                        "The manager's SessionControl service (paused on emergency stop).",
                                        read_only=True)
@@ -223,11 +228,15 @@ class PolicyRunner(Node):
                                        timeout=self.timeout)
             episode = EpisodeInfo(goal.session_id, goal.trial_id, goal.task, goal.initial_condition)
             self.get_logger().info(f"{trial} (attempt {goal.attempt}): rollout started")
+            recorder = None
+            if self.record_dir:
+                folder = pathlib.Path(self.record_dir) / goal.session_id / f"trial_{goal.trial_id:04d}_attempt_{goal.attempt}"
+                recorder = EpisodeRecorder(folder, fps=self.rate)
             try:
                 with PolicyClient(self.servers[goal.policy_id], connect_timeout=self.connect_timeout,
                                   infer_timeout=self.infer_timeout) as client:
                     outcome = run_episode(client, self.robot, episode, settings, control=control, on_step=on_step,
-                                          policy_session=f"{goal.session_id}-{goal.trial_id}")
+                                          policy_session=f"{goal.session_id}-{goal.trial_id}", recorder=recorder)
             except RunnerError as err:
                 self.robot.stop()
                 message = f"{trial}: rollout failed: {err}"
@@ -235,6 +244,8 @@ class PolicyRunner(Node):
                 return RunTrial.Result(ok=False, message=message, duration=time.monotonic() - start)
             result = RunTrial.Result(ok=True, duration=time.monotonic() - start,
                                      message=f"{outcome.steps} steps, ended by {outcome.ended_by}")
+            if recorder is not None:
+                result.message += f"; recorded in {recorder.directory}"
             if self.auto_score and outcome.score is not None:
                 result.auto_scored = True
                 result.auto_success, result.auto_progress = outcome.score.success, outcome.score.progress

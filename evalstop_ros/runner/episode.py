@@ -22,6 +22,7 @@ import numpy as np
 from .adapters.base import EpisodeInfo, Observation, RobotAdapter, Score
 from .client import ACTION_DIMS, ServerConfig
 from .errors import RunnerError
+from .recorder import EpisodeRecorder
 
 __all__ = ["EpisodeControl", "EpisodeResult", "EpisodeSettings", "Progress", "build_request", "postprocess", "resize_with_pad",
            "run_episode"]
@@ -167,12 +168,13 @@ def postprocess(action: np.ndarray, action_space: str, settings: EpisodeSettings
 
 def run_episode(client: ChunkSource, robot: RobotAdapter, episode: EpisodeInfo, settings: EpisodeSettings, *,
                 control: EpisodeControl | None = None, on_step: Callable[[Progress], None] | None = None,
-                policy_session: str = "") -> EpisodeResult:
+                policy_session: str = "", recorder: EpisodeRecorder | None = None) -> EpisodeResult:
     """Run one rollout of ``client``'s policy on ``robot``; see the module docstring.
 
     :param control: Ends the rollout early from another thread (operator, emergency stop).
     :param on_step: Called after every step (feedback).
     :param policy_session: ``session_id`` sent to servers that ask for one, and to ``reset``.
+    :param recorder: Records the episode (written when the episode ends, failed or not).
     :raises RunnerError: on any failure, after ``robot.stop()``.
     """
     config = client.config
@@ -202,10 +204,14 @@ def run_episode(client: ChunkSource, robot: RobotAdapter, episode: EpisodeInfo, 
                 tick = time.monotonic()
                 observation = robot.observe()
                 robot_time += time.monotonic() - tick
+                if recorder is not None:
+                    recorder.observation(tick - start, observation)
                 request = build_request(observation, config, settings.prompt, policy_session)
                 chunk = list(client.action_chunk(request, ACTION_DIMS[config.action_space]))
                 inference = client.last_latency
                 result.latencies.append(inference)
+                if recorder is not None:
+                    recorder.latency(inference)
             action = postprocess(chunk.pop(0), config.action_space, settings)
             with control.lock:
                 if control.abort_reason:
@@ -213,6 +219,8 @@ def run_episode(client: ChunkSource, robot: RobotAdapter, episode: EpisodeInfo, 
                 tick = time.monotonic()
                 robot.act(action, config.action_space)
                 robot_time += time.monotonic() - tick
+            if recorder is not None:
+                recorder.action(tick - start, action)
             result.overheads.append(time.monotonic() - began - inference - robot_time)
             result.steps = step + 1
             if on_step is not None:
@@ -222,6 +230,9 @@ def run_episode(client: ChunkSource, robot: RobotAdapter, episode: EpisodeInfo, 
     except BaseException:
         robot.stop()
         raise
+    finally:
+        if recorder is not None:
+            recorder.close()
     robot.reset()
     try:  # the rollout is over and counts; a server that mishandles reset is only noted
         client.reset(policy_session)

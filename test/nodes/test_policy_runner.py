@@ -149,7 +149,7 @@ def test_a_goal_sent_again_is_the_same_run(start_node: Any, probe: Any, tmp_path
 
     with PolicyServer("good") as good:
         runner = start_node("policy_runner", params=_runner_params(
-            _servers_file(tmp_path / "s.yaml", {"good_vla": good.port})))
+            _servers_file(tmp_path / "s.yaml", {"good_vla": good.port}), record_dir=str(tmp_path / "episodes")))
         client = ActionClient(probe.node, RunTrial, "run_trial")
         probe.spin_until(client.server_is_ready, 20.0, "run_trial")
         goal = RunTrial.Goal(session_id="s", trial_id=5, policy_id="good_vla", task="t", initial_condition="c",
@@ -171,6 +171,11 @@ def test_a_goal_sent_again_is_the_same_run(start_node: Any, probe: Any, tmp_path
         assert (results[0].auto_success, results[0].auto_progress, results[0].duration) == \
             (results[1].auto_success, results[1].auto_progress, results[1].duration)
         runner.wait_for(r"trial 5 \(attempt 1\): goal re-sent, same run")
+        # recorded once, next to nothing that names the policy
+        folder = tmp_path / "episodes" / "s" / "trial_0005_attempt_1"
+        assert results[0].message.endswith(f"; recorded in {folder}")
+        assert sorted(p.name for p in folder.iterdir()) == ["episode.npz", "exterior_image_1_left.mp4",
+                                                            "wrist_image_left.mp4"]
         assert runner.output.count("trial 5 (attempt 1): rollout started") == 1
         unknown = RunTrial.Goal(session_id="s", trial_id=6, policy_id="nobody", attempt=1)
         sent = client.send_goal_async(unknown)

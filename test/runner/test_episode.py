@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
 import pytest
@@ -138,3 +138,33 @@ def test_emergency_abort_stops_the_arm_before_any_further_action() -> None:
             run_episode(client, arm, EpisodeInfo("s", 1, "t", "c"), EpisodeSettings("p", rate=50.0, max_steps=1000),
                         control=control)
     assert arm.stopped
+
+
+def test_an_episode_is_recorded_with_a_video_per_camera(tmp_path: Any) -> None:
+    import imageio_ffmpeg
+
+    from evalstop_ros.runner.recorder import EpisodeRecorder
+
+    folder = tmp_path / "trial_0001_attempt_1"
+    with PolicyServer("good", chunk=5) as server, PolicyClient(ServerAddress("127.0.0.1", server.port)) as client:
+        result = run_episode(client, SimArm(resolution=(48, 64)), EpisodeInfo("s", 1, "t", "c"), FAST,
+                             recorder=EpisodeRecorder(folder, fps=15.0))
+    data = np.load(folder / "episode.npz")
+    assert data["actions"].shape == (30, 8) and data["step_time"].shape == (30,)
+    assert data["joint_position"].shape == (6, 7) and data["latency"].shape == (6,)
+    assert np.all(np.diff(data["step_time"]) > 0)
+    assert set(np.unique(data["actions"][:, 7])) <= {0.0, 1.0}
+    for camera in ("exterior_image_1_left", "wrist_image_left"):
+        assert imageio_ffmpeg.count_frames_and_secs(str(folder / f"{camera}.mp4"))[0] == 6
+    assert result.steps == 30
+
+
+def test_a_failed_episode_is_recorded_too(tmp_path: Any) -> None:
+    from evalstop_ros.runner.recorder import EpisodeRecorder
+
+    with PolicyServer("wrong_shape") as server, PolicyClient(ServerAddress("127.0.0.1", server.port)) as client, \
+            pytest.raises(RunnerError):
+        run_episode(client, SimArm(), EpisodeInfo("s", 1, "t", "c"), FAST,
+                    recorder=EpisodeRecorder(tmp_path / "failed", fps=15.0))
+    data = np.load(tmp_path / "failed" / "episode.npz")
+    assert data["actions"].shape == (8, 8), "two chunks of 4 ran before the bad reply"
