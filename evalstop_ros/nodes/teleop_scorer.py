@@ -72,6 +72,10 @@ class TeleopScorer(Node):
         self.trial: TrialRequest | None = None
         self._acks: list[ScoreAck] = []
         self._state: int | None = None
+        self._awaiting = ""  # "run" while the robot runs the pending trial, "score" once it is done
+        self._phase: tuple[int, str] = (0, "")  # (pending trial, awaiting) last shown
+        #: a robot-phase line (trial id, text) held back until its trial is on the screen
+        self._deferred_phase: tuple[int, str] | None = None
         self._sending = False  # a score or an undo is out, waiting for the manager's answer
         self._deferred: TrialRequest | None = None  # a trial that arrived meanwhile, shown after the ack
         self.progress: float | None = None
@@ -84,7 +88,8 @@ class TeleopScorer(Node):
         self._correct = self.create_client(CorrectScore, "correct_score")
         self._end_episode = self.create_client(Trigger, "end_episode")
         self._estop = self.create_client(SetBool, "emergency_stop")
-        self.get_logger().info(f"operator {self.scorer!r}; trial_request {qos.describe(latched_qos)}, "
+        # debug, not info: the operator's screen starts without ROS log lines
+        self.get_logger().debug(f"operator {self.scorer!r}; trial_request {qos.describe(latched_qos)}, "
                                f"trial_score {qos.describe(event_qos)}")
 
     def say(self, text: str) -> None:
@@ -116,6 +121,17 @@ class TeleopScorer(Node):
                  f"initial condition: {msg.initial_condition}\n"
                  f"reset:             {msg.reset_instructions}\n"
                  "score after the rollout: s = success, f [P] = failure (progress P), h = help")
+        self._show_phase(msg.trial_id)
+
+    def _show_phase(self, trial_id: int) -> None:
+        """Print the held-back robot-phase line of ``trial_id``, if any."""
+        with self._cond:
+            held, self._deferred_phase = self._deferred_phase, None
+        if held is not None and held[0] == trial_id:
+            self.say(held[1])
+        elif held is not None:
+            with self._cond:
+                self._deferred_phase = self._deferred_phase or held
 
     def _on_ack(self, msg: ScoreAck) -> None:
         with self._cond:
@@ -123,6 +139,18 @@ class TeleopScorer(Node):
             self._cond.notify_all()
 
     def _on_status(self, msg: SessionStatus) -> None:
+        awaiting = msg.state_name.partition(":awaiting_")[2] if msg.pending_trial_id else ""
+        self._awaiting = awaiting
+        if (msg.pending_trial_id, awaiting) != self._phase:
+            self._phase = (msg.pending_trial_id, awaiting)
+            line = {"run": f"-- robot running trial {msg.pending_trial_id} (d = task done, x = EMERGENCY STOP) --",
+                    "score": f"-- robot done: score trial {msg.pending_trial_id} now (s, or f [P]) --"}.get(awaiting)
+            with self._cond:
+                shown = self.trial is not None and self.trial.trial_id == msg.pending_trial_id
+                if line and (self._sending or not shown):  # shown after the trial it belongs to
+                    self._deferred_phase, line = (msg.pending_trial_id, line), None
+            if line:
+                self.say(line)
         if msg.state != self._state:
             self._state = msg.state
             self.say(f"[session {msg.session_id or '-'}: {STATES.get(msg.state, msg.state)}, "
@@ -139,6 +167,8 @@ class TeleopScorer(Node):
             return False
         if word in ("h", "help", "?"):
             self.say(HELP)
+        elif word in ("s", "f") and self._awaiting == "run":
+            self.say("the robot is still running this trial: score it once it is done (d ends the episode now)")
         elif word == "s":
             if self.progress is not None and self.progress < 1.0:
                 self.say(f"warning: success ignores the progress {self.progress:g} set with p (a success has "
@@ -209,6 +239,8 @@ class TeleopScorer(Node):
                 self._sending, deferred, self._deferred = False, self._deferred, None
             if deferred is not None:
                 self._show(deferred)
+            else:
+                self._show_phase(self.trial.trial_id if self.trial is not None else 0)
 
     def _send(self, msg: TrialScore) -> None:
         trial_id, success, progress = msg.trial_id, msg.success, msg.progress
