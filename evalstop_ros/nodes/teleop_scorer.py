@@ -5,7 +5,10 @@ condition, what to reset -- and turns one-key commands into ``TrialScore`` messa
 trial's token) and undo requests (the ``correct_score`` service). Every score is answered by
 the manager on ``score_ack``; the terminal shows the answer, and re-sends a score that got no
 answer within ``ack_timeout`` (the manager may be restarting: it recognises the repeat as a
-duplicate), so no score is lost.
+duplicate), so no score is lost. It follows the robot through the manager's
+``session_status``: "robot running trial N" while the rollout runs (a score typed then is not
+sent: the manager would refuse it), "robot done: score trial N now" once it ended; it warns on
+inconsistent entries (``f 1``; ``s`` after ``p 0.3``).
 
 Commands (then Enter)::
 
