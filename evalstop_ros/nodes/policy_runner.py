@@ -122,6 +122,12 @@ class PolicyRunner(Node):
                     "joint_names": list(declare(self, "ros2.joint_names", [f"joint{i}" for i in range(1, 8)],
                                                 "Arm joint names (7), then the gripper.", read_only=True)),
                     "dt": 1.0 / self.rate}
+        if robot == "droid":
+            pairs = list(declare(self, "droid.cameras", ["<serial>_left=exterior_image_1_left"],
+                                 "DROID image key = protocol camera name, one per camera, e.g. "
+                                 "24259877_left=exterior_image_1_left, 13062452_left=wrist_image_left.",
+                                 read_only=True))
+            return {"cameras": dict(pair.split("=", 1) for pair in pairs if "=" in pair)}
         if robot == "widowx":
             return {"host": declare(self, "widowx.host", "localhost", "WidowX server host.", read_only=True),
                     "port": declare(self, "widowx.port", 5556, "WidowX server port.", read_only=True)}
