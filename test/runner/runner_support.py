@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fcntl
 import pathlib
 import socket
 import subprocess
@@ -14,8 +15,11 @@ REPO = pathlib.Path(__file__).resolve().parents[2]
 
 def openpi_python() -> pathlib.Path:
     """The python of the separate openpi venv (built by tools/openpi_venv.sh on first use)."""
-    out = subprocess.run(["sh", str(REPO / "tools" / "openpi_venv.sh"), str(REPO / "build" / "openpi-venv")],
-                         cwd=REPO, capture_output=True, text=True, timeout=900, check=False)
+    (REPO / "build").mkdir(exist_ok=True)
+    with (REPO / "build" / ".openpi-venv.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # pytest-xdist workers: one builds, the others wait
+        out = subprocess.run(["sh", str(REPO / "tools" / "openpi_venv.sh"), str(REPO / "build" / "openpi-venv")],
+                             cwd=REPO, capture_output=True, text=True, timeout=900, check=False)
     assert out.returncode == 0, f"tools/openpi_venv.sh failed:\n{out.stderr[-3000:]}"
     return pathlib.Path(out.stdout.strip().splitlines()[-1])
 
