@@ -143,6 +143,45 @@ def test_unreachable_server_fails_the_run_and_the_manager_pauses(
         assert runner.stop() == 0
 
 
+def _run_goal(probe: Any, client: Any, goal: Any) -> Any:
+    """Send ``goal`` (re-sent while DDS drops the goal response, as the manager does) and return its result."""
+    deadline = time.monotonic() + 30.0
+    while True:
+        sent = client.send_goal_async(goal)
+        try:
+            handle = probe.spin_until(lambda s=sent: s.done() and s.result(), 3.0, "goal response")
+            break
+        except pytest.fail.Exception:
+            assert time.monotonic() < deadline
+    done = handle.get_result_async()
+    probe.spin_until(done.done, 30.0, "result")
+    return done.result().result
+
+
+@pytest.mark.parametrize(("kind", "options", "message"), [
+    ("good", {"disconnect_after": 3}, "policy server closed the connection (waiting for action chunk)"),
+    ("slow", {"delay": 3.0}, "policy server too slow: no action chunk within 0.5 s"),
+    ("error", {}, "policy server error: RuntimeError: scripted policy failure"),
+    ("wrong_shape", {}, "policy server returned actions of shape (4, 7); expected (N, 8)"),
+])
+def test_server_failures_fail_the_run_with_the_trial_named(
+        start_node: Any, probe: Any, tmp_path: pathlib.Path, kind: str, options: dict[str, Any], message: str) -> None:
+    from evalstop.action import RunTrial
+    from rclpy.action import ActionClient
+
+    with PolicyServer(kind, **options) as server:
+        runner = start_node("policy_runner", params=_runner_params(
+            _servers_file(tmp_path / "s.yaml", {"good_vla": server.port}), infer_timeout=0.5))
+        client = ActionClient(probe.node, RunTrial, "run_trial")
+        probe.spin_until(client.server_is_ready, 20.0, "run_trial")
+        result = _run_goal(probe, client, RunTrial.Goal(session_id="s", trial_id=7, policy_id="good_vla",
+                                                        task="t", initial_condition="c", attempt=1))
+        assert not result.ok and result.message == f"trial 7: rollout failed: {message}"
+        runner.wait_for(r"trial 7: rollout failed: .*; robot stopped")
+        assert "good_vla" not in runner.output and str(server.port) not in runner.output
+        client.destroy()
+
+
 def test_a_goal_sent_again_is_the_same_run(start_node: Any, probe: Any, tmp_path: pathlib.Path) -> None:
     from evalstop.action import RunTrial
     from rclpy.action import ActionClient
@@ -154,19 +193,7 @@ def test_a_goal_sent_again_is_the_same_run(start_node: Any, probe: Any, tmp_path
         probe.spin_until(client.server_is_ready, 20.0, "run_trial")
         goal = RunTrial.Goal(session_id="s", trial_id=5, policy_id="good_vla", task="t", initial_condition="c",
                              attempt=1)
-        results = []
-        for _ in range(2):
-            deadline = time.monotonic() + 30.0
-            while True:  # DDS may drop a goal response right after discovery: re-send, as the manager does
-                sent = client.send_goal_async(goal)
-                try:
-                    handle = probe.spin_until(lambda s=sent: s.done() and s.result(), 3.0, "goal response")
-                    break
-                except pytest.fail.Exception:
-                    assert time.monotonic() < deadline
-            done = handle.get_result_async()
-            probe.spin_until(done.done, 30.0, "result")
-            results.append(done.result().result)
+        results = [_run_goal(probe, client, goal) for _ in range(2)]
         assert results[0].ok and results[0].auto_scored
         assert (results[0].auto_success, results[0].auto_progress, results[0].duration) == \
             (results[1].auto_success, results[1].auto_progress, results[1].duration)
