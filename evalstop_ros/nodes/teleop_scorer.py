@@ -80,6 +80,7 @@ class TeleopScorer(Node):
         #: a robot-phase line (trial id, text) held back until its trial is on the screen
         self._deferred_phase: tuple[int, str] | None = None
         self._sending = False  # a score or an undo is out, waiting for the manager's answer
+        self._last_recorded = 0  # the trial whose score this terminal recorded last (what `u` voids)
         self._deferred: TrialRequest | None = None  # a trial that arrived meanwhile, shown after the ack
         self.progress: float | None = None
         self.note = ""
@@ -265,6 +266,7 @@ class TeleopScorer(Node):
         else:
             extra = f" ({ack.reason})" if ack.reason else ""
             self.say(f"trial {trial_id}: recorded: success={int(success)} progress={progress:g}{extra}")
+            self._last_recorded = trial_id
             with self._cond:
                 if self.trial is not None and self.trial.trial_id == trial_id:
                     self.progress, self.note, self.preference = None, "", ""
@@ -282,6 +284,9 @@ class TeleopScorer(Node):
         if not self._correct.wait_for_service(timeout_sec=5.0):
             self.say("undo failed: the correct_score service is not available")
             return
+        if self._last_recorded:
+            self.say(f"undo: voiding the last recorded score (trial {self._last_recorded} from this terminal); "
+                     "that trial will be run again")
         request = CorrectScore.Request(trial_id=0, action=CorrectScore.Request.ACTION_UNDO, reason=reason,
                                        scorer=self.scorer)
         done = threading.Event()
