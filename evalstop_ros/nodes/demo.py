@@ -25,7 +25,9 @@ import datetime
 import math
 import os
 import pathlib
+import shlex
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -112,6 +114,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--duration", type=float, default=0.05, help="rollout duration in s (default %(default)s)")
     parser.add_argument("--timeout", type=float, default=600.0,
                         help="give up after this many seconds (default %(default)s)")
+    parser.add_argument("--robot", choices=("sim_robot", "sim_policy"), default="sim_robot",
+                        help="sim_robot (default), or sim_policy: two scripted policy servers (openpi protocol) "
+                             "run by policy_runner on its simulated arm (config/sim_policy.yaml)")
+    parser.add_argument("--server-command", default="",
+                        help="sim_policy: command that serves a scripted policy (given --policy and --port), e.g. "
+                             "openpi's own server: 'build/openpi-venv/bin/python tools/openpi_policy_server.py'; "
+                             "default: the project's server (policy_server)")
+    parser.add_argument("--rate", type=float, default=60.0, help="sim_policy: control rate in Hz (default %(default)s)")
 
 
 def _csv(text: str, kind: type) -> list:
@@ -151,10 +161,29 @@ def _stop(proc: subprocess.Popen[bytes], timeout: float = 10.0, *, grace: float 
     return proc.returncode
 
 
+def _policy_robot(args: argparse.Namespace, workdir: pathlib.Path) -> dict[str, list[str]]:
+    """Commands of ``--robot sim_policy``: a good and a bad scripted policy server, and policy_runner."""
+    ports = {}
+    for policy in ("good_vla", "bad_vla"):
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            ports[policy] = sock.getsockname()[1]
+    servers = workdir / "servers.yaml"
+    servers.write_text("policy_servers:\n" + "".join(
+        f"  {policy}: {{host: 127.0.0.1, port: {port}}}\n" for policy, port in ports.items()))
+    server = shlex.split(args.server_command) if args.server_command else [_executable("policy_server")]
+    commands = {f"server_{p}": [*server, "--policy", p.split("_")[0], "--port", str(port)]
+                for p, port in ports.items()}
+    commands["policy_runner"] = [_executable("policy_runner"), *_ros_args(
+        {"servers_file": str(servers), "robot": "sim", "rate": args.rate, "max_steps": 30, "sim.seed": args.seed})]
+    return commands
+
+
 def run(args: argparse.Namespace) -> int:
     """Run the demo; returns the exit status (module docstring)."""
+    preset = "sim_policy.yaml" if args.robot == "sim_policy" else "eval.yaml"
     try:
-        config_path = args.config or str(pathlib.Path(get_package_share_directory("evalstop")) / "config" / "eval.yaml")
+        config_path = args.config or str(pathlib.Path(get_package_share_directory("evalstop")) / "config" / preset)
     except PackageNotFoundError:
         print("evalstop_demo: the evalstop package is not installed (run inside tools/ros/env.sh)", file=sys.stderr)
         return EXIT_USAGE
@@ -173,8 +202,10 @@ def run(args: argparse.Namespace) -> int:
     env.setdefault("ROS_LOG_DIR", str(workdir / "roslog"))
     env.setdefault("RCUTILS_CONSOLE_OUTPUT_FORMAT", "[{severity}] [{name}]: {message}")
     os.environ.update({k: env[k] for k in ("ROS_AUTOMATIC_DISCOVERY_RANGE", "ROS_DOMAIN_ID", "ROS_LOG_DIR")})
+    robot_line = ("policy_runner (sim arm) with policy servers good_vla, bad_vla" if args.robot == "sim_policy" else
+                  f"sim_robot: {', '.join(f'{p} success rate {r:g}' for p, r in zip(policies, rates))}")
     print(f"evalstop demo: session {session_id}, config {config_path}\n"
-          f"  sim_robot: {', '.join(f'{p} success rate {r:g}' for p, r in zip(policies, rates))}\n"
+          f"  {robot_line}\n"
           f"  ROS_DOMAIN_ID {env['ROS_DOMAIN_ID']}, discovery {env['ROS_AUTOMATIC_DISCOVERY_RANGE']}; "
           f"journal and node logs in {workdir}", flush=True)
 
@@ -182,15 +213,17 @@ def run(args: argparse.Namespace) -> int:
                   "duration": args.duration, "auto_score": True}
     manager_params = {"config_file": config_path, "session_id": session_id, "journal_dir": str(workdir),
                       "exit_on_finish": True, "journal_fsync": False}
+    robot = (_policy_robot(args, workdir) if args.robot == "sim_policy"
+             else {"sim_robot": [_executable("sim_robot"), *_ros_args(sim_params)]})
     procs: dict[str, subprocess.Popen[bytes]] = {}
-    logs = {name: (workdir / f"{name}.log").open("wb") for name in ("sim_robot", "evaluation_manager")}
+    logs = {name: (workdir / f"{name}.log").open("wb") for name in (*robot, "evaluation_manager")}
     status = EXIT_FAILURE
     started = time.monotonic()
     try:
         with ros_context([]):
             monitor = DemoMonitor(qos.STATUS_QOS)
-            procs["sim_robot"] = subprocess.Popen([_executable("sim_robot"), *_ros_args(sim_params)], env=env,
-                                                  stdout=logs["sim_robot"], stderr=subprocess.STDOUT)
+            for name, command in robot.items():
+                procs[name] = subprocess.Popen(command, env=env, stdout=logs[name], stderr=subprocess.STDOUT)
             procs["evaluation_manager"] = subprocess.Popen(
                 [_executable("evaluation_manager"), *_ros_args(manager_params)], env=env,
                 stdout=logs["evaluation_manager"], stderr=subprocess.STDOUT)
@@ -209,8 +242,8 @@ def run(args: argparse.Namespace) -> int:
             monitor.destroy_node()
         assert final is not None
         # the manager exits by itself (exit_on_finish) once its last messages are acknowledged
-        codes = {"evaluation_manager": _stop(procs["evaluation_manager"], grace=15.0),
-                 "sim_robot": _stop(procs["sim_robot"])}
+        codes = {"evaluation_manager": _stop(procs["evaluation_manager"], grace=15.0)}
+        codes.update({name: _stop(procs[name]) for name in robot})
         status = _report(final, config_path, workdir / f"{session_id}.db", codes, time.monotonic() - started)
     except (KeyboardInterrupt, ExternalShutdownException):
         print("evalstop demo: interrupted", file=sys.stderr)

@@ -5,7 +5,10 @@ condition, what to reset -- and turns one-key commands into ``TrialScore`` messa
 trial's token) and undo requests (the ``correct_score`` service). Every score is answered by
 the manager on ``score_ack``; the terminal shows the answer, and re-sends a score that got no
 answer within ``ack_timeout`` (the manager may be restarting: it recognises the repeat as a
-duplicate), so no score is lost.
+duplicate), so no score is lost. It follows the robot through the manager's
+``session_status``: "robot running trial N" while the rollout runs (a score typed then is not
+sent: the manager would refuse it), "robot done: score trial N now" once it ended; it warns on
+inconsistent entries (``f 1``; ``s`` after ``p 0.3``).
 
 Commands (then Enter)::
 
@@ -15,6 +18,9 @@ Commands (then Enter)::
     n TEXT       attach a note to the next score
     r LABEL      prefer LABEL in this round ("=" for no preference)
     u [REASON]   undo the last recorded score (voids it; the trial is run again)
+    d            task done: end the running episode now (policy_runner's ``end_episode``)
+    x            EMERGENCY STOP: the robot holds, the session pauses (``emergency_stop``);
+                 ``x off`` releases it (then resume the session)
     h            help
     q            quit
 
@@ -29,13 +35,14 @@ import math
 import sys
 import threading
 from collections.abc import Iterator
-from typing import TextIO
+from typing import Any, TextIO
 
 from evalstop.msg import ScoreAck, SessionStatus, TrialRequest, TrialScore
 from evalstop.srv import CorrectScore
 from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
 from rclpy.node import Node
 from rclpy.qos import QoSProfile
+from std_srvs.srv import SetBool, Trigger
 
 from .. import qos
 from ._common import declare, ros_context
@@ -46,6 +53,7 @@ HELP = """\
   s            success (progress 1), send         f [P]   failure with progress P, send
   p P          progress in [0, 1] for the next f  n TEXT  note for the next score
   r LABEL      preferred label this round ('=')   u [WHY] undo the last recorded score
+  d            task done: end the episode now     x       EMERGENCY STOP (x off: release)
   h            this help                          q       quit"""
 STATES = {SessionStatus.STATE_IDLE: "idle", SessionStatus.STATE_RUNNING: "running",
           SessionStatus.STATE_PAUSED: "PAUSED", SessionStatus.STATE_FINISHED: "FINISHED",
@@ -67,7 +75,12 @@ class TeleopScorer(Node):
         self.trial: TrialRequest | None = None
         self._acks: list[ScoreAck] = []
         self._state: int | None = None
+        self._awaiting = ""  # "run" while the robot runs the pending trial, "score" once it is done
+        self._phase: tuple[int, str] = (0, "")  # (pending trial, awaiting) last shown
+        #: a robot-phase line (trial id, text) held back until its trial is on the screen
+        self._deferred_phase: tuple[int, str] | None = None
         self._sending = False  # a score or an undo is out, waiting for the manager's answer
+        self._last_recorded = 0  # the trial whose score this terminal recorded last (what `u` voids)
         self._deferred: TrialRequest | None = None  # a trial that arrived meanwhile, shown after the ack
         self.progress: float | None = None
         self.note = ""
@@ -77,7 +90,10 @@ class TeleopScorer(Node):
         self.create_subscription(ScoreAck, "score_ack", self._on_ack, event_qos)
         self.create_subscription(SessionStatus, "session_status", self._on_status, latched_qos)
         self._correct = self.create_client(CorrectScore, "correct_score")
-        self.get_logger().info(f"operator {self.scorer!r}; trial_request {qos.describe(latched_qos)}, "
+        self._end_episode = self.create_client(Trigger, "end_episode")
+        self._estop = self.create_client(SetBool, "emergency_stop")
+        # debug, not info: the operator's screen starts without ROS log lines
+        self.get_logger().debug(f"operator {self.scorer!r}; trial_request {qos.describe(latched_qos)}, "
                                f"trial_score {qos.describe(event_qos)}")
 
     def say(self, text: str) -> None:
@@ -109,6 +125,17 @@ class TeleopScorer(Node):
                  f"initial condition: {msg.initial_condition}\n"
                  f"reset:             {msg.reset_instructions}\n"
                  "score after the rollout: s = success, f [P] = failure (progress P), h = help")
+        self._show_phase(msg.trial_id)
+
+    def _show_phase(self, trial_id: int) -> None:
+        """Print the held-back robot-phase line of ``trial_id``, if any."""
+        with self._cond:
+            held, self._deferred_phase = self._deferred_phase, None
+        if held is not None and held[0] == trial_id:
+            self.say(held[1])
+        elif held is not None:
+            with self._cond:
+                self._deferred_phase = self._deferred_phase or held
 
     def _on_ack(self, msg: ScoreAck) -> None:
         with self._cond:
@@ -116,6 +143,18 @@ class TeleopScorer(Node):
             self._cond.notify_all()
 
     def _on_status(self, msg: SessionStatus) -> None:
+        awaiting = msg.state_name.partition(":awaiting_")[2] if msg.pending_trial_id else ""
+        self._awaiting = awaiting
+        if (msg.pending_trial_id, awaiting) != self._phase:
+            self._phase = (msg.pending_trial_id, awaiting)
+            line = {"run": f"-- robot running trial {msg.pending_trial_id} (d = task done, x = EMERGENCY STOP) --",
+                    "score": f"-- robot done: score trial {msg.pending_trial_id} now (s, or f [P]) --"}.get(awaiting)
+            with self._cond:
+                shown = self.trial is not None and self.trial.trial_id == msg.pending_trial_id
+                if line and (self._sending or not shown):  # shown after the trial it belongs to
+                    self._deferred_phase, line = (msg.pending_trial_id, line), None
+            if line:
+                self.say(line)
         if msg.state != self._state:
             self._state = msg.state
             self.say(f"[session {msg.session_id or '-'}: {STATES.get(msg.state, msg.state)}, "
@@ -132,12 +171,26 @@ class TeleopScorer(Node):
             return False
         if word in ("h", "help", "?"):
             self.say(HELP)
+        elif word in ("s", "f") and self._awaiting == "run":
+            self.say("the robot is still running this trial: score it once it is done (d ends the episode now)")
         elif word == "s":
+            if self.progress is not None and self.progress < 1.0:
+                self.say(f"warning: success ignores the progress {self.progress:g} set with p (a success has "
+                         "progress 1); sending success")
             self.send(success=True, progress=1.0)
         elif word == "f":
             progress = self._parse_progress(rest) if rest else (self.progress if self.progress is not None else 0.0)
             if progress is not None:
+                if progress >= 1.0:
+                    self.say("warning: failure with progress 1 (full progress, task not done?); "
+                             "use s for a success")
                 self.send(success=False, progress=progress)
+        elif word == "d":
+            self._robot_call(self._end_episode, Trigger.Request(), "task done")
+        elif word == "x":
+            engage = rest.lower() not in ("off", "release", "0")
+            self._robot_call(self._estop, SetBool.Request(data=engage),
+                             "EMERGENCY STOP" if engage else "emergency stop release")
         elif word == "p":
             progress = self._parse_progress(rest)
             if progress is not None:
@@ -190,6 +243,8 @@ class TeleopScorer(Node):
                 self._sending, deferred, self._deferred = False, self._deferred, None
             if deferred is not None:
                 self._show(deferred)
+            else:
+                self._show_phase(self.trial.trial_id if self.trial is not None else 0)
 
     def _send(self, msg: TrialScore) -> None:
         trial_id, success, progress = msg.trial_id, msg.success, msg.progress
@@ -211,6 +266,7 @@ class TeleopScorer(Node):
         else:
             extra = f" ({ack.reason})" if ack.reason else ""
             self.say(f"trial {trial_id}: recorded: success={int(success)} progress={progress:g}{extra}")
+            self._last_recorded = trial_id
             with self._cond:
                 if self.trial is not None and self.trial.trial_id == trial_id:
                     self.progress, self.note, self.preference = None, "", ""
@@ -228,6 +284,9 @@ class TeleopScorer(Node):
         if not self._correct.wait_for_service(timeout_sec=5.0):
             self.say("undo failed: the correct_score service is not available")
             return
+        if self._last_recorded:
+            self.say(f"undo: voiding the last recorded score (trial {self._last_recorded} from this terminal); "
+                     "that trial will be run again")
         request = CorrectScore.Request(trial_id=0, action=CorrectScore.Request.ACTION_UNDO, reason=reason,
                                        scorer=self.scorer)
         done = threading.Event()
@@ -239,6 +298,21 @@ class TeleopScorer(Node):
                 return
             response = future.result()
             self.say(f"undo: {response.message}" if response.ok else f"undo refused: {response.message}")
+
+
+    def _robot_call(self, client: Any, request: Any, what: str) -> None:
+        """Call a policy_runner service, re-sending every second (DDS may drop a request) for 5 s."""
+        if not client.wait_for_service(timeout_sec=2.0):
+            self.say(f"{what}: the robot's runner does not offer {client.srv_name} (is policy_runner running?)")
+            return
+        for _ in range(5):
+            done = threading.Event()
+            future = client.call_async(request)
+            future.add_done_callback(lambda _, answered=done: answered.set())
+            if done.wait(1.0):
+                self.say(f"{what}: {future.result().message}")
+                return
+        self.say(f"{what}: NO ANSWER from the runner")
 
 
 def main(args: list[str] | None = None) -> int:

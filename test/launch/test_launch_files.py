@@ -14,6 +14,7 @@ import pathlib
 import re
 
 import pytest
+import yaml
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 LAUNCH_FILES = sorted((REPO / "launch").glob("*.launch.py"))
@@ -111,12 +112,20 @@ def test_eval_launch_arguments_and_robot_presets() -> None:
     presets = next(n.value for n in tree.body if isinstance(n, ast.Assign) and n.targets[0].id == "PRESETS")  # type: ignore[attr-defined]
     presets = ast.literal_eval(presets)
     assert ast.unparse(_kwarg(declared["robot"], "choices")) == "list(PRESETS)"  # type: ignore[arg-type]
-    assert set(presets) == {"sim", "droid", "widowx"}
+    assert set(presets) == {"sim", "sim_policy", "droid", "widowx"}
     for config in presets.values():
         assert (REPO / "config" / config).is_file(), f"preset {config} is not in config/"
     # only the simulated robot starts sim_robot
     sim = next(c for c in _calls(tree, "Node") if _const(_kwarg(c, "executable")) == "sim_robot")
     assert "== 'sim'" in ast.unparse(_kwarg(sim, "condition"))  # type: ignore[arg-type]
+    # policy_runner for the served robots, with a servers file per robot preset
+    runner = next(c for c in _calls(tree, "Node") if _const(_kwarg(c, "executable")) == "policy_runner")
+    assert "('sim_policy', 'droid', 'widowx')" in ast.unparse(tree)
+    assert runner is not None
+    for robot in ("sim_policy", "droid", "widowx"):
+        servers = yaml.safe_load((REPO / "config" / f"{robot}_servers.yaml").read_text())["policy_servers"]
+        policies = yaml.safe_load((REPO / "config" / presets[robot]).read_text())["policies"]
+        assert sorted(servers) == sorted(policies), f"{robot}_servers.yaml must serve the preset's policies"
 
 
 @pytest.mark.parametrize("path", LAUNCH_FILES, ids=lambda p: p.name)

@@ -53,6 +53,14 @@ class Terminal:
                 pytest.fail(f"no {pattern!r} on the terminal within {timeout} s; screen:\n{self.screen}")
             self._read(0.1)
 
+    def seen(self, text: str, timeout: float = 20.0) -> None:
+        """Wait until ``text`` is anywhere on the screen (printed before or after the last match)."""
+        deadline = time.monotonic() + timeout
+        while text not in self.screen:
+            if time.monotonic() > deadline:
+                pytest.fail(f"no {text!r} on the terminal within {timeout} s; screen:\n{self.screen}")
+            self._read(0.1)
+
     def type(self, line: str) -> None:
         """Type ``line`` and Enter."""
         os.write(self.master, line.encode() + b"\n")
@@ -102,6 +110,7 @@ def test_operator_scores_notes_and_undoes_from_the_terminal(
     label = term.expect(r"== trial 1 \(round 1\) -- policy label (\w+) ==").group(1)
     term.expect(r"reset:\s+Block at spot \d\.")
     manager.wait_for(rf"trial 1 \(label {label}\) run ok")
+    term.expect(r"-- robot done: score trial 1 now")
     term.type("p 2")
     term.expect(r"progress must be a number in \[0, 1\]; found '2'")
     term.type("p 0.4")
@@ -113,15 +122,18 @@ def test_operator_scores_notes_and_undoes_from_the_terminal(
     label2 = term.expect(r"== trial 2 \(round 1\) -- policy label (\w+) ==").group(1)
     assert label2 != label, "the two policies of a round carry different labels"
     manager.wait_for(rf"trial 2 \(label {label2}\) run ok")
+    term.expect(r"-- robot done: score trial 2 now")
     term.type("s")
     term.expect(r"trial 2: recorded: success=1 progress=1")
     pending = term.expect(r"== trial (3) \(round 2\) -- policy label (\w+) ==")  # issued on trial 2's score
     term.type("u")
+    term.expect(r"undo: voiding the last recorded score \(trial 2 from this terminal\); that trial will be run again")
     term.expect(r"undo: trial 2 voided")
 
     # the manager dies while the operator scores: the terminal re-sends until the restarted
     # manager (same session id: resumed from the journal) records the score
     manager.wait_for(rf"trial {pending.group(1)} \(label {pending.group(2)}\) run ok")
+    term.seen(f"-- robot done: score trial {pending.group(1)} now")  # may have printed before the undo's answer
     manager.kill()
     term.type("s")
     term.expect(rf"no answer from the manager for trial {pending.group(1)} \(send 1\); sending again")
@@ -132,6 +144,7 @@ def test_operator_scores_notes_and_undoes_from_the_terminal(
     term.type("q")
     assert term.close() == 0
     assert "policy_a" not in term.screen and "policy_b" not in term.screen, "the terminal must stay blinded"
+    assert "[INFO]" not in term.screen, "no ROS log lines on the operator's screen"
     events = read_journal(tmp_path / "tty.db").events
     first = next(e for e in events if e.kind == "score_accepted" and e.trial_id == 1).payload["submission"]
     assert (first["operator"], first["notes"], first["progress"], first["success"]) == \
@@ -139,3 +152,47 @@ def test_operator_scores_notes_and_undoes_from_the_terminal(
     void = next(e for e in events if e.kind == "void")
     assert (void.trial_id, void.payload["reason"]) == (2, "operator undo (by alice)")
     assert any(e.kind == "score_accepted" and e.trial_id == int(pending.group(1)) for e in events)
+
+
+def test_operator_ends_an_episode_and_presses_the_emergency_stop(
+        start_node: Any, terminal: Any, tmp_path: pathlib.Path) -> None:
+    import yaml
+
+    from evalstop_ros.runner.server import PolicyServer
+
+    config = write_config(tmp_path / "operator.yaml", scoring="operator")
+    with PolicyServer("good") as server:
+        servers = tmp_path / "servers.yaml"
+        servers.write_text(yaml.safe_dump({"policy_servers": {p: {"host": "127.0.0.1", "port": server.port}
+                                                              for p in ("policy_a", "policy_b")}}))
+        # 15 Hz and 2000 steps: a rollout lasts until the operator ends it
+        runner = start_node("policy_runner", params={"servers_file": str(servers), "max_steps": 2000,
+                                                     "timeout": 600.0})
+        start_node("evaluation_manager", params={"config_file": str(config), "session_id": "tty",
+                                                 "journal_dir": str(tmp_path), "journal_fsync": False})
+        term = terminal("ack_timeout:=1.0")
+        term.expect(r"== trial 1 \(round 1\) -- policy label \w+ ==")
+        runner.wait_for(r"trial 1 \(attempt 1\): rollout started")
+        term.expect(r"-- robot running trial 1 \(d = task done, x = EMERGENCY STOP\) --")
+        term.type("s")
+        term.expect(r"the robot is still running this trial: score it once it is done")
+        term.type("d")
+        term.expect(r"task done: episode will end after this step")
+        runner.wait_for(r"trial 1: rollout done, \d+ steps, ended by operator")
+        term.seen("-- robot done: score trial 1 now (s, or f [P]) --")  # before or after the runner's answer
+        term.type("f 1")
+        term.expect(r"warning: failure with progress 1")
+        term.expect(r"trial 1: recorded: success=0 progress=1")
+
+        term.expect(r"== trial 2 \(round 1\) -- policy label \w+ ==")
+        runner.wait_for(r"trial 2 \(attempt 1\): rollout started")
+        term.type("x")
+        # the runner's answer and the paused session status arrive in either order
+        term.expect(r"(?s)(EMERGENCY STOP: robot stopped; release with data=false.*\[session tty: PAUSED, "
+                    r"1 trials scored\]|\[session tty: PAUSED, 1 trials scored\].*EMERGENCY STOP: robot stopped)")
+        runner.wait_for(r"trial 2: rollout failed: emergency stop; robot stopped")
+        term.type("x off")
+        term.expect(r"emergency stop release: emergency stop released")
+        term.type("q")
+        assert term.close() == 0
+        assert "policy_a" not in term.screen and "policy_b" not in term.screen

@@ -1,0 +1,283 @@
+"""``policy_runner``: a ``RunTrial`` action server that runs served policies on a robot.
+
+Per goal it looks up the policy's server in ``servers_file`` (policy id -> host:port [+ API
+key]; see :mod:`evalstop_ros.runner.trials`), connects, reads the metadata frame, and runs one
+episode (:func:`evalstop_ros.runner.episode.run_episode`: action chunks open-loop at ``rate``
+Hz, gripper thresholded, joint velocities clipped, up to ``max_steps`` / ``timeout``), then
+sends the robot home and the server its ``reset``. Feedback carries the step, elapsed time and
+inference latency. A goal re-sent with the same (session, trial, attempt) is the same run: it
+gets the first run's result, the robot does not move again.
+
+Every failure (server unreachable, slow, gone mid-episode, wrong shape, error frame) stops
+the robot and ends the goal with ``ok=false`` and a message naming the trial only: policy ids
+and server addresses appear in no message or log line. Services:
+
+* ``emergency_stop`` (std_srvs/SetBool): ``true`` halts the robot at once (hold position),
+  fails the running goal, latches (new goals fail) and pauses the session through the manager's
+  ``session_control`` (journaled with the reason); ``false`` releases the latch.
+* ``end_episode`` (std_srvs/Trigger): the operator ends the running episode early ("task
+  done"); the run counts as finished and is scored as usual.
+
+Parameters: see :meth:`PolicyRunner.__init__` (``ros2 param describe`` shows the same text).
+"""
+
+from __future__ import annotations
+
+import pathlib
+import threading
+import time
+from typing import Any
+
+import rclpy
+from evalstop.action import RunTrial
+from evalstop.srv import SessionControl
+from rclpy.action import ActionServer, CancelResponse, GoalResponse
+from rclpy.action.server import ServerGoalHandle
+from rclpy.callback_groups import ReentrantCallbackGroup
+from rclpy.exceptions import ParameterException
+from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor
+from rclpy.node import Node
+from std_srvs.srv import SetBool, Trigger
+
+from ..runner.adapters import ADAPTERS, RobotAdapter, make_adapter
+from ..runner.adapters.base import EpisodeInfo
+from ..runner.client import PolicyClient, ServerAddress
+from ..runner.episode import EpisodeControl, EpisodeSettings, Progress, run_episode
+from ..runner.errors import RunnerError
+from ..runner.recorder import EpisodeRecorder
+from ..runner.trials import RunLedger, load_servers
+from ._common import EXIT_OK, EXIT_USAGE, declare, parameter_error, ros_context
+
+__all__ = ["PolicyRunner", "main"]
+
+
+class PolicyRunner(Node):
+    """``RunTrial`` action server driving a robot adapter with remote policies."""
+
+    def __init__(self) -> None:
+        super().__init__("policy_runner")
+        self.action_name: str = declare(self, "action_name", "run_trial", "Name of the RunTrial action served.",
+                                        read_only=True)
+        servers_file: str = declare(self, "servers_file", "",
+                                    "YAML file mapping policy ids to policy servers (policy_servers: ...).",
+                                    read_only=True)
+        robot: str = declare(self, "robot", "sim", f"Robot adapter: {', '.join(ADAPTERS)}.", read_only=True)
+        self.rate: float = declare(self, "rate", 15.0, "Control rate (Hz).", float_range=(0.1, 1000.0))
+        self.max_steps: int = declare(self, "max_steps", 400, "Steps per episode.", int_range=(1, 100000))
+        self.timeout: float = declare(self, "timeout", 120.0, "Wall-time limit of an episode (s).",
+                                      float_range=(0.1, 3600.0))
+        self.connect_timeout: float = declare(self, "connect_timeout", 10.0,
+                                              "Seconds to connect to a policy server and read its metadata.",
+                                              float_range=(0.1, 600.0))
+        self.infer_timeout: float = declare(self, "infer_timeout", 10.0,
+                                            "Seconds to wait for each action chunk.", float_range=(0.01, 600.0))
+        self.auto_score: bool = declare(self, "auto_score", True,
+                                        "Return the robot's own score (sim only) in the result.")
+        self.record_dir: str = declare(self, "record_dir", "",
+                                       "Directory of episode recordings (npz + mp4 per camera, one folder per "
+                                       "run under <record_dir>/<session>/); empty: no recording.")
+        session_control: str = declare(self, "session_control", "session_control",
+                                       "The manager's SessionControl service (paused on emergency stop).",
+                                       read_only=True)
+        options = self._adapter_options(robot)
+        if not servers_file:
+            raise ValueError("`servers_file` is required (a YAML map policy_servers: {policy_id: {host, port}})")
+        try:
+            self.servers: dict[str, ServerAddress] = load_servers(servers_file)
+            self.robot: RobotAdapter = make_adapter(robot, **options)
+        except (RunnerError, ImportError) as err:
+            raise ValueError(str(err)) from err
+        self._ledger: RunLedger[RunTrial.Result] = RunLedger()
+        self._robot_lock = threading.Lock()
+        self._control = EpisodeControl()
+        self._estop = threading.Event()
+        group = ReentrantCallbackGroup()
+        self._server = ActionServer(self, RunTrial, self.action_name, self._execute, goal_callback=self._on_goal,
+                                    cancel_callback=self._on_cancel, callback_group=group)
+        self.create_service(SetBool, "emergency_stop", self._on_estop, callback_group=group)
+        self.create_service(Trigger, "end_episode", self._on_end_episode, callback_group=group)
+        self._pause_client = self.create_client(SessionControl, session_control, callback_group=group)
+        self.get_logger().info(
+            f"serving RunTrial on '{self.action_name}' with the '{robot}' robot: {len(self.servers)} policies, "
+            f"{self.rate:g} Hz, max {self.max_steps} steps")
+
+    def _adapter_options(self, robot: str) -> dict[str, Any]:
+        """Adapter keyword arguments from the parameters of the selected robot."""
+        if robot == "sim":
+            return {"seed": declare(self, "sim.seed", 0, "Seed of the simulated scenes."),
+                    "dt": declare(self, "sim.dt", 1.0 / 15.0, "Simulated seconds per action.",
+                                  float_range=(1e-4, 1.0))}
+        if robot == "ros2":
+            return {"node": self,
+                    "joint_state_topic": declare(self, "ros2.joint_state_topic", "joint_states",
+                                                 "sensor_msgs/JointState input.", read_only=True),
+                    "cameras": list(declare(self, "ros2.cameras", ["exterior_image_1_left=camera/image_raw"],
+                                            "camera_name=sensor_msgs/Image topic, one per camera.",
+                                            read_only=True)),
+                    "command_topic": declare(self, "ros2.command_topic", "joint_command",
+                                             "Command output topic.", read_only=True),
+                    "command_type": declare(self, "ros2.command_type", "trajectory",
+                                            "trajectory (JointTrajectory) or array (Float64MultiArray).",
+                                            read_only=True),
+                    "joint_names": list(declare(self, "ros2.joint_names", [f"joint{i}" for i in range(1, 8)],
+                                                "Arm joint names (7), then the gripper.", read_only=True)),
+                    "dt": 1.0 / self.rate}
+        if robot == "droid":
+            pairs = list(declare(self, "droid.cameras", ["<serial>_left=exterior_image_1_left"],
+                                 "DROID image key = protocol camera name, one per camera, e.g. "
+                                 "24259877_left=exterior_image_1_left, 13062452_left=wrist_image_left.",
+                                 read_only=True))
+            return {"cameras": dict(pair.split("=", 1) for pair in pairs if "=" in pair)}
+        if robot == "widowx":
+            return {"host": declare(self, "widowx.host", "localhost", "WidowX server host.", read_only=True),
+                    "port": declare(self, "widowx.port", 5556, "WidowX server port.", read_only=True)}
+        return {}
+
+    # -- services ---------------------------------------------------------------------------
+    def _on_estop(self, request: SetBool.Request, response: SetBool.Response) -> SetBool.Response:
+        if not request.data:
+            self._estop.clear()
+            self.get_logger().warning("emergency stop released")
+            response.success, response.message = True, "emergency stop released"
+            return response
+        self._estop.set()
+        self._control.abort("emergency stop", self.robot)
+        self.robot.stop()
+        self.get_logger().error("EMERGENCY STOP: robot holding position; session paused")
+        self._pause_session("emergency stop at the robot (policy_runner)")
+        response.success, response.message = True, "robot stopped; release with data=false"
+        return response
+
+    def _pause_session(self, reason: str) -> None:
+        """Ask the manager to pause (re-sent while no response arrives: DDS may drop one)."""
+        request = SessionControl.Request(command=SessionControl.Request.COMMAND_PAUSE, reason=reason)
+
+        def send(tries: int) -> None:
+            if tries == 0 or not rclpy.ok(context=self.context):
+                return
+            future = self._pause_client.call_async(request)
+            timer = None
+
+            def check() -> None:
+                assert timer is not None
+                timer.cancel()
+                self.destroy_timer(timer)
+                if future.done():
+                    result = future.result()
+                    self.get_logger().info(f"session_control pause: {result.message if result else 'no reply'}")
+                else:
+                    send(tries - 1)
+
+            timer = self.create_timer(2.0, check)
+
+        send(10)
+
+    def _on_end_episode(self, request: Trigger.Request, response: Trigger.Response) -> Trigger.Response:
+        self._control.finish()
+        response.success, response.message = True, "episode will end after this step"
+        return response
+
+    # -- action -----------------------------------------------------------------------------
+    def _on_goal(self, goal: RunTrial.Goal) -> GoalResponse:
+        if goal.policy_id not in self.servers:
+            self.get_logger().error(f"trial {goal.trial_id}: goal rejected, its policy has no server in servers_file")
+            return GoalResponse.REJECT
+        return GoalResponse.ACCEPT
+
+    def _on_cancel(self, goal_handle: ServerGoalHandle) -> CancelResponse:
+        self.get_logger().info(f"trial {goal_handle.request.trial_id}: cancel requested, robot stopping")
+        self._control.abort("canceled", self.robot)
+        return CancelResponse.ACCEPT
+
+    def _execute(self, goal_handle: ServerGoalHandle) -> RunTrial.Result:
+        goal: RunTrial.Goal = goal_handle.request
+        new, entry = self._ledger.claim((goal.session_id, goal.trial_id, goal.attempt))
+        if not new:
+            self.get_logger().info(f"trial {goal.trial_id} (attempt {goal.attempt}): goal re-sent, same run")
+            result = None
+            while result is None and rclpy.ok(context=self.context):
+                result = self._ledger.wait(entry, 0.5)
+        else:
+            try:
+                result = self._run(goal_handle)
+            except Exception:
+                if rclpy.ok(context=self.context):
+                    raise
+                result = RunTrial.Result(ok=False, message="runner shut down")
+            self._ledger.finish(entry, result)
+        result = result or RunTrial.Result(ok=False, message="runner shut down")
+        if goal_handle.is_cancel_requested:
+            goal_handle.canceled()
+        else:
+            goal_handle.succeed()
+        return result
+
+    def _run(self, goal_handle: ServerGoalHandle) -> RunTrial.Result:
+        goal: RunTrial.Goal = goal_handle.request
+        trial = f"trial {goal.trial_id}"
+        with self._robot_lock:
+            self._control = control = EpisodeControl()
+            start = time.monotonic()
+            if self._estop.is_set():
+                message = f"{trial}: emergency stop engaged (release it with emergency_stop data=false)"
+                self.get_logger().error(message)
+                return RunTrial.Result(ok=False, message=message)
+            feedback = RunTrial.Feedback(phase="connecting")
+            goal_handle.publish_feedback(feedback)
+
+            def on_step(p: Progress) -> None:
+                feedback.phase, feedback.step, feedback.progress = "rollout", p.step, p.step / p.max_steps
+                feedback.elapsed, feedback.inference_latency = time.monotonic() - start, p.latency
+                goal_handle.publish_feedback(feedback)
+
+            settings = EpisodeSettings(prompt=goal.task, rate=self.rate, max_steps=self.max_steps,
+                                       timeout=self.timeout)
+            episode = EpisodeInfo(goal.session_id, goal.trial_id, goal.task, goal.initial_condition)
+            self.get_logger().info(f"{trial} (attempt {goal.attempt}): rollout started")
+            recorder = None
+            if self.record_dir:
+                folder = pathlib.Path(self.record_dir) / goal.session_id / f"trial_{goal.trial_id:04d}_attempt_{goal.attempt}"
+                recorder = EpisodeRecorder(folder, fps=self.rate)
+            try:
+                with PolicyClient(self.servers[goal.policy_id], connect_timeout=self.connect_timeout,
+                                  infer_timeout=self.infer_timeout) as client:
+                    outcome = run_episode(client, self.robot, episode, settings, control=control, on_step=on_step,
+                                          policy_session=f"{goal.session_id}-{goal.trial_id}", recorder=recorder)
+            except RunnerError as err:
+                self.robot.stop()
+                message = f"{trial}: rollout failed: {err}"
+                self.get_logger().error(f"{message}; robot stopped")
+                return RunTrial.Result(ok=False, message=message, duration=time.monotonic() - start)
+            result = RunTrial.Result(ok=True, duration=time.monotonic() - start,
+                                     message=f"{outcome.steps} steps, ended by {outcome.ended_by}")
+            if recorder is not None:
+                result.message += f"; recorded in {recorder.directory}"
+            if self.auto_score and outcome.score is not None:
+                result.auto_scored = True
+                result.auto_success, result.auto_progress = outcome.score.success, outcome.score.progress
+            feedback.phase, feedback.progress, feedback.elapsed = "done", 1.0, result.duration
+            goal_handle.publish_feedback(feedback)
+            scored = (f", success={int(result.auto_success)} progress={result.auto_progress:.3f}"
+                      if result.auto_scored else "")
+            self.get_logger().info(f"{trial}: rollout done, {result.message}{scored}")
+            return result
+
+
+def main(args: list[str] | None = None) -> int:
+    """Run the node until Ctrl-C or an external shutdown; exit code 0, or 2 on bad parameters."""
+    try:
+        with ros_context(args):
+            try:
+                node = PolicyRunner()
+            except (ParameterException, ValueError, TypeError) as err:
+                rclpy.logging.get_logger("policy_runner").fatal(f"invalid parameters: {parameter_error(err)}")
+                return EXIT_USAGE
+            executor = MultiThreadedExecutor(num_threads=4)
+            executor.add_node(node)
+            try:
+                executor.spin()
+            finally:
+                node.robot.stop()
+    except (KeyboardInterrupt, ExternalShutdownException):
+        pass
+    return EXIT_OK

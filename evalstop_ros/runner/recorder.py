@@ -1,0 +1,76 @@
+"""Episode recording: what the robot saw and did, per trial, next to the journal.
+
+One directory per run (``<record_dir>/<session>/trial_<id>_attempt_<n>/``) holding
+
+* ``episode.npz``: ``step_time`` (s since the start) and ``actions`` (as sent to the robot,
+  after thresholding and clipping) per step; ``obs_time``, ``joint_position``,
+  ``cartesian_position``, ``gripper_position`` per observation; ``latency`` per policy query;
+* one mp4 per camera (``exterior_image_1_left.mp4``, ...), a frame per observation, as
+  RoboArena uploads them (H.264 through the ffmpeg that ``imageio-ffmpeg`` ships).
+
+Observations are the ones the loop takes (one per action chunk): recording never adds robot
+calls, so a recorded rollout is the same rollout.
+"""
+
+from __future__ import annotations
+
+import pathlib
+import subprocess
+from typing import Any
+
+import numpy as np
+
+from .adapters.base import Observation
+from .errors import RunnerError
+
+__all__ = ["EpisodeRecorder"]
+
+
+class EpisodeRecorder:
+    """Collects one episode and writes it on :meth:`close`."""
+
+    def __init__(self, directory: pathlib.Path, *, fps: float) -> None:
+        self.directory, self.fps = directory, fps
+        self._steps: list[tuple[float, np.ndarray]] = []
+        self._observations: list[tuple[float, Observation]] = []
+        self._latencies: list[float] = []
+
+    def observation(self, t: float, obs: Observation) -> None:
+        self._observations.append((t, obs))
+
+    def action(self, t: float, action: np.ndarray) -> None:
+        self._steps.append((t, np.array(action, dtype=np.float64)))
+
+    def latency(self, seconds: float) -> None:
+        self._latencies.append(seconds)
+
+    def close(self) -> pathlib.Path:
+        """Write ``episode.npz`` and the videos; returns the directory."""
+        try:
+            import imageio_ffmpeg
+        except ImportError as err:  # the runner extra installs it
+            raise RunnerError("episode recording needs imageio-ffmpeg (pip install 'evalstop[runner]')") from err
+        self.directory.mkdir(parents=True, exist_ok=True)
+        obs = [o for _, o in self._observations]
+        arrays: dict[str, Any] = {
+            "step_time": np.array([t for t, _ in self._steps]),
+            "actions": np.array([a for _, a in self._steps]) if self._steps else np.zeros((0, 8)),
+            "obs_time": np.array([t for t, _ in self._observations]),
+            "joint_position": np.array([o.joint_position for o in obs]),
+            "cartesian_position": np.array([o.cartesian_position for o in obs]),
+            "gripper_position": np.array([o.gripper_position for o in obs]),
+            "latency": np.array(self._latencies),
+        }
+        np.savez_compressed(self.directory / "episode.npz", **arrays)
+        ffmpeg = imageio_ffmpeg.get_ffmpeg_exe()
+        for camera in sorted({name for o in obs for name in o.images}):
+            frames = np.stack([o.images[camera][..., :3] for o in obs if camera in o.images]).astype(np.uint8)
+            height, width = frames.shape[1:3]
+            command = [ffmpeg, "-loglevel", "error", "-y", "-f", "rawvideo", "-pix_fmt", "rgb24",
+                       "-s", f"{width}x{height}", "-r", f"{self.fps:g}", "-i", "-",
+                       "-vf", "pad=ceil(iw/2)*2:ceil(ih/2)*2", "-c:v", "libx264", "-pix_fmt", "yuv420p",
+                       str(self.directory / f"{camera}.mp4")]
+            done = subprocess.run(command, input=frames.tobytes(), capture_output=True, check=False)
+            if done.returncode != 0:
+                raise RunnerError(f"ffmpeg could not write {camera}.mp4: {done.stderr.decode()[-300:]}")
+        return self.directory

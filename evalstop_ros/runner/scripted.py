@@ -1,0 +1,71 @@
+"""Scripted policies for the ``sim`` arm: the "good" and "bad" policies of the tests and demo.
+
+numpy only (runs under numpy 1 in openpi's own server venv, and numpy 2 here). ``infer`` takes
+an openpi observation map and returns ``{"actions": (chunk, 8) float32}``: joint velocities
+steering to the goal read off the exterior camera (:func:`~.adapters.sim.read_goal`) plus a
+gripper command (raw 0.3 = open, 0.7 = close once near the goal: the runner's 0.5 threshold
+decides). "good" averages every column of the camera; "bad" reads four columns and steers with a
+bias. Failure modes for the failure tests: ``error`` raises on the ``fail_after``-th request,
+``slow`` sleeps ``delay`` s from then on, ``wrong_shape`` returns (chunk, 7). ``action_dim`` 7
+drops joints 6-7 (a stand-in for a 6-DoF end-effector policy with the gripper last).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import numpy as np
+
+from .adapters.sim import read_goal
+
+__all__ = ["METADATA", "ScriptedPolicy"]
+
+#: The metadata frame of the scripted servers (RoboArena's PolicyServerConfig keys).
+METADATA: dict[str, Any] = {"image_resolution": [32, 32], "needs_wrist_camera": True, "n_external_cameras": 1,
+                            "needs_stereo_camera": False, "needs_session_id": True,
+                            "action_space": "joint_velocity"}
+
+KINDS = ("good", "bad", "error", "slow", "wrong_shape")
+
+
+class ScriptedPolicy:
+    """One scripted policy (``kind`` in :data:`KINDS`; the failure kinds act "good" until they fail)."""
+
+    def __init__(self, kind: str = "good", *, chunk: int = 4, dt: float = 1.0 / 15.0, gain: float = 6.0,
+                 fail_after: int = 3, delay: float = 5.0, action_dim: int = 8) -> None:
+        if kind not in KINDS:
+            raise ValueError(f"unknown scripted policy {kind!r} (known: {', '.join(KINDS)})")
+        self.kind, self.chunk, self.dt, self.gain = kind, chunk, dt, gain
+        self.fail_after, self.delay, self.action_dim = fail_after, delay, action_dim
+        self.requests = 0
+
+    def infer(self, obs: dict[str, Any]) -> dict[str, Any]:
+        if obs.get("endpoint") == "reset":
+            self.reset()
+            return {}
+        self.requests += 1
+        failing = self.requests >= self.fail_after
+        if self.kind == "error" and failing:
+            raise RuntimeError("scripted policy failure")
+        if self.kind == "slow" and failing:
+            time.sleep(self.delay)
+        image = np.asarray(obs["observation/exterior_image_1_left"])
+        joints = np.asarray(obs["observation/joint_position"], dtype=np.float64).copy()
+        goal = read_goal(image, columns=4 if self.kind == "bad" else None)
+        if self.kind == "bad":
+            goal = goal + 0.02
+        actions = np.zeros((self.chunk, 8))
+        for i in range(self.chunk):
+            velocity = np.clip(self.gain * (goal - joints), -1.0, 1.0)
+            joints = joints + velocity * self.dt
+            actions[i, :7] = velocity
+            actions[i, 7] = 0.7 if np.abs(goal - joints).max() < 0.03 else 0.3
+        if self.action_dim != 8:  # e.g. 7 = six end-effector deltas + gripper (cartesian_velocity)
+            actions = np.concatenate([actions[:, :self.action_dim - 1], actions[:, 7:]], axis=1)
+        if self.kind == "wrong_shape" and failing:
+            actions = actions[:, :7]
+        return {"actions": actions.astype(np.float32)}
+
+    def reset(self) -> None:
+        self.requests = 0

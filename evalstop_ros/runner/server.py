@@ -1,0 +1,132 @@
+"""The openpi protocol, server side: serves a :class:`~.scripted.ScriptedPolicy` (tests, policy demo).
+
+Same behaviour as openpi's ``WebsocketPolicyServer``: metadata frame first, one reply per
+request, ``server_timing`` added to every reply, a TEXT frame with the traceback then close
+code 1011 on an exception, ``GET /healthz`` answered with 200. In addition: an optional API key
+(``Authorization: Api-Key <key>``; a wrong or missing key gets HTTP 401) and
+``disconnect_after`` (drop the connection without a word on that request: a server that dies
+mid-episode).
+
+    python -m evalstop_ros.runner.server --policy good --port 8001 [--api-key KEY]
+    ros2 run evalstop policy_server --policy bad --port 8102
+"""
+
+from __future__ import annotations
+
+import argparse
+import http
+import logging
+import sys
+import threading
+import time
+import traceback
+from typing import Any, Self
+
+from websockets.exceptions import ConnectionClosed
+from websockets.http11 import Request, Response
+from websockets.sync.server import Server, ServerConnection, serve
+
+from . import wire
+from .scripted import KINDS, METADATA, ScriptedPolicy
+
+__all__ = ["PolicyServer", "main"]
+
+
+class PolicyServer:
+    """A policy server on ``host:port`` (port 0: any free port, see :attr:`port`), in a thread or in the foreground."""
+
+    def __init__(self, kind: str = "good", *, host: str = "127.0.0.1", port: int = 0, api_key: str = "",
+                 metadata: dict[str, Any] | None = None, disconnect_after: int = 0, **policy: Any) -> None:
+        self.kind, self.policy_options, self.api_key = kind, policy, api_key
+        self.metadata = dict(METADATA if metadata is None else metadata)
+        self.disconnect_after = disconnect_after
+        self.connections = 0
+        self._server: Server = serve(self._handle, host, port, compression=None, max_size=None,
+                                     process_request=self._check_request)
+        self.port: int = self._server.socket.getsockname()[1]
+        self._thread: threading.Thread | None = None
+
+    def _check_request(self, connection: ServerConnection, request: Request) -> Response | None:
+        if request.path == "/healthz":
+            return connection.respond(http.HTTPStatus.OK, "OK\n")
+        if self.api_key and request.headers.get("Authorization") != f"Api-Key {self.api_key}":
+            return connection.respond(http.HTTPStatus.UNAUTHORIZED, "invalid API key\n")
+        return None
+
+    def _handle(self, ws: ServerConnection) -> None:
+        self.connections += 1
+        policy = ScriptedPolicy(self.kind, **self.policy_options)
+        ws.send(wire.pack(self.metadata))
+        previous: float | None = None
+        requests = 0
+        while True:
+            try:
+                frame = ws.recv()
+            except ConnectionClosed:
+                return
+            start = time.monotonic()
+            requests += 1
+            if self.disconnect_after and requests >= self.disconnect_after:
+                ws.socket.close()  # the server "dies": no close frame
+                return
+            try:
+                obs = wire.unpack(frame if isinstance(frame, bytes) else frame.encode())
+                reply = policy.infer(obs)
+                reply["server_timing"] = {"infer_ms": 1000 * (time.monotonic() - start)}
+                if previous is not None:
+                    reply["server_timing"]["prev_total_ms"] = 1000 * previous
+                ws.send(wire.pack(reply))
+            except ConnectionClosed:
+                return
+            except Exception:  # any policy error becomes openpi's error frame
+                ws.send(traceback.format_exc())
+                ws.close(code=1011, reason="Internal server error. Traceback included in previous frame.")
+                return
+            previous = time.monotonic() - start
+
+    def start(self) -> Self:
+        """Serve in a daemon thread; returns self."""
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread.start()
+        return self
+
+    def serve_forever(self) -> None:
+        self._server.serve_forever()
+
+    def close(self) -> None:
+        self._server.shutdown()
+        if self._thread is not None:
+            self._thread.join(timeout=5.0)
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Command line: serve one scripted policy until Ctrl-C."""
+    parser = argparse.ArgumentParser(prog="python -m evalstop_ros.runner.server", description=__doc__.split("\n")[0])
+    parser.add_argument("--policy", choices=KINDS, default="good")
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=8000)
+    parser.add_argument("--api-key", default="")
+    parser.add_argument("--disconnect-after", type=int, default=0)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if "--ros-args" in argv:  # started by ros2 launch as a Node: ignore the ROS arguments
+        argv = argv[:argv.index("--ros-args")]
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.WARNING)
+    server = PolicyServer(args.policy, host=args.host, port=args.port, api_key=args.api_key,
+                          disconnect_after=args.disconnect_after)
+    print(f"serving scripted policy '{args.policy}' on ws://{args.host}:{server.port}", flush=True)
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

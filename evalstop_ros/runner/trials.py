@@ -1,0 +1,100 @@
+"""Which server serves which policy, and idempotent runs keyed by (session, trial, attempt).
+
+The servers file (YAML) maps policy ids to servers; keep API keys out of it where you can and
+name an environment variable instead::
+
+    policy_servers:
+      pi0_fast_droid: {host: 10.0.0.5, port: 8000}
+      pi0_flow_droid: {host: gpu-box.lab, port: 8001, api_key_env: PI0_FLOW_KEY}
+
+The manager re-sends a goal whose response it lost with the same (session, trial, attempt):
+:class:`RunLedger` runs such a goal once and hands every copy the same result.
+"""
+
+from __future__ import annotations
+
+import collections
+import os
+import pathlib
+import threading
+from typing import Any, Generic, TypeVar
+
+import yaml
+
+from .client import ServerAddress
+from .errors import RunnerError
+
+__all__ = ["RunLedger", "load_servers"]
+
+T = TypeVar("T")
+
+
+def load_servers(path: str | pathlib.Path) -> dict[str, ServerAddress]:
+    """Read a servers file (see the module docstring); :class:`RunnerError` on any problem.
+
+    >>> import tempfile
+    >>> p = pathlib.Path(tempfile.mkdtemp()) / "s.yaml"
+    >>> _ = p.write_text("policy_servers: {good: {host: 127.0.0.1, port: 8001, api_key: k}}")
+    >>> load_servers(p)["good"].uri
+    'ws://127.0.0.1:8001'
+    """
+    try:
+        data = yaml.safe_load(pathlib.Path(path).read_text())
+    except (OSError, yaml.YAMLError) as err:
+        raise RunnerError(f"cannot read servers file {path}: {err}") from err
+    servers = data.get("policy_servers") if isinstance(data, dict) else None
+    if not isinstance(servers, dict) or not servers:
+        raise RunnerError(f"{path}: expected a non-empty map `policy_servers: {{policy_id: {{host, port}}}}`")
+    out: dict[str, ServerAddress] = {}
+    for policy, entry in servers.items():
+        if not isinstance(entry, dict) or "host" not in entry or "port" not in entry:
+            raise RunnerError(f"{path}: policy_servers.{policy} needs `host` and `port`")
+        unknown = set(entry) - {"host", "port", "api_key", "api_key_env"}
+        if unknown:
+            raise RunnerError(f"{path}: policy_servers.{policy}: unknown keys {sorted(unknown)}")
+        key = str(entry.get("api_key", ""))
+        if "api_key_env" in entry:
+            key = os.environ.get(str(entry["api_key_env"]), "")
+            if not key:
+                raise RunnerError(f"{path}: policy_servers.{policy}: environment variable "
+                                  f"{entry['api_key_env']} is not set")
+        port = entry["port"]
+        if not isinstance(port, int) or not 0 < port < 65536:
+            raise RunnerError(f"{path}: policy_servers.{policy}.port must be 1-65535; found {port!r}")
+        out[str(policy)] = ServerAddress(str(entry["host"]), port, key)
+    return out
+
+
+class _Entry(Generic[T]):
+    def __init__(self) -> None:
+        self.done = threading.Event()
+        self.result: T | None = None
+
+
+class RunLedger(Generic[T]):
+    """Results of recent runs by key; a key seen again waits for (or returns) the first run's result."""
+
+    def __init__(self, capacity: int = 256) -> None:
+        self._entries: collections.OrderedDict[Any, _Entry[T]] = collections.OrderedDict()
+        self._lock = threading.Lock()
+        self._capacity = capacity
+
+    def claim(self, key: Any) -> tuple[bool, _Entry[T]]:
+        """(True, entry) for a new key (the caller runs it and calls :meth:`finish`), else (False, entry)."""
+        with self._lock:
+            if key in self._entries:
+                return False, self._entries[key]
+            entry: _Entry[T] = _Entry()
+            self._entries[key] = entry
+            while len(self._entries) > self._capacity:
+                self._entries.popitem(last=False)
+            return True, entry
+
+    @staticmethod
+    def finish(entry: _Entry[T], result: T) -> None:
+        entry.result = result
+        entry.done.set()
+
+    def wait(self, entry: _Entry[T], timeout: float | None = None) -> T | None:
+        """The first run's result, or None if it is not done within ``timeout``."""
+        return entry.result if entry.done.wait(timeout) else None

@@ -1,0 +1,66 @@
+"""openpi's wire format: msgpack with a numpy extension (openpi_client/msgpack_numpy.py).
+
+Every message between a policy client and an openpi/RoboArena policy server is one binary
+WebSocket frame holding one msgpack map. numpy values travel as msgpack maps with BYTES keys:
+
+* an array: ``{b"__ndarray__": True, b"data": <raw bytes, C order>, b"dtype": <dtype.str, e.g. "<f4">,
+  b"shape": [d0, d1, ...]}``;
+* a numpy scalar: ``{b"__npgeneric__": True, b"data": <Python value>, b"dtype": <dtype.str>}``.
+
+Object, void and complex-char dtypes are refused (openpi never falls back to pickle). This is a
+re-implementation from the format's description, written for numpy 2 (``openpi-client`` pins
+numpy < 2); ``test/runner/test_openpi_compat.py`` checks it against openpi's own code.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgpack
+import numpy as np
+
+from .errors import RunnerError
+
+__all__ = ["pack", "unpack"]
+
+_ARRAY, _SCALAR = b"__ndarray__", b"__npgeneric__"
+
+
+def _encode(obj: Any) -> Any:
+    if isinstance(obj, (np.ndarray, np.generic)) and obj.dtype.kind in "VOc":
+        raise RunnerError(f"cannot send numpy dtype {obj.dtype} over the openpi protocol")
+    if isinstance(obj, np.ndarray):
+        return {_ARRAY: True, b"data": np.ascontiguousarray(obj).tobytes(), b"dtype": obj.dtype.str,
+                b"shape": list(obj.shape)}
+    if isinstance(obj, np.generic):
+        return {_SCALAR: True, b"data": obj.item(), b"dtype": obj.dtype.str}
+    raise TypeError(f"cannot serialize {type(obj).__name__}")
+
+
+def _decode(obj: dict[Any, Any]) -> Any:
+    if _ARRAY in obj:
+        return np.frombuffer(obj[b"data"], dtype=np.dtype(obj[b"dtype"])).reshape(obj[b"shape"])
+    if _SCALAR in obj:
+        return np.dtype(obj[b"dtype"]).type(obj[b"data"])
+    return obj
+
+
+def pack(message: Any) -> bytes:
+    """One openpi frame's payload.
+
+    >>> unpack(pack({"actions": np.zeros((2, 8), np.float32)}))["actions"].shape
+    (2, 8)
+    """
+    return msgpack.packb(message, default=_encode, use_bin_type=True)
+
+
+def unpack(payload: bytes) -> Any:
+    """Decode one openpi frame (arrays come back read-only, as views of the frame).
+
+    >>> unpack(pack({"x": np.float32(1.5), "n": np.arange(3)}))
+    {'x': np.float32(1.5), 'n': array([0, 1, 2])}
+    """
+    try:
+        return msgpack.unpackb(payload, object_hook=_decode, strict_map_key=False)
+    except (ValueError, TypeError, msgpack.UnpackException) as err:
+        raise RunnerError(f"malformed reply from the policy server ({err})") from err

@@ -1,0 +1,97 @@
+"""The generic ``ros2`` adapter over real rclpy/DDS: JointState + Image in, JointTrajectory / Float64MultiArray out."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import numpy as np
+import pytest
+
+pytestmark = pytest.mark.usefixtures("ros_env")
+
+NAMES = [f"panda_joint{i}" for i in range(1, 8)] + ["gripper"]
+
+
+def _arm(probe: Any, command_type: str) -> Any:
+    from evalstop_ros.runner.adapters import make_adapter
+
+    return make_adapter("ros2", node=probe.node, joint_state_topic="joint_states", command_topic="command",
+                        cameras=["exterior_image_1_left=cam/image_raw", "wrist_image_left=wrist/image_raw"],
+                        command_type=command_type, joint_names=NAMES, dt=0.1)
+
+
+def _feed(probe: Any) -> Any:
+    """Publish a joint state and two bgr8 images every 20 ms from a timer of the probe."""
+    from sensor_msgs.msg import Image, JointState
+
+    joints = probe.node.create_publisher(JointState, "joint_states", 10)
+    cams = [probe.node.create_publisher(Image, topic, 10) for topic in ("cam/image_raw", "wrist/image_raw")]
+    pixels = np.zeros((4, 6, 3), np.uint8)
+    pixels[..., 0] = 9   # blue in bgr8
+
+    def tick() -> None:
+        # names in another order than the adapter's, plus an extra joint it must ignore
+        names = list(reversed(NAMES)) + ["head_pan"]
+        joints.publish(JointState(name=names, position=[0.5] + [0.1 * i for i in range(7, 0, -1)] + [3.0]))
+        for pub in cams:
+            pub.publish(Image(height=4, width=6, encoding="bgr8", step=18, data=pixels.tobytes()))
+
+    return probe.node.create_timer(0.02, tick)
+
+
+def test_observe_and_commands_as_joint_trajectories(probe: Any) -> None:
+    from trajectory_msgs.msg import JointTrajectory
+
+    commands = probe.collect(JointTrajectory, "command", 10)
+    arm = _arm(probe, "trajectory")
+    _feed(probe)
+    probe.spin_until(lambda: arm._joints is not None and len(arm._images) == 2, 20.0, "joint state and images")
+    obs = arm.observe()
+    assert obs.joint_position.tolist() == pytest.approx([0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7])
+    assert obs.gripper_position.tolist() == [0.5]
+    assert obs.images["exterior_image_1_left"][0, 0].tolist() == [0, 0, 9], "bgr8 -> RGB"
+    arm.act(np.array([0.5] * 7 + [1.0]), "joint_velocity")
+    first = probe.spin_until(lambda: commands and commands[0], 20.0, "a trajectory command")
+    assert list(first.joint_names) == NAMES and list(first.points[0].velocities) == [0.5] * 7 + [1.0]
+    assert first.points[0].time_from_start.nanosec == 100_000_000
+    arm.stop()
+    hold = probe.spin_until(lambda: len(commands) >= 2 and commands[1], 20.0, "a hold command")
+    assert list(hold.points[0].positions) == pytest.approx([0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.5])
+    arm.reset()
+    home = probe.spin_until(lambda: len(commands) >= 3 and commands[2], 20.0, "the home command")
+    assert list(home.points[0].positions) == [0.0] * 8
+
+
+def test_an_episode_drives_the_arm_through_float64_arrays(probe: Any) -> None:
+    from std_msgs.msg import Float64MultiArray
+
+    from evalstop_ros.runner.adapters.base import EpisodeInfo
+    from evalstop_ros.runner.client import PolicyClient, ServerAddress
+    from evalstop_ros.runner.episode import EpisodeSettings, run_episode
+    from evalstop_ros.runner.server import PolicyServer
+
+    commands = probe.collect(Float64MultiArray, "command", 50)
+    arm = _arm(probe, "array")
+    _feed(probe)
+    probe.spin_until(lambda: arm._joints is not None and len(arm._images) == 2, 20.0, "joint state and images")
+    done: list[Any] = []
+    with PolicyServer("good") as server, PolicyClient(ServerAddress("127.0.0.1", server.port)) as client:
+        thread = threading.Thread(target=lambda: done.append(run_episode(
+            client, arm, EpisodeInfo("s", 1, "t", "c"), EpisodeSettings("p", rate=50.0, max_steps=10))))
+        thread.start()
+        probe.spin_until(lambda: done, 30.0, "the episode")
+        thread.join()
+    assert done[0].steps == 10
+    probe.spin_until(lambda: len(commands) >= 11, 20.0, "10 actions and the home command")
+    actions = np.array([c.data for c in commands[:10]])
+    assert actions.shape == (10, 8) and np.abs(actions[:, :7]).max() <= 1.0
+    assert list(commands[-1].data) == [0.0] * 8, "home after the episode"
+
+
+def test_stale_joint_states_fail_the_rollout(probe: Any) -> None:
+    from evalstop_ros.runner.errors import RunnerError
+
+    arm = _arm(probe, "trajectory")
+    with pytest.raises(RunnerError, match="no joint state for 1 s"):
+        arm.observe()

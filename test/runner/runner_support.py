@@ -1,0 +1,62 @@
+"""Helpers of the runner tests: the separate openpi venv, free ports, waiting for a server."""
+
+from __future__ import annotations
+
+import fcntl
+import pathlib
+import socket
+import subprocess
+import time
+
+import pytest
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+
+
+def openpi_python() -> pathlib.Path:
+    """The python of the separate openpi venv (built by tools/openpi_venv.sh on first use)."""
+    (REPO / "build").mkdir(exist_ok=True)
+    with (REPO / "build" / ".openpi-venv.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # pytest-xdist workers: one builds, the others wait
+        out = subprocess.run(["sh", str(REPO / "tools" / "openpi_venv.sh"), str(REPO / "build" / "openpi-venv")],
+                             cwd=REPO, capture_output=True, text=True, timeout=900, check=False)
+    assert out.returncode == 0, f"tools/openpi_venv.sh failed:\n{out.stderr[-3000:]}"
+    return pathlib.Path(out.stdout.strip().splitlines()[-1])
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def wait_for_port(port: int, process: subprocess.Popen[bytes] | None = None, timeout: float = 60.0) -> None:
+    """Poll until something listens on 127.0.0.1:``port``."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process is not None and process.poll() is not None:
+            pytest.fail(f"server exited with {process.returncode} (see its log)")
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                return
+        except OSError:
+            time.sleep(0.1)
+    pytest.fail(f"nothing listens on port {port} after {timeout:g} s")
+
+
+def start_openpi_server(kind: str, port: int, log: pathlib.Path) -> subprocess.Popen[bytes]:
+    """openpi's own WebsocketPolicyServer serving scripted policy ``kind`` (separate venv), output to ``log``."""
+    with log.open("wb") as out:
+        process = subprocess.Popen([str(openpi_python()), str(REPO / "tools" / "openpi_policy_server.py"),
+                                    "--policy", kind, "--port", str(port)], stdout=out, stderr=subprocess.STDOUT)
+    wait_for_port(port, process)
+    return process
+
+
+def stop(process: subprocess.Popen[bytes]) -> None:
+    process.terminate()
+    try:
+        process.wait(10)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait(10)

@@ -1,0 +1,170 @@
+"""Rollouts over the real protocol (the project's own server on loopback) with the ``sim`` arm.
+
+Success depends on the actions: the "good" scripted policy succeeds more often than the "bad"
+one on the same scenes. Every failure stops the arm and raises a RunnerError whose message
+names neither the policy nor its server.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any, ClassVar
+
+import numpy as np
+import pytest
+from runner_support import free_port
+
+from evalstop_ros.runner.adapters.base import EpisodeInfo
+from evalstop_ros.runner.adapters.sim import SimArm
+from evalstop_ros.runner.client import PolicyClient, ServerAddress
+from evalstop_ros.runner.episode import EpisodeControl, EpisodeSettings, run_episode
+from evalstop_ros.runner.errors import RunnerError
+from evalstop_ros.runner.server import PolicyServer
+
+FAST = EpisodeSettings("put the block on the target", rate=500.0, max_steps=30)
+
+
+def _rollouts(kind: str, trials: int) -> list[tuple[bool, float]]:
+    arm = SimArm(seed=11)
+    out = []
+    with PolicyServer(kind) as server:
+        for trial in range(trials):
+            with PolicyClient(ServerAddress("127.0.0.1", server.port)) as client:
+                result = run_episode(client, arm, EpisodeInfo("s", trial, "t", "c"), FAST)
+            assert result.steps == 30 and result.ended_by == "max_steps" and result.score is not None
+            out.append((result.score.success, result.score.progress))
+    return out
+
+
+def test_the_good_policy_succeeds_more_often_than_the_bad_one() -> None:
+    good, bad = _rollouts("good", 20), _rollouts("bad", 20)
+    good_rate, bad_rate = np.mean([s for s, _ in good]), np.mean([s for s, _ in bad])
+    assert good_rate >= 0.7 and bad_rate <= 0.3, (good_rate, bad_rate)
+    assert np.mean([p for _, p in good]) > np.mean([p for _, p in bad])
+
+
+def test_a_rollout_is_reproducible_for_the_same_trial() -> None:
+    assert _rollouts("good", 3) == _rollouts("good", 3)
+
+
+def test_gripper_threshold_and_velocity_clipping_reach_the_arm() -> None:
+    class Recording(SimArm):
+        actions: ClassVar[list[np.ndarray]] = []
+
+        def act(self, action: np.ndarray, action_space: str) -> None:
+            self.actions.append(action.copy())
+            super().act(action, action_space)
+
+    arm = Recording(seed=2)
+    with PolicyServer("good", chunk=3) as server, PolicyClient(ServerAddress("127.0.0.1", server.port)) as client:
+        result = run_episode(client, arm, EpisodeInfo("s", 1, "t", "c"), FAST)
+    actions = np.array(arm.actions)
+    assert set(np.unique(actions[:, 7])) <= {0.0, 1.0} and 1.0 in actions[:, 7]   # raw 0.3 / 0.7
+    assert np.abs(actions[:, :7]).max() <= 1.0
+    assert len(result.latencies) == 10, "a chunk of 3 actions is queried every 3 steps"
+
+
+def test_the_loop_keeps_its_rate() -> None:
+    with PolicyServer("good") as server, PolicyClient(ServerAddress("127.0.0.1", server.port)) as client:
+        result = run_episode(client, SimArm(), EpisodeInfo("s", 1, "t", "c"),
+                             EpisodeSettings("p", rate=50.0, max_steps=10))
+    starts = np.array(result.step_starts)
+    assert starts[-1] == pytest.approx(9 / 50.0, abs=0.05)   # absolute schedule: no drift
+
+
+def test_operator_ends_the_episode_early() -> None:
+    control = EpisodeControl()
+    with PolicyServer("good") as server, PolicyClient(ServerAddress("127.0.0.1", server.port)) as client:
+        threading.Timer(0.2, control.finish).start()
+        result = run_episode(client, SimArm(), EpisodeInfo("s", 1, "t", "c"),
+                             EpisodeSettings("p", rate=50.0, max_steps=1000), control=control)
+    assert result.ended_by == "operator" and 3 <= result.steps < 100
+
+
+def test_api_key_is_sent_and_checked() -> None:
+    with PolicyServer("good", api_key="s3cret") as server:
+        with PolicyClient(ServerAddress("127.0.0.1", server.port, "s3cret")) as client:
+            assert client.config.action_space == "joint_velocity"
+        with pytest.raises(RunnerError) as err:
+            PolicyClient(ServerAddress("127.0.0.1", server.port, "wrong"))
+        assert "s3cret" not in str(err.value) and "wrong" not in str(err.value)
+
+
+def _fails(server_kind: str, match: str, *, settings: EpisodeSettings = FAST, infer_timeout: float = 5.0,
+           **server_options: object) -> SimArm:
+    arm = SimArm()
+    with PolicyServer(server_kind, **server_options) as server:  # type: ignore[arg-type]
+        with pytest.raises(RunnerError, match=match) as err, \
+                PolicyClient(ServerAddress("127.0.0.1", server.port), infer_timeout=infer_timeout) as client:
+            run_episode(client, arm, EpisodeInfo("s", 1, "t", "c"), settings)
+        message = str(err.value)
+        assert str(server.port) not in message and "127.0.0.1" not in message
+    assert arm.stopped, "the arm must hold position after a failure"
+    return arm
+
+
+def test_failure_error_frame() -> None:
+    _fails("error", r"policy server error: RuntimeError: scripted policy failure")
+
+
+def test_failure_wrong_shape() -> None:
+    _fails("wrong_shape", r"actions of shape \(4, 7\); expected \(N, 8\)")
+
+
+def test_failure_slow_server() -> None:
+    start = time.monotonic()
+    _fails("slow", r"too slow: no action chunk within 0.3 s", infer_timeout=0.3, delay=3.0)
+    assert time.monotonic() - start < 5.0
+
+
+def test_failure_disconnect_mid_episode() -> None:
+    _fails("good", r"closed the connection", disconnect_after=3)
+
+
+def test_failure_unreachable_server() -> None:
+    port = free_port()
+    with pytest.raises(RunnerError, match=r"policy server unreachable") as err:
+        PolicyClient(ServerAddress("127.0.0.1", port), connect_timeout=1.0)
+    assert str(port) not in str(err.value)
+
+
+def test_emergency_abort_stops_the_arm_before_any_further_action() -> None:
+    control = EpisodeControl()
+    arm = SimArm()
+    with PolicyServer("good") as server, PolicyClient(ServerAddress("127.0.0.1", server.port)) as client:
+        threading.Timer(0.2, lambda: control.abort("emergency stop", arm)).start()
+        with pytest.raises(RunnerError, match="emergency stop"):
+            run_episode(client, arm, EpisodeInfo("s", 1, "t", "c"), EpisodeSettings("p", rate=50.0, max_steps=1000),
+                        control=control)
+    assert arm.stopped
+
+
+def test_an_episode_is_recorded_with_a_video_per_camera(tmp_path: Any) -> None:
+    import imageio_ffmpeg
+
+    from evalstop_ros.runner.recorder import EpisodeRecorder
+
+    folder = tmp_path / "trial_0001_attempt_1"
+    with PolicyServer("good", chunk=5) as server, PolicyClient(ServerAddress("127.0.0.1", server.port)) as client:
+        result = run_episode(client, SimArm(resolution=(48, 64)), EpisodeInfo("s", 1, "t", "c"), FAST,
+                             recorder=EpisodeRecorder(folder, fps=15.0))
+    data = np.load(folder / "episode.npz")
+    assert data["actions"].shape == (30, 8) and data["step_time"].shape == (30,)
+    assert data["joint_position"].shape == (6, 7) and data["latency"].shape == (6,)
+    assert np.all(np.diff(data["step_time"]) > 0)
+    assert set(np.unique(data["actions"][:, 7])) <= {0.0, 1.0}
+    for camera in ("exterior_image_1_left", "wrist_image_left"):
+        assert imageio_ffmpeg.count_frames_and_secs(str(folder / f"{camera}.mp4"))[0] == 6
+    assert result.steps == 30
+
+
+def test_a_failed_episode_is_recorded_too(tmp_path: Any) -> None:
+    from evalstop_ros.runner.recorder import EpisodeRecorder
+
+    with PolicyServer("wrong_shape") as server, PolicyClient(ServerAddress("127.0.0.1", server.port)) as client, \
+            pytest.raises(RunnerError):
+        run_episode(client, SimArm(), EpisodeInfo("s", 1, "t", "c"), FAST,
+                    recorder=EpisodeRecorder(tmp_path / "failed", fps=15.0))
+    data = np.load(tmp_path / "failed" / "episode.npz")
+    assert data["actions"].shape == (8, 8), "two chunks of 4 ran before the bad reply"
