@@ -18,7 +18,8 @@ Bodies above ``max_body`` bytes are refused (413) before they are read; malforme
 out-of-range fields give 400 with the reason; nothing is written by a refused request.
 """
 
-from __future__ import annotations
+# No `from __future__ import annotations`: FastAPI reads the endpoints' annotations at run time,
+# and they name dependencies defined inside create_app.
 
 import dataclasses
 import json

@@ -91,9 +91,9 @@ class HubProcess:
 
     def start(self, deadline: float = 60.0) -> None:
         self.starts += 1
-        log = open(self.workdir / f"hub-{self.starts}.log", "wb")
-        self.proc = subprocess.Popen([*CLI, "hub", "serve", "--db", self.db, "--port", str(self.port), *self.extra],
-                                     stdout=log, stderr=subprocess.STDOUT)
+        with open(self.workdir / f"hub-{self.starts}.log", "wb") as log:
+            self.proc = subprocess.Popen([*CLI, "hub", "serve", "--db", self.db, "--port", str(self.port), *self.extra],
+                                         stdout=log, stderr=subprocess.STDOUT)
         end = time.monotonic() + deadline
         while time.monotonic() < end:
             if self.proc.poll() is not None:
