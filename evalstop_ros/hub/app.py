@@ -73,6 +73,10 @@ class TicketRequest(BaseModel):
     ticket: str = Field(min_length=8, max_length=128)
 
 
+#: Refused bodies up to this size are read and dropped before the 413 answer (see BodyLimit).
+DRAIN_LIMIT = 16 * 1024 * 1024
+
+
 class BodyLimit:
     """ASGI middleware: refuse a body over ``limit`` bytes (declared or streamed) with 413."""
 
@@ -87,6 +91,11 @@ class BodyLimit:
             return
         declared = dict(scope.get("headers", [])).get(b"content-length")
         if declared is not None and (not declared.isdigit() or int(declared) > self.limit):
+            if declared.isdigit() and int(declared) <= DRAIN_LIMIT:
+                # read and drop the body, so that the client, still sending, gets the answer
+                # instead of a reset connection; larger bodies are cut off unread
+                while (await receive()).get("more_body", False):
+                    pass
             await self._refuse(send)
             return
         seen = 0
