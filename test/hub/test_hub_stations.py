@@ -1,0 +1,136 @@
+"""Three station processes against one hub process on a real PostgreSQL server.
+
+A station is killed with SIGKILL in the middle of a lease and restarted later; the hub is
+killed with SIGKILL while results are being uploaded and restarted on the same database.
+Every result is counted exactly once, the dead station's lease is requeued and redone, no
+station keeps an unsent result, and the hub's leaderboard equals ``evalstop hub analyze`` of
+the exported journal (the offline analysis).
+"""
+
+from __future__ import annotations
+
+import json
+import pathlib
+import signal
+import subprocess
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from evalstop_ros.hub.store import open_store
+from hub_support import CLI, HubProcess, PostgresCluster, call, cli, iter_lines, wait_for
+
+POLICIES = {"alpha": 0.85, "beta": 0.5, "gamma": 0.2}
+TRIALS = 12
+
+
+class Station:
+    def __init__(self, name: str, hub: HubProcess, root: pathlib.Path, key: str, seed: int) -> None:
+        self.name, self.hub, self.dir, self.seed = name, hub, root / name, seed
+        self.key_file = root / f"{name}.key"
+        self.key_file.write_text(key)
+        self.runs = 0
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        self.runs += 1
+        with open(self.dir.parent / f"{self.name}-{self.runs}.log", "wb") as log:
+            self.proc = subprocess.Popen(
+                [*CLI, "hub", "station", "--hub", self.hub.url, "--key-file", str(self.key_file), "--dir", str(self.dir),
+                 "--trials", str(TRIALS), "--trial-seconds", "0.3", "--seed", str(self.seed + 100 * self.runs)],
+                stdout=log, stderr=subprocess.STDOUT)
+
+    def records(self) -> list[dict[str, Any]]:
+        return list(iter_lines(self.dir / "station.jsonl"))
+
+    def log(self) -> str:
+        return "".join((self.dir.parent / f"{self.name}-{i}.log").read_text() for i in range(1, self.runs + 1))
+
+
+@pytest.fixture
+def setup(postgres: PostgresCluster, tmp_path: pathlib.Path) -> Iterator[tuple[HubProcess, list[Station], str]]:
+    db = postgres.new_database()
+    store = open_store(db)
+    for name, p in POLICIES.items():
+        store.add_policy(name, f"sim://success={p}")
+    keys = {name: store.add_station(name) for name in ("s1", "s2", "s3")}
+    viewer = store.add_station("viewer", "viewer")
+    store.close()
+    hub = HubProcess(db, viewer, tmp_path, ["--lease-seconds", "3", "--tasks", "towel,cup", "--seed", "0"])
+    stations = [Station(name, hub, tmp_path, key, seed) for seed, (name, key) in enumerate(keys.items())]
+    try:
+        yield hub, stations, db
+    finally:
+        for station in stations:
+            if station.proc is not None and station.proc.poll() is None:
+                station.proc.kill()
+                station.proc.wait()
+        hub.stop()
+
+
+def _journal(hub: HubProcess) -> list[dict[str, Any]]:
+    status, entries = call(hub.url + "/v1/journal", key=hub.key)
+    assert status == 200, entries
+    return list(entries)
+
+
+def test_stations_survive_kills_and_every_result_counts_once(setup: tuple[HubProcess, list[Station], str],
+                                                            tmp_path: pathlib.Path) -> None:
+    hub, stations, db = setup
+    hub.start()
+    for station in stations:
+        station.start()
+    victim = stations[2]
+
+    def mid_lease() -> bool:
+        records = victim.records()
+        return sum(r["kind"] == "result" for r in records) >= 2 and records[-1]["kind"] == "leased"
+
+    wait_for(mid_lease, 120, "the third station to be in the middle of a lease")
+    assert victim.proc is not None
+    victim.proc.send_signal(signal.SIGKILL)
+    victim.proc.wait()
+    lost_lease = victim.records()[-1]["assignment_id"]
+
+    wait_for(lambda: call(hub.url + "/v1/status", key=hub.key)[1]["results"] >= 8, 120, "8 results at the hub")
+    hub.kill()  # SIGKILL while the two live stations upload
+    wait_for(lambda: all("hub unreachable" in s.log() for s in stations[:2]), 60,
+             "the live stations to notice the outage")
+    hub.start()
+    victim.start()  # the killed station comes back: syncs what it journaled, then works on
+    for station in stations:
+        assert station.proc is not None
+        assert station.proc.wait(timeout=300) == 0, station.log()
+
+    entries = _journal(hub)
+    results = [e["body"] for e in entries if e["kind"] == "result"]
+    uploads = [r["upload_id"] for r in results]
+    assert len(uploads) == len(set(uploads)), "a result was counted twice"
+    for station in stations:
+        records = station.records()
+        local = {r["upload_id"] for r in records if r["kind"] == "result"}
+        acked = {r["upload_id"] for r in records if r["kind"] == "ack"}
+        rejected = {r["upload_id"] for r in records if r["kind"] == "rejected"}
+        assert len(local) == TRIALS and acked | rejected == local and not acked & rejected
+        assert {r["upload_id"] for r in results if r["station"] == station.name} == acked
+    assert call(hub.url + "/v1/status", key=hub.key)[1]["results"] == len(results)
+
+    requeued = {e["body"]["assignment"] for e in entries if e["kind"] == "requeued"}
+    assert lost_lease in requeued
+    redone = [e["body"] for e in entries if e["kind"] == "assigned" and e["body"]["requeue_of"] == lost_lease]
+    assert len(redone) == 1
+    assert redone[0]["assignment"] in {r["assignment"] for r in results}
+
+    export = tmp_path / "journal.jsonl"
+    assert cli("hub", "export", "--db", db, "-o", str(export)).returncode == 0
+    offline = cli("hub", "analyze", str(export), "--json")
+    assert offline.returncode == 0, offline.stderr
+    status, online = call(hub.url + "/v1/leaderboard", key=hub.key)
+    assert status == 200
+    assert json.loads(offline.stdout) == online
+    assert online["n_results"] == len(results)
+    rate = {row["policy"]: row["win_rate"] for row in online["ranking"]}
+    assert rate["alpha"] > rate["gamma"]
+    for station in stations:  # the operator's terminal never names a policy or its server
+        assert not any(secret in station.log() for secret in (*POLICIES, "sim://"))
