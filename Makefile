@@ -27,7 +27,7 @@ ROS_SOURCES := Makefile package.xml CMakeLists.txt tools/ros/build.sh \
 # POSIX sh form of `. tools/ros/env.sh VENV INSTALL` (make runs recipes with /bin/sh).
 ROS_ENV     := EVALSTOP_VENV=$(VENV) EVALSTOP_INSTALL=$(ROS_INSTALL) . tools/ros/env.sh &&
 
-.PHONY: venv ros demo test lint bench tables clean
+.PHONY: venv ros demo demo-hub test lint bench tables clean
 
 venv: $(STAMP)
 
@@ -55,6 +55,10 @@ $(ROS_STAMP): $(STAMP) $(ROS_SOURCES)
 
 demo: venv ros
 	$(ROS_ENV) $(ROS_INSTALL)/lib/evalstop/evalstop_demo
+
+# Second demo: the evaluation hub on a local PostgreSQL server with three simulated stations.
+demo-hub: venv
+	$(PY) tools/hub/demo.py
 
 # The report tests render HTML in Debian's headless Chromium (installed here if missing).
 test: venv ros lint

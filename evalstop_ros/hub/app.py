@@ -207,5 +207,5 @@ def create_app(store: HubStore, settings: HubSettings = HubSettings()) -> FastAP
 
 
 def _with_body_limit(app: FastAPI, limit: int) -> FastAPI:
-    app.add_middleware(BodyLimit, limit=limit)  # type: ignore[arg-type]
+    app.add_middleware(BodyLimit, limit=limit)
     return app

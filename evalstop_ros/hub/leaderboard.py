@@ -54,13 +54,12 @@ def win_rate_ranking(policies: Sequence[str], trials: Sequence[Trial]) -> list[d
             wins[me] = wins.get(me, 0.0) + (1.0 if mine > theirs else 0.5 if mine == theirs else 0.0)
             played[me] = played.get(me, 0) + 1
             total[me] = total.get(me, 0.0) + mine
-    rows = [{"policy": p, "trials": played[p], "win_rate": wins[p] / played[p] if played[p] else None,
-             "mean_score": total[p] / played[p] if played[p] else None} for p in wins]
-    rows.sort(key=lambda r: (-(r["win_rate"] if r["win_rate"] is not None else -1.0),
-                             -(r["mean_score"] if r["mean_score"] is not None else -1.0), r["policy"]))
-    for rank, row in enumerate(rows, 1):
-        row["rank"] = rank
-    return rows
+    def order(p: str) -> tuple[float, float, str]:
+        return (-wins[p] / played[p], -total[p] / played[p], p) if played[p] else (1.0, 1.0, p)
+
+    return [{"rank": rank, "policy": p, "trials": played[p], "win_rate": wins[p] / played[p] if played[p] else None,
+             "mean_score": total[p] / played[p] if played[p] else None}
+            for rank, p in enumerate(sorted(wins, key=order), 1)]
 
 
 #: Ranking methods by name; stats/ranking's Bradley-Terry, Davidson and Elo register here.

@@ -331,6 +331,10 @@ def open_store(database: str | os.PathLike[str], clock: Callable[[], float] = ti
         except psycopg.Error as err:
             raise HubError(f"cannot connect to {text}: {err}") from err
         return HubStore(conn, "postgresql", clock)
+    return _open_sqlite(text, clock)
+
+
+def _open_sqlite(text: str, clock: Callable[[], float]) -> HubStore:
     path = text.removeprefix("sqlite:///") if text.startswith("sqlite:///") else text
     conn = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
     conn.execute("PRAGMA journal_mode=WAL")

@@ -6,7 +6,6 @@ import pathlib
 from collections.abc import Iterator
 
 import pytest
-
 from hub_support import PostgresCluster
 
 

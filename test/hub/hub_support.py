@@ -76,7 +76,7 @@ def call(url: str, method: str = "GET", key: str | None = None, body: Any = None
 
 
 def cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*CLI, *args], capture_output=True, text=True, timeout=120, env=env)
+    return subprocess.run([*CLI, *args], capture_output=True, text=True, timeout=120, env=env, check=False)
 
 
 class HubProcess:

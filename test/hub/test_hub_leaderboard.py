@@ -10,12 +10,12 @@ import shutil
 import subprocess
 
 import pytest
+from hub_support import HubProcess, call
 
 from evalstop_ros.hub.errors import HubError
 from evalstop_ros.hub.leaderboard import leaderboard
 from evalstop_ros.hub.store import open_store
 from evalstop_ros.stats.registry import run_test
-from hub_support import HubProcess, call
 
 CHROMIUM = "/usr/bin/chromium"
 

@@ -9,9 +9,9 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from hub_support import HubProcess, call
 
 from evalstop_ros.hub.store import open_store
-from hub_support import HubProcess, call
 
 
 @pytest.fixture
@@ -87,6 +87,7 @@ def test_keys_and_foreign_assignments_are_refused(hub: dict[str, Any]) -> None:
 
 def test_bad_payloads_are_refused(hub: dict[str, Any]) -> None:
     status, work = call(hub["url"] + "/v1/work", "POST", key=hub["keys"]["s1"])
+    assert status == 200
     path = f"/v1/assignments/{work['assignment_id']}/result"
     key = hub["keys"]["s1"]
     _refused(hub, 400, "malformed request", path, key, raw=b'{"upload_id": "upload-0001", "score_a": 1.0,')

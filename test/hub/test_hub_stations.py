@@ -17,9 +17,17 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from hub_support import (
+    CLI,
+    HubProcess,
+    PostgresCluster,
+    call,
+    cli,
+    iter_lines,
+    wait_for,
+)
 
 from evalstop_ros.hub.store import open_store
-from hub_support import CLI, HubProcess, PostgresCluster, call, cli, iter_lines, wait_for
 
 POLICIES = {"alpha": 0.85, "beta": 0.5, "gamma": 0.2}
 TRIALS = 12
@@ -85,7 +93,7 @@ def test_stations_survive_kills_and_every_result_counts_once(setup: tuple[HubPro
 
     def mid_lease() -> bool:
         records = victim.records()
-        return sum(r["kind"] == "result" for r in records) >= 2 and records[-1]["kind"] == "leased"
+        return sum(r["kind"] == "result" for r in records) >= 2 and bool(records[-1]["kind"] == "leased")
 
     wait_for(mid_lease, 120, "the third station to be in the middle of a lease")
     assert victim.proc is not None
@@ -93,7 +101,7 @@ def test_stations_survive_kills_and_every_result_counts_once(setup: tuple[HubPro
     victim.proc.wait()
     lost_lease = victim.records()[-1]["assignment_id"]
 
-    wait_for(lambda: call(hub.url + "/v1/status", key=hub.key)[1]["results"] >= 8, 120, "8 results at the hub")
+    wait_for(lambda: bool(call(hub.url + "/v1/status", key=hub.key)[1]["results"] >= 8), 120, "8 results at the hub")
     hub.kill()  # SIGKILL while the two live stations upload
     wait_for(lambda: all("hub unreachable" in s.log() for s in stations[:2]), 60,
              "the live stations to notice the outage")

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import random
+from collections.abc import Callable, Iterator
 
 import pytest
-
-from collections.abc import Callable, Iterator
 
 from evalstop_ros.hub.errors import HubError
 from evalstop_ros.hub.schema import latest_version
@@ -27,10 +26,7 @@ def open_store() -> Iterator[Opener]:
 
     yield opener
     for store in opened:
-        try:
-            store.close()
-        except Exception:
-            pass
+        store.close()
 
 
 class Clock:
