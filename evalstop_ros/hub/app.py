@@ -34,7 +34,7 @@ from fastapi.responses import HTMLResponse, JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 from .errors import HubError
-from .leaderboard import leaderboard
+from .leaderboard import Leaderboard
 from .page import render_page
 from .store import HubStore, JournalEntry
 
@@ -119,25 +119,21 @@ class BodyLimit:
 
 
 class _Board:
-    """The leaderboard, refreshed incrementally from the journal entries added since last time."""
+    """The live leaderboard, fed the journal entries added since the last request."""
 
     def __init__(self, store: HubStore, settings: HubSettings) -> None:
         self._store = store
-        self._settings = settings
         self._lock = threading.Lock()
-        self._entries: list[dict[str, Any]] = []
+        self._board = Leaderboard(store.policies(), method=settings.method, alpha=settings.alpha)
         self._seq = 0
-        self._board: dict[str, Any] | None = None
 
     def get(self) -> dict[str, Any]:
         with self._lock:
             new: list[JournalEntry] = self._store.journal(after=self._seq)
-            if new or self._board is None:
-                self._seq = new[-1].seq if new else self._seq
-                self._entries.extend(e.to_dict() for e in new if e.kind == "result")
-                self._board = leaderboard(self._store.policies(), self._entries, method=self._settings.method,
-                                          alpha=self._settings.alpha)
-            return self._board
+            if new:
+                self._seq = new[-1].seq
+                self._board.add([e.to_dict() for e in new])
+            return self._board.snapshot()
 
 
 def create_app(store: HubStore, settings: HubSettings = HubSettings()) -> FastAPI:
@@ -145,7 +141,6 @@ def create_app(store: HubStore, settings: HubSettings = HubSettings()) -> FastAP
     app = FastAPI(title="evalstop hub", docs_url=None, redoc_url=None, openapi_url=None)
     rng = random.Random(settings.seed)
     board = _Board(store, settings)
-    leaderboard(store.policies(), [], method=settings.method, alpha=settings.alpha)  # bad settings fail now
 
     @app.exception_handler(HubError)
     async def _hub_error(request: Request, err: HubError) -> JSONResponse:

@@ -1,11 +1,11 @@
 """Rankings and sequential tests over every station's results, from the hub's journal.
 
-One function, :func:`leaderboard`, turns the journal's ``result`` entries (in journal order)
-into the leaderboard; the hub calls it on its live journal and ``evalstop hub analyze`` on an
-exported one, so the two agree by construction and the test compares them.
+One class, :class:`Leaderboard`, turns the journal's ``result`` entries (in journal order) into
+the leaderboard; the hub feeds it its live journal as it grows and ``evalstop hub analyze`` an
+exported one (:func:`leaderboard`), so the two agree by construction and the test compares them.
 
-* Per pair of policies, the A/B trials oriented ``(x, y)`` with ``x < y`` by name are replayed in
-  journal order through the statistics core's own test (:func:`~evalstop_ros.stats.registry.run_test`,
+* Per pair of policies, the A/B trials oriented ``(x, y)`` with ``x < y`` by name are fed in
+  journal order to the statistics core's own sequential process (:func:`~evalstop_ros.stats.registry.make_process`,
   N-SCORE by default: anytime-valid, so reading it after every upload keeps its guarantee;
   seed ``000_*`` N-SCORE, Theorem 1).
 * The ranking is a stand-in until ``stats/ranking`` lands: policies ordered by their win rate over
@@ -17,13 +17,17 @@ exported one, so the two agree by construction and the test compares them.
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-from ..stats.registry import METHODS, run_test
+import numpy as np
+
+from ..stats.registry import METHODS, make_process
+from ..stats.sequential import Decision
 from .errors import HubError
 
-__all__ = ["RANKERS", "Trial", "leaderboard", "trials_of", "win_rate_ranking"]
+__all__ = ["RANKERS", "Leaderboard", "Trial", "leaderboard", "trials_of", "win_rate_ranking"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -66,32 +70,74 @@ def win_rate_ranking(policies: Sequence[str], trials: Sequence[Trial]) -> list[d
 RANKERS: dict[str, Callable[[Sequence[str], Sequence[Trial]], list[dict[str, Any]]]] = {"winrate": win_rate_ranking}
 
 
-def _pair_tests(trials: Sequence[Trial], method: str, alpha: float) -> list[dict[str, Any]]:
-    by_pair: dict[tuple[str, str], tuple[list[float], list[float]]] = {}
-    for t in trials:
-        x, y, sx, sy = (t.policy_a, t.policy_b, t.score_a, t.score_b) if t.policy_a < t.policy_b else \
-            (t.policy_b, t.policy_a, t.score_b, t.score_a)
-        xs, ys = by_pair.setdefault((x, y), ([], []))
-        xs.append(sx)
-        ys.append(sy)
-    out = []
-    for (x, y), (xs, ys) in sorted(by_pair.items()):
-        result = run_test(method, xs, ys, alpha=alpha)
-        winner = {"b_better": y, "a_better": x}.get(result.decision.name.lower())
-        out.append({"policy_a": x, "policy_b": y, "n": len(xs), "mean_a": sum(xs) / len(xs), "mean_b": sum(ys) / len(ys),
-                    "decision": result.decision.name.lower(), "better": winner, "stopping_trial": result.stopping_trial,
-                    "pvalue": None if result.pvalue != result.pvalue else result.pvalue})
-    return out
+class _PairTest:
+    """The anytime-valid test of one policy pair, fed trial by trial (the core's process)."""
+
+    def __init__(self, method: str, alpha: float) -> None:
+        self.process = make_process(method, 1, alpha=alpha, alternative="two-sided", n_max=None)
+        self.n = 0
+        self.sum_a = 0.0
+        self.sum_b = 0.0
+
+    def add(self, score_a: float, score_b: float) -> None:
+        self.n += 1
+        self.sum_a += score_a
+        self.sum_b += score_b
+        if self.process.decision[0] == Decision.CONTINUE:  # nothing is read after the first stop
+            self.process.update(np.array([score_a]), np.array([score_b]))
+
+    def row(self, x: str, y: str) -> dict[str, Any]:
+        decision = Decision(int(self.process.decision[0])).name.lower()
+        pvalue = float(self.process.pvalue()[0])
+        return {"policy_a": x, "policy_b": y, "n": self.n, "mean_a": self.sum_a / self.n, "mean_b": self.sum_b / self.n,
+                "decision": decision, "better": {"b_better": y, "a_better": x}.get(decision),
+                "stopping_trial": int(self.process.stopping_trial[0]), "pvalue": None if math.isnan(pvalue) else pvalue}
+
+
+class Leaderboard:
+    """The leaderboard, built incrementally from journal entries: :meth:`add` then :meth:`snapshot`.
+
+    Each pair's test is the statistics core's process (:func:`~evalstop_ros.stats.registry.make_process`),
+    fed the pair's trials oriented ``(x, y)`` by name in journal order, so a refresh costs the
+    new results only; it equals :func:`~evalstop_ros.stats.registry.run_test` on the whole
+    sequence (checked by the tests).
+    """
+
+    def __init__(self, policies: Sequence[str], *, method: str = "nscore", alpha: float = 0.05,
+                 ranker: str = "winrate") -> None:
+        if method not in METHODS or method in ("step", "lai"):
+            raise HubError(f"the hub runs an anytime-valid test without a horizon; choose one of "
+                           f"{sorted(set(METHODS) - {'step', 'lai'})}")
+        if ranker not in RANKERS:
+            raise HubError(f"unknown ranker {ranker!r}; known: {sorted(RANKERS)}")
+        self.policies = list(policies)
+        self.method, self.alpha, self.ranker = method, alpha, ranker
+        self.trials: list[Trial] = []
+        self._pairs: dict[tuple[str, str], _PairTest] = {}
+
+    def add(self, entries: Iterable[Mapping[str, Any]]) -> None:
+        """Feed journal entries (only ``result`` and ``policy_added`` ones matter)."""
+        for entry in entries:
+            if entry["kind"] == "policy_added" and entry["body"]["policy"] not in self.policies:
+                self.policies.append(entry["body"]["policy"])
+        for t in trials_of(entries):
+            self.trials.append(t)
+            x, y, sx, sy = (t.policy_a, t.policy_b, t.score_a, t.score_b) if t.policy_a < t.policy_b else \
+                (t.policy_b, t.policy_a, t.score_b, t.score_a)
+            if (x, y) not in self._pairs:
+                self._pairs[(x, y)] = _PairTest(self.method, self.alpha)
+            self._pairs[(x, y)].add(sx, sy)
+
+    def snapshot(self) -> dict[str, Any]:
+        """The leaderboard now: ranking plus one sequential test per pair (JSON-ready)."""
+        return {"n_results": len(self.trials), "method": self.method, "alpha": self.alpha, "ranker": self.ranker,
+                "ranking": RANKERS[self.ranker](sorted(self.policies), self.trials),
+                "pairs": [test.row(x, y) for (x, y), test in sorted(self._pairs.items())]}
 
 
 def leaderboard(policies: Sequence[str], entries: Iterable[Mapping[str, Any]], *, method: str = "nscore",
                 alpha: float = 0.05, ranker: str = "winrate") -> dict[str, Any]:
-    """The leaderboard of the journal ``entries``: ranking plus one sequential test per pair."""
-    if method not in METHODS or method in ("step", "lai"):
-        raise HubError(f"the hub runs an anytime-valid test without a horizon; choose one of "
-                       f"{sorted(set(METHODS) - {'step', 'lai'})}")
-    if ranker not in RANKERS:
-        raise HubError(f"unknown ranker {ranker!r}; known: {sorted(RANKERS)}")
-    trials = trials_of(entries)
-    return {"n_results": len(trials), "method": method, "alpha": alpha, "ranker": ranker,
-            "ranking": RANKERS[ranker](policies, trials), "pairs": _pair_tests(trials, method, alpha)}
+    """The leaderboard of the journal ``entries`` in one go (what ``evalstop hub analyze`` prints)."""
+    board = Leaderboard(policies, method=method, alpha=alpha, ranker=ranker)
+    board.add(list(entries))
+    return board.snapshot()
