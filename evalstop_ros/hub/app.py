@@ -126,6 +126,7 @@ class _Board:
         self._lock = threading.Lock()
         self._board = Leaderboard(store.policies(), method=settings.method, alpha=settings.alpha)
         self._seq = 0
+        self._snapshot: dict[str, Any] | None = None
 
     def get(self) -> dict[str, Any]:
         with self._lock:
@@ -133,7 +134,9 @@ class _Board:
             if new:
                 self._seq = new[-1].seq
                 self._board.add([e.to_dict() for e in new])
-            return self._board.snapshot()
+            if new or self._snapshot is None:
+                self._snapshot = self._board.snapshot()
+            return self._snapshot
 
 
 def create_app(store: HubStore, settings: HubSettings = HubSettings()) -> FastAPI:
