@@ -19,7 +19,6 @@ import json
 import pathlib
 import shutil
 import socket
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -28,11 +27,10 @@ import time
 import urllib.request
 from typing import Any
 
-REPO = pathlib.Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+from evalstop_ros.hub.app import HubSettings, _Board
+from evalstop_ros.hub.store import HubStore, open_store
 
-from evalstop_ros.hub.app import HubSettings, _Board  # noqa: E402
-from evalstop_ros.hub.store import HubStore, open_store  # noqa: E402
+REPO = pathlib.Path(__file__).resolve().parents[1]
 
 CLI = [sys.executable, "-c", "import sys; from evalstop_ros.cli.main import main; sys.exit(main(sys.argv[1:]))"]
 POSTGRES_SH = REPO / "tools" / "hub" / "postgres.sh"
