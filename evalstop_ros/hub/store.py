@@ -277,8 +277,9 @@ class HubStore:
 
         A retried upload (same ``upload_id``, same body) is acknowledged as ``"duplicate"`` and
         writes nothing; an ``upload_id`` replayed with another body or against another
-        assignment, a second result for an assignment, and a result for an expired lease are
-        refused (409 / 410) and write nothing.
+        assignment and a second result for an assignment are refused (409) and write nothing.
+        A late result for an expired lease (a station cut off from the hub, syncing later) counts
+        while its trial has not been handed out again; once it has, the result is refused (410).
         """
         body = {"assignment": assignment_id, "upload_id": upload_id, "score_a": score_a, "score_b": score_b}
         body_hash = hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
@@ -292,8 +293,9 @@ class HubStore:
             if run("SELECT 1 FROM results WHERE assignment_id = ?", assignment_id):
                 raise HubError(f"assignment {assignment_id!r} already has a result (another upload id); nothing written", 409)
             state = run("SELECT state FROM assignments WHERE assignment_id = ?", assignment_id)[0][0]
-            if state == "expired":
-                raise HubError(f"the lease of assignment {assignment_id!r} expired and was requeued; result not counted", 410)
+            if state == "expired" and run("SELECT 1 FROM assignments WHERE requeue_of = ?", assignment_id):
+                raise HubError(f"the lease of assignment {assignment_id!r} expired and its trial was given to another "
+                               "station; result not counted", 410)
             run("INSERT INTO results (assignment_id, upload_id, station_id, body_hash, received_at) VALUES (?, ?, ?, ?, ?)",
                 assignment_id, upload_id, station_id, body_hash, self._clock())
             run("UPDATE assignments SET state = 'done' WHERE assignment_id = ?", assignment_id)

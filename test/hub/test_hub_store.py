@@ -84,6 +84,18 @@ def test_result_counted_once_and_retry_acknowledged(open_store: Opener, database
     assert store.counts() == {"done": 1, "results": 1}
 
 
+def test_late_result_counts_while_its_trial_was_not_handed_out_again(open_store: Opener, database: str) -> None:
+    clock = Clock()
+    store, _, _ = _hub(open_store, database, clock)
+    late, _ = store.lease("s1", 30.0, ["towel"], "need", random.Random(2))
+    clock.now += 31.0
+    assert store.requeue_expired() == 1
+    assert store.submit("s1", late.assignment_id, "upload-late01", 1.0, 0.0) == "recorded"
+    work, _ = store.lease("s2", 30.0, ["towel"], "need", random.Random(3))  # a fresh pair, not the late one
+    assert [e.body["requeue_of"] for e in store.journal(kinds=["assigned"])] == [None, None]
+    assert work.assignment_id != late.assignment_id and store.counts() == {"done": 1, "leased": 1, "results": 1}
+
+
 def test_silent_station_lease_is_requeued_to_another(open_store: Opener, database: str) -> None:
     clock = Clock()
     store, _, _ = _hub(open_store, database, clock)
