@@ -21,11 +21,13 @@ out-of-range fields give 400 with the reason; nothing is written by a refused re
 # No `from __future__ import annotations`: FastAPI reads the endpoints' annotations at run time,
 # and they name dependencies defined inside create_app.
 
+import asyncio
+import contextlib
 import dataclasses
 import json
 import random
 import threading
-from collections.abc import Awaitable, Callable, MutableMapping
+from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
 from typing import Annotated, Any
 
 from fastapi import Depends, FastAPI, Header, Request
@@ -139,9 +141,25 @@ class _Board:
             return self._snapshot
 
 
+async def _sweep_leases(store: HubStore, every: float) -> None:
+    """Requeue leases past their deadline every ``every`` seconds, so silence is noticed even
+    when no station asks for work (a lease is also checked whenever work is handed out)."""
+    while True:
+        await asyncio.sleep(every)
+        await asyncio.to_thread(store.requeue_expired)
+
+
 def create_app(store: HubStore, settings: HubSettings = HubSettings()) -> FastAPI:
     """The hub's ASGI application over ``store``."""
-    app = FastAPI(title="evalstop hub", docs_url=None, redoc_url=None, openapi_url=None)
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        sweeper = asyncio.create_task(_sweep_leases(store, max(0.2, settings.lease_seconds / 4)))
+        try:
+            yield
+        finally:
+            sweeper.cancel()
+
+    app = FastAPI(title="evalstop hub", docs_url=None, redoc_url=None, openapi_url=None, lifespan=lifespan)
     rng = random.Random(settings.seed)
     board = _Board(store, settings)
 

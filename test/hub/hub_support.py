@@ -82,17 +82,17 @@ def cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedPr
 class HubProcess:
     """``evalstop hub serve`` in a child process, waited for with a deadline."""
 
-    def __init__(self, db: str, key: str, workdir: pathlib.Path, extra: Sequence[str] = ()) -> None:
-        self.db, self.key, self.workdir, self.extra = db, key, workdir, list(extra)
+    def __init__(self, db: str, key: str, workdir: pathlib.Path, extra: Sequence[str] = (), host: str = "127.0.0.1") -> None:
+        self.db, self.key, self.workdir, self.extra, self.host = db, key, workdir, list(extra), host
         self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
+        self.url = f"http://{host}:{self.port}"
         self.proc: subprocess.Popen[bytes] | None = None
         self.starts = 0
 
     def start(self, deadline: float = 60.0) -> None:
         self.starts += 1
         with open(self.workdir / f"hub-{self.starts}.log", "wb") as log:
-            self.proc = subprocess.Popen([*CLI, "hub", "serve", "--db", self.db, "--port", str(self.port), *self.extra],
+            self.proc = subprocess.Popen([*CLI, "hub", "serve", "--db", self.db, "--host", self.host, "--port", str(self.port), *self.extra],
                                          stdout=log, stderr=subprocess.STDOUT)
         end = time.monotonic() + deadline
         while time.monotonic() < end:
@@ -136,3 +136,49 @@ def iter_lines(path: pathlib.Path) -> Iterator[dict[str, Any]]:
                 yield json.loads(line)
             except ValueError:
                 return
+
+
+#: Trials each simulated station runs.
+TRIALS = 12
+
+
+class Station:
+    """`evalstop hub station` (simulated robot) in a child process, optionally behind ``prefix``
+    (e.g. ``ip netns exec NS``)."""
+
+    def __init__(self, name: str, hub_url: str, root: pathlib.Path, key: str, seed: int,
+                 prefix: Sequence[str] = ()) -> None:
+        self.name, self.hub_url, self.dir, self.seed, self.prefix = name, hub_url, root / name, seed, list(prefix)
+        self.key_file = root / f"{name}.key"
+        self.key_file.write_text(key)
+        self.runs = 0
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        self.runs += 1
+        with open(self.dir.parent / f"{self.name}-{self.runs}.log", "wb") as log:
+            self.proc = subprocess.Popen(
+                [*self.prefix, *CLI, "hub", "station", "--hub", self.hub_url, "--key-file", str(self.key_file), "--dir", str(self.dir),
+                 "--trials", str(TRIALS), "--trial-seconds", "0.3", "--seed", str(self.seed + 100 * self.runs)],
+                stdout=log, stderr=subprocess.STDOUT)
+
+    def records(self) -> list[dict[str, Any]]:
+        return list(iter_lines(self.dir / "station.jsonl"))
+
+    def log(self) -> str:
+        return "".join((self.dir.parent / f"{self.name}-{i}.log").read_text() for i in range(1, self.runs + 1))
+
+
+def check_counted_once(entries: list[dict[str, Any]], stations: Sequence[Station]) -> list[dict[str, Any]]:
+    """Assert every station result is counted once or refused, nothing pending; returns the hub's results."""
+    results = [e["body"] for e in entries if e["kind"] == "result"]
+    uploads = [r["upload_id"] for r in results]
+    assert len(uploads) == len(set(uploads)), "a result was counted twice"
+    for station in stations:
+        records = station.records()
+        local = {r["upload_id"] for r in records if r["kind"] == "result"}
+        acked = {r["upload_id"] for r in records if r["kind"] == "ack"}
+        rejected = {r["upload_id"] for r in records if r["kind"] == "rejected"}
+        assert len(local) == TRIALS and acked | rejected == local and not acked & rejected
+        assert {r["upload_id"] for r in results if r["station"] == station.name} == acked
+    return results

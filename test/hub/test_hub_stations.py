@@ -12,48 +12,15 @@ from __future__ import annotations
 import json
 import pathlib
 import signal
-import subprocess
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from hub_support import (
-    CLI,
-    HubProcess,
-    PostgresCluster,
-    call,
-    cli,
-    iter_lines,
-    wait_for,
-)
+from hub_support import HubProcess, PostgresCluster, Station, call, check_counted_once, cli, wait_for
 
 from evalstop_ros.hub.store import open_store
 
 POLICIES = {"alpha": 0.85, "beta": 0.5, "gamma": 0.2}
-TRIALS = 12
-
-
-class Station:
-    def __init__(self, name: str, hub: HubProcess, root: pathlib.Path, key: str, seed: int) -> None:
-        self.name, self.hub, self.dir, self.seed = name, hub, root / name, seed
-        self.key_file = root / f"{name}.key"
-        self.key_file.write_text(key)
-        self.runs = 0
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    def start(self) -> None:
-        self.runs += 1
-        with open(self.dir.parent / f"{self.name}-{self.runs}.log", "wb") as log:
-            self.proc = subprocess.Popen(
-                [*CLI, "hub", "station", "--hub", self.hub.url, "--key-file", str(self.key_file), "--dir", str(self.dir),
-                 "--trials", str(TRIALS), "--trial-seconds", "0.3", "--seed", str(self.seed + 100 * self.runs)],
-                stdout=log, stderr=subprocess.STDOUT)
-
-    def records(self) -> list[dict[str, Any]]:
-        return list(iter_lines(self.dir / "station.jsonl"))
-
-    def log(self) -> str:
-        return "".join((self.dir.parent / f"{self.name}-{i}.log").read_text() for i in range(1, self.runs + 1))
 
 
 @pytest.fixture
@@ -66,7 +33,7 @@ def setup(postgres: PostgresCluster, tmp_path: pathlib.Path) -> Iterator[tuple[H
     viewer = store.add_station("viewer", "viewer")
     store.close()
     hub = HubProcess(db, viewer, tmp_path, ["--lease-seconds", "3", "--tasks", "towel,cup", "--seed", "0"])
-    stations = [Station(name, hub, tmp_path, key, seed) for seed, (name, key) in enumerate(keys.items())]
+    stations = [Station(name, hub.url, tmp_path, key, seed) for seed, (name, key) in enumerate(keys.items())]
     try:
         yield hub, stations, db
     finally:
@@ -112,16 +79,7 @@ def test_stations_survive_kills_and_every_result_counts_once(setup: tuple[HubPro
         assert station.proc.wait(timeout=300) == 0, station.log()
 
     entries = _journal(hub)
-    results = [e["body"] for e in entries if e["kind"] == "result"]
-    uploads = [r["upload_id"] for r in results]
-    assert len(uploads) == len(set(uploads)), "a result was counted twice"
-    for station in stations:
-        records = station.records()
-        local = {r["upload_id"] for r in records if r["kind"] == "result"}
-        acked = {r["upload_id"] for r in records if r["kind"] == "ack"}
-        rejected = {r["upload_id"] for r in records if r["kind"] == "rejected"}
-        assert len(local) == TRIALS and acked | rejected == local and not acked & rejected
-        assert {r["upload_id"] for r in results if r["station"] == station.name} == acked
+    results = check_counted_once(entries, stations)
     assert call(hub.url + "/v1/status", key=hub.key)[1]["results"] == len(results)
 
     requeued = {e["body"]["assignment"] for e in entries if e["kind"] == "requeued"}
