@@ -182,3 +182,25 @@ def check_counted_once(entries: list[dict[str, Any]], stations: Sequence[Station
         assert len(local) == TRIALS and acked | rejected == local and not acked & rejected
         assert {r["upload_id"] for r in results if r["station"] == station.name} == acked
     return results
+
+
+def stop_all(hub: HubProcess, stations: Sequence[Station]) -> None:
+    """Kill the stations still running and stop the hub (test teardown)."""
+    for station in stations:
+        if station.proc is not None and station.proc.poll() is None:
+            station.proc.kill()
+            station.proc.wait()
+    hub.stop()
+
+
+def offline_equals_online(hub: HubProcess, db: str, workdir: pathlib.Path) -> dict[str, Any]:
+    """Assert the hub's leaderboard equals `evalstop hub analyze` of `evalstop hub export`; return it."""
+    export = workdir / "journal.jsonl"
+    exported = cli("hub", "export", "--db", db, "-o", str(export))
+    assert exported.returncode == 0, exported.stderr
+    offline = cli("hub", "analyze", str(export), "--json")
+    assert offline.returncode == 0, offline.stderr
+    status, online = call(hub.url + "/v1/leaderboard", key=hub.key)
+    assert status == 200
+    assert json.loads(offline.stdout) == online
+    return dict(online)

@@ -10,7 +10,6 @@ the leaderboard equals the offline analysis of the hub's journal.
 
 from __future__ import annotations
 
-import json
 import os
 import pathlib
 import shutil
@@ -19,7 +18,16 @@ import time
 from collections.abc import Iterator
 
 import pytest
-from hub_support import HubProcess, PostgresCluster, Station, call, check_counted_once, cli, wait_for
+from hub_support import (
+    HubProcess,
+    PostgresCluster,
+    Station,
+    call,
+    check_counted_once,
+    offline_equals_online,
+    stop_all,
+    wait_for,
+)
 
 from evalstop_ros.hub.store import open_store
 
@@ -92,15 +100,7 @@ def test_station_cut_off_for_a_minute_syncs_later(netns: dict[str, str], postgre
         lost = [r["assignment_id"] for r in remote.records() if r["kind"] == "leased"]
         requeued = {e["body"]["assignment"] for e in entries if e["kind"] == "requeued"}
         assert requeued & set(lost), "the cut-off station's lease was not requeued"
-        export = tmp_path / "journal.jsonl"
-        assert cli("hub", "export", "--db", db, "-o", str(export)).returncode == 0
-        offline = cli("hub", "analyze", str(export), "--json")
-        assert offline.returncode == 0, offline.stderr
-        online = call(hub.url + "/v1/leaderboard", key=viewer)[1]
-        assert json.loads(offline.stdout) == online and online["n_results"] == len(results)
+        online = offline_equals_online(hub, db, tmp_path)
+        assert online["n_results"] == len(results)
     finally:
-        for station in stations:
-            if station.proc is not None and station.proc.poll() is None:
-                station.proc.kill()
-                station.proc.wait()
-        hub.stop()
+        stop_all(hub, stations)

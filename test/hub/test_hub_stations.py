@@ -9,14 +9,22 @@ the exported journal (the offline analysis).
 
 from __future__ import annotations
 
-import json
 import pathlib
 import signal
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from hub_support import HubProcess, PostgresCluster, Station, call, check_counted_once, cli, wait_for
+from hub_support import (
+    HubProcess,
+    PostgresCluster,
+    Station,
+    call,
+    check_counted_once,
+    offline_equals_online,
+    stop_all,
+    wait_for,
+)
 
 from evalstop_ros.hub.store import open_store
 
@@ -37,11 +45,7 @@ def setup(postgres: PostgresCluster, tmp_path: pathlib.Path) -> Iterator[tuple[H
     try:
         yield hub, stations, db
     finally:
-        for station in stations:
-            if station.proc is not None and station.proc.poll() is None:
-                station.proc.kill()
-                station.proc.wait()
-        hub.stop()
+        stop_all(hub, stations)
 
 
 def _journal(hub: HubProcess) -> list[dict[str, Any]]:
@@ -84,17 +88,16 @@ def test_stations_survive_kills_and_every_result_counts_once(setup: tuple[HubPro
 
     requeued = {e["body"]["assignment"] for e in entries if e["kind"] == "requeued"}
     assert lost_lease in requeued
-    redone = [e["body"] for e in entries if e["kind"] == "assigned" and e["body"]["requeue_of"] == lost_lease]
-    assert len(redone) == 1
-    assert redone[0]["assignment"] in {r["assignment"] for r in results}
+    # the lost trial is redone (a copy may expire again while the hub is down): exactly one of
+    # the lost lease and its requeued copies, transitively, is counted
+    lineage = {lost_lease}
+    for e in entries:
+        if e["kind"] == "assigned" and e["body"]["requeue_of"] in lineage:
+            lineage.add(e["body"]["assignment"])
+    assert len(lineage) >= 2
+    assert len(lineage & {r["assignment"] for r in results}) == 1
 
-    export = tmp_path / "journal.jsonl"
-    assert cli("hub", "export", "--db", db, "-o", str(export)).returncode == 0
-    offline = cli("hub", "analyze", str(export), "--json")
-    assert offline.returncode == 0, offline.stderr
-    status, online = call(hub.url + "/v1/leaderboard", key=hub.key)
-    assert status == 200
-    assert json.loads(offline.stdout) == online
+    online = offline_equals_online(hub, db, tmp_path)
     assert online["n_results"] == len(results)
     rate = {row["policy"]: row["win_rate"] for row in online["ranking"]}
     assert rate["alpha"] > rate["gamma"]
