@@ -5,6 +5,7 @@ Endpoints (every one needs ``Authorization: Bearer <key>``; the leaderboard may 
 =========================================  ========  ====================================================
 ``POST /v1/work``                          station   lease the next A/B trial: id, task, deadline, runner ticket
 ``POST /v1/tickets/resolve``               station   the runner's policy-server addresses for a live lease
+``POST /v1/assignments/{id}/renew``        station   extend a live lease (heartbeat of a long trial)
 ``POST /v1/assignments/{id}/result``       station   report the scores once (idempotent by ``upload_id``)
 ``GET  /v1/leaderboard``                   any       ranking and pairwise sequential tests (JSON)
 ``GET  /leaderboard``                      any       the same as an HTML page
@@ -195,6 +196,10 @@ def create_app(store: HubStore, settings: HubSettings = HubSettings()) -> FastAP
     @app.post("/v1/tickets/resolve")
     def resolve(body: TicketRequest, station_id: Annotated[str, Depends(station)]) -> dict[str, str]:
         return store.resolve_ticket(station_id, body.ticket)
+
+    @app.post("/v1/assignments/{assignment_id}/renew")
+    def renew(assignment_id: str, station_id: Annotated[str, Depends(station)]) -> dict[str, float]:
+        return {"lease_deadline": store.renew(station_id, assignment_id, settings.lease_seconds)}
 
     @app.post("/v1/assignments/{assignment_id}/result")
     def result(assignment_id: str, body: ResultUpload, station_id: Annotated[str, Depends(station)]) -> dict[str, str]:

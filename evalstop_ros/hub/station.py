@@ -143,13 +143,26 @@ class StationClient:
         return 0
 
 
-Runner = Callable[[Mapping[str, str], str, random.Random], tuple[float, float]]
+    def renew(self, assignment_id: str) -> None:
+        """Extend the lease while a long trial runs; an unreachable hub is not an error here
+        (the result is journaled anyway and counts if the trial was not handed out again)."""
+        try:
+            self.request("POST", f"/v1/assignments/{assignment_id}/renew")
+        except HubError as err:
+            if err.status not in (503, 410):
+                raise
+
+
+#: A runner: (policy-server addresses of arms A and B, task, rng, heartbeat) -> (score A, score B).
+Runner = Callable[[Mapping[str, str], str, random.Random, Callable[[], None]], tuple[float, float]]
 
 
 def sim_runner(trial_seconds: float) -> Runner:
-    """A simulated robot: a policy server ``sim://success=P`` succeeds with probability ``P``."""
+    """A simulated robot: a policy server ``sim://success=P`` succeeds with probability ``P``;
+    it calls ``heartbeat`` after each arm's episode."""
 
-    def run(addresses: Mapping[str, str], task: str, rng: random.Random) -> tuple[float, float]:
+    def run(addresses: Mapping[str, str], task: str, rng: random.Random,
+            heartbeat: Callable[[], None]) -> tuple[float, float]:
         scores = []
         for arm in ("A", "B"):
             address = addresses[arm]
@@ -157,6 +170,7 @@ def sim_runner(trial_seconds: float) -> Runner:
                 raise HubError(f"the simulated runner drives sim://success=P policies only; arm {arm} is not one")
             scores.append(1.0 if rng.random() < float(address.removeprefix("sim://success=")) else 0.0)
             time.sleep(trial_seconds / 2)
+            heartbeat()
         return scores[0], scores[1]
 
     return run
@@ -190,7 +204,7 @@ def run_station(client: StationClient, trials: int, runner: Runner, *, seed: int
             time.sleep(retry_seconds)
             continue
         say(f"trial {done() + 1}/{trials}: task {work['task']}, arms A then B")
-        score_a, score_b = runner(addresses, work["task"], rng)
+        score_a, score_b = runner(addresses, work["task"], rng, lambda: client.renew(work["assignment_id"]))
         client.record_result(work["assignment_id"], score_a, score_b)
         say(f"  scores A {score_a:g}, B {score_b:g}")
     else:

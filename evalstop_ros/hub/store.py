@@ -251,6 +251,18 @@ class HubStore:
             x, y = y, x
         return x, y, rng.choice(list(tasks)) if tasks else "default"
 
+    def renew(self, station_id: str, assignment_id: str, lease_seconds: float) -> float:
+        """Extend a live lease of ``station_id`` to ``now + lease_seconds`` (a long trial's
+        heartbeat); returns the new deadline. A lease already expired cannot be renewed (410)."""
+        assignment = self.assignment_for(station_id, assignment_id)
+        deadline = self._clock() + lease_seconds
+        with self._tx() as run:
+            state, old = run("SELECT state, lease_deadline FROM assignments WHERE assignment_id = ?", assignment_id)[0]
+            if state != "leased" or float(old) < self._clock():
+                raise HubError(f"the lease of assignment {assignment.assignment_id!r} is no longer live ({state})", 410)
+            run("UPDATE assignments SET lease_deadline = ? WHERE assignment_id = ?", deadline, assignment_id)
+        return deadline
+
     def assignment_for(self, station_id: str, assignment_id: str) -> Assignment:
         """The station's own assignment; another station's id is as unknown as a made-up one."""
         with self._tx() as run:

@@ -79,6 +79,7 @@ def test_keys_and_foreign_assignments_are_refused(hub: dict[str, Any]) -> None:
     path = f"/v1/assignments/{work['assignment_id']}/result"
     upload = {"upload_id": "upload-0001", "score_a": 1.0, "score_b": 0.0}
     _refused(hub, 404, "no assignment", path, hub["keys"]["s2"], body=upload)
+    _refused(hub, 404, "no assignment", f"/v1/assignments/{work['assignment_id']}/renew", hub["keys"]["s2"])
     _refused(hub, 401, "unknown or expired runner ticket", "/v1/tickets/resolve", hub["keys"]["s2"],
              body={"ticket": work["runner_ticket"]})
     assert call(hub["url"] + "/v1/journal", key=hub["keys"]["s1"])[0] == 403  # stations never see policy names

@@ -122,3 +122,20 @@ def test_need_schedule_balances_pairs(open_store: Opener, database: str) -> None
         store.submit("s1", work.assignment_id, f"upload-{i:04d}", 1.0, 0.0)
         seen.append(frozenset((work.policy_a, work.policy_b)))
     assert {pair: seen.count(pair) for pair in set(seen)} == {pair: 2 for pair in set(seen)} and len(set(seen)) == 3
+
+
+def test_renewed_lease_outlives_its_first_deadline(open_store: Opener, database: str) -> None:
+    clock = Clock()
+    store, _, _ = _hub(open_store, database, clock)
+    work, _ = store.lease("s1", 30.0, ["towel"], "need", random.Random(5))
+    clock.now += 20.0
+    assert store.renew("s1", work.assignment_id, 30.0) == clock.now + 30.0
+    clock.now += 20.0  # past the first deadline, within the renewed one
+    assert store.requeue_expired() == 0
+    with pytest.raises(HubError, match="no assignment"):
+        store.renew("s2", work.assignment_id, 30.0)
+    clock.now += 11.0
+    assert store.requeue_expired() == 1
+    with pytest.raises(HubError, match="no longer live") as err:
+        store.renew("s1", work.assignment_id, 30.0)
+    assert err.value.status == 410
