@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from ..stats.methods import FACTS
 from ..stats.registry import METHODS, make_process
 from ..stats.sequential import Decision
 from .errors import HubError
@@ -70,6 +71,10 @@ def win_rate_ranking(policies: Sequence[str], trials: Sequence[Trial]) -> list[d
 RANKERS: dict[str, Callable[[Sequence[str], Sequence[Trial]], list[dict[str, Any]]]] = {"winrate": win_rate_ranking}
 
 
+#: The core's sequential tests valid at any stopping time with no horizon (stats.methods.FACTS).
+ANYTIME_METHODS = frozenset(name for name in METHODS if FACTS[name].pvalue and not FACTS[name].needs_n_max)
+
+
 class _PairTest:
     """The anytime-valid test of one policy pair, fed trial by trial (the core's process)."""
 
@@ -105,9 +110,9 @@ class Leaderboard:
 
     def __init__(self, policies: Sequence[str], *, method: str = "nscore", alpha: float = 0.05,
                  ranker: str = "winrate") -> None:
-        if method not in METHODS or method in ("step", "lai"):
-            raise HubError(f"the hub runs an anytime-valid test without a horizon; choose one of "
-                           f"{sorted(set(METHODS) - {'step', 'lai'})}")
+        if method not in ANYTIME_METHODS:
+            raise HubError(f"the hub reads its pairwise tests after every result, so it needs an anytime-valid "
+                           f"test without a horizon; choose one of {sorted(ANYTIME_METHODS)}")
         if ranker not in RANKERS:
             raise HubError(f"unknown ranker {ranker!r}; known: {sorted(RANKERS)}")
         self.policies = list(policies)

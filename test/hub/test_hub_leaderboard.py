@@ -40,7 +40,7 @@ def test_pair_test_is_the_core_test_on_oriented_pairs() -> None:
     assert pair["decision"] == core.decision.name.lower() == "b_better" and pair["better"] == "good"
     assert pair["stopping_trial"] == core.stopping_trial
     assert [row["policy"] for row in board["ranking"]] == ["good", "bad"]
-    with pytest.raises(HubError, match="without a horizon"):
+    with pytest.raises(HubError, match="anytime-valid test without a horizon"):
         leaderboard(["a"], [], method="step")
 
 
