@@ -27,7 +27,7 @@ ROS_SOURCES := Makefile package.xml CMakeLists.txt tools/ros/build.sh \
 # POSIX sh form of `. tools/ros/env.sh VENV INSTALL` (make runs recipes with /bin/sh).
 ROS_ENV     := EVALSTOP_VENV=$(VENV) EVALSTOP_INSTALL=$(ROS_INSTALL) . tools/ros/env.sh &&
 
-.PHONY: venv ros demo demo-policy test lint bench tables clean
+.PHONY: venv ros demo demo-policy demo-hub test lint bench tables clean
 
 venv: $(STAMP)
 
@@ -36,7 +36,7 @@ venv: $(STAMP)
 $(STAMP): setup.py constraints.txt $(ROS_REQ)
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet --constraint constraints.txt --editable '.[test,report,categories,active,runner]' \
+	$(PY) -m pip install --quiet --constraint constraints.txt --editable '.[test,report,categories,active,runner,hub]' \
 	  --requirement $(ROS_REQ)
 	rm -f $(VENV)/lib/python3.11/site-packages/ros_wheels_bootstrapper.pth
 	$(PY) tools/ros/fix_wheel_paths.py $(VENV)
@@ -62,6 +62,10 @@ demo: venv ros
 demo-policy: venv ros
 	$(ROS_ENV) $(ROS_INSTALL)/lib/evalstop/evalstop_demo --robot sim_policy \
 	  --server-command "$$(tools/openpi_venv.sh) tools/openpi_policy_server.py"
+
+# Second demo: the evaluation hub on a local PostgreSQL server with three simulated stations.
+demo-hub: venv
+	$(PY) tools/hub/demo.py
 
 # The report tests render HTML in Debian's headless Chromium (installed here if missing).
 test: venv ros lint

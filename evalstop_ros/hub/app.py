@@ -1,0 +1,232 @@
+"""The hub's HTTP service (FastAPI): authenticated JSON API for stations and the leaderboard.
+
+Endpoints (every one needs ``Authorization: Bearer <key>``; the leaderboard may be made public):
+
+=========================================  ========  ====================================================
+``POST /v1/work``                          station   lease the next A/B trial: id, task, deadline, runner ticket
+``POST /v1/tickets/resolve``               station   the runner's policy-server addresses for a live lease
+``POST /v1/assignments/{id}/renew``        station   extend a live lease (heartbeat of a long trial)
+``POST /v1/assignments/{id}/result``       station   report the scores once (idempotent by ``upload_id``)
+``GET  /v1/leaderboard``                   any       ranking and pairwise sequential tests (JSON)
+``GET  /leaderboard``                      any       the same as an HTML page
+``GET  /v1/journal?after=SEQ``             viewer    the global journal (policy names included)
+``GET  /v1/status``                        any       counts of assignments and results
+=========================================  ========  ====================================================
+
+Work sent to stations names the arms ``A`` and ``B`` only: policy names and server addresses
+stay in the hub, and the addresses reach the runner through the lease's one-off ticket.
+Bodies above ``max_body`` bytes are refused (413) before they are read; malformed JSON and
+out-of-range fields give 400 with the reason; nothing is written by a refused request.
+"""
+
+# No `from __future__ import annotations`: FastAPI reads the endpoints' annotations at run time,
+# and they name dependencies defined inside create_app.
+
+import asyncio
+import contextlib
+import dataclasses
+import json
+import random
+import threading
+from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
+from typing import Annotated, Any
+
+from fastapi import Depends, FastAPI, Header, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import HTMLResponse, JSONResponse
+from pydantic import BaseModel, ConfigDict, Field
+
+from .errors import HubError
+from .leaderboard import Leaderboard
+from .page import render_page
+from .store import HubStore, JournalEntry
+
+__all__ = ["HubSettings", "create_app"]
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+ASGIApp = Callable[[Scope, Callable[[], Awaitable[Message]], Callable[[Message], Awaitable[None]]], Awaitable[None]]
+
+
+@dataclasses.dataclass(frozen=True)
+class HubSettings:
+    """How the hub assigns and judges work."""
+
+    tasks: tuple[str, ...] = ("default",)
+    lease_seconds: float = 60.0
+    schedule: str = "need"
+    method: str = "nscore"
+    alpha: float = 0.05
+    public_leaderboard: bool = False
+    max_body: int = 64 * 1024
+    seed: int | None = None
+
+
+class ResultUpload(BaseModel):
+    """A station's result for one lease."""
+
+    model_config = ConfigDict(extra="forbid")
+    upload_id: str = Field(min_length=8, max_length=64, pattern=r"^[A-Za-z0-9_.:-]+$")
+    score_a: float = Field(ge=0.0, le=1.0)
+    score_b: float = Field(ge=0.0, le=1.0)
+
+
+class TicketRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    ticket: str = Field(min_length=8, max_length=128)
+
+
+#: Refused bodies up to this size are read and dropped before the 413 answer (see BodyLimit).
+DRAIN_LIMIT = 16 * 1024 * 1024
+
+
+class BodyLimit:
+    """ASGI middleware: refuse a body over ``limit`` bytes (declared or streamed) with 413."""
+
+    def __init__(self, app: ASGIApp, limit: int) -> None:
+        self.app = app
+        self.limit = limit
+
+    async def __call__(self, scope: Scope, receive: Callable[[], Awaitable[Message]],
+                       send: Callable[[Message], Awaitable[None]]) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        declared = dict(scope.get("headers", [])).get(b"content-length")
+        if declared is not None and (not declared.isdigit() or int(declared) > self.limit):
+            if declared.isdigit() and int(declared) <= DRAIN_LIMIT:
+                # read and drop the body, so that the client, still sending, gets the answer
+                # instead of a reset connection; larger bodies are cut off unread
+                while (await receive()).get("more_body", False):
+                    pass
+            await self._refuse(send)
+            return
+        seen = 0
+
+        async def limited() -> Message:
+            nonlocal seen
+            message = await receive()
+            seen += len(message.get("body", b""))
+            if seen > self.limit:
+                raise HubError(f"request body over {self.limit} bytes", 413)
+            return message
+
+        await self.app(scope, limited, send)
+
+    async def _refuse(self, send: Callable[[Message], Awaitable[None]]) -> None:
+        body = json.dumps({"error": f"request body over {self.limit} bytes; nothing written"}).encode()
+        await send({"type": "http.response.start", "status": 413,
+                    "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
+                                (b"connection", b"close")]})
+        await send({"type": "http.response.body", "body": body})
+
+
+class _Board:
+    """The live leaderboard, fed the journal entries added since the last request."""
+
+    def __init__(self, store: HubStore, settings: HubSettings) -> None:
+        self._store = store
+        self._lock = threading.Lock()
+        self._board = Leaderboard(store.policies(), method=settings.method, alpha=settings.alpha)
+        self._seq = 0
+        self._snapshot: dict[str, Any] | None = None
+
+    def get(self) -> dict[str, Any]:
+        with self._lock:
+            new: list[JournalEntry] = self._store.journal(after=self._seq)
+            if new:
+                self._seq = new[-1].seq
+                self._board.add([e.to_dict() for e in new])
+            if new or self._snapshot is None:
+                self._snapshot = self._board.snapshot()
+            return self._snapshot
+
+
+async def _sweep_leases(store: HubStore, every: float) -> None:
+    """Requeue leases past their deadline every ``every`` seconds, so silence is noticed even
+    when no station asks for work (a lease is also checked whenever work is handed out)."""
+    while True:
+        await asyncio.sleep(every)
+        await asyncio.to_thread(store.requeue_expired)
+
+
+def create_app(store: HubStore, settings: HubSettings = HubSettings()) -> FastAPI:
+    """The hub's ASGI application over ``store``."""
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        sweeper = asyncio.create_task(_sweep_leases(store, max(0.2, settings.lease_seconds / 4)))
+        try:
+            yield
+        finally:
+            sweeper.cancel()
+
+    app = FastAPI(title="evalstop hub", docs_url=None, redoc_url=None, openapi_url=None, lifespan=lifespan)
+    rng = random.Random(settings.seed)
+    board = _Board(store, settings)
+
+    @app.exception_handler(HubError)
+    async def _hub_error(request: Request, err: HubError) -> JSONResponse:
+        return JSONResponse({"error": f"{err}"}, status_code=err.status)
+
+    @app.exception_handler(RequestValidationError)
+    async def _bad_request(request: Request, err: RequestValidationError) -> JSONResponse:
+        reasons = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in err.errors())
+        return JSONResponse({"error": f"malformed request, nothing written: {reasons}"}, status_code=400)
+
+    def caller(authorization: Annotated[str | None, Header()] = None) -> tuple[str, str]:
+        token = authorization.removeprefix("Bearer ").strip() if authorization else None
+        return store.authenticate(token)
+
+    def station(who: Annotated[tuple[str, str], Depends(caller)]) -> str:
+        if who[1] != "station":
+            raise HubError(f"{who[0]!r} is a {who[1]} key; only stations take work", 403)
+        return who[0]
+
+    def reader(request: Request) -> None:
+        if not settings.public_leaderboard:
+            caller(request.headers.get("authorization"))
+
+    @app.post("/v1/work")
+    def work(station_id: Annotated[str, Depends(station)]) -> dict[str, Any]:
+        assignment, ticket = store.lease(station_id, settings.lease_seconds, settings.tasks, settings.schedule, rng)
+        return {"assignment_id": assignment.assignment_id, "task": assignment.task, "arms": ["A", "B"],
+                "lease_deadline": assignment.lease_deadline, "lease_seconds": settings.lease_seconds,
+                "runner_ticket": ticket}
+
+    @app.post("/v1/tickets/resolve")
+    def resolve(body: TicketRequest, station_id: Annotated[str, Depends(station)]) -> dict[str, str]:
+        return store.resolve_ticket(station_id, body.ticket)
+
+    @app.post("/v1/assignments/{assignment_id}/renew")
+    def renew(assignment_id: str, station_id: Annotated[str, Depends(station)]) -> dict[str, float]:
+        return {"lease_deadline": store.renew(station_id, assignment_id, settings.lease_seconds)}
+
+    @app.post("/v1/assignments/{assignment_id}/result")
+    def result(assignment_id: str, body: ResultUpload, station_id: Annotated[str, Depends(station)]) -> dict[str, str]:
+        status = store.submit(station_id, assignment_id, body.upload_id, body.score_a, body.score_b)
+        return {"status": status, "assignment_id": assignment_id, "upload_id": body.upload_id}
+
+    @app.get("/v1/leaderboard", dependencies=[Depends(reader)])
+    def leaderboard_json() -> dict[str, Any]:
+        return board.get()
+
+    @app.get("/leaderboard", response_class=HTMLResponse, dependencies=[Depends(reader)])
+    def leaderboard_page() -> str:
+        return render_page(board.get())
+
+    @app.get("/v1/journal")
+    def journal(who: Annotated[tuple[str, str], Depends(caller)], after: int = 0) -> list[dict[str, Any]]:
+        if who[1] != "viewer":
+            raise HubError("the journal names the policies; only viewer keys may read it", 403)
+        return [e.to_dict() for e in store.journal(after=after)]
+
+    @app.get("/v1/status", dependencies=[Depends(caller)])
+    def status() -> dict[str, int]:
+        return store.counts()
+
+    return _with_body_limit(app, settings.max_body)
+
+
+def _with_body_limit(app: FastAPI, limit: int) -> FastAPI:
+    app.add_middleware(BodyLimit, limit=limit)
+    return app

@@ -1,0 +1,64 @@
+"""Versioned schema migrations of the hub store, for PostgreSQL and SQLite.
+
+Each migration is applied once, in order, inside one transaction, and recorded in
+``schema_version``; :func:`migrations` yields the statements of the versions a store still
+lacks. The two dialects differ only in the auto-numbered key of the journal.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+#: (version, statements); ``{serial}`` is the dialect's auto-numbered primary key.
+MIGRATIONS: tuple[tuple[int, tuple[str, ...]], ...] = (
+    (1, (
+        """CREATE TABLE policies (
+            name TEXT PRIMARY KEY,
+            server_address TEXT NOT NULL,
+            created_at DOUBLE PRECISION NOT NULL)""",
+        """CREATE TABLE stations (
+            station_id TEXT PRIMARY KEY,
+            key_hash TEXT NOT NULL,
+            role TEXT NOT NULL,
+            revoked INTEGER NOT NULL DEFAULT 0,
+            created_at DOUBLE PRECISION NOT NULL)""",
+        """CREATE TABLE assignments (
+            assignment_id TEXT PRIMARY KEY,
+            station_id TEXT NOT NULL REFERENCES stations(station_id),
+            policy_a TEXT NOT NULL REFERENCES policies(name),
+            policy_b TEXT NOT NULL REFERENCES policies(name),
+            task TEXT NOT NULL,
+            state TEXT NOT NULL,
+            lease_deadline DOUBLE PRECISION NOT NULL,
+            ticket_hash TEXT NOT NULL,
+            requeue_of TEXT,
+            created_at DOUBLE PRECISION NOT NULL)""",
+        "CREATE INDEX assignments_state ON assignments(state, lease_deadline)",
+        """CREATE TABLE results (
+            assignment_id TEXT PRIMARY KEY REFERENCES assignments(assignment_id),
+            upload_id TEXT NOT NULL UNIQUE,
+            station_id TEXT NOT NULL,
+            body_hash TEXT NOT NULL,
+            received_at DOUBLE PRECISION NOT NULL)""",
+        """CREATE TABLE journal (
+            seq {serial},
+            at DOUBLE PRECISION NOT NULL,
+            kind TEXT NOT NULL,
+            body TEXT NOT NULL)""",
+    )),
+)
+
+SERIAL = {"postgresql": "BIGSERIAL PRIMARY KEY", "sqlite": "INTEGER PRIMARY KEY AUTOINCREMENT"}
+VERSION_TABLE = "CREATE TABLE IF NOT EXISTS schema_version (version INTEGER PRIMARY KEY, applied_at DOUBLE PRECISION NOT NULL)"
+
+
+def latest_version() -> int:
+    """The schema version this code writes."""
+    return MIGRATIONS[-1][0]
+
+
+def migrations(dialect: str, current: int) -> Iterator[tuple[int, list[str]]]:
+    """The migrations after version ``current``, as ``(version, statements)`` for ``dialect``."""
+    for version, statements in MIGRATIONS:
+        if version > current:
+            yield version, [sql.format(serial=SERIAL[dialect]) for sql in statements]

@@ -1,0 +1,212 @@
+"""A station's side of the hub, without ROS: ask for work, run it, journal locally, upload.
+
+:class:`StationClient` keeps a local append-only journal (JSON lines, flushed and fsync'ed)
+and writes every result there *before* uploading it. :meth:`StationClient.sync` uploads the
+results not yet acknowledged, in journal order, each with its own ``upload_id``, so a retry
+after a lost answer or a hub restart is acknowledged by the hub as a duplicate and counted
+once. When the hub is unreachable the results stay in the local journal and the next
+:meth:`~StationClient.sync` sends them; nothing is lost when the station itself is killed,
+because a restarted station reads its journal again.
+
+:func:`run_station` is the work loop of a simulated station (``sim://success=P`` policy
+servers), used by ``evalstop hub station``, the demo and the tests. What it prints (the
+operator's view) names the arms ``A`` and ``B`` only.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import random
+import time
+import urllib.error
+import urllib.request
+import uuid
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from .errors import HubError
+
+__all__ = ["StationClient", "read_key", "run_station", "sim_runner"]
+
+#: Name of the local journal inside a station's directory.
+JOURNAL = "station.jsonl"
+KEY_ENV = "EVALSTOP_HUB_KEY"
+
+
+def read_key(key_file: str | None) -> str:
+    """The station's API key from ``key_file`` or ``$EVALSTOP_HUB_KEY`` (never from a flag)."""
+    if key_file:
+        try:
+            key = pathlib.Path(key_file).read_text(encoding="utf-8").strip()
+        except OSError as err:
+            raise HubError(f"cannot read the key file {key_file!r}: {err.strerror}") from err
+    else:
+        key = os.environ.get(KEY_ENV, "").strip()
+    if not key:
+        raise HubError(f"no API key: pass --key-file or set {KEY_ENV}")
+    return key
+
+
+class StationClient:
+    """HTTP client of one station with a crash-safe local journal of its results."""
+
+    def __init__(self, hub_url: str, key: str, directory: str | os.PathLike[str], timeout: float = 10.0) -> None:
+        self.hub_url = hub_url.rstrip("/")
+        self._key = key
+        self.timeout = timeout
+        self.directory = pathlib.Path(directory)
+        self.directory.mkdir(parents=True, exist_ok=True)
+        self.journal_path = self.directory / JOURNAL
+
+    def __repr__(self) -> str:  # never shows the key
+        return f"StationClient({self.hub_url!r}, directory={str(self.directory)!r})"
+
+    # -- HTTP -----------------------------------------------------------------------------
+    def request(self, method: str, path: str, body: Mapping[str, Any] | None = None) -> Any:
+        """JSON request to the hub. A refusal raises :class:`HubError` with the hub's status and
+        reason; an unreachable hub raises :class:`HubError` with status 503."""
+        data = None if body is None else json.dumps(body).encode()
+        req = urllib.request.Request(self.hub_url + path, data=data, method=method,
+                                     headers={"Authorization": f"Bearer {self._key}", "Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(req, timeout=self.timeout) as answer:
+                return json.loads(answer.read() or b"null")
+        except urllib.error.HTTPError as err:
+            try:
+                reason = json.loads(err.read()).get("error", err.reason)
+            except (ValueError, AttributeError):
+                reason = err.reason
+            raise HubError(f"hub refused {method} {path}: {reason}", err.code) from err
+        except (urllib.error.URLError, OSError) as err:
+            raise HubError(f"hub {self.hub_url} unreachable: {getattr(err, 'reason', err)}", 503) from err
+
+    # -- local journal --------------------------------------------------------------------
+    def _append(self, record: Mapping[str, Any]) -> None:
+        with open(self.journal_path, "a", encoding="utf-8") as out:
+            out.write(json.dumps(record, sort_keys=True) + "\n")
+            out.flush()
+            os.fsync(out.fileno())
+
+    def records(self) -> list[dict[str, Any]]:
+        """The local journal; a torn last line (killed mid-write) is ignored."""
+        if not self.journal_path.exists():
+            return []
+        out = []
+        for line in self.journal_path.read_text(encoding="utf-8").splitlines():
+            try:
+                out.append(json.loads(line))
+            except ValueError:
+                break
+        return out
+
+    def pending(self) -> list[dict[str, Any]]:
+        """Results journaled locally and not yet settled with the hub, in order."""
+        records = self.records()
+        settled = {r["upload_id"] for r in records if r["kind"] in ("ack", "rejected")}
+        return [r for r in records if r["kind"] == "result" and r["upload_id"] not in settled]
+
+    def lease(self) -> dict[str, Any]:
+        """Ask the hub for work and journal the lease locally."""
+        work = self.request("POST", "/v1/work")
+        self._append({"kind": "leased", "assignment_id": work["assignment_id"], "task": work["task"],
+                      "lease_deadline": work["lease_deadline"]})
+        return dict(work)
+
+    def record_result(self, assignment_id: str, score_a: float, score_b: float) -> str:
+        """Journal a result locally (before any upload); returns its upload id."""
+        upload_id = uuid.uuid4().hex
+        self._append({"kind": "result", "assignment_id": assignment_id, "upload_id": upload_id,
+                      "score_a": score_a, "score_b": score_b})
+        return upload_id
+
+    def sync(self) -> int:
+        """Upload the pending results in order; returns how many remain (hub unreachable).
+
+        A result the hub refuses for good (its lease expired and was requeued) is journaled as
+        ``rejected`` with the hub's reason and kept locally; any other refusal is raised.
+        """
+        pending = self.pending()
+        for i, record in enumerate(pending):
+            body = {"upload_id": record["upload_id"], "score_a": record["score_a"], "score_b": record["score_b"]}
+            try:
+                answer = self.request("POST", f"/v1/assignments/{record['assignment_id']}/result", body)
+            except HubError as err:
+                if err.status == 503:
+                    return len(pending) - i
+                if err.status != 410:
+                    raise
+                self._append({"kind": "rejected", "upload_id": record["upload_id"], "reason": str(err)})
+                continue
+            self._append({"kind": "ack", "upload_id": record["upload_id"], "status": answer["status"]})
+        return 0
+
+
+    def renew(self, assignment_id: str) -> None:
+        """Extend the lease while a long trial runs; an unreachable hub is not an error here
+        (the result is journaled anyway and counts if the trial was not handed out again)."""
+        try:
+            self.request("POST", f"/v1/assignments/{assignment_id}/renew")
+        except HubError as err:
+            if err.status not in (503, 410):
+                raise
+
+
+#: A runner: (policy-server addresses of arms A and B, task, rng, heartbeat) -> (score A, score B).
+Runner = Callable[[Mapping[str, str], str, random.Random, Callable[[], None]], tuple[float, float]]
+
+
+def sim_runner(trial_seconds: float) -> Runner:
+    """A simulated robot: a policy server ``sim://success=P`` succeeds with probability ``P``;
+    it calls ``heartbeat`` after each arm's episode."""
+
+    def run(addresses: Mapping[str, str], task: str, rng: random.Random,
+            heartbeat: Callable[[], None]) -> tuple[float, float]:
+        scores = []
+        for arm in ("A", "B"):
+            address = addresses[arm]
+            if not address.startswith("sim://success="):
+                raise HubError(f"the simulated runner drives sim://success=P policies only; arm {arm} is not one")
+            scores.append(1.0 if rng.random() < float(address.removeprefix("sim://success=")) else 0.0)
+            time.sleep(trial_seconds / 2)
+            heartbeat()
+        return scores[0], scores[1]
+
+    return run
+
+
+def run_station(client: StationClient, trials: int, runner: Runner, *, seed: int | None = None,
+                retry_seconds: float = 0.5, deadline_seconds: float = 600.0,
+                say: Callable[[str], None] = print) -> int:
+    """Run ``trials`` hub trials (counting earlier runs in the local journal); returns how many
+    results the hub has acknowledged. Retries with back-off while the hub is unreachable."""
+    rng = random.Random(seed)
+    give_up = time.monotonic() + deadline_seconds
+
+    def done() -> int:
+        return sum(1 for r in client.records() if r["kind"] == "result")
+
+    while time.monotonic() < give_up:
+        if client.sync():
+            say(f"hub unreachable; {len(client.pending())} result(s) kept locally, retrying")
+            time.sleep(retry_seconds)
+            continue
+        if done() >= trials:
+            break
+        try:
+            work = client.lease()
+            addresses = client.request("POST", "/v1/tickets/resolve", {"ticket": work["runner_ticket"]})
+        except HubError as err:
+            if err.status != 503:
+                raise
+            say("hub unreachable; retrying")
+            time.sleep(retry_seconds)
+            continue
+        say(f"trial {done() + 1}/{trials}: task {work['task']}, arms A then B")
+        score_a, score_b = runner(addresses, work["task"], rng, lambda: client.renew(work["assignment_id"]))
+        client.record_result(work["assignment_id"], score_a, score_b)
+        say(f"  scores A {score_a:g}, B {score_b:g}")
+    else:
+        raise HubError(f"station did not finish {trials} trials in {deadline_seconds:g} s")
+    return sum(1 for r in client.records() if r["kind"] == "ack")

@@ -1,0 +1,206 @@
+"""Helpers of the hub tests: a throw-away PostgreSQL cluster, a hub server process, HTTP calls."""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+POSTGRES_SH = REPO / "tools" / "hub" / "postgres.sh"
+#: Run the evalstop CLI in a child process with this interpreter.
+CLI = [sys.executable, "-c", "import sys; from evalstop_ros.cli.main import main; sys.exit(main(sys.argv[1:]))"]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class PostgresCluster:
+    """A real PostgreSQL server started by tools/hub/postgres.sh in a temporary directory."""
+
+    def __init__(self) -> None:
+        subprocess.run([str(POSTGRES_SH), "install"], check=True)
+        self.root = pathlib.Path(tempfile.mkdtemp(prefix="evalstop-pg-"))
+        self.root.chmod(0o711)  # the postgres user must reach its directory inside
+        self.port = free_port()
+        out = subprocess.run([str(POSTGRES_SH), "start", str(self.root / "cluster"), str(self.port)],
+                             check=True, capture_output=True, text=True)
+        self.admin_url = out.stdout.strip()
+        self._n = 0
+
+    def new_database(self) -> str:
+        """A fresh, empty database in the cluster; its URL."""
+        import psycopg
+
+        self._n += 1
+        name = f"hub_{os.getpid()}_{self._n}"
+        with psycopg.connect(self.admin_url, autocommit=True) as conn:
+            conn.execute(f"CREATE DATABASE {name}")
+        return self.admin_url.rsplit("/", 1)[0] + "/" + name
+
+    def stop(self) -> None:
+        subprocess.run([str(POSTGRES_SH), "stop", str(self.root / "cluster")], check=False)
+        shutil.rmtree(self.root, ignore_errors=True)
+
+
+def call(url: str, method: str = "GET", key: str | None = None, body: Any = None, raw: bytes | None = None,
+         timeout: float = 10.0) -> tuple[int, Any]:
+    """(status, decoded JSON or text) of one HTTP request; never raises for an HTTP status."""
+    data = raw if raw is not None else (None if body is None else json.dumps(body).encode())
+    headers = {"Content-Type": "application/json"}
+    if key:
+        headers["Authorization"] = f"Bearer {key}"
+    req = urllib.request.Request(url, data=data, method=method, headers=headers)
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as answer:
+            status, payload = answer.status, answer.read()
+    except urllib.error.HTTPError as err:
+        status, payload = err.code, err.read()
+    try:
+        return status, json.loads(payload)
+    except ValueError:
+        return status, payload.decode(errors="replace")
+
+
+def cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*CLI, *args], capture_output=True, text=True, timeout=120, env=env, check=False)
+
+
+class HubProcess:
+    """``evalstop hub serve`` in a child process, waited for with a deadline."""
+
+    def __init__(self, db: str, key: str, workdir: pathlib.Path, extra: Sequence[str] = (), host: str = "127.0.0.1") -> None:
+        self.db, self.key, self.workdir, self.extra, self.host = db, key, workdir, list(extra), host
+        self.port = free_port()
+        self.url = f"http://{host}:{self.port}"
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.starts = 0
+
+    def start(self, deadline: float = 60.0) -> None:
+        self.starts += 1
+        with open(self.workdir / f"hub-{self.starts}.log", "wb") as log:
+            self.proc = subprocess.Popen([*CLI, "hub", "serve", "--db", self.db, "--host", self.host, "--port", str(self.port), *self.extra],
+                                         stdout=log, stderr=subprocess.STDOUT)
+        end = time.monotonic() + deadline
+        while time.monotonic() < end:
+            if self.proc.poll() is not None:
+                raise AssertionError(f"hub exited: {(self.workdir / f'hub-{self.starts}.log').read_text()}")
+            try:
+                if call(self.url + "/v1/status", key=self.key, timeout=2)[0] == 200:
+                    return
+            except OSError:
+                pass
+            time.sleep(0.1)
+        raise AssertionError("hub did not answer within the deadline")
+
+    def kill(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(timeout=30)
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.kill()
+
+
+def wait_for(predicate: Any, deadline: float, what: str) -> None:
+    end = time.monotonic() + deadline
+    while time.monotonic() < end:
+        if predicate():
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def iter_lines(path: pathlib.Path) -> Iterator[dict[str, Any]]:
+    if path.exists():
+        for line in path.read_text().splitlines():
+            try:
+                yield json.loads(line)
+            except ValueError:
+                return
+
+
+#: Trials each simulated station runs.
+TRIALS = 12
+
+
+class Station:
+    """`evalstop hub station` (simulated robot) in a child process, optionally behind ``prefix``
+    (e.g. ``ip netns exec NS``)."""
+
+    def __init__(self, name: str, hub_url: str, root: pathlib.Path, key: str, seed: int,
+                 prefix: Sequence[str] = ()) -> None:
+        self.name, self.hub_url, self.dir, self.seed, self.prefix = name, hub_url, root / name, seed, list(prefix)
+        self.key_file = root / f"{name}.key"
+        self.key_file.write_text(key)
+        self.runs = 0
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        self.runs += 1
+        with open(self.dir.parent / f"{self.name}-{self.runs}.log", "wb") as log:
+            self.proc = subprocess.Popen(
+                [*self.prefix, *CLI, "hub", "station", "--hub", self.hub_url, "--key-file", str(self.key_file), "--dir", str(self.dir),
+                 "--trials", str(TRIALS), "--trial-seconds", "0.3", "--seed", str(self.seed + 100 * self.runs)],
+                stdout=log, stderr=subprocess.STDOUT)
+
+    def records(self) -> list[dict[str, Any]]:
+        return list(iter_lines(self.dir / "station.jsonl"))
+
+    def log(self) -> str:
+        return "".join((self.dir.parent / f"{self.name}-{i}.log").read_text() for i in range(1, self.runs + 1))
+
+
+def check_counted_once(entries: list[dict[str, Any]], stations: Sequence[Station]) -> list[dict[str, Any]]:
+    """Assert every station result is counted once or refused, nothing pending; returns the hub's results."""
+    results = [e["body"] for e in entries if e["kind"] == "result"]
+    uploads = [r["upload_id"] for r in results]
+    assert len(uploads) == len(set(uploads)), "a result was counted twice"
+    for station in stations:
+        records = station.records()
+        local = {r["upload_id"] for r in records if r["kind"] == "result"}
+        acked = {r["upload_id"] for r in records if r["kind"] == "ack"}
+        rejected = {r["upload_id"] for r in records if r["kind"] == "rejected"}
+        assert len(local) == TRIALS and acked | rejected == local and not acked & rejected
+        assert {r["upload_id"] for r in results if r["station"] == station.name} == acked
+    return results
+
+
+def stop_all(hub: HubProcess, stations: Sequence[Station]) -> None:
+    """Kill the stations still running and stop the hub (test teardown)."""
+    for station in stations:
+        if station.proc is not None and station.proc.poll() is None:
+            station.proc.kill()
+            station.proc.wait()
+    hub.stop()
+
+
+def offline_equals_online(hub: HubProcess, db: str, workdir: pathlib.Path) -> dict[str, Any]:
+    """Assert the hub's leaderboard equals `evalstop hub analyze` of `evalstop hub export`; return it."""
+    export = workdir / "journal.jsonl"
+    exported = cli("hub", "export", "--db", db, "-o", str(export))
+    assert exported.returncode == 0, exported.stderr
+    offline = cli("hub", "analyze", str(export), "--json")
+    assert offline.returncode == 0, offline.stderr
+    status, online = call(hub.url + "/v1/leaderboard", key=hub.key)
+    assert status == 200
+    assert json.loads(offline.stdout) == online
+    return dict(online)

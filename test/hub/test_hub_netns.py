@@ -1,0 +1,106 @@
+"""A station in its own network namespace loses its link to the hub for a minute.
+
+The station (``ip netns exec``) reaches the hub (PostgreSQL) over a veth pair; a second station
+works beside it on the host. While the first station is in the middle of a lease its link is
+cut (``ip link set down``) for ``EVALSTOP_HUB_CUT_SECONDS`` (default 60), longer than the lease:
+its lease expires and is requeued, it keeps its result in its local journal and syncs when the
+link is back. Every result is counted once or refused with a reason, none is left pending, and
+the leaderboard equals the offline analysis of the hub's journal.
+"""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import shutil
+import subprocess
+import time
+from collections.abc import Iterator
+
+import pytest
+from hub_support import (
+    HubProcess,
+    PostgresCluster,
+    Station,
+    call,
+    check_counted_once,
+    offline_equals_online,
+    stop_all,
+    wait_for,
+)
+
+from evalstop_ros.hub.store import open_store
+
+CUT_SECONDS = float(os.environ.get("EVALSTOP_HUB_CUT_SECONDS", "60"))
+
+
+def _ip(*args: str) -> None:
+    subprocess.run(["ip", *args], check=True, capture_output=True, text=True)
+
+
+@pytest.fixture
+def netns() -> Iterator[dict[str, str]]:
+    """A network namespace joined to the host by a veth pair; names and addresses unique per process."""
+    if os.geteuid() != 0:
+        pytest.skip("network namespaces need root (make test runs as root in CI)")
+    if shutil.which("ip") is None:
+        pytest.fail("iproute2 (`ip`) is missing")
+    tag = os.getpid() % 100000
+    net = {"ns": f"evalstop-hub-{tag}", "host_if": f"esh{tag}h", "ns_if": f"esh{tag}s",
+           "host_ip": f"10.{151 + tag % 50}.{tag % 250}.1", "ns_ip": f"10.{151 + tag % 50}.{tag % 250}.2"}
+    _ip("netns", "add", net["ns"])
+    try:
+        _ip("link", "add", net["host_if"], "type", "veth", "peer", "name", net["ns_if"])
+        _ip("link", "set", net["ns_if"], "netns", net["ns"])
+        _ip("addr", "add", f"{net['host_ip']}/24", "dev", net["host_if"])
+        _ip("link", "set", net["host_if"], "up")
+        _ip("-n", net["ns"], "addr", "add", f"{net['ns_ip']}/24", "dev", net["ns_if"])
+        _ip("-n", net["ns"], "link", "set", net["ns_if"], "up")
+        _ip("-n", net["ns"], "link", "set", "lo", "up")
+        yield net
+    finally:
+        subprocess.run(["ip", "link", "del", net["host_if"]], check=False, capture_output=True)
+        subprocess.run(["ip", "netns", "del", net["ns"]], check=False, capture_output=True)
+
+
+def test_station_cut_off_for_a_minute_syncs_later(netns: dict[str, str], postgres: PostgresCluster,
+                                                  tmp_path: pathlib.Path) -> None:
+    db = postgres.new_database()
+    store = open_store(db)
+    for name, p in {"alpha": 0.8, "beta": 0.4}.items():
+        store.add_policy(name, f"sim://success={p}")
+    keys = {name: store.add_station(name) for name in ("remote", "local")}
+    viewer = store.add_station("viewer", "viewer")
+    store.close()
+    hub = HubProcess(db, viewer, tmp_path, ["--lease-seconds", "3"], host=netns["host_ip"])
+    remote = Station("remote", hub.url, tmp_path, keys["remote"], 1, prefix=["ip", "netns", "exec", netns["ns"]])
+    local = Station("local", hub.url, tmp_path, keys["local"], 2)
+    stations = [remote, local]
+    hub.start()
+    try:
+        for station in stations:
+            station.start()
+
+        def mid_lease() -> bool:
+            records = remote.records()
+            return sum(r["kind"] == "result" for r in records) >= 2 and bool(records[-1]["kind"] == "leased")
+
+        wait_for(mid_lease, 120, "the remote station to be in the middle of a lease")
+        _ip("link", "set", netns["host_if"], "down")
+        cut_at = time.monotonic()
+        wait_for(lambda: "hub unreachable" in remote.log(), 60, "the remote station to notice the cut")
+        time.sleep(max(0.0, CUT_SECONDS - (time.monotonic() - cut_at)))  # the cut's length, not a synchronisation
+        _ip("link", "set", netns["host_if"], "up")
+        for station in stations:
+            assert station.proc is not None
+            assert station.proc.wait(timeout=300) == 0, station.log()
+        status, entries = call(hub.url + "/v1/journal", key=viewer)
+        assert status == 200
+        results = check_counted_once(entries, stations)
+        lost = [r["assignment_id"] for r in remote.records() if r["kind"] == "leased"]
+        requeued = {e["body"]["assignment"] for e in entries if e["kind"] == "requeued"}
+        assert requeued & set(lost), "the cut-off station's lease was not requeued"
+        online = offline_equals_online(hub, db, tmp_path)
+        assert online["n_results"] == len(results)
+    finally:
+        stop_all(hub, stations)

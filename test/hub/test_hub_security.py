@@ -1,0 +1,98 @@
+"""Refusals of the hub service over real HTTP (uvicorn) on SQLite and PostgreSQL: each bad request
+gets a clear error and changes nothing in the store or the journal."""
+
+from __future__ import annotations
+
+import json
+import pathlib
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from hub_support import HubProcess, call
+
+from evalstop_ros.hub.store import open_store
+
+
+@pytest.fixture
+def hub(database: str, tmp_path: pathlib.Path) -> Iterator[dict[str, Any]]:
+    store = open_store(database)
+    store.add_policy("alpha", "tcp://10.9.8.7:8000")
+    store.add_policy("beta", "tcp://10.9.8.6:8000")
+    keys = {name: store.add_station(name) for name in ("s1", "s2", "gone")}
+    keys["viewer"] = store.add_station("viewer", "viewer")
+    store.revoke_station("gone")
+    store.close()
+    server = HubProcess(database, keys["viewer"], tmp_path)
+    server.start()
+    try:
+        yield {"url": server.url, "keys": keys, "db": database}
+    finally:
+        server.stop()
+
+
+def _state(db: str) -> tuple[Any, ...]:
+    store = open_store(db)
+    try:
+        return tuple(e.to_dict() for e in store.journal()), store.counts()
+    finally:
+        store.close()
+
+
+def _refused(hub: dict[str, Any], status: int, message: str, path: str, key: str | None, **kwargs: Any) -> None:
+    before = _state(hub["db"])
+    got, body = call(hub["url"] + path, "POST", key=key, **kwargs)
+    assert got == status, body
+    assert message in body["error"]
+    assert _state(hub["db"]) == before, "a refused request wrote to the store"
+
+
+def test_work_is_blinded_and_results_count_once(hub: dict[str, Any]) -> None:
+    status, work = call(hub["url"] + "/v1/work", "POST", key=hub["keys"]["s1"])
+    assert status == 200 and work["arms"] == ["A", "B"]
+    text = json.dumps(work)
+    assert not any(secret in text for secret in ("alpha", "beta", "10.9.8"))
+    status, addresses = call(hub["url"] + "/v1/tickets/resolve", "POST", key=hub["keys"]["s1"],
+                             body={"ticket": work["runner_ticket"]})
+    assert status == 200 and set(addresses.values()) == {"tcp://10.9.8.7:8000", "tcp://10.9.8.6:8000"}
+    path = f"/v1/assignments/{work['assignment_id']}/result"
+    upload = {"upload_id": "upload-0001", "score_a": 1.0, "score_b": 0.0}
+    assert call(hub["url"] + path, "POST", key=hub["keys"]["s1"], body=upload) == (
+        200, {"status": "recorded", "assignment_id": work["assignment_id"], "upload_id": "upload-0001"})
+    before = _state(hub["db"])
+    assert call(hub["url"] + path, "POST", key=hub["keys"]["s1"], body=upload)[1]["status"] == "duplicate"
+    assert _state(hub["db"]) == before
+    # a replay of the upload with other scores, or a second result, is refused
+    _refused(hub, 409, "already used", path, hub["keys"]["s1"], body={**upload, "score_b": 1.0})
+    _refused(hub, 409, "already has a result", path, hub["keys"]["s1"], body={**upload, "upload_id": "upload-0002"})
+    _refused(hub, 401, "unknown or expired runner ticket", "/v1/tickets/resolve", hub["keys"]["s1"],
+             body={"ticket": work["runner_ticket"]})  # the ticket dies with the lease
+
+
+def test_keys_and_foreign_assignments_are_refused(hub: dict[str, Any]) -> None:
+    _refused(hub, 401, "missing API key", "/v1/work", None)
+    _refused(hub, 401, "unknown API key", "/v1/work", "esk_not-a-key")
+    _refused(hub, 401, "revoked", "/v1/work", hub["keys"]["gone"])
+    _refused(hub, 403, "only stations take work", "/v1/work", hub["keys"]["viewer"])
+    status, work = call(hub["url"] + "/v1/work", "POST", key=hub["keys"]["s1"])
+    assert status == 200
+    path = f"/v1/assignments/{work['assignment_id']}/result"
+    upload = {"upload_id": "upload-0001", "score_a": 1.0, "score_b": 0.0}
+    _refused(hub, 404, "no assignment", path, hub["keys"]["s2"], body=upload)
+    _refused(hub, 404, "no assignment", f"/v1/assignments/{work['assignment_id']}/renew", hub["keys"]["s2"])
+    _refused(hub, 401, "unknown or expired runner ticket", "/v1/tickets/resolve", hub["keys"]["s2"],
+             body={"ticket": work["runner_ticket"]})
+    assert call(hub["url"] + "/v1/journal", key=hub["keys"]["s1"])[0] == 403  # stations never see policy names
+    assert call(hub["url"] + "/v1/leaderboard")[0] == 401
+
+
+def test_bad_payloads_are_refused(hub: dict[str, Any]) -> None:
+    status, work = call(hub["url"] + "/v1/work", "POST", key=hub["keys"]["s1"])
+    assert status == 200
+    path = f"/v1/assignments/{work['assignment_id']}/result"
+    key = hub["keys"]["s1"]
+    _refused(hub, 400, "malformed request", path, key, raw=b'{"upload_id": "upload-0001", "score_a": 1.0,')
+    _refused(hub, 400, "score_b", path, key, body={"upload_id": "upload-0001", "score_a": 1.0, "score_b": 7})
+    _refused(hub, 400, "Extra inputs are not permitted", path, key, body={"upload_id": "upload-0001", "score_a": 1, "score_b": 0, "policy": "x"})
+    _refused(hub, 413, "request body over", path, key, raw=b"{" + b" " * (10 * 1024 * 1024) + b"}")
+    assert call(hub["url"] + "/v1/status", key=key) == (200, {"leased": 1, "results": 0})

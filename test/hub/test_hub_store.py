@@ -1,0 +1,141 @@
+"""The hub store on SQLite and on a real PostgreSQL server: migrations, leases, idempotent results."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Iterator
+
+import pytest
+
+from evalstop_ros.hub.errors import HubError
+from evalstop_ros.hub.schema import latest_version
+from evalstop_ros.hub.store import HubStore, hash_secret
+from evalstop_ros.hub.store import open_store as _open_store
+
+Opener = Callable[..., HubStore]
+
+
+@pytest.fixture
+def open_store() -> Iterator[Opener]:
+    """open_store, with every store closed at the end of the test."""
+    opened: list[HubStore] = []
+
+    def opener(*args: object) -> HubStore:
+        opened.append(_open_store(*args))  # type: ignore[arg-type]
+        return opened[-1]
+
+    yield opener
+    for store in opened:
+        store.close()
+
+
+class Clock:
+    """The store's time source, advanced by the test (leases are measured against it)."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _hub(open_store: Opener, database: str, clock: Clock) -> tuple[HubStore, str, str]:
+    store = open_store(database, clock)
+    store.add_policy("alpha", "sim://success=0.8")
+    store.add_policy("beta", "sim://success=0.3")
+    return store, store.add_station("s1"), store.add_station("s2")
+
+
+def test_migrations_are_versioned_and_applied_once(open_store: Opener, database: str) -> None:
+    first = open_store(database)
+    assert first.schema_version() == latest_version()
+    first.add_policy("alpha", "sim://success=0.5")
+    first.close()
+    again = open_store(database)  # re-opening migrates nothing and keeps the data
+    assert again.schema_version() == latest_version()
+    assert again.policies() == ["alpha"]
+
+
+def test_keys_are_stored_hashed_and_revocable(open_store: Opener, database: str) -> None:
+    store, key1, _ = _hub(open_store, database, Clock())
+    assert store.authenticate(key1) == ("s1", "station")
+    rows = store._tx  # the stored form is the hash, never the key
+    with rows() as run:
+        stored = [r[0] for r in run("SELECT key_hash FROM stations")]
+    assert key1 not in stored and hash_secret(key1) in stored
+    store.revoke_station("s1")
+    with pytest.raises(HubError, match="revoked") as err:
+        store.authenticate(key1)
+    assert err.value.status == 401
+
+
+def test_result_counted_once_and_retry_acknowledged(open_store: Opener, database: str) -> None:
+    store, _, _ = _hub(open_store, database, Clock())
+    work, ticket = store.lease("s1", 30.0, ["towel"], "need", random.Random(1))
+    assert set(store.resolve_ticket("s1", ticket).values()) == {"sim://success=0.8", "sim://success=0.3"}
+    assert store.submit("s1", work.assignment_id, "upload-0001", 1.0, 0.0) == "recorded"
+    before = store.journal()
+    assert store.submit("s1", work.assignment_id, "upload-0001", 1.0, 0.0) == "duplicate"
+    with pytest.raises(HubError, match="different result"):
+        store.submit("s1", work.assignment_id, "upload-0001", 0.0, 0.0)
+    with pytest.raises(HubError, match="already has a result"):
+        store.submit("s1", work.assignment_id, "upload-0002", 1.0, 0.0)
+    assert store.journal() == before
+    assert store.counts() == {"done": 1, "results": 1}
+
+
+def test_late_result_counts_while_its_trial_was_not_handed_out_again(open_store: Opener, database: str) -> None:
+    clock = Clock()
+    store, _, _ = _hub(open_store, database, clock)
+    late, _ = store.lease("s1", 30.0, ["towel"], "need", random.Random(2))
+    clock.now += 31.0
+    assert store.requeue_expired() == 1
+    assert store.submit("s1", late.assignment_id, "upload-late01", 1.0, 0.0) == "recorded"
+    work, _ = store.lease("s2", 30.0, ["towel"], "need", random.Random(3))  # a fresh pair, not the late one
+    assert [e.body["requeue_of"] for e in store.journal(kinds=["assigned"])] == [None, None]
+    assert work.assignment_id != late.assignment_id and store.counts() == {"done": 1, "leased": 1, "results": 1}
+
+
+def test_silent_station_lease_is_requeued_to_another(open_store: Opener, database: str) -> None:
+    clock = Clock()
+    store, _, _ = _hub(open_store, database, clock)
+    lost, _ = store.lease("s1", 30.0, ["towel"], "need", random.Random(2))
+    clock.now += 31.0
+    work, _ = store.lease("s2", 30.0, ["towel"], "need", random.Random(3))
+    requeued = [e.body for e in store.journal(kinds=["requeued"])]
+    assert requeued == [{"assignment": lost.assignment_id, "reason": "lease deadline passed"}]
+    assert (work.policy_a, work.policy_b, work.task) == (lost.policy_a, lost.policy_b, lost.task)
+    with pytest.raises(HubError, match="expired") as err:  # the silent station comes back too late
+        store.submit("s1", lost.assignment_id, "upload-late01", 1.0, 1.0)
+    assert err.value.status == 410
+    assert store.submit("s2", work.assignment_id, "upload-s2-001", 0.0, 1.0) == "recorded"
+    assert store.counts()["results"] == 1
+
+
+def test_need_schedule_balances_pairs(open_store: Opener, database: str) -> None:
+    store, _, _ = _hub(open_store, database, Clock())
+    store.add_policy("gamma", "sim://success=0.5")
+    rng = random.Random(4)
+    seen = []
+    for i in range(6):
+        work, _ = store.lease("s1", 30.0, ["towel"], "need", rng)
+        store.submit("s1", work.assignment_id, f"upload-{i:04d}", 1.0, 0.0)
+        seen.append(frozenset((work.policy_a, work.policy_b)))
+    assert {pair: seen.count(pair) for pair in set(seen)} == {pair: 2 for pair in set(seen)} and len(set(seen)) == 3
+
+
+def test_renewed_lease_outlives_its_first_deadline(open_store: Opener, database: str) -> None:
+    clock = Clock()
+    store, _, _ = _hub(open_store, database, clock)
+    work, _ = store.lease("s1", 30.0, ["towel"], "need", random.Random(5))
+    clock.now += 20.0
+    assert store.renew("s1", work.assignment_id, 30.0) == clock.now + 30.0
+    clock.now += 20.0  # past the first deadline, within the renewed one
+    assert store.requeue_expired() == 0
+    with pytest.raises(HubError, match="no assignment"):
+        store.renew("s2", work.assignment_id, 30.0)
+    clock.now += 11.0
+    assert store.requeue_expired() == 1
+    with pytest.raises(HubError, match="no longer live") as err:
+        store.renew("s1", work.assignment_id, 30.0)
+    assert err.value.status == 410

@@ -1,0 +1,113 @@
+"""`make demo-hub`: a hub on a local PostgreSQL server with three simulated stations.
+
+Starts a throw-away PostgreSQL cluster (tools/hub/postgres.sh, installing Debian's postgresql
+if missing), registers three simulated policies and three stations, serves the hub, runs the
+three stations as separate processes, prints the leaderboard, re-computes it offline from the
+exported journal and checks that both agree. Everything it started is stopped at the end.
+
+    python tools/hub/demo.py [--trials 10] [--keep DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import pathlib
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+
+HERE = pathlib.Path(__file__).resolve().parent
+POSTGRES_SH = HERE / "postgres.sh"
+CLI = [sys.executable, "-c", "import sys; from evalstop_ros.cli.main import main; sys.exit(main(sys.argv[1:]))"]
+POLICIES = {"pi0-fast": 0.8, "octo": 0.55, "diffusion": 0.35}
+
+
+def _port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _cli(*args: str) -> str:
+    done = subprocess.run([*CLI, *args], capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise SystemExit(f"evalstop {' '.join(args[:2])} failed: {done.stderr.strip()}")
+    return done.stdout
+
+
+def _get(url: str, key: str) -> object:
+    req = urllib.request.Request(url, headers={"Authorization": f"Bearer {key}"})
+    with urllib.request.urlopen(req, timeout=10) as answer:
+        return json.loads(answer.read())
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--trials", type=int, default=10, help="trials per station")
+    parser.add_argument("--keep", default=None, help="keep the stations' journals and the hub journal here")
+    args = parser.parse_args()
+    subprocess.run([str(POSTGRES_SH), "install"], check=True)
+    root = pathlib.Path(tempfile.mkdtemp(prefix="evalstop-hub-demo-"))
+    root.chmod(0o711)
+    cluster = root / "postgres"
+    print("starting PostgreSQL ...", flush=True)
+    url = subprocess.run([str(POSTGRES_SH), "start", str(cluster), str(_port())], check=True, capture_output=True,
+                         text=True).stdout.strip()
+    hub = None
+    try:
+        for name, p in POLICIES.items():
+            _cli("hub", "add-policy", "--db", url, name, f"sim://success={p}")
+        for station in ("lab-a", "lab-b", "lab-c"):
+            _cli("hub", "add-station", "--db", url, station, "--key-file", str(root / f"{station}.key"))
+        _cli("hub", "add-station", "--db", url, "board", "--viewer", "--key-file", str(root / "board.key"))
+        viewer = (root / "board.key").read_text().strip()
+        port = _port()
+        hub_url = f"http://127.0.0.1:{port}"
+        hub = subprocess.Popen([*CLI, "hub", "serve", "--db", url, "--port", str(port), "--tasks", "towel,cup,drawer",
+                                "--lease-seconds", "30"])
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                _get(hub_url + "/v1/status", viewer)
+                break
+            except OSError:
+                if time.monotonic() > deadline or hub.poll() is not None:
+                    raise SystemExit("the hub did not start") from None
+                time.sleep(0.2)
+        print(f"hub on {hub_url} (PostgreSQL); three stations x {args.trials} trials ...", flush=True)
+        stations = [subprocess.Popen([*CLI, "hub", "station", "--hub", hub_url, "--key-file", str(root / f"{s}.key"),
+                                      "--dir", str(root / s), "--trials", str(args.trials), "--trial-seconds", "0.1",
+                                      "--seed", str(i)], stdout=subprocess.PIPE, text=True)
+                    for i, s in enumerate(("lab-a", "lab-b", "lab-c"))]
+        for name, proc in zip(("lab-a", "lab-b", "lab-c"), stations):
+            out, _ = proc.communicate(timeout=600)
+            print(f"[{name}] {out.strip().splitlines()[-1]}")
+            if proc.returncode != 0:
+                raise SystemExit(f"station {name} failed:\n{out}")
+        board = _get(hub_url + "/v1/leaderboard", viewer)
+        journal = root / "journal.jsonl"
+        _cli("hub", "export", "--db", url, "-o", str(journal))
+        print(_cli("hub", "analyze", str(journal)).rstrip())
+        offline = json.loads(_cli("hub", "analyze", str(journal), "--json"))
+        if offline != board:
+            print("MISMATCH between the hub's leaderboard and the offline analysis of its journal", file=sys.stderr)
+            return 1
+        print("the hub's leaderboard equals the offline analysis of its journal")
+        if args.keep:
+            shutil.copytree(root, args.keep, dirs_exist_ok=True, ignore=shutil.ignore_patterns("postgres"))
+        return 0
+    finally:
+        if hub is not None:
+            hub.terminate()
+            hub.wait(timeout=30)
+        subprocess.run([str(POSTGRES_SH), "stop", str(cluster)], check=False)
+        shutil.rmtree(root, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
