@@ -65,6 +65,12 @@ the state after a restart is, by construction, the state before the crash:
     and checks it, and writes it if the crash came between the score and the decision.
 ``finished``
     When every test is decided or out of budget (derived like ``decision``).
+``key_revealed``
+    Right after ``finished`` or ``aborted`` (derived): the session's secret randomization key,
+    which the ``config`` event committed to (:mod:`.plan`), so the whole plan can be audited.
+``message_rejected``
+    :meth:`reject_message`: a message the node refused before it reached the session (e.g. a
+    failed signature), in bounded form.  Audit only.
 
 A crash *before* an append leaves no trace, and the caller never got an answer, so it retries;
 a crash *after* it leaves the event, which the restarted session has applied, so a retried score
@@ -521,7 +527,7 @@ class EvaluationSession:
             raise JournalError(f"journal {str(journal.path)!r} holds a different configuration: {'; '.join(changes)}")
         self.config = config
         self.session_id = session_id
-        self.plan = Plan(config)
+        self.plan = Plan(config, journal.plan_key)
         self._lock = threading.RLock()
         self._journal = journal
         self._book = TrialBook()
@@ -531,21 +537,24 @@ class EvaluationSession:
         self._schedule = _Schedule()
         self._announced: set[int] = set()
         self._faults = 0  # failed runs of the pending trial in a row (since its request or a resume)
+        self._revealed = False
         #: Called with every event right after it is journaled and applied (e.g. the node publishes it).
         self.on_commit: Callable[[Event], None] | None = None
         for event in journal.events():
             self._apply(event)
         self._settle()  # a crash between a score and its decision event: write the decision now
+        self._reveal()  # a crash between the end and the reveal
 
     @classmethod
     def open(cls, path: str | os.PathLike[str], config: SessionConfig, session_id: str, *,
-             durable: bool = True) -> EvaluationSession:
+             durable: bool = True, plan_key: bytes | None = None) -> EvaluationSession:
         """Open (create or resume) the journal at ``path`` and the session over it.
 
-        ``durable`` is passed to :meth:`Journal.open`.  Close the session (or use ``with``) to
-        release the journal.
+        ``durable`` and ``plan_key`` are passed to :meth:`Journal.open` (``plan_key``: tests only;
+        a live session's key comes from the OS).  Close the session (or use ``with``) to release
+        the journal.
         """
-        journal = Journal.open(path, session_id, config, durable=durable)
+        journal = Journal.open(path, session_id, config, durable=durable, plan_key=plan_key)
         try:
             return cls(config, journal, session_id)
         except BaseException:
@@ -600,6 +609,23 @@ class EvaluationSession:
         self._transition("abort", (SessionState.IDLE, SessionState.RUNNING, SessionState.PAUSED))
         self._commit("aborted", None, reason=str(reason))
         logger.info("session %s aborted: %s", self.session_id, reason)
+        self._reveal()
+
+    def _reveal(self) -> None:
+        """Once the session is over, journal its key (checked against the commitment on replay)."""
+        if self._state in (SessionState.FINISHED, SessionState.ABORTED) and not self._revealed:
+            self._commit("key_revealed", None, key=self.plan.key.hex() if self.plan.key else "",
+                         key_commitment=self._journal.key_commitment)
+            logger.info("session %s: randomization key revealed (commitment %s)", self.session_id,
+                        self._journal.key_commitment[:12])
+
+    @_locked
+    def reject_message(self, kind: str, reason: str, summary: dict[str, Any]) -> None:
+        """Journal a message refused before it reached the session (audit only; no state change).
+
+        ``summary`` must already be bounded (the node's :mod:`.auth` builds it).
+        """
+        self._commit("message_rejected", None, message=str(kind)[:64], reason=str(reason)[:256], summary=summary)
 
     @_locked
     def close(self) -> None:
@@ -1041,7 +1067,8 @@ class EvaluationSession:
                             f"{detail}")
 
     def _on_config(self, event: Event) -> None:
-        if event.seq != 1 or event.payload.get("config_hash") != self.config.config_hash:
+        if (event.seq != 1 or event.payload.get("config_hash") != self.config.config_hash
+                or event.payload.get("key_commitment") != self._journal.key_commitment):
             raise self._diverged(event, "the config event must be first and match the configuration")
 
     def _on_started(self, event: Event) -> None:
@@ -1066,6 +1093,16 @@ class EvaluationSession:
         if not all(t.decided for t in self._tests):
             raise self._diverged(event, "finished while some comparisons are undecided")
         self._state = SessionState.FINISHED
+
+    def _on_key_revealed(self, event: Event) -> None:
+        self._expect_state(event, SessionState.FINISHED, SessionState.ABORTED)
+        key = self.plan.key.hex() if self.plan.key else ""
+        if event.payload.get("key") != key or self._revealed:
+            raise self._diverged(event, "the revealed key is not the journal's key, or was revealed twice")
+        self._revealed = True
+
+    def _on_message_rejected(self, event: Event) -> None:
+        """Audit only."""
 
     def _expect_state(self, event: Event, *states: SessionState) -> None:
         if self._state not in states:
@@ -1152,6 +1189,7 @@ class EvaluationSession:
         if live and all(t.decided for t in self._tests):
             self._commit("finished", None, reason="every comparison is decided or out of budget")
             logger.info("session %s finished after %d trials", self.session_id, len(self._book.trials))
+            self._reveal()
 
     # -- scheduling --------------------------------------------------------------------------
     def _active(self, task: str | None = None) -> tuple[str, ...]:
