@@ -149,6 +149,7 @@ import logging
 import math
 import os
 import threading
+import time
 from collections.abc import Callable
 from types import TracebackType
 from typing import Any, Concatenate, ParamSpec, TypeVar
@@ -486,6 +487,50 @@ class _Schedule:
     position: int = 0
 
 
+#: Longest operator/scorer name and notes a score may carry (longer ones are rejected).
+OPERATOR_CHARS = 64
+NOTES_CHARS = 2000
+#: Strings kept of a rejected submission, and of a rejection reason, in the journal.
+SUMMARY_CHARS = 64
+REASON_CHARS = 256
+#: Rejection warnings logged per window (the rest are counted and summarized in the next one).
+LOG_BURST = 10
+LOG_WINDOW_S = 60.0
+
+
+def bounded(value: object, limit: int = SUMMARY_CHARS) -> object:
+    """``value`` with a long string (or repr) cut to ``limit`` characters and its length noted."""
+    if isinstance(value, str) and len(value) > limit:
+        return f"{value[:limit]}... ({len(value)} characters)"
+    if not isinstance(value, (str, int, float, bool)) and value is not None:
+        return bounded(repr(value)[:limit + 1], limit)
+    return value
+
+
+class RateLimit:
+    """At most ``burst`` events per ``window`` seconds (monotonic clock); counts what it refuses."""
+
+    def __init__(self, burst: int, window: float) -> None:
+        self.burst, self.window = burst, window
+        self._start, self._used, self._dropped = -math.inf, 0, 0
+
+    def allow(self) -> bool:
+        """True if one more event fits in the current window."""
+        now = time.monotonic()
+        if now - self._start >= self.window:
+            self._start, self._used = now, 0
+        if self._used < self.burst:
+            self._used += 1
+            return True
+        self._dropped += 1
+        return False
+
+    def suppressed(self) -> str:
+        """``" (N similar messages suppressed)"`` once, after some were refused; else ``""``."""
+        dropped, self._dropped = self._dropped, 0
+        return f" ({dropped} similar messages suppressed)" if dropped else ""
+
+
 def _finite_or_none(value: float) -> float | None:
     return float(value) if math.isfinite(value) else None
 
@@ -538,6 +583,9 @@ class EvaluationSession:
         self._announced: set[int] = set()
         self._faults = 0  # failed runs of the pending trial in a row (since its request or a resume)
         self._revealed = False
+        #: Scores rejected since this object was built (for diagnostics).
+        self.rejections = 0
+        self._log_limit = RateLimit(LOG_BURST, LOG_WINDOW_S)
         #: Called with every event right after it is journaled and applied (e.g. the node publishes it).
         self.on_commit: Callable[[Event], None] | None = None
         for event in journal.events():
@@ -747,8 +795,14 @@ class EvaluationSession:
             "token": _json_safe(token), "success": _json_safe(success), "progress": _json_safe(progress),
             "operator": _json_safe(operator), "notes": _json_safe(notes), "preference": _json_safe(preference),
         }
+        oversized = next((f"`{name}` is longer than {limit} characters ({len(value)})"
+                          for name, value, limit in (("token", token, 64), ("operator", operator, OPERATOR_CHARS),
+                                                     ("notes", notes, NOTES_CHARS), ("preference", preference, 16))
+                          if isinstance(value, str) and len(value) > limit), None)
+        if oversized:
+            return self._reject(trial_id, submission, oversized)
         if not self._known(trial_id):
-            return self._reject(trial_id, submission, f"unknown trial {trial_id!r}")
+            return self._reject(trial_id, submission, f"unknown trial {bounded(trial_id)!r}")
         record = self._book.trials[trial_id]
         if not (isinstance(token, str) and hmac.compare_digest(token, record.token)):
             return self._reject(trial_id, submission, f"wrong token for trial {trial_id}")
@@ -805,11 +859,18 @@ class EvaluationSession:
         return isinstance(trial_id, int) and not isinstance(trial_id, bool) and trial_id in self._book.trials
 
     def _reject(self, trial_id: object, submission: dict[str, Any], reason: str) -> ScoreOutcome:
-        """Journal a rejected score (with the trial id as claimed) and say why."""
+        """Journal a rejected score (with the trial id as claimed) in bounded form and say why.
+
+        Every string is cut to :data:`SUMMARY_CHARS` (with its full length), so one rejection adds
+        at most about 1 KB to the journal whatever was sent; the warning is rate-limited.
+        """
+        reason = bounded(reason, REASON_CHARS)
         column = trial_id if isinstance(trial_id, int) and self._known(trial_id) else None
-        self._commit("score_rejected", column, reason=reason, claimed_trial_id=_json_safe(trial_id),
-                     submission=submission)
-        logger.warning("score for trial %s rejected: %s", trial_id, reason)
+        self._commit("score_rejected", column, reason=reason, claimed_trial_id=bounded(_json_safe(trial_id)),
+                     submission={key: bounded(value) for key, value in submission.items()})
+        self.rejections += 1
+        if self._log_limit.allow():
+            logger.warning("score for trial %s rejected: %s%s", bounded(trial_id), reason, self._log_limit.suppressed())
         return ScoreOutcome(False, False, reason)
 
     # -- corrections -----------------------------------------------------------------------
