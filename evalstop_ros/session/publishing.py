@@ -209,6 +209,7 @@ def diagnostics(session: EvaluationSession | None, *, node: str, hardware_id: st
               ("awaiting", status.awaiting or ""), ("runner_faults", str(faults)), ("runner", runner or "ok"),
               ("max_trials_left", str(status.max_trials_left)),
               ("comparisons_decided", f"{status.comparisons_decided}/{status.comparisons_total}"),
+              ("scores_rejected", str(session.rejections)),
               ("session_id", session.session_id))
     out = [Diagnostic(level, session_name, message, hardware_id, values)]
     for c in session.comparisons():

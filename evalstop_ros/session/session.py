@@ -870,7 +870,7 @@ class EvaluationSession:
                      submission={key: bounded(value) for key, value in submission.items()})
         self.rejections += 1
         if self._log_limit.allow():
-            logger.warning("score for trial %s rejected: %s%s", bounded(trial_id), reason, self._log_limit.suppressed())
+            logger.warning("score for trial %s rejected: %s", bounded(trial_id), reason + self._log_limit.suppressed())
         return ScoreOutcome(False, False, reason)
 
     # -- corrections -----------------------------------------------------------------------
