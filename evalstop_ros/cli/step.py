@@ -25,7 +25,14 @@ from ..stats.step_oc import TYPE1_TOLERANCE
 from ..stats.step_table import cache_dir, find_table
 from ..stats.validation import check_alpha, check_alternative
 from . import EXIT_CHECK_FAILED, EXIT_OK
-from ._common import add_alpha_alternative, check_step_n_max, n_max_type, print_json, progress_bar, step_callback
+from ._common import (
+    add_alpha_alternative,
+    check_step_n_max,
+    n_max_type,
+    print_json,
+    progress_bar,
+    step_callback,
+)
 
 HELP = "synthesize, check and characterise STEP decision tables"
 DESCRIPTION = """\

@@ -42,8 +42,8 @@ def revealed_key(events: Sequence[Event], session_id: str) -> tuple[bytes | None
     commitment = next((e.payload.get("key_commitment") for e in events if e.kind == "config"), None)
     reveal = next((e for e in events if e.kind == "key_revealed"), None)
     if reveal is None:
-        return None, "the session's randomization key was not revealed (the session has not ended, or the " \
-                     "recording stops before its end)"
+        return None, ("the session's randomization key was not revealed (the session has not ended, or the "
+                      "recording stops before its end)")
     key = reveal.payload.get("key")
     if commitment is None:
         return None, "no key commitment was recorded (the config event is missing)"

@@ -864,7 +864,7 @@ class EvaluationSession:
         Every string is cut to :data:`SUMMARY_CHARS` (with its full length), so one rejection adds
         at most about 1 KB to the journal whatever was sent; the warning is rate-limited.
         """
-        reason = bounded(reason, REASON_CHARS)
+        reason = str(bounded(reason, REASON_CHARS))
         column = trial_id if isinstance(trial_id, int) and self._known(trial_id) else None
         self._commit("score_rejected", column, reason=reason, claimed_trial_id=bounded(_json_safe(trial_id)),
                      submission={key: bounded(value) for key, value in submission.items()})

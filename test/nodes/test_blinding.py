@@ -19,7 +19,14 @@ pytestmark = pytest.mark.usefixtures("ros_env")
 
 def _everything(probe: Any) -> dict[str, list[Any]]:
     from diagnostic_msgs.msg import DiagnosticArray
-    from evalstop.msg import ComparisonStatus, ScoreAck, SessionConfig, SessionEvent, SessionStatus, TrialRequest
+    from evalstop.msg import (
+        ComparisonStatus,
+        ScoreAck,
+        SessionConfig,
+        SessionEvent,
+        SessionStatus,
+        TrialRequest,
+    )
 
     from evalstop_ros import qos
 
