@@ -56,6 +56,6 @@ def read_source(path: str | os.PathLike[str], *, namespace: str | None = None,
 
 
 def audit(path: str | os.PathLike[str], *, config: SessionConfig | None = None, namespace: str | None = None,
-          session_id: str | None = None) -> AuditReport:
-    """:func:`read_source` then :func:`verify`."""
-    return verify(read_source(path, namespace=namespace, session_id=session_id), config=config)
+          session_id: str | None = None, key: bytes | None = None) -> AuditReport:
+    """:func:`read_source` then :func:`verify` (``key``: for a bag without ``session_event``)."""
+    return verify(read_source(path, namespace=namespace, session_id=session_id), config=config, key=key)

@@ -89,7 +89,9 @@ def read_journal_record(path: str | os.PathLike[str]) -> SessionRecord:
         configs=tuple(configs), events=events, event_positions=tuple(e.seq for e in events),
         statuses=tuple(event_statuses(events, [e.seq for e in events])),
         states=tuple(event_states(events, [e.seq for e in events])), topic_counts=tuple(sorted(Counter(e.kind for e in events).items())),
-        start_ns=min(stamps), end_ns=max(stamps),
+        start_ns=min(stamps), end_ns=max(stamps), plan_key=contents.plan_key,
+        chain_break=None if (b := contents.chain_break) is None else (b.seq, b.kind, b.trial_id),
+        truncated=contents.truncated,
     )
 
 

@@ -161,6 +161,8 @@ class SessionRecord:
         Messages per topic read (bags) or events per kind (journals).
     start_ns, end_ns:
         First and last stamp in the source.
+    plan_key, chain_break, truncated:
+        Journal files only (below).
     """
 
     source: str
@@ -179,6 +181,13 @@ class SessionRecord:
     topic_counts: tuple[tuple[str, int], ...] = ()
     start_ns: int = 0
     end_ns: int = 0
+    #: The session's randomization key as the journal's owner holds it (hex; journals only): lets the
+    #: audit replay the plan of a session whose key is not revealed yet.
+    plan_key: str = ""
+    #: Integrity findings of a journal file: the first event off the hash chain
+    #: ``(seq, kind, trial id)``, and why it looks truncated (``""`` if not).
+    chain_break: tuple[int, str, int | None] | None = None
+    truncated: str = ""
 
     @property
     def has_journal_stream(self) -> bool:

@@ -15,6 +15,7 @@ score, which only the journal stream shows.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import pathlib
 import tempfile
 import zlib
@@ -30,7 +31,7 @@ from ..session.journal import Journal
 from ..session.publishing import SessionPublisher
 from .interfaces import TOPICS, rosbags_qos, typestore
 
-__all__ = ["Message", "SimulatedLab", "rewrite_bag", "simulate_recording", "write_bag"]
+__all__ = ["Message", "SimulatedLab", "rewrite_bag", "simulate_recording", "simulated_key", "write_bag"]
 
 _MSGTYPES = {t.name: t.msgtype for t in TOPICS}
 
@@ -136,6 +137,7 @@ def simulate_recording(
     edits: Mapping[int, Callable[[EvaluationSession], object]] | None = None,
     scorer: str = "operator",
     max_trials: int | None = None,
+    plan_key: bytes | None = None,
 ) -> list[Message]:
     """Run a session through ``lab`` and return what the manager would publish, in order.
 
@@ -151,11 +153,14 @@ def simulate_recording(
         ``correct_score`` service does).
     :param scorer: ``TrialScore.scorer`` of operator scores.
     :param max_trials: Stop after this many trials (an unfinished session), if given.
+    :param plan_key: The session's randomization key; default :func:`simulated_key` of the session
+        id, so a simulated recording is reproducible (a simulation hides nothing from anyone).
     :returns: The messages, :class:`Message` each.
     """
     with tempfile.TemporaryDirectory(prefix="evalstop-sim-") as tmp:
         directory = pathlib.Path(workdir or tmp)
-        journal = Journal.open(directory / f"{session_id}.db", session_id, config, durable=False)
+        journal = Journal.open(directory / f"{session_id}.db", session_id, config, durable=False,
+                               plan_key=plan_key or simulated_key(session_id))
         try:
             rec = _Recorder(start_ns=start_ns, step_ns=step_ns)
             session = EvaluationSession(config, journal, session_id)
@@ -163,6 +168,11 @@ def simulate_recording(
         finally:
             journal.close()
         return rec.out
+
+
+def simulated_key(session_id: str) -> bytes:
+    """The fixed randomization key of a simulated recording of ``session_id``."""
+    return hashlib.sha256(f"evalstop-simulated-plan-key\0{session_id}".encode()).digest()
 
 
 def _drive(session: EvaluationSession, rec: _Recorder, lab: SimulatedLab,

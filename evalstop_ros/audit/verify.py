@@ -43,6 +43,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from ..session.analysis import interim_records, letters, test_keys
+from ..session.blinding import revealed_key, unseal
 from ..session.config import ConfigError, MetricConfig, SessionConfig, config_diff, parse_config
 from ..session.errors import JournalError
 from ..session.journal import Event
@@ -89,6 +90,10 @@ CODES = {
     "decision_unpublished": "the recomputation decides but no published state carries a decision",
     "finished_undecided": "the session was marked finished while a comparison is undecided on recomputation",
     "letters_mismatch": "the final compact letter display is not reproduced",
+    "journal_edited": "a journal event fails the hash chain: it was edited after it was written",
+    "journal_truncated": "the journal holds fewer events than its head file records",
+    "key_unrevealed": "the randomization key was not revealed: labels, tokens and the plan cannot be checked",
+    "key_mismatch": "the revealed randomization key does not match the commitment published at the start",
 }
 
 #: Relative tolerance of p-values and e-values; absolute tolerance of means.
@@ -440,13 +445,17 @@ def _differences(status: StatusRecord, expected: dict[str, Any]) -> list[str]:
 
 # -- the verifier -------------------------------------------------------------------------------
 class _Verifier:
-    def __init__(self, record: SessionRecord, config: SessionConfig, config_origin: str) -> None:
+    def __init__(self, record: SessionRecord, config: SessionConfig, config_origin: str,
+                 given_key: bytes | None = None) -> None:
+        self.violations: list[Violation] = []
+        self.notes: list[str] = []
+        key = self._key(record, given_key)
+        if key is not None:  # sealed trial requests of a session_event stream get their policy and token back
+            record = dataclasses.replace(record, events=tuple(unseal(record.events, config, key, record.session_id)))
         self.record = record
         self.config = config
         self.config_origin = config_origin
-        self.plan = Plan(config)
-        self.violations: list[Violation] = []
-        self.notes: list[str] = []
+        self.plan = Plan(config, key)
         # the session's tests, in the order of EvaluationSession.comparisons() / offline_decisions()
         keys = test_keys(config)
         self.tests = [_Test(k.comparison_index, k.metric_index, k.comparison, k.metric, k.task or "") for k in keys]
@@ -466,6 +475,40 @@ class _Verifier:
         self.last_requested = 0
         # the level each test reports, as the session's tests (analysis.build_tests) set it
         self.alphas = [k.alpha for k in keys]
+
+    def _key(self, record: SessionRecord, given: bytes | None) -> bytes | None:
+        """The plan's key: revealed (and checked against its commitment), else the journal's own,
+        else ``given`` (``--key``, for a bag without the journal stream).
+
+        Also reports a journal that fails its hash chain or is truncated, first thing.
+        """
+        if record.chain_break is not None:
+            seq, kind, trial = record.chain_break
+            self.violations.append(Violation(
+                "journal_edited", () if trial is None else (trial,),
+                f"event {seq} ({kind}{'' if trial is None else f', trial {trial}'}) does not match the journal's "
+                "hash chain: it (or the event before it) was edited after it was written", seq))
+        if record.truncated:
+            self.violations.append(Violation("journal_truncated", (), f"journal truncated: {record.truncated}"))
+        if not record.events:
+            if given is None:
+                raise AuditError(f"{record.source}: the bag has no session_event stream, which carries the key that "
+                                 "unblinds the labels (revealed at the session's end); record session_event, or pass "
+                                 "the key (--key HEX, from the journal's `key_revealed` event)")
+            return given
+        key, problem = revealed_key(record.events, record.session_id)
+        if key is not None:
+            self.notes.append("randomization key revealed at the end and matches its commitment")
+            return key
+        code = "key_mismatch" if "does not match" in problem else "key_unrevealed"
+        if record.plan_key:
+            if code == "key_mismatch":
+                self.violations.append(Violation(code, (), problem))
+            else:
+                self.notes.append(f"{problem}; the plan is replayed with the journal's own key")
+            return bytes.fromhex(record.plan_key)
+        self.violations.append(Violation(code, (), problem))
+        return None
 
     # .. reporting .................................................................................
     def violate(self, code: str, trials: Iterable[int], message: str, position: int | None = None,
@@ -1140,18 +1183,20 @@ def _resolve_config(record: SessionRecord, given: SessionConfig | None) -> tuple
     return config, first.origin, violations
 
 
-def verify(record: SessionRecord, *, config: SessionConfig | None = None) -> AuditReport:
+def verify(record: SessionRecord, *, config: SessionConfig | None = None, key: bytes | None = None) -> AuditReport:
     """Audit one session record (module docstring).
 
     :param record: From :func:`~evalstop_ros.audit.bag.read_bag` or
         :func:`~evalstop_ros.audit.journal.read_journal_record`.
     :param config: A configuration to use when the record has none (a bag recorded without
         ``session_config``); when it has one, the two must agree.
+    :param key: The session's randomization key, for a bag without ``session_event`` (which
+        otherwise carries it, revealed at the end).
     :returns: The :class:`AuditReport`; ``report.verified`` is the verdict.
     :raises AuditError: When there is no configuration to audit against.
     """
     resolved, origin, config_violations = _resolve_config(record, config)
-    v = _Verifier(record, resolved, origin)
+    v = _Verifier(record, resolved, origin, key)
     v.violations.extend(config_violations)
     v.counted_stream()
     book = v.fold()

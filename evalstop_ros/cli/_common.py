@@ -30,6 +30,30 @@ def float_list(text: str) -> list[float]:
         raise argparse.ArgumentTypeError(f"expected comma-separated numbers; found {text!r}") from None
 
 
+#: Largest horizon any verb accepts (a trial budget beyond this is no real-robot evaluation).
+N_MAX_LIMIT = 100_000
+#: Largest STEP horizon: STEP's tables take O(n_max^2) memory and minutes already at 500.
+STEP_N_MAX_LIMIT = 5_000
+
+
+def n_max_type(text: str) -> int:
+    """``--n-max``: an integer in ``[1, N_MAX_LIMIT]`` (an argparse ``type``: a clear usage error)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number of trials; found {text!r}") from None
+    if not 1 <= value <= N_MAX_LIMIT:
+        raise argparse.ArgumentTypeError(f"must lie in [1, {N_MAX_LIMIT}]; found {value}")
+    return value
+
+
+def check_step_n_max(method: str, n_max: int | None) -> None:
+    """Refuse a STEP horizon whose table could not be built in memory (:data:`STEP_N_MAX_LIMIT`)."""
+    if method == "step" and n_max is not None and n_max > STEP_N_MAX_LIMIT:
+        raise CliError(f"--n-max {n_max} is too large for STEP: its table needs O(n_max^2) memory; use at most "
+                       f"{STEP_N_MAX_LIMIT} (or an anytime-valid method: nscore, wsr, savi)")
+
+
 def add_alpha_alternative(parser: argparse.ArgumentParser) -> None:
     """The level options every verb shares (``--alpha`` is required: a design choice, declared)."""
     from ..stats.validation import ALTERNATIVES  # here: numpy is not for `evalstop --help`

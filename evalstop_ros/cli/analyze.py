@@ -14,7 +14,7 @@ import math
 from ..stats.methods import VALIDITY
 from ..stats.registry import METHODS, run_test
 from ..stats.sequential import Decision, SequentialResult
-from ._common import CliError, add_alpha_alternative, print_json
+from ._common import CliError, add_alpha_alternative, check_step_n_max, n_max_type, print_json
 from .data import PairedScores, load_pairs
 from .step import fetch_table
 
@@ -40,7 +40,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--method", choices=tuple(METHODS), required=True, help="sequential test")
     add_alpha_alternative(parser)
     parser.add_argument(
-        "--n-max", type=int, default=None,
+        "--n-max", type=n_max_type, default=None,
         help="horizon: required by step and lai; for nscore, wsr and savi an optional budget "
         "(default: all pairs)",
     )
@@ -65,6 +65,7 @@ def _columns(text: str | None) -> tuple[str, str] | None:
 
 def run(args: argparse.Namespace) -> int:
     """Load the pairs, run the test, print the result; 0 on success."""
+    check_step_n_max(args.method, args.n_max)
     data = load_pairs(args.data, _columns(args.columns))
     if args.method == "step" and args.n_max is not None:
         fetch_table(args)  # a first synthesis shows its progress instead of sitting silent

@@ -47,8 +47,26 @@ def add_source_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--config", default=None, metavar="FILE",
                         help="session config (YAML) for a bag recorded without session_config; must match the "
                         "recorded one otherwise (default: the recorded one)")
+    parser.add_argument("--key", default=None, metavar="HEX",
+                        help="the session's randomization key, for a bag recorded without session_event (the "
+                        "journal's key_revealed event has it)")
     parser.add_argument("--namespace", default=None, help="namespace of the manager's topics, if the bag has several")
     parser.add_argument("--session", default=None, dest="session_id", help="session id, if the bag has several")
+
+
+def _key(text: str | None) -> bytes | None:
+    """``--key``: 64 hex characters."""
+    if text is None:
+        return None
+    try:
+        key = bytes.fromhex(text)
+    except ValueError:
+        key = b""
+    from ..session.plan import KEY_BYTES  # here, not at the top: keeps `--help` fast
+
+    if len(key) != KEY_BYTES:
+        raise CliError(f"--key must be {2 * KEY_BYTES} hex characters (the journal's key_revealed key); found {text!r}")
+    return key
 
 
 def load(args: argparse.Namespace) -> AuditReport:
@@ -66,7 +84,8 @@ def load(args: argparse.Namespace) -> AuditReport:
         except ConfigError as err:
             raise CliError(str(err)) from err
     try:
-        return audit(args.source, config=config, namespace=args.namespace, session_id=args.session_id)
+        return audit(args.source, config=config, namespace=args.namespace, session_id=args.session_id,
+                     key=_key(args.key))
     except AuditError as err:
         raise CliError(str(err)) from err
 

@@ -15,7 +15,7 @@ import numpy as np
 from ..stats.registry import METHODS, make_process
 from ..stats.sequential import PairedProcess
 from ..stats.simulate import ScoreModel, SimulationSummary, bernoulli, continuous_beta, monte_carlo, partial_credit
-from ._common import CliError, add_alpha_alternative, float_list, print_json
+from ._common import CliError, add_alpha_alternative, check_step_n_max, float_list, n_max_type, print_json
 from .step import fetch_table
 
 DESCRIPTION = """\
@@ -45,7 +45,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Declare the options of ``evalstop simulate``."""
     parser.add_argument("--method", choices=tuple(METHODS), required=True, help="sequential test")
     add_alpha_alternative(parser)
-    parser.add_argument("--n-max", type=int, required=True, help="trials per sequence (the test's budget)")
+    parser.add_argument("--n-max", type=n_max_type, required=True, help="trials per sequence (the test's budget)")
     parser.add_argument("--reps", type=int, required=True, help="number of simulated sequences")
     parser.add_argument("--seed", type=int, default=0, help="seed of numpy.random.default_rng (default %(default)s)")
     parser.add_argument("--dist", choices=tuple(DIST_OPTIONS), default="bernoulli", help="score model (default %(default)s)")
@@ -81,6 +81,7 @@ def _model(args: argparse.Namespace) -> ScoreModel:
 
 def run(args: argparse.Namespace) -> int:
     """Build the model and the processes, simulate, print the summary; 0 on success."""
+    check_step_n_max(args.method, args.n_max)
     model = _model(args)
     if args.method == "step":
         fetch_table(args)  # a first synthesis shows its progress instead of sitting silent

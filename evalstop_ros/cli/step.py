@@ -25,7 +25,14 @@ from ..stats.step_oc import TYPE1_TOLERANCE
 from ..stats.step_table import cache_dir, find_table
 from ..stats.validation import check_alpha, check_alternative
 from . import EXIT_CHECK_FAILED, EXIT_OK
-from ._common import add_alpha_alternative, print_json, progress_bar, step_callback
+from ._common import (
+    add_alpha_alternative,
+    check_step_n_max,
+    n_max_type,
+    print_json,
+    progress_bar,
+    step_callback,
+)
 
 DESCRIPTION = """\
 STEP decision tables: synthesize one into the user cache, check its exact worst-case Type-I
@@ -43,7 +50,7 @@ exit status: 0 done, 1 `check` found max Type-I error > alpha + 1e-4, 2 usage or
 
 
 def _common_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--n-max", type=int, required=True, help="horizon N_max (trials per policy)")
+    parser.add_argument("--n-max", type=n_max_type, required=True, help="horizon N_max (trials per policy)")
     add_alpha_alternative(parser)
     parser.add_argument("--json", action="store_true", help="print one JSON object")
 
@@ -86,6 +93,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Dispatch to the sub-verb."""
+    check_step_n_max("step", args.n_max)
     return int(args.step_run(args))
 
 

@@ -66,7 +66,7 @@ from ..session import (
 )
 from ..session.journal import Event
 from ..session.publishing import SessionPublisher, diagnostics
-from ..session.session import ScoreOutcome
+from ..session.session import LOG_BURST, LOG_WINDOW_S, RateLimit, ScoreOutcome, bounded
 from ._common import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, declare, parameter_error, ros_context
 
 __all__ = ["EvaluationManager", "main"]
@@ -226,6 +226,7 @@ class EvaluationManager(Node):
         self._runner_state = ""  # what is wrong with the runner link, for the log and /diagnostics
         self._operator_trial = 0  # auto-scoring session, but this trial waits for an operator score
         self._ended = False
+        self._reject_log = RateLimit(LOG_BURST, LOG_WINDOW_S)  # a flood of bad scores cannot flood the log
 
         if self.auto_start and self.config_file:
             ok, message = self.start_session(self.session_id, self.config_file)
@@ -514,8 +515,9 @@ class EvaluationManager(Node):
         else:
             outcome = self.session.submit_score(int(trial_id), token, bool(success), float(progress), scorer, notes,
                                                 preference=preference)
-        if not outcome.accepted:  # the same reason as on score_ack
-            self.get_logger().warning(f"score for trial {trial_id} (scorer {scorer!r}) rejected: {outcome.reason}")
+        if not outcome.accepted and self._reject_log.allow():  # the reason on score_ack; bounded, rate-limited
+            self.get_logger().warning(f"score for trial {trial_id} (scorer {bounded(scorer)!r}) rejected: "
+                                      f"{outcome.reason}{self._reject_log.suppressed()}")
         self._publisher.ack(self.session.session_id if self.session else "", trial_id, outcome)
         return outcome
 

@@ -3,12 +3,28 @@
 Layout (``sqlite3`` from the standard library)::
 
     meta(key TEXT PRIMARY KEY, value TEXT)        -- schema, session_id, config_json,
-                                                  -- config_hash, created_ns
+                                                  -- config_hash, created_ns, plan_key,
+                                                  -- key_commitment
     events(seq INTEGER PRIMARY KEY,               -- 1, 2, 3, ... in commit order
            stamp_ns INTEGER,                      -- wall clock, ns since the epoch
            kind TEXT,                             -- one of KINDS
            trial_id INTEGER NULL,
-           payload TEXT)                          -- a JSON object (strict: no NaN)
+           payload TEXT,                          -- a JSON object (strict: no NaN)
+           hash TEXT)                             -- the hash chain (below)
+
+Integrity: every event stores ``hash = SHA-256(previous hash, seq, stamp, kind, trial, payload)``
+(:func:`chain_hash`), the first one chained to a genesis hash of the ``meta`` rows, so an event
+edited after the fact (by someone who dropped the triggers) breaks the chain at that event.
+After each append the head ``(seq, hash)`` is written to ``<path>.head`` (atomic rename):
+reopening checks the whole chain and that the database reaches the head, so a copy without its
+``-wal`` file, a truncated file or an emptied one is refused instead of silently starting over.
+The chain is checked by :meth:`Journal.open` (resume refuses a broken journal) and reported by
+:func:`read_journal` (:attr:`JournalContents.chain_break`, which the audit names).
+
+Blinding: a new journal draws the session's randomization key from the OS
+(:func:`secrets.token_bytes`) and keeps it in ``meta`` (never published); the first event
+carries only its commitment (:func:`~.plan.commit_key`); the session reveals the key at its end
+(``key_revealed``).
 
 Durability: WAL mode, ``synchronous=FULL`` and one ``BEGIN IMMEDIATE ... COMMIT`` per event, so
 when :meth:`Journal.append` returns the event survives a process kill (and, with
@@ -26,9 +42,11 @@ from __future__ import annotations
 
 import dataclasses
 import fcntl
+import hashlib
 import json
 import os
 import pathlib
+import secrets
 import sqlite3
 import time
 from collections.abc import Iterator
@@ -37,10 +55,11 @@ from typing import Any
 
 from .config import SessionConfig, config_diff
 from .errors import JournalError
+from .plan import KEY_BYTES, commit_key
 
-__all__ = ["Event", "Journal", "JournalContents", "KINDS", "read_journal"]
+__all__ = ["KINDS", "ChainBreak", "Event", "Journal", "JournalContents", "chain_hash", "read_journal"]
 
-SCHEMA_VERSION = "1"
+SCHEMA_VERSION = "2"
 
 #: Event kinds (see :mod:`evalstop_ros.session.session` for when each is written).
 KINDS = frozenset({
@@ -61,13 +80,15 @@ KINDS = frozenset({
     "finished",
     "active_embeddings",
     "schedule_choice",
+    "key_revealed",
+    "message_rejected",
 })
 
 _NO_CHANGE = "BEGIN SELECT RAISE(ABORT, 'the journal is append-only'); END"
 _SCHEMA = (
     "CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL)",
     "CREATE TABLE events(seq INTEGER PRIMARY KEY, stamp_ns INTEGER NOT NULL, kind TEXT NOT NULL, "
-    "trial_id INTEGER NULL, payload TEXT NOT NULL CHECK (json_valid(payload)))",
+    "trial_id INTEGER NULL, payload TEXT NOT NULL CHECK (json_valid(payload)), hash TEXT NOT NULL)",
     *(
         f"CREATE TRIGGER {table}_no_{action} BEFORE {action.upper()} ON {table} {_NO_CHANGE}"
         for table in ("events", "meta")
@@ -92,6 +113,9 @@ class Event:
         The trial concerned, if any.
     payload:
         The decoded JSON object.
+    hash:
+        The event's link of the hash chain (:func:`chain_hash`); ``""`` for an event that was not
+        read from a journal.
     """
 
     seq: int
@@ -99,6 +123,35 @@ class Event:
     kind: str
     trial_id: int | None
     payload: dict[str, Any]
+    hash: str = dataclasses.field(default="", compare=False)
+
+
+@dataclasses.dataclass(frozen=True)
+class ChainBreak:
+    """The first event whose stored hash is not the chain's (it, or an earlier row, was edited)."""
+
+    seq: int
+    kind: str
+    trial_id: int | None
+
+    def describe(self) -> str:
+        """One line naming the event and its trial."""
+        trial = f", trial {self.trial_id}" if self.trial_id is not None else ""
+        return (f"event {self.seq} ({self.kind}{trial}) does not match the journal's hash chain: it was edited "
+                "after it was written (or an event before it was removed)")
+
+
+def genesis_hash(meta: dict[str, str]) -> str:
+    """The chain's starting value: SHA-256 of the session id, config hash, key commitment, creation time."""
+    text = "\0".join(("evalstop-journal", meta["session_id"], meta["config_hash"], meta.get("key_commitment", ""),
+                      meta["created_ns"]))
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def chain_hash(previous: str, seq: int, stamp_ns: int, kind: str, trial_id: int | None, payload: str) -> str:
+    """One link: SHA-256 over the previous link and every column of the event (payload as stored)."""
+    text = "\0".join((previous, str(seq), str(stamp_ns), kind, "" if trial_id is None else str(trial_id), payload))
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def encode_payload(payload: dict[str, Any]) -> str:
@@ -119,6 +172,32 @@ def _connect(path: pathlib.Path, *, read_only: bool = False) -> sqlite3.Connecti
     return connection
 
 
+def _head_path(file: pathlib.Path) -> pathlib.Path:
+    return file.with_name(file.name + ".head")
+
+
+def _write_head(file: pathlib.Path, seq: int, digest: str) -> None:
+    """Record the chain's head beside the database (atomic: write a temporary file, rename)."""
+    head = _head_path(file)
+    temporary = head.with_name(head.name + ".tmp")
+    try:
+        temporary.write_text(json.dumps({"seq": seq, "hash": digest}))
+        os.replace(temporary, head)
+    except OSError as err:
+        raise JournalError(f"journal {str(file)!r}: cannot write its head file {str(head)!r}: {err}") from err
+
+
+def _read_head(file: pathlib.Path) -> tuple[int, str] | None:
+    head = _head_path(file)
+    if not head.exists():
+        return None
+    try:
+        data = json.loads(head.read_text())
+        return int(data["seq"]), str(data["hash"])
+    except (OSError, ValueError, KeyError, TypeError) as err:
+        raise JournalError(f"journal {str(file)!r}: its head file {str(head)!r} is unreadable: {err}") from err
+
+
 def _meta(connection: sqlite3.Connection) -> dict[str, str] | None:
     has_meta = connection.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'meta'").fetchone()
     if has_meta is None:
@@ -126,10 +205,39 @@ def _meta(connection: sqlite3.Connection) -> dict[str, str] | None:
     return dict(connection.execute("SELECT key, value FROM meta").fetchall())
 
 
-def _iter_events(connection: sqlite3.Connection) -> Iterator[Event]:
-    cursor = connection.execute("SELECT seq, stamp_ns, kind, trial_id, payload FROM events ORDER BY seq")
-    for seq, stamp_ns, kind, trial_id, payload in cursor:
-        yield Event(int(seq), int(stamp_ns), str(kind), None if trial_id is None else int(trial_id), json.loads(payload))
+def _iter_events(connection: sqlite3.Connection, file: pathlib.Path) -> Iterator[Event]:
+    """The events in ``seq`` order; a row that cannot be read is a :class:`JournalError`."""
+    try:
+        cursor = connection.execute("SELECT seq, stamp_ns, kind, trial_id, payload, hash FROM events ORDER BY seq")
+        for seq, stamp_ns, kind, trial_id, payload, digest in cursor:
+            try:
+                decoded = json.loads(payload)
+            except (TypeError, ValueError) as err:
+                raise JournalError(f"journal {str(file)!r}, event {seq}: payload is not JSON: {err}") from err
+            if not isinstance(decoded, dict):
+                raise JournalError(f"journal {str(file)!r}, event {seq}: payload is not a JSON object")
+            yield Event(int(seq), int(stamp_ns), str(kind), None if trial_id is None else int(trial_id), decoded,
+                        str(digest))
+    except sqlite3.Error as err:
+        raise JournalError(f"journal {str(file)!r}: cannot read its events: {err}") from err
+
+
+def _raw_rows(connection: sqlite3.Connection) -> Iterator[tuple[int, int, str, int | None, str, str]]:
+    yield from connection.execute("SELECT seq, stamp_ns, kind, trial_id, payload, hash FROM events ORDER BY seq")
+
+
+def check_chain(connection: sqlite3.Connection, meta: dict[str, str]) -> tuple[int, str, ChainBreak | None]:
+    """Walk the hash chain: ``(last seq, last hash, first break or None)``.
+
+    Also a break: a gap in ``seq`` (a deleted row).
+    """
+    previous, last = genesis_hash(meta), 0
+    for seq, stamp_ns, kind, trial_id, payload, digest in _raw_rows(connection):
+        expected = chain_hash(previous, int(seq), int(stamp_ns), str(kind), trial_id, str(payload))
+        if int(seq) != last + 1 or digest != expected:
+            return last, previous, ChainBreak(int(seq), str(kind), None if trial_id is None else int(trial_id))
+        previous, last = expected, int(seq)
+    return last, previous, None
 
 
 class Journal:
@@ -139,9 +247,15 @@ class Journal:
     ----------
     path, session_id, config_json, config_hash, created_ns:
         The journal file and its ``meta`` rows.
+    plan_key:
+        The session's secret randomization key (:class:`~.plan.Plan`); never published before
+        the session's end.
+    key_commitment:
+        Its public commitment (:func:`~.plan.commit_key`), also in the first event.
     """
 
-    def __init__(self, path: pathlib.Path, connection: sqlite3.Connection, lock_fd: int, meta: dict[str, str]) -> None:
+    def __init__(self, path: pathlib.Path, connection: sqlite3.Connection, lock_fd: int, meta: dict[str, str],
+                 head: tuple[int, str]) -> None:
         self.path = path
         self._connection: sqlite3.Connection | None = connection
         self._lock_fd: int | None = lock_fd
@@ -149,9 +263,13 @@ class Journal:
         self.config_json = meta["config_json"]
         self.config_hash = meta["config_hash"]
         self.created_ns = int(meta["created_ns"])
+        self.plan_key = bytes.fromhex(meta["plan_key"])
+        self.key_commitment = meta["key_commitment"]
+        self._head = head
 
     @classmethod
-    def open(cls, path: str | os.PathLike[str], session_id: str, config: SessionConfig, *, durable: bool = True) -> Journal:
+    def open(cls, path: str | os.PathLike[str], session_id: str, config: SessionConfig, *, durable: bool = True,
+             plan_key: bytes | None = None) -> Journal:
         """Create the journal of ``session_id``, or open it again to resume.
 
         Parameters
@@ -167,18 +285,29 @@ class Journal:
             ``True`` (default): ``synchronous=FULL``, every append is fsynced.  ``False``:
             ``synchronous=OFF``; appends still survive a killed process (the OS has them) but not
             a power cut.  For simulations and tests only.
+        plan_key:
+            The randomization key of a *new* journal (``KEY_BYTES`` bytes); default: drawn from
+            the OS with :func:`secrets.token_bytes`.  Only tests that compare two sessions pass
+            one.  Ignored when resuming (the journal's own key is used).
 
         Raises
         ------
         JournalError
-            If the file cannot be opened or locked, belongs to another session, or stores a
-            different configuration (the message lists the changed fields).
+            If the file cannot be opened or locked, belongs to another session, stores a
+            different configuration (the message lists the changed fields), is empty, is not a
+            journal, misses events its head file records (a copy without its ``-wal`` file, a
+            truncated file) or fails the hash chain (an edited event).
         """
         if not isinstance(session_id, str) or not session_id:
             raise JournalError(f"`session_id` must be a non-empty string; found {session_id!r}")
+        if plan_key is not None and len(plan_key) != KEY_BYTES:
+            raise JournalError(f"`plan_key` must be {KEY_BYTES} bytes; found {len(plan_key)}")
         file = pathlib.Path(path)
         lock_fd = cls._lock(file)
         try:
+            existed = file.exists()
+            if existed:
+                cls._check_file(file)
             connection = _connect(file)
             try:
                 mode = connection.execute("PRAGMA journal_mode = WAL").fetchone()[0]
@@ -186,19 +315,68 @@ class Journal:
                     raise JournalError(f"journal {str(file)!r}: cannot switch to WAL mode (got {mode!r})")
                 connection.execute(f"PRAGMA synchronous = {'FULL' if durable else 'OFF'}")
                 meta = _meta(connection)
+                if meta is None and existed:
+                    raise JournalError(
+                        f"{str(file)!r} is not a session journal (it has no session tables): if it is a copy of a "
+                        f"journal, its '-wal' file ({file.name}-wal) was left behind; copy the .db, -wal and .head "
+                        "files together (or copy after the session ended)")
                 if meta is None:
-                    meta = cls._create(connection, session_id, config)
-                cls._check(file, meta, session_id, config)
+                    meta = cls._create(connection, session_id, config, plan_key or secrets.token_bytes(KEY_BYTES))
+                    head = (1, str(connection.execute("SELECT hash FROM events WHERE seq = 1").fetchone()[0]))
+                    _write_head(file, *head)
+                else:
+                    cls._check(file, meta, session_id, config)
+                    head = cls._check_integrity(file, connection, meta)
             except BaseException:
                 connection.close()
                 raise
         except sqlite3.Error as err:
             os.close(lock_fd)
-            raise JournalError(f"journal {str(file)!r}: {err}") from err
+            raise JournalError(f"journal {str(file)!r} cannot be read as a journal ({err}); it is damaged or not "
+                               "a journal: restore it from a backup, or start a new session id") from err
         except BaseException:
             os.close(lock_fd)
             raise
-        return cls(file, connection, lock_fd, meta)
+        return cls(file, connection, lock_fd, meta, head)
+
+    @staticmethod
+    def _check_file(file: pathlib.Path) -> None:
+        """Refuse an existing file that cannot be a journal (empty) before SQLite would overwrite it."""
+        try:
+            size = file.stat().st_size
+        except OSError as err:
+            raise JournalError(f"journal {str(file)!r}: cannot read it: {err.strerror or err}") from err
+        if size == 0:
+            raise JournalError(
+                f"journal {str(file)!r} is empty (0 bytes): it holds no session to resume. Restore it from a "
+                "backup, or remove it (and its .head/-wal files) to start the session afresh under this id")
+
+    @staticmethod
+    def _check_integrity(file: pathlib.Path, connection: sqlite3.Connection, meta: dict[str, str]) -> tuple[int, str]:
+        """The chain is intact and reaches the recorded head: return the head ``(seq, hash)``."""
+        last, digest, broken = check_chain(connection, meta)
+        if broken is not None:
+            raise JournalError(f"journal {str(file)!r} refused: {broken.describe()}. Resuming would build on "
+                               "altered data; audit it with `evalstop audit`")
+        if commit_key(bytes.fromhex(meta["plan_key"]), meta["session_id"]) != meta["key_commitment"]:
+            raise JournalError(f"journal {str(file)!r} refused: its randomization key does not match the "
+                               "commitment published at the start")
+        head = _read_head(file)
+        if head is None:
+            raise JournalError(
+                f"journal {str(file)!r} refused: its head file {_head_path(file).name!r} is missing, so a "
+                f"truncated copy cannot be told from the original; copy the .db, -wal and .head files together")
+        seq, head_hash = head
+        if seq > last:
+            raise JournalError(
+                f"journal {str(file)!r} is truncated: its head file records {seq} events but the database holds "
+                f"{last}. The '-wal' file ({file.name}-wal) is missing or the copy is incomplete; copy the "
+                ".db, -wal and .head files together")
+        stored = connection.execute("SELECT hash FROM events WHERE seq = ?", (seq,)).fetchone()
+        if stored is None or str(stored[0]) != head_hash:
+            raise JournalError(f"journal {str(file)!r} refused: event {seq} is not the one its head file records "
+                               "(the journal was replaced or rewritten)")
+        return last, digest
 
     @staticmethod
     def _lock(file: pathlib.Path) -> int:
@@ -215,24 +393,29 @@ class Journal:
         return fd
 
     @staticmethod
-    def _create(connection: sqlite3.Connection, session_id: str, config: SessionConfig) -> dict[str, str]:
+    def _create(connection: sqlite3.Connection, session_id: str, config: SessionConfig,
+                plan_key: bytes) -> dict[str, str]:
         created = time.time_ns()
+        commitment = commit_key(plan_key, session_id)
         meta = {
             "schema": SCHEMA_VERSION,
             "session_id": session_id,
             "config_json": config.canonical_json(),
             "config_hash": config.config_hash,
             "created_ns": str(created),
+            "plan_key": plan_key.hex(),
+            "key_commitment": commitment,
         }
-        payload = encode_payload({"config": config.to_dict(), "config_hash": config.config_hash})
+        payload = encode_payload({"config": config.to_dict(), "config_hash": config.config_hash,
+                                  "key_commitment": commitment})
+        digest = chain_hash(genesis_hash(meta), 1, created, "config", None, payload)
         connection.execute("BEGIN IMMEDIATE")
         try:
             for statement in _SCHEMA:  # not executescript(), which would commit half-way
                 connection.execute(statement)
             connection.executemany("INSERT INTO meta(key, value) VALUES (?, ?)", sorted(meta.items()))
-            connection.execute(
-                "INSERT INTO events(stamp_ns, kind, trial_id, payload) VALUES (?, 'config', NULL, ?)", (created, payload)
-            )
+            connection.execute("INSERT INTO events(seq, stamp_ns, kind, trial_id, payload, hash) "
+                               "VALUES (1, ?, 'config', NULL, ?, ?)", (created, payload, digest))
             connection.execute("COMMIT")
         except BaseException:
             connection.execute("ROLLBACK")
@@ -243,12 +426,18 @@ class Journal:
     def _check(file: pathlib.Path, meta: dict[str, str], session_id: str, config: SessionConfig) -> None:
         if meta.get("schema") != SCHEMA_VERSION:
             raise JournalError(f"journal {str(file)!r} has schema {meta.get('schema')!r}; this code reads {SCHEMA_VERSION!r}")
+        missing = {"session_id", "config_json", "config_hash", "created_ns", "plan_key", "key_commitment"} - set(meta)
+        if missing:
+            raise JournalError(f"journal {str(file)!r} lacks meta rows {sorted(missing)}: it is damaged")
         if meta["session_id"] != session_id:
             raise JournalError(
                 f"journal {str(file)!r} belongs to session {meta['session_id']!r}, not {session_id!r}"
             )
         if meta["config_hash"] != config.config_hash:
-            changes = config_diff(json.loads(meta["config_json"]), config.to_dict())
+            try:
+                changes = config_diff(json.loads(meta["config_json"]), config.to_dict())
+            except ValueError as err:
+                raise JournalError(f"journal {str(file)!r}: its stored configuration is not JSON: {err}") from err
             raise JournalError(
                 f"journal {str(file)!r} was started with a different configuration; a session's design "
                 f"cannot change once it has started. Changed: {'; '.join(changes) or 'hash only'}"
@@ -267,35 +456,35 @@ class Journal:
     def write(self, kind: str, trial_id: int | None = None, **payload: Any) -> Event:
         """Append one event in its own transaction and return it as a replay would read it.
 
-        The event is durable when this returns.  ``payload`` must be JSON-serializable without
-        NaN or infinities.
+        The event is durable when this returns, chained to the previous one, and the head
+        file records it.  ``payload`` must be JSON-serializable without NaN or infinities.
         """
         if kind not in KINDS:
             raise JournalError(f"`kind` should be one of {sorted(KINDS)}; found {kind!r}")
         text = encode_payload(payload)
         connection = self._conn()
+        seq = self._head[0] + 1
+        stamp_ns = time.time_ns()
+        digest = chain_hash(self._head[1], seq, stamp_ns, kind, trial_id, text)
         try:
             connection.execute("BEGIN IMMEDIATE")
             try:
-                stamp_ns = time.time_ns()
-                cursor = connection.execute(
-                    "INSERT INTO events(stamp_ns, kind, trial_id, payload) VALUES (?, ?, ?, ?)",
-                    (stamp_ns, kind, trial_id, text),
-                )
+                connection.execute("INSERT INTO events(seq, stamp_ns, kind, trial_id, payload, hash) "
+                                   "VALUES (?, ?, ?, ?, ?, ?)", (seq, stamp_ns, kind, trial_id, text, digest))
                 connection.execute("COMMIT")
             except BaseException:
                 connection.execute("ROLLBACK")
                 raise
         except sqlite3.Error as err:
             raise JournalError(f"journal {str(self.path)!r}: cannot append {kind!r}: {err}") from err
-        seq = cursor.lastrowid
-        assert seq is not None
-        return Event(int(seq), stamp_ns, kind, trial_id, json.loads(text))
+        self._head = (seq, digest)
+        _write_head(self.path, seq, digest)
+        return Event(seq, stamp_ns, kind, trial_id, json.loads(text), digest)
 
     # -- reading ---------------------------------------------------------------------------
     def events(self) -> Iterator[Event]:
         """All events in ``seq`` order."""
-        return _iter_events(self._conn())
+        return _iter_events(self._conn(), self.path)
 
     def pragma(self, name: str) -> str:
         """The value of ``PRAGMA name`` on the writer connection (e.g. ``journal_mode``)."""
@@ -327,13 +516,22 @@ class Journal:
 
 @dataclasses.dataclass(frozen=True)
 class JournalContents:
-    """A journal read in one go, without taking the writer lock (:func:`read_journal`)."""
+    """A journal read in one go, without taking the writer lock (:func:`read_journal`).
+
+    ``plan_key`` is the session's secret key (the journal's owner may read it; it is never
+    published before the end); ``chain_break`` the first event that fails the hash chain, and
+    ``truncated`` a message when the head file records more events than the database holds.
+    """
 
     session_id: str
     config_json: str
     config_hash: str
     created_ns: int
     events: tuple[Event, ...]
+    plan_key: str = ""
+    key_commitment: str = ""
+    chain_break: ChainBreak | None = None
+    truncated: str = ""
 
     def config_dict(self) -> dict[str, Any]:
         """The stored configuration as a dict (validate it with :func:`~.config.parse_config`)."""
@@ -344,23 +542,42 @@ class JournalContents:
 def read_journal(path: str | os.PathLike[str]) -> JournalContents:
     """Read a journal (read-only; safe while a session is writing it).
 
+    The hash chain is checked and its first break reported (not raised): the audit names it.
+
     Raises
     ------
     JournalError
-        If the file is missing or not a session journal.
+        If the file is missing, empty, not a session journal, or unreadable.
     """
     file = pathlib.Path(path)
     if not file.is_file():
         raise JournalError(f"journal {str(file)!r} does not exist")
+    Journal._check_file(file)
     try:
         connection = _connect(file, read_only=True)
         try:
             meta = _meta(connection)
             if meta is None:
-                raise JournalError(f"{str(file)!r} is not a session journal (no meta table)")
-            events = tuple(_iter_events(connection))
+                raise JournalError(f"{str(file)!r} is not a session journal (no meta table; a copy without its "
+                                   "-wal file?)")
+            if meta.get("schema") != SCHEMA_VERSION:
+                raise JournalError(f"journal {str(file)!r} has schema {meta.get('schema')!r}; this code reads "
+                                   f"{SCHEMA_VERSION!r}")
+            events = tuple(_iter_events(connection, file))
+            last, _, broken = check_chain(connection, meta)
         finally:
             connection.close()
     except sqlite3.Error as err:
-        raise JournalError(f"journal {str(file)!r}: {err}") from err
-    return JournalContents(meta["session_id"], meta["config_json"], meta["config_hash"], int(meta["created_ns"]), events)
+        raise JournalError(f"journal {str(file)!r} cannot be read as a journal: {err}") from err
+    except KeyError as err:
+        raise JournalError(f"journal {str(file)!r} lacks meta row {err}: it is damaged") from err
+    head = _read_head(file)
+    truncated = ""
+    if head is not None and head[0] > last:
+        truncated = (f"the head file records {head[0]} events but the database holds {last} (a copy without its "
+                     "-wal file, or a truncated journal)")
+    try:
+        return JournalContents(meta["session_id"], meta["config_json"], meta["config_hash"], int(meta["created_ns"]),
+                               events, meta.get("plan_key", ""), meta.get("key_commitment", ""), broken, truncated)
+    except (KeyError, ValueError) as err:
+        raise JournalError(f"journal {str(file)!r}: damaged meta rows: {err}") from err

@@ -1,8 +1,21 @@
 """Deterministic randomization of a session: trial order, conditions, blinded labels, tokens.
 
-Every random choice is a pure function of ``(config.seed, stream, index...)``: each *named
-stream* below seeds its own generator, ``np.random.default_rng([seed, STREAM, *index])``, so the
+Every random choice is a pure function of ``(key, stream, index...)``: each *named stream*
+below seeds its own generator, ``np.random.default_rng([*key, STREAM, *index])``, so the
 streams are independent of each other, of the data and of how many draws another stream made.
+
+**The key is a secret, committed and revealed** (commit-reveal; seed 001's double-blind
+evaluation).  A live session's key is ``KEY_BYTES`` random bytes from the OS
+(:func:`secrets.token_bytes`, drawn by :meth:`~.journal.Journal.open` and kept in the journal);
+what is published at the start is only its commitment :func:`commit_key` (SHA-256 of a domain
+tag, the session id and the key), and the key itself is revealed at the end (``key_revealed``).
+Labels, the trial order, conditions and tokens all come from the key, so nobody who sees only
+the published configuration (its ``seed`` included) can tell which label is which policy or
+predict a token; afterwards anyone can check the revealed key against the commitment made
+before the first trial and replay the whole plan.  STEP's and AdaStop's randomization
+(:meth:`Plan.step_seed`, :meth:`Plan.adastop_seed`) stay on the configuration's public
+``seed``: they must be fixed before the data, not hidden, and offline re-analysis needs them.
+Without a key (offline use, ``Plan(config)``) the key streams fall back to ``config.seed``.
 Nothing is carried between calls, which is what makes a restart reproduce the plan exactly: a
 session replaying its journal asks the same questions and gets the same answers (and checks
 them against what the journal recorded).
@@ -25,10 +38,9 @@ Why each choice is randomized (seed 003 App. IX-A; seed 000 App. C):
 * **A/B pairs** (``design: ab``) -- the pair of each round, uniformly among the undecided ones,
   and which of the two runs first (:meth:`Plan.ab_pair`).
 * **Tokens** -- 12 hex characters per trial, an HMAC of the trial id under a secret derived from
-  the seed and the session id.  A score must echo its trial's token, so a stale or misrouted
-  score (wrong trial, earlier session) is refused.  The token is unguessable for whoever does
-  not know the seed, which the operator's screen never shows; it is a guard against mistakes,
-  not an authentication scheme.
+  the key and the session id.  A score must echo its trial's token, so a stale or misrouted
+  score (wrong trial, earlier session) is refused.  The token is unguessable before its request
+  is published; it is a guard against mistakes, not authentication (see ``docs/integrity.md``).
 """
 
 from __future__ import annotations
@@ -36,13 +48,14 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import hmac
+import secrets
 from collections.abc import Sequence
 
 import numpy as np
 
 from .config import InitialCondition, SessionConfig, Task
 
-__all__ = ["LABELS", "Plan", "STREAMS", "Condition"]
+__all__ = ["KEY_BYTES", "LABELS", "STREAMS", "Condition", "Plan", "commit_key", "new_key", "verify_key"]
 
 #: Named streams: the second entry of every generator seed.
 STREAM_ORDER = 1
@@ -66,6 +79,32 @@ STREAMS = {
 #: Neutral labels, the first K used for K policies ("A"/"B" avoided: they read as baseline/candidate).
 LABELS = tuple("XYZWVUTSRQPONMLKJIHGFEDCBA")
 TOKEN_LENGTH = 12
+#: Length of a session's secret randomization key.
+KEY_BYTES = 32
+
+
+def new_key() -> bytes:
+    """A fresh secret randomization key from the OS."""
+    return secrets.token_bytes(KEY_BYTES)
+
+
+def commit_key(key: bytes, session_id: str) -> str:
+    """The public commitment to ``key``: hex SHA-256 of ``"evalstop-plan-key", session id, key``.
+
+    Binding (SHA-256 is collision resistant) and hiding (the key has 256 random bits).
+    """
+    return hashlib.sha256(b"evalstop-plan-key\0" + session_id.encode() + b"\0" + key).hexdigest()
+
+
+def verify_key(key_hex: object, commitment: object, session_id: str) -> bool:
+    """True when ``key_hex`` is a ``KEY_BYTES`` key whose commitment is ``commitment``."""
+    if not isinstance(key_hex, str) or not isinstance(commitment, str) or len(key_hex) != 2 * KEY_BYTES:
+        return False
+    try:
+        key = bytes.fromhex(key_hex)
+    except ValueError:
+        return False
+    return hmac.compare_digest(commit_key(key, session_id), commitment)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -76,11 +115,14 @@ class Condition:
     initial_condition: InitialCondition
 
 
-def _rng(seed: int, stream: int, *index: int) -> np.random.Generator:
-    return np.random.default_rng([seed, stream, *index])
+Entropy = tuple[int, ...]
 
 
-def _cycled(seed: int, stream: int, key: int, size: int, k: int) -> int:
+def _rng(seed: Entropy, stream: int, *index: int) -> np.random.Generator:
+    return np.random.default_rng([*seed, stream, *index])
+
+
+def _cycled(seed: Entropy, stream: int, key: int, size: int, k: int) -> int:
     """Index of the ``k``-th (1-based) item of endless independent shuffles of ``range(size)``."""
     cycle, position = divmod(k - 1, size)
     return int(_rng(seed, stream, key, cycle).permutation(size)[position])
@@ -92,8 +134,11 @@ class Plan:
     Parameters
     ----------
     config:
-        The session configuration; only ``seed``, ``policies``, ``tasks`` and
+        The session configuration; only ``seed``, ``policies``, ``tasks``, ``blinding`` and
         ``condition_schedule`` are used.
+    key:
+        The session's secret randomization key (module docstring); ``None``: ``config.seed``
+        stands in for it (offline analyses and simulations, where nothing is blinded).
 
     Examples
     --------
@@ -109,13 +154,16 @@ class Plan:
     ['c0', 'c1', 'c2']
     """
 
-    def __init__(self, config: SessionConfig) -> None:
+    def __init__(self, config: SessionConfig, key: bytes | None = None) -> None:
         self.config = config
-        self.seed = config.seed
+        self.key = key
+        self._entropy: Entropy = (config.seed,) if key is None else tuple(
+            int.from_bytes(key[i:i + 4], "little") for i in range(0, len(key), 4))
+        self._public: Entropy = (config.seed,)
         self._session_labels = self._labels()
 
     def _labels(self, *index: int) -> dict[str, str]:
-        permutation = _rng(self.seed, STREAM_LABELS, *index).permutation(len(self.config.policies))
+        permutation = _rng(self._entropy, STREAM_LABELS, *index).permutation(len(self.config.policies))
         return {policy: LABELS[int(slot)] for policy, slot in zip(self.config.policies, permutation)}
 
     def label(self, policy: str, round_number: int) -> str:
@@ -132,7 +180,7 @@ class Plan:
         """
         chosen = set(active)
         members = [p for p in self.config.policies if p in chosen]
-        order = _rng(self.seed, STREAM_ORDER, round_number).permutation(len(members))
+        order = _rng(self._entropy, STREAM_ORDER, round_number).permutation(len(members))
         return tuple(members[int(i)] for i in order)
 
     def ab_pair(self, round_number: int, pairs: Sequence[tuple[str, str]]) -> tuple[str, str]:
@@ -159,15 +207,15 @@ class Plan:
             raise ValueError(f"`k` must be a positive integer; found {k!r}")
         tasks = self.config.tasks
         if self.config.condition_schedule == "iid":
-            rng = _rng(self.seed, STREAM_TASK, k)
+            rng = _rng(self._entropy, STREAM_TASK, k)
             task_index = int(rng.integers(len(tasks)))
             task = tasks[task_index]
-            cond_index = int(_rng(self.seed, STREAM_CONDITION, task_index, k).integers(len(task.initial_conditions)))
+            cond_index = int(_rng(self._entropy, STREAM_CONDITION, task_index, k).integers(len(task.initial_conditions)))
             return Condition(task, task.initial_conditions[cond_index])
-        task_index = _cycled(self.seed, STREAM_TASK, 0, len(tasks), k)
+        task_index = _cycled(self._entropy, STREAM_TASK, 0, len(tasks), k)
         task = tasks[task_index]
         visit = (k - 1) // len(tasks) + 1
-        cond_index = _cycled(self.seed, STREAM_CONDITION, task_index, len(task.initial_conditions), visit)
+        cond_index = _cycled(self._entropy, STREAM_CONDITION, task_index, len(task.initial_conditions), visit)
         return Condition(task, task.initial_conditions[cond_index])
 
     def task_condition(self, task_index: int, j: int) -> InitialCondition:
@@ -181,26 +229,29 @@ class Plan:
             raise ValueError(f"`j` must be a positive integer; found {j!r}")
         conditions = self.config.tasks[task_index].initial_conditions
         if self.config.condition_schedule == "iid":
-            return conditions[int(_rng(self.seed, STREAM_CONDITION, task_index, j, 0).integers(len(conditions)))]
-        return conditions[_cycled(self.seed, STREAM_CONDITION, task_index, len(conditions), j)]
+            return conditions[int(_rng(self._entropy, STREAM_CONDITION, task_index, j, 0).integers(len(conditions)))]
+        return conditions[_cycled(self._entropy, STREAM_CONDITION, task_index, len(conditions), j)]
 
     def interim_order(self, interim: int, active: Sequence[str], n_per_interim: int) -> tuple[str, ...]:
         """The trials of AdaStop interim ``interim`` (1-based): ``n_per_interim`` per active agent,
         in one random order (agents taken in configuration order, as :meth:`round_order`)."""
         chosen = set(active)
         slots = [p for p in self.config.policies if p in chosen for _ in range(n_per_interim)]
-        order = _rng(self.seed, STREAM_INTERIM, interim).permutation(len(slots))
+        order = _rng(self._entropy, STREAM_INTERIM, interim).permutation(len(slots))
         return tuple(slots[int(i)] for i in order)
 
     def adastop_seed(self) -> int:
         """Seed of AdaStop's permutation paths (drawn at construction, before any data)."""
-        return int(_rng(self.seed, STREAM_ADASTOP).integers(2**63))
+        return int(_rng(self._public, STREAM_ADASTOP).integers(2**63))
 
     def token(self, session_id: str, trial_id: int) -> str:
         """The trial's token: 12 hex characters of HMAC-SHA256(session secret, trial id)."""
-        secret = hashlib.sha256(f"evalstop-token\0{self.seed}\0{session_id}".encode()).digest()
+        if self.key is None:
+            secret = hashlib.sha256(f"evalstop-token\0{self.config.seed}\0{session_id}".encode()).digest()
+        else:
+            secret = hashlib.sha256(b"evalstop-token\0" + self.key + b"\0" + session_id.encode()).digest()
         return hmac.new(secret, str(int(trial_id)).encode(), hashlib.sha256).hexdigest()[:TOKEN_LENGTH]
 
     def step_seed(self, comparison_index: int, metric_index: int) -> int:
         """Seed of STEP's randomized decisions for one comparison x metric (fixed before data)."""
-        return int(_rng(self.seed, STREAM_STEP, comparison_index, metric_index).integers(2**63))
+        return int(_rng(self._public, STREAM_STEP, comparison_index, metric_index).integers(2**63))

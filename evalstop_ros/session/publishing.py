@@ -14,7 +14,9 @@ Topics (relative names):
     Once per (re)start: the pre-registered configuration, its hash and the package version.
 ``session_event``
     Every journal event right after it is committed; after a restart the whole journal again
-    (same ``seq``), so a recorder started late still gets the full stream.
+    (same ``seq``), so a recorder started late still gets the full stream.  A trial request's
+    policy id and token are sealed (:func:`~.blinding.seal`): the key revealed at the end
+    restores them for the audit.
 ``trial_request``
     The pending trial, blinded (no policy id), when it or its attempt changes; ``trial_id`` 0
     once the session has ended.
@@ -34,6 +36,7 @@ import math
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from .blinding import seal
 from .journal import Event
 from .session import ClaimSnapshot, ComparisonSnapshot, EvaluationSession, PendingTrial, ScoreOutcome, SessionState
 
@@ -102,7 +105,7 @@ class SessionPublisher:
         self._changes += event.kind in SCORE_CHANGES
         self._send("session_event", {
             "session_id": session_id, "seq": event.seq, "kind": event.kind, "trial_id": event.trial_id or 0,
-            "payload_json": json.dumps(event.payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False)},
+            "payload_json": json.dumps(seal(event.kind, event.payload), sort_keys=True, separators=(",", ":"), ensure_ascii=False)},
             event.stamp_ns)
 
     def request(self, trial: PendingTrial) -> None:
@@ -206,6 +209,7 @@ def diagnostics(session: EvaluationSession | None, *, node: str, hardware_id: st
               ("awaiting", status.awaiting or ""), ("runner_faults", str(faults)), ("runner", runner or "ok"),
               ("max_trials_left", str(status.max_trials_left)),
               ("comparisons_decided", f"{status.comparisons_decided}/{status.comparisons_total}"),
+              ("scores_rejected", str(session.rejections)),
               ("session_id", session.session_id))
     out = [Diagnostic(level, session_name, message, hardware_id, values)]
     for c in session.comparisons():

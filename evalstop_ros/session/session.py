@@ -72,6 +72,12 @@ the state after a restart is, by construction, the state before the crash:
     ``schedule: active`` only: the surrogate's embeddings (once, before the first choice) and
     each round's chosen task with the acquisition scores and a digest of the data it saw.
     Replay takes the journaled choice; the audit re-computes it (:mod:`evalstop_ros.audit.active`).
+``key_revealed``
+    Right after ``finished`` or ``aborted`` (derived): the session's secret randomization key,
+    which the ``config`` event committed to (:mod:`.plan`), so the whole plan can be audited.
+``message_rejected``
+    :meth:`reject_message`: a message the node refused before it reached the session (e.g. a
+    failed signature), in bounded form.  Audit only.
 
 A crash *before* an append leaves no trace, and the caller never got an answer, so it retries;
 a crash *after* it leaves the event, which the restarted session has applied, so a retried score
@@ -151,6 +157,7 @@ import logging
 import math
 import os
 import threading
+import time
 from collections.abc import Callable
 from types import TracebackType
 from typing import Any, Concatenate, ParamSpec, TypeVar
@@ -488,6 +495,50 @@ class _Schedule:
     position: int = 0
 
 
+#: Longest operator/scorer name and notes a score may carry (longer ones are rejected).
+OPERATOR_CHARS = 64
+NOTES_CHARS = 2000
+#: Strings kept of a rejected submission, and of a rejection reason, in the journal.
+SUMMARY_CHARS = 64
+REASON_CHARS = 256
+#: Rejection warnings logged per window (the rest are counted and summarized in the next one).
+LOG_BURST = 10
+LOG_WINDOW_S = 60.0
+
+
+def bounded(value: object, limit: int = SUMMARY_CHARS) -> object:
+    """``value`` with a long string (or repr) cut to ``limit`` characters and its length noted."""
+    if isinstance(value, str) and len(value) > limit:
+        return f"{value[:limit]}... ({len(value)} characters)"
+    if not isinstance(value, (str, int, float, bool)) and value is not None:
+        return bounded(repr(value)[:limit + 1], limit)
+    return value
+
+
+class RateLimit:
+    """At most ``burst`` events per ``window`` seconds (monotonic clock); counts what it refuses."""
+
+    def __init__(self, burst: int, window: float) -> None:
+        self.burst, self.window = burst, window
+        self._start, self._used, self._dropped = -math.inf, 0, 0
+
+    def allow(self) -> bool:
+        """True if one more event fits in the current window."""
+        now = time.monotonic()
+        if now - self._start >= self.window:
+            self._start, self._used = now, 0
+        if self._used < self.burst:
+            self._used += 1
+            return True
+        self._dropped += 1
+        return False
+
+    def suppressed(self) -> str:
+        """``" (N similar messages suppressed)"`` once, after some were refused; else ``""``."""
+        dropped, self._dropped = self._dropped, 0
+        return f" ({dropped} similar messages suppressed)" if dropped else ""
+
+
 def _finite_or_none(value: float) -> float | None:
     return float(value) if math.isfinite(value) else None
 
@@ -529,7 +580,7 @@ class EvaluationSession:
             raise JournalError(f"journal {str(journal.path)!r} holds a different configuration: {'; '.join(changes)}")
         self.config = config
         self.session_id = session_id
-        self.plan = Plan(config)
+        self.plan = Plan(config, journal.plan_key)
         self._lock = threading.RLock()
         self._journal = journal
         self._book = TrialBook()
@@ -542,21 +593,27 @@ class EvaluationSession:
         #: ``schedule: active``: the journaled embeddings and each round's choice (round -> payload).
         self._embeddings: dict[str, list[list[float]]] | None = None
         self._choices: dict[int, dict[str, Any]] = {}
+        self._revealed = False
+        #: Scores rejected since this object was built (for diagnostics).
+        self.rejections = 0
+        self._log_limit = RateLimit(LOG_BURST, LOG_WINDOW_S)
         #: Called with every event right after it is journaled and applied (e.g. the node publishes it).
         self.on_commit: Callable[[Event], None] | None = None
         for event in journal.events():
             self._apply(event)
         self._settle()  # a crash between a score and its decision event: write the decision now
+        self._reveal()  # a crash between the end and the reveal
 
     @classmethod
     def open(cls, path: str | os.PathLike[str], config: SessionConfig, session_id: str, *,
-             durable: bool = True) -> EvaluationSession:
+             durable: bool = True, plan_key: bytes | None = None) -> EvaluationSession:
         """Open (create or resume) the journal at ``path`` and the session over it.
 
-        ``durable`` is passed to :meth:`Journal.open`.  Close the session (or use ``with``) to
-        release the journal.
+        ``durable`` and ``plan_key`` are passed to :meth:`Journal.open` (``plan_key``: tests only;
+        a live session's key comes from the OS).  Close the session (or use ``with``) to release
+        the journal.
         """
-        journal = Journal.open(path, session_id, config, durable=durable)
+        journal = Journal.open(path, session_id, config, durable=durable, plan_key=plan_key)
         try:
             return cls(config, journal, session_id)
         except BaseException:
@@ -611,6 +668,23 @@ class EvaluationSession:
         self._transition("abort", (SessionState.IDLE, SessionState.RUNNING, SessionState.PAUSED))
         self._commit("aborted", None, reason=str(reason))
         logger.info("session %s aborted: %s", self.session_id, reason)
+        self._reveal()
+
+    def _reveal(self) -> None:
+        """Once the session is over, journal its key (checked against the commitment on replay)."""
+        if self._state in (SessionState.FINISHED, SessionState.ABORTED) and not self._revealed:
+            self._commit("key_revealed", None, key=self.plan.key.hex() if self.plan.key else "",
+                         key_commitment=self._journal.key_commitment)
+            logger.info("session %s: randomization key revealed (commitment %s)", self.session_id,
+                        self._journal.key_commitment[:12])
+
+    @_locked
+    def reject_message(self, kind: str, reason: str, summary: dict[str, Any]) -> None:
+        """Journal a message refused before it reached the session (audit only; no state change).
+
+        ``summary`` must already be bounded (the node's :mod:`.auth` builds it).
+        """
+        self._commit("message_rejected", None, message=str(kind)[:64], reason=str(reason)[:256], summary=summary)
 
     @_locked
     def close(self) -> None:
@@ -734,8 +808,14 @@ class EvaluationSession:
             "token": _json_safe(token), "success": _json_safe(success), "progress": _json_safe(progress),
             "operator": _json_safe(operator), "notes": _json_safe(notes), "preference": _json_safe(preference),
         }
+        oversized = next((f"`{name}` is longer than {limit} characters ({len(value)})"
+                          for name, value, limit in (("token", token, 64), ("operator", operator, OPERATOR_CHARS),
+                                                     ("notes", notes, NOTES_CHARS), ("preference", preference, 16))
+                          if isinstance(value, str) and len(value) > limit), None)
+        if oversized:
+            return self._reject(trial_id, submission, oversized)
         if not self._known(trial_id):
-            return self._reject(trial_id, submission, f"unknown trial {trial_id!r}")
+            return self._reject(trial_id, submission, f"unknown trial {bounded(trial_id)!r}")
         record = self._book.trials[trial_id]
         if not (isinstance(token, str) and hmac.compare_digest(token, record.token)):
             return self._reject(trial_id, submission, f"wrong token for trial {trial_id}")
@@ -792,11 +872,18 @@ class EvaluationSession:
         return isinstance(trial_id, int) and not isinstance(trial_id, bool) and trial_id in self._book.trials
 
     def _reject(self, trial_id: object, submission: dict[str, Any], reason: str) -> ScoreOutcome:
-        """Journal a rejected score (with the trial id as claimed) and say why."""
+        """Journal a rejected score (with the trial id as claimed) in bounded form and say why.
+
+        Every string is cut to :data:`SUMMARY_CHARS` (with its full length), so one rejection adds
+        at most about 1 KB to the journal whatever was sent; the warning is rate-limited.
+        """
+        reason = str(bounded(reason, REASON_CHARS))
         column = trial_id if isinstance(trial_id, int) and self._known(trial_id) else None
-        self._commit("score_rejected", column, reason=reason, claimed_trial_id=_json_safe(trial_id),
-                     submission=submission)
-        logger.warning("score for trial %s rejected: %s", trial_id, reason)
+        self._commit("score_rejected", column, reason=reason, claimed_trial_id=bounded(_json_safe(trial_id)),
+                     submission={key: bounded(value) for key, value in submission.items()})
+        self.rejections += 1
+        if self._log_limit.allow():
+            logger.warning("score for trial %s rejected: %s", bounded(trial_id), reason + self._log_limit.suppressed())
         return ScoreOutcome(False, False, reason)
 
     # -- corrections -----------------------------------------------------------------------
@@ -1054,7 +1141,8 @@ class EvaluationSession:
                             f"{detail}")
 
     def _on_config(self, event: Event) -> None:
-        if event.seq != 1 or event.payload.get("config_hash") != self.config.config_hash:
+        if (event.seq != 1 or event.payload.get("config_hash") != self.config.config_hash
+                or event.payload.get("key_commitment") != self._journal.key_commitment):
             raise self._diverged(event, "the config event must be first and match the configuration")
 
     def _on_started(self, event: Event) -> None:
@@ -1079,6 +1167,16 @@ class EvaluationSession:
         if not all(t.decided for t in self._tests):
             raise self._diverged(event, "finished while some comparisons are undecided")
         self._state = SessionState.FINISHED
+
+    def _on_key_revealed(self, event: Event) -> None:
+        self._expect_state(event, SessionState.FINISHED, SessionState.ABORTED)
+        key = self.plan.key.hex() if self.plan.key else ""
+        if event.payload.get("key") != key or self._revealed:
+            raise self._diverged(event, "the revealed key is not the journal's key, or was revealed twice")
+        self._revealed = True
+
+    def _on_message_rejected(self, event: Event) -> None:
+        """Audit only."""
 
     def _expect_state(self, event: Event, *states: SessionState) -> None:
         if self._state not in states:
@@ -1178,6 +1276,7 @@ class EvaluationSession:
         if live and all(t.decided for t in self._tests):
             self._commit("finished", None, reason="every comparison is decided or out of budget")
             logger.info("session %s finished after %d trials", self.session_id, len(self._book.trials))
+            self._reveal()
 
     # -- scheduling --------------------------------------------------------------------------
     def _active(self, task: str | None = None) -> tuple[str, ...]:

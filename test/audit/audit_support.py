@@ -18,8 +18,8 @@ from evalstop_ros.audit.synthetic import Message, SimulatedLab, simulate_recordi
 from evalstop_ros.session import SessionConfig, parse_config
 
 #: Two policies, paired: success by STEP at 0.02 two-sided (shipped n_max 50 table at 0.01),
-#: progress by N-SCORE (K = 21) at 0.03.  With RATES both tests decide B_BETTER (STEP at pair 15,
-#: N-SCORE at 17): 34 trials.
+#: progress by N-SCORE (K = 21) at 0.03.  With RATES both tests decide B_BETTER (STEP at pair 16,
+#: N-SCORE at 18; the simulated recording's fixed plan key): 36 trials.
 BASE: dict[str, Any] = {
     "policies": ["policy_a", "policy_b"],
     "tasks": [{"id": "push", "description": "Push the block onto the target.",

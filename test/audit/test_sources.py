@@ -30,7 +30,7 @@ def test_bag_records_equal_across_storages(operator: list[Any], tmp_path: pathli
     fields = ("session_id", "configs", "events", "event_positions", "requests", "scores", "acks", "statuses", "states",
               "topic_counts", "start_ns", "end_ns")
     assert [repr(getattr(record, f)) for f in fields] == [repr(getattr(other, f)) for f in fields]  # NaN-safe
-    assert dict(record.topic_counts)["trial_score"] == 34
+    assert dict(record.topic_counts)["trial_score"] == 36
 
 
 def test_file_inside_a_bag_reads_the_bag(operator: list[Any], tmp_path: pathlib.Path) -> None:

@@ -24,7 +24,7 @@ from audit_support import (
 )
 
 from evalstop_ros.audit import audit
-from evalstop_ros.audit.synthetic import Message
+from evalstop_ros.audit.synthetic import Message, simulated_key
 
 STORAGES = ("sqlite3", "mcap")
 
@@ -35,6 +35,11 @@ def recordings() -> dict[str, list[Message]]:
     operator = recording("operator")
     return {"operator": operator, "auto": recording("auto"),
             "wire-only": [m for m in operator if m.topic != "session_event"]}
+
+
+def _key(source: str) -> bytes | None:
+    """A wire-only bag lacks the revealed key (it is on session_event): the auditor passes it."""
+    return simulated_key("sim") if source == "wire-only" else None
 
 
 def _same_trial(edit: Callable[[list[Message], int], list[Message]]) -> Callable[[list[Message]], tuple[list[Message], int]]:
@@ -72,10 +77,10 @@ def _case_id(case: tuple[str, Any, set[str]]) -> str:
 @pytest.mark.parametrize("scoring", ["operator", "auto", "wire-only"])
 def test_untampered_recording_verifies(recordings: dict[str, list[Message]], tmp_path: pathlib.Path, storage: str,
                                        scoring: str) -> None:
-    report = audit(bag(tmp_path / "bag", recordings[scoring], storage))
+    report = audit(bag(tmp_path / "bag", recordings[scoring], storage), key=_key(scoring))
     assert report.verified, [v.message for v in report.violations]
     assert [(t.metric, t.result.decision.name, t.result.stopping_trial) for t in report.tests] == \
-        [("success", "B_BETTER", 15), ("progress", "B_BETTER", 17)]
+        [("success", "B_BETTER", 16), ("progress", "B_BETTER", 18)]
     assert all(t.reproduced and t.checked > 0 for t in report.tests)
     # the tampered trial is one both tests consumed, so altering it must change what they saw
     assert all(TAMPERED in t.trials_a + t.trials_b for t in report.tests)
@@ -87,7 +92,7 @@ def test_tampered_recording_fails_naming_the_trial(recordings: dict[str, list[Me
                                                    storage: str, case: tuple[str, Any, set[str]]) -> None:
     source, tamper, evidence = case
     messages, trial_id = tamper(recordings[source])
-    report = audit(bag(tmp_path / "bag", messages, storage))
+    report = audit(bag(tmp_path / "bag", messages, storage), key=_key(source))
     codes = {v.code for v in report.violations}
     assert not report.verified
     assert evidence <= codes, (evidence, [(v.code, v.message) for v in report.violations])
@@ -114,7 +119,8 @@ def test_sqlite3_and_mcap_audit_identically(recordings: dict[str, list[Message]]
     messages = recordings["operator"] if case is None else case[1](recordings[case[0]])[0]
     outputs = []
     for storage in STORAGES:
-        status, payload = audit_json(bag(tmp_path / storage, messages, storage))
+        key = _key(case[0] if case else "operator")
+        status, payload = audit_json(bag(tmp_path / storage, messages, storage), *(["--key", key.hex()] if key else []))
         assert payload.pop("storage") == storage
         assert payload.pop("source") == str(tmp_path / storage)
         outputs.append((status, payload))

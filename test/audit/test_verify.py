@@ -12,7 +12,7 @@ import pytest
 from audit_support import TAMPERED, bag, make_config, recording
 
 from evalstop_ros.audit import audit
-from evalstop_ros.audit.synthetic import Message
+from evalstop_ros.audit.synthetic import Message, simulated_key
 from evalstop_ros.session import EvaluationSession
 from evalstop_ros.session.plan import Plan
 from evalstop_ros.stats.step import step_uniforms
@@ -75,8 +75,8 @@ def test_step_randomization_is_replayed_from_the_seed(tmp_path: pathlib.Path) ->
     step = report.tests[0]
     assert step.method == "step" and step.step is not None
     assert step.step.seed == Plan(make_config()).step_seed(0, 0)  # comparison 0, metric 0
-    assert step.step.stopping_trial == step.result.stopping_trial == 15
-    assert step.step.draw == float(step_uniforms(step.step.seed, 15, 1)[0])  # U_n from (seed, n) alone
+    assert step.step.stopping_trial == step.result.stopping_trial == 16
+    assert step.step.draw == float(step_uniforms(step.step.seed, 16, 1)[0])  # U_n from (seed, n) alone
     assert 0.0 < step.step.weight and step.step.draw < step.step.weight
 
 
@@ -107,7 +107,8 @@ def test_accepted_score_with_a_wrong_token(tmp_path: pathlib.Path) -> None:
     # Wire-only bag: the manager acknowledged a score whose token is not its trial's.
     wire = [m for m in recording("operator") if m.topic != "session_event"]
     index = [m.msg.trial_id for m in wire if m.topic == "trial_score"].index(TAMPERED)
-    report = audit(bag(tmp_path / "bag", _replace(wire, "trial_score", index, token="ffffffffffff"), "sqlite3"))
+    report = audit(bag(tmp_path / "bag", _replace(wire, "trial_score", index, token="ffffffffffff"), "sqlite3"),
+                   key=simulated_key("sim"))
     assert [(v.code, v.trial_ids) for v in report.violations] == [("token_mismatch", (TAMPERED,))]
 
 

@@ -191,3 +191,13 @@ def test_help_shows_defaults_and_an_example(evalstop):
     assert proc.returncode == 0 and proc.stderr == ""
     assert "(default 0)" in proc.stdout and "(default two-sided)" in proc.stdout
     assert "evalstop analyze towel.csv --method nscore" in proc.stdout
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["--method", "step", "--n-max", "2000000"], "argument --n-max: must lie in [1, 100000]; found 2000000"),
+    (["--method", "step", "--n-max", "20000"], "--n-max 20000 is too large for STEP"),
+    (["--method", "nscore", "--n-max", "0"], "argument --n-max: must lie in [1, 100000]; found 0"),
+])
+def test_n_max_is_bounded_with_a_clear_error(evalstop, tmp_path, argv, message):
+    result = evalstop("analyze", wide_csv(tmp_path), "--alpha", "0.05", *argv)
+    assert result.returncode == 2 and message in result.stderr and "Traceback" not in result.stderr

@@ -56,6 +56,14 @@ def test_manager_killed_at_random_points_loses_nothing(start_node: Any, probe: A
     start_node("sim_robot", params={"success_rates": RATES, "progress_means": [0.5, 0.5], "duration": 0.02,
                                     "failure_probability": 0.1, "seed": 5})
 
+    # Both runs must follow one plan: their journals are created up front with the same randomization
+    # key (a live manager draws a secret one), and the managers resume them.
+    from evalstop_ros.session.journal import Journal
+
+    for name in ("straight", "killed"):
+        (tmp_path / name).mkdir()
+        Journal.open(tmp_path / name / "crash.db", "crash", load_config(config), plan_key=bytes(range(32))).close()
+
     def manager(journal_dir: pathlib.Path) -> Any:
         # no exit_on_finish: the final status is read from the running manager, then Ctrl-C
         return start_node("evaluation_manager", params={

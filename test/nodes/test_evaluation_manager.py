@@ -73,8 +73,9 @@ def test_paired_session_reaches_the_decision_of_the_offline_analysis(
     assert (config_msg.session_id, config_msg.config_json, config_msg.config_hash) == \
         ("s1", journal.config_json, journal.config_hash)
     probe.spin_until(lambda: len(topics["event"]) >= len(journal.events), 10.0, "every journal event")
+    from evalstop_ros.session.blinding import seal
     assert [(e.seq, e.kind, e.trial_id, json.loads(e.payload_json)) for e in topics["event"]] == \
-        [(e.seq, e.kind, e.trial_id or 0, e.payload) for e in journal.events]
+        [(e.seq, e.kind, e.trial_id or 0, seal(e.kind, e.payload)) for e in journal.events]  # requests sealed
 
 
 def test_three_policies_drop_the_decided_policy(start_node: Any, probe: Any, tmp_path: pathlib.Path) -> None:

@@ -28,6 +28,8 @@ BASE: dict[str, Any] = {
 }
 
 #: Success rates of the crash-test session: STEP decides at pair 40, N-SCORE runs out at 50 (100 trials).
+#: A fixed randomization key for tests that compare two sessions (a live session draws its own).
+TEST_KEY = hashlib.sha256(b"evalstop test key2").digest()
 CRASH_RATES = {"pi0": 0.3, "pi1": 0.6}
 CRASH_SESSION = {"seed": 5}
 
@@ -127,7 +129,7 @@ def main(argv: list[str]) -> int:
     path, session_id, *rest = argv
     overrides, lab = SCENARIOS[rest[0] if rest else "step"]
     config = make_config(**overrides)
-    with EvaluationSession.open(path, config, session_id) as session:
+    with EvaluationSession.open(path, config, session_id, plan_key=TEST_KEY) as session:
         if session.state.value == "idle":
             session.start()
         drive(session, lab, fail_every=7)

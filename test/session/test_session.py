@@ -32,7 +32,7 @@ Outcomes = Callable[[PendingTrial], tuple[bool, float]]
 
 
 def open_session(path, session_id: str = "s1", **overrides) -> EvaluationSession:
-    return EvaluationSession.open(path, sim.make_config(**overrides), session_id, durable=False)
+    return EvaluationSession.open(path, sim.make_config(**overrides), session_id, durable=False, plan_key=sim.TEST_KEY)
 
 
 def started(path, **overrides) -> EvaluationSession:
@@ -124,7 +124,7 @@ def test_start_pause_resume_abort(journal_path):
         assert session.state == SessionState.ABORTED and session.next_trial() is None
         with pytest.raises(SessionError, match=r"cannot resume: session 's1' is aborted"):
             session.resume()
-    assert kinds(journal_path) == ["config", "started", "paused", "resumed", "aborted"]
+    assert kinds(journal_path) == ["config", "started", "paused", "resumed", "aborted", "key_revealed"]
 
 
 def test_state_survives_reopening(journal_path):
@@ -352,7 +352,7 @@ def test_decision_is_journaled_with_its_trigger(journal_path):
     assert decision.payload["n"] == status.n == status.stopping_trial
     assert decision.payload["pvalue"] == status.pvalue
     assert decision.trial_id == 2 * status.n  # the round's second trial completed the deciding pair
-    assert kinds(journal_path)[-2:] == ["decision", "finished"]
+    assert kinds(journal_path)[-3:] == ["decision", "finished", "key_revealed"]
 
 
 def test_budget_exhausted_after_n_max_pairs(journal_path):
@@ -578,12 +578,12 @@ def test_missing_decision_event_is_written_on_reopen(journal_path):
     events = read_journal(journal_path).events
     cut = next(e.seq for e in events if e.kind == "decision")
     truncated = journal_path.with_name("cut.db")
-    with Journal.open(truncated, "s1", sim.make_config(**FAST)) as journal:
+    with Journal.open(truncated, "s1", sim.make_config(**FAST), plan_key=sim.TEST_KEY) as journal:
         for event in events[1:cut - 1]:
             journal.append(event.kind, event.trial_id, **event.payload)
     with open_session(truncated, **FAST) as session:
         assert session.state == SessionState.FINISHED
-    assert kinds(truncated)[-2:] == ["decision", "finished"]
+    assert kinds(truncated)[-3:] == ["decision", "finished", "key_revealed"]
 
 
 def test_session_refuses_a_journal_of_another_session(journal_path):

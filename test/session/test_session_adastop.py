@@ -31,7 +31,7 @@ CONFIG = sim.make_config(**sim.ADASTOP_SESSION)
 
 
 def open_session(path) -> EvaluationSession:
-    return EvaluationSession.open(path, CONFIG, "ada", durable=False)
+    return EvaluationSession.open(path, CONFIG, "ada", durable=False, plan_key=sim.TEST_KEY)
 
 
 def play(session: EvaluationSession, trials: int | None = None) -> list:
@@ -124,7 +124,7 @@ def test_each_interim_runs_n_trials_of_every_agent_still_needed(finished):
         active = still
     orders = [tuple(per_interim[k]) for k in (1, 2)]
     assert orders[0] != orders[1] and orders[0][:N] != (orders[0][0],) * N  # random order, not blocks
-    assert Plan(CONFIG).interim_order(1, sim.AGENTS, N) == orders[0]
+    assert Plan(CONFIG, sim.TEST_KEY).interim_order(1, sim.AGENTS, N) == orders[0]
 
 
 def test_decisions_are_journaled_at_the_end_of_their_interim(finished):

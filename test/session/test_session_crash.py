@@ -75,7 +75,7 @@ def finish(path: pathlib.Path, scenario: str, *, deaths: dict[int, str] | None =
     deaths = dict(deaths or {})
     counter, sent, died = [0], {}, 0
     while True:
-        journal = Journal.open(path, SESSION_ID, config, durable=durable)
+        journal = Journal.open(path, SESSION_ID, config, durable=durable, plan_key=sim.TEST_KEY)
         try:
             session = EvaluationSession(config, DyingJournal(journal, deaths, counter), SESSION_ID)
             if session.state == SessionState.IDLE:
@@ -128,7 +128,7 @@ def reference_path(tmp_path_factory: pytest.TempPathFactory, scenario: str) -> p
 def reference(reference_path: pathlib.Path, scenario: str) -> tuple[object, dict[int, tuple[str, int, object]], int]:
     """The uninterrupted run: results, scores and number of events."""
     config = sim.make_config(**sim.SCENARIOS[scenario][0])
-    with EvaluationSession.open(reference_path, config, SESSION_ID, durable=False) as session:
+    with EvaluationSession.open(reference_path, config, SESSION_ID, durable=False, plan_key=sim.TEST_KEY) as session:
         outcome = results(session)
     return outcome, scores(reference_path), len(read_journal(reference_path).events)
 
@@ -139,7 +139,7 @@ def test_reference_run_is_the_intended_session(reference, reference_path, scenar
     decisions = [(c[2], c[7].name, c[6]) for c in comparisons]  # metric, decision, n
     if scenario == "step":
         assert status.trials_scored == 100
-        assert decisions == [("success", "B_BETTER", 40), ("progress", "BUDGET_EXHAUSTED", 50)]
+        assert decisions == [("success", "B_BETTER", 32), ("progress", "BUDGET_EXHAUSTED", 50)]
         assert appends > 300 and len(book) == 100
         return
     # AdaStop: some agents leave early, the tie runs to the last interim and ends "equal".

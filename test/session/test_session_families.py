@@ -12,6 +12,7 @@ sequential Holm decides (p0, p2) after 39 pairs where Bonferroni needs 48.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import math
 
 import pytest
@@ -28,6 +29,9 @@ from evalstop_ros.session import (
 from evalstop_ros.session.trials import TrialBook
 from evalstop_ros.stats.families import run_family
 from evalstop_ros.stats.sequential import Decision
+
+#: The randomization key of these sessions (fixed so that the pinned stops below are reproducible).
+FAMILY_KEY = hashlib.sha256(b"evalstop test keyf4").digest()
 
 FOUR = ["p0", "p1", "p2", "p3"]
 RATES = {"p0": 0.1, "p1": 0.45, "p2": 0.6, "p3": 0.95}
@@ -52,7 +56,7 @@ class Run:
 
 def run_session(path, correction: str, design: str = "paired") -> Run:
     config = family_config(correction, design)
-    with EvaluationSession.open(path, config, "fam", durable=False) as session:
+    with EvaluationSession.open(path, config, "fam", durable=False, plan_key=FAMILY_KEY) as session:
         session.start()
         sim.drive(session, RATES)
         assert session.state == SessionState.FINISHED
@@ -108,8 +112,8 @@ def test_holm_stops_sooner_than_bonferroni_on_the_same_lab(tmp_path):
     for status in holm.comparisons:
         if stops[status.policy_a, status.policy_b] is not None:  # Holm never claims less
             assert status.stopping_trial is not None and status.stopping_trial <= stops[status.policy_a, status.policy_b]
-    assert stops["p0", "p2"] == 48 and next(c.stopping_trial for c in holm.comparisons if
-                                            (c.policy_a, c.policy_b) == ("p0", "p2")) == 39
+    assert stops["p0", "p2"] == 41 and next(c.stopping_trial for c in holm.comparisons if
+                                            (c.policy_a, c.policy_b) == ("p0", "p2")) == 40
     assert holm.trials < bonferroni.trials
 
 
@@ -129,13 +133,13 @@ def freeze(session: EvaluationSession) -> tuple[object, ...]:
 
 def test_holm_session_reopens_to_the_same_state(journal_path):
     config = family_config("holm")
-    with EvaluationSession.open(journal_path, config, "fam", durable=False) as session:
+    with EvaluationSession.open(journal_path, config, "fam", durable=False, plan_key=FAMILY_KEY) as session:
         session.start()
-        for _ in range(130):  # mid-session, some comparisons decided, a pair ahead of the analysis
+        for _ in range(170):  # mid-session, some comparisons decided, a pair ahead of the analysis
             sim.step(session, RATES)
         assert 0 < session.status().comparisons_decided < 6
         snapshot = freeze(session)
-    with EvaluationSession.open(journal_path, config, "fam", durable=False) as session:
+    with EvaluationSession.open(journal_path, config, "fam", durable=False, plan_key=FAMILY_KEY) as session:
         assert freeze(session) == snapshot
 
 
@@ -143,7 +147,7 @@ def test_holm_edits_of_open_comparisons_keep_the_offline_equivalence(journal_pat
     # Voids and corrections of pairs only open comparisons consumed are allowed; the session still
     # ends where the offline re-analysis of the final scores does.
     config = family_config("holm")
-    with EvaluationSession.open(journal_path, config, "fam", durable=False) as session:
+    with EvaluationSession.open(journal_path, config, "fam", durable=False, plan_key=FAMILY_KEY) as session:
         session.start()
         edits, pending = [], {90: "void", 100: "correct", 150: "void", 160: "correct", 170: "void"}
         while sim.step(session, RATES) is not None:
@@ -167,7 +171,7 @@ def test_holm_edits_of_open_comparisons_keep_the_offline_equivalence(journal_pat
 
 def test_holm_refuses_to_change_a_pair_a_decision_consumed(journal_path):
     config = family_config("holm")
-    with EvaluationSession.open(journal_path, config, "fam", durable=False) as session:
+    with EvaluationSession.open(journal_path, config, "fam", durable=False, plan_key=FAMILY_KEY) as session:
         session.start()
         while not any(c.decision == Decision.B_BETTER for c in session.comparisons()):
             sim.step(session, RATES)
@@ -184,7 +188,7 @@ def test_holm_edit_that_would_move_a_decision_is_refused(journal_path, monkeypat
     # Holm's rule is monotone, so an edit sparing the decided comparisons' pairs can move a decision
     # only through a cascade (a decision made possible earlier); a stub re-analysis stands in for it.
     config = family_config("holm")
-    with EvaluationSession.open(journal_path, config, "fam", durable=False) as session:
+    with EvaluationSession.open(journal_path, config, "fam", durable=False, plan_key=FAMILY_KEY) as session:
         session.start()
         while not any(c.decision == Decision.B_BETTER for c in session.comparisons()):
             sim.step(session, RATES)

@@ -9,6 +9,7 @@ import pytest
 from session_sim import make_config
 
 from evalstop_ros.session.journal import KINDS, Journal, JournalError, read_journal
+from evalstop_ros.session.plan import commit_key
 
 
 def test_new_journal_stores_the_exact_config_first(journal_path):
@@ -18,7 +19,8 @@ def test_new_journal_stores_the_exact_config_first(journal_path):
         assert (journal.session_id, journal.config_hash, journal.config_json) == ("s1", config.config_hash,
                                                                                   config.canonical_json())
     assert (first.seq, first.kind, first.trial_id) == (1, "config", None)
-    assert first.payload == {"config": config.to_dict(), "config_hash": config.config_hash}
+    assert first.payload == {"config": config.to_dict(), "config_hash": config.config_hash,
+                             "key_commitment": commit_key(journal.plan_key, "s1")}
 
 
 def test_round_trip_through_reopen_and_read_journal(journal_path):

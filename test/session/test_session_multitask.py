@@ -71,7 +71,7 @@ class Run:
 
 def run(path, **overrides) -> Run:
     config = sim.make_config(**{**SETTINGS, **overrides})
-    with EvaluationSession.open(path, config, "mt", durable=False) as session:
+    with EvaluationSession.open(path, config, "mt", durable=False, plan_key=sim.TEST_KEY) as session:
         session.start()
         trials = lab_for(RATES)(session)
         assert session.state == SessionState.FINISHED
@@ -192,7 +192,7 @@ def test_step_every_task_claim_uses_the_sessions_step_seeds(tmp_path):
     rates = {**RATES, ("c2", "t1"): 0.05, ("base", "t1"): 0.6}
     config = sim.make_config(**{**SETTINGS, "claim": "every", "n_max": 50, "alpha": 0.1,
                                 "metrics": [{"name": "success", "method": "step", "alternative": "greater"}]})
-    with EvaluationSession.open(tmp_path / "s.db", config, "mt", durable=False) as session:
+    with EvaluationSession.open(tmp_path / "s.db", config, "mt", durable=False, plan_key=sim.TEST_KEY) as session:
         session.start()
         refuted = None
         while (trial := session.next_trial()) is not None:
@@ -230,19 +230,19 @@ def test_multitask_session_reopens_to_the_same_state(journal_path):
                 for c in session.comparisons()]
         return session.status(), rows, session.claims(), session.pending_trial()
 
-    with EvaluationSession.open(journal_path, config, "mt", durable=False) as session:
+    with EvaluationSession.open(journal_path, config, "mt", durable=False, plan_key=sim.TEST_KEY) as session:
         session.start()
         for _ in range(200):
             sim.step(session, lambda p, t: sim.outcome(p, t, {p: 0.5}))
         snapshot = freeze(session)
         assert snapshot[0].active_tasks and snapshot[0].max_trials_left > 0
-    with EvaluationSession.open(journal_path, config, "mt", durable=False) as session:
+    with EvaluationSession.open(journal_path, config, "mt", durable=False, plan_key=sim.TEST_KEY) as session:
         assert freeze(session) == snapshot
 
 
 def test_per_task_letters_refuse_an_unknown_task(tmp_path):
     config = sim.make_config(**SETTINGS, claim="any")
-    with EvaluationSession.open(tmp_path / "s.db", config, "mt", durable=False) as session:
+    with EvaluationSession.open(tmp_path / "s.db", config, "mt", durable=False, plan_key=sim.TEST_KEY) as session:
         with pytest.raises(SessionError, match=r"`task` should be one of \['t0', 't1', 't2'\]; found 't9'"):
             session.letters(task="t9")
         assert session.letters(task="t0") == {}  # no scores yet
