@@ -51,7 +51,8 @@ def pack(message: Any) -> bytes:
     >>> unpack(pack({"actions": np.zeros((2, 8), np.float32)}))["actions"].shape
     (2, 8)
     """
-    return msgpack.packb(message, default=_encode, use_bin_type=True)
+    packed: bytes = msgpack.packb(message, default=_encode, use_bin_type=True)
+    return packed
 
 
 def unpack(payload: bytes) -> Any:

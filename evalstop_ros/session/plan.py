@@ -191,7 +191,7 @@ class Plan:
         """
         if not pairs:
             raise ValueError("no pair is left to draw")
-        rng = _rng(self.seed, STREAM_AB, round_number)
+        rng = _rng(self._entropy, STREAM_AB, round_number)
         first, second = pairs[int(rng.integers(len(pairs)))]
         return (first, second) if rng.random() < 0.5 else (second, first)
 
