@@ -90,12 +90,17 @@ def test_oc_equals_core(evalstop, stdout_json):
     ("args", "fragment"),
     [
         (["check", "--n-max", "10", "--alpha", "1.5"], "`alpha` must lie in (0, 1); found 1.5"),
-        (["oc", "--n-max", "0", "--alpha", "0.05", "--p0", "0.1", "--p1", "0.2"], "`n_max` must be a positive integer; found 0"),
         (["oc", "--n-max", str(N_MAX), "--alpha", "0.05", "--p0", "1.1", "--p1", "0.2"], "`p0` must lie in [0, 1]"),
     ],
 )
 def test_input_errors(evalstop, args, fragment, input_error):
     input_error(evalstop("step", *args), "step", fragment)
+
+
+def test_n_max_out_of_range_is_a_usage_error(evalstop):
+    proc = evalstop("step", "oc", "--n-max", "0", "--alpha", "0.05", "--p0", "0.1", "--p1", "0.2")
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert "argument --n-max: must lie in [1, 100000]; found 0" in proc.stderr
 
 
 def test_missing_sub_verb_is_a_usage_error(evalstop):
