@@ -48,6 +48,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     serve.add_argument("--schedule", choices=("need", "uniform"), default="need")
     serve.add_argument("--method", default="nscore", help="pairwise anytime-valid test (default %(default)s)")
     serve.add_argument("--alpha", type=float, default=0.05)
+    serve.add_argument("--ranker", choices=("winrate", "bt"), default="winrate", help="ranking model (default %(default)s)")
     serve.add_argument("--public-leaderboard", action="store_true", help="serve the leaderboard without a key")
     serve.add_argument("--seed", type=int, default=None, help="seed of the pair draws")
     policy = sub.add_parser("add-policy", help="register a policy")
@@ -69,6 +70,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     analyze.add_argument("journal", help="JSON-lines journal from `evalstop hub export`")
     analyze.add_argument("--method", default="nscore")
     analyze.add_argument("--alpha", type=float, default=0.05)
+    analyze.add_argument("--ranker", choices=("winrate", "bt"), default="winrate")
     analyze.add_argument("--json", action="store_true")
     run = sub.add_parser("station", help="run a simulated station against a hub")
     run.add_argument("--hub", required=True, help="hub URL, e.g. http://127.0.0.1:8765")
@@ -95,7 +97,7 @@ def _serve(args: argparse.Namespace) -> int:
 
     store = open_store(args.db)
     settings = HubSettings(tasks=tuple(t for t in args.tasks.split(",") if t), lease_seconds=args.lease_seconds,
-                           schedule=args.schedule, method=args.method, alpha=args.alpha,
+                           schedule=args.schedule, method=args.method, alpha=args.alpha, ranker=args.ranker,
                            public_leaderboard=args.public_leaderboard, seed=args.seed)
     app = create_app(store, settings)
     print(f"evalstop hub on http://{args.host}:{args.port} ({store.dialect}, schema v{store.schema_version()})",
@@ -162,7 +164,7 @@ def _analyze(args: argparse.Namespace) -> int:
 
     entries = load_journal(args.journal)
     policies = sorted(e["body"]["policy"] for e in entries if e["kind"] == "policy_added")
-    board = leaderboard(policies, entries, method=args.method, alpha=args.alpha)
+    board = leaderboard(policies, entries, method=args.method, alpha=args.alpha, ranker=args.ranker)
     if args.json:
         print_json(board)
         return 0

@@ -57,6 +57,7 @@ class HubSettings:
     schedule: str = "need"
     method: str = "nscore"
     alpha: float = 0.05
+    ranker: str = "winrate"
     public_leaderboard: bool = False
     max_body: int = 64 * 1024
     seed: int | None = None
@@ -127,7 +128,8 @@ class _Board:
     def __init__(self, store: HubStore, settings: HubSettings) -> None:
         self._store = store
         self._lock = threading.Lock()
-        self._board = Leaderboard(store.policies(), method=settings.method, alpha=settings.alpha)
+        self._board = Leaderboard(store.policies(), method=settings.method, alpha=settings.alpha,
+                                  ranker=settings.ranker)
         self._seq = 0
         self._snapshot: dict[str, Any] | None = None
 

@@ -8,10 +8,10 @@ exported one (:func:`leaderboard`), so the two agree by construction and the tes
   journal order to the statistics core's own sequential process (:func:`~evalstop_ros.stats.registry.make_process`,
   N-SCORE by default: anytime-valid, so reading it after every upload keeps its guarantee;
   seed ``000_*`` N-SCORE, Theorem 1).
-* The ranking is a stand-in until ``stats/ranking`` lands: policies ordered by their win rate over
-  all their A/B trials (a win 1, a tie 1/2; RoboArena seed ``001_*`` reports the same raw
-  statistic next to its Bradley-Terry scores). :data:`RANKERS` is the hook where the
-  Bradley-Terry / Elo rankers plug in.
+* The ranking: by default policies ordered by their win rate over all their A/B trials (a win 1,
+  a tie 1/2; RoboArena seed ``001_*`` reports the same raw statistic next to its Bradley-Terry
+  scores); ``bt`` fits Bradley-Terry with the core's ``stats.ranking.fit_bt``. :data:`RANKERS`
+  is the hook where further models plug in.
 """
 
 from __future__ import annotations
@@ -67,8 +67,33 @@ def win_rate_ranking(policies: Sequence[str], trials: Sequence[Trial]) -> list[d
             for rank, p in enumerate(sorted(wins, key=order), 1)]
 
 
-#: Ranking methods by name; stats/ranking's Bradley-Terry, Davidson and Elo register here.
-RANKERS: dict[str, Callable[[Sequence[str], Sequence[Trial]], list[dict[str, Any]]]] = {"winrate": win_rate_ranking}
+def bt_ranking(policies: Sequence[str], trials: Sequence[Trial]) -> list[dict[str, Any]]:
+    """Policies by Bradley-Terry log-ability (:func:`~evalstop_ros.stats.ranking.fit_bt`, RoboArena
+    seed ``001_*`` §3), the higher score of a trial preferred, equal scores a tie; the win-rate
+    columns are kept beside it."""
+    from ..stats.ranking import Comparisons, fit_bt
+
+    names = tuple(sorted(policies))
+    index = {name: k for k, name in enumerate(names)}
+    rows = win_rate_ranking(names, trials)
+    if not trials:
+        return rows
+    outcome = [2 if t.score_a > t.score_b else 1 if t.score_a == t.score_b else 0 for t in trials]
+    data = Comparisons(names, np.array([index[t.policy_a] for t in trials]), np.array([index[t.policy_b] for t in trials]),
+                       np.array(outcome), np.array([t.score_a for t in trials]), np.array([t.score_b for t in trials]),
+                       tuple(t.task for t in trials))
+    fit = fit_bt(data)
+    score = {name: float(fit.scores[k]) for k, name in enumerate(names)}
+    rows.sort(key=lambda row: (-score[row["policy"]], row["policy"]))
+    for rank, row in enumerate(rows, 1):
+        row["rank"] = rank
+        row["bt_score"] = score[row["policy"]]
+    return rows
+
+
+#: Ranking methods by name (``--ranker``); more models of stats/ranking can register here.
+RANKERS: dict[str, Callable[[Sequence[str], Sequence[Trial]], list[dict[str, Any]]]] = {
+    "winrate": win_rate_ranking, "bt": bt_ranking}
 
 
 #: The core's sequential tests valid at any stopping time with no horizon (stats.methods.FACTS).

@@ -40,6 +40,8 @@ def test_pair_test_is_the_core_test_on_oriented_pairs() -> None:
     assert pair["decision"] == core.decision.name.lower() == "b_better" and pair["better"] == "good"
     assert pair["stopping_trial"] == core.stopping_trial
     assert [row["policy"] for row in board["ranking"]] == ["good", "bad"]
+    bt = leaderboard(["bad", "good"], _entries(trials), ranker="bt")["ranking"]
+    assert [row["policy"] for row in bt] == ["good", "bad"] and bt[0]["bt_score"] > bt[1]["bt_score"]
     with pytest.raises(HubError, match="anytime-valid test without a horizon"):
         leaderboard(["a"], [], method="step")
 
