@@ -41,12 +41,14 @@ def _open_pairs(config: SessionConfig, decided: set[tuple[str, str, str, str]]) 
     return result
 
 
-def check_choices(config: SessionConfig, events: Sequence[Event]) -> list[tuple[str, str]]:
-    """``(code, message)`` for every scheduling choice the replay does not reproduce (module docstring)."""
+def check_choices(config: SessionConfig, events: Sequence[Event], plan: Plan) -> list[tuple[str, str]]:
+    """``(code, message)`` for every scheduling choice the replay does not reproduce (module docstring).
+
+    ``plan``: the session's plan with its revealed randomization key (the conditions come from it).
+    """
     from ..active.scheduler import Observation, choose_task  # torch: only for active sessions
 
     problems: list[tuple[str, str]] = []
-    plan = Plan(config)
     tasks = [t.id for t in config.tasks]
     metric = config.active_settings().metric or config.metrics[0].name
     book = TrialBook()

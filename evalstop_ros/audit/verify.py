@@ -1205,7 +1205,7 @@ def verify(record: SessionRecord, *, config: SessionConfig | None = None, key: b
     if resolved.schedule == "active":  # re-run every scheduling choice from the journal (seed 004)
         from .active import check_choices
         try:
-            for code, message in check_choices(resolved, v.events):
+            for code, message in check_choices(resolved, v.events, v.plan):
                 v.violate(code, [], message, data=False)
         except ImportError as err:
             v.notes.append(f"schedule 'active': the task choices were not re-run ({err}; install evalstop[active])")
