@@ -46,10 +46,12 @@ def test_package_xml_header() -> None:
 
 @pytest.mark.parametrize(("tag", "names"), [
     ("buildtool_depend", {"ament_cmake", "ament_cmake_python", "rosidl_default_generators"}),
+    # launch files are part of the package: launch/launch_ros at run time
     ("exec_depend", {"rclpy", "rosidl_default_runtime", "diagnostic_msgs", "python3-numpy",
-                     "python3-scipy", "python3-pydantic", "python3-yaml"}),
-    # the tools of test/nodes and test/launch
-    ("test_depend", {"launch", "launch_ros", "launch_testing", "launch_testing_ros", "python3-pytest"}),
+                     "python3-scipy", "python3-pydantic", "python3-yaml", "launch", "launch_ros"}),
+    # the tools of test/nodes and test/launch, and what `colcon test` runs them with
+    ("test_depend", {"launch_testing", "launch_testing_ros", "launch_testing_ament_cmake", "ament_cmake_pytest",
+                     "python3-pytest"}),
     # message packages our .msg files include
     ("depend", {"std_msgs", "builtin_interfaces", "action_msgs"}),
 ])
