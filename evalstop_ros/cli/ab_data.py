@@ -69,6 +69,7 @@ def _load_session(path: str) -> ABTable:
     except ImportError as err:
         raise CliError(f"reading a session needs rosbags ({err}); pip install 'evalstop[audit]'") from err
     from ..session.ab import ab_rounds
+    from ..session.blinding import revealed_key, unseal
     from ..session.config import ConfigError, parse_config
     from ..session.errors import SessionError
 
@@ -80,7 +81,14 @@ def _load_session(path: str) -> ABTable:
         raise CliError(f"{path}: the session has no configuration")
     try:
         config = parse_config(json.loads(record.configs[-1].config_json))
-        rounds = ab_rounds(config, record.events)
+        events = list(record.events)
+        if any(e.payload.get("sealed") for e in events if e.kind == "trial_requested"):
+            # a recording: the policies behind the labels come back with the key revealed at the end
+            key, problem = revealed_key(events, record.session_id)
+            if key is None:
+                raise CliError(f"{path}: cannot tell which policy ran which trial: {problem}")
+            events = unseal(events, config, key, record.session_id)
+        rounds = ab_rounds(config, events)
     except (ConfigError, SessionError, ValueError) as err:
         raise CliError(f"{path}: {err}") from err
     if len(rounds.data) == 0:

@@ -80,7 +80,7 @@ def test_every_round_runs_one_open_pair_from_one_condition(tmp_path: pathlib.Pat
             later = [e for e in requested if e.seq > max(seqs) and e.payload["rerun_of"] is None]
             drawn = {frozenset(t["policy_id"] for t in rounds[int(e.payload["round"])]) for e in later}
             assert pair not in drawn
-    assert contents.events[-1].kind == "finished"
+    assert [e.kind for e in contents.events][-2:] == ["finished", "key_revealed"]
 
 
 def test_rounds_become_comparisons_with_preferences(tmp_path: pathlib.Path) -> None:
