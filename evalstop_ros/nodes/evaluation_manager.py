@@ -83,8 +83,10 @@ WATCH_PERIOD = 0.2
 def check_parameter(name: str, value: Any) -> str:
     """Why ``value`` is not valid for parameter ``name`` ("" if it is); applied at start-up and on set.
 
-    >>> check_parameter("alpha", 1.0), check_parameter("alpha", 0.0), check_parameter("max_attempts", 0)
-    ('`alpha` must lie in (0, 1), or be 0 for the config\\'s; found 1.0', '', '`max_attempts` must be >= 1; found 0')
+    >>> check_parameter("alpha", 1.0)
+    "`alpha` must lie in (0, 1), or be 0 for the config's; found 1.0"
+    >>> check_parameter("alpha", 0.0), check_parameter("max_attempts", 0)
+    ('', '`max_attempts` must be >= 1; found 0')
     """
     if name == "alpha" and not (value == 0.0 or 0.0 < value < 1.0):
         return f"`alpha` must lie in (0, 1), or be 0 for the config's; found {value!r}"
