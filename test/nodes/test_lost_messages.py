@@ -20,6 +20,7 @@ LOSSY_RUNNER = str(pathlib.Path(__file__).with_name("lossy_runner.py"))
 #: A short session (n_max 10 per policy) decided by the budget or earlier; both metrics auto-scored.
 SESSION = {"n_max": 10, "seed": 11}
 ROBOT = {"success_rates": [0.3, 0.8], "duration": 0.0}
+PLAN_KEY = bytes(range(32))
 
 
 def _status_topic(probe: Any, prefix: str = "") -> list[Any]:
@@ -31,9 +32,16 @@ def _status_topic(probe: Any, prefix: str = "") -> list[Any]:
 
 
 def _manager_params(tmp_path: pathlib.Path, name: str) -> dict[str, Any]:
-    return {"config_file": str(write_config(tmp_path / f"{name}.yaml", **SESSION)), "session_id": "s1",
-            "journal_dir": str(tmp_path / name), "journal_fsync": False, "exit_on_finish": True,
-            "goal_response_timeout": 2.0}
+    from evalstop_ros.session import load_config
+    from evalstop_ros.session.journal import Journal
+
+    config = write_config(tmp_path / f"{name}.yaml", **SESSION)
+    # every run follows one plan: its journal is created up front with a shared randomization key
+    # (a live manager draws a secret one), and the manager resumes it
+    (tmp_path / name).mkdir()
+    Journal.open(tmp_path / name / "s1.db", "s1", load_config(config), plan_key=PLAN_KEY).close()
+    return {"config_file": str(config), "session_id": "s1", "journal_dir": str(tmp_path / name),
+            "journal_fsync": False, "exit_on_finish": True, "goal_response_timeout": 2.0}
 
 
 @pytest.fixture
