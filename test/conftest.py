@@ -320,3 +320,32 @@ def probe(ros_env: dict[str, str], namespace: str) -> Iterator[RosProbe]:
     finally:
         node.close()
 
+
+
+# -- headless Chromium (the report and the hub's leaderboard page) ------------------------------
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                  "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                  "--hide-scrollbars")
+
+
+@pytest.fixture(scope="session")
+def chromium() -> Callable[..., subprocess.CompletedProcess[str]]:
+    """``chromium(profile_dir, *args)``: run Debian's headless Chromium (``tools/install_chromium.sh``).
+
+    Skips without it, unless ``EVALSTOP_REPORT_REQUIRED`` is set (``make test``): then a failure.
+    """
+    import shutil
+
+    found = CHROMIUM if os.access(CHROMIUM, os.X_OK) else shutil.which("chromium")
+    if found is None:
+        if os.environ.get("EVALSTOP_REPORT_REQUIRED"):
+            pytest.fail(f"{CHROMIUM} is missing but EVALSTOP_REPORT_REQUIRED is set; run tools/install_chromium.sh")
+        pytest.skip(f"headless Chromium not found ({CHROMIUM}); run tools/install_chromium.sh (make test does)")
+    binary = found
+
+    def run(profile: pathlib.Path, *args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([binary, *CHROMIUM_FLAGS, f"--user-data-dir={profile}", *args],
+                              capture_output=True, text=True, timeout=120, check=False)
+
+    return run

@@ -17,6 +17,26 @@ class CliError(ValueError):
     """Bad command-line input (a file, a row, an option combination): reported in one line, exit 2."""
 
 
+def read_csv_rows(path: str) -> list[tuple[int, list[str]]]:
+    """The non-blank rows of CSV file ``path`` with their line numbers; the first is the header.
+
+    Raises :class:`CliError` naming the file when it cannot be read or parsed, or is empty.
+    """
+    import csv
+
+    try:
+        with open(path, newline="", encoding="utf-8") as handle:
+            reader = csv.reader(handle)
+            rows = [(reader.line_num, row) for row in reader if any(cell.strip() for cell in row)]
+    except OSError as err:
+        raise CliError(f"cannot read {path}: {err.strerror or err}") from err
+    except (UnicodeDecodeError, csv.Error) as err:
+        raise CliError(f"cannot parse {path}: {err}") from err
+    if not rows:
+        raise CliError(f"{path}: the file is empty; expected a header row")
+    return rows
+
+
 def print_json(payload: dict[str, Any]) -> None:
     """Print ``payload`` as the verb's single JSON object (sorted keys; NaN is an error)."""
     print(json.dumps(payload, sort_keys=True, allow_nan=False))

@@ -19,14 +19,13 @@ Every error names the file, the line (header = line 1) and the offending value.
 
 from __future__ import annotations
 
-import csv
 import dataclasses
 import json
 import math
 import pathlib
 
 from ..stats.ranking import PREFERENCES, Comparisons, comparisons
-from ._common import CliError
+from ._common import CliError, read_csv_rows
 from .data import parse_number
 
 REQUIRED = ("policy_a", "policy_b", "preference", "progress_a", "progress_b")
@@ -98,16 +97,7 @@ def _load_session(path: str) -> ABTable:
 
 def load_ab_csv(path: str) -> ABTable:
     """Read the A/B comparisons of ``path``; raises :class:`CliError` on any malformed row."""
-    try:
-        with open(path, newline="", encoding="utf-8") as handle:
-            reader = csv.reader(handle)
-            rows = [(reader.line_num, row) for row in reader if any(cell.strip() for cell in row)]
-    except OSError as err:
-        raise CliError(f"cannot read {path}: {err.strerror or err}") from err
-    except (UnicodeDecodeError, csv.Error) as err:
-        raise CliError(f"cannot parse {path}: {err}") from err
-    if not rows:
-        raise CliError(f"{path}: the file is empty; expected a header row")
+    rows = read_csv_rows(path)
     header = [name.strip() for name in rows[0][1]]
     missing = [name for name in REQUIRED if name not in header]
     if missing:

@@ -16,7 +16,6 @@ Every error names the file, the line (header = line 1) and the offending value.
 
 from __future__ import annotations
 
-import csv
 import dataclasses
 import math
 
@@ -24,7 +23,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from ..stats.validation import SCORE_TOLERANCE
-from ._common import CliError
+from ._common import CliError, read_csv_rows
 
 WIDE_COLUMNS = ("policy_a", "policy_b")
 LONG_COLUMNS = ("trial", "policy", "score")
@@ -109,16 +108,7 @@ def load_pairs(path: str, columns: tuple[str, str] | None = None) -> PairedScore
     """
     if columns is not None and columns[0] == columns[1]:
         raise CliError(f"--columns must name two different policies; found {columns[0]!r} twice")
-    try:
-        with open(path, newline="", encoding="utf-8") as handle:
-            reader = csv.reader(handle)
-            rows = [(reader.line_num, row) for row in reader if any(cell.strip() for cell in row)]
-    except OSError as err:
-        raise CliError(f"cannot read {path}: {err.strerror or err}") from err
-    except (UnicodeDecodeError, csv.Error) as err:
-        raise CliError(f"cannot parse {path}: {err}") from err
-    if not rows:
-        raise CliError(f"{path}: the file is empty; expected a header row")
+    rows = read_csv_rows(path)
     header_line, raw_header = rows[0]
     header = [name.strip() for name in raw_header]
     for name in header:

@@ -4,15 +4,16 @@ from __future__ import annotations
 
 import contextlib
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import rclpy
 from rcl_interfaces.msg import FloatingPointRange, IntegerRange, ParameterDescriptor
 from rclpy.exceptions import ParameterException
+from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor
 from rclpy.node import Node
 
-__all__ = ["EXIT_FAILURE", "EXIT_OK", "EXIT_USAGE", "declare", "parameter_error", "ros_context"]
+__all__ = ["EXIT_FAILURE", "EXIT_OK", "EXIT_USAGE", "declare", "parameter_error", "ros_context", "spin_node"]
 
 #: Process exit codes of the node executables.
 EXIT_OK = 0
@@ -88,3 +89,29 @@ def ros_context(args: list[str] | None) -> Iterator[None]:
             raise
     finally:
         rclpy.try_shutdown()
+
+
+def spin_node(name: str, factory: Callable[[], Node], args: list[str] | None, *, threads: int = 2,
+              on_exit: Callable[[Node], None] | None = None) -> int:
+    """Run the node ``factory()`` builds until Ctrl-C or an external shutdown (a node's ``main``).
+
+    Exit status 0, or 2 with one FATAL line naming the parameter when its parameters are
+    invalid.  ``on_exit(node)`` runs when spinning ends (e.g. stop the robot).
+    """
+    try:
+        with ros_context(args):
+            try:
+                node = factory()
+            except (ParameterException, ValueError, TypeError) as err:
+                rclpy.logging.get_logger(name).fatal(f"invalid parameters: {parameter_error(err)}")
+                return EXIT_USAGE
+            executor = MultiThreadedExecutor(num_threads=threads)
+            executor.add_node(node)
+            try:
+                executor.spin()
+            finally:
+                if on_exit is not None:
+                    on_exit(node)
+    except (KeyboardInterrupt, ExternalShutdownException):
+        pass
+    return EXIT_OK

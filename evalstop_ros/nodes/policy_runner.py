@@ -34,8 +34,6 @@ from evalstop.srv import SessionControl
 from rclpy.action import ActionServer, CancelResponse, GoalResponse
 from rclpy.action.server import ServerGoalHandle
 from rclpy.callback_groups import ReentrantCallbackGroup
-from rclpy.exceptions import ParameterException
-from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor
 from rclpy.node import Node
 from std_srvs.srv import SetBool, Trigger
 
@@ -46,7 +44,7 @@ from ..runner.episode import EpisodeControl, EpisodeSettings, Progress, run_epis
 from ..runner.errors import RunnerError
 from ..runner.recorder import EpisodeRecorder
 from ..runner.trials import RunLedger, load_servers
-from ._common import EXIT_OK, EXIT_USAGE, declare, parameter_error, ros_context
+from ._common import declare, spin_node
 
 __all__ = ["PolicyRunner", "main"]
 
@@ -265,19 +263,5 @@ class PolicyRunner(Node):
 
 def main(args: list[str] | None = None) -> int:
     """Run the node until Ctrl-C or an external shutdown; exit code 0, or 2 on bad parameters."""
-    try:
-        with ros_context(args):
-            try:
-                node = PolicyRunner()
-            except (ParameterException, ValueError, TypeError) as err:
-                rclpy.logging.get_logger("policy_runner").fatal(f"invalid parameters: {parameter_error(err)}")
-                return EXIT_USAGE
-            executor = MultiThreadedExecutor(num_threads=4)
-            executor.add_node(node)
-            try:
-                executor.spin()
-            finally:
-                node.robot.stop()
-    except (KeyboardInterrupt, ExternalShutdownException):
-        pass
-    return EXIT_OK
+    return spin_node("policy_runner", PolicyRunner, args, threads=4,
+                     on_exit=lambda node: node.robot.stop())  # type: ignore[attr-defined]

@@ -35,12 +35,10 @@ from rcl_interfaces.msg import SetParametersResult
 from rclpy.action import ActionServer, CancelResponse, GoalResponse
 from rclpy.action.server import ServerGoalHandle
 from rclpy.callback_groups import ReentrantCallbackGroup
-from rclpy.exceptions import ParameterException
-from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor
 from rclpy.node import Node
 from rclpy.parameter import Parameter
 
-from ._common import EXIT_OK, EXIT_USAGE, declare, parameter_error, ros_context
+from ._common import declare, spin_node
 
 __all__ = ["Outcome", "SimRobot", "main", "simulate_outcome"]
 
@@ -250,16 +248,4 @@ class SimRobot(Node):
 
 def main(args: list[str] | None = None) -> int:
     """Run the node until Ctrl-C or an external shutdown; exit code 0, or 2 on bad parameters."""
-    try:
-        with ros_context(args):
-            try:
-                node = SimRobot()
-            except (ParameterException, ValueError, TypeError) as err:
-                rclpy.logging.get_logger("sim_robot").fatal(f"invalid parameters: {parameter_error(err)}")
-                return EXIT_USAGE
-            executor = MultiThreadedExecutor(num_threads=2)
-            executor.add_node(node)
-            executor.spin()
-    except (KeyboardInterrupt, ExternalShutdownException):
-        pass
-    return EXIT_OK
+    return spin_node("sim_robot", SimRobot, args)

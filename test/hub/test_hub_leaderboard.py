@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import os
 import pathlib
 import random
 import re
-import shutil
-import subprocess
+from typing import Any
 
 import pytest
 from hub_support import HubProcess, call
@@ -16,8 +14,6 @@ from evalstop_ros.hub.errors import HubError
 from evalstop_ros.hub.leaderboard import leaderboard
 from evalstop_ros.hub.store import open_store
 from evalstop_ros.stats.registry import run_test
-
-CHROMIUM = "/usr/bin/chromium"
 
 
 def _entries(trials: list[tuple[str, str, float, float]]) -> list[dict[str, object]]:
@@ -46,23 +42,7 @@ def test_pair_test_is_the_core_test_on_oriented_pairs() -> None:
         leaderboard(["a"], [], method="step")
 
 
-@pytest.fixture(scope="module")
-def chromium() -> str:
-    found = CHROMIUM if os.access(CHROMIUM, os.X_OK) else shutil.which("chromium")
-    if found is None:
-        if os.environ.get("EVALSTOP_REPORT_REQUIRED"):
-            pytest.fail(f"{CHROMIUM} is missing but EVALSTOP_REPORT_REQUIRED is set; run tools/install_chromium.sh")
-        pytest.skip(f"headless Chromium not found ({CHROMIUM}); run tools/install_chromium.sh (make test does)")
-    return found
-
-
-def _chromium(binary: str, profile: pathlib.Path, *args: str) -> subprocess.CompletedProcess[str]:
-    flags = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
-             "--disable-component-update", "--disable-sync", f"--user-data-dir={profile}", "--hide-scrollbars"]
-    return subprocess.run([binary, *flags, *args], capture_output=True, text=True, timeout=120, check=False)
-
-
-def test_leaderboard_page_in_headless_chromium(chromium: str, tmp_path: pathlib.Path) -> None:
+def test_leaderboard_page_in_headless_chromium(chromium: Any, tmp_path: pathlib.Path) -> None:
     db = str(tmp_path / "hub.sqlite")
     store = open_store(db)
     success = {"alpha": 0.9, "beta": 0.5, "gamma": 0.1}
@@ -80,10 +60,10 @@ def test_leaderboard_page_in_headless_chromium(chromium: str, tmp_path: pathlib.
     hub.start()
     try:
         board = call(hub.url + "/v1/leaderboard")[1]
-        dom = _chromium(chromium, tmp_path / "profile-dom", "--virtual-time-budget=5000", "--dump-dom",
+        dom = chromium(tmp_path / "profile-dom", "--virtual-time-budget=5000", "--dump-dom",
                         hub.url + "/leaderboard")
         shot = tmp_path / "board.png"
-        _chromium(chromium, tmp_path / "profile-shot", f"--screenshot={shot}", "--window-size=1000,800",
+        chromium(tmp_path / "profile-shot", f"--screenshot={shot}", "--window-size=1000,800",
                   hub.url + "/leaderboard")
     finally:
         hub.stop()

@@ -12,7 +12,6 @@ import csv
 import functools
 import http.server
 import json
-import os
 import pathlib
 import shutil
 import subprocess
@@ -30,7 +29,6 @@ from evalstop_ros.audit import AuditReport, audit
 from evalstop_ros.audit.synthetic import SimulatedLab, simulate_recording, write_bag
 from evalstop_ros.report import write_report
 
-CHROMIUM = "/usr/bin/chromium"
 THREE = {"policies": ["pi_base", "pi_new", "pi_big"], "alpha": 0.06, "scoring": "auto",
          "metrics": [{"name": "success", "method": "step", "alpha": 0.03},
                      {"name": "progress", "method": "nscore", "alpha": 0.03, "bins": 21}]}
@@ -121,23 +119,6 @@ document.getElementById("page").addEventListener("load", () => {
 """
 
 
-@pytest.fixture(scope="module")
-def chromium() -> str:
-    found = CHROMIUM if os.access(CHROMIUM, os.X_OK) else shutil.which("chromium")
-    if found is None:
-        if os.environ.get("EVALSTOP_REPORT_REQUIRED"):
-            pytest.fail(f"{CHROMIUM} is missing but EVALSTOP_REPORT_REQUIRED is set; run tools/install_chromium.sh")
-        pytest.skip(f"headless Chromium not found ({CHROMIUM}); run tools/install_chromium.sh (make test does)")
-    return found
-
-
-def _chromium(binary: str, profile: pathlib.Path, *args: str) -> subprocess.CompletedProcess[str]:
-    flags = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-             "--disable-background-networking", "--disable-component-update", "--disable-sync",
-             f"--user-data-dir={profile}", "--hide-scrollbars"]
-    return subprocess.run([binary, *flags, *args], capture_output=True, text=True, timeout=120, check=False)
-
-
 @pytest.fixture
 def served(written: Any, tmp_path: pathlib.Path) -> Iterator[str]:
     """The report directory (plus the harness page) on a localhost HTTP server; yields its URL."""
@@ -161,8 +142,8 @@ class _QuietHandler(http.server.SimpleHTTPRequestHandler):
         pass
 
 
-def test_page_renders_in_headless_chromium(chromium: str, served: str, written: Any, tmp_path: pathlib.Path) -> None:
-    dom = _chromium(chromium, tmp_path / "profile-dom", "--virtual-time-budget=15000", "--dump-dom",
+def test_page_renders_in_headless_chromium(chromium: Any, served: str, written: Any, tmp_path: pathlib.Path) -> None:
+    dom = chromium(tmp_path / "profile-dom", "--virtual-time-budget=15000", "--dump-dom",
                     f"{served}/harness.html")
     start, end = dom.stdout.find('<pre id="result">'), dom.stdout.find("</pre>")
     assert start >= 0 and end > start, dom.stdout[-2000:] + dom.stderr[-2000:]
@@ -176,7 +157,7 @@ def test_page_renders_in_headless_chromium(chromium: str, served: str, written: 
         assert rendered[png.name] == {"src": png.name, "complete": True, "width": width, "height": height}
 
     shot = tmp_path / "page.png"
-    done = _chromium(chromium, tmp_path / "profile-shot", f"--screenshot={shot}", "--window-size=1280,3600",
+    done = chromium(tmp_path / "profile-shot", f"--screenshot={shot}", "--window-size=1280,3600",
                      "--virtual-time-budget=15000", f"{served}/index.html")
     assert shot.is_file(), done.stderr[-2000:]
     pixels = image.imread(shot)[..., :3]
