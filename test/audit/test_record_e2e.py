@@ -26,6 +26,7 @@ from audit_support import BASE, RATES
 
 from evalstop_ros.audit.synthetic import SimulatedLab, rewrite_bag
 from evalstop_ros.session import parse_config
+from evalstop_ros.session.journal import Journal
 from evalstop_ros.session.plan import Plan
 
 pytestmark = pytest.mark.usefixtures("ros_env")
@@ -88,8 +89,12 @@ def _audit(*args: str) -> subprocess.CompletedProcess[str]:
                           timeout=120, check=False)
 
 
-def _operate(probe: Any, config: dict[str, Any], timeout: float = 120.0, rates: dict[str, float] = RATES) -> Any:
+def _operate(probe: Any, config: dict[str, Any], timeout: float = 120.0, rates: dict[str, float] = RATES,
+             key: bytes | None = None) -> Any:
     """Be the operator: score every trial when it awaits its score; return the final status.
+
+    ``key``: the session's plan key, when the test created the journal with one (the simulated
+    outcomes then follow the policy behind each label; without it they follow a guess).
 
     Under ``design: ab`` the second score of a round also states the preference
     (:meth:`SimulatedLab.preference`), as RoboArena's operator does after running B.
@@ -98,7 +103,7 @@ def _operate(probe: Any, config: dict[str, Any], timeout: float = 120.0, rates: 
 
     from evalstop_ros import qos
 
-    plan = Plan(parse_config(config))
+    plan = Plan(parse_config(config), key)
     lab = SimulatedLab(rates)
     first_of_round: dict[int, tuple[str, float]] = {}
     requests = probe.collect(TrialRequest, "trial_request", qos.TRIAL_REQUEST_QOS)
@@ -122,7 +127,7 @@ def _operate(probe: Any, config: dict[str, Any], timeout: float = 120.0, rates: 
         request = next((r for r in reversed(requests) if r.trial_id == trial_id), None)
         if request is None:
             continue  # the request is on another topic: it may arrive after the status
-        # the operator sees a label; the test knows the seed, so it can unblind to simulate the policy
+        # the operator sees a label; a test that knows the plan key can unblind to simulate the policy
         policy = next(p for p in plan.config.policies if plan.label(p, request.round) == request.label)
         success, progress = lab.outcome(policy, trial_id)
         preference = ""
@@ -216,6 +221,11 @@ def test_recorded_ab_session_ranks_alike_from_journal_and_bag(start_node: Any, p
               "scoring": "operator", "runner": {"action_name": "run_trial", "timeout_s": 20.0}}
     config_file = tmp_path / "session.yaml"
     config_file.write_text(yaml.safe_dump(config, sort_keys=False))
+    # the journal is created up front with a known plan key (a live manager draws a secret one)
+    # so that the simulated operator can score each label as its policy would fare
+    key = bytes(range(32))
+    (tmp_path / "journals").mkdir()
+    Journal.open(tmp_path / "journals" / "e2e-ab.db", "e2e-ab", parse_config(config), plan_key=key).close()
     bag = tmp_path / "bag"
     rec = recorder(bag)
     start_node("sim_robot", params={"auto_score": False, "duration": 0.0, "policies": list(rates),
@@ -223,7 +233,7 @@ def test_recorded_ab_session_ranks_alike_from_journal_and_bag(start_node: Any, p
     manager = start_node("evaluation_manager", params={
         "config_file": str(config_file), "session_id": "e2e-ab", "journal_dir": str(tmp_path / "journals"),
         "journal_fsync": False, "exit_on_finish": True})
-    _operate(probe, config, timeout=240.0, rates=rates)
+    _operate(probe, config, timeout=240.0, rates=rates, key=key)
     assert manager.wait() == 0
     assert rec.wait() == 0, rec.output
     assert _audit(str(bag)).returncode == 0
