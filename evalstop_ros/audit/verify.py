@@ -856,24 +856,23 @@ class _Verifier:
         # acks: per trial, the multiset of (accepted, duplicate) answers equals the journaled outcomes
         if rec.acks:
             outcomes: dict[int, list[tuple[bool, bool]]] = defaultdict(list)
-            journaled_at: dict[int, list[int]] = defaultdict(list)
-            for event, position in zip(self.events, self.positions):
+            for event in self.events:
                 if event.kind in _SCORE_KINDS and event.trial_id is not None:
                     outcomes[event.trial_id].append((event.kind != "score_rejected", event.kind == "score_duplicate"))
-                    journaled_at[event.trial_id].append(position)
             answers: dict[int, list[tuple[bool, bool]]] = defaultdict(list)
             for ack in rec.acks:
                 answers[ack.trial_id].append((ack.accepted, ack.duplicate))
-            # score_ack is volatile: a recorder that matched the manager's publisher late never
-            # got the answers before its first one, which is a gap of the recording, not of the session
-            first_ack = min(ack.position for ack in rec.acks)
+            # score_ack is volatile: a recorder that matched the manager's publisher late never got
+            # the answers to the trials before the first one it recorded (a gap of the recording,
+            # not of the session; the journal stream, latched, is replayed to it in full)
+            first_answered = min((ack.trial_id for ack in rec.acks if ack.trial_id), default=0)
             before_recording: list[int] = []
             for trial_id in sorted(set(outcomes) | set(answers)):
                 if trial_id == 0 or sorted(outcomes.get(trial_id, [])) == sorted(answers.get(trial_id, [])):
                     continue
                 if not outcomes.get(trial_id) and all(not a for a, _ in answers[trial_id]):
                     continue  # rejected scores for unknown trials are journaled without a trial id
-                if not answers.get(trial_id) and all(pos < first_ack for pos in journaled_at[trial_id]):
+                if not answers.get(trial_id) and trial_id < first_answered:
                     before_recording.append(trial_id)
                     continue
                 self.violate("ack_mismatch", [trial_id], f"trial {trial_id}: score_ack answers "
