@@ -54,7 +54,7 @@ from ..session.offline import OfflineClaim, OfflineResult, book_decisions, claim
 from ..session.plan import Plan
 from ..session.trials import TrialBook, TrialRecord, form_pairs, metric_value
 from ..stats.families import Comparison
-from ..stats.holm import HOLM_SIDES, DirectionalTests
+from ..stats.holm import DirectionalTests, side_alpha
 from ..stats.registry import make_process
 from ..stats.sequential import Decision, SequentialResult
 from ..stats.step import StepProcess, step_uniforms
@@ -939,7 +939,7 @@ class _Verifier:
             limit = min(a.size, n_max)
             m = len(self.config.comparison_list())
             tests = DirectionalTests(metric.method, alternative=metric.alternative, n_max=n_max, seed=seed, bins=bins,
-                                     side_alpha=(metric.alpha or 0.0) / (m * len(HOLM_SIDES[metric.alternative])))
+                                     side_alpha=side_alpha(metric.alpha or 0.0, m, metric.alternative))
             fresh_p, fresh_e = float(tests.pvalue()[0]), float(tests.evalue()[0])
             pvalues, evalues = [], []
             for n in range(limit):

@@ -31,7 +31,7 @@ from numpy.typing import NDArray
 
 from ..stats.adastop import AdaStop, AdaStopResult
 from ..stats.families import Comparison, compact_letter_display
-from ..stats.holm import HOLM_SIDES, DirectionalTests, SequentialHolm
+from ..stats.holm import DirectionalTests, SequentialHolm, side_alpha
 from ..stats.multitask import MultiTaskResult, combine_tasks
 from ..stats.registry import make_process
 from ..stats.sequential import Decision, PairedProcess, SequentialResult
@@ -251,7 +251,6 @@ class HolmTest(PairedTest):
 
     def __init__(self, index: int, comparison: Comparison, metric: MetricConfig, *, alpha: float,
                  side_alpha: float, n_max: int, seed: int) -> None:
-        self.sides = HOLM_SIDES[metric.alternative]
         self.side_alpha = side_alpha
         #: p-value of every side after each fed pair.
         self.trajectory: list[tuple[float, ...]] = []
@@ -524,7 +523,7 @@ def build_tests(config: SessionConfig, plan: Plan) -> tuple[list[Test], list[Hol
         m = len(config.comparison_list())
         holm_tests = [
             HolmTest(i, k.comparison, k.metric, alpha=k.alpha, n_max=config.n_max,
-                     side_alpha=(k.metric.alpha or 0.0) / (m * len(HOLM_SIDES[k.metric.alternative])),
+                     side_alpha=side_alpha(k.metric.alpha or 0.0, m, k.metric.alternative),
                      seed=plan.step_seed(k.comparison_index, k.metric_index))
             for i, k in enumerate(keys)
         ]

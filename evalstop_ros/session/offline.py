@@ -25,7 +25,7 @@ import os
 
 import numpy as np
 
-from ..stats.holm import DirectionalTests, SequentialHolm
+from ..stats.holm import DirectionalTests, SequentialHolm, side_alpha
 from ..stats.multitask import MultiTaskResult
 from ..stats.registry import run_test
 from ..stats.sequential import SequentialResult
@@ -98,12 +98,12 @@ def _holm(config: SessionConfig, metric: MetricConfig, pairs: list[tuple[np.ndar
     m = len(pairs)
     family_alpha = metric.alpha or 0.0
     engine = SequentialHolm(m, alpha=family_alpha, alternative=metric.alternative, n_max=config.n_max)
-    side_alpha = family_alpha / (m * len(engine.sides))
     trajectories: list[list[tuple[float, ...]]] = []
     pvalues: list[list[float]] = []
     evalues: list[list[float]] = []
     for a, b in pairs:
-        tests = DirectionalTests(metric.method, side_alpha=side_alpha, alternative=metric.alternative,
+        tests = DirectionalTests(metric.method, alternative=metric.alternative,
+                                 side_alpha=side_alpha(family_alpha, m, metric.alternative),
                                  n_max=config.n_max, bins=metric.bins or 2)
         trajectory, p, e = [], [], []
         for n in range(min(a.size, config.n_max)):

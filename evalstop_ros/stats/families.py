@@ -47,7 +47,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from .errors import StatsInputError
-from .holm import HOLM_SIDES, DirectionalTests, SequentialHolm
+from .holm import DirectionalTests, SequentialHolm, side_alpha
 from .sequential import Decision
 from .validation import check_alpha, check_positive_int
 
@@ -504,8 +504,7 @@ class FamilyProcess:
                 for j in range(m)
             ]
         else:
-            sides = len(HOLM_SIDES[alternative])
-            self.comparison_alpha = self.alpha / (m * sides)
+            self.comparison_alpha = side_alpha(self.alpha, m, alternative)
             self._directional = [
                 DirectionalTests(method, side_alpha=self.comparison_alpha, alternative=alternative,
                                  lanes=self.n_sequences, seed=seed_of(j), **options)

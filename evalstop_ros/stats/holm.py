@@ -32,7 +32,7 @@ from .errors import StatsInputError
 from .sequential import Decision, PairedProcess
 from .validation import check_alpha
 
-__all__ = ["HOLM_SIDES", "DirectionalTests", "SequentialHolm", "holm", "holm_step"]
+__all__ = ["HOLM_SIDES", "DirectionalTests", "SequentialHolm", "holm", "holm_step", "side_alpha"]
 
 #: Directional hypotheses of each ``alternative``: ``+1`` is "``policy_b`` better", ``-1``
 #: "``policy_a`` better", in this order.
@@ -94,6 +94,15 @@ def holm_step(
         if newly.any():
             out[j, newly] = Decision.B_BETTER if sides[side] == 1 else Decision.A_BETTER
     return out
+
+
+def side_alpha(alpha: float, m: int, alternative: str) -> float:
+    """Level of each one-sided process: the family's ``alpha / H``, ``H = m * S`` directional hypotheses.
+
+    >>> side_alpha(0.05, 2, "two-sided"), side_alpha(0.05, 2, "greater")
+    (0.0125, 0.025)
+    """
+    return alpha / (m * len(HOLM_SIDES[alternative]))
 
 
 class DirectionalTests:
