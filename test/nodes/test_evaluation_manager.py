@@ -62,8 +62,10 @@ def test_paired_session_reaches_the_decision_of_the_offline_analysis(
     assert all(a.accepted and not a.reason for a in topics["ack"])
     probe.spin_until(lambda: topics["request"] and topics["request"][-1].trial_id == 0, 10.0, "the final request")
     # comparison_status carried each decision; diagnostics one status per comparison + the session
-    decided = {(c.metric, c.decision) for c in topics["comparison"]}
-    assert {(c.metric, c.decision) for c in final.comparisons} <= decided
+    # (session_status is sent before the comparison_status messages of the same update)
+    final_decisions = {(c.metric, c.decision) for c in final.comparisons}
+    probe.spin_until(lambda: final_decisions <= {(c.metric, c.decision) for c in topics["comparison"]},
+                     10.0, "each final decision on comparison_status")
     probe.spin_until(lambda: topics["diagnostics"], 10.0, "/diagnostics")
     names = [s.name for s in topics["diagnostics"][-1].status]
     assert names[0] == "evaluation_manager: session" and len(names) == 1 + len(final.comparisons)
