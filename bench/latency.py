@@ -110,8 +110,10 @@ def run(args: argparse.Namespace, *, source: pathlib.Path | None = None) -> dict
 
             ack_latency, status_latency = [], []
             for trial in range(1, args.trials + 1):
+                # the status and the request of a trial are separate topics: wait for both
                 spin_until(lambda t=trial: statuses and statuses[-1][1].pending_trial_id == t
-                           and statuses[-1][1].state_name == "running:awaiting_score")
+                           and statuses[-1][1].state_name == "running:awaiting_score"
+                           and any(r.trial_id == t for r in requests))
                 request = next(r for r in reversed(requests) if r.trial_id == trial)
                 seen_acks, seen_status = len(acks), len(statuses)
                 msg = TrialScore(trial_id=trial, token=request.token, success=bool(trial % 2), progress=0.5,
