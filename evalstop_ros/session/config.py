@@ -311,10 +311,15 @@ class SessionConfig(_Model):
     #: ``"ab"``: one randomly drawn undecided pair per round, in random order, from one shared
     #: condition (RoboArena's A/B sessions, seed 001 Alg. 1).
     design: Literal["paired", "independent", "adastop", "ab"] = "paired"
-    #: ``design: ab``: which undecided pairs a round draws from: ``"uniform"`` (all of them, seed
-    #: 001 Alg. 1) or ``"fewest"`` (those run in the fewest rounds so far: by need, so the pairs
-    #: stay balanced).  Either way the draw among them is uniform and seeded.
-    ab_pairing: Literal["uniform", "fewest"] = "uniform"
+    #: ``design: ab``: how a round draws its pair among the undecided ones: ``"uniform"`` (seed
+    #: 001 Alg. 1, "C samples two policies"), ``"fewest"`` (uniform among the pairs run in the
+    #: fewest rounds so far: by need, so the pairs stay balanced) or ``"ucb"`` (the released
+    #: RoboArena server's weighting: the first policy with weight ``(U / (n + 1)) ** 0.8`` while
+    #: it has been in ``n < U`` rounds, else 1, ``U = ab_ucb_threshold``; its partner uniformly
+    #: among the policies it has an undecided pair with).  Every draw is seeded.
+    ab_pairing: Literal["uniform", "fewest", "ucb"] = "uniform"
+    #: ``ab_pairing: ucb``: ``U``, the round count from which a policy is no longer favoured.
+    ab_ucb_threshold: int = Field(500, ge=1, le=1_000_000)
     #: The interim design of ``design: adastop`` (required there, refused otherwise).
     adastop: AdaStopConfig | None = None
     #: How conditions are drawn: ``"shuffled-cycle"`` (each task's conditions in a fresh random
@@ -435,6 +440,8 @@ class SessionConfig(_Model):
         self._check_claim()
         if self.design != "ab" and self.ab_pairing != "uniform":
             raise ValueError(f"`ab_pairing` applies only to design 'ab'; found design {self.design!r}")
+        if self.ab_pairing != "ucb" and self.ab_ucb_threshold != 500:
+            raise ValueError(f"`ab_ucb_threshold` applies only to `ab_pairing: ucb`; found {self.ab_pairing!r}")
         if self.design == "ab" and self.claim != "pooled":
             raise ValueError(f"design 'ab' pools the tasks (the evaluator picks them); `claim` must be 'pooled'; "
                              f"found {self.claim!r}")
@@ -577,7 +584,8 @@ class SessionConfig(_Model):
 #: Fields added after the first sessions were journaled: left out of :meth:`SessionConfig.to_dict`
 #: (so of the hash) while at these defaults.
 _OMITTED_AT_DEFAULT: dict[str, object] = {"claim": "pooled", "task_correction": None, "adastop": None,
-                                          "ab_pairing": "uniform", "schedule": "rounds", "active": None}
+                                          "ab_pairing": "uniform", "ab_ucb_threshold": 500, "schedule": "rounds",
+                                          "active": None}
 
 
 # -- loading ---------------------------------------------------------------------------------

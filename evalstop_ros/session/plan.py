@@ -49,7 +49,7 @@ import dataclasses
 import hashlib
 import hmac
 import secrets
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 
@@ -183,16 +183,33 @@ class Plan:
         order = _rng(self._entropy, STREAM_ORDER, round_number).permutation(len(members))
         return tuple(members[int(i)] for i in order)
 
-    def ab_pair(self, round_number: int, pairs: Sequence[tuple[str, str]]) -> tuple[str, str]:
+    @staticmethod
+    def ucb_weight(rounds: int, threshold: int) -> float:
+        """``ab_pairing: ucb``: a policy's weight ``(U / (n + 1)) ** 0.8`` after ``n < U`` rounds,
+        else 1 (``U = threshold``; the released RoboArena server's ``times_in_ab_eval`` weight,
+        which favours under-evaluated policies)."""
+        return (threshold / (rounds + 1)) ** 0.8 if rounds < threshold else 1.0
+
+    def ab_pair(self, round_number: int, pairs: Sequence[tuple[str, str]],
+                weights: Mapping[str, float] | None = None) -> tuple[str, str]:
         """``design: ab``: the pair of round ``round_number`` in run order (first = label A's slot).
 
-        One of ``pairs`` uniformly at random, then a fair coin for the order (seed 001 Alg. 1:
-        "C samples two policies"; the released server assigns A and B by a coin as well).
+        Without ``weights``, one of ``pairs`` uniformly at random (seed 001 Alg. 1: "C samples
+        two policies"); with them, first a policy of ``pairs`` with probability proportional to
+        its weight, then its partner uniformly among its pairs (the released server's draw).
+        Then a fair coin for the order (the released server assigns A and B by a coin as well).
         """
         if not pairs:
             raise ValueError("no pair is left to draw")
         rng = _rng(self._entropy, STREAM_AB, round_number)
-        first, second = pairs[int(rng.integers(len(pairs)))]
+        if weights is None:
+            first, second = pairs[int(rng.integers(len(pairs)))]
+        else:
+            members = sorted({p for pair in pairs for p in pair})
+            w = np.array([weights[p] for p in members], dtype=float)
+            first = members[int(rng.choice(len(members), p=w / w.sum()))]
+            partners = sorted(q for pair in pairs if first in pair for q in pair if q != first)
+            second = partners[int(rng.integers(len(partners)))]
         return (first, second) if rng.random() < 0.5 else (second, first)
 
     def condition(self, k: int) -> Condition:

@@ -1296,13 +1296,24 @@ class EvaluationSession:
             open_pairs = {frozenset((t.comparison.policy_a, t.comparison.policy_b)) for t in self._tests if not t.decided}
             pairs = [p for p in pairs if frozenset(p) in open_pairs]
         if self.config.ab_pairing == "fewest" and pairs:
-            members: dict[int, set[str]] = {}
-            for record in self._book.trials.values():  # O(trials) once per round
-                members.setdefault(record.round, set()).add(record.policy)
-            rounds = collections.Counter(frozenset(m) for m in members.values())
+            rounds = collections.Counter(frozenset(m) for m in self._round_members().values())
             least = min(rounds[frozenset(p)] for p in pairs)
             pairs = [p for p in pairs if rounds[frozenset(p)] == least]
         return tuple(pairs)
+
+    def _round_members(self) -> dict[int, set[str]]:
+        """The policies of every round so far (O(trials), once per round)."""
+        members: dict[int, set[str]] = {}
+        for record in self._book.trials.values():
+            members.setdefault(record.round, set()).add(record.policy)
+        return members
+
+    def _ucb_weights(self, pairs: tuple[tuple[str, str], ...]) -> dict[str, float] | None:
+        """``ab_pairing: ucb``: each policy's :meth:`~.plan.Plan.ucb_weight` after its rounds so far."""
+        if self.config.ab_pairing != "ucb":
+            return None
+        n = collections.Counter(p for m in self._round_members().values() for p in m)
+        return {p: self.plan.ucb_weight(n[p], self.config.ab_ucb_threshold) for pair in pairs for p in pair}
 
     def _active_tasks(self) -> tuple[str, ...]:
         """Tasks in the rotation: with a non-pooled claim, those with an undecided test."""
@@ -1400,7 +1411,8 @@ class EvaluationSession:
                 raise SessionError(f"round {round_number} has no journaled task choice")
             active = self._active(self._round_task(position))
             if self.config.design == "ab":
-                queue = list(self.plan.ab_pair(round_number, self._open_pairs()))
+                pairs = self._open_pairs()
+                queue = list(self.plan.ab_pair(round_number, pairs, self._ucb_weights(pairs)))
             else:
                 queue = list(self.plan.round_order(round_number, active))
         policy = queue.pop(0)

@@ -20,6 +20,7 @@ import pytest
 from evalstop_ros.audit.synthetic import SimulatedLab, simulate_recording, write_bag
 from evalstop_ros.session import EvaluationSession
 from evalstop_ros.session.ab import ab_rounds
+from evalstop_ros.session.blinding import revealed_key
 from evalstop_ros.session.config import ConfigError, parse_config
 from evalstop_ros.session.errors import SessionError
 from evalstop_ros.session.journal import Journal, read_journal
@@ -161,3 +162,51 @@ def test_ab_pairing_needs_design_ab() -> None:
     assert "ab_pairing" not in ab_config().to_dict()  # the default leaves the hash of older configs alone
     with pytest.raises(ConfigError, match="`ab_pairing` applies only to design 'ab'"):
         parse_config({"policies": ["a", "b"], "seed": 1, "tasks": TASKS, "ab_pairing": "fewest"})
+
+
+def test_weighted_plan_draws_the_first_policy_by_weight_and_its_partner_uniformly() -> None:
+    # the released RoboArena server's draw: P(first = p) = w_p / sum(w), then a uniform partner
+    plan = Plan(ab_config(ab_pairing="ucb"))
+    pairs = (("a", "b"), ("a", "c"), ("b", "c"))
+    weights = {"a": 6.0, "b": 1.0, "c": 1.0}
+    draws = [plan.ab_pair(r, pairs, weights) for r in range(1, 2001)]
+    with_a = sum("a" in pair for pair in draws)
+    # P(a in the pair) = 6/8 + 2 * (1/8) * (1/2) = 0.875; SD of the count ~ 14.8, bound at 5 SD
+    assert abs(with_a - 0.875 * 2000) < 75, with_a
+    assert draws == [Plan(ab_config(ab_pairing="ucb")).ab_pair(r, pairs, weights) for r in range(1, 2001)]
+    assert collections.Counter(draws)[("b", "c")] + collections.Counter(draws)[("c", "b")] > 0
+
+
+def test_ucb_weight_is_the_released_servers() -> None:
+    # central_server: w = (U / (n + 1)) ** 0.8 if n < U else 1, U = ucb_times_threshold = 500
+    assert Plan.ucb_weight(0, 500) == pytest.approx(144.2700, abs=1e-4)
+    assert Plan.ucb_weight(99, 500) == pytest.approx(5.0 ** 0.8)
+    assert Plan.ucb_weight(499, 500) == 1.0 and Plan.ucb_weight(500, 500) == 1.0 and Plan.ucb_weight(7000, 500) == 1.0
+
+
+def test_ucb_pairing_weights_each_policy_by_its_rounds_so_far(tmp_path: pathlib.Path) -> None:
+    # every round's pair is the weighted draw with w = (U / (n + 1)) ** 0.8 (n < U, else 1), n the
+    # rounds the policy was in before: recomputed here from the journal, independently of the session
+    threshold = 40
+    config = ab_config(ab_pairing="ucb", ab_ucb_threshold=threshold, n_max=40)
+    simulate_recording(config, SimulatedLab({"a": 0.5, "b": 0.5, "c": 0.5}, seed=4), workdir=tmp_path)
+    members: dict[int, list[str]] = collections.defaultdict(list)
+    events = read_journal(tmp_path / "sim.db").events
+    key, problem = revealed_key(events, "sim")
+    assert key is not None, problem
+    for event in events:
+        if event.kind == "trial_requested" and event.payload["rerun_of"] is None:
+            members[int(event.payload["round"])].append(str(event.payload["policy_id"]))
+    plan, pairs = Plan(config, key), (("a", "b"), ("a", "c"), ("b", "c"))  # equal policies: none decided
+    seen: collections.Counter[str] = collections.Counter()
+    per_pair: collections.Counter[frozenset[str]] = collections.Counter()
+    for number in sorted(members):
+        if max(per_pair.values(), default=0) == config.n_max:
+            break  # a pair is out of budget: the draw is among the others from here
+        weights = {p: (threshold / (seen[p] + 1)) ** 0.8 if seen[p] < threshold else 1.0 for p in "abc"}
+        assert tuple(members[number]) == plan.ab_pair(number, pairs, weights)
+        seen.update(members[number])
+        per_pair[frozenset(members[number])] += 1
+    assert sum(per_pair.values()) >= 80 and min(seen.values()) > threshold  # both branches of the weight were used
+    with pytest.raises(ConfigError, match="`ab_ucb_threshold` applies only to `ab_pairing: ucb`"):
+        ab_config(ab_ucb_threshold=10)
