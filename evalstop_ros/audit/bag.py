@@ -146,7 +146,8 @@ def _build(source: str, storage: str, messages: list[tuple[int, int, str, Any]],
                                           int(msg.attempt), msg.label, msg.task, msg.initial_condition, msg.token))
         elif kind == "TrialScore":
             scores.append(ScoreRecord(index, stamp_ns, int(msg.trial_id), msg.token, bool(msg.success),
-                                      float(msg.progress), msg.scorer, msg.notes, msg.preference))
+                                      float(msg.progress), msg.scorer, msg.notes, msg.preference,
+                                      getattr(msg, "instruction", ""), bool(getattr(msg, "pair_invalid", False))))
         elif kind == "ScoreAck":
             acks.append(AckRecord(index, stamp_ns, msg.session_id, int(msg.trial_id), bool(msg.accepted),
                                   bool(msg.duplicate), msg.reason))

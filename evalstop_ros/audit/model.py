@@ -70,6 +70,15 @@ class ScoreRecord(NamedTuple):
     scorer: str
     notes: str
     preference: str
+    instruction: str = ""
+    pair_invalid: bool = False
+
+    def submission(self) -> dict[str, Any]:
+        """The score as the manager journals it (:func:`~evalstop_ros.session.session.score_submission`)."""
+        from ..session.session import score_submission
+
+        return score_submission(self.token, self.success, self.progress, self.scorer, self.notes, self.preference,
+                                self.instruction, self.pair_invalid)
 
 
 class AckRecord(NamedTuple):

@@ -574,10 +574,8 @@ class _Verifier:
             accepted = (ack is not None and ack[0] and not ack[1]) if rec.acks else score.trial_id not in counted
             if accepted and score.trial_id not in counted:
                 counted.add(score.trial_id)
-                sub = {"token": score.token, "success": score.success, "progress": score.progress,
-                       "operator": score.scorer, "notes": score.notes, "preference": score.preference}
                 out.append((score.position, Event(score.position, score.stamp_ns, "score_accepted", score.trial_id,
-                                               {"submission": sub})))
+                                               {"submission": score.submission()})))
         out.sort(key=lambda item: item[0])
         return [e for _, e in out], [p for p, _ in out]
 
@@ -826,8 +824,7 @@ class _Verifier:
         unmatched: list[ScoreRecord] = []
         used: set[int] = set()
         for s in rec.scores:
-            wire_sub = {"token": s.token, "success": s.success, "progress": s.progress, "operator": s.scorer,
-                        "notes": s.notes, "preference": s.preference}
+            wire_sub = s.submission()
             candidates = [(pos, sub) for pos, sub, _ in journaled.get(s.trial_id, []) if pos not in used]
             match = next((pos for pos, sub in candidates if all(sub.get(k) == v for k, v in wire_sub.items())), None)
             if match is not None:

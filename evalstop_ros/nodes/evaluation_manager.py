@@ -505,18 +505,20 @@ class EvaluationManager(Node):
     # -- scores -----------------------------------------------------------------------------
     def _on_score(self, msg: TrialScore) -> None:
         outcome = self._submit(msg.trial_id, msg.token, msg.success, msg.progress, scorer=msg.scorer,
-                               notes=msg.notes, preference=msg.preference)
+                               notes=msg.notes, preference=msg.preference, instruction=msg.instruction,
+                               pair_invalid=msg.pair_invalid)
         if self.session is not None and outcome.accepted and not outcome.duplicate:
             self._publisher.status(self.session)  # the score counted: say so before the next trial's work
         self._advance()
 
     def _submit(self, trial_id: int, token: str, success: bool, progress: float, *, scorer: str, notes: str,
-                preference: str) -> ScoreOutcome:
+                preference: str, instruction: str = "", pair_invalid: bool = False) -> ScoreOutcome:
         if self.session is None:
             outcome = ScoreOutcome(False, False, "no session is running")
         else:
             outcome = self.session.submit_score(int(trial_id), token, bool(success), float(progress), scorer, notes,
-                                                preference=preference)
+                                                preference=preference, instruction=instruction,
+                                                pair_invalid=bool(pair_invalid))
         if not outcome.accepted and self._reject_log.allow():  # the reason on score_ack; bounded, rate-limited
             self.get_logger().warning(f"score for trial {trial_id} (scorer {bounded(scorer)!r}) rejected: "
                                       f"{outcome.reason}{self._reject_log.suppressed()}")

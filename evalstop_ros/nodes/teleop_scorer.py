@@ -17,6 +17,8 @@ Commands (then Enter)::
     p P          set the progress in [0, 1] for the next `f`
     n TEXT       attach a note to the next score
     r LABEL      prefer LABEL in this round ("=" for no preference)
+    i TEXT       design ab: the instruction you gave this round (default: the task shown)
+    v no         design ab: this round's pair is not valid, it counts nowhere (``v yes``: valid)
     u [REASON]   undo the last recorded score (voids it; the trial is run again)
     d            task done: end the running episode now (policy_runner's ``end_episode``)
     x            EMERGENCY STOP: the robot holds, the session pauses (``emergency_stop``);
@@ -53,6 +55,7 @@ HELP = """\
   s            success (progress 1), send         f [P]   failure with progress P, send
   p P          progress in [0, 1] for the next f  n TEXT  note for the next score
   r LABEL      preferred label this round ('=')   u [WHY] undo the last recorded score
+  i TEXT       A/B: the instruction you gave      v no    A/B: this pair is not valid (v yes)
   d            task done: end the episode now     x       EMERGENCY STOP (x off: release)
   h            this help                          q       quit"""
 STATES = {SessionStatus.STATE_IDLE: "idle", SessionStatus.STATE_RUNNING: "running",
@@ -85,6 +88,8 @@ class TeleopScorer(Node):
         self.progress: float | None = None
         self.note = ""
         self.preference = ""
+        self.instruction = ""  # design ab: the round's instruction and validity, kept for the round
+        self.pair_invalid = False
         self._score_pub = self.create_publisher(TrialScore, "trial_score", event_qos)
         self.create_subscription(TrialRequest, "trial_request", self._on_request, latched_qos)
         self.create_subscription(ScoreAck, "score_ack", self._on_ack, event_qos)
@@ -106,6 +111,8 @@ class TeleopScorer(Node):
         with self._cond:
             if self.trial is not None and (msg.trial_id, msg.attempt) == (self.trial.trial_id, self.trial.attempt):
                 return
+            if self.trial is None or msg.round != self.trial.round:
+                self.instruction, self.pair_invalid = "", False
             self.trial = msg
             self.progress, self.note, self.preference = None, "", ""
             self._cond.notify_all()
@@ -202,6 +209,16 @@ class TeleopScorer(Node):
         elif word == "r":
             self.preference = rest
             self.say(f"preference: {rest!r}")
+        elif word == "i":
+            self.instruction = rest
+            self.say(f"instruction for this round: {rest!r}" if rest else "instruction: the task shown")
+        elif word == "v":
+            if rest.lower() not in ("no", "n", "yes", "y"):
+                self.say("v no: this round's pair is not valid; v yes: it is")
+            else:
+                self.pair_invalid = rest.lower() in ("no", "n")
+                self.say("this round's pair is NOT valid: it will count nowhere (v yes to undo)"
+                         if self.pair_invalid else "this round's pair is valid")
         elif word == "u":
             self.undo(rest or "operator undo")
         else:
@@ -226,7 +243,8 @@ class TeleopScorer(Node):
             self.say("no trial to score")
             return
         msg = TrialScore(trial_id=trial.trial_id, token=trial.token, success=success, progress=progress,
-                         preference=self.preference, notes=self.note, scorer=self.scorer)
+                         preference=self.preference, notes=self.note, scorer=self.scorer,
+                         instruction=self.instruction, pair_invalid=self.pair_invalid)
         msg.header.stamp = self.get_clock().now().to_msg()
         with self._waiting_for_manager():
             self._send(msg)

@@ -28,17 +28,20 @@ __all__ = ["ABRounds", "ab_rounds"]
 
 @dataclasses.dataclass(frozen=True)
 class ABRounds:
-    """The complete A/B rounds of a session, in round order.
+    """The complete, valid A/B rounds of a session, in round order.
 
-    ``data`` has one comparison per complete round (``tasks`` = the round's task id);
+    ``data`` has one comparison per such round (``tasks`` = the round's instruction: the one the
+    operator stated with a score, else the config task's description, else its id);
     ``explanations`` the operator's notes of each (both trials', joined by `` | ``);
-    ``rounds`` the round numbers; ``n_incomplete`` the rounds set aside.
+    ``rounds`` the round numbers; ``n_incomplete`` the rounds set aside for a missing score or
+    preference, ``n_invalid`` those the operator judged not valid (``pair_invalid``).
     """
 
     data: Comparisons
     explanations: tuple[str, ...]
     rounds: tuple[int, ...]
     n_incomplete: int
+    n_invalid: int = 0
 
 
 def ab_rounds(config: SessionConfig, events: Iterable[Event]) -> ABRounds:
@@ -52,11 +55,15 @@ def ab_rounds(config: SessionConfig, events: Iterable[Event]) -> ABRounds:
     columns: dict[str, list[str]] = {"a": [], "b": [], "pref": [], "task": [], "notes": []}
     progress: dict[str, list[float]] = {"a": [], "b": []}
     rounds: list[int] = []
-    incomplete = 0
+    incomplete = invalid = 0
+    described = {t.id: t.description or t.id for t in config.tasks}
     for number in sorted(by_round):
         trials = by_round[number]
         order = sorted({r.policy for r in trials}, key=lambda p: min(r.trial_id for r in trials if r.policy == p))
         scored = {r.policy: r for r in trials if r.score is not None}
+        if any(r.pair_invalid for r in scored.values()):
+            invalid += 1
+            continue
         preference = _preference(trials, order)
         if len(order) != 2 or set(scored) != set(order) or preference is None:
             incomplete += 1
@@ -66,22 +73,27 @@ def ab_rounds(config: SessionConfig, events: Iterable[Event]) -> ABRounds:
         columns["a"].append(first.policy)
         columns["b"].append(second.policy)
         columns["pref"].append(preference)
-        columns["task"].append(first.task)
+        columns["task"].append(_stated(trials, "instruction") or described[first.task])
         columns["notes"].append(" | ".join(n for n in (first.score.notes, second.score.notes) if n))
         progress["a"].append(first.score.progress)
         progress["b"].append(second.score.progress)
         rounds.append(number)
     data = comparisons(columns["a"], columns["b"], columns["pref"], progress_a=progress["a"], progress_b=progress["b"],
                        tasks=columns["task"], policies=config.policies)
-    return ABRounds(data, tuple(columns["notes"]), tuple(rounds), incomplete)
+    return ABRounds(data, tuple(columns["notes"]), tuple(rounds), incomplete, invalid)
+
+
+def _stated(trials: list[TrialRecord], field: str) -> str:
+    """The round's latest non-empty ``field`` of a score submission (``""``: none stated)."""
+    stated = [r for r in trials if r.score is not None and r.submission and r.submission.get(field)]
+    return str(max(stated, key=lambda r: r.scored_seq).submission[field]) if stated else ""  # type: ignore[index]
 
 
 def _preference(trials: list[TrialRecord], order: list[str]) -> str | None:
     """``A``/``B``/``tie`` from the round's latest stated preference (``None``: none stated)."""
-    stated = [r for r in trials if r.score is not None and r.submission and r.submission.get("preference")]
-    if not stated or len(order) != 2:
+    choice = _stated(trials, "preference")
+    if not choice or len(order) != 2:
         return None
-    choice = str(max(stated, key=lambda r: r.scored_seq).submission["preference"])  # type: ignore[index]
     if choice == "=":
         return "tie"
     labels = {r.label: r.policy for r in trials}

@@ -196,6 +196,7 @@ __all__ = [
     "OfflineResult",
     "OperatorPrompt",
     "ScoreOutcome",
+    "score_submission",
     "SessionState",
     "StatusSnapshot",
     "PendingTrial",
@@ -498,6 +499,7 @@ class _Schedule:
 #: Longest operator/scorer name and notes a score may carry (longer ones are rejected).
 OPERATOR_CHARS = 64
 NOTES_CHARS = 2000
+INSTRUCTION_CHARS = 500
 #: Strings kept of a rejected submission, and of a rejection reason, in the journal.
 SUMMARY_CHARS = 64
 REASON_CHARS = 256
@@ -550,6 +552,24 @@ def _json_safe(value: object) -> object:
     if isinstance(value, float):
         return value if math.isfinite(value) else repr(value)
     return repr(value)
+
+
+def score_submission(token: object, success: object, progress: object, operator: object, notes: object,
+                     preference: object, instruction: object = "", pair_invalid: object = False) -> dict[str, Any]:
+    """A score as journaled (``submission``), from the fields of a ``TrialScore``.
+
+    ``instruction`` and ``pair_invalid`` appear only when given, so the submissions of every
+    other session are as before.  The audit builds the same dictionary from a bag's scores.
+    """
+    submission: dict[str, Any] = {
+        "token": _json_safe(token), "success": _json_safe(success), "progress": _json_safe(progress),
+        "operator": _json_safe(operator), "notes": _json_safe(notes), "preference": _json_safe(preference),
+    }
+    if instruction:
+        submission["instruction"] = _json_safe(instruction)
+    if pair_invalid:
+        submission["pair_invalid"] = _json_safe(pair_invalid)
+    return submission
 
 
 class EvaluationSession:
@@ -787,7 +807,8 @@ class EvaluationSession:
 
     @_locked
     def submit_score(self, trial_id: int, token: str, success: bool, progress: float, operator: str = "",
-                     notes: str = "", *, preference: str = "") -> ScoreOutcome:
+                     notes: str = "", *, preference: str = "", instruction: str = "",
+                     pair_invalid: bool = False) -> ScoreOutcome:
         """Score the pending trial.
 
         Checks, in order (the first failing one is the reason; every rejection is journaled as
@@ -800,20 +821,25 @@ class EvaluationSession:
         journaled as ``post_decision_score`` and fed to no test.
 
         ``operator``, ``notes`` and ``preference`` (the operator's preferred label in the round,
-        RoboArena-style; stored, not tested) are journaled with the score.
+        RoboArena-style; stored, not tested) are journaled with the score; so are, in a ``design:
+        ab`` session, the round's ``instruction`` and ``pair_invalid`` (the operator judged the
+        pair not valid: the round then forms no pair, :func:`~.trials.form_pairs`).
         """
         if isinstance(success, np.bool_):
             success = bool(success)
-        submission: dict[str, Any] = {
-            "token": _json_safe(token), "success": _json_safe(success), "progress": _json_safe(progress),
-            "operator": _json_safe(operator), "notes": _json_safe(notes), "preference": _json_safe(preference),
-        }
+        submission = score_submission(token, success, progress, operator, notes, preference, instruction, pair_invalid)
         oversized = next((f"`{name}` is longer than {limit} characters ({len(value)})"
                           for name, value, limit in (("token", token, 64), ("operator", operator, OPERATOR_CHARS),
-                                                     ("notes", notes, NOTES_CHARS), ("preference", preference, 16))
+                                                     ("notes", notes, NOTES_CHARS), ("preference", preference, 16),
+                                                     ("instruction", instruction, INSTRUCTION_CHARS))
                           if isinstance(value, str) and len(value) > limit), None)
         if oversized:
             return self._reject(trial_id, submission, oversized)
+        if not isinstance(pair_invalid, bool) or not isinstance(instruction, str):
+            return self._reject(trial_id, submission, "`pair_invalid` must be true or false and `instruction` a string")
+        if (instruction or pair_invalid) and self.config.design != "ab":
+            return self._reject(trial_id, submission, "`instruction` and `pair_invalid` apply only to design 'ab'; "
+                                f"this session's design is {self.config.design!r}")
         if not self._known(trial_id):
             return self._reject(trial_id, submission, f"unknown trial {bounded(trial_id)!r}")
         record = self._book.trials[trial_id]

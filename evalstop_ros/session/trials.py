@@ -10,7 +10,9 @@ collection order:
 
 * ``paired`` design: round ``r`` gives one pair when both policies have an effective score in
   round ``r`` (same task and condition, run back to back).  A re-run of a voided trial keeps
-  the voided trial's round, so it pairs with the same partners.
+  the voided trial's round, so it pairs with the same partners.  ``ab`` design likewise, except
+  that a round whose operator judged the pair not valid (a score with ``pair_invalid``) gives
+  no pair (seed 001 §3.1: only valid evaluations count).
 * ``independent`` design: the ``k``-th effective score of ``policy_a`` is paired with the
   ``k``-th of ``policy_b`` (per-policy FIFO; surplus scores wait for their partner, seed 003 §III,
   seed 000 §V-A).
@@ -90,6 +92,11 @@ class TrialRecord:
     scored_seq: int = 0
     post_decision: bool = False
     voided: bool = False
+
+    @property
+    def pair_invalid(self) -> bool:
+        """``design: ab``: the trial's score says its round's pair is not valid."""
+        return self.score is not None and self.submission is not None and bool(self.submission.get("pair_invalid"))
 
     @property
     def closed(self) -> bool:
@@ -209,7 +216,8 @@ def form_pairs(book: TrialBook, design: str, policy_a: str, policy_b: str, task:
     side_a, side_b = book.scored(policy_a, task), book.scored(policy_b, task)
     if design in ROUND_DESIGNS:
         by_round = {r.round: r for r in side_b}
-        matched = [(a, by_round[a.round]) for a in side_a if a.round in by_round]
+        matched = [(a, by_round[a.round]) for a in side_a
+                   if a.round in by_round and not (a.pair_invalid or by_round[a.round].pair_invalid)]
     else:
         matched = list(zip(side_a, side_b))
     matched.sort(key=lambda ab: max(ab[0].scored_seq, ab[1].scored_seq))
@@ -257,7 +265,7 @@ class Pairing:
             side.append(record)
             k, others = len(side) - 1, self._sides[other]
             partner = others[k] if k < len(others) else None
-        if partner is None:
+        if partner is None or record.pair_invalid or partner.pair_invalid:
             return []
         a, b = (record, partner) if record.policy == self.policy_a else (partner, record)
         return [Pair(a.trial_id, b.trial_id)]

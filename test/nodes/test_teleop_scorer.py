@@ -196,3 +196,55 @@ def test_operator_ends_an_episode_and_presses_the_emergency_stop(
         term.type("q")
         assert term.close() == 0
         assert "policy_a" not in term.screen and "policy_b" not in term.screen
+
+
+def test_operator_runs_an_ab_round_with_instruction_preference_and_validity(
+        start_node: Any, terminal: Any, tmp_path: pathlib.Path) -> None:
+    """Issue 11 / seed 001 §3.1: per A/B round the operator gives the instruction, both progress
+    scores, a preference and an explanation, and may judge the pair not valid (it then counts
+    nowhere); entries can be changed until the score is sent."""
+    from evalstop_ros.session import load_config, read_journal
+    from evalstop_ros.session.ab import ab_rounds
+
+    config = write_config(tmp_path / "ab.yaml", scoring="operator", design="ab", blinding="per-round",
+                          metrics=[{"name": "progress", "method": "nscore", "alpha": 0.05, "bins": 21}])
+    start_node("sim_robot", params={"auto_score": False, "duration": 0.0})
+    start_node("evaluation_manager", params={"config_file": str(config), "session_id": "ab", "journal_dir": str(tmp_path),
+                                             "journal_fsync": False})
+    term = terminal("scorer:=alice", "ack_timeout:=2.0")
+
+    def score_round(number: int, first_id: int, *, valid: bool) -> None:
+        first = term.expect(rf"== trial {first_id} \(round {number}\) -- policy label (\w+) ==").group(1)
+        term.expect(rf"-- robot done: score trial {first_id} now")
+        term.type("i stack the cup on the plate" if number == 1 else "i")
+        term.expect(r"instruction for this round: 'stack the cup on the plate'" if number == 1
+                    else r"instruction: the task shown")
+        term.type("f 0.3")
+        term.expect(rf"trial {first_id}: recorded: success=0 progress=0.3")
+        second = term.expect(rf"== trial {first_id + 1} \(round {number}\) -- policy label (\w+) ==").group(1)
+        term.expect(rf"-- robot done: score trial {first_id + 1} now")
+        term.type(f"r {second}")
+        term.type(f"r {first}")  # changed before sending: the last entry counts
+        term.type(f"n {first} pushed more carefully")
+        term.type("v no")
+        term.expect(r"this round's pair is NOT valid")
+        if valid:
+            term.type("v yes")
+            term.expect(r"this round's pair is valid")
+        term.type("f 0.1")
+        term.expect(rf"trial {first_id + 1}: recorded: success=0 progress=0.1")
+
+    score_round(1, 1, valid=False)
+    score_round(2, 3, valid=True)
+    term.type("q")
+    assert term.close() == 0
+
+    events = read_journal(tmp_path / "ab.db").events
+    submissions = {e.trial_id: e.payload["submission"] for e in events if e.kind == "score_accepted"}
+    assert submissions[1]["instruction"] == submissions[2]["instruction"] == "stack the cup on the plate"
+    assert submissions[2]["pair_invalid"] is True and "pair_invalid" not in submissions[4]
+    assert "instruction" not in submissions[3]  # round 2: reset to the task shown
+    rounds = ab_rounds(load_config(config), events)
+    assert rounds.rounds == (2,) and rounds.n_invalid == 1
+    assert rounds.data.tasks == ("Push the block onto the target.",)
+    assert rounds.data.outcome.tolist() == [2]  # A (the first run) preferred

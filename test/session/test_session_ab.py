@@ -18,7 +18,7 @@ import sys
 import pytest
 
 from evalstop_ros.audit.synthetic import SimulatedLab, simulate_recording, write_bag
-from evalstop_ros.session import EvaluationSession
+from evalstop_ros.session import EvaluationSession, offline_decisions
 from evalstop_ros.session.ab import ab_rounds
 from evalstop_ros.session.blinding import revealed_key
 from evalstop_ros.session.config import ConfigError, parse_config
@@ -93,7 +93,7 @@ def test_rounds_become_comparisons_with_preferences(tmp_path: pathlib.Path) -> N
         gap = data.progress_a[n] - data.progress_b[n]
         expected = 1 if abs(gap) < 0.05 else (2 if gap > 0 else 0)  # SimulatedLab.preference
         assert data.outcome[n] == expected
-    assert set(data.tasks) == {"cup"}
+    assert set(data.tasks) == {"put the cup in the bowl"}  # no instruction stated: the task's description
     with pytest.raises(SessionError, match="design 'ab'"):
         ab_rounds(parse_config({"policies": ["a", "b"], "seed": 1, "tasks": TASKS}), contents.events)
 
@@ -210,3 +210,47 @@ def test_ucb_pairing_weights_each_policy_by_its_rounds_so_far(tmp_path: pathlib.
     assert sum(per_pair.values()) >= 80 and min(seen.values()) > threshold  # both branches of the weight were used
     with pytest.raises(ConfigError, match="`ab_ucb_threshold` applies only to `ab_pairing: ucb`"):
         ab_config(ab_ucb_threshold=10)
+
+
+def test_a_pair_judged_not_valid_counts_in_no_test_and_no_ranking(tmp_path: pathlib.Path) -> None:
+    # seed 001 §3.1: only valid A/B evaluations count; the operator states the instruction they gave
+    config = ab_config(n_max=5)
+    with Journal.open(tmp_path / "s.db", "s", config, durable=False) as journal:
+        session = EvaluationSession(config, journal, "s")
+        session.start()
+        for number in range(4):
+            first = session.next_trial()
+            assert first is not None
+            session.record_runner_result(first.trial_id, True, 1.0, "")
+            assert session.submit_score(first.trial_id, first.token, True, 1.0, "op", "",
+                                        instruction=f"stack block {number}").accepted
+            second = session.next_trial()
+            assert second is not None and second.round == first.round
+            session.record_runner_result(second.trial_id, True, 1.0, "")
+            invalid = number in (1, 2)
+            assert session.submit_score(second.trial_id, second.token, False, 0.2, "op", f"why {number}",
+                                        preference=first.label, pair_invalid=invalid).accepted
+            # an invalid round adds no pair to its comparison's tests
+            assert sum(c.n for c in session.comparisons()) == [1, 1, 1, 2][number] * len(config.metrics)
+        events = list(journal.events())
+    rounds = ab_rounds(config, events)
+    assert rounds.rounds == (1, 4) and rounds.n_invalid == 2 and rounds.n_incomplete == 0
+    assert rounds.data.tasks == ("stack block 0", "stack block 3")
+    assert rounds.explanations == ("why 0", "why 3")
+    offline = offline_decisions(config, tmp_path / "s.db")  # the offline re-analysis agrees
+    assert sum(o.result.n_observed for o in offline) == 2 * len(config.metrics)
+
+
+def test_instruction_and_validity_are_refused_outside_design_ab(tmp_path: pathlib.Path) -> None:
+    config = parse_config({"policies": ["a", "b"], "seed": 1, "tasks": TASKS, "n_max": 5})
+    with Journal.open(tmp_path / "p.db", "p", config, durable=False) as journal:
+        session = EvaluationSession(config, journal, "p")
+        session.start()
+        trial = session.next_trial()
+        assert trial is not None
+        session.record_runner_result(trial.trial_id, True, 1.0, "")
+        outcome = session.submit_score(trial.trial_id, trial.token, True, 1.0, "op", "", pair_invalid=True)
+        assert not outcome.accepted and "apply only to design 'ab'" in outcome.reason
+        too_long = session.submit_score(trial.trial_id, trial.token, True, 1.0, "op", "", instruction="x" * 501)
+        assert not too_long.accepted and "`instruction` is longer than 500" in too_long.reason
+        assert session.submit_score(trial.trial_id, trial.token, True, 1.0, "op", "").accepted
