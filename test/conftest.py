@@ -262,6 +262,18 @@ class RosProbe:
                 pytest.fail(f"timed out after {timeout} s waiting for {what}")
             self.executor.spin_once(timeout_sec=0.05)
 
+    def wait_for_publishers(self, *topics: str, timeout: float = 30.0) -> None:
+        """Spin until each of ``topics`` (relative to the probe's namespace) has a publisher.
+
+        Start the manager, wait for its publishers, then start the runner: the session cannot
+        begin before the probe knows the manager, so a fast session cannot end (and a volatile
+        topic's messages cannot pass) before the probe's subscriptions matched.
+        """
+        namespace = self.node.get_namespace().rstrip("/")
+        names = [t if t.startswith("/") else f"{namespace}/{t}" for t in topics]
+        self.spin_until(lambda: all(self.node.count_publishers(n) for n in names), timeout,
+                        f"publishers on {', '.join(names)}")
+
     def collect(self, msg_type: Any, topic: str, qos: Any) -> list[Any]:
         """Subscribe to ``topic``; the returned list fills up as messages arrive."""
         received: list[Any] = []

@@ -150,10 +150,11 @@ def test_recorded_operator_session_audits(start_node: Any, probe: Any, recorder:
     config_file.write_text(yaml.safe_dump(config, sort_keys=False))
     bag = tmp_path / "bag"
     rec = recorder(bag)
-    start_node("sim_robot", params={"auto_score": False, "duration": 0.0})
     manager = start_node("evaluation_manager", params={
         "config_file": str(config_file), "session_id": "e2e", "journal_dir": str(tmp_path / "journals"),
         "journal_fsync": False, "exit_on_finish": True})
+    probe.wait_for_publishers("session_status")
+    start_node("sim_robot", params={"auto_score": False, "duration": 0.0})
     final = _operate(probe, config)
     assert manager.wait() == 0
     assert rec.wait() == 0, rec.output
@@ -196,10 +197,11 @@ def test_recorded_auto_session_is_self_contained(start_node: Any, probe: Any, re
     bag = tmp_path / "bag"
     rec = recorder(bag)
     statuses = probe.collect(SessionStatus, "session_status", qos.STATUS_QOS)
-    start_node("sim_robot", params={"success_rates": [0.3, 0.8], "duration": 0.0})
     manager = start_node("evaluation_manager", params={
         "config_file": str(config_file), "session_id": "e2e-auto", "journal_dir": str(tmp_path / "journals"),
         "journal_fsync": False, "exit_on_finish": True})
+    probe.wait_for_publishers("session_status")
+    start_node("sim_robot", params={"success_rates": [0.3, 0.8], "duration": 0.0})
     probe.spin_until(lambda: statuses and statuses[-1].state == SessionStatus.STATE_FINISHED, 120.0, "the end")
     assert manager.wait() == 0
     assert rec.wait() == 0, rec.output
@@ -228,11 +230,12 @@ def test_recorded_ab_session_ranks_alike_from_journal_and_bag(start_node: Any, p
     Journal.open(tmp_path / "journals" / "e2e-ab.db", "e2e-ab", parse_config(config), plan_key=key).close()
     bag = tmp_path / "bag"
     rec = recorder(bag)
-    start_node("sim_robot", params={"auto_score": False, "duration": 0.0, "policies": list(rates),
-                                    "success_rates": list(rates.values()), "progress_means": [0.4] * len(rates)})
     manager = start_node("evaluation_manager", params={
         "config_file": str(config_file), "session_id": "e2e-ab", "journal_dir": str(tmp_path / "journals"),
         "journal_fsync": False, "exit_on_finish": True})
+    probe.wait_for_publishers("session_status")
+    start_node("sim_robot", params={"auto_score": False, "duration": 0.0, "policies": list(rates),
+                                    "success_rates": list(rates.values()), "progress_means": [0.4] * len(rates)})
     _operate(probe, config, timeout=240.0, rates=rates, key=key)
     assert manager.wait() == 0
     assert rec.wait() == 0, rec.output

@@ -37,11 +37,12 @@ def test_active_session_is_audited_from_its_journal(start_node: Any, probe: Any,
                 "task_groups": {"open_drawer": "drawer", "close_drawer": "drawer"}},
         metrics=[{"name": "progress", "method": "nscore", "alpha": 0.1, "bins": 21, "alternative": "greater"}])
     statuses = probe.collect(SessionStatus, "session_status", qos.STATUS_QOS)
-    start_node("sim_robot", params={"policies": POLICIES, "success_rates": [0.0] * 3,
-                                    "progress_means": [0.2, 0.5, 0.9], "duration": 0.0})
     manager = start_node("evaluation_manager", params={
         "config_file": str(config), "session_id": "s1", "journal_dir": str(tmp_path / "journals"),
         "journal_fsync": False, "exit_on_finish": True, "exit_linger": 0.5})
+    probe.wait_for_publishers("session_status")
+    start_node("sim_robot", params={"policies": POLICIES, "success_rates": [0.0] * 3,
+                                    "progress_means": [0.2, 0.5, 0.9], "duration": 0.0})
     final = final_status(probe, statuses, timeout=300.0)
     assert manager.wait() == 0
     assert final.state_name == "finished"

@@ -49,10 +49,11 @@ def test_an_eavesdropper_cannot_unblind_labels_before_the_end(start_node: Any, p
 
     config_path = write_config(tmp_path / "session.yaml")
     topics = _everything(probe)
-    start_node("sim_robot", params={"success_rates": [0.3, 0.8], "duration": 0.0})
     manager = start_node("evaluation_manager", params={
         "config_file": str(config_path), "session_id": "s1", "journal_dir": str(tmp_path / "journals"),
         "journal_fsync": False, "exit_on_finish": True})
+    probe.wait_for_publishers("session_status", "score_ack", "trial_request")  # volatile topics: match first
+    start_node("sim_robot", params={"success_rates": [0.3, 0.8], "duration": 0.0})
     final_status(probe, topics["session_status"])
     assert manager.wait() == 0
     journal = read_journal(tmp_path / "journals" / "s1.db")

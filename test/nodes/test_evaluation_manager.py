@@ -42,8 +42,9 @@ def test_paired_session_reaches_the_decision_of_the_offline_analysis(
 
     config = write_config(tmp_path / "session.yaml")
     topics = _subscribe_all(probe)
-    start_node("sim_robot", params={"success_rates": [0.3, 0.8], "duration": 0.0})
     manager = start_node("evaluation_manager", params=_manager_params(tmp_path, config, exit_on_finish=True))
+    probe.wait_for_publishers("score_ack", "session_status")  # score_ack is volatile: match before trial 1
+    start_node("sim_robot", params={"success_rates": [0.3, 0.8], "duration": 0.0})
     final = final_status(probe, topics["status"])
     assert manager.wait() == 0
     manager.wait_for(r"session s1 finished: \d+ trials scored, 2/2 tests decided")
@@ -87,10 +88,11 @@ def test_three_policies_drop_the_decided_policy(start_node: Any, probe: Any, tmp
     config = write_config(tmp_path / "three.yaml", policies=["policy_a", "policy_b", "policy_c"],
                           metrics=[{"name": "success", "method": "step", "alpha": 0.15}], alpha=0.15, n_max=50)
     topics = _subscribe_all(probe)
+    manager = start_node("evaluation_manager", params=_manager_params(tmp_path, config, exit_on_finish=True))
+    probe.wait_for_publishers("session_status", "comparison_status")
     start_node("sim_robot", params={"policies": ["policy_a", "policy_b", "policy_c"],
                                     "success_rates": [0.02, 0.9, 0.9], "progress_means": [0.1, 0.4, 0.4],
                                     "duration": 0.0})
-    manager = start_node("evaluation_manager", params=_manager_params(tmp_path, config, exit_on_finish=True))
     final = final_status(probe, topics["status"], timeout=180.0)
     assert manager.wait() == 0
     by_pair = {(c.policy_a, c.policy_b): c for c in final.comparisons}
@@ -282,9 +284,10 @@ def test_parameters_override_the_config_before_the_session_starts(
     config = write_config(tmp_path / "override.yaml", n_max=50,
                           metrics=[{"name": "progress", "method": "wsr", "alpha": 0.05}])
     topics = _subscribe_all(probe)
-    start_node("sim_robot", params={"duration": 0.0})
     manager = start_node("evaluation_manager", params=_manager_params(
         tmp_path, config, exit_on_finish=True, exit_linger=0.5, n_max=3, method="nscore", alpha=0.2))
+    probe.wait_for_publishers("session_status")  # a 6-trial session ends fast: know the manager first
+    start_node("sim_robot", params={"duration": 0.0})
     final = final_status(probe, topics["status"])
     assert manager.wait() == 0
     (comparison,) = final.comparisons

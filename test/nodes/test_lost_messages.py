@@ -48,8 +48,9 @@ def _manager_params(tmp_path: pathlib.Path, name: str) -> dict[str, Any]:
 def undisturbed(start_node: Any, probe: Any, tmp_path: pathlib.Path, namespace: str) -> list[tuple[Any, ...]]:
     """The decisions of the same session with nothing lost (run first, in ``<namespace>/clean``)."""
     statuses = _status_topic(probe, "clean/")
-    start_node("sim_robot", params=ROBOT, ns=f"{namespace}/clean")
     manager = start_node("evaluation_manager", params=_manager_params(tmp_path, "clean"), ns=f"{namespace}/clean")
+    probe.wait_for_publishers("clean/session_status")
+    start_node("sim_robot", params=ROBOT, ns=f"{namespace}/clean")
     final = final_status(probe, statuses)
     assert manager.wait() == 0
     return [comparison_key(c) for c in final.comparisons]
