@@ -68,6 +68,7 @@ from ..session.journal import Event
 from ..session.publishing import SessionPublisher, diagnostics
 from ..session.session import LOG_BURST, LOG_WINDOW_S, RateLimit, ScoreOutcome, bounded
 from ._common import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, declare, parameter_error, ros_context
+from .hub_mode import HubMode, hub_mode
 
 __all__ = ["EvaluationManager", "main"]
 
@@ -230,7 +231,11 @@ class EvaluationManager(Node):
         self._ended = False
         self._reject_log = RateLimit(LOG_BURST, LOG_WINDOW_S)  # a flood of bad scores cannot flood the log
 
-        if self.auto_start and self.config_file:
+        # hub mode (hub_url set): a station of an evaluation hub, no local session (nodes/hub_mode.py)
+        self._hub: HubMode | None = hub_mode(self)
+        if self._hub is not None:
+            pass
+        elif self.auto_start and self.config_file:
             ok, message = self.start_session(self.session_id, self.config_file)
             if not ok:
                 raise SessionError(message)
@@ -291,6 +296,8 @@ class EvaluationManager(Node):
 
     def start_session(self, session_id: str, config_path: str) -> tuple[bool, str]:
         """Start (or resume from its journal) a session; returns ``(ok, message)``."""
+        if self._hub is not None:
+            return False, "hub mode: the hub assigns the work; no local session can be started"
         if self._active():
             assert self.session is not None
             return False, f"session {self.session.session_id!r} is {self.session.state.value}; abort it first"
@@ -504,6 +511,9 @@ class EvaluationManager(Node):
 
     # -- scores -----------------------------------------------------------------------------
     def _on_score(self, msg: TrialScore) -> None:
+        if self._hub is not None:
+            self._hub.on_score(msg)
+            return
         outcome = self._submit(msg.trial_id, msg.token, msg.success, msg.progress, scorer=msg.scorer,
                                notes=msg.notes, preference=msg.preference)
         if self.session is not None and outcome.accepted and not outcome.duplicate:
@@ -594,6 +604,9 @@ class EvaluationManager(Node):
 
     # -- status -----------------------------------------------------------------------------
     def _publish_diagnostics(self) -> None:
+        if self._hub is not None:
+            self._hub.publish_diagnostics(self._diagnostics_pub)
+            return
         array = DiagnosticArray()
         array.header.stamp = self.get_clock().now().to_msg()
         runner = self._runner_state
@@ -633,6 +646,8 @@ class EvaluationManager(Node):
     def destroy_node(self) -> None:
         """Close the session journal, then destroy the node."""
         # (getattr: also called by rclpy's shutdown when __init__ failed half-way)
+        if getattr(self, "_hub", None) is not None:
+            self._hub.close()
         if getattr(self, "_log_handler", None) is not None:
             logging.getLogger("evalstop_ros.session").removeHandler(self._log_handler)
         if getattr(self, "session", None) is not None:

@@ -1,0 +1,176 @@
+"""Three ROS stations (evaluation_manager in hub mode + sim_robot) against a hub on PostgreSQL.
+
+Each station is a manager process and a sim_robot process in its own ROS domain; sim_robot
+scores each rollout itself. One station's manager is killed with SIGKILL in the middle of a
+lease and restarted later (its lost lease is requeued and redone, its journal synced); the hub
+is killed while the stations work and restarted later (the stations journal what they finish
+meanwhile and upload it once the hub is back). Every result is counted exactly once, and the
+hub's leaderboard equals ``evalstop hub analyze`` of the exported journal. The first station
+shares the test's domain, so the test also reads its topics: blinded trial requests (labels A
+and B only) and a WARN diagnostic while the hub is unreachable.
+"""
+
+from __future__ import annotations
+
+import pathlib
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from hub_support import (
+    HubProcess,
+    PostgresCluster,
+    call,
+    check_counted_once,
+    iter_lines,
+    offline_equals_online,
+)
+
+from evalstop_ros.hub.store import open_store
+
+POLICIES = {"heron": 0.85, "walrus": 0.5, "osprey": 0.2}
+#: A/B trials each station runs.
+TRIALS = 8
+NAMES = ("s1", "s2", "s3")
+
+
+class RosStation:
+    """One station: sim_robot and evaluation_manager (hub mode) in their own ROS domain."""
+
+    def __init__(self, name: str, domain: int, hub_url: str, key: str, root: pathlib.Path,
+                 start_node: Callable[..., Any]) -> None:
+        self.name, self.domain, self.hub_url, self.start_node = name, domain, hub_url, start_node
+        self.key_file = root / f"{name}.key"
+        self.key_file.write_text(key)
+        self.journal_dir = root / "stations"
+        self.dir = self.journal_dir / f"hub-{name}"
+        self.managers: list[Any] = []
+        self.robot: Any = None
+
+    def start(self, seed: int) -> None:
+        env = {"ROS_DOMAIN_ID": str(self.domain)}
+        if self.robot is None:
+            self.robot = self.start_node("sim_robot", params={"duration": 0.3, "seed": seed}, env=env)
+        self.managers.append(self.start_node("evaluation_manager", env=env, params={
+            "hub_url": self.hub_url, "station_id": self.name, "hub_key_file": str(self.key_file),
+            "hub_trials": TRIALS, "journal_dir": str(self.journal_dir), "exit_on_finish": True,
+            "exit_linger": 0.5}))
+
+    @property
+    def manager(self) -> Any:
+        return self.managers[-1]
+
+    def records(self) -> list[dict[str, Any]]:
+        return list(iter_lines(self.dir / "station.jsonl"))
+
+    def log(self) -> str:
+        return "".join(m.output for m in self.managers)
+
+
+@pytest.fixture
+def hub_setup(postgres: PostgresCluster, tmp_path: pathlib.Path, start_node: Callable[..., Any],
+              ros_env: dict[str, str]) -> Iterator[tuple[HubProcess, list[RosStation], str]]:
+    db = postgres.new_database()
+    store = open_store(db)
+    for name, p in POLICIES.items():
+        store.add_policy(name, f"sim://success={p}")
+    keys = {name: store.add_station(name) for name in NAMES}
+    viewer = store.add_station("viewer", "viewer")
+    store.close()
+    hub = HubProcess(db, viewer, tmp_path, ["--lease-seconds", "30", "--tasks", "towel,cup", "--seed", "0"])
+    base = int(ros_env["ROS_DOMAIN_ID"])  # the first station shares the test's domain
+    stations = [RosStation(name, base + i, hub.url, keys[name], tmp_path, start_node) for i, name in enumerate(NAMES)]
+    try:
+        yield hub, stations, db
+    finally:
+        hub.stop()  # the node processes are stopped by start_node
+
+
+def test_ros_stations_survive_kills_and_every_result_counts_once(
+        hub_setup: tuple[HubProcess, list[RosStation], str], probe: Any, tmp_path: pathlib.Path) -> None:
+    from diagnostic_msgs.msg import DiagnosticArray
+    from evalstop.msg import SessionStatus, TrialRequest
+
+    from evalstop_ros import qos
+
+    hub, stations, db = hub_setup
+    requests = probe.collect(TrialRequest, "trial_request", qos.LATCHED_QOS)
+    statuses = probe.collect(SessionStatus, "session_status", qos.LATCHED_QOS)
+    diagnostics = probe.collect(DiagnosticArray, "/diagnostics", qos.DIAGNOSTICS_QOS)
+    hub.start()
+    for seed, station in enumerate(stations):
+        station.start(seed)
+    victim, live = stations[2], stations[:2]
+
+    def results_at_hub() -> int:
+        return int(call(hub.url + "/v1/status", key=hub.key)[1]["results"])
+
+    # 1. kill -9 the third station's manager in the middle of a lease
+    def mid_lease() -> bool:
+        records = victim.records()
+        return sum(r["kind"] == "result" for r in records) >= 2 and records[-1]["kind"] == "leased"
+
+    probe.spin_until(mid_lease, 120, "the third station to be in the middle of a lease")
+    victim.manager.kill()
+    lost_lease = victim.records()[-1]["assignment_id"]
+
+    # 2. kill the hub while a live station is in the middle of a lease: it finishes the trial,
+    #    journals the result and keeps it until the hub is back
+    probe.spin_until(lambda: results_at_hub() >= 6 and any(s.records()[-1]["kind"] == "leased" for s in live), 120,
+                     "6 results at the hub and a live station in a lease")
+    hub.kill()
+
+    def journaled_offline() -> set[str]:
+        out = set()
+        for station in live:
+            records = station.records()
+            settled = {r["upload_id"] for r in records if r["kind"] in ("ack", "rejected")}
+            out |= {r["upload_id"] for r in records if r["kind"] == "result" and r["upload_id"] not in settled}
+        return out
+
+    kept = probe.spin_until(journaled_offline, 60, "a result journaled while the hub is down")
+    probe.spin_until(lambda: all("unreachable" in s.log() for s in live), 60, "the live stations to notice the outage")
+    # the live stations run out of work: each finished its lease and waits, retrying
+    probe.spin_until(lambda: all(s.records()[-1]["kind"] != "leased" for s in live), 60,
+                     "the live stations to finish their leases while the hub is down")
+    probe.spin_until(lambda: statuses and statuses[-1].state_name == "hub:waiting_for_work", 30,
+                     "the first station's status: waiting for work")
+    probe.spin_until(lambda: any(
+        st.level == bytes([1]) and "unreachable" in st.message and "hub station" in st.name
+        for d in diagnostics for st in d.status), 30, "a WARN diagnostic of the first station while the hub is down")
+
+    # 3. hub and the killed manager come back; everyone finishes
+    hub.start()
+    victim.start(seed=2)
+    for station in stations:
+        probe.spin_until(lambda s=station: s.manager.proc.poll() is not None, 180, f"station {station.name} to finish")
+        assert station.manager.proc.returncode == 0, station.manager.tail()
+
+    status, entries = call(hub.url + "/v1/journal", key=hub.key)
+    assert status == 200, entries
+    results = check_counted_once(entries, stations, trials=TRIALS)
+    assert results_at_hub() == len(results)
+    counted = {r["upload_id"] for r in results}
+    assert kept <= counted, "a result journaled while the hub was down was not counted"
+
+    requeued = {e["body"]["assignment"] for e in entries if e["kind"] == "requeued"}
+    assert lost_lease in requeued
+    lineage = {lost_lease}
+    for e in entries:
+        if e["kind"] == "assigned" and e["body"]["requeue_of"] in lineage:
+            lineage.add(e["body"]["assignment"])
+    assert len(lineage) >= 2 and len(lineage & {r["assignment"] for r in results}) == 1
+
+    online = offline_equals_online(hub, db, tmp_path)
+    assert online["n_results"] == len(results) == len(stations) * TRIALS
+    rate = {row["policy"]: row["win_rate"] for row in online["ranking"]}
+    assert rate["heron"] > rate["osprey"]
+
+    # blinding: the operator-facing topics and the managers' logs name no policy or server
+    probe.spin_until(lambda: any(r.trial_id for r in requests), 10, "a trial request of the first station")
+    assert {r.label for r in requests if r.trial_id} <= {"A", "B"}
+    for r in requests:
+        assert not any(secret in str(r) for secret in (*POLICIES, "sim://"))
+    for station in stations:
+        assert not any(secret in station.log() for secret in (*POLICIES, "sim://")), station.name
+        assert station.key_file.read_text() not in station.log()
