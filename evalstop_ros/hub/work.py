@@ -36,12 +36,15 @@ from ..session.session import PendingTrial, ScoreOutcome
 from .errors import HubError
 from .station import StationClient
 
-__all__ = ["ARMS", "StationWork", "WorkStatus"]
+__all__ = ["ARMS", "COMMANDS", "STATE_CODES", "StationWork", "WorkStatus"]
 
 ARMS = ("A", "B")
-#: ``SessionStatus.STATE_RUNNING`` / ``STATE_FINISHED`` (msg/SessionStatus.msg).
-STATE_RUNNING, STATE_FINISHED = 1, 3
+#: ``WorkStatus.state`` -> ``SessionStatus.STATE_*`` (msg/SessionStatus.msg).
+STATE_CODES = {"waiting_for_work": 1, "running": 1, "paused": 2, "finished": 3, "aborted": 4}
+#: Commands of :meth:`StationWork.control` (the manager's ``session_control``).
+COMMANDS = ("pause", "resume", "abort")
 
+#: A child of the session layer's logger, which the manager node forwards to its ROS log.
 log = logging.getLogger("evalstop_ros.session.hub")
 
 
@@ -66,8 +69,9 @@ class _Assignment:
 class WorkStatus:
     """A snapshot for ``session_status`` and ``/diagnostics``.
 
-    ``state`` is ``waiting_for_work``, ``running`` or ``finished``; ``awaiting`` is ``run`` or
-    ``score`` while running; ``problem`` the last hub error ("" once the hub answers again).
+    ``state`` is ``waiting_for_work``, ``running``, ``paused``, ``finished`` or ``aborted`` (a key
+    of :data:`STATE_CODES`); ``awaiting`` is ``run`` or ``score`` while there is a trial;
+    ``problem`` the last hub error ("" once the hub answers again).
     """
 
     state: str
@@ -111,6 +115,9 @@ class StationWork:
         self._problem = ""
         self._retry_at = 0.0
         self._finished = False
+        self._paused = ""  # the reason, while paused
+        self._aborted = ""  # the reason, once aborted: no new work; what is journaled is still uploaded
+        self._counts: tuple[int, tuple[int, int, int]] = (-1, (0, 0, 0))  # journal size -> pending/acked/rejected
         self._thread = threading.Thread(target=self._loop, name=f"hub-{station_id}", daemon=True)
 
     # -- life cycle -----------------------------------------------------------------------
@@ -126,10 +133,38 @@ class StationWork:
             self._thread.join(timeout)
 
     @property
+    def paused(self) -> bool:
+        """Paused (:meth:`control`): no run may start."""
+        with self._lock:
+            return bool(self._paused)
+
+    @property
     def finished(self) -> bool:
-        """Every trial of the budget is journaled and uploaded (never with ``trials`` 0)."""
+        """Over: every trial of the budget is journaled and uploaded (never with ``trials`` 0), or
+        aborted and everything journaled uploaded."""
         with self._lock:
             return self._finished
+
+    def control(self, command: str, reason: str = "") -> tuple[bool, str]:
+        """``pause`` (no new run starts; the lease is kept alive), ``resume``, or ``abort`` (the
+        assignment in progress is given up -- the hub requeues it when its lease runs out --, no
+        new work is leased, the journaled results are still uploaded): ``(ok, message)``."""
+        if command not in COMMANDS:
+            return False, f"unknown command {command!r}; one of {COMMANDS}"
+        with self._lock:
+            if self._aborted:
+                return False, f"station {self.station_id} is aborted ({self._aborted})"
+            if command == "pause":
+                self._paused = reason or "paused by the operator"
+            elif command == "resume":
+                if not self._paused:
+                    return False, f"station {self.station_id} is not paused"
+                self._paused = ""
+            else:
+                self._aborted, self._assignment, self._leased = reason or "aborted by the operator", None, None
+        log.warning("station %s: %s%s", self.station_id, command, f" ({reason})" if reason else "")
+        self._wake.set()
+        return True, f"station {self.station_id} {'running' if command == 'resume' else command + 'd'}"
 
     # -- the hub thread -------------------------------------------------------------------
     def _loop(self) -> None:
@@ -164,7 +199,7 @@ class StationWork:
         if remaining:
             raise HubError(f"hub {self.client.hub_url} unreachable", 503)
         with self._lock:
-            current, spent = self._assignment, self._budget_spent()
+            current, spent = self._assignment, self._budget_spent() or bool(self._aborted)
         if current is None and spent and not self.client.pending():
             with self._lock:
                 self._finished = True
@@ -196,6 +231,8 @@ class StationWork:
         if not isinstance(addresses, dict) or any(not isinstance(addresses.get(arm), str) for arm in ARMS):
             raise HubError("the hub's ticket answer has no address for arms A and B", 502)
         with self._lock:
+            if self._aborted:
+                return
             self._round += 1
             self._assignment = _Assignment(
                 str(work["assignment_id"]), str(work["task"]), self._round, {arm: addresses[arm] for arm in ARMS},
@@ -288,26 +325,39 @@ class StationWork:
         return ScoreOutcome(True, False, "")
 
     # -- status -----------------------------------------------------------------------------
+    def _upload_counts(self) -> tuple[int, int, int]:
+        """Results (pending, acknowledged, refused) in the local journal, re-read when it grew."""
+        try:
+            size = self.client.journal_path.stat().st_size
+        except FileNotFoundError:
+            size = 0
+        if size != self._counts[0]:
+            records = self.client.records()
+            settled = {r["upload_id"]: r["kind"] for r in records if r["kind"] in ("ack", "rejected")}
+            results = [r["upload_id"] for r in records if r["kind"] == "result"]
+            self._counts = (size, (sum(u not in settled for u in results), sum(settled.get(u) == "ack" for u in results),
+                                   sum(settled.get(u) == "rejected" for u in results)))
+        return self._counts[1]
+
     def status(self) -> WorkStatus:
         """What the station is doing (for ``session_status`` and ``/diagnostics``)."""
-        records = self.client.records()
-        settled = {r["upload_id"]: r["kind"] for r in records if r["kind"] in ("ack", "rejected")}
-        results = [r["upload_id"] for r in records if r["kind"] == "result"]
+        pending, acked, rejected = self._upload_counts()
         awaiting = self.awaiting()
         with self._lock:
             trial = self._pending()
-            state = "finished" if self._finished else "running" if trial else "waiting_for_work"
+            state = ("aborted" if self._aborted else "finished" if self._finished
+                     else "paused" if self._paused else "running" if trial else "waiting_for_work")
+            problem = self._problem
             return WorkStatus(
-                state, awaiting, self._done, sum(u not in settled for u in results),
-                sum(settled.get(u) == "ack" for u in results), sum(settled.get(u) == "rejected" for u in results),
+                state, awaiting, self._done, pending, acked, rejected,
                 self._assignment.assignment_id if self._assignment else "", trial.trial_id if trial else 0,
-                self._problem, max(0.0, self._retry_at - time.monotonic()) if self._problem else 0.0)
+                problem, max(0.0, self._retry_at - time.monotonic()) if self._problem else 0.0)
 
     def status_fields(self, status: WorkStatus) -> dict[str, Any]:
         """``session_status`` fields (``state_name`` e.g. ``hub:waiting_for_work``,
         ``hub:running:awaiting_score``); no comparisons: the hub runs the tests."""
         name = f"hub:{status.state}" + (f":awaiting_{status.awaiting}" if status.awaiting else "")
-        return {"session_id": self.session_id, "state": STATE_FINISHED if status.state == "finished" else STATE_RUNNING,
+        return {"session_id": self.session_id, "state": STATE_CODES[status.state],
                 "state_name": name, "trials_done": status.trials_done,
                 "budget_left": max(0, self.trials - status.trials_done) if self.trials else 0,
                 "pending_trial_id": status.pending_trial_id, "active_policies": [], "active_tasks": [],
@@ -317,7 +367,9 @@ class StationWork:
         """The ``/diagnostics`` entry of the hub mode: WARN while the hub is unreachable or
         refuses, or the runner link has a problem (``runner``)."""
         level, message = OK, f"{status.state}, {status.trials_done} trials journaled, {status.results_pending} to upload"
-        if status.problem:
+        if status.state in ("paused", "aborted"):
+            level, message = WARN, f"{status.state} ({self._paused or self._aborted})"
+        elif status.problem:
             level = WARN
             message = (f"{status.problem}; retrying in {status.retry_in:.1f} s; "
                        f"{status.results_pending} result(s) kept locally")

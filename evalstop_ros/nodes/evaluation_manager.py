@@ -549,6 +549,8 @@ class EvaluationManager(Node):
         command = names.get(request.command)
         if command is None:
             response.ok, response.message = False, f"unknown command {request.command} (1 pause, 2 resume, 3 abort)"
+        elif self._hub is not None:
+            response.ok, response.message = self._hub.control(command, request.reason)
         elif session is None:
             response.ok, response.message = False, "no session"
         else:

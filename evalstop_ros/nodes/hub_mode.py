@@ -14,8 +14,11 @@ each result locally first and uploads it, retrying while the hub is unreachable)
 * the runner's automatic score (``auto_scored``) is submitted by the manager (scorer
   ``auto:<runner action>``); otherwise the operator's ``trial_score`` (teleop_scorer) is
   awaited; every score is answered on ``score_ack``;
+* ``session_control`` pauses (no new run starts; e.g. policy_runner's emergency stop), resumes,
+  or aborts the station (the assignment in progress is given up, no new work is leased, the
+  journaled results are still uploaded, then the node ends as a finished session does);
 * ``session_status`` says what the station does (``hub:waiting_for_work``,
-  ``hub:running:awaiting_run`` / ``awaiting_score``, ``hub:finished``); ``/diagnostics`` is
+  ``hub:running:awaiting_run`` / ``awaiting_score``, ``hub:paused``, ``hub:finished``, ``hub:aborted``); ``/diagnostics`` is
   WARN with the reason and the retry time while the hub is unreachable or refuses.
 
 Parameters (declared by :func:`hub_mode`): ``hub_url``, ``station_id``, ``hub_key_file`` (the
@@ -126,7 +129,7 @@ class HubMode:
         trial = self.work.pending_trial()
         if trial is not None:
             self.node._publisher.request(trial)
-            if self._goal is None and self.work.awaiting() == "run":
+            if self._goal is None and self.work.awaiting() == "run" and not self.work.paused:
                 self._start(trial)
         elif self._goal is not None:
             self._cancel()  # the assignment was given up
@@ -237,6 +240,14 @@ class HubMode:
         if goal is not None and goal.handle is not None:
             goal.handle.cancel_goal_async()
 
+    def control(self, command: str, reason: str) -> tuple[bool, str]:
+        """``session_control`` in hub mode (pause, resume, abort; e.g. policy_runner's emergency stop)."""
+        ok, message = self.work.control(command, reason)
+        if ok and command == "abort":
+            self._cancel()
+        self._tick()
+        return ok, message
+
     # -- scores -----------------------------------------------------------------------------
     def on_score(self, msg: TrialScore) -> None:
         """An operator's score (``trial_score``)."""
@@ -273,7 +284,7 @@ class HubMode:
         self.node._publisher.end(self.work.session_id)
         status = self.work.status()
         self.node.get_logger().info(
-            f"hub station {self.work.station_id} finished: {status.trials_done} trials, {status.results_acked} "
+            f"hub station {self.work.station_id} {status.state}: {status.trials_done} trials, {status.results_acked} "
             f"counted by the hub, {status.results_rejected} refused (their leases had been handed out again)")
         if self.node.exit_on_finish and not self.node.done.done():
             timer = None

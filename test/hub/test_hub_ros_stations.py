@@ -174,3 +174,83 @@ def test_ros_stations_survive_kills_and_every_result_counts_once(
     for station in stations:
         assert not any(secret in station.log() for secret in (*POLICIES, "sim://")), station.name
         assert station.key_file.read_text() not in station.log()
+
+
+def test_operator_scores_pause_and_resume_a_ros_station(
+        tmp_path: pathlib.Path, start_node: Callable[..., Any], probe: Any) -> None:
+    """A station whose runner does not score: the operator's trial_score (tokens checked, every
+    score answered on score_ack) makes the results; session_control pauses and resumes it."""
+    from evalstop.msg import ScoreAck, SessionStatus, TrialRequest, TrialScore
+    from evalstop.srv import SessionControl
+
+    from evalstop_ros import qos
+
+    db = str(tmp_path / "hub.sqlite")
+    store = open_store(db)
+    for name, p in POLICIES.items():
+        store.add_policy(name, f"sim://success={p}")
+    key = store.add_station("lab")
+    viewer = store.add_station("viewer", "viewer")
+    store.close()
+    hub = HubProcess(db, viewer, tmp_path, ["--lease-seconds", "30", "--tasks", "towel"])
+    hub.start()
+    try:
+        requests = probe.collect(TrialRequest, "trial_request", qos.LATCHED_QOS)
+        statuses = probe.collect(SessionStatus, "session_status", qos.LATCHED_QOS)
+        acks = probe.collect(ScoreAck, "score_ack", qos.EVENT_QOS)
+        scores = probe.node.create_publisher(TrialScore, "trial_score", qos.SCORE_QOS)
+        (tmp_path / "lab.key").write_text(key)
+        start_node("sim_robot", params={"auto_score": False, "duration": 0.0})
+        manager = start_node("evaluation_manager", params={
+            "hub_url": hub.url, "station_id": "lab", "hub_key_file": str(tmp_path / "lab.key"), "hub_trials": 2,
+            "journal_dir": str(tmp_path / "stations"), "exit_on_finish": True, "exit_linger": 0.5})
+
+        def awaiting_score(trial_id: int) -> TrialRequest:
+            probe.spin_until(lambda: any(s.pending_trial_id == trial_id and s.state_name == "hub:running:awaiting_score"
+                                         for s in statuses[-1:]), 60, f"trial {trial_id} to await its score")
+            return probe.spin_until(lambda: next((r for r in reversed(requests) if r.trial_id == trial_id), None), 10,
+                                    f"the request of trial {trial_id}")
+
+        def score(trial_id: int, token: str, success: bool, progress: float) -> ScoreAck:
+            """Publish the score until its answer arrives (DDS may drop the first one)."""
+            def answer() -> ScoreAck | None:
+                return next((a for a in acks if a.trial_id == trial_id and (a.accepted or "token" in a.reason)), None)
+            acks.clear()
+            for _ in range(10):
+                scores.publish(TrialScore(trial_id=trial_id, token=token, success=success, progress=progress,
+                                          scorer="operator"))
+                try:
+                    return probe.spin_until(answer, 3, f"the answer to a score of trial {trial_id}")
+                except pytest.fail.Exception:
+                    continue
+            pytest.fail(f"no answer to a score of trial {trial_id}")
+
+        first = awaiting_score(1)
+        assert (first.session_id, first.label, first.task) == ("hub:lab", "A", "towel")
+        ack = score(1, "0" * len(first.token), True, 1.0)
+        assert not ack.accepted and ack.reason == "wrong token for trial 1"
+        manager.wait_for(r"score for trial 1 rejected: wrong token for trial 1")
+        assert score(1, first.token, False, 0.5).accepted
+
+        request = awaiting_score(2)
+        assert request.label == "B"
+        paused = probe.call(SessionControl, "session_control",
+                            SessionControl.Request(command=SessionControl.Request.COMMAND_PAUSE, reason="coffee"))
+        assert paused.ok, paused.message
+        probe.spin_until(lambda: statuses[-1].state_name.startswith("hub:paused"), 20, "the paused status")
+        assert statuses[-1].state == SessionStatus.STATE_PAUSED
+        assert score(2, request.token, True, 1.0).accepted  # a trial that ran may be scored while paused
+        resumed = probe.call(SessionControl, "session_control",
+                             SessionControl.Request(command=SessionControl.Request.COMMAND_RESUME))
+        assert resumed.ok, resumed.message
+        for trial_id in (3, 4):
+            request = awaiting_score(trial_id)
+            assert score(trial_id, request.token, trial_id == 4, 0.5).accepted
+        assert manager.wait(120) == 0
+        probe.spin_until(lambda: statuses[-1].state == SessionStatus.STATE_FINISHED, 20, "the finished status")
+        status, entries = call(hub.url + "/v1/journal", key=hub.key)
+        assert status == 200
+        assert [(e["body"]["score_a"], e["body"]["score_b"]) for e in entries if e["kind"] == "result"] == [(0.5, 1.0)] * 2
+        assert not any(secret in str(r) for r in requests for secret in (*POLICIES, "sim://"))
+    finally:
+        hub.stop()
