@@ -81,7 +81,7 @@ def hub_mode(node: EvaluationManager) -> HubMode | None:
     except HubError as err:
         raise ValueError(f"hub mode: {err}") from err
     directory = node._journal_path(f"hub-{station_id}").with_suffix("")
-    work = StationWork(StationClient(hub_url, key, directory), station_id, trials=trials,
+    work = StationWork(StationClient(hub_url, key, directory, timeout=5.0), station_id, trials=trials,
                        max_faults=node.max_attempts)
     return HubMode(node, work, node.runner_action or "run_trial", run_timeout)
 
