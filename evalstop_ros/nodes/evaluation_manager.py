@@ -21,6 +21,9 @@ Crash safety comes from the session journal (``journal_dir/<session_id>.db``): s
 with the same ``session_id`` the manager replays it and carries on from the pending trial.
 A trial whose automatic score was lost with the crash (run recorded, score not) is run again.
 
+With ``hub_url`` set the node runs no local session: it is a station of an evaluation hub
+(:mod:`.hub_mode`, docs/hub.md).
+
 When the session ends the node keeps serving its final status (a lab dashboard can still
 read it), unless ``exit_on_finish`` is set (the demo and tests), then it exits with status 0.
 """
