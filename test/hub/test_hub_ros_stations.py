@@ -112,7 +112,9 @@ def test_ros_stations_survive_kills_and_every_result_counts_once(
 
     probe.spin_until(mid_lease, 120, "the third station to be in the middle of a lease")
     victim.manager.kill()
-    lost_lease = victim.records()[-1]["assignment_id"]
+    records = victim.records()
+    [lost_lease] = {r["assignment_id"] for r in records if r["kind"] == "leased"} - {
+        r["assignment_id"] for r in records if r["kind"] == "result"}
 
     # 2. kill the hub while a live station is in the middle of a lease: it finishes the trial,
     #    journals the result and keeps it until the hub is back
@@ -254,3 +256,23 @@ def test_operator_scores_pause_and_resume_a_ros_station(
         assert not any(secret in str(r) for r in requests for secret in (*POLICIES, "sim://"))
     finally:
         hub.stop()
+
+
+@pytest.mark.parametrize(("params", "env", "reason"), [
+    ({"station_id": ""}, {}, "`station_id` is required with `hub_url`"),
+    ({"hub_url": "ftp://hub"}, {}, "`hub_url` must be an http:// or https:// URL"),
+    ({"hub_key_file": ""}, {"EVALSTOP_HUB_KEY": ""}, "no API key: pass --key-file or set EVALSTOP_HUB_KEY"),
+    ({"hub_key_file": "/nonexistent/lab.key"}, {}, "cannot read the key file '/nonexistent/lab.key'"),
+])
+def test_hub_mode_refuses_bad_parameters(params: dict[str, Any], env: dict[str, str], reason: str,
+                                         tmp_path: pathlib.Path, start_node: Callable[..., Any]) -> None:
+    """Exit 2 with one FATAL line naming the problem; the key is never printed."""
+    import re
+
+    (tmp_path / "lab.key").write_text("secret-key-of-the-lab")
+    manager = start_node("evaluation_manager", env=env, params={
+        "hub_url": "http://127.0.0.1:9", "station_id": "lab", "hub_key_file": str(tmp_path / "lab.key"),
+        "journal_dir": str(tmp_path), **params})
+    assert manager.wait(60) == 2
+    manager.wait_for(r"\[FATAL\] \[\S*evaluation_manager\]: invalid parameters: .*" + re.escape(reason))
+    assert "secret-key-of-the-lab" not in manager.output
