@@ -120,6 +120,11 @@ class HubProcess:
                 self.kill()
 
 
+def ip(*args: str) -> None:
+    """Run ``ip ARGS`` (iproute2), failing on an error."""
+    subprocess.run(["ip", *args], check=True, capture_output=True, text=True)
+
+
 def wait_for(predicate: Any, deadline: float, what: str) -> None:
     end = time.monotonic() + deadline
     while time.monotonic() < end:
