@@ -236,13 +236,11 @@ class EvaluationManager(Node):
 
         # hub mode (hub_url set): a station of an evaluation hub, no local session (nodes/hub_mode.py)
         self._hub: HubMode | None = hub_mode(self)
-        if self._hub is not None:
-            pass
-        elif self.auto_start and self.config_file:
+        if self._hub is None and self.auto_start and self.config_file:
             ok, message = self.start_session(self.session_id, self.config_file)
             if not ok:
                 raise SessionError(message)
-        else:
+        elif self._hub is None:
             self.get_logger().info("idle: waiting for a start_session request")
             self._publisher.idle()
 

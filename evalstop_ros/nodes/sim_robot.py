@@ -40,30 +40,15 @@ from rclpy.callback_groups import ReentrantCallbackGroup
 from rclpy.node import Node
 from rclpy.parameter import Parameter
 
+from ..hub.station import sim_address_rate
 from ._common import declare, spin_node
 
-__all__ = ["Outcome", "SimRobot", "main", "sim_address_rate", "simulate_outcome"]
+__all__ = ["Outcome", "SimRobot", "main", "simulate_outcome"]
 
 #: Feedback messages per rollout (besides the final "done").
 FEEDBACK_STEPS = 5
-#: Address prefix of a simulated policy server (``sim://success=P``) and its failures' mean progress.
-SIM_ADDRESS = "sim://success="
+#: Mean progress of a failed rollout of a ``sim://success=P`` policy address.
 SIM_PROGRESS_MEAN = 0.4
-
-
-def sim_address_rate(policy_id: str) -> float | None:
-    """The success rate of a ``sim://success=P`` address (``None``: not such an address, or P not in [0, 1]).
-
-    >>> sim_address_rate("sim://success=0.85"), sim_address_rate("policy_a"), sim_address_rate("sim://success=2")
-    (0.85, None, None)
-    """
-    if not policy_id.startswith(SIM_ADDRESS):
-        return None
-    try:
-        rate = float(policy_id.removeprefix(SIM_ADDRESS))
-    except ValueError:
-        return None
-    return rate if 0.0 <= rate <= 1.0 else None
 
 
 class Outcome(NamedTuple):
