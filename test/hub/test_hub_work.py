@@ -2,7 +2,8 @@
 
 Blinded trials (arm A, then B; the address for the runner only), scores checked like the
 session checks them (token, run first, duplicates), the result journaled before the upload,
-kept while the hub is down and uploaded once it is back; pause, resume and abort.
+kept while the hub is down and uploaded once it is back; pause, resume, giving an assignment
+up after repeated runner faults (the hub requeues it), and abort.
 """
 
 from __future__ import annotations
@@ -114,6 +115,19 @@ def test_pause_resume_abort(hub: tuple[HubProcess, dict[str, str]], tmp_path: pa
         assert status.state == "paused" and work.status_fields(status)["state_name"] == "hub:paused:awaiting_run"
         assert work.diagnostics(status, node="n", hardware_id="r", runner="")[0].level == 1
         assert work.control("resume")[0] and not work.paused
+
+        # a runner that fails max_faults times in a row: the assignment is given up and requeued
+        given_up = work.status().assignment_id
+        trial = work.pending_trial()
+        assert trial is not None
+        for attempt in (1, 2, 3):
+            assert trial.attempt == attempt and work.record_run(trial.trial_id, False, "arm stuck")
+            trial = work.pending_trial() or trial
+        wait_for(lambda: (work.pending_trial() or trial).round == 2, 30, "new work after giving one up")
+        assert work.status().assignment_id != given_up
+        entries = call(process.url + "/v1/journal", key=process.key)[1]
+        assert given_up in {e["body"]["assignment"] for e in entries if e["kind"] == "requeued"}
+
         assert work.control("abort", "robot broken")[0]
         assert work.pending_trial() is None and work.status().state == "aborted"
         wait_for(lambda: work.finished, 30, "the aborted station to be over")
