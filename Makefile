@@ -27,7 +27,7 @@ ROS_SOURCES := Makefile package.xml CMakeLists.txt tools/ros/build.sh \
 # POSIX sh form of `. tools/ros/env.sh VENV INSTALL` (make runs recipes with /bin/sh).
 ROS_ENV     := EVALSTOP_VENV=$(VENV) EVALSTOP_INSTALL=$(ROS_INSTALL) . tools/ros/env.sh &&
 
-.PHONY: venv ros demo demo-policy demo-hub test lint bench tables clean
+.PHONY: venv ros demo demo-policy demo-hub demo-hub-ros test lint bench tables clean
 
 venv: $(STAMP)
 
@@ -66,6 +66,10 @@ demo-policy: venv ros
 # Second demo: the evaluation hub on a local PostgreSQL server with three simulated stations.
 demo-hub: venv
 	$(PY) tools/hub/demo.py
+
+# The same with ROS stations: evaluation_manager in hub mode + sim_robot, one ROS domain each.
+demo-hub-ros: venv ros
+	$(ROS_ENV) ROS_DOMAIN_ID=$${ROS_DOMAIN_ID:-0} $(PY) tools/hub/demo.py --ros-stations
 
 # The report tests render HTML in Debian's headless Chromium (installed here if missing).
 test: venv ros lint

@@ -28,11 +28,29 @@ from typing import Any
 
 from .errors import HubError
 
-__all__ = ["StationClient", "read_key", "run_station", "sim_runner"]
+__all__ = ["SIM_ADDRESS", "StationClient", "read_key", "run_station", "sim_address_rate", "sim_runner"]
 
 #: Name of the local journal inside a station's directory.
 JOURNAL = "station.jsonl"
 KEY_ENV = "EVALSTOP_HUB_KEY"
+#: Address prefix of a simulated policy server, ``sim://success=P``.
+SIM_ADDRESS = "sim://success="
+
+
+def sim_address_rate(address: str) -> float | None:
+    """The success probability ``P`` of a simulated policy server ``sim://success=P`` (``None``:
+    not such an address, or ``P`` not in [0, 1]). Used by :func:`sim_runner` and ``sim_robot``.
+
+    >>> sim_address_rate("sim://success=0.85"), sim_address_rate("policy_a"), sim_address_rate("sim://success=2")
+    (0.85, None, None)
+    """
+    if not address.startswith(SIM_ADDRESS):
+        return None
+    try:
+        rate = float(address.removeprefix(SIM_ADDRESS))
+    except ValueError:
+        return None
+    return rate if 0.0 <= rate <= 1.0 else None
 
 
 def read_key(key_file: str | None) -> str:
@@ -165,10 +183,10 @@ def sim_runner(trial_seconds: float) -> Runner:
             heartbeat: Callable[[], None]) -> tuple[float, float]:
         scores = []
         for arm in ("A", "B"):
-            address = addresses[arm]
-            if not address.startswith("sim://success="):
+            rate = sim_address_rate(addresses[arm])
+            if rate is None:
                 raise HubError(f"the simulated runner drives sim://success=P policies only; arm {arm} is not one")
-            scores.append(1.0 if rng.random() < float(address.removeprefix("sim://success=")) else 0.0)
+            scores.append(1.0 if rng.random() < rate else 0.0)
             time.sleep(trial_seconds / 2)
             heartbeat()
         return scores[0], scores[1]

@@ -21,6 +21,9 @@ Crash safety comes from the session journal (``journal_dir/<session_id>.db``): s
 with the same ``session_id`` the manager replays it and carries on from the pending trial.
 A trial whose automatic score was lost with the crash (run recorded, score not) is run again.
 
+With ``hub_url`` set the node runs no local session: it is a station of an evaluation hub
+(:mod:`.hub_mode`, docs/hub.md).
+
 When the session ends the node keeps serving its final status (a lab dashboard can still
 read it), unless ``exit_on_finish`` is set (the demo and tests), then it exits with status 0.
 """
@@ -68,6 +71,7 @@ from ..session.journal import Event
 from ..session.publishing import SessionPublisher, diagnostics
 from ..session.session import LOG_BURST, LOG_WINDOW_S, RateLimit, ScoreOutcome, bounded
 from ._common import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, declare, parameter_error, ros_context
+from .hub_mode import HubMode, hub_mode
 
 __all__ = ["EvaluationManager", "main"]
 
@@ -230,11 +234,13 @@ class EvaluationManager(Node):
         self._ended = False
         self._reject_log = RateLimit(LOG_BURST, LOG_WINDOW_S)  # a flood of bad scores cannot flood the log
 
-        if self.auto_start and self.config_file:
+        # hub mode (hub_url set): a station of an evaluation hub, no local session (nodes/hub_mode.py)
+        self._hub: HubMode | None = hub_mode(self)
+        if self._hub is None and self.auto_start and self.config_file:
             ok, message = self.start_session(self.session_id, self.config_file)
             if not ok:
                 raise SessionError(message)
-        else:
+        elif self._hub is None:
             self.get_logger().info("idle: waiting for a start_session request")
             self._publisher.idle()
 
@@ -291,6 +297,8 @@ class EvaluationManager(Node):
 
     def start_session(self, session_id: str, config_path: str) -> tuple[bool, str]:
         """Start (or resume from its journal) a session; returns ``(ok, message)``."""
+        if self._hub is not None:
+            return False, "hub mode: the hub assigns the work; no local session can be started"
         if self._active():
             assert self.session is not None
             return False, f"session {self.session.session_id!r} is {self.session.state.value}; abort it first"
@@ -504,6 +512,9 @@ class EvaluationManager(Node):
 
     # -- scores -----------------------------------------------------------------------------
     def _on_score(self, msg: TrialScore) -> None:
+        if self._hub is not None:
+            self._hub.on_score(msg)
+            return
         outcome = self._submit(msg.trial_id, msg.token, msg.success, msg.progress, scorer=msg.scorer,
                                notes=msg.notes, preference=msg.preference, instruction=msg.instruction,
                                pair_invalid=msg.pair_invalid)
@@ -541,6 +552,8 @@ class EvaluationManager(Node):
         command = names.get(request.command)
         if command is None:
             response.ok, response.message = False, f"unknown command {request.command} (1 pause, 2 resume, 3 abort)"
+        elif self._hub is not None:
+            response.ok, response.message = self._hub.control(command, request.reason)
         elif session is None:
             response.ok, response.message = False, "no session"
         else:
@@ -596,6 +609,9 @@ class EvaluationManager(Node):
 
     # -- status -----------------------------------------------------------------------------
     def _publish_diagnostics(self) -> None:
+        if self._hub is not None:
+            self._hub.publish_diagnostics(self._diagnostics_pub)
+            return
         array = DiagnosticArray()
         array.header.stamp = self.get_clock().now().to_msg()
         runner = self._runner_state
@@ -635,6 +651,8 @@ class EvaluationManager(Node):
     def destroy_node(self) -> None:
         """Close the session journal, then destroy the node."""
         # (getattr: also called by rclpy's shutdown when __init__ failed half-way)
+        if getattr(self, "_hub", None) is not None:
+            self._hub.close()
         if getattr(self, "_log_handler", None) is not None:
             logging.getLogger("evalstop_ros.session").removeHandler(self._log_handler)
         if getattr(self, "session", None) is not None:

@@ -7,7 +7,9 @@ can record it without an operator.  It serves any number of policies (``policies
 ``success_rates`` and ``progress_means`` hold one value per policy); with a success rate of 0
 every rollout's progress is Beta with mean ``progress_means[i]``, which is how the progress-only
 presets (``config/adastop_sim.yaml``: ``agent_1..agent_5`` at 0.30, 0.50, 0.50, 0.60, 0.85) are
-simulated.
+simulated.  A goal may also name a simulated policy server by its address, ``sim://success=P``
+(the addresses an evaluation hub resolves for a station's runner, :mod:`evalstop_ros.hub`): that
+policy succeeds with probability ``P`` (a failure's progress has mean :data:`SIM_PROGRESS_MEAN`).
 
 Outcomes are a pure function of ``(seed, session_id, policy_id, trial_id)``: a goal that is
 sent again (after the manager restarts, say) yields the same rollout, so an interrupted
@@ -38,12 +40,15 @@ from rclpy.callback_groups import ReentrantCallbackGroup
 from rclpy.node import Node
 from rclpy.parameter import Parameter
 
+from ..hub.station import sim_address_rate
 from ._common import declare, spin_node
 
 __all__ = ["Outcome", "SimRobot", "main", "simulate_outcome"]
 
 #: Feedback messages per rollout (besides the final "done").
 FEEDBACK_STEPS = 5
+#: Mean progress of a failed rollout of a ``sim://success=P`` policy address.
+SIM_PROGRESS_MEAN = 0.4
 
 
 class Outcome(NamedTuple):
@@ -184,7 +189,7 @@ class SimRobot(Node):
 
     # -- action -----------------------------------------------------------------------------
     def _on_goal(self, goal: RunTrial.Goal) -> GoalResponse:
-        if goal.policy_id not in self.policies:
+        if goal.policy_id not in self.policies and sim_address_rate(goal.policy_id) is None:
             self.get_logger().error(
                 f"trial {goal.trial_id}: goal rejected, unknown policy {goal.policy_id!r} (known: {self.policies})")
             return GoalResponse.REJECT
@@ -206,8 +211,11 @@ class SimRobot(Node):
     def _rollout(self, goal_handle: ServerGoalHandle) -> RunTrial.Result:
         goal: RunTrial.Goal = goal_handle.request
         with self._lock:
-            index = self.policies.index(goal.policy_id)
-            rate, mean = self.success_rates[index], self.progress_means[index]
+            if goal.policy_id in self.policies:
+                index = self.policies.index(goal.policy_id)
+                rate, mean = self.success_rates[index], self.progress_means[index]
+            else:
+                rate, mean = sim_address_rate(goal.policy_id) or 0.0, SIM_PROGRESS_MEAN
             concentration, duration = self.progress_concentration, self.duration
             failure_probability, seed, auto_score = self.failure_probability, self.seed, self.auto_score
             self._attempts[(goal.session_id, goal.trial_id)] += 1

@@ -120,6 +120,11 @@ class HubProcess:
                 self.kill()
 
 
+def ip(*args: str) -> None:
+    """Run ``ip ARGS`` (iproute2), failing on an error."""
+    subprocess.run(["ip", *args], check=True, capture_output=True, text=True)
+
+
 def wait_for(predicate: Any, deadline: float, what: str) -> None:
     end = time.monotonic() + deadline
     while time.monotonic() < end:
@@ -169,8 +174,11 @@ class Station:
         return "".join((self.dir.parent / f"{self.name}-{i}.log").read_text() for i in range(1, self.runs + 1))
 
 
-def check_counted_once(entries: list[dict[str, Any]], stations: Sequence[Station]) -> list[dict[str, Any]]:
-    """Assert every station result is counted once or refused, nothing pending; returns the hub's results."""
+def check_counted_once(entries: list[dict[str, Any]], stations: Sequence[Any], trials: int = TRIALS
+                       ) -> list[dict[str, Any]]:
+    """Assert every station result is counted once or refused, nothing pending; returns the hub's results.
+
+    ``stations`` have a ``name`` and ``records()`` (the station's local journal), each ``trials`` results."""
     results = [e["body"] for e in entries if e["kind"] == "result"]
     uploads = [r["upload_id"] for r in results]
     assert len(uploads) == len(set(uploads)), "a result was counted twice"
@@ -179,7 +187,7 @@ def check_counted_once(entries: list[dict[str, Any]], stations: Sequence[Station
         local = {r["upload_id"] for r in records if r["kind"] == "result"}
         acked = {r["upload_id"] for r in records if r["kind"] == "ack"}
         rejected = {r["upload_id"] for r in records if r["kind"] == "rejected"}
-        assert len(local) == TRIALS and acked | rejected == local and not acked & rejected
+        assert len(local) == trials and acked | rejected == local and not acked & rejected
         assert {r["upload_id"] for r in results if r["station"] == station.name} == acked
     return results
 

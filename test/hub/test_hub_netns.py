@@ -12,18 +12,15 @@ from __future__ import annotations
 
 import os
 import pathlib
-import shutil
-import subprocess
 import time
-from collections.abc import Iterator
 
-import pytest
 from hub_support import (
     HubProcess,
     PostgresCluster,
     Station,
     call,
     check_counted_once,
+    ip,
     offline_equals_online,
     stop_all,
     wait_for,
@@ -32,35 +29,6 @@ from hub_support import (
 from evalstop_ros.hub.store import open_store
 
 CUT_SECONDS = float(os.environ.get("EVALSTOP_HUB_CUT_SECONDS", "60"))
-
-
-def _ip(*args: str) -> None:
-    subprocess.run(["ip", *args], check=True, capture_output=True, text=True)
-
-
-@pytest.fixture
-def netns() -> Iterator[dict[str, str]]:
-    """A network namespace joined to the host by a veth pair; names and addresses unique per process."""
-    if os.geteuid() != 0:
-        pytest.skip("network namespaces need root (make test runs as root in CI)")
-    if shutil.which("ip") is None:
-        pytest.fail("iproute2 (`ip`) is missing")
-    tag = os.getpid() % 100000
-    net = {"ns": f"evalstop-hub-{tag}", "host_if": f"esh{tag}h", "ns_if": f"esh{tag}s",
-           "host_ip": f"10.{151 + tag % 50}.{tag % 250}.1", "ns_ip": f"10.{151 + tag % 50}.{tag % 250}.2"}
-    _ip("netns", "add", net["ns"])
-    try:
-        _ip("link", "add", net["host_if"], "type", "veth", "peer", "name", net["ns_if"])
-        _ip("link", "set", net["ns_if"], "netns", net["ns"])
-        _ip("addr", "add", f"{net['host_ip']}/24", "dev", net["host_if"])
-        _ip("link", "set", net["host_if"], "up")
-        _ip("-n", net["ns"], "addr", "add", f"{net['ns_ip']}/24", "dev", net["ns_if"])
-        _ip("-n", net["ns"], "link", "set", net["ns_if"], "up")
-        _ip("-n", net["ns"], "link", "set", "lo", "up")
-        yield net
-    finally:
-        subprocess.run(["ip", "link", "del", net["host_if"]], check=False, capture_output=True)
-        subprocess.run(["ip", "netns", "del", net["ns"]], check=False, capture_output=True)
 
 
 def test_station_cut_off_for_a_minute_syncs_later(netns: dict[str, str], postgres: PostgresCluster,
@@ -86,11 +54,11 @@ def test_station_cut_off_for_a_minute_syncs_later(netns: dict[str, str], postgre
             return sum(r["kind"] == "result" for r in records) >= 2 and bool(records[-1]["kind"] == "leased")
 
         wait_for(mid_lease, 120, "the remote station to be in the middle of a lease")
-        _ip("link", "set", netns["host_if"], "down")
+        ip("link", "set", netns["host_if"], "down")
         cut_at = time.monotonic()
         wait_for(lambda: "hub unreachable" in remote.log(), 60, "the remote station to notice the cut")
         time.sleep(max(0.0, CUT_SECONDS - (time.monotonic() - cut_at)))  # the cut's length, not a synchronisation
-        _ip("link", "set", netns["host_if"], "up")
+        ip("link", "set", netns["host_if"], "up")
         for station in stations:
             assert station.proc is not None
             assert station.proc.wait(timeout=300) == 0, station.log()

@@ -5,15 +5,21 @@ if missing), registers three simulated policies and three stations, serves the h
 three stations as separate processes, prints the leaderboard, re-computes it offline from the
 exported journal and checks that both agree. Everything it started is stopped at the end.
 
-    python tools/hub/demo.py [--trials 10] [--keep DIR]
+With ``--ros-stations`` (``make demo-hub-ros``; needs ``make ros`` and the ROS environment of
+``tools/ros/env.sh``) each station is an ``evaluation_manager`` in hub mode and a ``sim_robot``,
+in its own ROS domain (``--ros-domain``, +1, +2; discovery on localhost only).
+
+    python tools/hub/demo.py [--trials 10] [--keep DIR] [--ros-stations [--ros-domain N]]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import pathlib
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -25,6 +31,9 @@ HERE = pathlib.Path(__file__).resolve().parent
 POSTGRES_SH = HERE / "postgres.sh"
 CLI = [sys.executable, "-c", "import sys; from evalstop_ros.cli.main import main; sys.exit(main(sys.argv[1:]))"]
 POLICIES = {"pi0-fast": 0.8, "octo": 0.55, "diffusion": 0.35}
+STATIONS = ("lab-a", "lab-b", "lab-c")
+#: The node executables of `make ros` (colcon install tree).
+ROS_LIB = pathlib.Path(os.environ.get("EVALSTOP_INSTALL", HERE.parents[1] / "build" / "ros" / "install")) / "lib" / "evalstop"
 
 
 def _port() -> int:
@@ -46,10 +55,63 @@ def _get(url: str, key: str) -> object:
         return json.loads(answer.read())
 
 
+def _run_stations(hub_url: str, root: pathlib.Path, trials: int) -> None:
+    """The simulated Python stations (`evalstop hub station`), one process each."""
+    stations = [subprocess.Popen([*CLI, "hub", "station", "--hub", hub_url, "--key-file", str(root / f"{s}.key"),
+                                  "--dir", str(root / s), "--trials", str(trials), "--trial-seconds", "0.1",
+                                  "--seed", str(i)], stdout=subprocess.PIPE, text=True)
+                for i, s in enumerate(STATIONS)]
+    for name, proc in zip(STATIONS, stations):
+        out, _ = proc.communicate(timeout=600)
+        print(f"[{name}] {out.strip().splitlines()[-1]}")
+        if proc.returncode != 0:
+            raise SystemExit(f"station {name} failed:\n{out}")
+
+
+def _run_ros_stations(hub_url: str, root: pathlib.Path, trials: int, domain: int) -> None:
+    """Each station: sim_robot and evaluation_manager in hub mode, in ROS domain ``domain + i``."""
+    if not (ROS_LIB / "evaluation_manager").exists():
+        raise SystemExit(f"no ROS build in {ROS_LIB.parent.parent}: run `make ros` (or `make demo-hub-ros`)")
+    started: list[tuple[str, subprocess.Popen[bytes], subprocess.Popen[bytes]]] = []
+    try:
+        for i, name in enumerate(STATIONS):
+            env = {**os.environ, "ROS_DOMAIN_ID": str(domain + i), "ROS_AUTOMATIC_DISCOVERY_RANGE": "LOCALHOST"}
+            with open(root / f"{name}-robot.log", "wb") as log:
+                robot = subprocess.Popen([str(ROS_LIB / "sim_robot"), "--ros-args", "-p", "duration:=0.1",
+                                          "-p", f"seed:={i}"], env=env, stdout=log, stderr=subprocess.STDOUT)
+            with open(root / f"{name}-manager.log", "wb") as log:
+                manager = subprocess.Popen([
+                    str(ROS_LIB / "evaluation_manager"), "--ros-args", "-p", f"hub_url:={hub_url}",
+                    "-p", f"station_id:={name}", "-p", f"hub_key_file:={root / f'{name}.key'}",
+                    "-p", f"hub_trials:={trials}", "-p", f"journal_dir:={root}", "-p", "exit_on_finish:=true"],
+                    env=env, stdout=log, stderr=subprocess.STDOUT)
+            started.append((name, robot, manager))
+        for name, _, manager in started:
+            manager.wait(timeout=600)
+            lines = (root / f"{name}-manager.log").read_text(errors="replace").strip().splitlines()
+            print(f"[{name}] {lines[-1] if lines else ''}")
+            if manager.returncode != 0:
+                raise SystemExit(f"station {name} failed:\n" + "\n".join(lines[-30:]))
+    finally:
+        for _, robot, manager in started:
+            for proc in (manager, robot):
+                if proc.poll() is None:
+                    proc.send_signal(signal.SIGINT)
+                    try:
+                        proc.wait(timeout=15)
+                    except subprocess.TimeoutExpired:
+                        proc.kill()
+                        proc.wait()
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--trials", type=int, default=10, help="trials per station")
     parser.add_argument("--keep", default=None, help="keep the stations' journals and the hub journal here")
+    parser.add_argument("--ros-stations", action="store_true",
+                        help="stations are evaluation_manager (hub mode) + sim_robot processes (needs `make ros`)")
+    parser.add_argument("--ros-domain", type=int, default=int(os.environ.get("ROS_DOMAIN_ID") or 0),
+                        help="ROS domain of the first ROS station (the others: +1, +2)")
     args = parser.parse_args()
     subprocess.run([str(POSTGRES_SH), "install"], check=True)
     root = pathlib.Path(tempfile.mkdtemp(prefix="evalstop-hub-demo-"))
@@ -62,7 +124,7 @@ def main() -> int:
     try:
         for name, p in POLICIES.items():
             _cli("hub", "add-policy", "--db", url, name, f"sim://success={p}")
-        for station in ("lab-a", "lab-b", "lab-c"):
+        for station in STATIONS:
             _cli("hub", "add-station", "--db", url, station, "--key-file", str(root / f"{station}.key"))
         _cli("hub", "add-station", "--db", url, "board", "--viewer", "--key-file", str(root / "board.key"))
         viewer = (root / "board.key").read_text().strip()
@@ -79,16 +141,12 @@ def main() -> int:
                 if time.monotonic() > deadline or hub.poll() is not None:
                     raise SystemExit("the hub did not start") from None
                 time.sleep(0.2)
-        print(f"hub on {hub_url} (PostgreSQL); three stations x {args.trials} trials ...", flush=True)
-        stations = [subprocess.Popen([*CLI, "hub", "station", "--hub", hub_url, "--key-file", str(root / f"{s}.key"),
-                                      "--dir", str(root / s), "--trials", str(args.trials), "--trial-seconds", "0.1",
-                                      "--seed", str(i)], stdout=subprocess.PIPE, text=True)
-                    for i, s in enumerate(("lab-a", "lab-b", "lab-c"))]
-        for name, proc in zip(("lab-a", "lab-b", "lab-c"), stations):
-            out, _ = proc.communicate(timeout=600)
-            print(f"[{name}] {out.strip().splitlines()[-1]}")
-            if proc.returncode != 0:
-                raise SystemExit(f"station {name} failed:\n{out}")
+        kind = "ROS stations (evaluation_manager + sim_robot)" if args.ros_stations else "stations"
+        print(f"hub on {hub_url} (PostgreSQL); three {kind} x {args.trials} trials ...", flush=True)
+        if args.ros_stations:
+            _run_ros_stations(hub_url, root, args.trials, args.ros_domain)
+        else:
+            _run_stations(hub_url, root, args.trials)
         board = _get(hub_url + "/v1/leaderboard", viewer)
         journal = root / "journal.jsonl"
         _cli("hub", "export", "--db", url, "-o", str(journal))

@@ -1,0 +1,302 @@
+"""The evaluation manager's hub mode: the node side of :class:`~evalstop_ros.hub.work.StationWork`.
+
+With ``hub_url`` set, ``evaluation_manager`` runs no session of its own: it is one station of
+an evaluation hub (``evalstop hub serve``). :class:`HubMode` translates between ROS and the
+ROS-free :class:`~evalstop_ros.hub.work.StationWork` (which leases the hub's A/B work, journals
+each result locally first and uploads it, retrying while the hub is unreachable):
+
+* the pending trial goes out blinded on ``trial_request`` (label ``A`` or ``B`` and the task;
+  session id ``hub:<station_id>``) and, as a ``RunTrial`` goal, to the runner -- the goal's
+  ``policy_id`` is the arm's policy-server address, which appears in no topic and no log line;
+* a lost goal response is re-sent (same trial and attempt), a runner fault re-runs the trial
+  (next attempt), a silent or vanished runner times out; after ``max_attempts`` faults in a row
+  the assignment is given up and the hub requeues it;
+* the runner's automatic score (``auto_scored``) is submitted by the manager (scorer
+  ``auto:<runner action>``); otherwise the operator's ``trial_score`` (teleop_scorer) is
+  awaited; every score is answered on ``score_ack``;
+* ``session_control`` pauses (no new run starts; e.g. policy_runner's emergency stop), resumes,
+  or aborts the station (the assignment in progress is given up, no new work is leased, the
+  journaled results are still uploaded, then the node ends as a finished session does);
+* ``session_status`` says what the station does (``hub:waiting_for_work``,
+  ``hub:running:awaiting_run`` / ``awaiting_score``, ``hub:paused``, ``hub:finished``, ``hub:aborted``); ``/diagnostics`` is
+  WARN with the reason and the retry time while the hub is unreachable or refuses.
+
+Parameters (declared by :func:`hub_mode`): ``hub_url``, ``station_id``, ``hub_key_file`` (the
+key is read from that file or ``$EVALSTOP_HUB_KEY``; it is no parameter and is never logged),
+``hub_trials``. The local journal is ``journal_dir/hub-<station_id>/station.jsonl``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from typing import TYPE_CHECKING, Any
+
+from action_msgs.msg import GoalStatus
+from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
+from evalstop.action import RunTrial
+from evalstop.msg import TrialScore
+from rclpy.action import ActionClient
+from rclpy.action.client import ClientGoalHandle
+from rclpy.task import Future
+
+from ..hub.errors import HubError
+from ..hub.station import StationClient, read_key
+from ..hub.work import StationWork
+from ..session.session import PendingTrial
+from ._common import EXIT_OK, declare
+
+if TYPE_CHECKING:
+    from .evaluation_manager import EvaluationManager
+
+__all__ = ["HubMode", "hub_mode"]
+
+#: How often the hub mode looks at the work and the goal in flight (s).
+TICK = 0.2
+#: Goal states after which the runner has a result to give.
+TERMINAL = (GoalStatus.STATUS_SUCCEEDED, GoalStatus.STATUS_ABORTED, GoalStatus.STATUS_CANCELED)
+
+
+def hub_mode(node: EvaluationManager) -> HubMode | None:
+    """Declare the hub parameters; the node's :class:`HubMode` if ``hub_url`` is set, else ``None``."""
+    hub_url: str = declare(node, "hub_url", "", "Hub URL (e.g. http://hub:8765): run as a station of that hub "
+                           "instead of a local session. Empty: no hub.", read_only=True)
+    station_id: str = declare(node, "station_id", "", "This station's id at the hub (names its local journal "
+                              "directory, journal_dir/hub-<station_id>).", read_only=True)
+    key_file: str = declare(node, "hub_key_file", "", "File holding the station's hub API key (empty: "
+                            "$EVALSTOP_HUB_KEY). The key itself is never a parameter.", read_only=True)
+    trials: int = declare(node, "hub_trials", 0, "Hub mode: A/B trials to run, counting those already in the "
+                          "local journal (0: no limit). With exit_on_finish the node exits once all are uploaded.",
+                          int_range=(0, 10_000_000), read_only=True)
+    run_timeout: float = declare(node, "hub_run_timeout", 600.0, "Hub mode: seconds a runner goal may run.",
+                                 float_range=(0.1, 86400.0), read_only=True)
+    if not hub_url:
+        return None
+    if not station_id:
+        raise ValueError("`station_id` is required with `hub_url`")
+    if not hub_url.startswith(("http://", "https://")):
+        raise ValueError(f"`hub_url` must be an http:// or https:// URL; found {hub_url!r}")
+    try:
+        key = read_key(key_file or None)
+    except HubError as err:
+        raise ValueError(f"hub mode: {err}") from err
+    directory = node._journal_path(f"hub-{station_id}").with_suffix("")
+    work = StationWork(StationClient(hub_url, key, directory, timeout=5.0), station_id, trials=trials,
+                       max_faults=node.max_attempts)
+    return HubMode(node, work, node.runner_action or "run_trial", run_timeout)
+
+
+@dataclasses.dataclass
+class _Goal:
+    """The runner goal in flight for one trial and its deadlines."""
+
+    trial: PendingTrial
+    sends: int = 0
+    sent_at: float = 0.0
+    handle: ClientGoalHandle | None = None
+    accepted_at: float = 0.0
+    result_asked_at: float = 0.0
+    done_at: float | None = None
+    gone_at: float | None = None
+
+
+class HubMode:
+    """Runs the hub's work on this station's runner and operator (see the module docstring)."""
+
+    def __init__(self, node: EvaluationManager, work: StationWork, runner_name: str, run_timeout: float) -> None:
+        self.node, self.work, self.runner_name, self.run_timeout = node, work, runner_name, run_timeout
+        self._runner = ActionClient(node, RunTrial, runner_name)
+        self._goal: _Goal | None = None
+        self._runner_state = ""
+        self._status: dict[str, Any] | None = None
+        self._ended = False
+        node.get_logger().info(
+            f"hub mode: station {work.station_id!r} of hub {work.client.hub_url}, runner '{runner_name}', "
+            f"local journal {work.client.journal_path}"
+            + (f", {work.trials} trials" if work.trials else ""))
+        node._publisher.reset()
+        work.start()
+        node.create_timer(TICK, self._tick)
+
+    # -- the loop -------------------------------------------------------------------------
+    def _tick(self) -> None:
+        """Publish the pending trial and the status; start, watch or finish the runner goal."""
+        if self._ended:
+            return
+        if self.work.finished:
+            self._finish()
+            return
+        trial = self.work.pending_trial()
+        if trial is not None:
+            self.node._publisher.request(trial)
+            if self._goal is None and self.work.awaiting() == "run" and not self.work.paused:
+                self._start(trial)
+        elif self._goal is not None:
+            self._cancel()  # the assignment was given up
+        if self._goal is not None:
+            self._watch(self._goal)
+        self._publish_status()
+
+    def _publish_status(self) -> None:
+        fields = self.work.status_fields(self.work.status())
+        if fields != self._status:
+            self.node._send("session_status", fields, None)
+            self._status = fields
+
+    def _start(self, trial: PendingTrial) -> None:
+        if not self._runner.server_is_ready():
+            if self._runner_state != "waiting":
+                self.node.get_logger().warning(f"trial {trial.trial_id}: waiting for runner action server "
+                                               f"'{self.runner_name}'")
+                self._runner_state = "waiting"
+            return
+        self._runner_state = ""
+        self._goal = _Goal(trial)
+        self._send(self._goal)
+
+    def _send(self, goal: _Goal) -> None:
+        trial = goal.trial
+        goal.sends += 1
+        goal.sent_at = time.monotonic()
+        again = f", send {goal.sends}" if goal.sends > 1 else ""
+        self.node.get_logger().info(
+            f"trial {trial.trial_id} (label {trial.label}, attempt {trial.attempt}{again}): runner goal sent")
+        future = self._runner.send_goal_async(RunTrial.Goal(
+            session_id=trial.session_id, trial_id=trial.trial_id, policy_id=trial.policy_id, task=trial.task,
+            initial_condition=trial.initial_condition, attempt=trial.attempt))
+        future.add_done_callback(lambda f, g=goal: self._on_response(g, f))
+
+    def _on_response(self, goal: _Goal, future: Future) -> None:
+        handle: ClientGoalHandle | None = future.result()
+        if goal is not self._goal or goal.handle is not None:
+            if handle is not None and handle.accepted:
+                handle.cancel_goal_async()  # a duplicate rollout (goal re-sent) or a run that is over
+            return
+        if handle is None or not handle.accepted:
+            self._done(goal, ok=False, message="goal rejected by the runner")
+            return
+        goal.handle, goal.accepted_at = handle, time.monotonic()
+        self._runner_state = ""
+        self._ask_result(goal)
+
+    def _ask_result(self, goal: _Goal) -> None:
+        assert goal.handle is not None
+        goal.result_asked_at = time.monotonic()
+        goal.handle.get_result_async().add_done_callback(lambda f, g=goal: self._on_result(g, f))
+
+    def _watch(self, goal: _Goal) -> None:
+        """Deadlines of every wait on the runner: nothing waits forever on a lost message."""
+        now, timeout, trial = time.monotonic(), self.node.goal_response_timeout, goal.trial
+        if goal.handle is None:
+            if now - goal.sent_at < timeout:
+                return
+            if goal.sends >= self.node.max_attempts:
+                self._done(goal, ok=False, message=f"no answer from the runner to {goal.sends} goal requests")
+            else:
+                self._runner_state = f"no goal response for trial {trial.trial_id}; re-sending the goal"
+                self._send(goal)
+            return
+        if now - goal.accepted_at >= self.run_timeout:
+            goal.handle.cancel_goal_async()
+            self._done(goal, ok=False, message="runner timed out")
+            return
+        if not self._runner.server_is_ready():
+            goal.gone_at = goal.gone_at or now
+            if now - goal.gone_at >= timeout:
+                self._done(goal, ok=False, message="the runner went away during the run")
+            return
+        goal.gone_at = None
+        if goal.handle.status in TERMINAL:
+            goal.done_at = goal.done_at or now
+            if now - max(goal.done_at, goal.result_asked_at) >= timeout:
+                self._ask_result(goal)
+
+    def _on_result(self, goal: _Goal, future: Future) -> None:
+        if goal is not self._goal:
+            return
+        response = future.result()
+        result: RunTrial.Result = response.result
+        ok = response.status == GoalStatus.STATUS_SUCCEEDED and result.ok
+        message = result.message or ("" if ok else f"goal ended with status {response.status}")
+        self._done(goal, ok=ok, message=message,
+                   auto=(bool(result.auto_success), float(result.auto_progress)) if ok and result.auto_scored else None)
+
+    def _done(self, goal: _Goal, *, ok: bool, message: str, auto: tuple[bool, float] | None = None) -> None:
+        """The run is over: tell the work; submit an automatic score; move on."""
+        self._goal = None
+        trial = goal.trial
+        if not self.work.record_run(trial.trial_id, ok, message):
+            self.node.get_logger().info(f"trial {trial.trial_id}: runner result ignored (no longer pending)")
+        elif not ok:
+            self.node.get_logger().warning(f"trial {trial.trial_id}: runner fault: {message}")
+        elif auto is not None:
+            self._submit(trial.trial_id, trial.token, auto[0], auto[1], f"auto:{self.runner_name}")
+        else:
+            self.node.get_logger().info(f"trial {trial.trial_id}: run done; waiting for the operator's score")
+        self._tick()
+
+    def _cancel(self) -> None:
+        goal, self._goal = self._goal, None
+        if goal is not None and goal.handle is not None:
+            goal.handle.cancel_goal_async()
+
+    def control(self, command: str, reason: str) -> tuple[bool, str]:
+        """``session_control`` in hub mode (pause, resume, abort; e.g. policy_runner's emergency stop)."""
+        ok, message = self.work.control(command, reason)
+        if ok and command == "abort":
+            self._cancel()
+        self._tick()
+        return ok, message
+
+    # -- scores -----------------------------------------------------------------------------
+    def on_score(self, msg: TrialScore) -> None:
+        """An operator's score (``trial_score``)."""
+        self._submit(int(msg.trial_id), msg.token, bool(msg.success), float(msg.progress), msg.scorer)
+        self._tick()
+
+    def _submit(self, trial_id: int, token: str, success: bool, progress: float, scorer: str) -> None:
+        outcome = self.work.submit_score(trial_id, token, success, progress, scorer)
+        if outcome.accepted and not outcome.duplicate:
+            self.node.get_logger().info(f"trial {trial_id} scored by {scorer[:64]!r}")
+        elif not outcome.accepted:
+            self.node.get_logger().warning(f"score for trial {trial_id} rejected: {outcome.reason}")
+        self.node._publisher.ack(self.work.session_id, trial_id, outcome)
+
+    # -- status -----------------------------------------------------------------------------
+    def publish_diagnostics(self, publisher: Any) -> None:
+        """``/diagnostics`` of the hub mode (called by the node's 1 s timer)."""
+        runner = self._runner_state
+        if runner == "waiting":
+            runner = f"waiting for the runner action server '{self.runner_name}'"
+        array = DiagnosticArray()
+        array.header.stamp = self.node.get_clock().now().to_msg()
+        for d in self.work.diagnostics(self.work.status(), node=self.node.get_name(), hardware_id=self.runner_name,
+                                       runner=runner):
+            array.status.append(DiagnosticStatus(
+                level=bytes([d.level]), name=d.name, message=d.message, hardware_id=d.hardware_id,
+                values=[KeyValue(key=k, value=v) for k, v in d.values]))
+        publisher.publish(array)
+
+    def _finish(self) -> None:
+        """Every trial is journaled and uploaded: say so, and exit with ``exit_on_finish``."""
+        self._ended = True
+        self._publish_status()
+        self.node._publisher.end(self.work.session_id)
+        status = self.work.status()
+        self.node.get_logger().info(
+            f"hub station {self.work.station_id} {status.state}: {status.trials_done} trials, {status.results_acked} "
+            f"counted by the hub, {status.results_rejected} refused (their leases had been handed out again)")
+        if self.node.exit_on_finish and not self.node.done.done():
+            timer = None
+
+            def exit_now() -> None:
+                if timer is not None:
+                    self.node.destroy_timer(timer)
+                if not self.node.done.done():
+                    self.node.done.set_result(EXIT_OK)
+            timer = self.node.create_timer(max(self.node.exit_linger, 0.001), exit_now)
+
+    def close(self) -> None:
+        """Stop the hub thread (the node is being destroyed)."""
+        self.work.close()
+

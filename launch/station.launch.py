@@ -1,0 +1,68 @@
+"""Launch one station of an evaluation hub: the manager in hub mode and the robot's runner.
+
+    EVALSTOP_HUB_KEY=... ros2 launch evalstop station.launch.py hub_url:=http://hub:8765 station_id:=lab-a
+    ros2 launch evalstop station.launch.py hub_url:=http://hub:8765 station_id:=lab-a \\
+        hub_key_file:=/etc/evalstop/lab-a.key robot:=sim trials:=20
+    ros2 run evalstop teleop_scorer     # operator terminal, when the runner does not score itself
+
+The manager (``evaluation_manager`` with ``hub_url``) asks the hub for A/B work, runs each arm on
+the runner, journals the result in ``journal_dir/hub-<station_id>/station.jsonl`` first and
+uploads it (later, in order, when the hub is unreachable). ``robot:=sim`` also starts
+``sim_robot``, which runs the hub's simulated policy servers (``sim://success=P``) and scores
+each rollout itself; ``robot:=none`` starts no runner (start the lab's ``policy_runner``, whose
+``servers_file`` maps the hub's policy addresses to policy servers). The key comes from
+``hub_key_file`` or ``$EVALSTOP_HUB_KEY``; it is never a launch argument.
+"""
+
+from launch.actions import DeclareLaunchArgument, Shutdown
+from launch.conditions import IfCondition
+from launch.substitutions import LaunchConfiguration, PythonExpression
+from launch_ros.actions import Node
+from launch_ros.parameter_descriptions import ParameterValue
+
+from launch import LaunchDescription
+
+
+def generate_launch_description():
+    robot = LaunchConfiguration('robot')
+    namespace = LaunchConfiguration('namespace')
+    return LaunchDescription([
+        DeclareLaunchArgument('hub_url', description='URL of the evaluation hub, e.g. http://hub:8765.'),
+        DeclareLaunchArgument('station_id', description="This station's id at the hub."),
+        DeclareLaunchArgument('hub_key_file', default_value='',
+                              description='File with the station key (empty: $EVALSTOP_HUB_KEY).'),
+        DeclareLaunchArgument('trials', default_value='0',
+                              description='A/B trials to run, then exit (0: run until stopped).'),
+        DeclareLaunchArgument('robot', default_value='sim', choices=['sim', 'none'],
+                              description='sim: start sim_robot; none: the lab starts its own runner.'),
+        DeclareLaunchArgument('runner_action', default_value='run_trial', description='RunTrial action of the runner.'),
+        DeclareLaunchArgument('namespace', default_value='', description='Namespace of every node.'),
+        DeclareLaunchArgument('journal_dir', default_value='',
+                              description='Journal directory (empty: $ROS_HOME/evalstop).'),
+        DeclareLaunchArgument('sim_duration', default_value='1.0', description='sim_robot: rollout duration (s).'),
+        DeclareLaunchArgument('sim_seed', default_value='0', description='sim_robot: seed of the outcomes.'),
+        Node(
+            package='evalstop', executable='evaluation_manager', name='evaluation_manager',
+            namespace=namespace, output='screen', emulate_tty=True,
+            parameters=[{
+                'hub_url': ParameterValue(LaunchConfiguration('hub_url'), value_type=str),
+                'station_id': ParameterValue(LaunchConfiguration('station_id'), value_type=str),
+                'hub_key_file': ParameterValue(LaunchConfiguration('hub_key_file'), value_type=str),
+                'hub_trials': ParameterValue(LaunchConfiguration('trials'), value_type=int),
+                'runner_action': ParameterValue(LaunchConfiguration('runner_action'), value_type=str),
+                'journal_dir': ParameterValue(LaunchConfiguration('journal_dir'), value_type=str),
+                'exit_on_finish': PythonExpression([LaunchConfiguration('trials'), ' > 0']),
+            }],
+            on_exit=Shutdown(reason='evaluation_manager exited'),
+        ),
+        Node(
+            package='evalstop', executable='sim_robot', name='sim_robot',
+            namespace=namespace, output='screen', emulate_tty=True,
+            parameters=[{
+                'action_name': ParameterValue(LaunchConfiguration('runner_action'), value_type=str),
+                'duration': ParameterValue(LaunchConfiguration('sim_duration'), value_type=float),
+                'seed': ParameterValue(LaunchConfiguration('sim_seed'), value_type=int),
+            }],
+            condition=IfCondition(PythonExpression(["'", robot, "' == 'sim'"])),
+        ),
+    ])

@@ -1,0 +1,278 @@
+"""Three ROS stations (evaluation_manager in hub mode + sim_robot) against a hub on PostgreSQL.
+
+Each station is a manager process and a sim_robot process in its own ROS domain; sim_robot
+scores each rollout itself. One station's manager is killed with SIGKILL in the middle of a
+lease and restarted later (its lost lease is requeued and redone, its journal synced); the hub
+is killed while the stations work and restarted later (the stations journal what they finish
+meanwhile and upload it once the hub is back). Every result is counted exactly once, and the
+hub's leaderboard equals ``evalstop hub analyze`` of the exported journal. The first station
+shares the test's domain, so the test also reads its topics: blinded trial requests (labels A
+and B only) and a WARN diagnostic while the hub is unreachable.
+"""
+
+from __future__ import annotations
+
+import pathlib
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from hub_support import (
+    HubProcess,
+    PostgresCluster,
+    call,
+    check_counted_once,
+    iter_lines,
+    offline_equals_online,
+)
+
+from evalstop_ros.hub.store import open_store
+
+POLICIES = {"heron": 0.85, "walrus": 0.5, "osprey": 0.2}
+#: A/B trials each station runs.
+TRIALS = 8
+NAMES = ("s1", "s2", "s3")
+
+
+class RosStation:
+    """One station: sim_robot and evaluation_manager (hub mode) in their own ROS domain."""
+
+    def __init__(self, name: str, domain: int, hub_url: str, key: str, root: pathlib.Path,
+                 start_node: Callable[..., Any]) -> None:
+        self.name, self.domain, self.hub_url, self.start_node = name, domain, hub_url, start_node
+        self.key_file = root / f"{name}.key"
+        self.key_file.write_text(key)
+        self.journal_dir = root / "stations"
+        self.dir = self.journal_dir / f"hub-{name}"
+        self.managers: list[Any] = []
+        self.robot: Any = None
+
+    def start(self, seed: int) -> None:
+        env = {"ROS_DOMAIN_ID": str(self.domain)}
+        if self.robot is None:
+            self.robot = self.start_node("sim_robot", params={"duration": 0.3, "seed": seed}, env=env)
+        self.managers.append(self.start_node("evaluation_manager", env=env, params={
+            "hub_url": self.hub_url, "station_id": self.name, "hub_key_file": str(self.key_file),
+            "hub_trials": TRIALS, "journal_dir": str(self.journal_dir), "exit_on_finish": True,
+            "exit_linger": 0.5}))
+
+    @property
+    def manager(self) -> Any:
+        return self.managers[-1]
+
+    def records(self) -> list[dict[str, Any]]:
+        return list(iter_lines(self.dir / "station.jsonl"))
+
+    def log(self) -> str:
+        return "".join(m.output for m in self.managers)
+
+
+@pytest.fixture
+def hub_setup(postgres: PostgresCluster, tmp_path: pathlib.Path, start_node: Callable[..., Any],
+              ros_env: dict[str, str]) -> Iterator[tuple[HubProcess, list[RosStation], str]]:
+    db = postgres.new_database()
+    store = open_store(db)
+    for name, p in POLICIES.items():
+        store.add_policy(name, f"sim://success={p}")
+    keys = {name: store.add_station(name) for name in NAMES}
+    viewer = store.add_station("viewer", "viewer")
+    store.close()
+    hub = HubProcess(db, viewer, tmp_path, ["--lease-seconds", "30", "--tasks", "towel,cup", "--seed", "0"])
+    base = int(ros_env["ROS_DOMAIN_ID"])  # the first station shares the test's domain
+    stations = [RosStation(name, base + i, hub.url, keys[name], tmp_path, start_node) for i, name in enumerate(NAMES)]
+    try:
+        yield hub, stations, db
+    finally:
+        hub.stop()  # the node processes are stopped by start_node
+
+
+def test_ros_stations_survive_kills_and_every_result_counts_once(
+        hub_setup: tuple[HubProcess, list[RosStation], str], probe: Any, tmp_path: pathlib.Path) -> None:
+    from diagnostic_msgs.msg import DiagnosticArray
+    from evalstop.msg import SessionStatus, TrialRequest
+
+    from evalstop_ros import qos
+
+    hub, stations, db = hub_setup
+    requests = probe.collect(TrialRequest, "trial_request", qos.LATCHED_QOS)
+    statuses = probe.collect(SessionStatus, "session_status", qos.LATCHED_QOS)
+    diagnostics = probe.collect(DiagnosticArray, "/diagnostics", qos.DIAGNOSTICS_QOS)
+    hub.start()
+    for seed, station in enumerate(stations):
+        station.start(seed)
+    victim, live = stations[2], stations[:2]
+
+    def results_at_hub() -> int:
+        return int(call(hub.url + "/v1/status", key=hub.key)[1]["results"])
+
+    # 1. kill -9 the third station's manager in the middle of a lease
+    def mid_lease() -> bool:
+        records = victim.records()
+        return sum(r["kind"] == "result" for r in records) >= 2 and records[-1]["kind"] == "leased"
+
+    probe.spin_until(mid_lease, 120, "the third station to be in the middle of a lease")
+    victim.manager.kill()
+    records = victim.records()
+    [lost_lease] = {r["assignment_id"] for r in records if r["kind"] == "leased"} - {
+        r["assignment_id"] for r in records if r["kind"] == "result"}
+
+    # 2. kill the hub while a live station is in the middle of a lease: it finishes the trial,
+    #    journals the result and keeps it until the hub is back
+    probe.spin_until(lambda: results_at_hub() >= 6 and any(s.records()[-1]["kind"] == "leased" for s in live), 120,
+                     "6 results at the hub and a live station in a lease")
+    hub.kill()
+
+    def journaled_offline() -> set[str]:
+        out = set()
+        for station in live:
+            records = station.records()
+            settled = {r["upload_id"] for r in records if r["kind"] in ("ack", "rejected")}
+            out |= {r["upload_id"] for r in records if r["kind"] == "result" and r["upload_id"] not in settled}
+        return out
+
+    kept = probe.spin_until(journaled_offline, 60, "a result journaled while the hub is down")
+    probe.spin_until(lambda: all("unreachable" in s.log() for s in live), 60, "the live stations to notice the outage")
+    # the live stations run out of work: each finished its lease and waits, retrying
+    probe.spin_until(lambda: all(s.records()[-1]["kind"] != "leased" for s in live), 60,
+                     "the live stations to finish their leases while the hub is down")
+    probe.spin_until(lambda: statuses and statuses[-1].state_name == "hub:waiting_for_work", 30,
+                     "the first station's status: waiting for work")
+    probe.spin_until(lambda: any(
+        st.level == bytes([1]) and "unreachable" in st.message and "hub station" in st.name
+        for d in diagnostics for st in d.status), 30, "a WARN diagnostic of the first station while the hub is down")
+
+    # 3. hub and the killed manager come back; everyone finishes
+    hub.start()
+    victim.start(seed=2)
+    for station in stations:
+        probe.spin_until(lambda s=station: s.manager.proc.poll() is not None, 180, f"station {station.name} to finish")
+        assert station.manager.proc.returncode == 0, station.manager.tail()
+
+    status, entries = call(hub.url + "/v1/journal", key=hub.key)
+    assert status == 200, entries
+    results = check_counted_once(entries, stations, trials=TRIALS)
+    assert results_at_hub() == len(results)
+    counted = {r["upload_id"] for r in results}
+    assert kept <= counted, "a result journaled while the hub was down was not counted"
+
+    requeued = {e["body"]["assignment"] for e in entries if e["kind"] == "requeued"}
+    assert lost_lease in requeued
+    lineage = {lost_lease}
+    for e in entries:
+        if e["kind"] == "assigned" and e["body"]["requeue_of"] in lineage:
+            lineage.add(e["body"]["assignment"])
+    assert len(lineage) >= 2 and len(lineage & {r["assignment"] for r in results}) == 1
+
+    online = offline_equals_online(hub, db, tmp_path)
+    assert online["n_results"] == len(results) == len(stations) * TRIALS
+    rate = {row["policy"]: row["win_rate"] for row in online["ranking"]}
+    assert rate["heron"] > rate["osprey"]
+
+    # blinding: the operator-facing topics and the managers' logs name no policy or server
+    probe.spin_until(lambda: any(r.trial_id for r in requests), 10, "a trial request of the first station")
+    assert {r.label for r in requests if r.trial_id} <= {"A", "B"}
+    for r in requests:
+        assert not any(secret in str(r) for secret in (*POLICIES, "sim://"))
+    for station in stations:
+        assert not any(secret in station.log() for secret in (*POLICIES, "sim://")), station.name
+        assert station.key_file.read_text() not in station.log()
+
+
+def test_operator_scores_pause_and_resume_a_ros_station(
+        tmp_path: pathlib.Path, start_node: Callable[..., Any], probe: Any) -> None:
+    """A station whose runner does not score: the operator's trial_score (tokens checked, every
+    score answered on score_ack) makes the results; session_control pauses and resumes it."""
+    from evalstop.msg import ScoreAck, SessionStatus, TrialRequest, TrialScore
+    from evalstop.srv import SessionControl
+
+    from evalstop_ros import qos
+
+    db = str(tmp_path / "hub.sqlite")
+    store = open_store(db)
+    for name, p in POLICIES.items():
+        store.add_policy(name, f"sim://success={p}")
+    key = store.add_station("lab")
+    viewer = store.add_station("viewer", "viewer")
+    store.close()
+    hub = HubProcess(db, viewer, tmp_path, ["--lease-seconds", "30", "--tasks", "towel"])
+    hub.start()
+    try:
+        requests = probe.collect(TrialRequest, "trial_request", qos.LATCHED_QOS)
+        statuses = probe.collect(SessionStatus, "session_status", qos.LATCHED_QOS)
+        acks = probe.collect(ScoreAck, "score_ack", qos.EVENT_QOS)
+        scores = probe.node.create_publisher(TrialScore, "trial_score", qos.SCORE_QOS)
+        (tmp_path / "lab.key").write_text(key)
+        start_node("sim_robot", params={"auto_score": False, "duration": 0.0})
+        manager = start_node("evaluation_manager", params={
+            "hub_url": hub.url, "station_id": "lab", "hub_key_file": str(tmp_path / "lab.key"), "hub_trials": 2,
+            "journal_dir": str(tmp_path / "stations"), "exit_on_finish": True, "exit_linger": 0.5})
+
+        def awaiting_score(trial_id: int) -> TrialRequest:
+            probe.spin_until(lambda: any(s.pending_trial_id == trial_id and s.state_name == "hub:running:awaiting_score"
+                                         for s in statuses[-1:]), 60, f"trial {trial_id} to await its score")
+            return probe.spin_until(lambda: next((r for r in reversed(requests) if r.trial_id == trial_id), None), 10,
+                                    f"the request of trial {trial_id}")
+
+        def score(trial_id: int, token: str, success: bool, progress: float) -> ScoreAck:
+            """Publish the score until its answer arrives (DDS may drop the first one)."""
+            def answer() -> ScoreAck | None:
+                return next((a for a in acks if a.trial_id == trial_id and (a.accepted or "token" in a.reason)), None)
+            acks.clear()
+            for _ in range(10):
+                scores.publish(TrialScore(trial_id=trial_id, token=token, success=success, progress=progress,
+                                          scorer="operator"))
+                try:
+                    return probe.spin_until(answer, 3, f"the answer to a score of trial {trial_id}")
+                except pytest.fail.Exception:
+                    continue
+            pytest.fail(f"no answer to a score of trial {trial_id}")
+
+        first = awaiting_score(1)
+        assert (first.session_id, first.label, first.task) == ("hub:lab", "A", "towel")
+        ack = score(1, "0" * len(first.token), True, 1.0)
+        assert not ack.accepted and ack.reason == "wrong token for trial 1"
+        manager.wait_for(r"score for trial 1 rejected: wrong token for trial 1")
+        assert score(1, first.token, False, 0.5).accepted
+
+        request = awaiting_score(2)
+        assert request.label == "B"
+        paused = probe.call(SessionControl, "session_control",
+                            SessionControl.Request(command=SessionControl.Request.COMMAND_PAUSE, reason="coffee"))
+        assert paused.ok, paused.message
+        probe.spin_until(lambda: statuses[-1].state_name.startswith("hub:paused"), 20, "the paused status")
+        assert statuses[-1].state == SessionStatus.STATE_PAUSED
+        assert score(2, request.token, True, 1.0).accepted  # a trial that ran may be scored while paused
+        resumed = probe.call(SessionControl, "session_control",
+                             SessionControl.Request(command=SessionControl.Request.COMMAND_RESUME))
+        assert resumed.ok, resumed.message
+        for trial_id in (3, 4):
+            request = awaiting_score(trial_id)
+            assert score(trial_id, request.token, trial_id == 4, 0.5).accepted
+        assert manager.wait(120) == 0
+        probe.spin_until(lambda: statuses[-1].state == SessionStatus.STATE_FINISHED, 20, "the finished status")
+        status, entries = call(hub.url + "/v1/journal", key=hub.key)
+        assert status == 200
+        assert [(e["body"]["score_a"], e["body"]["score_b"]) for e in entries if e["kind"] == "result"] == [(0.5, 1.0)] * 2
+        assert not any(secret in str(r) for r in requests for secret in (*POLICIES, "sim://"))
+    finally:
+        hub.stop()
+
+
+@pytest.mark.parametrize(("params", "env", "reason"), [
+    ({"station_id": ""}, {}, "`station_id` is required with `hub_url`"),
+    ({"hub_url": "ftp://hub"}, {}, "`hub_url` must be an http:// or https:// URL"),
+    ({"hub_key_file": ""}, {"EVALSTOP_HUB_KEY": ""}, "no API key: pass --key-file or set EVALSTOP_HUB_KEY"),
+    ({"hub_key_file": "/nonexistent/lab.key"}, {}, "cannot read the key file '/nonexistent/lab.key'"),
+])
+def test_hub_mode_refuses_bad_parameters(params: dict[str, Any], env: dict[str, str], reason: str,
+                                         tmp_path: pathlib.Path, start_node: Callable[..., Any]) -> None:
+    """Exit 2 with one FATAL line naming the problem; the key is never printed."""
+    import re
+
+    (tmp_path / "lab.key").write_text("secret-key-of-the-lab")
+    manager = start_node("evaluation_manager", env=env, params={
+        "hub_url": "http://127.0.0.1:9", "station_id": "lab", "hub_key_file": str(tmp_path / "lab.key"),
+        "journal_dir": str(tmp_path), **params})
+    assert manager.wait(60) == 2
+    manager.wait_for(r"\[FATAL\] \[\S*evaluation_manager\]: invalid parameters: .*" + re.escape(reason))
+    assert "secret-key-of-the-lab" not in manager.output

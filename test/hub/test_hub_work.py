@@ -1,0 +1,138 @@
+"""The manager's hub mode without ROS: :class:`StationWork` against a real hub process.
+
+Blinded trials (arm A, then B; the address for the runner only), scores checked like the
+session checks them (token, run first, duplicates), the result journaled before the upload,
+kept while the hub is down and uploaded once it is back; pause, resume, giving an assignment
+up after repeated runner faults (the hub requeues it), and abort.
+"""
+
+from __future__ import annotations
+
+import pathlib
+import time
+from collections.abc import Iterator
+
+import pytest
+from hub_support import HubProcess, call, wait_for
+
+from evalstop_ros.hub.station import StationClient
+from evalstop_ros.hub.store import open_store
+from evalstop_ros.hub.work import StationWork
+
+
+@pytest.fixture
+def hub(tmp_path: pathlib.Path) -> Iterator[tuple[HubProcess, dict[str, str]]]:
+    db = str(tmp_path / "hub.sqlite")
+    store = open_store(db)
+    store.add_policy("sure", "sim://success=1")
+    store.add_policy("never", "sim://success=0")
+    keys = {name: store.add_station(name) for name in ("s1", "s2")}
+    viewer = store.add_station("viewer", "viewer")
+    store.close()
+    process = HubProcess(db, viewer, tmp_path, ["--lease-seconds", "30", "--tasks", "towel", "--seed", "1"])
+    process.start()
+    try:
+        yield process, keys
+    finally:
+        process.stop()
+
+
+def _work(hub: HubProcess, key: str, directory: pathlib.Path, name: str, trials: int) -> StationWork:
+    work = StationWork(StationClient(hub.url, key, directory, timeout=2.0), name, trials=trials, max_faults=3,
+                       retry_min=0.05, retry_max=0.3)
+    work.start()
+    return work
+
+
+def test_trials_scores_and_an_outage(hub: tuple[HubProcess, dict[str, str]], tmp_path: pathlib.Path) -> None:
+    process, keys = hub
+    work = _work(process, keys["s1"], tmp_path / "s1", "s1", trials=2)
+    try:
+        wait_for(lambda: work.pending_trial() is not None, 30, "the first assignment")
+        trial = work.pending_trial()
+        assert trial is not None
+        assert (trial.session_id, trial.trial_id, trial.round, trial.label, trial.attempt) == ("hub:s1", 1, 1, "A", 1)
+        assert trial.policy_id in ("sim://success=1", "sim://success=0") and trial.task == "towel"
+        prompt = str(trial.operator_prompt())
+        assert "sim://" not in prompt and "sure" not in prompt and "never" not in prompt
+        assert work.status().state == "running" and work.awaiting() == "run"
+
+        assert "not run yet" in work.submit_score(1, trial.token, True, 1.0, "op").reason
+        assert work.record_run(1, False, "gripper fault")  # a fault: the trial runs again
+        assert work.pending_trial().attempt == 2  # type: ignore[union-attr]
+        assert not work.record_run(7, True, "")  # not the pending trial
+        assert work.record_run(1, True, "") and work.awaiting() == "score"
+        assert "wrong token" in work.submit_score(1, "0" * 12, True, 1.0, "op").reason
+        assert "progress" in work.submit_score(1, trial.token, False, 1.5, "op").reason
+        assert work.submit_score(1, trial.token, True, 0.5, "op").accepted
+        again = work.submit_score(1, trial.token, True, 0.5, "op")  # the answer was lost: resent
+        assert again.accepted and again.duplicate
+        second = work.pending_trial()
+        assert second is not None and (second.trial_id, second.label, second.attempt) == (2, "B", 1)
+        assert second.token != trial.token
+        assert not work.client.pending()  # nothing journaled before the second arm's score
+        assert work.record_run(2, True, "")
+        assert work.submit_score(2, second.token, False, 0.25, "op").accepted
+        wait_for(lambda: work.status().results_acked == 1, 30, "the first result acknowledged")
+        first = next(r for r in work.client.records() if r["kind"] == "result")
+        assert (first["score_a"], first["score_b"]) == (1.0, 0.25)  # a success scores 1, else its progress
+
+        # the hub goes down during the second assignment: its result is kept, then uploaded
+        wait_for(lambda: (work.pending_trial() or trial).round == 2, 30, "the second assignment")
+        third = work.pending_trial()
+        assert third is not None and (third.trial_id, third.round) == (3, 2)
+        process.kill()
+        for _ in ("A", "B"):
+            t = work.pending_trial()
+            assert t is not None
+            assert work.record_run(t.trial_id, True, "")
+            assert work.submit_score(t.trial_id, t.token, True, 1.0, "auto:run_trial").accepted
+        wait_for(lambda: bool(work.status().problem), 30, "the outage noticed")
+        status = work.status()
+        assert status.results_pending == 1 and not work.finished and status.state == "waiting_for_work"
+        [diagnostic] = work.diagnostics(status, node="evaluation_manager", hardware_id="run_trial", runner="")
+        assert diagnostic.level == 1 and "unreachable" in diagnostic.message and "kept locally" in diagnostic.message
+        assert keys["s1"] not in str(diagnostic)
+        time.sleep(0.5)  # the station keeps retrying (with back-off) while the hub is down
+        assert work.client.pending() and not work.finished
+        process.start()
+        wait_for(lambda: work.finished, 30, "the station to finish")
+        assert work.status().state == "finished" and work.status().results_acked == 2
+        assert work.status_fields(work.status())["state"] == 3
+        assert call(process.url + "/v1/status", key=process.key)[1]["results"] == 2
+    finally:
+        work.close()
+
+
+def test_pause_resume_abort(hub: tuple[HubProcess, dict[str, str]], tmp_path: pathlib.Path) -> None:
+    process, keys = hub
+    work = _work(process, keys["s2"], tmp_path / "s2", "s2", trials=0)
+    try:
+        wait_for(lambda: work.pending_trial() is not None, 30, "an assignment")
+        assert work.control("resume")[0] is False  # not paused
+        assert work.control("pause", "emergency stop")[0] and work.paused
+        status = work.status()
+        assert status.state == "paused" and work.status_fields(status)["state_name"] == "hub:paused:awaiting_run"
+        assert work.diagnostics(status, node="n", hardware_id="r", runner="")[0].level == 1
+        assert work.control("resume")[0] and not work.paused
+
+        # a runner that fails max_faults times in a row: the assignment is given up and requeued
+        given_up = work.status().assignment_id
+        trial = work.pending_trial()
+        assert trial is not None
+        for attempt in (1, 2, 3):
+            assert trial.attempt == attempt and work.record_run(trial.trial_id, False, "arm stuck")
+            trial = work.pending_trial() or trial
+        wait_for(lambda: (work.pending_trial() or trial).round == 2, 30, "new work after giving one up")
+        assert work.status().assignment_id != given_up
+        entries = call(process.url + "/v1/journal", key=process.key)[1]
+        assert given_up in {e["body"]["assignment"] for e in entries if e["kind"] == "requeued"}
+
+        assert work.control("abort", "robot broken")[0]
+        assert work.pending_trial() is None and work.status().state == "aborted"
+        wait_for(lambda: work.finished, 30, "the aborted station to be over")
+        assert work.status_fields(work.status())["state"] == 4
+        assert work.control("resume")[0] is False
+        assert work.control("jump")[0] is False
+    finally:
+        work.close()
