@@ -30,25 +30,19 @@ read it), unless ``exit_on_finish`` is set (the demo and tests), then it exits w
 
 from __future__ import annotations
 
-import dataclasses
 import datetime
 import logging
 import math
 import os
 import pathlib
-import time
 from typing import Any
 
 import rclpy
-from action_msgs.msg import GoalStatus
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
-from evalstop.action import RunTrial
 from evalstop.msg import ComparisonStatus, ScoreAck, SessionEvent, SessionStatus, TrialRequest, TrialScore
 from evalstop.msg import SessionConfig as SessionConfigMsg
 from evalstop.srv import CorrectScore, SessionControl, StartSession
 from rcl_interfaces.msg import SetParametersResult
-from rclpy.action import ActionClient
-from rclpy.action.client import ClientGoalHandle
 from rclpy.duration import Duration
 from rclpy.exceptions import ParameterException
 from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
@@ -72,14 +66,13 @@ from ..session.publishing import SessionPublisher, diagnostics
 from ..session.session import LOG_BURST, LOG_WINDOW_S, RateLimit, ScoreOutcome, bounded
 from ._common import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, declare, parameter_error, ros_context
 from .hub_mode import HubMode, hub_mode
+from .runner_link import RunnerLink, RunResult
 
 __all__ = ["EvaluationManager", "main"]
 
 FINAL = (SessionState.FINISHED, SessionState.ABORTED)
 #: Parameters fixed for the life of a session (a change is refused while one is active).
 SESSION_PARAMETERS = ("alpha", "method", "n_max", "config_file", "session_id", "journal_dir", "runner_action")
-#: Goal states after which the runner has a result to give.
-TERMINAL = (GoalStatus.STATUS_SUCCEEDED, GoalStatus.STATUS_ABORTED, GoalStatus.STATUS_CANCELED)
 #: How often the watchdog looks at the goal in flight (s).
 WATCH_PERIOD = 0.2
 
@@ -123,26 +116,6 @@ class _RosLogHandler(logging.Handler):
             self._logger.warning(message)
         else:
             self._logger.info(message)
-
-
-@dataclasses.dataclass
-class _Run:
-    """One run of the pending trial on the runner: the goal in flight and its deadlines.
-
-    Every wait has a deadline (:meth:`EvaluationManager._watch`): the goal response (lost: the
-    same goal is sent again, at most ``max_attempts`` times), the run itself (the config's
-    ``runner.timeout_s``), the runner's presence, and the result once the goal is done (lost:
-    asked again).
-    """
-
-    trial: PendingTrial
-    sends: int = 0
-    sent_at: float = 0.0
-    handle: ClientGoalHandle | None = None
-    accepted_at: float = 0.0
-    result_asked_at: float = 0.0
-    done_at: float | None = None  # when the goal status said the run is over
-    gone_at: float | None = None  # when the runner's action server disappeared
 
 
 class EvaluationManager(Node):
@@ -226,10 +199,8 @@ class EvaluationManager(Node):
         #: Set (to the exit status) when the node should exit: session over and exit_on_finish.
         self.done: Future = Future()
         self.session: EvaluationSession | None = None
-        self._runner: ActionClient | None = None
+        self._link: RunnerLink | None = None  # the session's runner: the goal in flight and its deadlines
         self._runner_name = ""
-        self._run: _Run | None = None  # the goal in flight
-        self._runner_state = ""  # what is wrong with the runner link, for the log and /diagnostics
         self._operator_trial = 0  # auto-scoring session, but this trial waits for an operator score
         self._ended = False
         self._reject_log = RateLimit(LOG_BURST, LOG_WINDOW_S)  # a flood of bad scores cannot flood the log
@@ -320,11 +291,13 @@ class EvaluationManager(Node):
             return False, str(err)
         if self.session is not None:
             self.session.close()
-        self.session, self._ended, self._run, self._operator_trial = session, False, None, 0
+        self.session, self._ended, self._operator_trial = session, False, 0
         self._runner_name = self.runner_action or config.runner.action_name
-        if self._runner is not None:
-            self._runner.destroy()
-        self._runner = ActionClient(self, RunTrial, self._runner_name)
+        if self._link is not None:
+            self._link.cancel()
+            self._link.destroy()
+        self._link = RunnerLink(self, self._runner_name, response_timeout=self.goal_response_timeout,
+                                max_sends=self.max_attempts, on_done=self._run_done)
         self._publisher.reset()
         self._publisher.config(session, __version__)
         for event in session.events():  # the whole journal again after a restart (same seq)
@@ -346,7 +319,7 @@ class EvaluationManager(Node):
         session = self.session
         if session is None:
             return
-        if session.state == SessionState.RUNNING and self._run is None:
+        if session.state == SessionState.RUNNING and self._running is None:
             held = session.held_auto_score()
             if held is not None and held[0].trial_id != self._operator_trial and session.config.scoring == "auto":
                 trial, success, progress = held
@@ -354,7 +327,7 @@ class EvaluationManager(Node):
                                        scorer=f"auto:{self._runner_name}", notes="", preference="")
                 if not outcome.accepted:
                     self._operator_trial = trial.trial_id  # the operator scores it instead
-        if session.state == SessionState.RUNNING and self._run is None:
+        if session.state == SessionState.RUNNING and self._running is None:
             try:
                 trial = session.next_trial()
             except SessionError as err:  # not expected while RUNNING; keep the node alive
@@ -375,114 +348,34 @@ class EvaluationManager(Node):
         if session.state in FINAL and not self._ended:
             self._end()
 
+    @property
+    def _running(self) -> PendingTrial | None:
+        """The trial on the runner, if any."""
+        return None if self._link is None else self._link.trial
+
     def _start_run(self, trial: PendingTrial) -> None:
         """Send the trial to the runner, or wait for the runner to appear (the watchdog retries)."""
-        assert self._runner is not None
-        if not self._runner.server_is_ready():
-            if self._runner_state != "waiting":
-                self.get_logger().warning(
-                    f"trial {trial.trial_id}: waiting for runner action server '{self._runner_name}'")
-                self._runner_state = "waiting"
-            return
-        if self._runner_state == "waiting":
-            self._runner_state = ""
-        self._run = _Run(trial)
-        self._send_goal(self._run)
-
-    def _send_goal(self, run: _Run) -> None:
-        """Send (or send again) the run's goal; the same (session, trial, attempt) every time."""
-        assert self._runner is not None
-        trial = run.trial
-        goal = RunTrial.Goal(session_id=trial.session_id, trial_id=trial.trial_id, policy_id=trial.policy_id,
-                             task=trial.task, initial_condition=trial.initial_condition, attempt=trial.attempt)
-        run.sends += 1
-        run.sent_at = time.monotonic()
-        again = f", send {run.sends}" if run.sends > 1 else ""
-        self.get_logger().info(
-            f"trial {trial.trial_id} (label {trial.label}, attempt {trial.attempt}{again}): runner goal sent")
-        future = self._runner.send_goal_async(goal)
-        future.add_done_callback(lambda f, r=run: self._on_goal_response(r, f))
-
-    def _on_goal_response(self, run: _Run, future: Future) -> None:
-        handle: ClientGoalHandle | None = future.result()
-        if run is not self._run or run.handle is not None:
-            # a response to a goal sent again, or to a run that is over: stop that duplicate rollout
-            if handle is not None and handle.accepted:
-                handle.cancel_goal_async()
-            return
-        if handle is None or not handle.accepted:
-            self._run_done(run, ok=False, duration=0.0, message="goal rejected by the runner")
-            return
-        run.handle, run.accepted_at = handle, time.monotonic()
-        if self._runner_state.startswith("no goal response"):
-            self._runner_state = ""
-        self._ask_result(run)
-
-    def _ask_result(self, run: _Run) -> None:
-        assert run.handle is not None
-        run.result_asked_at = time.monotonic()
-        run.handle.get_result_async().add_done_callback(lambda f, r=run: self._on_goal_result(r, f))
+        assert self._link is not None
+        self._link.start(trial)
 
     def _watch(self) -> None:
-        """Deadlines of every wait on the runner: nothing waits forever on a lost message."""
-        run, session = self._run, self.session
-        if session is None:
+        """Deadlines of every wait on the runner (:class:`~.runner_link.RunnerLink`)."""
+        session, link = self.session, self._link
+        if session is None or link is None:
             return
-        if run is None:
-            if self._runner_state == "waiting" and session.state == SessionState.RUNNING:
+        if link.trial is None:
+            if link.state == "waiting" and session.state == SessionState.RUNNING:
                 self._advance()  # is the runner there now?
             return
-        now, trial = time.monotonic(), run.trial
-        if run.handle is None:
-            if now - run.sent_at < self.goal_response_timeout:
-                return
-            if run.sends >= self.max_attempts:
-                self._run_done(run, ok=False, duration=0.0,
-                               message=f"no answer from the runner to {run.sends} goal requests")
-                return
-            self._runner_state = f"no goal response for trial {trial.trial_id}; re-sending the goal"
-            self.get_logger().warning(
-                f"trial {trial.trial_id}: no goal response within {self.goal_response_timeout:g} s; sending it again")
-            self._send_goal(run)
-            return
-        assert self._runner is not None
-        if now - run.accepted_at >= session.config.runner.timeout_s:
-            self.get_logger().error(f"trial {trial.trial_id}: runner timed out; canceling the goal")
-            run.handle.cancel_goal_async()
-            self._run_done(run, ok=False, duration=math.nan, message="runner timed out")
-            return
-        if not self._runner.server_is_ready():
-            run.gone_at = run.gone_at or now
-            if now - run.gone_at >= self.goal_response_timeout:
-                self.get_logger().error(f"trial {trial.trial_id}: the runner went away during the run")
-                self._run_done(run, ok=False, duration=math.nan, message="the runner went away during the run")
-            return
-        run.gone_at = None
-        if run.handle.status in TERMINAL:
-            run.done_at = run.done_at or now
-            if now - max(run.done_at, run.result_asked_at) >= self.goal_response_timeout:
-                self.get_logger().warning(f"trial {trial.trial_id}: the run is over but no result came; asking again")
-                self._ask_result(run)
+        link.response_timeout, link.max_sends = self.goal_response_timeout, self.max_attempts  # may be set live
+        link.watch(session.config.runner.timeout_s)
 
-    def _on_goal_result(self, run: _Run, future: Future) -> None:
-        if run is not self._run:
-            return  # timed out (already recorded), answered earlier, or superseded
-        response = future.result()
-        result: RunTrial.Result = response.result
-        ok = response.status == GoalStatus.STATUS_SUCCEEDED and result.ok
-        message = result.message or ("" if ok else f"goal ended with status {response.status}")
-        auto = (bool(result.auto_success), float(result.auto_progress)) if ok and result.auto_scored else None
-        self._run_done(run, ok=ok, duration=result.duration, message=message, auto_score=auto)
-
-    def _run_done(self, run: _Run, *, ok: bool, duration: float, message: str,
-                  auto_score: tuple[bool, float] | None = None) -> None:
+    def _run_done(self, trial: PendingTrial, result: RunResult) -> None:
         """Journal the run's result; pause after ``max_attempts`` faults in a row; move on."""
-        self._run = None
-        trial, session = run.trial, self.session
+        session = self.session
         if session is None:
             return
-        if self._runner_state.startswith("no goal response"):
-            self._runner_state = ""
+        ok, duration, message, auto_score = result.ok, result.duration, result.message, result.auto_score
         pending = session.pending_trial()
         if pending is None or pending.trial_id != trial.trial_id or session.state in FINAL:
             self.get_logger().info(f"trial {trial.trial_id}: runner result ignored (the trial is no longer pending)")
@@ -506,9 +399,8 @@ class EvaluationManager(Node):
 
     def _cancel_run(self) -> None:
         """Stop the rollout in flight (abort, or its trial was voided)."""
-        run, self._run = self._run, None
-        if run is not None and run.handle is not None:
-            run.handle.cancel_goal_async()
+        if self._link is not None:
+            self._link.cancel()
 
     # -- scores -----------------------------------------------------------------------------
     def _on_score(self, msg: TrialScore) -> None:
@@ -600,9 +492,9 @@ class EvaluationManager(Node):
             response.ok, response.message = False, f"unknown action {request.action} (1 correct, 2 void, 3 undo)"
         if not response.ok:
             self.get_logger().warning(f"correct_score refused for trial {request.trial_id}: {response.message}")
-        elif self._run is not None and session is not None:
+        elif self._running is not None and session is not None:
             pending = session.pending_trial()
-            if pending is None or pending.trial_id != self._run.trial.trial_id:
+            if pending is None or pending.trial_id != self._running.trial_id:
                 self._cancel_run()  # the trial being run was voided: stop the rollout, move on
         self._advance()
         return response
@@ -614,7 +506,7 @@ class EvaluationManager(Node):
             return
         array = DiagnosticArray()
         array.header.stamp = self.get_clock().now().to_msg()
-        runner = self._runner_state
+        runner = "" if self._link is None else self._link.state
         if runner == "waiting":
             runner = f"waiting for the runner action server '{self._runner_name}'"
         for d in diagnostics(self.session, node=self.get_name(), hardware_id=self._runner_name or "runner",

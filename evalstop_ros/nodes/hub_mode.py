@@ -28,23 +28,17 @@ key is read from that file or ``$EVALSTOP_HUB_KEY``; it is no parameter and is n
 
 from __future__ import annotations
 
-import dataclasses
-import time
 from typing import TYPE_CHECKING, Any
 
-from action_msgs.msg import GoalStatus
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
-from evalstop.action import RunTrial
 from evalstop.msg import TrialScore
-from rclpy.action import ActionClient
-from rclpy.action.client import ClientGoalHandle
-from rclpy.task import Future
 
 from ..hub.errors import HubError
 from ..hub.station import StationClient, read_key
 from ..hub.work import StationWork
 from ..session.session import PendingTrial
 from ._common import EXIT_OK, declare
+from .runner_link import RunnerLink, RunResult
 
 if TYPE_CHECKING:
     from .evaluation_manager import EvaluationManager
@@ -53,8 +47,6 @@ __all__ = ["HubMode", "hub_mode"]
 
 #: How often the hub mode looks at the work and the goal in flight (s).
 TICK = 0.2
-#: Goal states after which the runner has a result to give.
-TERMINAL = (GoalStatus.STATUS_SUCCEEDED, GoalStatus.STATUS_ABORTED, GoalStatus.STATUS_CANCELED)
 
 
 def hub_mode(node: EvaluationManager) -> HubMode | None:
@@ -86,28 +78,13 @@ def hub_mode(node: EvaluationManager) -> HubMode | None:
     return HubMode(node, work, node.runner_action or "run_trial", run_timeout)
 
 
-@dataclasses.dataclass
-class _Goal:
-    """The runner goal in flight for one trial and its deadlines."""
-
-    trial: PendingTrial
-    sends: int = 0
-    sent_at: float = 0.0
-    handle: ClientGoalHandle | None = None
-    accepted_at: float = 0.0
-    result_asked_at: float = 0.0
-    done_at: float | None = None
-    gone_at: float | None = None
-
-
 class HubMode:
     """Runs the hub's work on this station's runner and operator (see the module docstring)."""
 
     def __init__(self, node: EvaluationManager, work: StationWork, runner_name: str, run_timeout: float) -> None:
         self.node, self.work, self.runner_name, self.run_timeout = node, work, runner_name, run_timeout
-        self._runner = ActionClient(node, RunTrial, runner_name)
-        self._goal: _Goal | None = None
-        self._runner_state = ""
+        self._link = RunnerLink(node, runner_name, response_timeout=node.goal_response_timeout,
+                                max_sends=node.max_attempts, on_done=self._done)
         self._status: dict[str, Any] | None = None
         self._ended = False
         node.get_logger().info(
@@ -129,12 +106,11 @@ class HubMode:
         trial = self.work.pending_trial()
         if trial is not None:
             self.node._publisher.request(trial)
-            if self._goal is None and self.work.awaiting() == "run" and not self.work.paused:
-                self._start(trial)
-        elif self._goal is not None:
-            self._cancel()  # the assignment was given up
-        if self._goal is not None:
-            self._watch(self._goal)
+            if self._link.trial is None and self.work.awaiting() == "run" and not self.work.paused:
+                self._link.start(trial)
+        elif self._link.trial is not None:
+            self._link.cancel()  # the assignment was given up
+        self._link.watch(self.run_timeout)
         self._publish_status()
 
     def _publish_status(self) -> None:
@@ -143,108 +119,24 @@ class HubMode:
             self.node._send("session_status", fields, None)
             self._status = fields
 
-    def _start(self, trial: PendingTrial) -> None:
-        if not self._runner.server_is_ready():
-            if self._runner_state != "waiting":
-                self.node.get_logger().warning(f"trial {trial.trial_id}: waiting for runner action server "
-                                               f"'{self.runner_name}'")
-                self._runner_state = "waiting"
-            return
-        self._runner_state = ""
-        self._goal = _Goal(trial)
-        self._send(self._goal)
-
-    def _send(self, goal: _Goal) -> None:
-        trial = goal.trial
-        goal.sends += 1
-        goal.sent_at = time.monotonic()
-        again = f", send {goal.sends}" if goal.sends > 1 else ""
-        self.node.get_logger().info(
-            f"trial {trial.trial_id} (label {trial.label}, attempt {trial.attempt}{again}): runner goal sent")
-        future = self._runner.send_goal_async(RunTrial.Goal(
-            session_id=trial.session_id, trial_id=trial.trial_id, policy_id=trial.policy_id, task=trial.task,
-            initial_condition=trial.initial_condition, attempt=trial.attempt))
-        future.add_done_callback(lambda f, g=goal: self._on_response(g, f))
-
-    def _on_response(self, goal: _Goal, future: Future) -> None:
-        handle: ClientGoalHandle | None = future.result()
-        if goal is not self._goal or goal.handle is not None:
-            if handle is not None and handle.accepted:
-                handle.cancel_goal_async()  # a duplicate rollout (goal re-sent) or a run that is over
-            return
-        if handle is None or not handle.accepted:
-            self._done(goal, ok=False, message="goal rejected by the runner")
-            return
-        goal.handle, goal.accepted_at = handle, time.monotonic()
-        self._runner_state = ""
-        self._ask_result(goal)
-
-    def _ask_result(self, goal: _Goal) -> None:
-        assert goal.handle is not None
-        goal.result_asked_at = time.monotonic()
-        goal.handle.get_result_async().add_done_callback(lambda f, g=goal: self._on_result(g, f))
-
-    def _watch(self, goal: _Goal) -> None:
-        """Deadlines of every wait on the runner: nothing waits forever on a lost message."""
-        now, timeout, trial = time.monotonic(), self.node.goal_response_timeout, goal.trial
-        if goal.handle is None:
-            if now - goal.sent_at < timeout:
-                return
-            if goal.sends >= self.node.max_attempts:
-                self._done(goal, ok=False, message=f"no answer from the runner to {goal.sends} goal requests")
-            else:
-                self._runner_state = f"no goal response for trial {trial.trial_id}; re-sending the goal"
-                self._send(goal)
-            return
-        if now - goal.accepted_at >= self.run_timeout:
-            goal.handle.cancel_goal_async()
-            self._done(goal, ok=False, message="runner timed out")
-            return
-        if not self._runner.server_is_ready():
-            goal.gone_at = goal.gone_at or now
-            if now - goal.gone_at >= timeout:
-                self._done(goal, ok=False, message="the runner went away during the run")
-            return
-        goal.gone_at = None
-        if goal.handle.status in TERMINAL:
-            goal.done_at = goal.done_at or now
-            if now - max(goal.done_at, goal.result_asked_at) >= timeout:
-                self._ask_result(goal)
-
-    def _on_result(self, goal: _Goal, future: Future) -> None:
-        if goal is not self._goal:
-            return
-        response = future.result()
-        result: RunTrial.Result = response.result
-        ok = response.status == GoalStatus.STATUS_SUCCEEDED and result.ok
-        message = result.message or ("" if ok else f"goal ended with status {response.status}")
-        self._done(goal, ok=ok, message=message,
-                   auto=(bool(result.auto_success), float(result.auto_progress)) if ok and result.auto_scored else None)
-
-    def _done(self, goal: _Goal, *, ok: bool, message: str, auto: tuple[bool, float] | None = None) -> None:
+    def _done(self, trial: PendingTrial, result: RunResult) -> None:
         """The run is over: tell the work; submit an automatic score; move on."""
-        self._goal = None
-        trial = goal.trial
-        if not self.work.record_run(trial.trial_id, ok, message):
+        if not self.work.record_run(trial.trial_id, result.ok, result.message):
             self.node.get_logger().info(f"trial {trial.trial_id}: runner result ignored (no longer pending)")
-        elif not ok:
-            self.node.get_logger().warning(f"trial {trial.trial_id}: runner fault: {message}")
-        elif auto is not None:
-            self._submit(trial.trial_id, trial.token, auto[0], auto[1], f"auto:{self.runner_name}")
+        elif not result.ok:
+            self.node.get_logger().warning(f"trial {trial.trial_id}: runner fault: {result.message}")
+        elif result.auto_score is not None:
+            success, progress = result.auto_score
+            self._submit(trial.trial_id, trial.token, success, progress, f"auto:{self.runner_name}")
         else:
             self.node.get_logger().info(f"trial {trial.trial_id}: run done; waiting for the operator's score")
         self._tick()
-
-    def _cancel(self) -> None:
-        goal, self._goal = self._goal, None
-        if goal is not None and goal.handle is not None:
-            goal.handle.cancel_goal_async()
 
     def control(self, command: str, reason: str) -> tuple[bool, str]:
         """``session_control`` in hub mode (pause, resume, abort; e.g. policy_runner's emergency stop)."""
         ok, message = self.work.control(command, reason)
         if ok and command == "abort":
-            self._cancel()
+            self._link.cancel()
         self._tick()
         return ok, message
 
@@ -265,7 +157,7 @@ class HubMode:
     # -- status -----------------------------------------------------------------------------
     def publish_diagnostics(self, publisher: Any) -> None:
         """``/diagnostics`` of the hub mode (called by the node's 1 s timer)."""
-        runner = self._runner_state
+        runner = self._link.state
         if runner == "waiting":
             runner = f"waiting for the runner action server '{self.runner_name}'"
         array = DiagnosticArray()
