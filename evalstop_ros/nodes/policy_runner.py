@@ -39,6 +39,7 @@ from std_srvs.srv import SetBool, Trigger
 
 from ..runner.adapters import ADAPTERS, RobotAdapter, make_adapter
 from ..runner.adapters.base import EpisodeInfo
+from ..runner.adapters.droid import parse_cameras
 from ..runner.client import PolicyClient, ServerAddress
 from ..runner.episode import EpisodeControl, EpisodeSettings, Progress, run_episode
 from ..runner.errors import RunnerError
@@ -77,10 +78,10 @@ class PolicyRunner(Node):
         session_control: str = declare(self, "session_control", "session_control",
                                        "The manager's SessionControl service (paused on emergency stop).",
                                        read_only=True)
-        options = self._adapter_options(robot)
         if not servers_file:
             raise ValueError("`servers_file` is required (a YAML map policy_servers: {policy_id: {host, port}})")
         try:
+            options = self._adapter_options(robot)
             self.servers: dict[str, ServerAddress] = load_servers(servers_file)
             self.robot: RobotAdapter = make_adapter(robot, **options)
         except (RunnerError, ImportError) as err:
@@ -125,7 +126,7 @@ class PolicyRunner(Node):
                                  "DROID image key = protocol camera name, one per camera, e.g. "
                                  "24259877_left=exterior_image_1_left, 13062452_left=wrist_image_left.",
                                  read_only=True))
-            return {"cameras": dict(pair.split("=", 1) for pair in pairs if "=" in pair)}
+            return {"cameras": parse_cameras(pairs)}
         if robot == "widowx":
             return {"host": declare(self, "widowx.host", "localhost", "WidowX server host.", read_only=True),
                     "port": declare(self, "widowx.port", 5556, "WidowX server port.", read_only=True)}
