@@ -32,6 +32,8 @@ PRESETS = {'sim': 'eval.yaml', 'sim_policy': 'sim_policy.yaml', 'droid': 'droid.
 #: robot -> (policy_runner's robot adapter, RunTrial action name of the preset)
 RUNNERS = {'sim': ('sim', 'run_trial'), 'sim_policy': ('sim', 'run_trial'),
            'droid': ('droid', '/droid/run_trial'), 'widowx': ('widowx', '/widowx/run_trial')}
+#: robots whose operator confirms each scene reset before the robot starts (manager's confirm_reset)
+CONFIRMED = ('sim_policy', 'droid', 'widowx')
 #: default camera map of the DROID adapter (policy_runner's droid.cameras): set your ZED serials
 DROID_CAMERAS = '[<serial>_left=exterior_image_1_left]'
 #: the scripted policy servers of robot:=sim_policy (ports as in config/sim_policy_servers.yaml)
@@ -61,6 +63,12 @@ def generate_launch_description():
                                   FindPackageShare('evalstop'), 'config', [robot, '_servers.yaml']]),
                               description='Policy id -> policy server map of policy_runner '
                                           '(default: config/<robot>_servers.yaml).'),
+        DeclareLaunchArgument('confirm_reset',
+                              default_value=PythonExpression(["'true' if '", robot, "' in ", repr(CONFIRMED),
+                                                              " else 'false'"]),
+                              description='The operator confirms each scene reset (Enter in teleop_scorer) before '
+                                          'the robot starts; default true for the real robots and sim_policy. '
+                                          'Part of the pre-registered design (the session config\'s confirm_reset).'),
         DeclareLaunchArgument('droid_cameras', default_value=DROID_CAMERAS,
                               description='robot:=droid: camera map of policy_runner (droid.cameras), a list of '
                                           '<DROID image key>=<camera name>, e.g. "[24259877_left=exterior_image_1_left, '
@@ -85,6 +93,7 @@ def generate_launch_description():
                 'config_file': ParameterValue(LaunchConfiguration('config_file'), value_type=str),
                 'session_id': ParameterValue(LaunchConfiguration('session_id'), value_type=str),
                 'journal_dir': ParameterValue(LaunchConfiguration('journal_dir'), value_type=str),
+                'confirm_reset': LaunchConfiguration('confirm_reset'),
             }],
             # the session lives in the manager: when it exits (finished, aborted, or died),
             # stop the runner and the terminal too. (The runner's or the terminal's death does

@@ -189,3 +189,23 @@ def test_droid_cameras_is_a_launch_argument_passed_to_policy_runner() -> None:
     for bad in ("[24259877_left]", "[24259877_left=front_camera]", "[a=wrist_image_left, b=wrist_image_left]"):
         with pytest.raises(RunnerError, match="droid.cameras"):
             parse_cameras(yaml.safe_load(bad))
+
+
+def test_confirm_reset_defaults_on_for_the_real_robots_and_sim_policy() -> None:
+    """The manager gets ``confirm_reset`` from a launch argument whose default depends on ``robot``."""
+    tree = _tree(REPO / "launch" / "eval.launch.py")
+    declared = _arguments(tree)
+    confirmed = next(n.value for n in tree.body if isinstance(n, ast.Assign)
+                     and getattr(n.targets[0], "id", None) == "CONFIRMED")
+    assert set(ast.literal_eval(confirmed)) == {"sim_policy", "droid", "widowx"}
+    default = ast.unparse(_kwarg(declared["confirm_reset"], "default_value"))  # type: ignore[arg-type]
+    # PythonExpression(["'true' if '", robot, "' in ", repr(CONFIRMED), " else 'false'"]): evaluate it per robot
+    parts = ast.literal_eval(default.replace("PythonExpression(", "", 1)[:-1].replace("robot", "'{robot}'")
+                             .replace("repr(CONFIRMED)", repr(repr(ast.literal_eval(confirmed)))))
+    for robot, expected in (("sim", "false"), ("sim_policy", "true"), ("droid", "true"), ("widowx", "true")):
+        assert eval("".join(parts).replace("{robot}", robot)) == expected  # the launch file's own text
+    manager = next(c for c in _calls(tree, "Node") if _const(_kwarg(c, "executable")) == "evaluation_manager")
+    params = _kwarg(manager, "parameters")
+    assert isinstance(params, ast.List) and isinstance(params.elts[0], ast.Dict)
+    values = {_const(k): v for k, v in zip(params.elts[0].keys, params.elts[0].values)}
+    assert ast.unparse(values["confirm_reset"]) == "LaunchConfiguration('confirm_reset')"
