@@ -43,7 +43,7 @@ from ..runner.adapters.droid import parse_cameras
 from ..runner.client import PolicyClient, ServerAddress
 from ..runner.episode import EpisodeControl, EpisodeSettings, Progress, run_episode
 from ..runner.errors import RunnerError
-from ..runner.recorder import EpisodeRecorder
+from ..runner.recorder import EpisodeRecorder, with_recording
 from ..runner.trials import RunLedger, load_servers
 from ._common import declare, spin_node
 
@@ -246,11 +246,13 @@ class PolicyRunner(Node):
                 self.robot.stop()
                 message = f"{trial}: rollout failed: {err}"
                 self.get_logger().error(f"{message}; robot stopped")
+                if recorder is not None and (recorder.directory / "episode.npz").is_file():
+                    message = with_recording(message, recorder.directory)  # failed runs are recorded too
                 return RunTrial.Result(ok=False, message=message, duration=time.monotonic() - start)
             result = RunTrial.Result(ok=True, duration=time.monotonic() - start,
                                      message=f"{outcome.steps} steps, ended by {outcome.ended_by}")
             if recorder is not None:
-                result.message += f"; recorded in {recorder.directory}"
+                result.message = with_recording(result.message, recorder.directory)
             if self.auto_score and outcome.score is not None:
                 result.auto_scored = True
                 result.auto_success, result.auto_progress = outcome.score.success, outcome.score.progress
