@@ -145,3 +145,19 @@ def test_the_operator_sees_the_labels_of_the_round_and_no_policy(tmp_path: pathl
             session.record_runner_result(trial.trial_id, True, 1.0)
             session.submit_score(trial.trial_id, trial.token, True, 1.0)
         assert seen == {r: {session.plan.label(p, r) for p in policies} for r in (1, 2)}
+
+
+def test_a_recorded_confirm_reset_session_audits_from_its_bag(tmp_path: pathlib.Path) -> None:
+    """The manager's messages of a confirm_reset session (simulated like the audit's drills), as a real
+    bag: the reset phase is published, the confirmations are journaled, and the audit verifies it."""
+    from evalstop_ros.audit.synthetic import SimulatedLab, simulate_recording, write_bag
+
+    config = sim.make_config(confirm_reset=True, **FAST)
+    messages = simulate_recording(config, SimulatedLab({"pi0": 0.2, "pi1": 0.9}), session_id="s1")
+    states = [m.msg.state_name for m in messages if m.topic == "session_status"]
+    assert "running:awaiting_reset" in states and "running:awaiting_run" in states
+    events = [m.msg for m in messages if m.topic == "session_event"]
+    runs = [e.trial_id for e in events if e.kind == "runner_result"]
+    assert runs and runs == [e.trial_id for e in events if e.kind == "reset_confirmed"]
+    report = audit(write_bag(tmp_path / "bag", messages, storage="mcap"))
+    assert report.verified, [v.message for v in report.violations]
