@@ -205,6 +205,8 @@ def diagnostics(session: EvaluationSession | None, *, node: str, hardware_id: st
     elif status.state == SessionState.RUNNING and (runner or faults):
         level = WARN
         message = runner or f"retrying trial {status.pending_trial_id} after {faults} runner fault(s)"
+    if status.state == SessionState.RUNNING and status.awaiting == "reset":
+        message += f"; trial {status.pending_trial_id} waits for the operator's scene reset"
     values = (("state", status.state.value), ("trials_scored", str(status.trials_scored)),
               ("trials_voided", str(status.trials_voided)), ("pending_trial_id", str(status.pending_trial_id or 0)),
               ("awaiting", status.awaiting or ""), ("runner_faults", str(faults)), ("runner", runner or "ok"),

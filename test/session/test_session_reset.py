@@ -9,6 +9,7 @@ import session_sim as sim
 
 from evalstop_ros.audit import audit
 from evalstop_ros.session import EvaluationSession, SessionError, offline_decisions, read_journal
+from evalstop_ros.session.publishing import diagnostics
 
 FAST = {"metrics": [{"name": "success", "method": "nscore"}]}
 
@@ -23,6 +24,9 @@ def test_a_trial_waits_for_its_reset_then_its_run_then_its_score(tmp_path: pathl
         session.start()
         trial = session.next_trial()
         assert trial is not None and session.status().awaiting == "reset"
+        (entry,) = diagnostics(session, node="m", hardware_id="r", runner="", max_attempts=3)[:1]
+        assert (entry.level, entry.message) == (0, "running, 0 trials scored; trial 1 waits for the operator's "
+                                                   "scene reset")
         with pytest.raises(SessionError, match="scene reset was not confirmed"):
             session.record_runner_result(trial.trial_id, True, 1.0)
         assert session.confirm_reset(trial.trial_id).applied
