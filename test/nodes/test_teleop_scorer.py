@@ -240,3 +240,29 @@ def test_operator_confirms_the_reset_before_the_robot_starts(
     resets = [(e.trial_id, e.payload["attempt"]) for e in read_journal(tmp_path / "tty.db").events
               if e.kind == "reset_confirmed"]
     assert resets == [(1, 1), (2, 1)]
+
+
+def test_a_lost_answer_to_the_reset_confirmation_is_re_sent(
+        start_node: Any, terminal: Any, tmp_path: pathlib.Path) -> None:
+    """The manager applies the confirmation but its answer is lost: the terminal sends it again and
+    gets "already confirmed" (idempotent); the robot runs the trial once."""
+    from evalstop_ros.session import read_journal
+
+    config = write_config(tmp_path / "operator.yaml", scoring="operator")
+    robot = start_node("sim_robot", params={"auto_score": False, "duration": 0.0})
+    manager = start_node(str(pathlib.Path(__file__).with_name("lossy_manager.py")), params={
+        "config_file": str(config), "session_id": "tty", "journal_dir": str(tmp_path), "journal_fsync": False,
+        "confirm_reset": True})
+    term = terminal("ack_timeout:=1.0")
+    term.expect(r"-- scene reset for trial 1\? \(c\d: Block at spot \d\.\) \[enter\] --")
+    term.type("")
+    manager.wait_for(r"lossy_manager: response dropped: trial 1: reset confirmed")
+    term.expect(r"scene reset: trial 1: reset already confirmed")
+    term.seen("-- robot done: score trial 1 now (s, or f [P]) --")
+    term.type("s")
+    term.expect(r"trial 1: recorded: success=1 progress=1")
+    term.type("q")
+    assert term.close() == 0
+    assert len(re.findall(r"trial 1 \(policy \w+, attempt 1\): rollout started", robot.output)) == 1
+    events = read_journal(tmp_path / "tty.db").events
+    assert [(e.trial_id, e.payload["attempt"]) for e in events if e.kind == "reset_confirmed"] == [(1, 1)]
