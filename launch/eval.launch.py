@@ -11,6 +11,8 @@ namespace). ``robot:=sim_policy`` starts two scripted openpi-protocol policy ser
 ``policy_runner`` with the DROID / WidowX adapter at the config's ``runner.action_name``
 (``/droid/run_trial``, ``/widowx/run_trial``), querying the policy servers of ``servers_file``
 (default: the installed ``config/<robot>_servers.yaml``; edit it, or pass your own).
+``droid_cameras`` maps DROID's image keys to the protocol's cameras
+(``droid_cameras:="[24259877_left=exterior_image_1_left, 13062452_left=wrist_image_left]"``).
 ``config_file`` defaults to the installed preset of the robot. ``use_teleop:=true`` opens the operator terminal with
 ``teleop_prefix`` (default ``xterm -e``; the terminal needs a keyboard). Works with ROS 2
 Humble, Jazzy and Kilted.
@@ -30,6 +32,10 @@ PRESETS = {'sim': 'eval.yaml', 'sim_policy': 'sim_policy.yaml', 'droid': 'droid.
 #: robot -> (policy_runner's robot adapter, RunTrial action name of the preset)
 RUNNERS = {'sim': ('sim', 'run_trial'), 'sim_policy': ('sim', 'run_trial'),
            'droid': ('droid', '/droid/run_trial'), 'widowx': ('widowx', '/widowx/run_trial')}
+#: robots whose operator confirms each scene reset before the robot starts (manager's confirm_reset)
+CONFIRMED = ('sim_policy', 'droid', 'widowx')
+#: default camera map of the DROID adapter (policy_runner's droid.cameras): set your ZED serials
+DROID_CAMERAS = '[<serial>_left=exterior_image_1_left]'
 #: the scripted policy servers of robot:=sim_policy (ports as in config/sim_policy_servers.yaml)
 SIM_POLICY_SERVERS = {'good': '8101', 'bad': '8102'}
 
@@ -57,6 +63,16 @@ def generate_launch_description():
                                   FindPackageShare('evalstop'), 'config', [robot, '_servers.yaml']]),
                               description='Policy id -> policy server map of policy_runner '
                                           '(default: config/<robot>_servers.yaml).'),
+        DeclareLaunchArgument('confirm_reset',
+                              default_value=PythonExpression(["'true' if '", robot, "' in ", repr(CONFIRMED),
+                                                              " else 'false'"]),
+                              description='The operator confirms each scene reset (Enter in teleop_scorer) before '
+                                          'the robot starts; default true for the real robots and sim_policy. '
+                                          'Part of the pre-registered design (the session config\'s confirm_reset).'),
+        DeclareLaunchArgument('droid_cameras', default_value=DROID_CAMERAS,
+                              description='robot:=droid: camera map of policy_runner (droid.cameras), a list of '
+                                          '<DROID image key>=<camera name>, e.g. "[24259877_left=exterior_image_1_left, '
+                                          '13062452_left=wrist_image_left]".'),
         DeclareLaunchArgument('config_file',
                               default_value=PathJoinSubstitution([FindPackageShare('evalstop'), 'config', preset]),
                               description='Session config (YAML); default: the preset of `robot`.'),
@@ -77,6 +93,7 @@ def generate_launch_description():
                 'config_file': ParameterValue(LaunchConfiguration('config_file'), value_type=str),
                 'session_id': ParameterValue(LaunchConfiguration('session_id'), value_type=str),
                 'journal_dir': ParameterValue(LaunchConfiguration('journal_dir'), value_type=str),
+                'confirm_reset': LaunchConfiguration('confirm_reset'),
             }],
             # the session lives in the manager: when it exits (finished, aborted, or died),
             # stop the runner and the terminal too. (The runner's or the terminal's death does
@@ -98,6 +115,8 @@ def generate_launch_description():
                 'servers_file': ParameterValue(LaunchConfiguration('servers_file'), value_type=str),
                 'robot': PythonExpression([repr({k: v[0] for k, v in RUNNERS.items()}), "['", robot, "']"]),
                 'action_name': PythonExpression([repr({k: v[1] for k, v in RUNNERS.items()}), "['", robot, "']"]),
+                # a YAML list of strings (launch_ros parses the text); read by the droid adapter only
+                'droid.cameras': LaunchConfiguration('droid_cameras'),
             }],
             condition=IfCondition(served),
         ),

@@ -193,6 +193,9 @@ def _drive(session: EvaluationSession, rec: _Recorder, lab: SimulatedLab,
             break
         publisher.request(trial)
         publisher.status(session)
+        if session.status().awaiting == "reset":  # confirm_reset: the simulated operator reset the scene
+            session.confirm_reset(trial.trial_id, trial.attempt)
+            publisher.status(session)
         ok = not lab.run_fails(trial.trial_id, trial.attempt)
         session.record_runner_result(trial.trial_id, ok, 1.0, "" if ok else "simulated runner fault")
         if not ok:

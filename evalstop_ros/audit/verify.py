@@ -84,6 +84,7 @@ CODES = {
     "score_unacknowledged": "a score on trial_score was never answered on score_ack",
     "ack_mismatch": "score_ack answers disagree with the journaled outcomes",
     "unscored_trial": "a trial was requested but never scored (nor voided)",
+    "reset_unconfirmed": "a trial ran before the operator confirmed its scene reset (confirm_reset)",
     "after_stop": "data (a request or a score) arrived after the session stopped",
     "edit_without_reason": "a correction or void has no reason",
     "status_mismatch": "a published state (decision, stopping trial, p-value, e-value, means) is not reproduced",
@@ -623,7 +624,8 @@ class _Verifier:
             if event.kind == "trial_requested":
                 self.add_request(book, event, position, report=report)
                 continue
-            if event.kind not in ("runner_result", "score_accepted", "post_decision_score", *_EDIT_KINDS):
+            if event.kind not in ("reset_confirmed", "runner_result", "score_accepted", "post_decision_score",
+                                  *_EDIT_KINDS):
                 continue
             if event.trial_id is not None and event.trial_id not in book.trials:
                 if report and event.kind in ("score_accepted", "post_decision_score"):
@@ -634,6 +636,8 @@ class _Verifier:
                                  f"({event.kind}) names trial {event.trial_id}, which was never requested",
                                  position, event.stamp_ns)
                 continue
+            if report and event.kind == "runner_result" and self.config.confirm_reset:
+                self.check_reset(book, event, position)
             try:
                 book.apply(event)
             except (JournalError, KeyError, TypeError, ValueError) as err:
@@ -647,6 +651,14 @@ class _Verifier:
                 sub = _submission(event.payload)
                 self.scorers[int(event.trial_id or 0)] = (str(sub.get("operator", "")), str(sub.get("notes", "")))
         return book
+
+    def check_reset(self, book: TrialBook, event: Event, position: int) -> None:
+        """``confirm_reset``: a run of a trial must follow the operator's confirmation of its reset."""
+        record = book.trials[int(event.trial_id or 0)]
+        if record.reset_confirmed != record.attempt:
+            self.violate("reset_unconfirmed", [record.trial_id], f"trial {record.trial_id}: run (attempt "
+                         f"{record.attempt}) recorded without the operator's confirmation that its scene was reset",
+                         position, event.stamp_ns)
 
     def add_request(self, book: TrialBook, event: Event, position: int, *, report: bool) -> None:
         p = event.payload

@@ -17,7 +17,9 @@ DIR: index.html with the audit verdict, the decisions, the compact letter displa
 trials saved against a fixed-N batch evaluation; PNG figures of the anytime p-value
 trajectories against alpha per comparison, the progress distribution per policy, success rates
 with anytime-valid confidence sequences, the letter display and the savings; trials.csv (every
-trial) and decisions.csv.  Open DIR/index.html in a browser."""
+trial) and decisions.csv.  For a session whose runs policy_runner recorded (record_dir), the
+page also shows each trial's videos, linked where they lie (not copied).  Open DIR/index.html in
+a browser."""
 EPILOG = """\
 example:
   evalstop report session_bag/ -o session_report

@@ -3,7 +3,8 @@
 What ``ros2 launch evalstop demo.launch.py`` does, for machines without ``ros2 launch`` (the
 PyPI-wheel ROS of ``make demo``): it starts ``sim_robot`` and ``evaluation_manager`` from the
 installed package as processes that talk over DDS on the loopback interface, follows the
-manager's ``session_status`` and prints the progress, waits for the final decision, stops
+manager's ``session_status`` and prints the progress (as the automatic operator it confirms each
+scene reset a ``confirm_reset`` session asks for, through ``session_control``), waits for the final decision, stops
 everything, and re-checks the journal offline (the live decisions must equal the statistics
 core's re-analysis of the recorded scores).
 
@@ -37,6 +38,7 @@ from collections.abc import Sequence
 import rclpy
 from ament_index_python.packages import PackageNotFoundError, get_package_prefix, get_package_share_directory
 from evalstop.msg import ComparisonStatus, SessionStatus
+from evalstop.srv import SessionControl
 from rclpy.executors import ExternalShutdownException
 from rclpy.node import Node
 from rclpy.qos import QoSProfile
@@ -71,16 +73,45 @@ def comparison_line(c: ComparisonStatus) -> str:
     return f"{text} {DECISIONS.get(c.decision, c.decision)}"
 
 
+#: Seconds between two sends of one reset confirmation that got no answer (DDS may drop either).
+CONFIRM_RESEND_S = 1.0
+
+
 class DemoMonitor(Node):
-    """Follows ``session_status`` and prints a progress line whenever a comparison moves."""
+    """Follows ``session_status``, prints a progress line whenever a comparison moves, and confirms
+    every scene reset the session waits for (the demo's automatic operator)."""
 
     def __init__(self, status_qos: QoSProfile, *, out: object = sys.stdout) -> None:
         super().__init__("evalstop_demo")
         self.out = out
         self.status: SessionStatus | None = None
         self._printed: object = None
+        self._control = self.create_client(SessionControl, "session_control")
+        self._confirming: tuple[int, float] = (0, -math.inf)  # (trial, when its confirmation was last sent)
+        #: Reset confirmations the manager accepted.
+        self.resets_confirmed = 0
         self.create_subscription(SessionStatus, "session_status", self._on_status, status_qos)
         self.get_logger().info(f"following session_status ({qos.describe(status_qos)})")
+
+    def confirm_resets(self) -> None:
+        """Confirm the pending trial's scene reset when the session waits for it; re-send until answered."""
+        status = self.status
+        if status is None or status.state != SessionStatus.STATE_RUNNING or \
+                not status.state_name.endswith(":awaiting_reset") or not self._control.service_is_ready():
+            return
+        trial, sent = self._confirming
+        now = time.monotonic()
+        if trial == status.pending_trial_id and now - sent < CONFIRM_RESEND_S:
+            return
+        self._confirming = (status.pending_trial_id, now)
+        request = SessionControl.Request(command=SessionControl.Request.COMMAND_CONFIRM_RESET,
+                                         trial_id=status.pending_trial_id, reason="demo: automatic operator")
+        self._control.call_async(request).add_done_callback(self._on_confirmed)
+
+    def _on_confirmed(self, future: object) -> None:
+        response = future.result()  # type: ignore[attr-defined]
+        if response.ok and response.message.endswith("reset confirmed"):
+            self.resets_confirmed += 1
 
     def _on_status(self, msg: SessionStatus) -> None:
         self.status = msg
@@ -212,7 +243,10 @@ def run(args: argparse.Namespace) -> int:
     sim_params = {"policies": policies, "success_rates": rates, "progress_means": means, "seed": args.seed,
                   "duration": args.duration, "auto_score": True}
     manager_params = {"config_file": config_path, "session_id": session_id, "journal_dir": str(workdir),
-                      "exit_on_finish": True, "journal_fsync": False}
+                      "exit_on_finish": True, "journal_fsync": False,
+                      # as `ros2 launch evalstop eval.launch.py robot:=sim_policy`: the (automatic) operator
+                      # confirms each scene reset before the robot starts
+                      "confirm_reset": args.robot == "sim_policy"}
     robot = (_policy_robot(args, workdir) if args.robot == "sim_policy"
              else {"sim_robot": [_executable("sim_robot"), *_ros_args(sim_params)]})
     procs: dict[str, subprocess.Popen[bytes]] = {}
@@ -229,6 +263,7 @@ def run(args: argparse.Namespace) -> int:
                 stdout=logs["evaluation_manager"], stderr=subprocess.STDOUT)
             while not monitor.final:
                 rclpy.spin_once(monitor, timeout_sec=0.1)
+                monitor.confirm_resets()
                 dead = [n for n, p in procs.items() if p.poll() is not None]
                 if dead and not monitor.final:
                     rclpy.spin_once(monitor, timeout_sec=0.5)  # a last status may still be in flight
@@ -239,12 +274,16 @@ def run(args: argparse.Namespace) -> int:
                     print(f"evalstop demo: no decision within {args.timeout:g} s; see {workdir}", file=sys.stderr)
                     return EXIT_FAILURE
             final = monitor.status
+            if monitor.resets_confirmed:
+                print(f"evalstop demo: the automatic operator confirmed {monitor.resets_confirmed} scene resets",
+                      flush=True)
             monitor.destroy_node()
         assert final is not None
         # the manager exits by itself (exit_on_finish) once its last messages are acknowledged
         codes = {"evaluation_manager": _stop(procs["evaluation_manager"], grace=15.0)}
         codes.update({name: _stop(procs[name]) for name in robot})
-        status = _report(final, config_path, workdir / f"{session_id}.db", codes, time.monotonic() - started)
+        status = _report(final, config_path, workdir / f"{session_id}.db", codes, time.monotonic() - started,
+                         confirm_reset=bool(manager_params["confirm_reset"]))
     except (KeyboardInterrupt, ExternalShutdownException):
         print("evalstop demo: interrupted", file=sys.stderr)
     finally:
@@ -256,7 +295,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _report(final: SessionStatus, config_path: str, journal: pathlib.Path, codes: dict[str, int],
-            seconds: float) -> int:
+            seconds: float, *, confirm_reset: bool = False) -> int:
     """Print the final decisions and check them against the offline re-analysis."""
     print(f"\nsession {final.session_id} {final.state_name} after {final.trials_done} scored trials "
           f"({seconds:.1f} s); node exit codes {codes}")
@@ -271,7 +310,7 @@ def _report(final: SessionStatus, config_path: str, journal: pathlib.Path, codes
               f"{DECISIONS[c.decision]:<17} {_fmt(c.pvalue):>9} {_fmt(c.evalue):>9} {c.mean_a:>7.3f} {c.mean_b:>7.3f}")
     if final.letters:
         print("compact letter display: " + ", ".join(f"{p}={l}" for p, l in zip(final.letter_policies, final.letters)))
-    config = load_config(config_path)
+    config = load_config(config_path, confirm_reset=confirm_reset or None)  # the manager's configuration
     offline = offline_decisions(config, journal)
     mismatches = [
         f"{o.policy_a} vs {o.policy_b} {o.metric}{' ' + o.task if o.task else ''}: live {DECISIONS[c.decision]} at "

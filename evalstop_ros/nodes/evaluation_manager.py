@@ -15,7 +15,9 @@ unit-tested without DDS) and the session's answers back into messages:
   comparison; with a multi-task claim also per changed claim row, ``task`` ``"*"``), ``/diagnostics``, and for recordings ``session_config`` (the pre-registered
   design, latched) and ``session_event`` (every journal event right after it is committed;
   after a restart the whole journal again, same ``seq``);
-* serves ``start_session``, ``session_control`` (pause/resume/abort) and ``correct_score``.
+* serves ``start_session``, ``session_control`` (pause/resume/abort, and the operator's
+  confirmation that the scene is reset: with ``confirm_reset`` in the session config a trial is
+  sent to the runner only after it) and ``correct_score``.
 
 Crash safety comes from the session journal (``journal_dir/<session_id>.db``): started again
 with the same ``session_id`` the manager replays it and carries on from the pending trial.
@@ -72,7 +74,8 @@ __all__ = ["EvaluationManager", "main"]
 
 FINAL = (SessionState.FINISHED, SessionState.ABORTED)
 #: Parameters fixed for the life of a session (a change is refused while one is active).
-SESSION_PARAMETERS = ("alpha", "method", "n_max", "config_file", "session_id", "journal_dir", "runner_action")
+SESSION_PARAMETERS = ("alpha", "method", "n_max", "confirm_reset", "config_file", "session_id", "journal_dir",
+                      "runner_action")
 #: How often the watchdog looks at the goal in flight (s).
 WATCH_PERIOD = 0.2
 
@@ -162,6 +165,10 @@ class EvaluationManager(Node):
         self.n_max: int = declare(
             self, "n_max", 0, "Override of the config's trial budget per comparison (0: keep the config's).",
             int_range=(0, 1_000_000))
+        self.confirm_reset: bool = declare(
+            self, "confirm_reset", False,
+            "Ask the operator to confirm each scene reset before the robot starts, even if the config does not "
+            "(sets the config's confirm_reset: part of the pre-registered design). False: the config's setting.")
         for name in ("alpha", "n_max", "max_attempts", "goal_response_timeout", "exit_linger"):
             problem = check_parameter(name, getattr(self, name))
             if problem:
@@ -257,7 +264,8 @@ class EvaluationManager(Node):
     # -- starting ---------------------------------------------------------------------------
     def _load_config(self, path: str) -> SessionConfig:
         """The config at ``path`` with this node's alpha/method/n_max overrides applied."""
-        return load_config(path, alpha=self.alpha or None, n_max=self.n_max or None, method=self.method or None)
+        return load_config(path, alpha=self.alpha or None, n_max=self.n_max or None, method=self.method or None,
+                           confirm_reset=self.confirm_reset or None)
 
     def _journal_path(self, session_id: str) -> pathlib.Path:
         base = self.journal_dir or os.path.join(
@@ -338,6 +346,8 @@ class EvaluationManager(Node):
                 status = session.status()
                 if status.awaiting == "run":
                     self._start_run(trial)
+                elif status.awaiting == "reset":
+                    pass  # the operator resets the scene, then confirms it (session_control CONFIRM_RESET)
                 elif session.config.scoring == "auto" and trial.trial_id != self._operator_trial:
                     # A recorded run without its automatic score (a runner that did not score it, or
                     # a journal from before scores were journaled with the run): run it again
@@ -440,14 +450,19 @@ class EvaluationManager(Node):
         """Pause, resume or abort; a request sent again (its answer was lost) gets the same answer."""
         session = self.session
         names = {SessionControl.Request.COMMAND_PAUSE: "pause", SessionControl.Request.COMMAND_RESUME: "resume",
-                 SessionControl.Request.COMMAND_ABORT: "abort"}
+                 SessionControl.Request.COMMAND_ABORT: "abort",
+                 SessionControl.Request.COMMAND_CONFIRM_RESET: "confirm_reset"}
         command = names.get(request.command)
         if command is None:
-            response.ok, response.message = False, f"unknown command {request.command} (1 pause, 2 resume, 3 abort)"
+            response.ok, response.message = False, (f"unknown command {request.command} (1 pause, 2 resume, 3 abort, "
+                                                    "4 confirm reset)")
         elif self._hub is not None:
             response.ok, response.message = self._hub.control(command, request.reason)
         elif session is None:
             response.ok, response.message = False, "no session"
+        elif command == "confirm_reset":
+            outcome = session.confirm_reset(int(request.trial_id), int(request.attempt))
+            response.ok, response.message = outcome.applied, outcome.reason
         else:
             try:
                 if command == "pause":

@@ -39,10 +39,11 @@ from std_srvs.srv import SetBool, Trigger
 
 from ..runner.adapters import ADAPTERS, RobotAdapter, make_adapter
 from ..runner.adapters.base import EpisodeInfo
+from ..runner.adapters.droid import parse_cameras
 from ..runner.client import PolicyClient, ServerAddress
 from ..runner.episode import EpisodeControl, EpisodeSettings, Progress, run_episode
 from ..runner.errors import RunnerError
-from ..runner.recorder import EpisodeRecorder
+from ..runner.recorder import EpisodeRecorder, with_recording
 from ..runner.trials import RunLedger, load_servers
 from ._common import declare, spin_node
 
@@ -77,10 +78,10 @@ class PolicyRunner(Node):
         session_control: str = declare(self, "session_control", "session_control",
                                        "The manager's SessionControl service (paused on emergency stop).",
                                        read_only=True)
-        options = self._adapter_options(robot)
         if not servers_file:
             raise ValueError("`servers_file` is required (a YAML map policy_servers: {policy_id: {host, port}})")
         try:
+            options = self._adapter_options(robot)
             self.servers: dict[str, ServerAddress] = load_servers(servers_file)
             self.robot: RobotAdapter = make_adapter(robot, **options)
         except (RunnerError, ImportError) as err:
@@ -125,7 +126,7 @@ class PolicyRunner(Node):
                                  "DROID image key = protocol camera name, one per camera, e.g. "
                                  "24259877_left=exterior_image_1_left, 13062452_left=wrist_image_left.",
                                  read_only=True))
-            return {"cameras": dict(pair.split("=", 1) for pair in pairs if "=" in pair)}
+            return {"cameras": parse_cameras(pairs)}
         if robot == "widowx":
             return {"host": declare(self, "widowx.host", "localhost", "WidowX server host.", read_only=True),
                     "port": declare(self, "widowx.port", 5556, "WidowX server port.", read_only=True)}
@@ -245,11 +246,13 @@ class PolicyRunner(Node):
                 self.robot.stop()
                 message = f"{trial}: rollout failed: {err}"
                 self.get_logger().error(f"{message}; robot stopped")
+                if recorder is not None and (recorder.directory / "episode.npz").is_file():
+                    message = with_recording(message, recorder.directory)  # failed runs are recorded too
                 return RunTrial.Result(ok=False, message=message, duration=time.monotonic() - start)
             result = RunTrial.Result(ok=True, duration=time.monotonic() - start,
                                      message=f"{outcome.steps} steps, ended by {outcome.ended_by}")
             if recorder is not None:
-                result.message += f"; recorded in {recorder.directory}"
+                result.message = with_recording(result.message, recorder.directory)
             if self.auto_score and outcome.score is not None:
                 result.auto_scored = True
                 result.auto_success, result.auto_progress = outcome.score.success, outcome.score.progress

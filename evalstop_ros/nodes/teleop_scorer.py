@@ -1,17 +1,21 @@
 """``teleop_scorer``: the operator's scoring terminal (plain lines: works over SSH, in tmux, in a pipe).
 
-It shows the pending trial as the operator may see it -- blinded label, task, initial
-condition, what to reset -- and turns one-key commands into ``TrialScore`` messages (with the
+It shows the pending trial as the operator may see it -- blinded label, the labels of its
+round, task, initial condition, what to reset -- and turns one-key commands into ``TrialScore`` messages (with the
 trial's token) and undo requests (the ``correct_score`` service). Every score is answered by
 the manager on ``score_ack``; the terminal shows the answer, and re-sends a score that got no
 answer within ``ack_timeout`` (the manager may be restarting: it recognises the repeat as a
 duplicate), so no score is lost. It follows the robot through the manager's
-``session_status``: "robot running trial N" while the rollout runs (a score typed then is not
+``session_status``: with ``confirm_reset`` in the session config it first asks "scene reset for
+trial N? [enter]" -- Enter sends the confirmation (``session_control`` ``COMMAND_CONFIRM_RESET``
+for the trial and its attempt, re-sent until answered), and only then does the manager start
+the robot -- then "robot running trial N" while the rollout runs (a score typed then is not
 sent: the manager would refuse it), "robot done: score trial N now" once it ended; it warns on
 inconsistent entries (``f 1``; ``s`` after ``p 0.3``).
 
 Commands (then Enter)::
 
+    (Enter)      the scene is reset: start the robot (when asked)
     s            success (progress 1), send
     f [P]        failure with progress P (default: the value set by `p`, else 0), send
     p P          set the progress in [0, 1] for the next `f`
@@ -40,7 +44,7 @@ from collections.abc import Iterator
 from typing import Any, TextIO
 
 from evalstop.msg import ScoreAck, SessionStatus, TrialRequest, TrialScore
-from evalstop.srv import CorrectScore
+from evalstop.srv import CorrectScore, SessionControl
 from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
 from rclpy.node import Node
 from rclpy.qos import QoSProfile
@@ -52,6 +56,7 @@ from ._common import declare, ros_context
 __all__ = ["TeleopScorer", "main"]
 
 HELP = """\
+  Enter        the scene is reset: start the robot (when asked "scene reset for trial N?")
   s            success (progress 1), send         f [P]   failure with progress P, send
   p P          progress in [0, 1] for the next f  n TEXT  note for the next score
   r LABEL      preferred label this round ('=')   u [WHY] undo the last recorded score
@@ -78,9 +83,11 @@ class TeleopScorer(Node):
         self.trial: TrialRequest | None = None
         self._acks: list[ScoreAck] = []
         self._state: int | None = None
-        self._awaiting = ""  # "run" while the robot runs the pending trial, "score" once it is done
+        #: what the pending trial waits for: "reset" (the operator's confirmation), "run" (the robot
+        #: runs it), "score" (the robot is done); "" when unknown
+        self._awaiting = ""
         self._phase: tuple[int, str] = (0, "")  # (pending trial, awaiting) last shown
-        #: a robot-phase line (trial id, text) held back until its trial is on the screen
+        #: a phase line (trial id, awaiting) held back until its trial is on the screen
         self._deferred_phase: tuple[int, str] | None = None
         self._sending = False  # a score or an undo is out, waiting for the manager's answer
         self._last_recorded = 0  # the trial whose score this terminal recorded last (what `u` voids)
@@ -97,6 +104,7 @@ class TeleopScorer(Node):
         self._correct = self.create_client(CorrectScore, "correct_score")
         self._end_episode = self.create_client(Trigger, "end_episode")
         self._estop = self.create_client(SetBool, "emergency_stop")
+        self._control = self.create_client(SessionControl, "session_control")
         # debug, not info: the operator's screen starts without ROS log lines
         self.get_logger().debug(f"operator {self.scorer!r}; trial_request {qos.describe(latched_qos)}, "
                                f"trial_score {qos.describe(event_qos)}")
@@ -127,7 +135,9 @@ class TeleopScorer(Node):
             return
         retry = f", attempt {msg.attempt}: the runner failed, reset again" if msg.attempt > 1 else ""
         task = f"{msg.task}: {msg.task_description}" if msg.task_description else msg.task
+        labels = ", ".join(msg.round_labels) or msg.label
         self.say(f"\n== trial {msg.trial_id} (round {msg.round}{retry}) -- policy label {msg.label} ==\n"
+                 f"round {msg.round}: labels {labels} -- this trial: {msg.label}\n"
                  f"task:              {task}\n"
                  f"initial condition: {msg.initial_condition}\n"
                  f"reset:             {msg.reset_instructions}\n"
@@ -135,14 +145,25 @@ class TeleopScorer(Node):
         self._show_phase(msg.trial_id)
 
     def _show_phase(self, trial_id: int) -> None:
-        """Print the held-back robot-phase line of ``trial_id``, if any."""
+        """Print the held-back phase line of ``trial_id``, if any."""
         with self._cond:
             held, self._deferred_phase = self._deferred_phase, None
         if held is not None and held[0] == trial_id:
-            self.say(held[1])
+            self.say(self._phase_line(*held))
         elif held is not None:
             with self._cond:
                 self._deferred_phase = self._deferred_phase or held
+
+    def _phase_line(self, trial_id: int, awaiting: str) -> str:
+        """What the operator must do now for the pending trial ``trial_id`` (``awaiting`` its phase)."""
+        if awaiting == "reset":
+            trial = self.trial
+            scene = (f" ({trial.initial_condition}: {trial.reset_instructions})"
+                     if trial is not None and trial.trial_id == trial_id else "")
+            return f"-- scene reset for trial {trial_id}?{scene} [enter] --"
+        if awaiting == "run":
+            return f"-- robot running trial {trial_id} (d = task done, x = EMERGENCY STOP) --"
+        return f"-- robot done: score trial {trial_id} now (s, or f [P]) --"
 
     def _on_ack(self, msg: ScoreAck) -> None:
         with self._cond:
@@ -153,15 +174,14 @@ class TeleopScorer(Node):
         awaiting = msg.state_name.partition(":awaiting_")[2] if msg.pending_trial_id else ""
         self._awaiting = awaiting
         if (msg.pending_trial_id, awaiting) != self._phase:
-            self._phase = (msg.pending_trial_id, awaiting)
-            line = {"run": f"-- robot running trial {msg.pending_trial_id} (d = task done, x = EMERGENCY STOP) --",
-                    "score": f"-- robot done: score trial {msg.pending_trial_id} now (s, or f [P]) --"}.get(awaiting)
+            self._phase = phase = (msg.pending_trial_id, awaiting)
+            line = awaiting in ("reset", "run", "score")
             with self._cond:
                 shown = self.trial is not None and self.trial.trial_id == msg.pending_trial_id
                 if line and (self._sending or not shown):  # shown after the trial it belongs to
-                    self._deferred_phase, line = (msg.pending_trial_id, line), None
+                    self._deferred_phase, line = phase, False
             if line:
-                self.say(line)
+                self.say(self._phase_line(*phase))
         if msg.state != self._state:
             self._state = msg.state
             self.say(f"[session {msg.session_id or '-'}: {STATES.get(msg.state, msg.state)}, "
@@ -173,11 +193,15 @@ class TeleopScorer(Node):
         word, _, rest = line.strip().partition(" ")
         rest = rest.strip()
         if not word:
+            if self._awaiting == "reset":
+                self.confirm_reset()
             return True
         if word in ("q", "quit", "exit"):
             return False
         if word in ("h", "help", "?"):
             self.say(HELP)
+        elif word in ("s", "f") and self._awaiting == "reset":
+            self.say("the robot has not run this trial yet: reset the scene, press Enter, and score it once it is done")
         elif word in ("s", "f") and self._awaiting == "run":
             self.say("the robot is still running this trial: score it once it is done (d ends the episode now)")
         elif word == "s":
@@ -318,19 +342,34 @@ class TeleopScorer(Node):
             self.say(f"undo: {response.message}" if response.ok else f"undo refused: {response.message}")
 
 
-    def _robot_call(self, client: Any, request: Any, what: str) -> None:
-        """Call a policy_runner service, re-sending every second (DDS may drop a request) for 5 s."""
+    def confirm_reset(self) -> None:
+        """Tell the manager that the pending trial's scene is reset (it then starts the robot)."""
+        with self._cond:
+            trial = self.trial
+        if trial is None or trial.trial_id == 0 or trial.trial_id != self._phase[0]:
+            self.say("no trial waits for a scene reset")
+            return
+        request = SessionControl.Request(command=SessionControl.Request.COMMAND_CONFIRM_RESET,
+                                         trial_id=trial.trial_id, attempt=trial.attempt,
+                                         reason=f"scene reset confirmed by {self.scorer}")
+        self._robot_call(self._control, request, "scene reset", server="the manager")
+
+    def _robot_call(self, client: Any, request: Any, what: str, server: str = "the runner") -> None:
+        """Call a service of ``server``, re-sending every second (DDS may drop a request or its answer)
+        for 5 s; the services are idempotent, so a re-sent request gets the same answer."""
         if not client.wait_for_service(timeout_sec=2.0):
-            self.say(f"{what}: the robot's runner does not offer {client.srv_name} (is policy_runner running?)")
+            self.say(f"{what}: {server} does not offer {client.srv_name} (is it running?)")
             return
         for _ in range(5):
             done = threading.Event()
             future = client.call_async(request)
             future.add_done_callback(lambda _, answered=done: answered.set())
             if done.wait(1.0):
-                self.say(f"{what}: {future.result().message}")
+                result = future.result()
+                ok = getattr(result, "success", getattr(result, "ok", True))
+                self.say(f"{what}: {result.message}" if ok else f"{what} REFUSED: {result.message}")
                 return
-        self.say(f"{what}: NO ANSWER from the runner")
+        self.say(f"{what}: NO ANSWER from {server}")
 
 
 def main(args: list[str] | None = None) -> int:

@@ -10,6 +10,9 @@
     savings.png             trials used vs a fixed-N batch evaluation
     trials.csv              every trial
     decisions.csv           every comparison x metric
+
+With episode recordings (``policy_runner``'s ``record_dir``), the page also shows each trial's
+videos, linked where they lie (:mod:`.videos`).
 """
 
 from __future__ import annotations
@@ -22,21 +25,25 @@ from ..audit import AuditReport
 from ..stats.intervals import mixture_confidence_sequence
 from .figures import letters_figure, progress_figure, savings, savings_figure, success_figure, trajectory_figure
 from .page import write_decisions_csv, write_page, write_trials_csv
+from .videos import trial_videos, videos_section
 
 __all__ = ["ReportFiles", "mixture_confidence_sequence", "write_report"]
 
 
 @dataclasses.dataclass(frozen=True)
 class ReportFiles:
-    """What :func:`write_report` wrote: the page, the figures (in page order) and the CSVs."""
+    """What :func:`write_report` wrote: the page, the figures (in page order) and the CSVs, and the
+    trial videos the page links (written by the runner, not by the report)."""
 
     page: pathlib.Path
     figures: tuple[pathlib.Path, ...]
     csv: tuple[pathlib.Path, ...]
+    videos: tuple[pathlib.Path, ...] = ()
 
     def to_dict(self) -> dict[str, object]:
         """JSON-ready form (paths as strings)."""
-        return {"page": str(self.page), "figures": [str(p) for p in self.figures], "csv": [str(p) for p in self.csv]}
+        return {"page": str(self.page), "figures": [str(p) for p in self.figures], "csv": [str(p) for p in self.csv],
+                "videos": [str(p) for p in self.videos]}
 
 
 def write_report(report: AuditReport, out_dir: str | os.PathLike[str]) -> ReportFiles:
@@ -64,6 +71,8 @@ def write_report(report: AuditReport, out_dir: str | os.PathLike[str]) -> Report
     rows = savings(report)
     figures.append((savings_figure(report, out / "savings.png"), "trials saved",
                     "Trials the sequential tests used against a fixed-N batch evaluation at n_max per policy."))
-    page = write_page(report, [(p.name, alt, caption) for p, alt, caption in figures], out / "index.html", rows)
+    runs = trial_videos(report)
+    page = write_page(report, [(p.name, alt, caption) for p, alt, caption in figures], out / "index.html", rows,
+                      videos_section(report, runs, out))
     csvs = (write_trials_csv(report, out / "trials.csv"), write_decisions_csv(report, out / "decisions.csv"))
-    return ReportFiles(page, tuple(p for p, _, _ in figures), csvs)
+    return ReportFiles(page, tuple(p for p, _, _ in figures), csvs, tuple(v for run in runs for v in run.videos))

@@ -30,6 +30,7 @@ td.num { text-align: right; font-variant-numeric: tabular-nums; }
 .ok { background: #e3f4e8; border: 1px solid #2e8b57; } .bad { background: #fbe7e6; border: 1px solid #c0392b; }
 figure { margin: 1.2em 0; } figure img { max-width: 100%; border: 1px solid #e5e5e5; }
 figcaption { font-size: 0.88em; color: #555; margin-top: 0.3em; }
+figure.video { display: inline-block; margin: 0.3em 0.8em 0.3em 0; } h3 { font-size: 1em; margin: 1em 0 0.3em; }
 .meta { color: #555; font-size: 0.9em; } code { background: #f4f4f4; padding: 0 0.2em; }
 """
 
@@ -57,13 +58,14 @@ def _figure(src: str, alt: str, caption: str) -> str:
 
 
 def write_page(report: AuditReport, figures: Sequence[tuple[str, str, str]], path: pathlib.Path,
-               savings: Sequence[tuple[str, int, int]]) -> pathlib.Path:
+               savings: Sequence[tuple[str, int, int]], videos: str = "") -> pathlib.Path:
     """Write ``index.html``.
 
     :param report: The audit.
     :param figures: ``(file name, alt text, caption)`` per figure, in page order.
     :param path: The page to write.
     :param savings: ``(label, used, fixed)`` rows (:func:`~.figures.savings`).
+    :param videos: The "Trial videos" section (:func:`~.videos.videos_section`), if any.
     :returns: ``path``.
     """
     rec, cfg = report.record, report.config
@@ -116,6 +118,7 @@ def write_page(report: AuditReport, figures: Sequence[tuple[str, str, str]], pat
                  else "-") for label, used, fixed in savings], numeric=(1, 2, 3)),
         "<h2>Figures</h2>",
         *(_figure(src, alt, caption) for src, alt, caption in figures),
+        videos,
         "<h2>Data</h2>",
         "<p><a href='trials.csv'>trials.csv</a>: every trial (policy, condition, effective score, scorer, "
         "corrections, voids). <a href='decisions.csv'>decisions.csv</a>: the table above.</p>",

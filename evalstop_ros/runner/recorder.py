@@ -23,7 +23,32 @@ import numpy as np
 from .adapters.base import Observation
 from .errors import RunnerError
 
-__all__ = ["EpisodeRecorder"]
+__all__ = ["RECORDED_IN", "EpisodeRecorder", "recording_of", "with_recording"]
+
+#: How a run's result message names its recording folder; the manager journals the message with
+#: the trial's ``runner_result`` event, which is how the report finds a trial's videos.
+RECORDED_IN = "; recorded in "
+
+
+def with_recording(message: str, directory: pathlib.Path | str) -> str:
+    """``message`` naming the recording folder ``directory``.
+
+    >>> with_recording("30 steps, ended by max_steps", "/data/rec/s1/trial_0001_attempt_1")
+    '30 steps, ended by max_steps; recorded in /data/rec/s1/trial_0001_attempt_1'
+    """
+    return f"{message}{RECORDED_IN}{directory}"
+
+
+def recording_of(message: str) -> str | None:
+    """The recording folder a run's result message names (:func:`with_recording`), or ``None``.
+
+    >>> recording_of("30 steps, ended by max_steps; recorded in /data/rec/s1/trial_0001_attempt_1")
+    '/data/rec/s1/trial_0001_attempt_1'
+    >>> recording_of("runner timed out") is None
+    True
+    """
+    head, found, folder = str(message).rpartition(RECORDED_IN)
+    return folder if found and folder else None
 
 
 class EpisodeRecorder:

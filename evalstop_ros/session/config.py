@@ -347,6 +347,11 @@ class SessionConfig(_Model):
     #: ``"operator"``: a person scores each trial; ``"auto"``: the runner's result carries the
     #: score (simulation).  The session accepts scores the same way in both cases.
     scoring: Literal["operator", "auto"] = "operator"
+    #: The operator confirms that the scene is reset before each run of a trial (``SessionControl``
+    #: ``COMMAND_CONFIRM_RESET``, journaled as ``reset_confirmed``): the pending trial waits for
+    #: the reset, then for its run, then for its score; the runner gets the trial only after the
+    #: confirmation.  ``false``: the runner gets it at once (simulated robots).
+    confirm_reset: bool = False
     #: A policy leaves the rotation once every one of its comparisons is decided.
     drop_decided: bool = True
     #: ``"rounds"``: the randomized rounds above.  ``"active"``: each round's task is chosen
@@ -585,7 +590,7 @@ class SessionConfig(_Model):
 #: (so of the hash) while at these defaults.
 _OMITTED_AT_DEFAULT: dict[str, object] = {"claim": "pooled", "task_correction": None, "adastop": None,
                                           "ab_pairing": "uniform", "ab_ucb_threshold": 500, "schedule": "rounds",
-                                          "active": None}
+                                          "active": None, "confirm_reset": False}
 
 
 # -- loading ---------------------------------------------------------------------------------
@@ -668,18 +673,21 @@ def parse_config(data: object, source: str = "<config>") -> SessionConfig:
 
 
 def apply_overrides(data: object, *, alpha: float | None = None, n_max: int | None = None,
-                    method: str | None = None) -> object:
+                    method: str | None = None, confirm_reset: bool | None = None) -> object:
     """A parsed configuration with the pre-registration overrides of a launch applied.
 
     ``alpha`` replaces the session's level (and drops per-metric levels, which would otherwise
     win), ``n_max`` the trial budget, ``method`` every metric's method (with the default metrics
-    when the configuration names none).  ``None`` keeps the configuration's value.  Anything that
+    when the configuration names none), ``confirm_reset`` the operator's reset confirmations.
+    ``None`` keeps the configuration's value.  Anything that
     is not a mapping is returned unchanged, for :func:`parse_config` to refuse.
 
     >>> apply_overrides({"alpha": 0.1, "metrics": [{"name": "success", "alpha": 0.05}]}, alpha=0.2)
     {'alpha': 0.2, 'metrics': [{'name': 'success'}]}
     >>> apply_overrides({"metrics": [{"name": "success"}]}, method="savi", n_max=40)
     {'metrics': [{'name': 'success', 'method': 'savi'}], 'n_max': 40}
+    >>> apply_overrides({"seed": 1}, confirm_reset=True)
+    {'seed': 1, 'confirm_reset': True}
     """
     if not isinstance(data, Mapping):
         return data
@@ -695,6 +703,8 @@ def apply_overrides(data: object, *, alpha: float | None = None, n_max: int | No
     if method is not None:
         metrics = result.get("metrics") or [{"name": "success"}, {"name": "progress"}]
         result["metrics"] = [{**m, "method": method} if isinstance(m, Mapping) else m for m in metrics]
+    if confirm_reset is not None:
+        result["confirm_reset"] = confirm_reset
     return result
 
 
@@ -718,18 +728,19 @@ def read_config_file(path: str | pathlib.Path) -> object:
 
 
 def load_config(path: str | pathlib.Path, *, alpha: float | None = None, n_max: int | None = None,
-                method: str | None = None) -> SessionConfig:
+                method: str | None = None, confirm_reset: bool | None = None) -> SessionConfig:
     """Load and validate a session configuration from a YAML file, with optional overrides.
 
-    ``alpha``, ``n_max`` and ``method`` override the file (:func:`apply_overrides`); the
-    evaluation manager passes its parameters of the same names.
+    ``alpha``, ``n_max``, ``method`` and ``confirm_reset`` override the file
+    (:func:`apply_overrides`); the evaluation manager passes its parameters of the same names.
 
     Raises
     ------
     ConfigError
         If the file cannot be read, is not YAML, or does not validate.
     """
-    data = apply_overrides(read_config_file(path), alpha=alpha, n_max=n_max, method=method)
+    data = apply_overrides(read_config_file(path), alpha=alpha, n_max=n_max, method=method,
+                           confirm_reset=confirm_reset)
     return parse_config(data, str(path))
 
 

@@ -66,6 +66,7 @@ KINDS = frozenset({
     "config",
     "started",
     "trial_requested",
+    "reset_confirmed",
     "runner_result",
     "score_accepted",
     "score_rejected",

@@ -73,7 +73,7 @@ def comparison_fields(c: ComparisonSnapshot) -> Fields:
 def request_fields(trial: PendingTrial) -> Fields:
     """``TrialRequest`` message fields: what the operator may see (no policy id)."""
     prompt = trial.operator_prompt()
-    return {"round": trial.round, **dataclasses.asdict(prompt)}
+    return {"round": trial.round, **dataclasses.asdict(prompt), "round_labels": list(prompt.round_labels)}
 
 
 class SessionPublisher:
@@ -119,7 +119,8 @@ class SessionPublisher:
         """``trial_request`` with ``trial_id`` 0: nothing is pending any more."""
         self._send("trial_request", {
             "session_id": session_id, "trial_id": 0, "round": 0, "attempt": 0, "label": "", "task": "",
-            "task_description": "", "initial_condition": "", "reset_instructions": "", "token": ""}, None)
+            "task_description": "", "initial_condition": "", "reset_instructions": "", "token": "",
+            "round_labels": []}, None)
         self._request = (0, 0)
 
     def ack(self, session_id: str, trial_id: int, outcome: ScoreOutcome) -> None:
@@ -204,6 +205,8 @@ def diagnostics(session: EvaluationSession | None, *, node: str, hardware_id: st
     elif status.state == SessionState.RUNNING and (runner or faults):
         level = WARN
         message = runner or f"retrying trial {status.pending_trial_id} after {faults} runner fault(s)"
+    if status.state == SessionState.RUNNING and status.awaiting == "reset":
+        message += f"; trial {status.pending_trial_id} waits for the operator's scene reset"
     values = (("state", status.state.value), ("trials_scored", str(status.trials_scored)),
               ("trials_voided", str(status.trials_voided)), ("pending_trial_id", str(status.pending_trial_id or 0)),
               ("awaiting", status.awaiting or ""), ("runner_faults", str(faults)), ("runner", runner or "ok"),

@@ -8,7 +8,8 @@ The manager node (or a test) drives one :class:`EvaluationSession`::
     session.start()
     while (trial := session.next_trial()) is not None:
         prompt = trial.operator_prompt()            # label, task, reset instructions, token
-        ...                                         # operator resets the scene; runner runs
+        session.confirm_reset(trial.trial_id)       # with confirm_reset: the operator reset the scene
+        ...                                         # the runner runs
         session.record_runner_result(trial.trial_id, ok=True, duration_s=41.0)
         outcome = session.submit_score(trial.trial_id, trial.token, success=True, progress=1.0)
     session.comparisons(); session.claims(); session.letters()
@@ -53,6 +54,11 @@ the state after a restart is, by construction, the state before the crash:
 ``trial_requested``
     :meth:`next_trial`, before the request is returned: round (interim), policy, label, task,
     condition, token, re-run of.  Replay recomputes it from the plan and checks it.
+``reset_confirmed``
+    :meth:`confirm_reset` (``confirm_reset: true``): the operator reset the scene for run
+    ``attempt`` of the pending trial; only then may the runner run it.  The pending trial's phase
+    (:attr:`StatusSnapshot.awaiting`) goes ``reset -> run -> score`` (back to ``reset`` after a
+    failed run).
 ``runner_result``
     :meth:`record_runner_result`.
 ``score_accepted`` / ``post_decision_score``
@@ -245,6 +251,7 @@ class OperatorPrompt:
     initial_condition: str
     reset_instructions: str
     token: str
+    round_labels: tuple[str, ...] = ()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -270,6 +277,9 @@ class PendingTrial:
         12 hex characters the score must echo.
     rerun_of:
         The voided trial this one replaces, if any.
+    round_labels:
+        The blinded labels of the policies that run in the trial's round (sorted): what the
+        operator may prefer (``preference``) without learning which policy is which.
     """
 
     session_id: str
@@ -284,6 +294,7 @@ class PendingTrial:
     reset_instructions: str
     token: str
     rerun_of: int | None = None
+    round_labels: tuple[str, ...] = ()
 
     def operator_prompt(self) -> OperatorPrompt:
         """The request without the policy id."""
@@ -339,8 +350,9 @@ class StatusSnapshot:
     pending_trial_id:
         The trial waiting to be run or scored, if any.
     awaiting:
-        What the pending trial waits for: ``"run"`` (no successful run recorded yet) or
-        ``"score"``; ``None`` without a pending trial.
+        What the pending trial waits for: ``"reset"`` (``confirm_reset``: the operator has not
+        confirmed the scene reset of its current run), ``"run"`` (no successful run recorded
+        yet) or ``"score"``; ``None`` without a pending trial.
     active_policies:
         Policies still in the rotation (ids: not for the operator).
     comparisons_total, comparisons_decided:
@@ -750,6 +762,41 @@ class EvaluationSession:
         return self._request(record)
 
     @_locked
+    def confirm_reset(self, trial_id: int, attempt: int = 0) -> EditOutcome:
+        """The operator confirms that the scene of the pending trial is reset (``confirm_reset``).
+
+        Journals ``reset_confirmed`` for the trial's current run; the trial then waits for its
+        run (:attr:`StatusSnapshot.awaiting`).  ``attempt`` (0: the current one) names the run the
+        operator saw, so that a confirmation sent before a failed run cannot start the next one.
+        Idempotent: confirming a confirmed run again answers ``applied`` and journals nothing (a
+        re-sent request whose answer was lost), also once the run is over if it names the attempt.  Refused (nothing journaled) when the session
+        does not ask for confirmations, is not running, ``trial_id`` is not the pending trial
+        (a stale confirmation), or ``attempt`` is not its current run.
+        """
+        if not self.config.confirm_reset:
+            return EditOutcome(False, "this session does not ask for reset confirmations (confirm_reset: false)",
+                               trial_id)
+        known = self._book.trials[trial_id] if self._known(trial_id) else None
+        if known is not None and attempt == known.attempt and known.reset_confirmed == attempt:
+            return EditOutcome(True, f"trial {trial_id}: reset already confirmed", trial_id)  # a re-send
+        if self._state != SessionState.RUNNING:
+            return EditOutcome(False, f"session is {self._state.value}; confirm the reset once it runs", trial_id)
+        record = self._pending()
+        if record is None or not self._known(trial_id) or record.trial_id != trial_id:
+            pending = "none" if record is None else f"trial {record.trial_id}"
+            return EditOutcome(False, f"trial {bounded(trial_id)} is not the pending trial ({pending} is); "
+                               "nothing confirmed", None)
+        if not isinstance(attempt, int) or isinstance(attempt, bool) or attempt not in (0, record.attempt):
+            return EditOutcome(False, f"trial {trial_id}: attempt {bounded(attempt)} is over (the current run is "
+                               f"attempt {record.attempt}: reset the scene again)", trial_id)
+        if record.reset_confirmed == record.attempt:
+            return EditOutcome(True, f"trial {trial_id}: reset already confirmed", trial_id)
+        self._commit("reset_confirmed", trial_id, attempt=record.attempt)
+        logger.info("trial %d (label %s): scene reset confirmed for attempt %d", trial_id, record.label,
+                    record.attempt)
+        return EditOutcome(True, f"trial {trial_id}: reset confirmed", trial_id)
+
+    @_locked
     def record_runner_result(self, trial_id: int, ok: bool, duration_s: float, message: str = "", *,
                              auto_score: tuple[bool, float] | None = None) -> PendingTrial | None:
         """Record the runner's result for the pending trial.
@@ -765,13 +812,17 @@ class EvaluationSession:
         Raises
         ------
         SessionError
-            If ``trial_id`` is not the pending trial, or the session is not running or paused.
+            If ``trial_id`` is not the pending trial, the session is not running or paused, or
+            (``confirm_reset``) the reset of this run was not confirmed.
         """
         self._transition("record a runner result", (SessionState.RUNNING, SessionState.PAUSED))
         record = self._pending()
         if record is None or record.trial_id != trial_id:
             pending = None if record is None else record.trial_id
             raise SessionError(f"runner result for trial {trial_id!r}, but the pending trial is {pending}")
+        if self.config.confirm_reset and record.reset_confirmed != record.attempt:
+            raise SessionError(f"runner result for trial {trial_id}, attempt {record.attempt}, whose scene reset "
+                               "was not confirmed")
         duration = float(duration_s)
         if not (math.isfinite(duration) and duration >= 0):
             raise SessionError(f"`duration_s` must be a finite number >= 0; found {duration_s!r}")
@@ -974,7 +1025,21 @@ class EvaluationSession:
         self._commit("void", trial_id, **payload)
         logger.info("trial %d (label %s) voided: %s", trial_id, record.label, reason)
         self._settle()
-        return EditOutcome(True, f"trial {trial_id} voided", trial_id)
+        return EditOutcome(True, f"trial {trial_id} voided; {self._rerun_note(record)}", trial_id)
+
+    def _rerun_note(self, record: TrialRecord) -> str:
+        """What happens to voided ``record``: which trial runs it again, and when (for the operator)."""
+        if record.trial_id not in self._schedule.reruns:
+            return "given up (not run again)"
+        if self._state not in (SessionState.RUNNING, SessionState.PAUSED) or record.policy not in self._active(
+                record.task if self.config.claim != "pooled" else None):
+            return "not run again (its policy has left the rotation)"
+        queued = self._schedule.reruns.index(record.trial_id)
+        pending = self._pending()
+        new_id = len(self._book.trials) + 1 + queued
+        when = f"after the pending trial {pending.trial_id}" if pending is not None else "next"
+        return (f"it runs again as trial {new_id} {when} (label {record.label}, round {record.round}, "
+                f"condition {record.initial_condition})")
 
     @_locked
     def undo_last(self, reason: str) -> EditOutcome:
@@ -1041,13 +1106,21 @@ class EvaluationSession:
             trials_voided=self._book.n_voided,
             rounds=self._schedule.round,
             pending_trial_id=None if pending is None else pending.trial_id,
-            awaiting=None if pending is None else ("score" if pending.ran_ok else "run"),
+            awaiting=None if pending is None else self._awaiting(pending),
             active_policies=active,
             comparisons_total=len(self._tests),
             comparisons_decided=sum(t.decided for t in self._tests),
             max_trials_left=self._max_trials_left() if live else 0,
             active_tasks=self._active_tasks() if live else (),
         )
+
+    def _awaiting(self, record: TrialRecord) -> str:
+        """The pending trial's phase: ``"reset"``, ``"run"`` or ``"score"`` (:class:`StatusSnapshot`)."""
+        if record.ran_ok:
+            return "score"
+        if self.config.confirm_reset and record.reset_confirmed != record.attempt:
+            return "reset"
+        return "run"
 
     def _max_trials_left(self) -> int:
         if self._adastop is not None:
@@ -1216,6 +1289,15 @@ class EvaluationSession:
         self._book.apply(event)
         self._schedule = schedule
         self._faults = 0
+
+    def _on_reset_confirmed(self, event: Event) -> None:
+        record = self._pending()
+        attempt = event.payload.get("attempt")
+        if (not self.config.confirm_reset or record is None or record.trial_id != event.trial_id
+                or attempt != record.attempt or record.reset_confirmed == attempt):
+            raise self._diverged(event, f"reset confirmation of trial {event.trial_id} attempt {attempt}, but the "
+                                 f"pending run is {None if record is None else (record.trial_id, record.attempt)}")
+        self._book.apply(event)
 
     def _on_runner_result(self, event: Event) -> None:
         self._book.apply(event)
@@ -1485,6 +1567,14 @@ class EvaluationSession:
             attempt=record.failed_runs + 1, label=record.label, policy_id=record.policy, task=task.id,
             task_description=task.description, initial_condition=condition.id,
             reset_instructions=condition.reset_instructions, token=record.token, rerun_of=record.rerun_of,
+            round_labels=self._round_labels(record.round),
         )
+
+    def _round_labels(self, round_number: int) -> tuple[str, ...]:
+        """Labels of the policies of round ``round_number``: requested so far, or still in its queue."""
+        policies = {r.policy for r in self._book.trials.values() if r.round == round_number}
+        if self._schedule.round == round_number:
+            policies.update(self._schedule.queue)
+        return tuple(sorted(self.plan.label(p, round_number) for p in policies))
 
 

@@ -1,7 +1,7 @@
 """Trials, their effective scores, and how scores become pairs.
 
 :class:`TrialBook` folds the trial-level journal events (``trial_requested``,
-``runner_result``, ``score_accepted``/``post_decision_score``, ``correction``, ``void``) into one
+``reset_confirmed``, ``runner_result``, ``score_accepted``/``post_decision_score``, ``correction``, ``void``) into one
 record per trial.  It is the only place that decides what a trial's *effective* score is, and
 both the live session and the offline re-analysis (:func:`~.session.offline_decisions`) use it.
 
@@ -60,6 +60,8 @@ class TrialRecord:
         The voided trial this one re-runs, if any.
     failed_runs:
         Runner results with ``ok = false`` so far.
+    reset_confirmed:
+        The run (attempt) whose scene reset the operator confirmed (``confirm_reset``); 0 if none.
     ran_ok:
         The latest runner result said the trial ran.
     auto_score:
@@ -85,6 +87,7 @@ class TrialRecord:
     token: str
     rerun_of: int | None = None
     failed_runs: int = 0
+    reset_confirmed: int = 0
     ran_ok: bool = False
     auto_score: tuple[bool, float] | None = None
     submission: dict[str, object] | None = None
@@ -97,6 +100,11 @@ class TrialRecord:
     def pair_invalid(self) -> bool:
         """``design: ab``: the trial's score says its round's pair is not valid."""
         return self.score is not None and self.submission is not None and bool(self.submission.get("pair_invalid"))
+
+    @property
+    def attempt(self) -> int:
+        """The current run of the trial: 1, then +1 after each failed run."""
+        return self.failed_runs + 1
 
     @property
     def closed(self) -> bool:
@@ -138,12 +146,14 @@ class TrialBook:
                 None if p.get("rerun_of") is None else int(p["rerun_of"]),
             )
             return
-        if kind not in ("runner_result", "score_accepted", "post_decision_score", "correction", "void"):
+        if kind not in ("reset_confirmed", "runner_result", "score_accepted", "post_decision_score", "correction", "void"):
             return
         record = None if event.trial_id is None else self.trials.get(event.trial_id)
         if record is None:
             raise JournalError(f"event {event.seq} ({kind}) names unknown trial {event.trial_id}")
-        if kind == "runner_result":
+        if kind == "reset_confirmed":
+            record.reset_confirmed = int(p["attempt"])
+        elif kind == "runner_result":
             record.ran_ok = bool(p["ok"])
             record.failed_runs += not record.ran_ok
             auto = p.get("auto_score")

@@ -162,3 +162,54 @@ def test_package_runs_its_launch_files_and_tests() -> None:
     for test in (REPO / "test" / "launch").glob("test_*_launch.py"):
         assert f"add_launch_test(test/launch/{test.name}" in cmake, test.name
         assert "@pytest.mark.launch_test" in test.read_text(), f"{test.name}: pytest would not run it"
+
+
+def test_droid_cameras_is_a_launch_argument_passed_to_policy_runner() -> None:
+    """``droid_cameras:=[...]`` reaches policy_runner's ``droid.cameras`` as the list the adapter parses.
+
+    launch_ros parses a substitution-only parameter value as YAML, so the argument's text (its
+    default, or a lab's mapping) must be a YAML list of ``<image key>=<camera name>`` strings.
+    """
+    from evalstop_ros.runner.adapters.droid import parse_cameras
+    from evalstop_ros.runner.errors import RunnerError
+
+    tree = _tree(REPO / "launch" / "eval.launch.py")
+    declared = _arguments(tree)
+    assert "droid_cameras" in declared
+    runner = next(c for c in _calls(tree, "Node") if _const(_kwarg(c, "executable")) == "policy_runner")
+    params = _kwarg(runner, "parameters")
+    assert isinstance(params, ast.List) and isinstance(params.elts[0], ast.Dict)
+    values = {_const(k): v for k, v in zip(params.elts[0].keys, params.elts[0].values)}
+    assert ast.unparse(values["droid.cameras"]) == "LaunchConfiguration('droid_cameras')"
+    assert "droid.cameras" in _declared_parameters("policy_runner")
+
+    default = next(n.value for n in tree.body if isinstance(n, ast.Assign)
+                   and getattr(n.targets[0], "id", None) == "DROID_CAMERAS")
+    assert ast.unparse(_kwarg(declared["droid_cameras"], "default_value")) == "DROID_CAMERAS"  # type: ignore[arg-type]
+    assert parse_cameras(yaml.safe_load(ast.literal_eval(default))) == {"<serial>_left": "exterior_image_1_left"}
+    lab = "[24259877_left=exterior_image_1_left, 13062452_left=wrist_image_left]"  # as documented
+    assert parse_cameras(yaml.safe_load(lab)) == {"24259877_left": "exterior_image_1_left",
+                                                  "13062452_left": "wrist_image_left"}
+    for bad in ("[24259877_left]", "[24259877_left=front_camera]", "[a=wrist_image_left, b=wrist_image_left]"):
+        with pytest.raises(RunnerError, match="droid.cameras"):
+            parse_cameras(yaml.safe_load(bad))
+
+
+def test_confirm_reset_defaults_on_for_the_real_robots_and_sim_policy() -> None:
+    """The manager gets ``confirm_reset`` from a launch argument whose default depends on ``robot``."""
+    tree = _tree(REPO / "launch" / "eval.launch.py")
+    declared = _arguments(tree)
+    confirmed = next(n.value for n in tree.body if isinstance(n, ast.Assign)
+                     and getattr(n.targets[0], "id", None) == "CONFIRMED")
+    assert set(ast.literal_eval(confirmed)) == {"sim_policy", "droid", "widowx"}
+    default = ast.unparse(_kwarg(declared["confirm_reset"], "default_value"))  # type: ignore[arg-type]
+    # PythonExpression(["'true' if '", robot, "' in ", repr(CONFIRMED), " else 'false'"]): evaluate it per robot
+    parts = ast.literal_eval(default.replace("PythonExpression(", "", 1)[:-1].replace("robot", "'{robot}'")
+                             .replace("repr(CONFIRMED)", repr(repr(ast.literal_eval(confirmed)))))
+    for robot, expected in (("sim", "false"), ("sim_policy", "true"), ("droid", "true"), ("widowx", "true")):
+        assert eval("".join(parts).replace("{robot}", robot)) == expected  # the launch file's own text
+    manager = next(c for c in _calls(tree, "Node") if _const(_kwarg(c, "executable")) == "evaluation_manager")
+    params = _kwarg(manager, "parameters")
+    assert isinstance(params, ast.List) and isinstance(params.elts[0], ast.Dict)
+    values = {_const(k): v for k, v in zip(params.elts[0].keys, params.elts[0].values)}
+    assert ast.unparse(values["confirm_reset"]) == "LaunchConfiguration('confirm_reset')"

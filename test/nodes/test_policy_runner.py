@@ -201,6 +201,9 @@ def test_a_goal_sent_again_is_the_same_run(start_node: Any, probe: Any, tmp_path
         # recorded once, next to nothing that names the policy
         folder = tmp_path / "episodes" / "s" / "trial_0005_attempt_1"
         assert results[0].message.endswith(f"; recorded in {folder}")
+        from evalstop_ros.runner.recorder import recording_of
+
+        assert recording_of(results[0].message) == str(folder), "where the report finds the trial's videos"
         assert sorted(p.name for p in folder.iterdir()) == ["episode.npz", "exterior_image_1_left.mp4",
                                                             "wrist_image_left.mp4"]
         assert runner.output.count("trial 5 (attempt 1): rollout started") == 1

@@ -248,3 +248,73 @@ def test_operator_runs_an_ab_round_with_instruction_preference_and_validity(
     assert rounds.rounds == (2,) and rounds.n_invalid == 1
     assert rounds.data.tasks == ("Push the block onto the target.",)
     assert rounds.data.outcome.tolist() == [2]  # A (the first run) preferred
+
+
+def test_operator_confirms_the_reset_before_the_robot_starts(
+        start_node: Any, terminal: Any, tmp_path: pathlib.Path) -> None:
+    """confirm_reset: the terminal asks "scene reset for trial N? [enter]" with the scene to set up,
+    shows the round's labels, refuses a score before the run, and Enter starts the robot."""
+    from evalstop_ros.session import read_journal
+
+    config = write_config(tmp_path / "operator.yaml", scoring="operator")
+    robot = start_node("sim_robot", params={"auto_score": False, "duration": 0.0})
+    start_node("evaluation_manager", params={"config_file": str(config), "session_id": "tty",
+                                             "journal_dir": str(tmp_path), "journal_fsync": False,
+                                             "confirm_reset": True})
+    term = terminal("scorer:=bob", "ack_timeout:=1.0")
+
+    label = term.expect(r"== trial 1 \(round 1\) -- policy label (\w+) ==").group(1)
+    labels = term.expect(r"round 1: labels (\w+), (\w+) -- this trial: (\w+)")
+    assert label in labels.group(1, 2) and labels.group(3) == label and labels.group(1) < labels.group(2)
+    condition = term.expect(r"initial condition: (c\d)").group(1)
+    term.expect(rf"-- scene reset for trial 1\? \({condition}: Block at spot {condition[1:]}\.\) \[enter\] --")
+    term.type("s")
+    term.expect(r"the robot has not run this trial yet: reset the scene, press Enter")
+    assert "rollout started" not in robot.output
+    term.type("")
+    term.expect(r"scene reset: trial 1: reset confirmed")
+    robot.wait_for(r"trial 1 \(policy \w+, attempt 1\): rollout started")
+    term.seen("-- robot done: score trial 1 now (s, or f [P]) --")
+    term.type("s")
+    term.expect(r"trial 1: recorded: success=1 progress=1")
+
+    other = term.expect(r"== trial 2 \(round 1\) -- policy label (\w+) ==").group(1)
+    term.expect(rf"round 1: labels {labels.group(1)}, {labels.group(2)} -- this trial: {other}")
+    term.expect(r"-- scene reset for trial 2\? \(c\d: Block at spot \d\.\) \[enter\] --")
+    term.type("u")  # undo trial 1 while trial 2 waits for its reset: the terminal says what runs it again
+    term.expect(rf"undo: trial 1 voided; it runs again as trial 3 after the pending trial 2 \(label {label}, "
+                rf"round 1, condition {condition}\)")
+    term.type("")
+    term.expect(r"scene reset: trial 2: reset confirmed")
+    term.type("q")
+    assert term.close() == 0
+    assert "policy_a" not in term.screen and "policy_b" not in term.screen, "the terminal must stay blinded"
+    resets = [(e.trial_id, e.payload["attempt"]) for e in read_journal(tmp_path / "tty.db").events
+              if e.kind == "reset_confirmed"]
+    assert resets == [(1, 1), (2, 1)]
+
+
+def test_a_lost_answer_to_the_reset_confirmation_is_re_sent(
+        start_node: Any, terminal: Any, tmp_path: pathlib.Path) -> None:
+    """The manager applies the confirmation but its answer is lost: the terminal sends it again and
+    gets "already confirmed" (idempotent); the robot runs the trial once."""
+    from evalstop_ros.session import read_journal
+
+    config = write_config(tmp_path / "operator.yaml", scoring="operator")
+    robot = start_node("sim_robot", params={"auto_score": False, "duration": 0.0})
+    manager = start_node(str(pathlib.Path(__file__).with_name("lossy_manager.py")), params={
+        "config_file": str(config), "session_id": "tty", "journal_dir": str(tmp_path), "journal_fsync": False,
+        "confirm_reset": True})
+    term = terminal("ack_timeout:=1.0")
+    term.expect(r"-- scene reset for trial 1\? \(c\d: Block at spot \d\.\) \[enter\] --")
+    term.type("")
+    manager.wait_for(r"lossy_manager: response dropped: trial 1: reset confirmed")
+    term.expect(r"scene reset: trial 1: reset already confirmed")
+    term.seen("-- robot done: score trial 1 now (s, or f [P]) --")
+    term.type("s")
+    term.expect(r"trial 1: recorded: success=1 progress=1")
+    term.type("q")
+    assert term.close() == 0
+    assert len(re.findall(r"trial 1 \(policy \w+, attempt 1\): rollout started", robot.output)) == 1
+    events = read_journal(tmp_path / "tty.db").events
+    assert [(e.trial_id, e.payload["attempt"]) for e in events if e.kind == "reset_confirmed"] == [(1, 1)]

@@ -19,7 +19,35 @@ import numpy as np
 from ..errors import RunnerError
 from .base import EpisodeInfo, Observation, Score
 
-__all__ = ["DroidArm"]
+__all__ = ["CAMERA_NAMES", "DroidArm", "parse_cameras"]
+
+#: The protocol's camera names (the observation keys without ``observation/``).
+CAMERA_NAMES = ("exterior_image_1_left", "exterior_image_1_right", "exterior_image_2_left", "exterior_image_2_right",
+                "wrist_image_left", "wrist_image_right")
+
+
+def parse_cameras(pairs: list[str] | tuple[str, ...]) -> dict[str, str]:
+    """The ``droid.cameras`` parameter (``"<DROID image key>=<protocol camera name>"`` per camera) as a map.
+
+    >>> parse_cameras(["24259877_left=exterior_image_1_left", "13062452_left=wrist_image_left"])
+    {'24259877_left': 'exterior_image_1_left', '13062452_left': 'wrist_image_left'}
+
+    Raises
+    ------
+    RunnerError
+        For an entry without ``=``, an empty key, an unknown camera name, or a key or name given twice.
+    """
+    cameras: dict[str, str] = {}
+    for pair in pairs:
+        key, sep, name = (part.strip() for part in str(pair).partition("="))
+        if not sep or not key:
+            raise RunnerError(f"droid.cameras: expected '<image key>=<camera name>', found {pair!r}")
+        if name not in CAMERA_NAMES:
+            raise RunnerError(f"droid.cameras: {name!r} is not a camera of the protocol ({', '.join(CAMERA_NAMES)})")
+        if key in cameras or name in cameras.values():
+            raise RunnerError(f"droid.cameras: {key!r} or {name!r} is mapped twice")
+        cameras[key] = name
+    return cameras
 
 
 class DroidArm:

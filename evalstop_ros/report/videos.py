@@ -1,0 +1,107 @@
+"""Trial videos: the episode recordings of a session, linked from the report page.
+
+``policy_runner`` (with ``record_dir``) writes one folder per run with an mp4 per camera
+(:mod:`evalstop_ros.runner.recorder`) and names the folder in the run's result message, which
+the manager journals with the trial's ``runner_result`` event.  :func:`trial_videos` reads those
+events from the audited record (a journal, or a bag's ``session_event`` stream) and finds the
+videos on this machine; :func:`videos_section` is the page's "Trial videos" section: an HTML5
+``<video>`` per trial, run and camera, linked by a path relative to the report directory (the
+videos are not copied).  A folder given as a relative path is looked up next to the journal
+(or bag), then in the working directory.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import html
+import os
+import pathlib
+import urllib.parse
+from collections.abc import Sequence
+
+from ..audit import AuditReport
+from ..runner.recorder import recording_of
+
+__all__ = ["TrialVideos", "trial_videos", "videos_section"]
+
+
+@dataclasses.dataclass(frozen=True)
+class TrialVideos:
+    """The recording of one run of a trial.
+
+    ``folder`` is the folder as the run's result named it; ``found`` the folder on this machine
+    (``None`` if it is not there); ``videos`` its mp4 files, one per camera, sorted.
+    """
+
+    trial_id: int
+    attempt: int
+    ok: bool
+    folder: str
+    found: pathlib.Path | None
+    videos: tuple[pathlib.Path, ...]
+
+
+def _locate(folder: str, bases: Sequence[pathlib.Path]) -> pathlib.Path | None:
+    path = pathlib.Path(folder).expanduser()
+    candidates = [path] if path.is_absolute() else [base / path for base in bases]
+    return next((c.resolve() for c in candidates if c.is_dir()), None)
+
+
+def trial_videos(report: AuditReport) -> list[TrialVideos]:
+    """Every recorded run of the session, in journal order (empty for a session without recordings)."""
+    source = pathlib.Path(report.record.source)
+    bases = [source.parent if source.is_file() else source, source.parent, pathlib.Path.cwd()]
+    runs: dict[int, int] = {}
+    out = []
+    for event in report.record.events:
+        if event.kind != "runner_result" or event.trial_id is None:
+            continue
+        runs[event.trial_id] = runs.get(event.trial_id, 0) + 1
+        folder = recording_of(str(event.payload.get("message", "")))
+        if folder is None:
+            continue
+        found = _locate(folder, bases)
+        videos = tuple(sorted(found.glob("*.mp4"))) if found is not None else ()
+        out.append(TrialVideos(event.trial_id, runs[event.trial_id], bool(event.payload.get("ok")), folder, found,
+                               videos))
+    return out
+
+
+def _link(path: pathlib.Path, out_dir: pathlib.Path) -> str:
+    """``path`` as a URL relative to ``out_dir`` (percent-encoded, ``/`` separators)."""
+    relative = os.path.relpath(path, out_dir.resolve())
+    return urllib.parse.quote(pathlib.PurePath(relative).as_posix())
+
+
+def videos_section(report: AuditReport, runs: Sequence[TrialVideos], out_dir: pathlib.Path) -> str:
+    """The page's "Trial videos" section ("" without recordings)."""
+    if not runs:
+        return ""
+    e = html.escape
+    trials = {t.trial_id: t for t in report.trials}
+    parts = ["<h2>Trial videos</h2>",
+             "<p>The episode recordings of policy_runner (one video per camera, a frame per observation the policy "
+             "got), linked where they lie; the report does not copy them.</p>"]
+    for run in runs:
+        trial = trials.get(run.trial_id)
+        if trial is None:
+            score = ""
+        elif trial.success is None:
+            score = ", voided" if trial.voided else ", not scored"
+        else:
+            score = f", success={int(trial.success)} progress={trial.progress:g}"
+        who = f"label {trial.label}, {trial.policy}, " if trial is not None else ""
+        title = (f"trial {run.trial_id} ({who}attempt {run.attempt}: {'ran' if run.ok else 'FAILED'}{score})")
+        parts.append(f"<div class='trial-videos' id='trial-{run.trial_id}-attempt-{run.attempt}'><h3>{e(title)}</h3>")
+        if run.found is None:
+            parts.append(f"<p>Recording <code>{e(run.folder)}</code> not found on this machine.</p>")
+        elif not run.videos:
+            parts.append(f"<p>No video in <code>{e(str(run.found))}</code>.</p>")
+        for video in run.videos:
+            src = _link(video, out_dir)
+            parts.append(
+                f"<figure class='video'><video controls preload='metadata' width='320' src='{e(src)}' "
+                f"data-trial='{run.trial_id}' data-attempt='{run.attempt}' data-camera='{e(video.stem)}'>"
+                f"<a href='{e(src)}'>{e(video.name)}</a></video><figcaption>{e(video.stem)}</figcaption></figure>")
+        parts.append("</div>")
+    return "\n".join(parts)
