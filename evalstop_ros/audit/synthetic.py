@@ -207,7 +207,8 @@ def _drive(session: EvaluationSession, rec: _Recorder, lab: SimulatedLab,
                 preference = lab.preference(earlier, (trial.label, progress))
         if not auto:
             rec.send("trial_score", {"trial_id": trial.trial_id, "token": trial.token, "success": success,
-                                     "progress": progress, "preference": preference, "notes": "", "scorer": name})
+                                     "progress": progress, "preference": preference, "notes": "", "scorer": name,
+                                     "counter": 0, "mac": ""})
         outcome = session.submit_score(trial.trial_id, trial.token, success, progress, name, "",
                                        preference=preference)
         publisher.ack(session_id, trial.trial_id, outcome)

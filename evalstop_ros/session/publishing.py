@@ -122,11 +122,19 @@ class SessionPublisher:
             "task_description": "", "initial_condition": "", "reset_instructions": "", "token": ""}, None)
         self._request = (0, 0)
 
-    def ack(self, session_id: str, trial_id: int, outcome: ScoreOutcome) -> None:
-        """``score_ack``: the reason is empty for a plain acceptance."""
+    def ack(self, session_id: str, trial_id: int, outcome: ScoreOutcome, *, scorer: str = "", counter: int = 0,
+            mac: Callable[[Fields], str] | None = None) -> None:
+        """``score_ack``: the reason is empty for a plain acceptance.
+
+        ``scorer`` and ``counter`` name the score answered; ``mac(fields)`` signs the answer
+        (:meth:`.auth.Gate.sign_answer`) when the score was authenticated.
+        """
         plain = outcome.accepted and not outcome.duplicate and not outcome.post_decision
-        self._send("score_ack", {"session_id": session_id, "trial_id": int(trial_id), "accepted": outcome.accepted,
-                                 "duplicate": outcome.duplicate, "reason": "" if plain else outcome.reason}, None)
+        fields: Fields = {"session_id": session_id, "trial_id": int(trial_id), "accepted": outcome.accepted,
+                          "duplicate": outcome.duplicate, "reason": "" if plain else outcome.reason,
+                          "scorer": scorer, "counter": int(counter)}
+        fields["mac"] = mac(fields) if mac is not None else ""
+        self._send("score_ack", fields, None)
 
     def idle(self) -> None:
         """``session_status`` of a manager without a session."""
@@ -180,18 +188,19 @@ OK, WARN, ERROR = 0, 1, 2
 
 
 def diagnostics(session: EvaluationSession | None, *, node: str, hardware_id: str, runner: str,
-                max_attempts: int) -> list[Diagnostic]:
+                max_attempts: int, extra: tuple[tuple[str, str], ...] = ()) -> list[Diagnostic]:
     """The manager's ``/diagnostics``: the session, then one entry per comparison.
 
     ``runner`` says what the runner link is doing (``""`` when nothing is wrong, else e.g.
     ``"waiting for the runner action server"`` or ``"re-sending the goal"``).  The session
     entry is WARN while waiting for the runner, paused or retrying, and ERROR once the session
     paused after ``max_attempts`` runner faults in a row; ``name`` is ``<node>: session`` and
-    ``hardware_id`` the robot's runner.
+    ``hardware_id`` the robot's runner.  ``extra`` values (e.g. the authentication counters) are
+    appended to the session entry's.
     """
     session_name = f"{node}: session"
     if session is None:
-        return [Diagnostic(OK, session_name, "idle: waiting for a start_session request", hardware_id, ())]
+        return [Diagnostic(OK, session_name, "idle: waiting for a start_session request", hardware_id, extra)]
     status = session.status()
     faults = session.runner_faults
     level, message = OK, f"{status.state.value}, {status.trials_scored} trials scored"
@@ -210,7 +219,7 @@ def diagnostics(session: EvaluationSession | None, *, node: str, hardware_id: st
               ("max_trials_left", str(status.max_trials_left)),
               ("comparisons_decided", f"{status.comparisons_decided}/{status.comparisons_total}"),
               ("scores_rejected", str(session.rejections)),
-              ("session_id", session.session_id))
+              ("session_id", session.session_id), *extra)
     out = [Diagnostic(level, session_name, message, hardware_id, values)]
     for c in session.comparisons():
         out.append(Diagnostic(

@@ -95,7 +95,8 @@ def inject_score_after_stop(messages: Sequence[Message]) -> tuple[list[Message],
         stamp=types["builtin_interfaces/msg/Time"](sec=stamp // 1_000_000_000, nanosec=stamp % 1_000_000_000),
         frame_id="")
     score = types["evalstop/msg/TrialScore"](header=header, trial_id=trial_id, token="0123456789ab", success=True,
-                                             progress=1.0, preference="", notes="late", scorer="operator")
+                                             progress=1.0, preference="", notes="late", scorer="operator",
+                                             counter=0, mac="")
     return [*messages, Message("trial_score", stamp, score)], trial_id
 
 

@@ -1,0 +1,181 @@
+"""Authenticated requests (evalstop_ros.session.auth) and their journaling by the session."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import pathlib
+
+import pytest
+import session_sim as sim
+
+from evalstop_ros.session import EvaluationSession
+from evalstop_ros.session.auth import AuthError, Gate, Signer, new_keys, read_identity, read_keys, write_keys
+
+
+@dataclasses.dataclass
+class Score:
+    """Stands in for a TrialScore (a mapping-like record with the same field names)."""
+
+    trial_id: int = 1
+    token: str = "t0k"
+    success: bool = True
+    progress: float = 0.5
+    preference: str = ""
+    notes: str = ""
+    scorer: str = ""
+    counter: int = 0
+    mac: str = ""
+
+    @staticmethod
+    def get_fields_and_field_types() -> dict[str, str]:
+        return {f.name: "" for f in dataclasses.fields(Score)}
+
+
+@dataclasses.dataclass
+class Ack:
+    session_id: str = "s1"
+    trial_id: int = 1
+    accepted: bool = True
+    reason: str = ""
+    scorer: str = ""
+    counter: int = 0
+    mac: str = ""
+
+    @staticmethod
+    def get_fields_and_field_types() -> dict[str, str]:
+        return {f.name: "" for f in dataclasses.fields(Ack)}
+
+
+@pytest.fixture
+def keys() -> dict[str, bytes]:
+    return new_keys(["alice", "auto:runner"])
+
+
+def test_key_files_round_trip_owner_only(tmp_path: pathlib.Path, keys: dict[str, bytes]) -> None:
+    path = write_keys(tmp_path / "keys.txt", keys)
+    assert os.stat(path).st_mode & 0o077 == 0
+    assert read_keys(path) == keys
+    alice = write_keys(tmp_path / "alice.key", {"alice": keys["alice"]})
+    assert read_identity(alice) == ("alice", keys["alice"])
+    with pytest.raises(AuthError, match="exactly one"):
+        read_identity(path)
+
+
+@pytest.mark.parametrize(("text", "problem"), [
+    ("alice\n", "expected `OPERATOR HEXKEY`"),
+    ("alice zz\n", "not hexadecimal"),
+    ("alice 00ff\n", "at least 16"),
+    ("al ice 00\n", "expected"),
+    ("a/b " + "00" * 16 + "\n", "operator id"),
+    ("# only a comment\n", "lists no operator"),
+    (f"alice {'00' * 16}\nalice {'11' * 16}\n", "listed twice"),
+])
+def test_malformed_key_files_are_refused_naming_the_line(tmp_path: pathlib.Path, text: str, problem: str) -> None:
+    path = tmp_path / "keys.txt"
+    path.write_text(text)
+    with pytest.raises(AuthError, match=problem) as err:
+        read_keys(path)
+    assert "11" * 16 not in str(err.value)  # a key is never echoed
+
+
+def test_missing_key_file_is_a_clear_error(tmp_path: pathlib.Path) -> None:
+    with pytest.raises(AuthError, match="cannot read key file"):
+        read_keys(tmp_path / "nope.txt")
+
+
+def test_a_signed_request_passes_once_and_every_forgery_or_replay_is_refused(keys: dict[str, bytes]) -> None:
+    gate, alice = Gate(keys), Signer("alice", keys["alice"])
+    score = Score()
+    alice.sign("trial_score", "s1", score)
+    assert score.scorer == "alice" and score.counter > 0 and len(score.mac) == 64
+    check = gate.check("trial_score", "s1", score)
+    assert check.ok and check.record == {"kind": "trial_score", "operator": "alice", "counter": score.counter,
+                                         "mac": score.mac}
+    # the same message again: a replay
+    again = gate.check("trial_score", "s1", score)
+    assert not again.ok and again.reason.startswith("replayed")
+    # journaled counters count too (a restarted manager): a fresh gate with the session's last counter
+    assert not Gate(keys).check("trial_score", "s1", score, last_counter=score.counter).ok
+    # altered content, another session, another kind, unknown operator, no signature
+    alice.sign("trial_score", "s1", score)
+    score.progress = 1.0
+    assert gate.check("trial_score", "s1", score).reason.startswith("unauthenticated: the signature")
+    alice.sign("trial_score", "s1", score)
+    assert not gate.check("trial_score", "s2", score).ok
+    assert not gate.check("correct_score", "s1", score).ok
+    mallory = Signer("mallory", new_keys(["mallory"])["mallory"])
+    mallory.sign("trial_score", "s1", score)
+    assert gate.check("trial_score", "s1", score).reason == (
+        "unauthorized: operator 'mallory' is not in the manager's key file")
+    forged = Signer("alice", new_keys(["alice"])["alice"])  # right name, wrong key
+    forged.sign("trial_score", "s1", score)
+    assert not gate.check("trial_score", "s1", score).ok
+    assert gate.check("trial_score", "s1", Score(scorer="alice")).reason.startswith("unauthenticated: the trial_score")
+    assert gate.rejected == {"unsigned": 1, "unknown_operator": 1, "bad_mac": 4, "replay": 1}
+    assert gate.rejected_total == 7
+
+
+def test_answers_are_bound_to_their_request(keys: dict[str, bytes]) -> None:
+    gate, alice = Gate(keys), Signer("alice", keys["alice"])
+    score = Score()
+    alice.sign("trial_score", "s1", score)
+    check = gate.check("trial_score", "s1", score)
+    ack = Ack(scorer="alice", counter=score.counter)
+    ack.mac = gate.sign_answer("trial_score", "s1", check, ack)
+    assert alice.verify_answer("trial_score", "s1", score, ack)
+    ack.accepted = False  # altered answer
+    assert not alice.verify_answer("trial_score", "s1", score, ack)
+    ack.accepted = True
+    later = Score()
+    alice.sign("trial_score", "s1", later)  # another request: the old answer does not answer it
+    assert not alice.verify_answer("trial_score", "s1", later, ack)
+    assert not alice.verify_answer("trial_score", "s1", score, Ack(scorer="alice", counter=score.counter))
+
+
+def test_counters_increase_across_restarts(keys: dict[str, bytes]) -> None:
+    first = Signer("alice", keys["alice"])
+    sent = [first.next_counter() for _ in range(1000)]
+    assert sent == sorted(set(sent))
+    assert Signer("alice", keys["alice"]).next_counter() > sent[0]
+
+
+def test_without_keys_everything_passes_unsigned() -> None:
+    gate = Gate(None)
+    check = gate.check("trial_score", "s1", Score())
+    assert not gate.enabled and check.ok and check.record is None
+    assert gate.sign_answer("trial_score", "s1", check, Ack()) == ""
+
+
+def test_the_session_journals_each_request_counter_and_replays_it(journal_path: pathlib.Path,
+                                                                  keys: dict[str, bytes]) -> None:
+    gate, alice = Gate(keys), Signer("alice", keys["alice"])
+    config = sim.make_config()
+    with EvaluationSession.open(journal_path, config, "s1", durable=False) as session:
+        session.start()
+        trial = session.next_trial()
+        session.record_runner_result(trial.trial_id, True, 1.0)
+        score = Score(trial_id=trial.trial_id, token=trial.token)
+        alice.sign("trial_score", "s1", score)
+        check = gate.check("trial_score", "s1", score, last_counter=session.auth_counter("alice"))
+        with session.authenticated(check.record):
+            assert session.submit_score(trial.trial_id, trial.token, True, 0.5, "alice").accepted
+        accepted = [e for e in session.events() if e.kind == "score_accepted"][-1]
+        assert accepted.payload["auth"] == check.record
+        # a request that changes nothing (resume while running) is noted with its counter
+        control = Score()
+        alice.sign("session_control", "s1", control)
+        check = gate.check("session_control", "s1", control, last_counter=session.auth_counter("alice"))
+        with session.authenticated(check.record):
+            session.resume()
+        noted = session.events()[-1]
+        assert noted.kind == "request_noted" and noted.payload["auth"]["counter"] == control.counter
+        # a refused message is journaled in bounded form, without moving the counter
+        session.reject_message("trial_score", "unauthorized: operator 'mallory' is not in the manager's key file",
+                               {"operator": "mallory", "counter": 10**30, "fields": {}})
+        last = control.counter
+        assert session.auth_counter("alice") == last and session.auth_counter("mallory") == 0
+    with EvaluationSession.open(journal_path, config, "s1", durable=False) as resumed:
+        assert resumed.auth_counter("alice") == last
+        # the replayed score is refused by a freshly started gate that asks the resumed session
+        assert not Gate(keys).check("trial_score", "s1", score, last_counter=resumed.auth_counter("alice")).ok
