@@ -35,7 +35,7 @@ import dataclasses
 import hashlib
 import json
 import math
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
 from typing import Any, NamedTuple
 
@@ -94,6 +94,7 @@ CODES = {
     "journal_truncated": "the journal holds fewer events than its head file records",
     "key_unrevealed": "the randomization key was not revealed: labels, tokens and the plan cannot be checked",
     "key_mismatch": "the revealed randomization key does not match the commitment published at the start",
+    "auth_replay": "an operator's journaled request counter did not increase: a replayed request was accepted",
 }
 
 #: Relative tolerance of p-values and e-values; absolute tolerance of means.
@@ -760,11 +761,39 @@ class _Verifier:
             if event.kind in _EDIT_KINDS and not str(event.payload.get("reason", "")).strip():
                 self.violate("edit_without_reason", [event.trial_id] if event.trial_id else [],
                              f"trial {event.trial_id}: {event.kind} without a reason", pos, event.stamp_ns)
+        self.authentication()
         self.unscored(book)
         posts = [r.trial_id for r in book.trials.values() if r.post_decision and r.score is not None]
         if posts:
             self.notes.append(f"trial(s) {_ranges(posts)} scored after all their policy's comparisons were decided "
                               "(recorded, fed to no test)")
+
+    def authentication(self) -> None:
+        """Each operator's journaled request counters strictly increase; refused messages are counted.
+
+        (The MACs themselves need the operators' keys, which the audit does not have.)
+        """
+        last: dict[str, int] = {}
+        refused: Counter[str] = Counter()
+        for event, pos in zip(self.events, self.positions):
+            if event.kind == "message_rejected":
+                refused[str(event.payload.get("message", "?"))] += 1
+            entry = event.payload.get("auth")
+            if not (isinstance(entry, dict) and isinstance(entry.get("operator"), str)
+                    and isinstance(entry.get("counter"), int)):
+                continue
+            operator, counter = entry["operator"], entry["counter"]
+            if operator in last and counter <= last[operator]:
+                self.violate("auth_replay", [event.trial_id] if event.trial_id else [],
+                             f"{event.kind}: counter {counter} of operator {operator!r} is not above its earlier "
+                             f"{last[operator]}: a replayed request was accepted", pos, event.stamp_ns)
+            last[operator] = max(counter, last.get(operator, 0))
+        if last:
+            self.notes.append(f"requests signed by operator(s) {', '.join(sorted(last))} (counters increase)")
+        if refused:
+            self.notes.append(f"{sum(refused.values())} message(s) refused before reaching the session "
+                              f"(unauthenticated, unauthorized or replayed: "
+                              f"{', '.join(f'{n} {kind}' for kind, n in sorted(refused.items()))})")
 
     def match_acks_quiet(self) -> dict[int, tuple[bool, bool, str]]:
         before = len(self.violations)

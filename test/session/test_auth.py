@@ -179,3 +179,36 @@ def test_the_session_journals_each_request_counter_and_replays_it(journal_path: 
         assert resumed.auth_counter("alice") == last
         # the replayed score is refused by a freshly started gate that asks the resumed session
         assert not Gate(keys).check("trial_score", "s1", score, last_counter=resumed.auth_counter("alice")).ok
+
+
+def _signed_session(path: pathlib.Path, counters: list[int]) -> None:
+    """A session whose scores are journaled with ``counters`` (one per scored trial, as the gate passed them)."""
+    with EvaluationSession.open(path, sim.make_config(), "s1", durable=False) as session:
+        session.start()
+        scored = 0
+        while scored < len(counters):
+            session.next_trial()
+            record = None if session.status().awaiting == "run" else {  # the runner's result is not a request
+                "kind": "trial_score", "operator": "alice", "counter": counters[scored], "mac": "00" * 32}
+            with session.authenticated(record):
+                outcome = sim.step(session, {"pi0": 0.3, "pi1": 0.7})
+            assert outcome is not None
+            scored += record is not None
+        session.reject_message("trial_score", "unauthorized: operator 'mallory' is not in the manager's key file",
+                               {"operator": "mallory", "counter": 1, "fields": {}})
+        session.abort("end of the test")
+
+
+def test_the_audit_counts_refusals_and_flags_an_accepted_replay(tmp_path: pathlib.Path) -> None:
+    from evalstop_ros.audit import audit
+
+    _signed_session(tmp_path / "good.db", [10, 11, 12, 13])
+    report = audit(tmp_path / "good.db")
+    assert report.verified, report.violations
+    assert "requests signed by operator(s) alice (counters increase)" in report.notes
+    assert any("1 message(s) refused before reaching the session" in note for note in report.notes)
+
+    _signed_session(tmp_path / "replayed.db", [10, 11, 11, 13])  # the third score reused a counter
+    report = audit(tmp_path / "replayed.db")
+    (violation,) = [v for v in report.violations if v.code == "auth_replay"]
+    assert violation.trial_ids == (3,) and "counter 11 of operator 'alice' is not above its earlier 11" in violation.message
