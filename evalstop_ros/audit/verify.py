@@ -439,6 +439,8 @@ def _differences(status: StatusRecord, expected: dict[str, Any]) -> list[str]:
             out.append(f"{key} published {fmt(getattr(status, key))}, recomputed {fmt(expected[key])}")
     if status.origin != "decision event":  # decision events carry no means
         for key in ("mean_a", "mean_b"):
+            if math.isnan(getattr(status, key)):
+                continue  # withheld while the session runs (blinding: session/publishing.py)
             if not _same(getattr(status, key), expected[key], rtol=0.0, atol=MEAN_ATOL):
                 out.append(f"{key} published {fmt(getattr(status, key))}, recomputed {fmt(expected[key])}")
     return out
@@ -854,9 +856,15 @@ class _Verifier:
             journaled[claimed].append((pos, sub, outcome))
         unmatched: list[ScoreRecord] = []
         used: set[int] = set()
+        refused = self.refused_scores()
         for s in rec.scores:
             wire_sub = {"token": s.token, "success": s.success, "progress": s.progress, "operator": s.scorer,
                         "notes": s.notes, "preference": s.preference}
+            scorer = s.scorer if len(s.scorer) <= 64 else f"{s.scorer[:64]}... ({len(s.scorer)} characters)"
+            key = (s.trial_id, scorer, s.success, s.progress)  # as auth.summary journals it
+            if refused.get(key):  # refused before it reached the session (authentication): no score event
+                refused[key] -= 1
+                continue
             candidates = [(pos, sub) for pos, sub, _ in journaled.get(s.trial_id, []) if pos not in used]
             match = next((pos for pos, sub in candidates if all(sub.get(k) == v for k, v in wire_sub.items())), None)
             if match is not None:
@@ -888,6 +896,8 @@ class _Verifier:
             for event in self.events:
                 if event.kind in _SCORE_KINDS and event.trial_id is not None:
                     outcomes[event.trial_id].append((event.kind != "score_rejected", event.kind == "score_duplicate"))
+            for trial_id, _, _, _ in self.refused_scores().elements():
+                outcomes[trial_id].append((False, False))
             answers: dict[int, list[tuple[bool, bool]]] = defaultdict(list)
             for ack in rec.acks:
                 answers[ack.trial_id].append((ack.accepted, ack.duplicate))
@@ -912,6 +922,18 @@ class _Verifier:
                                   f"{', '.join(map(str, before_recording))} came before it (a recording gap; the "
                                   "journal stream holds their outcomes)")
         return unmatched
+
+    def refused_scores(self) -> Counter[tuple[int, str, object, object]]:
+        """``trial_score`` messages journaled as ``message_rejected`` (trial, scorer, success, progress)."""
+        out: Counter[tuple[int, str, object, object]] = Counter()
+        for event in self.events:
+            if event.kind == "message_rejected" and event.payload.get("message") == "trial_score":
+                summary = event.payload.get("summary") or {}
+                fields = summary.get("fields") or {} if isinstance(summary, dict) else {}
+                trial_id = fields.get("trial_id")
+                if isinstance(trial_id, int) and not isinstance(trial_id, bool):
+                    out[(trial_id, str(summary.get("operator", "")), fields.get("success"), fields.get("progress"))] += 1
+        return out
 
     def auto_scorer(self, operator: str) -> bool:
         """A score the manager took from the runner itself (never on trial_score)."""
@@ -1072,9 +1094,11 @@ class _Verifier:
             if problems:
                 reproduced[index] = False
                 mismatches[index].append((s, problems, epoch))
-        for index, found in mismatches.items():
+        pinned: list[int] = []  # trials an earlier state named: they explain later mismatches on the same trials
+        for index, found in sorted(mismatches.items(), key=lambda item: item[1][0][0].position):
             s, problems, epoch = found[0]
-            culprits, why = self.culprits(index, s, epoch, at(epoch)[index], history)
+            culprits, why = self.culprits(index, s, epoch, at(epoch)[index], history, pinned)
+            pinned.extend(culprits)
             more = f"; {len(found) - 1} later published state(s) of this comparison differ too" if len(found) > 1 else ""
             self.violate("status_mismatch", culprits, f"{self.label(index)}: {s.origin} at pair {s.n} not reproduced "
                          f"({'; '.join(problems)}){why}{more}", s.position, s.stamp_ns, data=False)
@@ -1111,8 +1135,14 @@ class _Verifier:
                          f"{why}", s.position, s.stamp_ns, data=False)
 
     def culprits(self, index: int, s: StatusRecord, epoch: int, computed: _Computed,
-                 history: dict[tuple[int, int], dict[int, StatusRecord]]) -> tuple[list[int], str]:
-        """The trial(s) behind an unreproduced state, and a clause saying how they were found."""
+                 history: dict[tuple[int, int], dict[int, StatusRecord]], pinned: Sequence[int] = ()
+                 ) -> tuple[list[int], str]:
+        """The trial(s) behind an unreproduced state, and a clause saying how they were found.
+
+        ``pinned``: trials named by earlier mismatches of other comparisons; when nothing pins a
+        trial of this one (its running means are withheld while the session runs), those of
+        them it consumed explain it.
+        """
         comparison = self.tests[index].comparison
         policies = {comparison.policy_a, comparison.policy_b}
         earlier = sorted(t for t, pos in self.data_trials.items() if pos <= s.position and self.policy_of(t) in
@@ -1125,6 +1155,12 @@ class _Verifier:
         trial_a, trial_b = computed.trials_a[n - 1], computed.trials_b[n - 1]
         known = history.get((index, epoch), {})
         before = known.get(n - 1)
+        consumed = sorted(t for t in set(pinned) if t in (*computed.trials_a[:n], *computed.trials_b[:n]))
+        explained = (consumed, f"; explained by the finding(s) on {_trial_words(consumed)} above") if consumed else None
+        withheld = before is not None and (math.isnan(before.mean_a) or math.isnan(before.mean_b))
+        if s.origin != "decision event" and n > 1 and withheld and math.isfinite(s.mean_a):
+            return explained or ([], "; the per-policy means are published only at the end (blinding), so they do "
+                                 "not pin a trial: check this comparison's scores")
         if s.origin != "decision event" and (before is not None or n == 1):
             named = []
             for side, trial, value in (("a", trial_a, computed.values_a[n - 1]), ("b", trial_b, computed.values_b[n - 1])):
@@ -1136,7 +1172,7 @@ class _Verifier:
             if named:
                 return named, (f"; the published means imply a different value for {_trial_words(named)} than "
                                "the recorded score")
-        return [trial_a, trial_b], f"; pair {n} is trials {trial_a} and {trial_b}"
+        return explained or ([trial_a, trial_b], f"; pair {n} is trials {trial_a} and {trial_b}")
 
     def policy_of(self, trial_id: int) -> str:
         for event in self.events:

@@ -36,14 +36,20 @@ def _manager_params(tmp_path: pathlib.Path, config: pathlib.Path, **extra: Any) 
             "journal_fsync": False, **extra}
 
 
+def _await_discovery(probe: Any, topics: dict[str, list[Any]]) -> None:
+    """Wait until the probe hears the manager's latched status (its topics are matched)."""
+    probe.spin_until(lambda: topics["status"] and topics["request"], 30.0, "the manager's first status")
+
+
 def test_paired_session_reaches_the_decision_of_the_offline_analysis(
         start_node: Any, probe: Any, tmp_path: pathlib.Path) -> None:
     from evalstop_ros.session import load_config, offline_decisions, read_journal
 
     config = write_config(tmp_path / "session.yaml")
     topics = _subscribe_all(probe)
-    start_node("sim_robot", params={"success_rates": [0.3, 0.8], "duration": 0.0})
     manager = start_node("evaluation_manager", params=_manager_params(tmp_path, config, exit_on_finish=True))
+    _await_discovery(probe, topics)  # the session waits for its runner: no early ack or status is missed
+    start_node("sim_robot", params={"success_rates": [0.3, 0.8], "duration": 0.0})
     final = final_status(probe, topics["status"])
     assert manager.wait() == 0
     manager.wait_for(r"session s1 finished: \d+ trials scored, 2/2 tests decided")
@@ -62,8 +68,8 @@ def test_paired_session_reaches_the_decision_of_the_offline_analysis(
     assert all(a.accepted and not a.reason for a in topics["ack"])
     probe.spin_until(lambda: topics["request"] and topics["request"][-1].trial_id == 0, 10.0, "the final request")
     # comparison_status carried each decision; diagnostics one status per comparison + the session
-    decided = {(c.metric, c.decision) for c in topics["comparison"]}
-    assert {(c.metric, c.decision) for c in final.comparisons} <= decided
+    probe.spin_until(lambda: {(c.metric, c.decision) for c in final.comparisons}
+                     <= {(c.metric, c.decision) for c in topics["comparison"]}, 10.0, "every decision on comparison_status")
     probe.spin_until(lambda: topics["diagnostics"], 10.0, "/diagnostics")
     names = [s.name for s in topics["diagnostics"][-1].status]
     assert names[0] == "evaluation_manager: session" and len(names) == 1 + len(final.comparisons)
@@ -85,10 +91,11 @@ def test_three_policies_drop_the_decided_policy(start_node: Any, probe: Any, tmp
     config = write_config(tmp_path / "three.yaml", policies=["policy_a", "policy_b", "policy_c"],
                           metrics=[{"name": "success", "method": "step", "alpha": 0.15}], alpha=0.15, n_max=50)
     topics = _subscribe_all(probe)
+    manager = start_node("evaluation_manager", params=_manager_params(tmp_path, config, exit_on_finish=True))
+    _await_discovery(probe, topics)
     start_node("sim_robot", params={"policies": ["policy_a", "policy_b", "policy_c"],
                                     "success_rates": [0.02, 0.9, 0.9], "progress_means": [0.1, 0.4, 0.4],
                                     "duration": 0.0})
-    manager = start_node("evaluation_manager", params=_manager_params(tmp_path, config, exit_on_finish=True))
     final = final_status(probe, topics["status"], timeout=180.0)
     assert manager.wait() == 0
     by_pair = {(c.policy_a, c.policy_b): c for c in final.comparisons}
