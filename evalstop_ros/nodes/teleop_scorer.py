@@ -42,8 +42,10 @@ import threading
 from collections.abc import Iterator
 from typing import Any, TextIO
 
+import rclpy
 from evalstop.msg import ScoreAck, SessionStatus, TrialRequest, TrialScore
 from evalstop.srv import CorrectScore
+from rclpy.exceptions import ParameterException
 from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
 from rclpy.node import Node
 from rclpy.qos import QoSProfile
@@ -51,7 +53,7 @@ from std_srvs.srv import SetBool, Trigger
 
 from .. import qos
 from ..session import auth
-from ._common import declare, ros_context
+from ._common import EXIT_USAGE, declare, parameter_error, ros_context
 
 __all__ = ["TeleopScorer", "main"]
 
@@ -278,8 +280,9 @@ class TeleopScorer(Node):
                 break
             self.say(f"no answer from the manager for trial {trial_id} (send {attempt}); sending again")
         else:
-            ignored = (f" ({self.unauthenticated_acks} unauthenticated answers ignored so far; the last said: "
-                       f"{self._ignored_reason!r}: check the key files)" if self._ignored_reason else "")
+            said = f"; the last said: {self._ignored_reason!r}" if self._ignored_reason else ""
+            ignored = (f" ({self.unauthenticated_acks} unauthenticated answers ignored so far{said}: check the key "
+                       "files)" if self.unauthenticated_acks else "")
             self.say(f"trial {trial_id}: NOT recorded, the manager does not answer; score it again later{ignored}")
             return
         if not ack.accepted:
@@ -362,10 +365,14 @@ class TeleopScorer(Node):
 
 
 def main(args: list[str] | None = None) -> int:
-    """Run the terminal until ``q``, end of input or Ctrl-C; exit status 0."""
+    """Run the terminal until ``q``, end of input or Ctrl-C; exit status 0 (2: invalid parameters)."""
     try:
         with ros_context(args):
-            node = TeleopScorer(latched_qos=qos.TRIAL_REQUEST_QOS, event_qos=qos.SCORE_QOS)
+            try:
+                node = TeleopScorer(latched_qos=qos.TRIAL_REQUEST_QOS, event_qos=qos.SCORE_QOS)
+            except (ParameterException, ValueError, TypeError) as err:  # e.g. a bad key_file
+                rclpy.logging.get_logger("teleop_scorer").fatal(f"invalid parameters: {parameter_error(err)}")
+                return EXIT_USAGE
             executor = SingleThreadedExecutor()
             executor.add_node(node)
             spinner = threading.Thread(target=executor.spin, daemon=True)

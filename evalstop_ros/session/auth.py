@@ -75,8 +75,11 @@ _DOMAIN = b"evalstop-auth-v1\0"
 _SUMMARY_CHARS = 64
 
 
-class AuthError(SessionError):
-    """A key file that cannot be read or is malformed; the message names the file and the line."""
+class AuthError(SessionError, ValueError):
+    """A key file that cannot be read or is malformed; the message names the file and the line.
+
+    (A ``ValueError`` too: a node given a bad key file exits like for any invalid parameter.)
+    """
 
 
 # -- key files -------------------------------------------------------------------------------

@@ -171,3 +171,69 @@ def test_a_rogue_node_cannot_score_void_pause_or_abort(start_node: Any, probe: A
     assert not any(e.kind in ("paused", "void") for e in events)
     aborted = next(e for e in events if e.kind == "aborted")
     assert aborted.payload["reason"] == "done" and aborted.payload["auth"]["operator"] == "alice"
+
+
+def test_bad_key_files_stop_the_nodes_with_a_clear_line(start_node: Any, tmp_path: pathlib.Path) -> None:
+    from evalstop_ros.session.auth import new_keys, write_keys
+
+    keys = new_keys(["alice", "bob"])
+    broken = tmp_path / "operators.keys"
+    broken.write_text(f"alice {keys['alice'].hex()}\nbob {keys['bob'].hex()[:20]}\n")  # bob's key: 10 bytes
+    manager = start_node("evaluation_manager", params={
+        "config_file": str(write_config(tmp_path / "session.yaml")), "session_id": "bad",
+        "journal_dir": str(tmp_path), "operator_keys_file": str(broken)})
+    assert manager.wait() == 1
+    manager.wait_for(rf"cannot start: key file '{broken}', line 2: the key of 'bob' has 10 bytes; at least 16 needed")
+    assert keys["alice"].hex() not in manager.output and "Traceback" not in manager.output
+    both = write_keys(tmp_path / "both.key", keys)  # a client's file must name one operator
+    terminal = start_node("teleop_scorer", params={"key_file": str(both)})
+    assert terminal.wait() == 2
+    terminal.wait_for(r"invalid parameters: key file .*both.key' must hold exactly one `OPERATOR HEXKEY` line; found 2")
+    assert keys["bob"].hex() not in terminal.output
+
+
+def test_the_terminal_ignores_forged_acks(start_node: Any, probe: Any, tmp_path: pathlib.Path) -> None:
+    """No manager at all: a rogue publishes the trial and answers every score with forged acks."""
+    import subprocess
+
+    from evalstop.msg import ScoreAck, TrialRequest, TrialScore
+
+    from evalstop_ros import qos
+    from evalstop_ros.session.auth import message_fields, new_keys, sign
+
+    _, clients = operator_keys(tmp_path, "alice")
+    wrong_key = new_keys(["alice"])["alice"]
+    requests = probe.node.create_publisher(TrialRequest, "trial_request", qos.TRIAL_REQUEST_QOS)
+    acks = probe.node.create_publisher(ScoreAck, "score_ack", qos.SCORE_ACK_QOS)
+    scores: list[Any] = []
+
+    def forge(msg: TrialScore) -> None:
+        scores.append(msg)
+        unsigned = ScoreAck(session_id="s9", trial_id=msg.trial_id, accepted=True, scorer=msg.scorer,
+                            counter=msg.counter)
+        acks.publish(unsigned)
+        signed = ScoreAck(session_id="s9", trial_id=msg.trial_id, accepted=True, scorer=msg.scorer,
+                          counter=msg.counter)  # signed like the manager would, with a key that is not alice's
+        signed.mac = sign(wrong_key, "trial_score", "s9", msg.scorer, msg.counter, message_fields(signed))
+        acks.publish(signed)
+
+    probe.node.create_subscription(TrialScore, "trial_score", forge, qos.SCORE_QOS)
+    terminal = start_node("teleop_scorer", params={"key_file": str(clients["alice"]), "ack_timeout": 1.0,
+                                                   "max_sends": 3}, stdin=subprocess.PIPE)
+    request = TrialRequest(session_id="s9", trial_id=1, round=1, attempt=1, label="X", task="push",
+                           initial_condition="c0", reset_instructions="Block at spot 0.", token="t0k")
+    probe.spin_until(lambda: requests.get_subscription_count() > 0, 20.0, "the terminal")
+    requests.publish(request)
+    probe.spin_until(lambda: "== trial 1 (round 1) -- policy label X ==" in terminal.output, 20.0, "the trial shown")
+    assert terminal.proc.stdin is not None
+    terminal.proc.stdin.write(b"s\n")
+    terminal.proc.stdin.flush()
+    probe.spin_until(lambda: "trial 1: NOT recorded" in terminal.output, 30.0, "the terminal to give up")
+    assert len(scores) >= 1 and all(s.scorer == "alice" and s.mac for s in scores), "every send is signed"
+    assert len({s.counter for s in scores}) == len(scores), "every send carries a fresh counter"
+    assert "recorded: success" not in terminal.output
+    terminal.wait_for(r"trial 1: NOT recorded, the manager does not answer; score it again later \(\d+ "
+                      r"unauthenticated answers ignored so far")
+    terminal.proc.stdin.write(b"q\n")
+    terminal.proc.stdin.close()
+    assert terminal.wait() == 0
