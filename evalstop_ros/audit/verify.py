@@ -36,13 +36,14 @@ import hashlib
 import json
 import math
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, NamedTuple
 
 import numpy as np
 from numpy.typing import NDArray
 
 from ..session.analysis import interim_records, letters, test_keys
+from ..session.auth import signed_score_problem
 from ..session.blinding import revealed_key, unseal
 from ..session.config import ConfigError, MetricConfig, SessionConfig, config_diff, parse_config
 from ..session.errors import JournalError
@@ -95,6 +96,7 @@ CODES = {
     "key_unrevealed": "the randomization key was not revealed: labels, tokens and the plan cannot be checked",
     "key_mismatch": "the revealed randomization key does not match the commitment published at the start",
     "auth_replay": "an operator's journaled request counter did not increase: a replayed request was accepted",
+    "auth_mac_mismatch": "a journaled score is not what its operator signed (checked with --operator-keys)",
 }
 
 #: Relative tolerance of p-values and e-values; absolute tolerance of means.
@@ -452,6 +454,7 @@ class _Verifier:
                  given_key: bytes | None = None) -> None:
         self.violations: list[Violation] = []
         self.notes: list[str] = []
+        self.operator_keys: Mapping[str, bytes] | None = None  # verify()'s operator_keys
         key = self._key(record, given_key)
         if key is not None:  # sealed trial requests of a session_event stream get their policy and token back
             record = dataclasses.replace(record, events=tuple(unseal(record.events, config, key, record.session_id)))
@@ -777,7 +780,17 @@ class _Verifier:
         """
         last: dict[str, int] = {}
         refused: Counter[str] = Counter()
+        macs = 0
         for event, pos in zip(self.events, self.positions):
+            if self.operator_keys is not None and event.kind in _SCORE_KINDS and event.kind != "score_rejected":
+                auth = event.payload.get("auth")
+                if isinstance(auth, dict) and auth.get("kind") == "trial_score":
+                    problem = signed_score_problem(self.operator_keys, self.record.session_id, int(event.trial_id or 0),
+                                                   event.payload)
+                    macs += not problem
+                    if problem:
+                        self.violate("auth_mac_mismatch", [event.trial_id] if event.trial_id else [],
+                                     f"trial {event.trial_id}: {event.kind}: {problem}", pos, event.stamp_ns)
             if event.kind == "message_rejected":
                 refused[str(event.payload.get("message", "?"))] += 1
             entry = event.payload.get("auth")
@@ -792,6 +805,8 @@ class _Verifier:
             last[operator] = max(counter, last.get(operator, 0))
         if last:
             self.notes.append(f"requests signed by operator(s) {', '.join(sorted(last))} (counters increase)")
+        if self.operator_keys is not None:
+            self.notes.append(f"{macs} signed score(s) verified with the operators' keys")
         if refused:
             self.notes.append(f"{sum(refused.values())} message(s) refused before reaching the session "
                               f"(unauthenticated, unauthorized or replayed: "
@@ -1260,7 +1275,8 @@ def _resolve_config(record: SessionRecord, given: SessionConfig | None) -> tuple
     return config, first.origin, violations
 
 
-def verify(record: SessionRecord, *, config: SessionConfig | None = None, key: bytes | None = None) -> AuditReport:
+def verify(record: SessionRecord, *, config: SessionConfig | None = None, key: bytes | None = None,
+           operator_keys: Mapping[str, bytes] | None = None) -> AuditReport:
     """Audit one session record (module docstring).
 
     :param record: From :func:`~evalstop_ros.audit.bag.read_bag` or
@@ -1269,11 +1285,14 @@ def verify(record: SessionRecord, *, config: SessionConfig | None = None, key: b
         ``session_config``); when it has one, the two must agree.
     :param key: The session's randomization key, for a bag without ``session_event`` (which
         otherwise carries it, revealed at the end).
+    :param operator_keys: The manager's operator keys (:func:`~evalstop_ros.session.auth.read_keys`):
+        every signed score journaled must verify (``auth_mac_mismatch`` otherwise).
     :returns: The :class:`AuditReport`; ``report.verified`` is the verdict.
     :raises AuditError: When there is no configuration to audit against.
     """
     resolved, origin, config_violations = _resolve_config(record, config)
     v = _Verifier(record, resolved, origin, key)
+    v.operator_keys = operator_keys
     v.violations.extend(config_violations)
     v.counted_stream()
     book = v.fold()

@@ -57,6 +57,7 @@ __all__ = [
     "read_identity",
     "read_keys",
     "sign",
+    "signed_score_problem",
     "summary",
     "write_keys",
 ]
@@ -227,6 +228,30 @@ def summary(operator: object, counter: object, fields: Mapping[str, Any]) -> dic
 
     return {"operator": cut(_plain(operator)), "counter": cut(_plain(counter)),
             "fields": {str(k)[:_SUMMARY_CHARS]: cut(_plain(v)) for k, v in list(fields.items())[:16]}}
+
+
+def signed_score_problem(keys: Mapping[str, bytes], session_id: str, trial_id: int, payload: Mapping[str, Any]
+                         ) -> str:
+    """Why a journaled score event is not what its operator signed ("" if it is; audit side).
+
+    Rebuilds the ``TrialScore`` fields (``trial_id``, ``token``, ``success``, ``progress``,
+    ``preference``, ``notes``, ``scorer``) from the event's ``submission`` and checks the MAC of
+    its ``auth`` entry with ``keys`` (:func:`read_keys`).
+    """
+    entry, submission = payload.get("auth"), payload.get("submission")
+    if not isinstance(entry, Mapping) or not isinstance(submission, Mapping):
+        return "it carries no signature"
+    operator, counter, mac = entry.get("operator"), entry.get("counter"), entry.get("mac")
+    key = keys.get(operator) if isinstance(operator, str) else None
+    if key is None or not isinstance(operator, str):
+        return f"operator {operator!r} is not in the key file"
+    fields = {"trial_id": trial_id, "token": submission.get("token"), "success": submission.get("success"),
+              "progress": submission.get("progress"), "preference": submission.get("preference"),
+              "notes": submission.get("notes"), "scorer": submission.get("operator")}
+    if not (isinstance(counter, int) and isinstance(mac, str)
+            and _verify(key, mac, "trial_score", session_id, operator, counter, fields)):
+        return f"the journaled score is not what operator {operator!r} signed (counter {counter})"
+    return ""
 
 
 # -- the manager's side --------------------------------------------------------------------------

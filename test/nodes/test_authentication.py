@@ -81,8 +81,9 @@ def test_a_rogue_node_cannot_score_void_pause_or_abort(start_node: Any, probe: A
     from evalstop.srv import CorrectScore, SessionControl
 
     from evalstop_ros import qos
+    from evalstop_ros.audit import audit
     from evalstop_ros.session import read_journal
-    from evalstop_ros.session.auth import Signer, new_keys
+    from evalstop_ros.session.auth import Signer, new_keys, read_keys
 
     manager_keys, clients = operator_keys(tmp_path, "alice")
     alice = Signer.from_file(clients["alice"])
@@ -171,6 +172,12 @@ def test_a_rogue_node_cannot_score_void_pause_or_abort(start_node: Any, probe: A
     assert not any(e.kind in ("paused", "void") for e in events)
     aborted = next(e for e in events if e.kind == "aborted")
     assert aborted.payload["reason"] == "done" and aborted.payload["auth"]["operator"] == "alice"
+    # the audit, given the operators' keys, verifies the signed score and counts the refusals
+    report = audit(tmp_path / "journals" / "auth.db", operator_keys=read_keys(manager_keys))
+    assert report.verified, [v.message for v in report.violations]
+    assert "1 signed score(s) verified with the operators' keys" in report.notes
+    assert any(note.startswith(f"{len(rejected)} message(s) refused before reaching the session")
+               for note in report.notes)
 
 
 def test_bad_key_files_stop_the_nodes_with_a_clear_line(start_node: Any, tmp_path: pathlib.Path) -> None:

@@ -212,3 +212,41 @@ def test_the_audit_counts_refusals_and_flags_an_accepted_replay(tmp_path: pathli
     report = audit(tmp_path / "replayed.db")
     (violation,) = [v for v in report.violations if v.code == "auth_replay"]
     assert violation.trial_ids == (3,) and "counter 11 of operator 'alice' is not above its earlier 11" in violation.message
+
+
+def test_the_audit_checks_each_signed_score_with_the_operator_keys(tmp_path: pathlib.Path, keys: dict[str, bytes],
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    """Signed scores journaled as signed verify; one whose content differs from what was signed does not."""
+    from evalstop_ros.audit import audit
+
+    gate, alice = Gate(keys), Signer("alice", keys["alice"])
+    path = tmp_path / "signed.db"
+    with EvaluationSession.open(path, sim.make_config(), "s1", durable=False) as session:
+        session.start()
+        for trial_id in range(1, 5):
+            trial = session.next_trial()
+            session.record_runner_result(trial.trial_id, True, 1.0)
+            score = Score(trial_id=trial.trial_id, token=trial.token, success=True, progress=0.5, notes="n")
+            alice.sign("trial_score", "s1", score)
+            check = gate.check("trial_score", "s1", score, last_counter=session.auth_counter("alice"))
+            progress = 0.75 if trial_id == 3 else score.progress  # trial 3: journaled != signed
+            with session.authenticated(check.record):
+                assert session.submit_score(trial.trial_id, score.token, score.success, progress, score.scorer,
+                                            score.notes).accepted
+        session.abort("end of the test")
+    report = audit(path, operator_keys=keys)
+    assert [(v.code, v.trial_ids) for v in report.violations] == [("auth_mac_mismatch", (3,))]
+    assert "the journaled score is not what operator 'alice' signed" in report.violations[0].message
+    assert "3 signed score(s) verified with the operators' keys" in report.notes
+    others = audit(path, operator_keys=new_keys(["alice"]))  # another key: nothing verifies
+    assert {v.trial_ids for v in others.violations if v.code == "auth_mac_mismatch"} == {(1,), (2,), (3,), (4,)}
+    assert not [v for v in audit(path).violations if v.code == "auth_mac_mismatch"]  # no keys: not checked
+    # the command line: exit 1 naming the trial; a bad key file is a usage error
+    from evalstop_ros.cli.main import main
+
+    key_file = write_keys(tmp_path / "operators.keys", keys)
+    assert main(["audit", str(path), "--operator-keys", str(key_file)]) == 1
+    assert "VIOLATION auth_mac_mismatch: trial 3" in capsys.readouterr().out
+    (tmp_path / "bad.keys").write_text("alice 00\n")
+    assert main(["audit", str(path), "--operator-keys", str(tmp_path / "bad.keys")]) == 2
+    assert "at least 16 needed" in capsys.readouterr().err
