@@ -250,3 +250,23 @@ def test_the_audit_checks_each_signed_score_with_the_operator_keys(tmp_path: pat
     (tmp_path / "bad.keys").write_text("alice 00\n")
     assert main(["audit", str(path), "--operator-keys", str(tmp_path / "bad.keys")]) == 2
     assert "at least 16 needed" in capsys.readouterr().err
+
+
+def test_a_flood_of_forged_oversized_messages_is_journaled_in_bounded_form(journal_path: pathlib.Path,
+                                                                           keys: dict[str, bytes]) -> None:
+    from evalstop_ros.session.auth import message_fields, summary
+
+    gate, megabyte = Gate(keys), "x" * (1024 * 1024)
+    with EvaluationSession.open(journal_path, sim.make_config(), "s1", durable=False) as session:
+        session.start()
+        before = len(session.events())
+        for i in range(1000):
+            forged = Score(token=megabyte, notes=megabyte, scorer=megabyte if i % 2 else "alice", counter=i,
+                           mac="ab" * 32)
+            check = gate.check("trial_score", "s1", forged)
+            assert not check.ok and len(check.reason) < 300
+            session.reject_message("trial_score", check.reason,
+                                   summary(forged.scorer, forged.counter, message_fields(forged)))
+        rejected = session.events()[before:]
+        assert len(rejected) == 1000 and all(len(str(e.payload)) < 1024 for e in rejected)
+        assert gate.rejected == {"unsigned": 0, "unknown_operator": 500, "bad_mac": 500, "replay": 0}
