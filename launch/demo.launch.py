@@ -7,6 +7,8 @@ The manager runs the installed ``config/eval.yaml`` (automatic scoring by sim_ro
 each trial and decision, and exits once the session is finished; launch then shuts down.
 (Without ``ros2 launch``, e.g. ROS from PyPI wheels: ``ros2 run evalstop evalstop_demo`` or
 ``make demo`` do the same with separate processes.) Works with ROS 2 Humble, Jazzy and Kilted.
+``operator_keys_file:=FILE`` makes the manager accept only signed scores and session control
+(docs/integrity.md; ``make demo`` generates throw-away keys itself).
 """
 
 from launch.actions import DeclareLaunchArgument, Shutdown
@@ -28,6 +30,7 @@ def generate_launch_description():
                 PathJoinSubstitution([FindPackageShare('evalstop'), 'config', 'eval.yaml']), value_type=str),
             'session_id': ParameterValue(LaunchConfiguration('session_id'), value_type=str),
             'journal_dir': ParameterValue(LaunchConfiguration('journal_dir'), value_type=str),
+            'operator_keys_file': ParameterValue(LaunchConfiguration('operator_keys_file'), value_type=str),
             'exit_on_finish': True,
             'journal_fsync': False,
         }],
@@ -50,6 +53,9 @@ def generate_launch_description():
         DeclareLaunchArgument('success_rates', default_value='[0.5, 0.8]',
                               description='Success rates of policy_a and policy_b in sim_robot.'),
         DeclareLaunchArgument('seed', default_value='0', description='sim_robot seed.'),
+        DeclareLaunchArgument('operator_keys_file', default_value='',
+                              description="Key file of the authorized operators (docs/integrity.md); empty: "
+                                          "unauthenticated (the demo scores automatically, inside the manager)."),
         robot,
         manager,
     ])

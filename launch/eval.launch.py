@@ -16,6 +16,11 @@ namespace). ``robot:=sim_policy`` starts two scripted openpi-protocol policy ser
 ``config_file`` defaults to the installed preset of the robot. ``use_teleop:=true`` opens the operator terminal with
 ``teleop_prefix`` (default ``xterm -e``; the terminal needs a keyboard). Works with ROS 2
 Humble, Jazzy and Kilted.
+
+Authentication (docs/integrity.md): ``operator_keys_file:=operators.keys`` makes the manager accept
+only scores, corrections and session control signed by the operators listed there;
+``teleop_key_file:=alice.key`` and ``runner_key_file:=runner.key`` give the terminal and
+policy_runner (its emergency-stop pause) their keys (``evalstop keys new alice auto:runner``).
 """
 
 from launch.actions import DeclareLaunchArgument, Shutdown
@@ -85,6 +90,13 @@ def generate_launch_description():
                               description='Open the operator terminal (teleop_scorer).'),
         DeclareLaunchArgument('teleop_prefix', default_value='xterm -e',
                               description='Terminal the operator terminal runs in.'),
+        DeclareLaunchArgument('operator_keys_file', default_value='',
+                              description="The manager's key file of the authorized operators (empty: scores "
+                                          "and controls are NOT authenticated)."),
+        DeclareLaunchArgument('teleop_key_file', default_value='',
+                              description="The operator terminal's key file (signs scores and undo)."),
+        DeclareLaunchArgument('runner_key_file', default_value='',
+                              description="policy_runner's key file (signs its emergency-stop pause)."),
         Node(
             package='evalstop', executable='evaluation_manager', name='evaluation_manager',
             namespace=namespace, output='screen', emulate_tty=True,
@@ -94,6 +106,7 @@ def generate_launch_description():
                 'session_id': ParameterValue(LaunchConfiguration('session_id'), value_type=str),
                 'journal_dir': ParameterValue(LaunchConfiguration('journal_dir'), value_type=str),
                 'confirm_reset': LaunchConfiguration('confirm_reset'),
+                'operator_keys_file': ParameterValue(LaunchConfiguration('operator_keys_file'), value_type=str),
             }],
             # the session lives in the manager: when it exits (finished, aborted, or died),
             # stop the runner and the terminal too. (The runner's or the terminal's death does
@@ -117,12 +130,14 @@ def generate_launch_description():
                 'action_name': PythonExpression([repr({k: v[1] for k, v in RUNNERS.items()}), "['", robot, "']"]),
                 # a YAML list of strings (launch_ros parses the text); read by the droid adapter only
                 'droid.cameras': LaunchConfiguration('droid_cameras'),
+                'key_file': ParameterValue(LaunchConfiguration('runner_key_file'), value_type=str),
             }],
             condition=IfCondition(served),
         ),
         Node(
             package='evalstop', executable='teleop_scorer', name='teleop_scorer',
             namespace=namespace, output='screen', prefix=LaunchConfiguration('teleop_prefix'),
+            parameters=[{'key_file': ParameterValue(LaunchConfiguration('teleop_key_file'), value_type=str)}],
             condition=IfCondition(LaunchConfiguration('use_teleop')),
         ),
     ])

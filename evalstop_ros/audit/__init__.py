@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import pathlib
+from collections.abc import Mapping
 
 from ..session.config import SessionConfig
 from .bag import is_bag, read_bag
@@ -56,6 +57,9 @@ def read_source(path: str | os.PathLike[str], *, namespace: str | None = None,
 
 
 def audit(path: str | os.PathLike[str], *, config: SessionConfig | None = None, namespace: str | None = None,
-          session_id: str | None = None, key: bytes | None = None) -> AuditReport:
-    """:func:`read_source` then :func:`verify` (``key``: for a bag without ``session_event``)."""
-    return verify(read_source(path, namespace=namespace, session_id=session_id), config=config, key=key)
+          session_id: str | None = None, key: bytes | None = None,
+          operator_keys: Mapping[str, bytes] | None = None) -> AuditReport:
+    """:func:`read_source` then :func:`verify` (``key``: for a bag without ``session_event``;
+    ``operator_keys``: check the signed scores' MACs)."""
+    return verify(read_source(path, namespace=namespace, session_id=session_id), config=config, key=key,
+                  operator_keys=operator_keys)

@@ -211,7 +211,7 @@ def _drive(session: EvaluationSession, rec: _Recorder, lab: SimulatedLab,
         if not auto:
             rec.send("trial_score", {"trial_id": trial.trial_id, "token": trial.token, "success": success,
                                      "progress": progress, "preference": preference, "notes": "", "scorer": name,
-                                     "instruction": "", "pair_invalid": False})
+                                     "instruction": "", "pair_invalid": False, "counter": 0, "mac": ""})
         outcome = session.submit_score(trial.trial_id, trial.token, success, progress, name, "",
                                        preference=preference)
         publisher.ack(session_id, trial.trial_id, outcome)

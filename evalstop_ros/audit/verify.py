@@ -35,14 +35,15 @@ import dataclasses
 import hashlib
 import json
 import math
-from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, NamedTuple
 
 import numpy as np
 from numpy.typing import NDArray
 
 from ..session.analysis import interim_records, letters, test_keys
+from ..session.auth import signed_score_problem
 from ..session.blinding import revealed_key, unseal
 from ..session.config import ConfigError, MetricConfig, SessionConfig, config_diff, parse_config
 from ..session.errors import JournalError
@@ -95,6 +96,8 @@ CODES = {
     "journal_truncated": "the journal holds fewer events than its head file records",
     "key_unrevealed": "the randomization key was not revealed: labels, tokens and the plan cannot be checked",
     "key_mismatch": "the revealed randomization key does not match the commitment published at the start",
+    "auth_replay": "an operator's journaled request counter did not increase: a replayed request was accepted",
+    "auth_mac_mismatch": "a journaled score is not what its operator signed (checked with --operator-keys)",
 }
 
 #: Relative tolerance of p-values and e-values; absolute tolerance of means.
@@ -439,6 +442,8 @@ def _differences(status: StatusRecord, expected: dict[str, Any]) -> list[str]:
             out.append(f"{key} published {fmt(getattr(status, key))}, recomputed {fmt(expected[key])}")
     if status.origin != "decision event":  # decision events carry no means
         for key in ("mean_a", "mean_b"):
+            if math.isnan(getattr(status, key)):
+                continue  # withheld while the session runs (blinding: session/publishing.py)
             if not _same(getattr(status, key), expected[key], rtol=0.0, atol=MEAN_ATOL):
                 out.append(f"{key} published {fmt(getattr(status, key))}, recomputed {fmt(expected[key])}")
     return out
@@ -450,6 +455,7 @@ class _Verifier:
                  given_key: bytes | None = None) -> None:
         self.violations: list[Violation] = []
         self.notes: list[str] = []
+        self.operator_keys: Mapping[str, bytes] | None = None  # verify()'s operator_keys
         key = self._key(record, given_key)
         if key is not None:  # sealed trial requests of a session_event stream get their policy and token back
             record = dataclasses.replace(record, events=tuple(unseal(record.events, config, key, record.session_id)))
@@ -770,11 +776,51 @@ class _Verifier:
             if event.kind in _EDIT_KINDS and not str(event.payload.get("reason", "")).strip():
                 self.violate("edit_without_reason", [event.trial_id] if event.trial_id else [],
                              f"trial {event.trial_id}: {event.kind} without a reason", pos, event.stamp_ns)
+        self.authentication()
         self.unscored(book)
         posts = [r.trial_id for r in book.trials.values() if r.post_decision and r.score is not None]
         if posts:
             self.notes.append(f"trial(s) {_ranges(posts)} scored after all their policy's comparisons were decided "
                               "(recorded, fed to no test)")
+
+    def authentication(self) -> None:
+        """Each operator's journaled request counters strictly increase; refused messages are counted.
+
+        (The MACs themselves need the operators' keys, which the audit does not have.)
+        """
+        last: dict[str, int] = {}
+        refused: Counter[str] = Counter()
+        macs = 0
+        for event, pos in zip(self.events, self.positions):
+            if self.operator_keys is not None and event.kind in _SCORE_KINDS and event.kind != "score_rejected":
+                auth = event.payload.get("auth")
+                if isinstance(auth, dict) and auth.get("kind") == "trial_score":
+                    problem = signed_score_problem(self.operator_keys, self.record.session_id, int(event.trial_id or 0),
+                                                   event.payload)
+                    macs += not problem
+                    if problem:
+                        self.violate("auth_mac_mismatch", [event.trial_id] if event.trial_id else [],
+                                     f"trial {event.trial_id}: {event.kind}: {problem}", pos, event.stamp_ns)
+            if event.kind == "message_rejected":
+                refused[str(event.payload.get("message", "?"))] += 1
+            entry = event.payload.get("auth")
+            if not (isinstance(entry, dict) and isinstance(entry.get("operator"), str)
+                    and isinstance(entry.get("counter"), int)):
+                continue
+            operator, counter = entry["operator"], entry["counter"]
+            if operator in last and counter <= last[operator]:
+                self.violate("auth_replay", [event.trial_id] if event.trial_id else [],
+                             f"{event.kind}: counter {counter} of operator {operator!r} is not above its earlier "
+                             f"{last[operator]}: a replayed request was accepted", pos, event.stamp_ns)
+            last[operator] = max(counter, last.get(operator, 0))
+        if last:
+            self.notes.append(f"requests signed by operator(s) {', '.join(sorted(last))} (counters increase)")
+        if self.operator_keys is not None:
+            self.notes.append(f"{macs} signed score(s) verified with the operators' keys")
+        if refused:
+            self.notes.append(f"{sum(refused.values())} message(s) refused before reaching the session "
+                              f"(unauthenticated, unauthorized or replayed: "
+                              f"{', '.join(f'{n} {kind}' for kind, n in sorted(refused.items()))})")
 
     def match_acks_quiet(self) -> dict[int, tuple[bool, bool, str]]:
         before = len(self.violations)
@@ -835,8 +881,14 @@ class _Verifier:
             journaled[claimed].append((pos, sub, outcome))
         unmatched: list[ScoreRecord] = []
         used: set[int] = set()
+        refused = self.refused_scores()
         for s in rec.scores:
             wire_sub = s.submission()
+            scorer = s.scorer if len(s.scorer) <= 64 else f"{s.scorer[:64]}... ({len(s.scorer)} characters)"
+            key = (s.trial_id, scorer, s.success, s.progress)  # as auth.summary journals it
+            if refused.get(key):  # refused before it reached the session (authentication): no score event
+                refused[key] -= 1
+                continue
             candidates = [(pos, sub) for pos, sub, _ in journaled.get(s.trial_id, []) if pos not in used]
             match = next((pos for pos, sub in candidates if all(sub.get(k) == v for k, v in wire_sub.items())), None)
             if match is not None:
@@ -868,6 +920,8 @@ class _Verifier:
             for event in self.events:
                 if event.kind in _SCORE_KINDS and event.trial_id is not None:
                     outcomes[event.trial_id].append((event.kind != "score_rejected", event.kind == "score_duplicate"))
+            for trial_id, _, _, _ in self.refused_scores().elements():
+                outcomes[trial_id].append((False, False))
             answers: dict[int, list[tuple[bool, bool]]] = defaultdict(list)
             for ack in rec.acks:
                 answers[ack.trial_id].append((ack.accepted, ack.duplicate))
@@ -892,6 +946,18 @@ class _Verifier:
                                   f"{', '.join(map(str, before_recording))} came before it (a recording gap; the "
                                   "journal stream holds their outcomes)")
         return unmatched
+
+    def refused_scores(self) -> Counter[tuple[int, str, object, object]]:
+        """``trial_score`` messages journaled as ``message_rejected`` (trial, scorer, success, progress)."""
+        out: Counter[tuple[int, str, object, object]] = Counter()
+        for event in self.events:
+            if event.kind == "message_rejected" and event.payload.get("message") == "trial_score":
+                summary = event.payload.get("summary") or {}
+                fields = summary.get("fields") or {} if isinstance(summary, dict) else {}
+                trial_id = fields.get("trial_id")
+                if isinstance(trial_id, int) and not isinstance(trial_id, bool):
+                    out[(trial_id, str(summary.get("operator", "")), fields.get("success"), fields.get("progress"))] += 1
+        return out
 
     def auto_scorer(self, operator: str) -> bool:
         """A score the manager took from the runner itself (never on trial_score)."""
@@ -1052,9 +1118,11 @@ class _Verifier:
             if problems:
                 reproduced[index] = False
                 mismatches[index].append((s, problems, epoch))
-        for index, found in mismatches.items():
+        pinned: list[int] = []  # trials an earlier state named: they explain later mismatches on the same trials
+        for index, found in sorted(mismatches.items(), key=lambda item: item[1][0][0].position):
             s, problems, epoch = found[0]
-            culprits, why = self.culprits(index, s, epoch, at(epoch)[index], history)
+            culprits, why = self.culprits(index, s, epoch, at(epoch)[index], history, pinned)
+            pinned.extend(culprits)
             more = f"; {len(found) - 1} later published state(s) of this comparison differ too" if len(found) > 1 else ""
             self.violate("status_mismatch", culprits, f"{self.label(index)}: {s.origin} at pair {s.n} not reproduced "
                          f"({'; '.join(problems)}){why}{more}", s.position, s.stamp_ns, data=False)
@@ -1091,8 +1159,14 @@ class _Verifier:
                          f"{why}", s.position, s.stamp_ns, data=False)
 
     def culprits(self, index: int, s: StatusRecord, epoch: int, computed: _Computed,
-                 history: dict[tuple[int, int], dict[int, StatusRecord]]) -> tuple[list[int], str]:
-        """The trial(s) behind an unreproduced state, and a clause saying how they were found."""
+                 history: dict[tuple[int, int], dict[int, StatusRecord]], pinned: Sequence[int] = ()
+                 ) -> tuple[list[int], str]:
+        """The trial(s) behind an unreproduced state, and a clause saying how they were found.
+
+        ``pinned``: trials named by earlier mismatches of other comparisons; when nothing pins a
+        trial of this one (its running means are withheld while the session runs), those of
+        them it consumed explain it.
+        """
         comparison = self.tests[index].comparison
         policies = {comparison.policy_a, comparison.policy_b}
         earlier = sorted(t for t, pos in self.data_trials.items() if pos <= s.position and self.policy_of(t) in
@@ -1105,6 +1179,12 @@ class _Verifier:
         trial_a, trial_b = computed.trials_a[n - 1], computed.trials_b[n - 1]
         known = history.get((index, epoch), {})
         before = known.get(n - 1)
+        consumed = sorted(t for t in set(pinned) if t in (*computed.trials_a[:n], *computed.trials_b[:n]))
+        explained = (consumed, f"; explained by the finding(s) on {_trial_words(consumed)} above") if consumed else None
+        withheld = before is not None and (math.isnan(before.mean_a) or math.isnan(before.mean_b))
+        if s.origin != "decision event" and n > 1 and withheld and math.isfinite(s.mean_a):
+            return explained or ([], "; the per-policy means are published only at the end (blinding), so they do "
+                                 "not pin a trial: check this comparison's scores")
         if s.origin != "decision event" and (before is not None or n == 1):
             named = []
             for side, trial, value in (("a", trial_a, computed.values_a[n - 1]), ("b", trial_b, computed.values_b[n - 1])):
@@ -1116,7 +1196,7 @@ class _Verifier:
             if named:
                 return named, (f"; the published means imply a different value for {_trial_words(named)} than "
                                "the recorded score")
-        return [trial_a, trial_b], f"; pair {n} is trials {trial_a} and {trial_b}"
+        return explained or ([trial_a, trial_b], f"; pair {n} is trials {trial_a} and {trial_b}")
 
     def policy_of(self, trial_id: int) -> str:
         for event in self.events:
@@ -1204,7 +1284,8 @@ def _resolve_config(record: SessionRecord, given: SessionConfig | None) -> tuple
     return config, first.origin, violations
 
 
-def verify(record: SessionRecord, *, config: SessionConfig | None = None, key: bytes | None = None) -> AuditReport:
+def verify(record: SessionRecord, *, config: SessionConfig | None = None, key: bytes | None = None,
+           operator_keys: Mapping[str, bytes] | None = None) -> AuditReport:
     """Audit one session record (module docstring).
 
     :param record: From :func:`~evalstop_ros.audit.bag.read_bag` or
@@ -1213,11 +1294,14 @@ def verify(record: SessionRecord, *, config: SessionConfig | None = None, key: b
         ``session_config``); when it has one, the two must agree.
     :param key: The session's randomization key, for a bag without ``session_event`` (which
         otherwise carries it, revealed at the end).
+    :param operator_keys: The manager's operator keys (:func:`~evalstop_ros.session.auth.read_keys`):
+        every signed score journaled must verify (``auth_mac_mismatch`` otherwise).
     :returns: The :class:`AuditReport`; ``report.verified`` is the verdict.
     :raises AuditError: When there is no configuration to audit against.
     """
     resolved, origin, config_violations = _resolve_config(record, config)
     v = _Verifier(record, resolved, origin, key)
+    v.operator_keys = operator_keys
     v.violations.extend(config_violations)
     v.counted_stream()
     book = v.fold()

@@ -38,6 +38,9 @@ exit status: 0 everything verifies, 1 a violation or an unreproduced decision,
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Declare the options of ``evalstop audit``."""
     add_source_arguments(parser)
+    parser.add_argument("--operator-keys", default=None, metavar="FILE",
+                        help="the manager's operator key file: check that every signed score journaled is what "
+                        "its operator signed (docs/integrity.md)")
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of the report")
 
 
@@ -75,6 +78,7 @@ def load(args: argparse.Namespace) -> AuditReport:
         from ..audit import AuditError, audit
     except ImportError as err:
         raise CliError(f"the audit needs rosbags ({err}); pip install 'evalstop[audit]'") from err
+    from ..session.auth import AuthError, read_keys
     from ..session.config import ConfigError, load_config  # here, not at the top: keeps `--help` fast
 
     config: SessionConfig | None = None
@@ -84,8 +88,11 @@ def load(args: argparse.Namespace) -> AuditReport:
         except ConfigError as err:
             raise CliError(str(err)) from err
     try:
+        operator_keys = read_keys(args.operator_keys) if getattr(args, "operator_keys", None) else None
         return audit(args.source, config=config, namespace=args.namespace, session_id=args.session_id,
-                     key=_key(args.key))
+                     key=_key(args.key), operator_keys=operator_keys)
+    except AuthError as err:
+        raise CliError(str(err)) from err
     except AuditError as err:
         raise CliError(str(err)) from err
 

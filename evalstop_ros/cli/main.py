@@ -26,6 +26,7 @@ VERBS = {
     "report": "write an HTML report (figures, decisions, letters, savings) and CSV exports of a session",
     "rank": "rank policies from pairwise A/B comparisons (BT, Davidson, Elo, PROG, task-aware)",
     "hub": "evaluation hub for many stations (serve, add-policy, add-station, revoke, export, analyze, station)",
+    "keys": "create operator key files for authenticated scores and session control",
 }
 EPILOG = """\
 examples:

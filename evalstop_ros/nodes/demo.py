@@ -46,6 +46,7 @@ from rclpy.utilities import remove_ros_args
 
 from .. import qos
 from ..session import load_config, offline_claims, offline_decisions
+from ..session.auth import new_keys, write_keys
 from ._common import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, ros_context
 
 __all__ = ["DemoMonitor", "add_arguments", "main"]
@@ -192,7 +193,7 @@ def _stop(proc: subprocess.Popen[bytes], timeout: float = 10.0, *, grace: float 
     return proc.returncode
 
 
-def _policy_robot(args: argparse.Namespace, workdir: pathlib.Path) -> dict[str, list[str]]:
+def _policy_robot(args: argparse.Namespace, workdir: pathlib.Path, key_file: pathlib.Path) -> dict[str, list[str]]:
     """Commands of ``--robot sim_policy``: a good and a bad scripted policy server, and policy_runner."""
     ports = {}
     for policy in ("good_vla", "bad_vla"):
@@ -206,7 +207,8 @@ def _policy_robot(args: argparse.Namespace, workdir: pathlib.Path) -> dict[str, 
     commands = {f"server_{p}": [*server, "--policy", p.split("_")[0], "--port", str(port)]
                 for p, port in ports.items()}
     commands["policy_runner"] = [_executable("policy_runner"), *_ros_args(
-        {"servers_file": str(servers), "robot": "sim", "rate": args.rate, "max_steps": 30, "sim.seed": args.seed})]
+        {"servers_file": str(servers), "robot": "sim", "rate": args.rate, "max_steps": 30, "sim.seed": args.seed,
+         "key_file": str(key_file)})]
     return commands
 
 
@@ -240,14 +242,21 @@ def run(args: argparse.Namespace) -> int:
           f"  ROS_DOMAIN_ID {env['ROS_DOMAIN_ID']}, discovery {env['ROS_AUTOMATIC_DISCOVERY_RANGE']}; "
           f"journal and node logs in {workdir}", flush=True)
 
+    # throw-away operator keys (docs/integrity.md): the manager accepts only signed scores and controls
+    keys = new_keys(["operator", "auto:policy_runner"])
+    manager_keys = write_keys(workdir / "operators.keys", keys)
+    runner_key = write_keys(workdir / "policy_runner.key", {"auto:policy_runner": keys["auto:policy_runner"]})
+    write_keys(workdir / "operator.key", {"operator": keys["operator"]})
+    print(f"  authentication: throw-away operator keys in {manager_keys} (teleop_scorer: "
+          f"-p key_file:={workdir / 'operator.key'})", flush=True)
     sim_params = {"policies": policies, "success_rates": rates, "progress_means": means, "seed": args.seed,
                   "duration": args.duration, "auto_score": True}
     manager_params = {"config_file": config_path, "session_id": session_id, "journal_dir": str(workdir),
-                      "exit_on_finish": True, "journal_fsync": False,
+                      "exit_on_finish": True, "journal_fsync": False, "operator_keys_file": str(manager_keys),
                       # as `ros2 launch evalstop eval.launch.py robot:=sim_policy`: the (automatic) operator
                       # confirms each scene reset before the robot starts
                       "confirm_reset": args.robot == "sim_policy"}
-    robot = (_policy_robot(args, workdir) if args.robot == "sim_policy"
+    robot = (_policy_robot(args, workdir, runner_key) if args.robot == "sim_policy"
              else {"sim_robot": [_executable("sim_robot"), *_ros_args(sim_params)]})
     procs: dict[str, subprocess.Popen[bytes]] = {}
     logs = {name: (workdir / f"{name}.log").open("wb") for name in (*robot, "evaluation_manager")}

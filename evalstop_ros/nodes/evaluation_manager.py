@@ -19,6 +19,13 @@ unit-tested without DDS) and the session's answers back into messages:
   confirmation that the scene is reset: with ``confirm_reset`` in the session config a trial is
   sent to the runner only after it) and ``correct_score``.
 
+With ``operator_keys_file`` set, every score, correction/void and session-control request
+must be signed by an operator listed there (:mod:`evalstop_ros.session.auth`): unsigned,
+unknown, forged or replayed ones are refused with the reason, counted in ``/diagnostics`` and
+journaled in bounded form (``message_rejected``), and the answers (``score_ack``, the service
+responses) are signed for the operator.  Without it the manager warns at start-up and reports
+``authentication: off`` in ``/diagnostics``.
+
 Crash safety comes from the session journal (``journal_dir/<session_id>.db``): started again
 with the same ``session_id`` the manager replays it and carries on from the pending trial.
 A trial whose automatic score was lost with the crash (run recorded, score not) is run again.
@@ -32,11 +39,13 @@ read it), unless ``exit_on_finish`` is set (the demo and tests), then it exits w
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import logging
 import math
 import os
 import pathlib
+from collections.abc import Callable
 from typing import Any
 
 import rclpy
@@ -61,6 +70,7 @@ from ..session import (
     SessionConfig,
     SessionError,
     SessionState,
+    auth,
     load_config,
 )
 from ..session.journal import Event
@@ -153,6 +163,10 @@ class EvaluationManager(Node):
             self, "goal_response_timeout", 5.0,
             "Seconds to wait for the runner's answer to a goal (or for a finished goal's result) before "
             "sending it again: DDS can lose responses.", float_range=(0.05, 600.0))
+        self.operator_keys_file: str = declare(
+            self, "operator_keys_file", "",
+            "Key file of the authorized operators (`OPERATOR HEXKEY` lines): scores, corrections and session "
+            "control must be signed (docs/integrity.md). Empty: NOT authenticated.", read_only=True)
         self.journal_fsync: bool = declare(
             self, "journal_fsync", True,
             "fsync every journal append (survives a power cut); false survives a killed process only.")
@@ -174,6 +188,14 @@ class EvaluationManager(Node):
             if problem:
                 raise ValueError(problem)
         self.add_on_set_parameters_callback(self._on_set_parameters)
+        self._gate = auth.Gate(auth.read_keys(self.operator_keys_file) if self.operator_keys_file else None)
+        if self._gate.enabled:
+            self.get_logger().info(f"authentication on: {len(self._gate.operators)} authorized operator(s) "
+                                   f"({', '.join(self._gate.operators)})")
+        else:
+            self.get_logger().warning(
+                "no operator_keys_file: scores, corrections and session control are NOT authenticated (any node "
+                "on the domain that reads trial_request can score, void, pause or abort); see docs/integrity.md")
 
         self.get_logger().info(
             f"QoS: trial_request/session_status/session_config {qos.describe(latched_qos)}, comparison_status "
@@ -192,8 +214,8 @@ class EvaluationManager(Node):
         self._diagnostics_pub = self.create_publisher(DiagnosticArray, "/diagnostics", diagnostics_qos)
         self.create_subscription(TrialScore, "trial_score", self._on_score, event_qos)
         self.create_service(StartSession, "start_session", self._on_start_session)
-        self.create_service(SessionControl, "session_control", self._on_session_control)
-        self.create_service(CorrectScore, "correct_score", self._on_correct_score)
+        self.create_service(SessionControl, "session_control", self._guarded("session_control", self._on_session_control))
+        self.create_service(CorrectScore, "correct_score", self._guarded("correct_score", self._on_correct_score))
         self.create_timer(1.0, self._publish_diagnostics)
         self.create_timer(WATCH_PERIOD, self._watch)
 
@@ -211,6 +233,7 @@ class EvaluationManager(Node):
         self._operator_trial = 0  # auto-scoring session, but this trial waits for an operator score
         self._ended = False
         self._reject_log = RateLimit(LOG_BURST, LOG_WINDOW_S)  # a flood of bad scores cannot flood the log
+        self._auth_log = RateLimit(LOG_BURST, LOG_WINDOW_S)  # nor a flood of unauthenticated messages
 
         # hub mode (hub_url set): a station of an evaluation hub, no local session (nodes/hub_mode.py)
         self._hub: HubMode | None = hub_mode(self)
@@ -417,15 +440,23 @@ class EvaluationManager(Node):
         if self._hub is not None:
             self._hub.on_score(msg)
             return
-        outcome = self._submit(msg.trial_id, msg.token, msg.success, msg.progress, scorer=msg.scorer,
-                               notes=msg.notes, preference=msg.preference, instruction=msg.instruction,
-                               pair_invalid=msg.pair_invalid)
+        check = self._authenticate("trial_score", msg)
+        if not check.ok:
+            outcome = ScoreOutcome(False, False, check.reason)
+            self._publisher.ack(self.session.session_id if self.session else "", msg.trial_id, outcome,
+                                scorer=str(msg.scorer)[:64], counter=int(msg.counter))
+            return
+        with self.session.authenticated(check.record) if self.session else contextlib.nullcontext():
+            outcome = self._submit(msg.trial_id, msg.token, msg.success, msg.progress, scorer=msg.scorer,
+                                   notes=msg.notes, preference=msg.preference, instruction=msg.instruction,
+                                   pair_invalid=msg.pair_invalid, check=check)
         if self.session is not None and outcome.accepted and not outcome.duplicate:
             self._publisher.status(self.session)  # the score counted: say so before the next trial's work
         self._advance()
 
     def _submit(self, trial_id: int, token: str, success: bool, progress: float, *, scorer: str, notes: str,
-                preference: str, instruction: str = "", pair_invalid: bool = False) -> ScoreOutcome:
+                preference: str, instruction: str = "", pair_invalid: bool = False,
+                check: auth.Check | None = None) -> ScoreOutcome:
         if self.session is None:
             outcome = ScoreOutcome(False, False, "no session is running")
         else:
@@ -435,8 +466,44 @@ class EvaluationManager(Node):
         if not outcome.accepted and self._reject_log.allow():  # the reason on score_ack; bounded, rate-limited
             self.get_logger().warning(f"score for trial {trial_id} (scorer {bounded(scorer)!r}) rejected: "
                                       f"{outcome.reason}{self._reject_log.suppressed()}")
-        self._publisher.ack(self.session.session_id if self.session else "", trial_id, outcome)
+        session_id = self.session.session_id if self.session else ""
+        if check is None:
+            self._publisher.ack(session_id, trial_id, outcome)
+        else:
+            self._publisher.ack(session_id, trial_id, outcome, scorer=check.operator, counter=check.counter,
+                                mac=lambda fields: self._gate.sign_answer("trial_score", session_id, check, fields))
         return outcome
+
+    # -- authentication ---------------------------------------------------------------------
+    def _authenticate(self, kind: str, msg: Any) -> auth.Check:
+        """Check a request's signature and counter; journal, count and log (rate-limited) a refusal."""
+        session = self.session
+        operator = msg.scorer if isinstance(msg.scorer, str) else ""
+        check = self._gate.check(kind, session.session_id if session else "", msg,
+                                 last_counter=session.auth_counter(operator) if session else 0)
+        if not check.ok:
+            if session is not None:
+                session.reject_message(kind, check.reason, auth.summary(msg.scorer, msg.counter, auth.message_fields(msg)))
+            if self._auth_log.allow():
+                self.get_logger().warning(f"{kind} refused: {check.reason}{self._auth_log.suppressed()}")
+        return check
+
+    def _guarded(self, kind: str, handler: Callable[[Any, Any], None]) -> Callable[[Any, Any], Any]:
+        """A service callback that runs ``handler`` only for an authenticated request and signs the answer."""
+        def callback(request: Any, response: Any) -> Any:
+            check = self._authenticate(kind, request)
+            session = self.session
+            if not check.ok:
+                response.ok, response.message = False, check.reason
+            elif session is None:
+                handler(request, response)
+            else:
+                with session.authenticated(check.record):
+                    handler(request, response)
+                response.mac = self._gate.sign_answer(kind, session.session_id, check, response)
+            self._advance()
+            return response
+        return callback
 
     # -- services ---------------------------------------------------------------------------
     def _on_start_session(self, request: StartSession.Request, response: StartSession.Response
@@ -445,8 +512,7 @@ class EvaluationManager(Node):
                                                            request.config_path or self.config_file)
         return response
 
-    def _on_session_control(self, request: SessionControl.Request, response: SessionControl.Response
-                            ) -> SessionControl.Response:
+    def _on_session_control(self, request: SessionControl.Request, response: SessionControl.Response) -> None:
         """Pause, resume or abort; a request sent again (its answer was lost) gets the same answer."""
         session = self.session
         names = {SessionControl.Request.COMMAND_PAUSE: "pause", SessionControl.Request.COMMAND_RESUME: "resume",
@@ -478,11 +544,8 @@ class EvaluationManager(Node):
                 response.ok, response.message = True, f"session {session.session_id} {session.state.value}"
         if not response.ok:
             self.get_logger().warning(f"session_control {command or request.command} refused: {response.message}")
-        self._advance()
-        return response
 
-    def _on_correct_score(self, request: CorrectScore.Request, response: CorrectScore.Response
-                          ) -> CorrectScore.Response:
+    def _on_correct_score(self, request: CorrectScore.Request, response: CorrectScore.Response) -> None:
         session = self.session
         reason = request.reason.strip()
         if reason and request.scorer:
@@ -511,8 +574,6 @@ class EvaluationManager(Node):
             pending = session.pending_trial()
             if pending is None or pending.trial_id != self._running.trial_id:
                 self._cancel_run()  # the trial being run was voided: stop the rollout, move on
-        self._advance()
-        return response
 
     # -- status -----------------------------------------------------------------------------
     def _publish_diagnostics(self) -> None:
@@ -524,8 +585,13 @@ class EvaluationManager(Node):
         runner = "" if self._link is None else self._link.state
         if runner == "waiting":
             runner = f"waiting for the runner action server '{self._runner_name}'"
+        gate = self._gate
+        authentication = (("authentication", f"on ({len(gate.operators)} operators)" if gate.enabled
+                           else "off (unauthenticated)"),
+                          ("messages_rejected", str(gate.rejected_total)),
+                          *((f"messages_rejected_{cause}", str(n)) for cause, n in gate.rejected.items()))
         for d in diagnostics(self.session, node=self.get_name(), hardware_id=self._runner_name or "runner",
-                             runner=runner, max_attempts=self.max_attempts):
+                             runner=runner, max_attempts=self.max_attempts, extra=authentication):
             array.status.append(DiagnosticStatus(
                 level=bytes([d.level]), name=d.name, message=d.message, hardware_id=d.hardware_id,
                 values=[KeyValue(key=k, value=v) for k, v in d.values]))

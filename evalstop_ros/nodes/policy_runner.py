@@ -45,6 +45,7 @@ from ..runner.episode import EpisodeControl, EpisodeSettings, Progress, run_epis
 from ..runner.errors import RunnerError
 from ..runner.recorder import EpisodeRecorder, with_recording
 from ..runner.trials import RunLedger, load_servers
+from ..session import auth
 from ._common import declare, spin_node
 
 __all__ = ["PolicyRunner", "main"]
@@ -78,6 +79,11 @@ class PolicyRunner(Node):
         session_control: str = declare(self, "session_control", "session_control",
                                        "The manager's SessionControl service (paused on emergency stop).",
                                        read_only=True)
+        key_file: str = declare(self, "key_file", "",
+                                "The runner's key file (`OPERATOR HEXKEY`, docs/integrity.md): its emergency-stop "
+                                "pause requests are signed. Empty: unsigned.", read_only=True)
+        self._signer = auth.Signer.from_file(key_file) if key_file else None
+        self._session_id = ""  # of the latest goal: the pause request is signed for it
         if not servers_file:
             raise ValueError("`servers_file` is required (a YAML map policy_servers: {policy_id: {host, port}})")
         try:
@@ -154,6 +160,8 @@ class PolicyRunner(Node):
         def send(tries: int) -> None:
             if tries == 0 or not rclpy.ok(context=self.context):
                 return
+            if self._signer is not None:
+                self._signer.sign("session_control", self._session_id, request)  # fresh counter per send
             future = self._pause_client.call_async(request)
             timer = None
 
@@ -178,6 +186,7 @@ class PolicyRunner(Node):
 
     # -- action -----------------------------------------------------------------------------
     def _on_goal(self, goal: RunTrial.Goal) -> GoalResponse:
+        self._session_id = goal.session_id
         if goal.policy_id not in self.servers:
             self.get_logger().error(f"trial {goal.trial_id}: goal rejected, its policy has no server in servers_file")
             return GoalResponse.REJECT

@@ -31,6 +31,11 @@ Commands (then Enter)::
     q            quit
 
 The node never prints a policy id: it reads ``session_status`` only for the session state.
+
+With ``key_file`` (this operator's ``OPERATOR HEXKEY`` line, docs/integrity.md) every score and
+undo is signed (:class:`~evalstop_ros.session.auth.Signer`; the operator id becomes the
+``scorer``), every send with a fresh counter, and only answers signed by the manager for that
+very request count: a forged or unsigned ``ScoreAck`` is ignored (and counted).
 """
 
 from __future__ import annotations
@@ -43,15 +48,18 @@ import threading
 from collections.abc import Iterator
 from typing import Any, TextIO
 
+import rclpy
 from evalstop.msg import ScoreAck, SessionStatus, TrialRequest, TrialScore
 from evalstop.srv import CorrectScore, SessionControl
+from rclpy.exceptions import ParameterException
 from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
 from rclpy.node import Node
 from rclpy.qos import QoSProfile
 from std_srvs.srv import SetBool, Trigger
 
 from .. import qos
-from ._common import declare, ros_context
+from ..session import auth
+from ._common import EXIT_USAGE, declare, parameter_error, ros_context
 
 __all__ = ["TeleopScorer", "main"]
 
@@ -77,6 +85,17 @@ class TeleopScorer(Node):
         self.ack_timeout: float = declare(
             self, "ack_timeout", 2.0, "Seconds to wait for the manager's ScoreAck before re-sending a score.")
         self.max_sends: int = declare(self, "max_sends", 10, "Sends of one score before giving up.")
+        self.key_file: str = declare(
+            self, "key_file", "", "This operator's key file (`OPERATOR HEXKEY`): scores and undo requests are "
+            "signed and only signed answers count. Empty: unsigned (a manager with keys refuses them).",
+            read_only=True)
+        self._signer = auth.Signer.from_file(self.key_file) if self.key_file else None
+        if self._signer is not None:
+            self.scorer = self._signer.operator
+        #: Answers on score_ack for this terminal's scores that were not signed for them (ignored).
+        self.unauthenticated_acks = 0
+        self._ignored_reason = ""
+        self._session_id = ""  # the session of the latest trial request or status (signatures bind to it)
         self.out = out
         self._print_lock = threading.Lock()
         self._cond = threading.Condition()
@@ -122,6 +141,7 @@ class TeleopScorer(Node):
             if self.trial is None or msg.round != self.trial.round:
                 self.instruction, self.pair_invalid = "", False
             self.trial = msg
+            self._session_id = msg.session_id or self._session_id
             self.progress, self.note, self.preference = None, "", ""
             self._cond.notify_all()
             if self._sending:  # shown after the answer to the score being sent
@@ -171,6 +191,7 @@ class TeleopScorer(Node):
             self._cond.notify_all()
 
     def _on_status(self, msg: SessionStatus) -> None:
+        self._session_id = msg.session_id or self._session_id
         awaiting = msg.state_name.partition(":awaiting_")[2] if msg.pending_trial_id else ""
         self._awaiting = awaiting
         if (msg.pending_trial_id, awaiting) != self._phase:
@@ -271,7 +292,7 @@ class TeleopScorer(Node):
                          instruction=self.instruction, pair_invalid=self.pair_invalid)
         msg.header.stamp = self.get_clock().now().to_msg()
         with self._waiting_for_manager():
-            self._send(msg)
+            self._send(msg, trial.session_id)
 
     @contextlib.contextmanager
     def _waiting_for_manager(self) -> Iterator[None]:
@@ -288,18 +309,23 @@ class TeleopScorer(Node):
             else:
                 self._show_phase(self.trial.trial_id if self.trial is not None else 0)
 
-    def _send(self, msg: TrialScore) -> None:
+    def _send(self, msg: TrialScore, session_id: str) -> None:
         trial_id, success, progress = msg.trial_id, msg.success, msg.progress
         for attempt in range(1, self.max_sends + 1):
             with self._cond:
                 seen = len(self._acks)
+            if self._signer is not None:
+                self._signer.sign("trial_score", session_id, msg)  # a fresh counter for every send
             self._score_pub.publish(msg)
-            ack = self._wait_ack(trial_id, seen)
+            ack = self._wait_ack(msg, session_id, seen)
             if ack is not None:
                 break
             self.say(f"no answer from the manager for trial {trial_id} (send {attempt}); sending again")
         else:
-            self.say(f"trial {trial_id}: NOT recorded, the manager does not answer; score it again later")
+            said = f"; the last said: {self._ignored_reason!r}" if self._ignored_reason else ""
+            ignored = (f" ({self.unauthenticated_acks} unauthenticated answers ignored so far{said}: check the key "
+                       "files)" if self.unauthenticated_acks else "")
+            self.say(f"trial {trial_id}: NOT recorded, the manager does not answer; score it again later{ignored}")
             return
         if not ack.accepted:
             self.say(f"trial {trial_id}: REJECTED: {ack.reason}")
@@ -313,9 +339,24 @@ class TeleopScorer(Node):
                 if self.trial is not None and self.trial.trial_id == trial_id:
                     self.progress, self.note, self.preference = None, "", ""
 
-    def _wait_ack(self, trial_id: int, seen: int) -> ScoreAck | None:
+    def _wait_ack(self, msg: TrialScore, session_id: str, seen: int) -> ScoreAck | None:
+        """The manager's answer to ``msg`` (signed for it, with a key file), or None after ``ack_timeout``."""
+        checked: dict[int, bool] = {}  # ack index -> answers msg
+
+        def answers(index: int, ack: ScoreAck) -> bool:
+            if index not in checked:
+                ok = ack.trial_id == msg.trial_id
+                if ok and self._signer is not None:
+                    ok = (ack.scorer == msg.scorer and ack.counter == msg.counter
+                          and self._signer.verify_answer("trial_score", session_id, msg, ack))
+                    if not ok:
+                        self.unauthenticated_acks += 1
+                        self._ignored_reason = ack.reason[:200]
+                checked[index] = ok
+            return checked[index]
+
         def answered() -> ScoreAck | None:
-            return next((a for a in self._acks[seen:] if a.trial_id == trial_id), None)
+            return next((a for i, a in enumerate(self._acks[seen:], seen) if answers(i, a)), None)
 
         with self._cond:
             self._cond.wait_for(lambda: answered() is not None, timeout=self.ack_timeout)
@@ -331,6 +372,9 @@ class TeleopScorer(Node):
                      "that trial will be run again")
         request = CorrectScore.Request(trial_id=0, action=CorrectScore.Request.ACTION_UNDO, reason=reason,
                                        scorer=self.scorer)
+        session_id = self._session_id
+        if self._signer is not None:
+            self._signer.sign("correct_score", session_id, request)
         done = threading.Event()
         with self._waiting_for_manager():
             future = self._correct.call_async(request)
@@ -339,6 +383,11 @@ class TeleopScorer(Node):
                 self.say("undo failed: no answer from the manager")
                 return
             response = future.result()
+            if self._signer is not None and not self._signer.verify_answer("correct_score", session_id, request,
+                                                                           response):
+                self.say(f"undo: the answer is not signed by the manager for this request, ignored "
+                         f"(it said: {response.message[:200]!r}); check the key files")
+                return
             self.say(f"undo: {response.message}" if response.ok else f"undo refused: {response.message}")
 
 
@@ -351,21 +400,31 @@ class TeleopScorer(Node):
             return
         request = SessionControl.Request(command=SessionControl.Request.COMMAND_CONFIRM_RESET,
                                          trial_id=trial.trial_id, attempt=trial.attempt,
-                                         reason=f"scene reset confirmed by {self.scorer}")
-        self._robot_call(self._control, request, "scene reset", server="the manager")
+                                         reason=f"scene reset confirmed by {self.scorer}", scorer=self.scorer)
+        self._robot_call(self._control, request, "scene reset", server="the manager", signed="session_control")
 
-    def _robot_call(self, client: Any, request: Any, what: str, server: str = "the runner") -> None:
+    def _robot_call(self, client: Any, request: Any, what: str, server: str = "the runner", signed: str = "") -> None:
         """Call a service of ``server``, re-sending every second (DDS may drop a request or its answer)
-        for 5 s; the services are idempotent, so a re-sent request gets the same answer."""
+        for 5 s; the services are idempotent, so a re-sent request gets the same answer.
+
+        ``signed``: the request kind to sign it as (afresh for every send) when this terminal has a
+        key; the answer then counts only with the manager's signature."""
         if not client.wait_for_service(timeout_sec=2.0):
             self.say(f"{what}: {server} does not offer {client.srv_name} (is it running?)")
             return
+        session_id, signer = self._session_id, self._signer if signed else None
         for _ in range(5):
+            if signer is not None:
+                signer.sign(signed, session_id, request)
             done = threading.Event()
             future = client.call_async(request)
             future.add_done_callback(lambda _, answered=done: answered.set())
             if done.wait(1.0):
                 result = future.result()
+                if signer is not None and not signer.verify_answer(signed, session_id, request, result):
+                    self.say(f"{what}: the answer is not signed by the manager for this request, ignored "
+                             f"(it said: {result.message[:200]!r}); check the key files")
+                    return
                 ok = getattr(result, "success", getattr(result, "ok", True))
                 self.say(f"{what}: {result.message}" if ok else f"{what} REFUSED: {result.message}")
                 return
@@ -373,10 +432,14 @@ class TeleopScorer(Node):
 
 
 def main(args: list[str] | None = None) -> int:
-    """Run the terminal until ``q``, end of input or Ctrl-C; exit status 0."""
+    """Run the terminal until ``q``, end of input or Ctrl-C; exit status 0 (2: invalid parameters)."""
     try:
         with ros_context(args):
-            node = TeleopScorer(latched_qos=qos.TRIAL_REQUEST_QOS, event_qos=qos.SCORE_QOS)
+            try:
+                node = TeleopScorer(latched_qos=qos.TRIAL_REQUEST_QOS, event_qos=qos.SCORE_QOS)
+            except (ParameterException, ValueError, TypeError) as err:  # e.g. a bad key_file
+                rclpy.logging.get_logger("teleop_scorer").fatal(f"invalid parameters: {parameter_error(err)}")
+                return EXIT_USAGE
             executor = SingleThreadedExecutor()
             executor.add_node(node)
             spinner = threading.Thread(target=executor.spin, daemon=True)

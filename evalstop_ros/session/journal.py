@@ -83,6 +83,7 @@ KINDS = frozenset({
     "schedule_choice",
     "key_revealed",
     "message_rejected",
+    "request_noted",
 })
 
 _NO_CHANGE = "BEGIN SELECT RAISE(ABORT, 'the journal is append-only'); END"

@@ -26,6 +26,12 @@ Topics (relative names):
     After every change; ``comparison_status`` then carries each comparison whose pair count or
     decision changed since the last status (with multi-task claims, also each claim row,
     ``task == "*"``).
+
+While the session is not over, the per-policy running means (``mean_a``, ``mean_b``) of every
+comparison are withheld (NaN) on ``session_status``, ``comparison_status`` and ``/diagnostics``:
+with the operator's own scores by label they would link labels to policies.  Once the session
+has finished or was aborted every row is published again, with its means; the journal keeps the
+scores, so the audit recomputes everything.
 """
 
 from __future__ import annotations
@@ -47,6 +53,8 @@ STATE_CODES: Mapping[SessionState, int] = {
     SessionState.IDLE: 0, SessionState.RUNNING: 1, SessionState.PAUSED: 2, SessionState.FINISHED: 3,
     SessionState.ABORTED: 4,
 }
+#: States after which the per-policy means are published.
+FINAL = frozenset({SessionState.FINISHED, SessionState.ABORTED})
 #: Journal kinds after which the comparisons (and letters) may have changed.
 SCORE_CHANGES = frozenset({"score_accepted", "post_decision_score", "correction", "void", "decision"})
 
@@ -60,8 +68,13 @@ def _nan(value: float | None) -> float:
     return math.nan if value is None else float(value)
 
 
-def comparison_fields(c: ComparisonSnapshot) -> Fields:
-    """``ComparisonStatus`` message fields of one test or claim row (NaN where undefined)."""
+def comparison_fields(c: ComparisonSnapshot, *, blind: bool = False) -> Fields:
+    """``ComparisonStatus`` message fields of one test or claim row (NaN where undefined).
+
+    ``blind``: withhold the per-policy means (NaN), as while the session runs.
+    """
+    if blind:
+        c = dataclasses.replace(c, mean_a=math.nan, mean_b=math.nan)
     return {
         "policy_a": c.policy_a, "policy_b": c.policy_b, "metric": c.metric, "method": c.method,
         "alpha": float(c.alpha), "n": int(c.n), "decision": int(c.decision), "pvalue": _nan(c.pvalue),
@@ -86,7 +99,7 @@ class SessionPublisher:
     def __init__(self, send: Send) -> None:
         self._send = send
         self._request: tuple[int, int] | None = None
-        self._comparison_keys: list[tuple[int, int]] = []
+        self._comparison_keys: list[tuple[int, int, bool]] = []
         self._changes = 0  # score-changing events seen: the comparisons are recomputed only then
         self._memo: tuple[int, list[ComparisonSnapshot], dict[str, str]] | None = None
 
@@ -123,11 +136,19 @@ class SessionPublisher:
             "round_labels": []}, None)
         self._request = (0, 0)
 
-    def ack(self, session_id: str, trial_id: int, outcome: ScoreOutcome) -> None:
-        """``score_ack``: the reason is empty for a plain acceptance."""
+    def ack(self, session_id: str, trial_id: int, outcome: ScoreOutcome, *, scorer: str = "", counter: int = 0,
+            mac: Callable[[Fields], str] | None = None) -> None:
+        """``score_ack``: the reason is empty for a plain acceptance.
+
+        ``scorer`` and ``counter`` name the score answered; ``mac(fields)`` signs the answer
+        (:meth:`.auth.Gate.sign_answer`) when the score was authenticated.
+        """
         plain = outcome.accepted and not outcome.duplicate and not outcome.post_decision
-        self._send("score_ack", {"session_id": session_id, "trial_id": int(trial_id), "accepted": outcome.accepted,
-                                 "duplicate": outcome.duplicate, "reason": "" if plain else outcome.reason}, None)
+        fields: Fields = {"session_id": session_id, "trial_id": int(trial_id), "accepted": outcome.accepted,
+                          "duplicate": outcome.duplicate, "reason": "" if plain else outcome.reason,
+                          "scorer": scorer, "counter": int(counter)}
+        fields["mac"] = mac(fields) if mac is not None else ""
+        self._send("score_ack", fields, None)
 
     def idle(self) -> None:
         """``session_status`` of a manager without a session."""
@@ -148,7 +169,8 @@ class SessionPublisher:
         """``session_status``, then ``comparison_status`` for each row whose n or decision changed."""
         status = session.status()
         rows, letters = self.rows(session)
-        comparisons = [comparison_fields(c) for c in rows]
+        blind = status.state not in FINAL
+        comparisons = [comparison_fields(c, blind=blind) for c in rows]
         running = status.state == SessionState.RUNNING
         self._send("session_status", {
             "session_id": session.session_id, "state": STATE_CODES[status.state],
@@ -158,7 +180,7 @@ class SessionPublisher:
             "pending_trial_id": status.pending_trial_id or 0, "active_policies": list(status.active_policies),
             "active_tasks": list(status.active_tasks), "comparisons": comparisons,
             "letter_policies": list(letters), "letters": list(letters.values())}, None)
-        keys = [(c["n"], c["decision"]) for c in comparisons]
+        keys = [(c["n"], c["decision"], blind) for c in comparisons]  # the end re-sends every row, with means
         for index, (fields, key) in enumerate(zip(comparisons, keys)):
             before = self._comparison_keys[index] if index < len(self._comparison_keys) else None
             if key != before:
@@ -181,18 +203,19 @@ OK, WARN, ERROR = 0, 1, 2
 
 
 def diagnostics(session: EvaluationSession | None, *, node: str, hardware_id: str, runner: str,
-                max_attempts: int) -> list[Diagnostic]:
+                max_attempts: int, extra: tuple[tuple[str, str], ...] = ()) -> list[Diagnostic]:
     """The manager's ``/diagnostics``: the session, then one entry per comparison.
 
     ``runner`` says what the runner link is doing (``""`` when nothing is wrong, else e.g.
     ``"waiting for the runner action server"`` or ``"re-sending the goal"``).  The session
     entry is WARN while waiting for the runner, paused or retrying, and ERROR once the session
     paused after ``max_attempts`` runner faults in a row; ``name`` is ``<node>: session`` and
-    ``hardware_id`` the robot's runner.
+    ``hardware_id`` the robot's runner.  ``extra`` values (e.g. the authentication counters) are
+    appended to the session entry's.
     """
     session_name = f"{node}: session"
     if session is None:
-        return [Diagnostic(OK, session_name, "idle: waiting for a start_session request", hardware_id, ())]
+        return [Diagnostic(OK, session_name, "idle: waiting for a start_session request", hardware_id, extra)]
     status = session.status()
     faults = session.runner_faults
     level, message = OK, f"{status.state.value}, {status.trials_scored} trials scored"
@@ -213,9 +236,11 @@ def diagnostics(session: EvaluationSession | None, *, node: str, hardware_id: st
               ("max_trials_left", str(status.max_trials_left)),
               ("comparisons_decided", f"{status.comparisons_decided}/{status.comparisons_total}"),
               ("scores_rejected", str(session.rejections)),
-              ("session_id", session.session_id))
+              ("session_id", session.session_id), *extra)
     out = [Diagnostic(level, session_name, message, hardware_id, values)]
     for c in session.comparisons():
+        if status.state not in FINAL:  # the means would link labels to policies (module docstring)
+            c = dataclasses.replace(c, mean_a=math.nan, mean_b=math.nan)
         out.append(Diagnostic(
             WARN if c.decision == 3 else OK,
             f"{node}: {c.policy_a} vs {c.policy_b} ({c.metric}{', task ' + c.task if c.task else ''})",

@@ -84,6 +84,13 @@ the state after a restart is, by construction, the state before the crash:
 ``message_rejected``
     :meth:`reject_message`: a message the node refused before it reached the session (e.g. a
     failed signature), in bounded form.  Audit only.
+``request_noted``
+    An authenticated request that journaled nothing else (refused, or a repeat such as pausing
+    a paused session): its operator and counter (:meth:`authenticated`).  Audit only.
+
+Authenticated requests (:mod:`.auth`): the first event a request causes carries an ``auth``
+entry (``kind``, ``operator``, ``counter``, ``mac``); replay restores each operator's last
+counter from them (:meth:`auth_counter`), so a replayed request is refused after a restart too.
 
 A crash *before* an append leaves no trace, and the caller never got an answer, so it retries;
 a crash *after* it leaves the event, which the restarted session has applied, so a retried score
@@ -153,6 +160,7 @@ interim -- becomes ``BUDGET_EXHAUSTED``.  No p-value or e-value (NaN); ``n`` and
 from __future__ import annotations
 
 import collections
+import contextlib
 import copy
 import dataclasses
 import enum
@@ -164,7 +172,7 @@ import math
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from types import TracebackType
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
@@ -520,6 +528,12 @@ LOG_BURST = 10
 LOG_WINDOW_S = 60.0
 
 
+#: Events a request causes directly (the first one carries the request's ``auth``); derived events
+#: (decisions, the next trial, the reveal) never do.
+REQUEST_KINDS = frozenset({"started", "paused", "resumed", "aborted", "score_accepted", "post_decision_score",
+                           "score_rejected", "score_duplicate", "correction", "void"})
+
+
 def bounded(value: object, limit: int = SUMMARY_CHARS) -> object:
     """``value`` with a long string (or repr) cut to ``limit`` characters and its length noted."""
     if isinstance(value, str) and len(value) > limit:
@@ -626,6 +640,8 @@ class EvaluationSession:
         self._embeddings: dict[str, list[list[float]]] | None = None
         self._choices: dict[int, dict[str, Any]] = {}
         self._revealed = False
+        self._auth_counters: dict[str, int] = {}  # operator -> highest journaled request counter
+        self._auth: dict[str, Any] | None = None  # the request being handled (:meth:`authenticated`)
         #: Scores rejected since this object was built (for diagnostics).
         self.rejections = 0
         self._log_limit = RateLimit(LOG_BURST, LOG_WINDOW_S)
@@ -717,6 +733,32 @@ class EvaluationSession:
         ``summary`` must already be bounded (the node's :mod:`.auth` builds it).
         """
         self._commit("message_rejected", None, message=str(kind)[:64], reason=str(reason)[:256], summary=summary)
+
+    @_locked
+    def auth_counter(self, operator: str) -> int:
+        """The highest request counter of ``operator`` journaled so far (0 if none)."""
+        return self._auth_counters.get(operator, 0)
+
+    @contextlib.contextmanager
+    def authenticated(self, auth: dict[str, Any] | None) -> Iterator[None]:
+        """Journal ``auth`` (an authenticated request's :class:`~.auth.Check` record) with the request.
+
+        Inside the block, the first event of :data:`REQUEST_KINDS` committed carries ``auth``; if the request commits
+        nothing (refused, or a repeat), a ``request_noted`` event does on leaving the block, so
+        its counter is journaled either way and a replay stays refused after a restart.
+        ``None`` (authentication off) does nothing.  Holds the session's lock for the block.
+        """
+        if auth is None:
+            yield
+            return
+        with self._lock:
+            self._auth = dict(auth)
+            try:
+                yield
+            finally:
+                pending, self._auth = self._auth, None
+                if pending is not None:
+                    self._commit("request_noted", None, auth=pending)
 
     @_locked
     def close(self) -> None:
@@ -1219,6 +1261,8 @@ class EvaluationSession:
     # -- the journaled state machine -------------------------------------------------------
     def _commit(self, kind: str, trial_id: int | None, **payload: Any) -> None:
         """Journal an event, apply it exactly as a replay would, then tell :attr:`on_commit`."""
+        if self._auth is not None and kind in REQUEST_KINDS:
+            payload, self._auth = {**payload, "auth": self._auth}, None
         event = self._journal.write(kind, trial_id, **payload)
         self._apply(event)
         if self.on_commit is not None:
@@ -1234,6 +1278,9 @@ class EvaluationSession:
         if handler is None:
             raise JournalError(f"event {event.seq}: unknown kind {event.kind!r}")
         handler(event)
+        auth = event.payload.get("auth")
+        if isinstance(auth, dict) and isinstance(auth.get("operator"), str) and isinstance(auth.get("counter"), int):
+            self._auth_counters[auth["operator"]] = max(self._auth_counters.get(auth["operator"], 0), auth["counter"])
 
     def _diverged(self, event: Event, detail: str) -> JournalError:
         return JournalError(f"journal {str(self._journal.path)!r}, event {event.seq} ({event.kind}): replay diverged: "
@@ -1276,6 +1323,8 @@ class EvaluationSession:
 
     def _on_message_rejected(self, event: Event) -> None:
         """Audit only."""
+
+    _on_request_noted = _on_message_rejected
 
     def _expect_state(self, event: Event, *states: SessionState) -> None:
         if self._state not in states:

@@ -96,7 +96,7 @@ def inject_score_after_stop(messages: Sequence[Message]) -> tuple[list[Message],
         frame_id="")
     score = types["evalstop/msg/TrialScore"](header=header, trial_id=trial_id, token="0123456789ab", success=True,
                                              progress=1.0, preference="", notes="late", scorer="operator",
-                                             instruction="", pair_invalid=False)
+                                             instruction="", pair_invalid=False, counter=0, mac="")
     return [*messages, Message("trial_score", stamp, score)], trial_id
 
 

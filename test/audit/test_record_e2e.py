@@ -26,6 +26,7 @@ from audit_support import BASE, RATES
 
 from evalstop_ros.audit.synthetic import SimulatedLab, rewrite_bag
 from evalstop_ros.session import parse_config
+from evalstop_ros.session.auth import Signer, new_keys, write_keys
 from evalstop_ros.session.journal import Journal
 from evalstop_ros.session.plan import Plan
 
@@ -90,7 +91,7 @@ def _audit(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 def _operate(probe: Any, config: dict[str, Any], timeout: float = 120.0, rates: dict[str, float] = RATES,
-             key: bytes | None = None) -> Any:
+             key: bytes | None = None, signer: Any = None) -> Any:
     """Be the operator: score every trial when it awaits its score; return the final status.
 
     ``key``: the session's plan key, when the test created the journal with one (the simulated
@@ -98,8 +99,9 @@ def _operate(probe: Any, config: dict[str, Any], timeout: float = 120.0, rates: 
 
     Under ``design: ab`` the second score of a round also states the preference
     (:meth:`SimulatedLab.preference`), as RoboArena's operator does after running B.
+    ``signer`` (:class:`~evalstop_ros.session.auth.Signer`): sign every score for the manager's keys.
     """
-    from evalstop.msg import SessionStatus, TrialRequest, TrialScore
+    from evalstop.msg import ScoreAck, SessionStatus, TrialRequest, TrialScore
 
     from evalstop_ros import qos
 
@@ -109,6 +111,7 @@ def _operate(probe: Any, config: dict[str, Any], timeout: float = 120.0, rates: 
     requests = probe.collect(TrialRequest, "trial_request", qos.TRIAL_REQUEST_QOS)
     statuses = probe.collect(SessionStatus, "session_status", qos.STATUS_QOS)
     scores = probe.node.create_publisher(TrialScore, "trial_score", qos.SCORE_QOS)
+    acks = probe.collect(ScoreAck, "score_ack", qos.SCORE_ACK_QOS)
     scored: set[int] = set()
     deadline = time.monotonic() + timeout
     # trial_score is volatile: score only once DDS has matched both readers (manager, recorder)
@@ -138,8 +141,21 @@ def _operate(probe: Any, config: dict[str, Any], timeout: float = 120.0, rates: 
         # a human takes seconds; 50 ms lets a loaded recorder take the depth-1 trial_request
         # before the manager replaces it with the next one
         probe.spin_for(0.05)
-        scores.publish(TrialScore(trial_id=trial_id, token=request.token, success=success, progress=progress,
-                                  scorer="e2e-operator", notes=f"trial {trial_id}", preference=preference))
+        score = TrialScore(trial_id=trial_id, token=request.token, success=success, progress=progress,
+                           scorer="e2e-operator", notes=f"trial {trial_id}", preference=preference)
+        if signer is not None:
+            if not scored:  # a rogue who read the token first: refused (unsigned), journaled, still audits
+                rogue = TrialScore(trial_id=trial_id, token=request.token, success=not success, progress=0.25,
+                                   scorer="rogue")
+                while not any(a.scorer == "rogue" and not a.accepted for a in acks):  # re-sent if lost
+                    if time.monotonic() > deadline:
+                        pytest.fail("the manager never answered the rogue's score")
+                    scores.publish(rogue)
+                    sent = time.monotonic()
+                    while time.monotonic() - sent < 2.0 and not any(a.scorer == "rogue" for a in acks):
+                        probe.spin_for(0.05)
+            signer.sign("trial_score", request.session_id, score)
+        scores.publish(score)
         scored.add(trial_id)
     pytest.fail(f"no final status within {timeout} s (scored {sorted(scored)})")
 
@@ -148,14 +164,16 @@ def test_recorded_operator_session_audits(start_node: Any, probe: Any, recorder:
     config = {**BASE, "scoring": "operator", "runner": {"action_name": "run_trial", "timeout_s": 20.0}}
     config_file = tmp_path / "session.yaml"
     config_file.write_text(yaml.safe_dump(config, sort_keys=False))
+    keys = new_keys(["e2e-operator"])
     bag = tmp_path / "bag"
     rec = recorder(bag)
     manager = start_node("evaluation_manager", params={
         "config_file": str(config_file), "session_id": "e2e", "journal_dir": str(tmp_path / "journals"),
-        "journal_fsync": False, "exit_on_finish": True})
+        "journal_fsync": False, "exit_on_finish": True,
+        "operator_keys_file": str(write_keys(tmp_path / "operators.keys", keys))})
     probe.wait_for_publishers("session_status")
     start_node("sim_robot", params={"auto_score": False, "duration": 0.0})
-    final = _operate(probe, config)
+    final = _operate(probe, config, signer=Signer("e2e-operator", keys["e2e-operator"]))
     assert manager.wait() == 0
     assert rec.wait() == 0, rec.output
     assert (bag / "metadata.yaml").is_file()
@@ -165,6 +183,8 @@ def test_recorded_operator_session_audits(start_node: Any, probe: Any, recorder:
     assert done.stdout.splitlines()[-1].startswith("audit: VERIFIED: 2 decision(s)")
     payload = json.loads(_audit(str(bag), "--json").stdout)
     assert payload["verified"] and payload["final_state"] == "finished"
+    assert "requests signed by operator(s) e2e-operator (counters increase)" in payload["notes"]
+    assert any("message(s) refused before reaching the session" in note for note in payload["notes"])
     assert [(c["metric"], c["decision"], c["stopping_trial"] or 0) for c in payload["comparisons"]] == \
         [(c.metric, ("CONTINUE", "B_BETTER", "A_BETTER", "BUDGET_EXHAUSTED")[c.decision], c.stopping_trial)
          for c in final.comparisons]

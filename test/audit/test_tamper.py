@@ -96,8 +96,15 @@ def test_tampered_recording_fails_naming_the_trial(recordings: dict[str, list[Me
     codes = {v.code for v in report.violations}
     assert not report.verified
     assert evidence <= codes, (evidence, [(v.code, v.message) for v in report.violations])
-    assert report.named_trials == (trial_id,), [(v.code, v.trial_ids, v.message) for v in report.violations]
-    assert any(f"trial {trial_id}" in v.message for v in report.violations)
+    named = [(v.code, v.trial_ids, v.message) for v in report.violations]
+    if evidence == {"status_mismatch"} and report.named_trials != (trial_id,):
+        # only the published statistics show the change: the running means that pinned the one trial are
+        # withheld while the session runs (blinding), and the p-values name the pair it belongs to
+        assert len(report.named_trials) == 2 and trial_id in report.named_trials, named
+        assert all(v.trial_ids == report.named_trials for v in report.violations), named
+    else:
+        assert report.named_trials == (trial_id,), named
+        assert any(f"trial {trial_id}" in v.message for v in report.violations)
 
 
 @pytest.mark.parametrize("case", [CASES[0], CASES[2], CASES[4], CASES[8]], ids=_case_id)
@@ -109,8 +116,12 @@ def test_cli_exit_status_and_named_trial(recordings: dict[str, list[Message]], t
     assert done.returncode == 1, done.stderr
     assert done.stderr == ""
     lines = done.stdout.splitlines()
-    assert any(line.startswith("VIOLATION ") and f"trial {trial_id}" in line for line in lines), done.stdout
-    assert lines[-1].startswith("audit: FAILED: ") and lines[-1].endswith(f"naming trial(s) {trial_id}"), lines[-1]
+    # an automatic score edited in the journal shows only in the published statistics: the p-values name its
+    # pair (the running means that pinned the trial itself are withheld while the session runs: blinding)
+    named = f"{trial_id}, {trial_id + 1}" if case is CASES[2] else str(trial_id)
+    assert any(line.startswith("VIOLATION ") and (f"trial {trial_id}" in line or f"trials {trial_id}" in line)
+               for line in lines), done.stdout
+    assert lines[-1].startswith("audit: FAILED: ") and lines[-1].endswith(f"naming trial(s) {named}"), lines[-1]
 
 
 @pytest.mark.parametrize("case", [None, CASES[1], CASES[6]], ids=["clean", "altered", "injected"])

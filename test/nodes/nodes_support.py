@@ -66,3 +66,18 @@ def final_status(probe: Any, statuses: list[Any], timeout: float = 120.0) -> Any
     final = (SessionStatus.STATE_FINISHED, SessionStatus.STATE_ABORTED)
     return probe.spin_until(lambda: next((s for s in reversed(statuses) if s.state in final), None), timeout,
                             "a final session status")
+
+
+def operator_keys(directory: pathlib.Path, *operators: str) -> tuple[pathlib.Path, dict[str, pathlib.Path]]:
+    """Fresh keys for ``operators``: the manager's key file and one key file per operator.
+
+    >>> import tempfile
+    >>> manager, clients = operator_keys(pathlib.Path(tempfile.mkdtemp()), "alice", "auto:runner")
+    >>> sorted(clients), len(manager.read_text().splitlines())
+    (['alice', 'auto:runner'], 3)
+    """
+    from evalstop_ros.session.auth import new_keys, write_keys
+
+    keys = new_keys(operators)
+    clients = {op: write_keys(directory / f"{op.replace(':', '_')}.key", {op: key}) for op, key in keys.items()}
+    return write_keys(directory / "operators.keys", keys), clients

@@ -3,12 +3,16 @@
 Checked against the journal afterwards: the seed published on session_config gives neither the
 tokens nor the plan; session_event carries no policy id or token of a request; the key appears
 nowhere before the ``key_revealed`` event, which then matches the commitment and replays the plan.
+No per-policy running mean is published while the session runs (with the operator's scores by
+label it would link labels to policies); every one is published at the end.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import pathlib
+from collections import defaultdict
 from typing import Any
 
 import pytest
@@ -52,8 +56,9 @@ def test_an_eavesdropper_cannot_unblind_labels_before_the_end(start_node: Any, p
     manager = start_node("evaluation_manager", params={
         "config_file": str(config_path), "session_id": "s1", "journal_dir": str(tmp_path / "journals"),
         "journal_fsync": False, "exit_on_finish": True})
-    probe.wait_for_publishers("session_status", "score_ack", "trial_request")  # volatile topics: match first
-    start_node("sim_robot", params={"success_rates": [0.3, 0.8], "duration": 0.0})
+    # the session waits for its runner: start it once the eavesdropper hears the manager (discovery done)
+    probe.spin_until(lambda: topics["session_status"] and topics["comparison_status"], 30.0, "the first status")
+    start_node("sim_robot", params={"success_rates": [0.3, 0.8], "duration": 0.02})
     final_status(probe, topics["session_status"])
     assert manager.wait() == 0
     journal = read_journal(tmp_path / "journals" / "s1.db")
@@ -87,3 +92,31 @@ def test_an_eavesdropper_cannot_unblind_labels_before_the_end(start_node: Any, p
     for trial_id, payload in requests.items():
         assert plan.label(payload["policy_id"], payload["round"]) == payload["label"]
         assert plan.token("s1", trial_id) == payload["token"]
+
+    # 5. no per-policy means while the session runs (session_status, comparison_status, /diagnostics) ...
+    from evalstop.msg import SessionStatus
+
+    over = (SessionStatus.STATE_FINISHED, SessionStatus.STATE_ABORTED)
+    running = [s for s in topics["session_status"] if s.state not in over and s.comparisons]
+    assert running, "no status of the running session arrived"
+    assert all(math.isnan(c.mean_a) and math.isnan(c.mean_b) for s in running for c in s.comparisons)
+    for array in topics["diagnostics"]:
+        state = next(kv.value for kv in array.status[0].values if kv.key == "state")
+        if state in ("running", "paused"):
+            means = [kv.value for d in array.status[1:] for kv in d.values if kv.key in ("mean_a", "mean_b")]
+            assert means and set(means) == {"nan"}, means
+    # ... and every one at the end: the final status, and each comparison_status row's last message
+    final = next(s for s in reversed(topics["session_status"]) if s.state in over)
+    assert all(math.isfinite(c.mean_a) and math.isfinite(c.mean_b) for c in final.comparisons)
+
+    def rows() -> dict[tuple[str, ...], list[Any]]:
+        out: dict[tuple[str, ...], list[Any]] = defaultdict(list)
+        for c in topics["comparison_status"]:
+            out[(c.policy_a, c.policy_b, c.metric, c.task)].append(c)
+        return out
+
+    probe.spin_until(lambda: len(rows()) == len(final.comparisons)
+                     and all(math.isfinite(r[-1].mean_a) for r in rows().values()), 10.0, "the final comparisons")
+    for published in rows().values():
+        assert all(math.isnan(c.mean_a) and math.isnan(c.mean_b) for c in published[:-1])
+        assert math.isfinite(published[-1].mean_b)

@@ -36,6 +36,11 @@ def _manager_params(tmp_path: pathlib.Path, config: pathlib.Path, **extra: Any) 
             "journal_fsync": False, **extra}
 
 
+def _await_discovery(probe: Any, topics: dict[str, list[Any]]) -> None:
+    """Wait until the probe hears the manager's latched status (its topics are matched)."""
+    probe.spin_until(lambda: topics["status"] and topics["request"], 30.0, "the manager's first status")
+
+
 def test_paired_session_reaches_the_decision_of_the_offline_analysis(
         start_node: Any, probe: Any, tmp_path: pathlib.Path) -> None:
     from evalstop_ros.session import load_config, offline_decisions, read_journal
@@ -43,7 +48,7 @@ def test_paired_session_reaches_the_decision_of_the_offline_analysis(
     config = write_config(tmp_path / "session.yaml")
     topics = _subscribe_all(probe)
     manager = start_node("evaluation_manager", params=_manager_params(tmp_path, config, exit_on_finish=True))
-    probe.wait_for_publishers("score_ack", "session_status")  # score_ack is volatile: match before trial 1
+    _await_discovery(probe, topics)  # the session waits for its runner: no early ack or status is missed
     start_node("sim_robot", params={"success_rates": [0.3, 0.8], "duration": 0.0})
     final = final_status(probe, topics["status"])
     assert manager.wait() == 0
@@ -63,10 +68,8 @@ def test_paired_session_reaches_the_decision_of_the_offline_analysis(
     assert all(a.accepted and not a.reason for a in topics["ack"])
     probe.spin_until(lambda: topics["request"] and topics["request"][-1].trial_id == 0, 10.0, "the final request")
     # comparison_status carried each decision; diagnostics one status per comparison + the session
-    # (session_status is sent before the comparison_status messages of the same update)
-    final_decisions = {(c.metric, c.decision) for c in final.comparisons}
-    probe.spin_until(lambda: final_decisions <= {(c.metric, c.decision) for c in topics["comparison"]},
-                     10.0, "each final decision on comparison_status")
+    probe.spin_until(lambda: {(c.metric, c.decision) for c in final.comparisons}
+                     <= {(c.metric, c.decision) for c in topics["comparison"]}, 10.0, "every decision on comparison_status")
     probe.spin_until(lambda: topics["diagnostics"], 10.0, "/diagnostics")
     names = [s.name for s in topics["diagnostics"][-1].status]
     assert names[0] == "evaluation_manager: session" and len(names) == 1 + len(final.comparisons)
@@ -89,7 +92,7 @@ def test_three_policies_drop_the_decided_policy(start_node: Any, probe: Any, tmp
                           metrics=[{"name": "success", "method": "step", "alpha": 0.15}], alpha=0.15, n_max=50)
     topics = _subscribe_all(probe)
     manager = start_node("evaluation_manager", params=_manager_params(tmp_path, config, exit_on_finish=True))
-    probe.wait_for_publishers("session_status", "comparison_status")
+    _await_discovery(probe, topics)
     start_node("sim_robot", params={"policies": ["policy_a", "policy_b", "policy_c"],
                                     "success_rates": [0.02, 0.9, 0.9], "progress_means": [0.1, 0.4, 0.4],
                                     "duration": 0.0})

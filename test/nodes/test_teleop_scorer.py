@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from nodes_support import write_config
+from nodes_support import operator_keys, write_config
 
 pytestmark = pytest.mark.usefixtures("ros_env")
 
@@ -100,11 +100,13 @@ def test_operator_scores_notes_and_undoes_from_the_terminal(
     from evalstop_ros.session import read_journal
 
     config = write_config(tmp_path / "operator.yaml", scoring="operator")
+    manager_keys, clients = operator_keys(tmp_path, "alice")
     start_node("sim_robot", params={"auto_score": False, "duration": 0.0})
     manager_params = {"config_file": str(config), "session_id": "tty", "journal_dir": str(tmp_path),
-                      "journal_fsync": False}
+                      "journal_fsync": False, "operator_keys_file": str(manager_keys)}
     manager = start_node("evaluation_manager", params=manager_params)
-    term = terminal("scorer:=alice", "ack_timeout:=1.0")  # starts after trial 1 was issued: latched
+    # signed scores and undo (the key file names the operator); starts after trial 1 was issued: latched
+    term = terminal(f"key_file:={clients['alice']}", "ack_timeout:=1.0")
 
     term.expect(r"waiting for a trial")
     label = term.expect(r"== trial 1 \(round 1\) -- policy label (\w+) ==").group(1)
@@ -151,6 +153,10 @@ def test_operator_scores_notes_and_undoes_from_the_terminal(
         ("alice", "slipped at the end", 0.4, False)
     void = next(e for e in events if e.kind == "void")
     assert (void.trial_id, void.payload["reason"]) == (2, "operator undo (by alice)")
+    assert void.payload["auth"]["operator"] == "alice" and void.payload["auth"]["kind"] == "correct_score"
+    signed = [e.payload["auth"]["counter"] for e in events if "auth" in e.payload]
+    assert len(signed) >= 4 and signed == sorted(set(signed)), "each request signed with a fresh, increasing counter"
+    assert not any(e.kind == "message_rejected" for e in events)
     assert any(e.kind == "score_accepted" and e.trial_id == int(pending.group(1)) for e in events)
 
 
@@ -159,18 +165,21 @@ def test_operator_ends_an_episode_and_presses_the_emergency_stop(
     import yaml
 
     from evalstop_ros.runner.server import PolicyServer
+    from evalstop_ros.session import read_journal
 
     config = write_config(tmp_path / "operator.yaml", scoring="operator")
+    manager_keys, clients = operator_keys(tmp_path, "alice", "auto:runner")
     with PolicyServer("good") as server:
         servers = tmp_path / "servers.yaml"
         servers.write_text(yaml.safe_dump({"policy_servers": {p: {"host": "127.0.0.1", "port": server.port}
                                                               for p in ("policy_a", "policy_b")}}))
         # 15 Hz and 2000 steps: a rollout lasts until the operator ends it
         runner = start_node("policy_runner", params={"servers_file": str(servers), "max_steps": 2000,
-                                                     "timeout": 600.0})
+                                                     "timeout": 600.0, "key_file": str(clients["auto:runner"])})
         start_node("evaluation_manager", params={"config_file": str(config), "session_id": "tty",
-                                                 "journal_dir": str(tmp_path), "journal_fsync": False})
-        term = terminal("ack_timeout:=1.0")
+                                                 "journal_dir": str(tmp_path), "journal_fsync": False,
+                                                 "operator_keys_file": str(manager_keys)})
+        term = terminal("ack_timeout:=1.0", f"key_file:={clients['alice']}")
         term.expect(r"== trial 1 \(round 1\) -- policy label \w+ ==")
         runner.wait_for(r"trial 1 \(attempt 1\): rollout started")
         term.expect(r"-- robot running trial 1 \(d = task done, x = EMERGENCY STOP\) --")
@@ -196,6 +205,8 @@ def test_operator_ends_an_episode_and_presses_the_emergency_stop(
         term.type("q")
         assert term.close() == 0
         assert "policy_a" not in term.screen and "policy_b" not in term.screen
+    paused = next(e for e in read_journal(tmp_path / "tty.db").events if e.kind == "paused")
+    assert paused.payload["auth"]["operator"] == "auto:runner", "the runner's emergency-stop pause is signed"
 
 
 def test_operator_runs_an_ab_round_with_instruction_preference_and_validity(
