@@ -24,6 +24,8 @@ class Score:
     preference: str = ""
     notes: str = ""
     scorer: str = ""
+    instruction: str = ""
+    pair_invalid: bool = False
     counter: int = 0
     mac: str = ""
 
