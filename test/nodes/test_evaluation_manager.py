@@ -287,9 +287,10 @@ def test_parameters_override_the_config_before_the_session_starts(
     config = write_config(tmp_path / "override.yaml", n_max=50,
                           metrics=[{"name": "progress", "method": "wsr", "alpha": 0.05}])
     topics = _subscribe_all(probe)
-    start_node("sim_robot", params={"duration": 0.0})
     manager = start_node("evaluation_manager", params=_manager_params(
         tmp_path, config, exit_on_finish=True, exit_linger=0.5, n_max=3, method="nscore", alpha=0.2))
+    _await_discovery(probe, topics)  # six quick trials and a short linger: hear the manager first
+    start_node("sim_robot", params={"duration": 0.0})
     final = final_status(probe, topics["status"])
     assert manager.wait() == 0
     (comparison,) = final.comparisons

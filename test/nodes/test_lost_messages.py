@@ -44,12 +44,19 @@ def _manager_params(tmp_path: pathlib.Path, name: str) -> dict[str, Any]:
             "journal_fsync": False, "exit_on_finish": True, "goal_response_timeout": 2.0}
 
 
+def _heard(probe: Any, statuses: list[Any]) -> None:
+    """Wait until the probe hears the manager (its latched status): the session waits for its
+    runner, so starting the runner only then means no status is missed by a late discovery."""
+    probe.spin_until(lambda: statuses, 30.0, "the manager's first status")
+
+
 @pytest.fixture
 def undisturbed(start_node: Any, probe: Any, tmp_path: pathlib.Path, namespace: str) -> list[tuple[Any, ...]]:
     """The decisions of the same session with nothing lost (run first, in ``<namespace>/clean``)."""
     statuses = _status_topic(probe, "clean/")
-    start_node("sim_robot", params=ROBOT, ns=f"{namespace}/clean")
     manager = start_node("evaluation_manager", params=_manager_params(tmp_path, "clean"), ns=f"{namespace}/clean")
+    _heard(probe, statuses)
+    start_node("sim_robot", params=ROBOT, ns=f"{namespace}/clean")
     final = final_status(probe, statuses)
     assert manager.wait() == 0
     return [comparison_key(c) for c in final.comparisons]
@@ -58,8 +65,9 @@ def undisturbed(start_node: Any, probe: Any, tmp_path: pathlib.Path, namespace: 
 def test_lost_goal_responses_are_re_sent_and_change_nothing(
         start_node: Any, probe: Any, tmp_path: pathlib.Path, undisturbed: list[Any]) -> None:
     statuses = _status_topic(probe)
-    runner = start_node(LOSSY_RUNNER, params=ROBOT)
     manager = start_node("evaluation_manager", params=_manager_params(tmp_path, "lossy"))
+    _heard(probe, statuses)
+    runner = start_node(LOSSY_RUNNER, params=ROBOT)
     final = final_status(probe, statuses, timeout=180.0)
     assert manager.wait() == 0
     assert [comparison_key(c) for c in final.comparisons] == undisturbed
@@ -75,8 +83,9 @@ def test_runner_killed_mid_trial_is_a_fault_and_the_trial_runs_again(
         start_node: Any, probe: Any, tmp_path: pathlib.Path, undisturbed: list[Any]) -> None:
     statuses = _status_topic(probe)
     slow = {**ROBOT, "duration": 3.0}
-    runner = start_node("sim_robot", params=slow)
     manager = start_node("evaluation_manager", params=_manager_params(tmp_path, "killed"))
+    _heard(probe, statuses)
+    runner = start_node("sim_robot", params=slow)
     # kill -9 between accept and result, then bring a (fast) runner back
     runner.wait_for(r"trial 3 \(policy \w+, attempt 1\): rollout started", timeout=60.0)
     runner.kill()

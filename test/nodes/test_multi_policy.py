@@ -68,8 +68,9 @@ def test_four_policies_sequential_holm_matches_the_offline_analysis(
     config = write_config(tmp_path / "holm.yaml", policies=policies, correction="holm", alpha=0.05, n_max=30,
                           metrics=[{"name": "progress", "method": "nscore", "alpha": 0.05, "bins": 21}])
     topics = _collect(probe)
-    start_node("sim_robot", params=_sim_params(policies, MEANS))
     manager = start_node("evaluation_manager", params=_manager_params(tmp_path, config))
+    probe.spin_until(lambda: topics["status"], 30.0, "the manager's first status")  # then the runner: no status missed
+    start_node("sim_robot", params=_sim_params(policies, MEANS))
     final = final_status(probe, topics["status"], timeout=180.0)
     assert manager.wait() == 0
     assert final.state_name == "finished" and list(final.active_tasks) == []
@@ -98,8 +99,9 @@ def test_adastop_session_matches_the_offline_analysis(start_node: Any, probe: An
     config = tmp_path / "adastop.yaml"
     config.write_text(yaml.safe_dump(data, sort_keys=False))
     topics = _collect(probe)
-    start_node("sim_robot", params=_sim_params(AGENTS, [0.30, 0.50, 0.50, 0.60, 0.85]))
     manager = start_node("evaluation_manager", params=_manager_params(tmp_path, config))
+    probe.spin_until(lambda: topics["status"], 30.0, "the manager's first status")  # then the runner: no status missed
+    start_node("sim_robot", params=_sim_params(AGENTS, [0.30, 0.50, 0.50, 0.60, 0.85]))
     final = final_status(probe, topics["status"], timeout=180.0)
     assert manager.wait() == 0
     assert final.state_name == "finished"
@@ -120,8 +122,9 @@ def test_multi_task_claim_rows_match_the_offline_claims(start_node: Any, probe: 
                           n_max=15, metrics=[{"name": "progress", "method": "nscore", "alpha": 0.1, "bins": 21,
                                               "alternative": "greater"}])
     topics = _collect(probe)
-    start_node("sim_robot", params=_sim_params(policies, [0.15, 0.5, 0.9]))
     manager = start_node("evaluation_manager", params=_manager_params(tmp_path, config))
+    probe.spin_until(lambda: topics["status"], 30.0, "the manager's first status")  # then the runner: no status missed
+    start_node("sim_robot", params=_sim_params(policies, [0.15, 0.5, 0.9]))
     final = final_status(probe, topics["status"], timeout=180.0)
     assert manager.wait() == 0
     journal = tmp_path / "journals" / "s1.db"
