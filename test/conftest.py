@@ -262,17 +262,19 @@ class RosProbe:
                 pytest.fail(f"timed out after {timeout} s waiting for {what}")
             self.executor.spin_once(timeout_sec=0.05)
 
-    def wait_for_publishers(self, *topics: str, timeout: float = 30.0) -> None:
-        """Spin until each of ``topics`` (relative to the probe's namespace) has a publisher.
+    def hear(self, topic: str = "session_status", timeout: float = 30.0) -> None:
+        """Spin until a (latched) ``SessionStatus`` arrives on ``topic``: the probe then knows the manager.
 
-        Start the manager, wait for its publishers, then start the runner: the session cannot
-        begin before the probe knows the manager, so a fast session cannot end (and a volatile
-        topic's messages cannot pass) before the probe's subscriptions matched.
+        Start the manager, hear it, then start the runner: the session cannot begin before the
+        probe's subscriptions matched, so a fast session cannot end (and a volatile topic's
+        messages cannot pass) before the probe hears them.
         """
-        namespace = self.node.get_namespace().rstrip("/")
-        names = [t if t.startswith("/") else f"{namespace}/{t}" for t in topics]
-        self.spin_until(lambda: all(self.node.count_publishers(n) for n in names), timeout,
-                        f"publishers on {', '.join(names)}")
+        from evalstop.msg import SessionStatus
+
+        from evalstop_ros import qos
+
+        heard = self.collect(SessionStatus, topic, qos.STATUS_QOS)
+        self.spin_until(lambda: heard, timeout, f"the manager's first {topic}")
 
     def collect(self, msg_type: Any, topic: str, qos: Any) -> list[Any]:
         """Subscribe to ``topic``; the returned list fills up as messages arrive."""

@@ -171,7 +171,7 @@ def test_recorded_operator_session_audits(start_node: Any, probe: Any, recorder:
         "config_file": str(config_file), "session_id": "e2e", "journal_dir": str(tmp_path / "journals"),
         "journal_fsync": False, "exit_on_finish": True,
         "operator_keys_file": str(write_keys(tmp_path / "operators.keys", keys))})
-    probe.wait_for_publishers("session_status")
+    probe.hear()  # then the runner: the session cannot start before the probe hears the manager
     start_node("sim_robot", params={"auto_score": False, "duration": 0.0})
     final = _operate(probe, config, signer=Signer("e2e-operator", keys["e2e-operator"]))
     assert manager.wait() == 0
@@ -220,7 +220,7 @@ def test_recorded_auto_session_is_self_contained(start_node: Any, probe: Any, re
     manager = start_node("evaluation_manager", params={
         "config_file": str(config_file), "session_id": "e2e-auto", "journal_dir": str(tmp_path / "journals"),
         "journal_fsync": False, "exit_on_finish": True})
-    probe.wait_for_publishers("session_status")
+    probe.hear()  # then the runner: the session cannot start before the probe hears the manager
     start_node("sim_robot", params={"success_rates": [0.3, 0.8], "duration": 0.0})
     probe.spin_until(lambda: statuses and statuses[-1].state == SessionStatus.STATE_FINISHED, 120.0, "the end")
     assert manager.wait() == 0
@@ -253,7 +253,7 @@ def test_recorded_ab_session_ranks_alike_from_journal_and_bag(start_node: Any, p
     manager = start_node("evaluation_manager", params={
         "config_file": str(config_file), "session_id": "e2e-ab", "journal_dir": str(tmp_path / "journals"),
         "journal_fsync": False, "exit_on_finish": True})
-    probe.wait_for_publishers("session_status")
+    probe.hear()  # then the runner: the session cannot start before the probe hears the manager
     start_node("sim_robot", params={"auto_score": False, "duration": 0.0, "policies": list(rates),
                                     "success_rates": list(rates.values()), "progress_means": [0.4] * len(rates)})
     _operate(probe, config, timeout=240.0, rates=rates, key=key)

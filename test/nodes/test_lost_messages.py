@@ -49,7 +49,7 @@ def undisturbed(start_node: Any, probe: Any, tmp_path: pathlib.Path, namespace: 
     """The decisions of the same session with nothing lost (run first, in ``<namespace>/clean``)."""
     statuses = _status_topic(probe, "clean/")
     manager = start_node("evaluation_manager", params=_manager_params(tmp_path, "clean"), ns=f"{namespace}/clean")
-    probe.wait_for_publishers("clean/session_status")
+    probe.hear("clean/session_status")
     start_node("sim_robot", params=ROBOT, ns=f"{namespace}/clean")
     final = final_status(probe, statuses)
     assert manager.wait() == 0
@@ -59,8 +59,9 @@ def undisturbed(start_node: Any, probe: Any, tmp_path: pathlib.Path, namespace: 
 def test_lost_goal_responses_are_re_sent_and_change_nothing(
         start_node: Any, probe: Any, tmp_path: pathlib.Path, undisturbed: list[Any]) -> None:
     statuses = _status_topic(probe)
-    runner = start_node(LOSSY_RUNNER, params=ROBOT)
     manager = start_node("evaluation_manager", params=_manager_params(tmp_path, "lossy"))
+    probe.hear()
+    runner = start_node(LOSSY_RUNNER, params=ROBOT)
     final = final_status(probe, statuses, timeout=180.0)
     assert manager.wait() == 0
     assert [comparison_key(c) for c in final.comparisons] == undisturbed
@@ -76,8 +77,9 @@ def test_runner_killed_mid_trial_is_a_fault_and_the_trial_runs_again(
         start_node: Any, probe: Any, tmp_path: pathlib.Path, undisturbed: list[Any]) -> None:
     statuses = _status_topic(probe)
     slow = {**ROBOT, "duration": 3.0}
-    runner = start_node("sim_robot", params=slow)
     manager = start_node("evaluation_manager", params=_manager_params(tmp_path, "killed"))
+    probe.hear()
+    runner = start_node("sim_robot", params=slow)
     # kill -9 between accept and result, then bring a (fast) runner back
     runner.wait_for(r"trial 3 \(policy \w+, attempt 1\): rollout started", timeout=60.0)
     runner.kill()

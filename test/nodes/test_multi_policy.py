@@ -69,7 +69,7 @@ def test_four_policies_sequential_holm_matches_the_offline_analysis(
                           metrics=[{"name": "progress", "method": "nscore", "alpha": 0.05, "bins": 21}])
     topics = _collect(probe)
     manager = start_node("evaluation_manager", params=_manager_params(tmp_path, config))
-    probe.wait_for_publishers("session_status")
+    probe.hear()  # then the runner: the session cannot start before the probe hears the manager
     start_node("sim_robot", params=_sim_params(policies, MEANS))
     final = final_status(probe, topics["status"], timeout=180.0)
     assert manager.wait() == 0
@@ -100,7 +100,7 @@ def test_adastop_session_matches_the_offline_analysis(start_node: Any, probe: An
     config.write_text(yaml.safe_dump(data, sort_keys=False))
     topics = _collect(probe)
     manager = start_node("evaluation_manager", params=_manager_params(tmp_path, config))
-    probe.wait_for_publishers("session_status")
+    probe.hear()  # then the runner: the session cannot start before the probe hears the manager
     start_node("sim_robot", params=_sim_params(AGENTS, [0.30, 0.50, 0.50, 0.60, 0.85]))
     final = final_status(probe, topics["status"], timeout=180.0)
     assert manager.wait() == 0
@@ -123,7 +123,7 @@ def test_multi_task_claim_rows_match_the_offline_claims(start_node: Any, probe: 
                                               "alternative": "greater"}])
     topics = _collect(probe)
     manager = start_node("evaluation_manager", params=_manager_params(tmp_path, config))
-    probe.wait_for_publishers("session_status")
+    probe.hear()  # then the runner: the session cannot start before the probe hears the manager
     start_node("sim_robot", params=_sim_params(policies, [0.15, 0.5, 0.9]))
     final = final_status(probe, topics["status"], timeout=180.0)
     assert manager.wait() == 0
