@@ -46,7 +46,7 @@ from rclpy.utilities import remove_ros_args
 
 from .. import qos
 from ..session import load_config, offline_claims, offline_decisions
-from ..session.auth import new_keys, write_keys
+from ..session.auth import Signer, new_keys, write_keys
 from ._common import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, ros_context
 
 __all__ = ["DemoMonitor", "add_arguments", "main"]
@@ -82,9 +82,10 @@ class DemoMonitor(Node):
     """Follows ``session_status``, prints a progress line whenever a comparison moves, and confirms
     every scene reset the session waits for (the demo's automatic operator)."""
 
-    def __init__(self, status_qos: QoSProfile, *, out: object = sys.stdout) -> None:
+    def __init__(self, status_qos: QoSProfile, *, signer: Signer | None = None, out: object = sys.stdout) -> None:
         super().__init__("evalstop_demo")
         self.out = out
+        self._signer = signer  # the automatic operator's key: the manager accepts signed controls only
         self.status: SessionStatus | None = None
         self._printed: object = None
         self._control = self.create_client(SessionControl, "session_control")
@@ -107,6 +108,8 @@ class DemoMonitor(Node):
         self._confirming = (status.pending_trial_id, now)
         request = SessionControl.Request(command=SessionControl.Request.COMMAND_CONFIRM_RESET,
                                          trial_id=status.pending_trial_id, reason="demo: automatic operator")
+        if self._signer is not None:
+            self._signer.sign("session_control", status.session_id, request)  # afresh for every send
         self._control.call_async(request).add_done_callback(self._on_confirmed)
 
     def _on_confirmed(self, future: object) -> None:
@@ -243,7 +246,7 @@ def run(args: argparse.Namespace) -> int:
           f"journal and node logs in {workdir}", flush=True)
 
     # throw-away operator keys (docs/integrity.md): the manager accepts only signed scores and controls
-    keys = new_keys(["operator", "auto:policy_runner"])
+    keys = new_keys(["operator", "auto:policy_runner", "auto:demo"])
     manager_keys = write_keys(workdir / "operators.keys", keys)
     runner_key = write_keys(workdir / "policy_runner.key", {"auto:policy_runner": keys["auto:policy_runner"]})
     write_keys(workdir / "operator.key", {"operator": keys["operator"]})
@@ -264,7 +267,7 @@ def run(args: argparse.Namespace) -> int:
     started = time.monotonic()
     try:
         with ros_context([]):
-            monitor = DemoMonitor(qos.STATUS_QOS)
+            monitor = DemoMonitor(qos.STATUS_QOS, signer=Signer("auto:demo", keys["auto:demo"]))
             for name, command in robot.items():
                 procs[name] = subprocess.Popen(command, env=env, stdout=logs[name], stderr=subprocess.STDOUT)
             procs["evaluation_manager"] = subprocess.Popen(
