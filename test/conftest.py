@@ -20,6 +20,8 @@ Nothing here imports rclpy at module level: the non-ROS tests share this conftes
 from __future__ import annotations
 
 import fcntl
+import functools
+import http.server
 import itertools
 import os
 import pathlib
@@ -27,6 +29,7 @@ import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 import warnings
 from collections.abc import Callable, Iterator
@@ -363,3 +366,30 @@ def chromium() -> Callable[..., subprocess.CompletedProcess[str]]:
                               capture_output=True, text=True, timeout=120, check=False)
 
     return run
+
+
+class _QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture
+def serve_directory() -> Iterator[Callable[[pathlib.Path], str]]:
+    """Factory: serve a directory over HTTP on localhost (for headless Chromium); returns its URL.
+
+    Every server started is shut down at the end of the test.
+    """
+    servers: list[tuple[http.server.ThreadingHTTPServer, threading.Thread]] = []
+
+    def serve(root: pathlib.Path) -> str:
+        server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(_QuietHandler, directory=str(root)))
+        thread = threading.Thread(target=server.serve_forever, daemon=True)
+        thread.start()
+        servers.append((server, thread))
+        return f"http://127.0.0.1:{server.server_address[1]}"
+
+    yield serve
+    for server, thread in servers:
+        server.shutdown()
+        server.server_close()
+        thread.join(10)

@@ -174,6 +174,19 @@ class Station:
         return "".join((self.dir.parent / f"{self.name}-{i}.log").read_text() for i in range(1, self.runs + 1))
 
 
+def check_lost_lease_redone_once(entries: list[dict[str, Any]], lost_lease: Any, results: list[dict[str, Any]]) -> None:
+    """The lease of a killed station was requeued, and exactly one of it and its requeued copies
+    (transitively: a copy may expire again while the hub is down) has a counted result."""
+    requeued = {e["body"]["assignment"] for e in entries if e["kind"] == "requeued"}
+    assert lost_lease in requeued
+    lineage = {lost_lease}
+    for e in entries:
+        if e["kind"] == "assigned" and e["body"]["requeue_of"] in lineage:
+            lineage.add(e["body"]["assignment"])
+    assert len(lineage) >= 2
+    assert len(lineage & {r["assignment"] for r in results}) == 1
+
+
 def check_counted_once(entries: list[dict[str, Any]], stations: Sequence[Any], trials: int = TRIALS
                        ) -> list[dict[str, Any]]:
     """Assert every station result is counted once or refused, nothing pending; returns the hub's results.

@@ -22,6 +22,7 @@ from hub_support import (
     PostgresCluster,
     call,
     check_counted_once,
+    check_lost_lease_redone_once,
     iter_lines,
     offline_equals_online,
 )
@@ -155,13 +156,7 @@ def test_ros_stations_survive_kills_and_every_result_counts_once(
     counted = {r["upload_id"] for r in results}
     assert kept <= counted, "a result journaled while the hub was down was not counted"
 
-    requeued = {e["body"]["assignment"] for e in entries if e["kind"] == "requeued"}
-    assert lost_lease in requeued
-    lineage = {lost_lease}
-    for e in entries:
-        if e["kind"] == "assigned" and e["body"]["requeue_of"] in lineage:
-            lineage.add(e["body"]["assignment"])
-    assert len(lineage) >= 2 and len(lineage & {r["assignment"] for r in results}) == 1
+    check_lost_lease_redone_once(entries, lost_lease, results)
 
     online = offline_equals_online(hub, db, tmp_path)
     assert online["n_results"] == len(results) == len(stations) * TRIALS

@@ -21,6 +21,7 @@ from hub_support import (
     Station,
     call,
     check_counted_once,
+    check_lost_lease_redone_once,
     offline_equals_online,
     stop_all,
     wait_for,
@@ -86,16 +87,7 @@ def test_stations_survive_kills_and_every_result_counts_once(setup: tuple[HubPro
     results = check_counted_once(entries, stations)
     assert call(hub.url + "/v1/status", key=hub.key)[1]["results"] == len(results)
 
-    requeued = {e["body"]["assignment"] for e in entries if e["kind"] == "requeued"}
-    assert lost_lease in requeued
-    # the lost trial is redone (a copy may expire again while the hub is down): exactly one of
-    # the lost lease and its requeued copies, transitively, is counted
-    lineage = {lost_lease}
-    for e in entries:
-        if e["kind"] == "assigned" and e["body"]["requeue_of"] in lineage:
-            lineage.add(e["body"]["assignment"])
-    assert len(lineage) >= 2
-    assert len(lineage & {r["assignment"] for r in results}) == 1
+    check_lost_lease_redone_once(entries, lost_lease, results)
 
     online = offline_equals_online(hub, db, tmp_path)
     assert online["n_results"] == len(results)

@@ -9,15 +9,11 @@ image's decoded size, and takes a screenshot.  Without Chromium it is skipped, u
 from __future__ import annotations
 
 import csv
-import functools
-import http.server
 import json
 import pathlib
 import shutil
 import subprocess
 import sys
-import threading
-from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -120,26 +116,12 @@ document.getElementById("page").addEventListener("load", () => {
 
 
 @pytest.fixture
-def served(written: Any, tmp_path: pathlib.Path) -> Iterator[str]:
-    """The report directory (plus the harness page) on a localhost HTTP server; yields its URL."""
+def served(written: Any, tmp_path: pathlib.Path, serve_directory: Any) -> str:
+    """The report directory (plus the harness page) on a localhost HTTP server; its URL."""
     root = tmp_path / "site"
     shutil.copytree(written.page.parent, root)
     (root / "harness.html").write_text(HARNESS)
-    handler = functools.partial(_QuietHandler, directory=str(root))
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(10)
-
-
-class _QuietHandler(http.server.SimpleHTTPRequestHandler):
-    def log_message(self, format: str, *args: Any) -> None:
-        pass
+    return str(serve_directory(root))
 
 
 def test_page_renders_in_headless_chromium(chromium: Any, served: str, written: Any, tmp_path: pathlib.Path) -> None:

@@ -10,15 +10,11 @@ relative link to its mp4, and the browser loads each one's metadata (size, durat
 
 from __future__ import annotations
 
-import functools
 import html
-import http.server
 import json
 import pathlib
 import re
 import shutil
-import threading
-from collections.abc import Iterator
 from typing import Any
 
 import imageio_ffmpeg
@@ -122,25 +118,12 @@ document.getElementById("page").addEventListener("load", () => {
 """
 
 
-class _QuietHandler(http.server.SimpleHTTPRequestHandler):
-    def log_message(self, format: str, *args: Any) -> None:
-        pass
-
-
 @pytest.fixture
-def served(site: tuple[pathlib.Path, ReportFiles]) -> Iterator[str]:
-    """The site (report, journal, episodes, harness) on a localhost HTTP server; yields its URL."""
+def served(site: tuple[pathlib.Path, ReportFiles], serve_directory: Any) -> str:
+    """The site (report, journal, episodes, harness) on a localhost HTTP server; its URL."""
     root, _ = site
     (root / "harness.html").write_text(HARNESS)
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(_QuietHandler, directory=str(root)))
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(10)
+    return str(serve_directory(root))
 
 
 def test_chromium_loads_every_trial_video(chromium: Any, served: str, site: tuple[pathlib.Path, ReportFiles],
