@@ -18,7 +18,7 @@ Commands (then Enter)::
     (Enter)      the scene is reset: start the robot (when asked)
     s            success (progress 1), send
     f [P]        failure with progress P (default: the value set by `p`, else 0), send
-    p P          set the progress in [0, 1] for the next `f`
+    p P          set the progress in [0, 1] (or 0-100%, e.g. ``70%``) for the next `f`
     n TEXT       attach a note to the next score
     r LABEL      prefer LABEL in this round ("=" for no preference)
     i TEXT       design ab: the instruction you gave this round (default: the task shown)
@@ -66,7 +66,7 @@ __all__ = ["TeleopScorer", "main"]
 HELP = """\
   Enter        the scene is reset: start the robot (when asked "scene reset for trial N?")
   s            success (progress 1), send         f [P]   failure with progress P, send
-  p P          progress in [0, 1] for the next f  n TEXT  note for the next score
+  p P          progress 0-1 or 0-100% for next f  n TEXT  note for the next score
   r LABEL      preferred label this round ('=')   u [WHY] undo the last recorded score
   i TEXT       A/B: the instruction you gave      v no    A/B: this pair is not valid (v yes)
   d            task done: end the episode now     x       EMERGENCY STOP (x off: release)
@@ -271,12 +271,14 @@ class TeleopScorer(Node):
         return True
 
     def _parse_progress(self, text: str) -> float | None:
+        """A progress in [0, 1], or on RoboArena's 0-100 scale with a percent sign (``70%``)."""
+        percent = text.endswith("%")
         try:
-            value = float(text)
+            value = float(text[:-1] if percent else text) / (100.0 if percent else 1.0)
         except ValueError:
             value = math.nan
         if not (math.isfinite(value) and 0.0 <= value <= 1.0):
-            self.say(f"progress must be a number in [0, 1]; found {text!r}")
+            self.say(f"progress must be a number in [0, 1] (or 0-100%); found {text!r}")
             return None
         return value
 

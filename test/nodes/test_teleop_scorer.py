@@ -114,7 +114,7 @@ def test_operator_scores_notes_and_undoes_from_the_terminal(
     manager.wait_for(rf"trial 1 \(label {label}\) run ok")
     term.expect(r"-- robot done: score trial 1 now")
     term.type("p 2")
-    term.expect(r"progress must be a number in \[0, 1\]; found '2'")
+    term.expect(r"progress must be a number in \[0, 1\] \(or 0-100%\); found '2'")
     term.type("p 0.4")
     term.expect(r"progress 0.4 for the next failure")
     term.type("n slipped at the end")
@@ -230,7 +230,7 @@ def test_operator_runs_an_ab_round_with_instruction_preference_and_validity(
         term.type("i stack the cup on the plate" if number == 1 else "i")
         term.expect(r"instruction for this round: 'stack the cup on the plate'" if number == 1
                     else r"instruction: the task shown")
-        term.type("f 0.3")
+        term.type("f 30%")  # RoboArena's 0-100 scale
         term.expect(rf"trial {first_id}: recorded: success=0 progress=0.3")
         second = term.expect(rf"== trial {first_id + 1} \(round {number}\) -- policy label (\w+) ==").group(1)
         term.expect(rf"-- robot done: score trial {first_id + 1} now")
