@@ -141,7 +141,11 @@ def run(args: argparse.Namespace, *, source: pathlib.Path | None = None) -> dict
     finally:
         for proc in procs:
             proc.send_signal(signal.SIGINT)
-            proc.wait(10)
+            try:
+                proc.wait(10)
+            except subprocess.TimeoutExpired:  # a stalled node must not outlive the benchmark
+                proc.kill()
+                proc.wait()
     return {
         "fsync": args.fsync,
         "score_to_ack": _percentiles(ack_latency),
