@@ -327,8 +327,7 @@ class EvaluationManager(Node):
         if self._link is not None:
             self._link.cancel()
             self._link.destroy()
-        self._link = RunnerLink(self, self._runner_name, response_timeout=self.goal_response_timeout,
-                                max_sends=self.max_attempts, on_done=self._run_done)
+        self._link = RunnerLink(self, self._runner_name, limits=self.runner_limits, on_done=self._run_done)
         self._publisher.reset()
         self._publisher.config(session, __version__)
         for event in session.events():  # the whole journal again after a restart (same seq)
@@ -386,6 +385,11 @@ class EvaluationManager(Node):
         """The trial on the runner, if any."""
         return None if self._link is None else self._link.trial
 
+    def runner_limits(self) -> tuple[float, int]:
+        """``(goal_response_timeout, max_attempts)`` as set now (both may change live): the limits of
+        every :class:`~.runner_link.RunnerLink` of this node."""
+        return self.goal_response_timeout, self.max_attempts
+
     def _start_run(self, trial: PendingTrial) -> None:
         """Send the trial to the runner, or wait for the runner to appear (the watchdog retries)."""
         assert self._link is not None
@@ -400,7 +404,6 @@ class EvaluationManager(Node):
             if link.state == "waiting" and session.state == SessionState.RUNNING:
                 self._advance()  # is the runner there now?
             return
-        link.response_timeout, link.max_sends = self.goal_response_timeout, self.max_attempts  # may be set live
         link.watch(session.config.runner.timeout_s)
 
     def _run_done(self, trial: PendingTrial, result: RunResult) -> None:

@@ -83,8 +83,7 @@ class HubMode:
 
     def __init__(self, node: EvaluationManager, work: StationWork, runner_name: str, run_timeout: float) -> None:
         self.node, self.work, self.runner_name, self.run_timeout = node, work, runner_name, run_timeout
-        self._link = RunnerLink(node, runner_name, response_timeout=node.goal_response_timeout,
-                                max_sends=node.max_attempts, on_done=self._done)
+        self._link = RunnerLink(node, runner_name, limits=node.runner_limits, on_done=self._done)
         self._status: dict[str, Any] | None = None
         self._ended = False
         node.get_logger().info(

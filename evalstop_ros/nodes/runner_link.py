@@ -4,11 +4,12 @@ Used by ``evaluation_manager`` for its session and by its hub mode for the hub's
 loses goal responses, results and service answers under load and right after discovery, so
 nothing here waits on a single message (:meth:`RunnerLink.watch`, called from a timer):
 
-* no goal response within ``response_timeout``: the same goal (same session, trial and
-  attempt; the runners repeat a re-sent goal) is sent again, up to ``max_sends`` times, then
-  the run fails;
+* no goal response within the response timeout: the same goal (same session, trial and
+  attempt; the runners repeat a re-sent goal) is sent again, up to the maximum of sends, then
+  the run fails (both from ``limits()``, read at every check: the node's parameters may change
+  while it runs);
 * an accepted goal that runs longer than the run timeout is canceled and fails;
-* a runner that disappears during the run fails it after ``response_timeout``;
+* a runner that disappears during the run fails it after the response timeout;
 * a goal the runner reports as ended but whose result never came is asked for again.
 
 A response to a superseded send (the first answer after a re-send) cancels that duplicate
@@ -64,10 +65,9 @@ class _Goal:
 class RunnerLink:
     """The action client of one runner, one goal at a time (module docstring)."""
 
-    def __init__(self, node: Node, action_name: str, *, response_timeout: float, max_sends: int,
+    def __init__(self, node: Node, action_name: str, *, limits: Callable[[], tuple[float, int]],
                  on_done: Callable[[PendingTrial, RunResult], None]) -> None:
-        self.node, self.action_name = node, action_name
-        self.response_timeout, self.max_sends, self.on_done = response_timeout, max_sends, on_done
+        self.node, self.action_name, self.limits, self.on_done = node, action_name, limits, on_done
         self.client = ActionClient(node, RunTrial, action_name)
         #: What is wrong with the link, for the log and ``/diagnostics`` (``""``: nothing).
         self.state = ""
@@ -140,11 +140,11 @@ class RunnerLink:
         goal = self._goal
         if goal is None:
             return
-        now, timeout, trial, log = time.monotonic(), self.response_timeout, goal.trial, self.node.get_logger()
+        (timeout, max_sends), now, trial, log = self.limits(), time.monotonic(), goal.trial, self.node.get_logger()
         if goal.handle is None:
             if now - goal.sent_at < timeout:
                 return
-            if goal.sends >= self.max_sends:
+            if goal.sends >= max_sends:
                 self._finish(goal, RunResult(False, 0.0, f"no answer from the runner to {goal.sends} goal requests"))
                 return
             self.state = f"no goal response for trial {trial.trial_id}; re-sending the goal"
