@@ -94,7 +94,7 @@ class SequentialResult:
         """JSON-ready representation (NaN becomes ``None``)."""
 
         def clean(values: NDArray[np.float64]) -> list[float | None]:
-            return [None if np.isnan(v) else float(v) for v in values]
+            return [None if v != v else v for v in values.tolist()]  # v != v: NaN
 
         return {
             "method": self.method,

@@ -36,6 +36,19 @@ def test_long_layout_pairs_by_first_appearance_of_trial_ids(tmp_path):
     assert data.scores_b.tolist() == [0.25, 1.0]
 
 
+def test_numeric_files_read_at_c_speed_give_what_the_row_reader_gives(tmp_path):
+    """load_pairs reads an all-numeric wide file with numpy; anything else row by row (same result)."""
+    from evalstop_ros.cli.data import _numeric_wide
+
+    text = "trial,policy_b,policy_a\n1,1,0\n2, 0.5 ,0.25\n\n3,1e-1,1\n"
+    fast = _numeric_wide(write(tmp_path, text), ("policy_a", "policy_b"))
+    assert fast is not None
+    slow = load_pairs(write(tmp_path, text.replace("3,", "x3,")), ("policy_a", "policy_b"))  # not numeric: row reader
+    assert (fast.policy_a, fast.policy_b, fast.scores_a.tolist(), fast.scores_b.tolist()) == \
+        (slow.policy_a, slow.policy_b, slow.scores_a.tolist(), slow.scores_b.tolist()) == \
+        ("policy_a", "policy_b", [0.0, 0.25, 1.0], [1.0, 0.5, 0.1])
+
+
 def test_describe(tmp_path):
     data = load_pairs(write(tmp_path, "policy_a,policy_b\n0,1\n1,1\n"))
     assert data.describe() == {
@@ -57,6 +70,9 @@ def test_scores_within_round_off_of_the_range_are_accepted(tmp_path):
         ("policy_a,policy_b\n0,1\n1,inf\n", None, "line 3, column 'policy_b': the score must be finite; found 'inf'"),
         ("policy_a,policy_b\n0,1\nyes,1\n", None, "line 3, column 'policy_a': the score must be a number; found 'yes'"),
         ("policy_a,policy_b\n0,1\n1\n", None, "line 3: expected 2 fields like the header; found 1"),
+        ("policy_a,policy_b\n0,1\n1,1,0\n", None, "line 3: expected 2 fields like the header; found 3"),
+        ("policy_a,policy_b\n0,1\n1,nan\n", None, "line 3, column 'policy_b': the score must be finite; found 'nan'"),
+        ("policy_a,policy_b\n0,1\n#1,0\n", None, "line 3, column 'policy_a': the score must be a number; found '#1'"),
         ("policy_a,policy_b\n", None, "no trials after the header"),
         ("", None, "the file is empty; expected a header row"),
         ("a,b\n0,1\n", None, r"line 1: found header 'a,b'; expected a wide header .* \(name two columns with --columns A,B\)"),
