@@ -10,10 +10,27 @@ For each step ``n = 1..N_max`` in turn we solve the linear program of Eq. 10,
 over the candidate states ``S1 > S0`` (IX-E2), where row ``i`` of ``P_n`` is the unstopped
 occupancy under the null point ``(p^{(i)}, p^{(i)})`` (Eq. 8, propagated by
 :class:`~evalstop_ros.stats.step_occupancy.Occupancy` with both the reject region and its mirrored
-accept region removed), ``R_{n-1}^{(i)}`` is the rejection probability spent so far and
-``F(n) = n α / N_max`` is the uniform risk budget used in all of the paper's experiments.
-Eq. 9 is read *cumulatively* (spec/step.md §2.2, pitfall 1): the increment-only reading
-over-spends α.
+accept region removed) and ``R_{n-1}^{(i)}`` is the rejection probability spent so far.
+Eq. 9 is read *cumulatively* (the increment-only reading over-spends α).
+
+**Risk budget with a dead time.** No decision is taken during the first ``d`` steps
+(:func:`~evalstop_ros.stats.step_table.dead_time`; the paper's §IV-D allows any non-negative
+``f``), and the budget grows uniformly over the remaining steps:
+``F(n) = budget · (n - d) / (N_max - d)`` for ``n > d``.  With ``d = 0`` this is the paper's
+uniform ``f(n) = budget / N_max``.  The first steps can only reject a handful of extreme states;
+spending nothing there leaves their share of α to the steps where power is made (at N_max = 50,
+α = 0.05, p = (0.3, 0.5): exact power 0.572 without a dead time, 0.589 with ``d = 7``).
+
+**Symmetry.** Relabelling successes as failures maps state ``(S0, S1)`` at step ``n`` to
+``(n - S1, n - S0)`` -- the same gap ``g``, ``a = S0`` to ``n - a - g`` -- and the null
+``(p, p)`` to ``(1 - p, 1 - p)``.  We tie ``w_n(a, g) = w_n(n - a - g, g)`` (as the authors' code
+does): each pair is one variable whose column is the sum of the two states' columns, so the
+constraints are exactly Eq. 10's.  The null grid is symmetric (:func:`null_grid`), so the LP is
+invariant under the relabelling and the average of any optimal solution with its mirror is
+optimal: the tie costs nothing in the objective and halves the LP.  It halves it twice: with tied
+weights the occupancy under ``1 - p`` is the mirror image of the occupancy under ``p``, so a
+null point's constraint is its mirror point's, and only the lower half of the grid (``p <= 1/2``)
+is propagated and constrained.
 
 The LP is solved exactly by column generation on HiGHS: states with no mass under any null are
 unreachable and get ``w = 1`` for free; the restricted LP starts from the states that are each
@@ -52,11 +69,19 @@ def null_grid(n_max: int, alpha: float, size: int) -> NDArray[np.float64]:
     and 1 (spec pitfall 3) -- on ``[ε, 1 - ε]`` with ``ε = 1 - (1 - α)^{1/N_max}``: below ``ε``
     policy B scores no success in ``N_max`` trials with probability ``≥ 1 - α`` (and above
     ``1 - ε`` policy A never fails), and STEP never rejects unless ``S1 > S0``, so nulls outside
-    the grid are safe (IX-E2).
+    the grid are safe (IX-E2).  Symmetric about 1/2: the upper half is ``1 - p`` of the lower half.
+
+    >>> grid = null_grid(100, 0.05, 129)
+    >>> bool(np.all(grid[65:] == 1.0 - grid[63::-1])), float(grid[64])
+    (True, 0.5)
     """
     eps = 1.0 - (1.0 - alpha) ** (1.0 / n_max)
-    theta = np.linspace(np.arcsin(np.sqrt(eps)), np.arcsin(np.sqrt(1.0 - eps)), size)
-    return np.sin(theta) ** 2
+    theta = np.linspace(np.arcsin(np.sqrt(eps)), np.pi / 4.0, (size + 1) // 2)
+    lower = np.sin(theta) ** 2
+    if size % 2:
+        lower[-1] = 0.5
+        return np.concatenate((lower, 1.0 - lower[-2::-1]))
+    return np.concatenate((lower, 1.0 - lower[::-1]))
 
 
 class _StepLP:
@@ -170,11 +195,29 @@ def _solve_step(
     raise RuntimeError("STEP LP failed: HiGHS found no optimal solution")
 
 
+def risk_budget(n: int, n_max: int, budget: float, dead_time: int) -> float:
+    """``F(n)``: the risk the first ``n`` steps may spend in total (module docstring).
+
+    >>> [round(risk_budget(n, 10, 0.05, 4), 4) for n in (4, 5, 10)]
+    [0.0, 0.0083, 0.05]
+    """
+    return 0.0 if n <= dead_time else budget * (n - dead_time) / (n_max - dead_time)
+
+
+def _mirror_pairs(a: NDArray[np.intp], g: NDArray[np.intp], n: int) -> tuple[NDArray[np.intp], ...]:
+    """The tied pairs among states ``(a, g)`` at step ``n``: ``(a_low, a_high, g)``, one row per pair
+    (``a_low == a_high`` for a state that is its own mirror), each state in exactly one pair."""
+    low = np.minimum(a, n - a - (g + 1))  # g is the 0-based gap index
+    low, g = np.divmod(np.unique(low * (n + 1) + g), n + 1)
+    return low, n - low - (g + 1), g
+
+
 def synthesize_weights(
     n_max: int,
     alpha: float,
     *,
     budget: float,
+    dead_time: int = 0,
     grid_size: int = 129,
     column_generation: bool = True,
     progress: Callable[[int], None] | None = None,
@@ -182,28 +225,36 @@ def synthesize_weights(
     """Run the STEP synthesis, yielding ``w_n`` for ``n = 1..N_max`` in turn.
 
     ``alpha`` places the null grid (:func:`null_grid`); ``budget <= alpha`` is the total risk
-    ``F(N_max)`` the LPs may spend.
+    ``F(N_max)`` the LPs may spend, none of it in the first ``dead_time`` steps
+    (:func:`risk_budget`).
 
     Step ``n`` yields an ``(n + 1, G_n)`` array: ``w_n(a, a + g)`` at ``[a, g - 1]`` for the
     gaps ``g = 1..G_n`` that still carry mass; larger gaps are unreachable without having stopped
     and take ``w = 1``.
     """
-    grid = null_grid(n_max, alpha, grid_size)
-    occupancy = Occupancy(grid, grid, n_max)
-    spent = np.zeros(grid_size)
+    if not 0 <= dead_time < n_max:
+        raise ValueError(f"dead_time must lie in [0, n_max); found {dead_time} for n_max {n_max}")
+    lower = null_grid(n_max, alpha, grid_size)[: (grid_size + 1) // 2]  # the rest mirrors it
+    occupancy = Occupancy(lower, lower, n_max)
+    spent = np.zeros(lower.size)
     for n in range(1, n_max + 1):
         occupancy.advance()
-        allowed = np.maximum(budget * n / n_max - spent - _BUDGET_SLACK, 0.0)
         block = occupancy.reject_block(min(occupancy.half_width, n))
         reachable = np.asarray(block.any(axis=0), dtype=bool)
         valid_gap = np.flatnonzero(reachable.any(axis=0))
         gaps = int(valid_gap[-1]) + 1 if valid_gap.size else 0
-        weights = np.ones((n + 1, gaps))
-        a_idx, g_idx = np.nonzero(reachable[:, :gaps])
-        columns = block[:, a_idx, g_idx]
-        weights[a_idx, g_idx] = _solve_step(columns, allowed, column_generation=column_generation)
-        rejected, _ = occupancy.stop(weights)
-        spent += rejected
+        if n <= dead_time:
+            weights = np.zeros((n + 1, gaps))  # nothing stops yet: no mass moves
+        else:
+            allowed = np.maximum(risk_budget(n, n_max, budget, dead_time) - spent - _BUDGET_SLACK, 0.0)
+            weights = np.ones((n + 1, gaps))
+            low, high, g_idx = _mirror_pairs(*np.nonzero(reachable[:, :gaps]), n)
+            columns = block[:, low, g_idx] + np.where(high != low, block[:, high, g_idx], 0.0)
+            w = _solve_step(columns, allowed, column_generation=column_generation)
+            weights[low, g_idx] = w
+            weights[high, g_idx] = w
+            rejected, _ = occupancy.stop(weights)
+            spent += rejected
         if progress is not None:
             progress(n)
         yield weights

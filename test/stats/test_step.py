@@ -31,7 +31,7 @@ def test_resynthesis_reproduces_the_shipped_table():
     The decision boundaries (thresholds and which states randomize) must be identical; the
     fractional LP weights may differ in the last digits between CPUs/BLAS builds (HiGHS
     round-off), so they are pinned to a relative 1e-8 -- far below anything that moves the
-    exact Type-I error (the synthesis keeps a 2 % budget margin).
+    exact Type-I error (the synthesis keeps a 0.5 % budget margin).
     """
     shipped = StepTable.load(find_table(50, 0.05))
     fresh = synthesize_table(50, 0.05)
@@ -83,21 +83,23 @@ def test_accept_region_is_the_mirror_of_the_reject_region():
 
 
 @pytest.mark.parametrize(
-    ("p0", "p1", "power", "expected_stop"),
+    ("n_max", "alpha", "p0", "p1", "reference_power", "reference_stop"),
     [
-        # spec/step.md §9 [check], clean-room Eq.-10 LP, N_max=100, alpha=0.05 (uniform f):
-        (0.45, 0.55, 0.341, 85.4),
-        (0.35, 0.65, 0.990, 35.8),
-        (0.05, 0.15, 0.690, 70.0),
-        (0.85, 0.95, 0.690, 70.0),
+        # The STEP authors' package (sequentialized-barnard-tests 0.0.9), its policy synthesized by
+        # its own script and propagated exactly by bench/step_power.py (docs/step_power.md).
+        # Issue 14's example, where evalstop had 0.568:
+        (50, 0.05, 0.3, 0.5, 0.5861871155110576, 37.64321055329971),
+        # the hardest alternative of seed 003 Fig. 5 (right) at a small alpha:
+        (100, 0.01, 0.45, 0.55, 0.13771980652291557, 95.01045050028756),
     ],
 )
-def test_operating_characteristics_match_reference_n100(p0, p1, power, expected_stop):
-    """Exact power/E[min(tau, N)] agree with the spec's independent run (no margin) within the
-    effect of our 2 % budget margin (measured: power -0.004, E[stop] +0.25)."""
-    oc = operating_characteristics(load_table(100, 0.05), p0, p1)
-    assert oc.power_b_better[0] == pytest.approx(power, abs=5e-3)
-    assert oc.expected_stop[0] == pytest.approx(expected_stop, abs=0.3)
+def test_power_is_at_least_the_reference_packages(n_max, alpha, p0, p1, reference_power, reference_stop):
+    """Exact power of our shipped table >= the reference package's at the same design, while our
+    exact max Type-I stays <= alpha (test above) and theirs reaches 1.0002 alpha (docs/step_power.md);
+    E[min(tau, N_max)] within 0.3 trials of theirs."""
+    oc = operating_characteristics(load_table(n_max, alpha, synthesize=False), p0, p1)
+    assert oc.power_b_better[0] >= reference_power, (oc.power_b_better[0], reference_power)
+    assert oc.expected_stop[0] <= reference_stop + 0.3, (oc.expected_stop[0], reference_stop)
 
 
 def test_runtime_lookup_agrees_with_exact_characteristics():
@@ -134,8 +136,10 @@ def test_randomization_is_replayed_from_the_seed():
     a, b = (rng.random(100) < 0.4).astype(int), (rng.random(100) < 0.7).astype(int)
     runs = [step_test(a, b, n_max=100, seed=seed) for seed in (11, 11, 12)]
     assert (runs[0].decision, runs[0].stopping_trial) == (runs[1].decision, runs[1].stopping_trial)
-    seeds_matter = [step_test(a, b, n_max=100, seed=s).stopping_trial for s in range(30)]
-    assert len(set(seeds_matter)) > 1, "the randomization must depend on the seed"
+    # the seed matters on sequences that reach a randomized (fractional-weight) state
+    sequences = [((rng.random(100) < 0.4).astype(int), (rng.random(100) < 0.7).astype(int)) for _ in range(10)]
+    stops = [{step_test(a, b, n_max=100, seed=s).stopping_trial for s in range(30)} for a, b in sequences]
+    assert any(len(seen) > 1 for seen in stops), "the randomization must depend on the seed"
 
 
 def test_decision_is_frozen_after_the_first_stop():
