@@ -248,7 +248,8 @@ def synthesize_weights(
         else:
             allowed = np.maximum(risk_budget(n, n_max, budget, dead_time) - spent - _BUDGET_SLACK, 0.0)
             weights = np.ones((n + 1, gaps))
-            low, high, g_idx = _mirror_pairs(*np.nonzero(reachable[:, :gaps]), n)
+            a_idx, g_idx = np.nonzero(reachable[:, :gaps])
+            low, high, g_idx = _mirror_pairs(a_idx, g_idx, n)
             columns = block[:, low, g_idx] + np.where(high != low, block[:, high, g_idx], 0.0)
             w = _solve_step(columns, allowed, column_generation=column_generation)
             weights[low, g_idx] = w
