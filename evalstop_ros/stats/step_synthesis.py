@@ -19,7 +19,7 @@ Eq. 9 is read *cumulatively* (the increment-only reading over-spends α).
 ``F(n) = budget · (n - d) / (N_max - d)`` for ``n > d``.  With ``d = 0`` this is the paper's
 uniform ``f(n) = budget / N_max``.  The first steps can only reject a handful of extreme states;
 spending nothing there leaves their share of α to the steps where power is made (at N_max = 50,
-α = 0.05, p = (0.3, 0.5): exact power 0.572 without a dead time, 0.589 with ``d = 7``).
+α = 0.05, p = (0.3, 0.5): exact power 0.57 without a dead time, 0.59 with ``d = 7``).
 
 **Symmetry.** Relabelling successes as failures maps state ``(S0, S1)`` at step ``n`` to
 ``(n - S1, n - S0)`` -- the same gap ``g``, ``a = S0`` to ``n - a - g`` -- and the null
@@ -46,6 +46,7 @@ import highspy
 import numpy as np
 from numpy.typing import NDArray
 
+from .errors import StatsInputError
 from .step_occupancy import Occupancy
 
 #: Risk-budget slack left unspent at every step to absorb LP round-off (HiGHS feasibility
@@ -233,7 +234,7 @@ def synthesize_weights(
     and take ``w = 1``.
     """
     if not 0 <= dead_time < n_max:
-        raise ValueError(f"dead_time must lie in [0, n_max); found {dead_time} for n_max {n_max}")
+        raise StatsInputError(f"dead_time must lie in [0, n_max); found {dead_time} for n_max {n_max}")
     lower = null_grid(n_max, alpha, grid_size)[: (grid_size + 1) // 2]  # the rest mirrors it
     occupancy = Occupancy(lower, lower, n_max)
     spent = np.zeros(lower.size)
