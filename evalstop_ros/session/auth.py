@@ -234,11 +234,11 @@ def signed_score_problem(keys: Mapping[str, bytes], session_id: str, trial_id: i
                          ) -> str:
     """Why a journaled score event is not what its operator signed ("" if it is; audit side).
 
-    Rebuilds the ``TrialScore`` fields (``trial_id``, ``token``, ``success``, ``progress``,
-    ``preference``, ``notes``, ``scorer``, ``instruction``, ``pair_invalid``) from the event's
-    ``submission`` and checks the MAC of
-    its ``auth`` entry with ``keys`` (:func:`read_keys`).
+    Rebuilds the ``TrialScore`` fields from the event's ``submission``
+    (:func:`~.session.score_fields`) and checks the MAC of its ``auth`` entry with ``keys``
+    (:func:`read_keys`).
     """
+    from .session import score_fields  # the whole session only on the audit's path
     entry, submission = payload.get("auth"), payload.get("submission")
     if not isinstance(entry, Mapping) or not isinstance(submission, Mapping):
         return "it carries no signature"
@@ -246,10 +246,7 @@ def signed_score_problem(keys: Mapping[str, bytes], session_id: str, trial_id: i
     key = keys.get(operator) if isinstance(operator, str) else None
     if key is None or not isinstance(operator, str):
         return f"operator {operator!r} is not in the key file"
-    fields = {"trial_id": trial_id, "token": submission.get("token"), "success": submission.get("success"),
-              "progress": submission.get("progress"), "preference": submission.get("preference"),
-              "notes": submission.get("notes"), "scorer": submission.get("operator"),
-              "instruction": submission.get("instruction", ""), "pair_invalid": submission.get("pair_invalid", False)}
+    fields = {"trial_id": trial_id, **score_fields(dict(submission))}
     if not (isinstance(counter, int) and isinstance(mac, str)
             and _verify(key, mac, "trial_score", session_id, operator, counter, fields)):
         return f"the journaled score is not what operator {operator!r} signed (counter {counter})"

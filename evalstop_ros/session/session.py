@@ -210,6 +210,7 @@ __all__ = [
     "OfflineResult",
     "OperatorPrompt",
     "ScoreOutcome",
+    "score_fields",
     "score_submission",
     "SessionState",
     "StatusSnapshot",
@@ -596,6 +597,23 @@ def score_submission(token: object, success: object, progress: object, operator:
     if pair_invalid:
         submission["pair_invalid"] = _json_safe(pair_invalid)
     return submission
+
+
+def score_fields(submission: dict[str, Any]) -> dict[str, Any]:
+    """The ``TrialScore`` fields (but ``trial_id``) a journaled ``submission`` was built from: the
+    inverse of :func:`score_submission`, which :func:`~.auth.signed_score_problem` checks the
+    operator's signature against.
+
+    >>> fields = {"token": "k", "success": True, "progress": 0.5, "preference": "A", "notes": "",
+    ...           "scorer": "alice", "instruction": "fold it", "pair_invalid": True}
+    >>> score_fields(score_submission(*(fields[k] for k in ("token", "success", "progress", "scorer", "notes",
+    ...                                                      "preference", "instruction", "pair_invalid")))) == fields
+    True
+    """
+    return {"token": submission.get("token"), "success": submission.get("success"),
+            "progress": submission.get("progress"), "preference": submission.get("preference"),
+            "notes": submission.get("notes"), "scorer": submission.get("operator"),
+            "instruction": submission.get("instruction", ""), "pair_invalid": submission.get("pair_invalid", False)}
 
 
 class EvaluationSession:
