@@ -162,7 +162,7 @@ def step_test(
     --------
     >>> res = step_test([0, 1] * 10, [1, 1] * 10, alpha=0.05, alternative="greater", n_max=50)
     >>> res.decision.name, res.stopping_trial
-    ('B_BETTER', 9)
+    ('B_BETTER', 11)
     """
     a = np.asarray(scores_a, dtype=np.float64)
     b = np.asarray(scores_b, dtype=np.float64)
