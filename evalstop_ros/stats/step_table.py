@@ -31,7 +31,7 @@ from .validation import check_alpha, check_positive_int
 
 FORMAT_VERSION = 1
 SHIPPED_DIR = pathlib.Path(__file__).with_name("step_tables")
-#: Null-grid size at N_max <= 500 (seed 003 §IV-C: "approximately 100 points for N_max up to 500").
+#: Null-grid size at N_max <= 200 (seed 003 §IV-C: "approximately 100 points for N_max up to 500").
 BASE_GRID_SIZE = 129
 #: The LP spends ``BUDGET_FRACTION * alpha``.  The guarantee is exact only at the grid points;
 #: between them the exact error exceeds the LP budget slightly (seed 003 IX-E1: bounded by the
