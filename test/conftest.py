@@ -25,8 +25,6 @@ import http.server
 import itertools
 import os
 import pathlib
-import re
-import signal
 import subprocess
 import sys
 import threading
@@ -37,6 +35,7 @@ from typing import Any
 
 import pytest
 import yaml
+from nodes_support import NodeProcess
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 #: colcon --merge-install prefix built by ``make ros`` (Makefile ROS_INSTALL).
@@ -118,74 +117,7 @@ def namespace() -> str:
 
 
 # -- node processes --------------------------------------------------------------------------
-class NodeProcess:
-    """One node executable running as a process, its output (stdout + stderr) in a log file."""
-
-    def __init__(self, name: str, cmd: list[str], env: dict[str, str], log_path: pathlib.Path,
-                 stdin: int | None = subprocess.DEVNULL) -> None:
-        self.name = name
-        self.cmd = cmd
-        self.log_path = log_path
-        self._log = log_path.open("ab")
-        self.proc = subprocess.Popen(cmd, env=env, stdout=self._log, stderr=subprocess.STDOUT, stdin=stdin)
-
-    @property
-    def output(self) -> str:
-        """Everything the process printed so far."""
-        return self.log_path.read_text(errors="replace")
-
-    def wait_for(self, pattern: str, timeout: float = 20.0, *, count: int = 1) -> re.Match[str]:
-        """Wait until the output matches regex ``pattern`` ``count`` times; return the last match.
-
-        Fails the test (with the output) on timeout or if the process exits first.
-        """
-        regex = re.compile(pattern)
-        deadline = time.monotonic() + timeout
-        while True:
-            matches = list(regex.finditer(self.output))
-            if len(matches) >= count:
-                return matches[count - 1]
-            if self.proc.poll() is not None:
-                matches = list(regex.finditer(self.output))
-                if len(matches) >= count:
-                    return matches[count - 1]
-                pytest.fail(f"{self.name} exited ({self.proc.returncode}) before printing {pattern!r}:\n{self.output}")
-            if time.monotonic() > deadline:
-                pytest.fail(f"{self.name}: no {pattern!r} (x{count}) within {timeout} s:\n{self.output}")
-            time.sleep(0.05)
-
-    def wait(self, timeout: float = 30.0) -> int:
-        """Wait for the process to exit by itself; return its exit code."""
-        try:
-            return self.proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            pytest.fail(f"{self.name} still running after {timeout} s:\n{self.output}")
-
-    def stop(self, timeout: float = 15.0) -> int:
-        """Ctrl-C (SIGINT) the process, wait for it, and return its exit code (SIGKILL after timeout)."""
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGINT)
-            try:
-                self.proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        self._log.close()
-        if self.proc.returncode != 0:  # shown by pytest with the failing assertion
-            print(f"{self.name} exited with {self.proc.returncode}; the end of its log:\n{self.tail()}")
-        return self.proc.returncode
-
-    def tail(self, lines: int = 40) -> str:
-        """The last ``lines`` lines of the process's output."""
-        return "\n".join(self.output.splitlines()[-lines:])
-
-    def kill(self) -> None:
-        """SIGKILL (``kill -9``): no clean-up of any kind in the process."""
-        self.proc.send_signal(signal.SIGKILL)
-        self.proc.wait()
-        self._log.close()
-
-
+# NodeProcess lives in test/nodes/nodes_support.py, importable by the tests of every directory.
 def params_file(path: pathlib.Path, params: dict[str, Any]) -> pathlib.Path:
     """Write ``params`` as a ROS 2 parameter file for any node (``/**``); returns ``path``."""
     path.write_text(yaml.safe_dump({"/**": {"ros__parameters": params}}, sort_keys=True))

@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import os
 import pathlib
-import signal
 import subprocess
 import sys
 import time
@@ -23,6 +22,7 @@ from typing import Any
 import pytest
 import yaml
 from audit_support import BASE, RATES
+from nodes_support import NodeProcess
 
 from evalstop_ros.audit.synthetic import SimulatedLab, rewrite_bag
 from evalstop_ros.session import parse_config
@@ -34,41 +34,16 @@ pytestmark = pytest.mark.usefixtures("ros_env")
 EVALSTOP = str(pathlib.Path(sys.executable).with_name("evalstop"))
 
 
-class Recorder:
-    """``evalstop record --until-finished`` as a process, its output in a log file."""
+class Recorder(NodeProcess):
+    """``evalstop record --until-finished`` as a process, its output in a log file; started once it records."""
 
     def __init__(self, bag: pathlib.Path, namespace: str, log: pathlib.Path, env: dict[str, str]) -> None:
-        self.log = log
-        self._out = log.open("wb")
-        self.proc = subprocess.Popen([EVALSTOP, "record", "-o", str(bag), "--storage", "mcap", "--namespace", namespace,
-                                      "--until-finished"], env=env, stdout=self._out, stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + 30
-        while "evalstop record: recording" not in self.output:
-            if self.proc.poll() is not None or time.monotonic() > deadline:
-                pytest.fail(f"evalstop record did not start:\n{self.output}")
-            time.sleep(0.05)
-
-    @property
-    def output(self) -> str:
-        return self.log.read_text(errors="replace")
+        super().__init__("evalstop record", [EVALSTOP, "record", "-o", str(bag), "--storage", "mcap", "--namespace",
+                                             namespace, "--until-finished"], env, log)
+        self.wait_for("evalstop record: recording", timeout=30)
 
     def wait(self, timeout: float = 60.0) -> int:
-        try:
-            return self.proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            pytest.fail(f"evalstop record still running after {timeout} s:\n{self.output}")
-        finally:
-            self._out.close()
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGINT)
-            try:
-                self.proc.wait(15)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        self._out.close()
+        return super().wait(timeout)
 
 
 @pytest.fixture

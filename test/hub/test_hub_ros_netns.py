@@ -15,8 +15,6 @@ from __future__ import annotations
 
 import os
 import pathlib
-import signal
-import subprocess
 import time
 from typing import Any
 
@@ -33,6 +31,7 @@ from hub_support import (
     stop_all,
     wait_for,
 )
+from nodes_support import NodeProcess
 
 from evalstop_ros.hub.store import open_store
 
@@ -42,28 +41,10 @@ POLICIES = {"heron": 0.8, "osprey": 0.3}
 TRIALS = 6
 
 
-class _Node:
-    """A node executable inside the namespace, its output in a log file."""
-
-    def __init__(self, ns: str, executable: str, params: dict[str, Any], env: dict[str, str],
-                 log: pathlib.Path) -> None:
-        self.log = log
-        args = [arg for k, v in params.items() for arg in ("-p", f"{k}:={v}")]
-        with open(log, "wb") as out:
-            self.proc = subprocess.Popen(["ip", "netns", "exec", ns, str(LIB / executable), "--ros-args", *args],
-                                         env=env, stdout=out, stderr=subprocess.STDOUT)
-
-    def output(self) -> str:
-        return self.log.read_text(errors="replace")
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGINT)
-            try:
-                self.proc.wait(15)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+def _node(ns: str, executable: str, params: dict[str, Any], env: dict[str, str], log: pathlib.Path) -> NodeProcess:
+    """A node executable inside the network namespace ``ns``, its output in ``log``."""
+    args = [arg for k, v in params.items() for arg in ("-p", f"{k}:={v}")]
+    return NodeProcess(executable, ["ip", "netns", "exec", ns, str(LIB / executable), "--ros-args", *args], env, log)
 
 
 class _RemoteStation:
@@ -90,11 +71,11 @@ def test_ros_station_cut_off_for_a_minute_syncs_later(netns: dict[str, str], pos
     remote = _RemoteStation(tmp_path / "stations" / "hub-remote")
     (tmp_path / "remote.key").write_text(keys["remote"])
     env = {**ros_env, "ROS_DOMAIN_ID": str(int(ros_env["ROS_DOMAIN_ID"]) + 3)}
-    nodes: list[_Node] = []
+    nodes: list[NodeProcess] = []
     hub.start()
     try:
-        nodes.append(_Node(netns["ns"], "sim_robot", {"duration": 0.3, "seed": 1}, env, tmp_path / "robot.log"))
-        manager = _Node(netns["ns"], "evaluation_manager", {
+        nodes.append(_node(netns["ns"], "sim_robot", {"duration": 0.3, "seed": 1}, env, tmp_path / "robot.log"))
+        manager = _node(netns["ns"], "evaluation_manager", {
             "hub_url": hub.url, "station_id": "remote", "hub_key_file": tmp_path / "remote.key",
             "hub_trials": TRIALS, "journal_dir": tmp_path / "stations", "exit_on_finish": "true",
             "exit_linger": 0.5}, env, tmp_path / "manager.log")
@@ -108,7 +89,7 @@ def test_ros_station_cut_off_for_a_minute_syncs_later(netns: dict[str, str], pos
         wait_for(mid_lease, 120, "the ROS station to be in the middle of a lease")
         ip("link", "set", netns["host_if"], "down")
         cut_at = time.monotonic()
-        wait_for(lambda: "unreachable" in manager.output(), 60, "the ROS station to notice the cut")
+        wait_for(lambda: "unreachable" in manager.output, 60, "the ROS station to notice the cut")
 
         def kept() -> set[str]:
             records = remote.records()
@@ -118,7 +99,7 @@ def test_ros_station_cut_off_for_a_minute_syncs_later(netns: dict[str, str], pos
         wait_for(lambda: bool(kept()), 60, "the ROS station to journal its trial while cut off")
         time.sleep(max(0.0, CUT_SECONDS - (time.monotonic() - cut_at)))  # the cut's length, not a synchronisation
         ip("link", "set", netns["host_if"], "up")
-        assert manager.proc.wait(timeout=300) == 0, manager.output()
+        assert manager.proc.wait(timeout=300) == 0, manager.output
         assert local.proc is not None and local.proc.wait(timeout=300) == 0, local.log()
 
         status, entries = call(hub.url + "/v1/journal", key=viewer)
@@ -130,7 +111,7 @@ def test_ros_station_cut_off_for_a_minute_syncs_later(netns: dict[str, str], pos
         assert requeued & lost, "the cut-off station's lease was not requeued"
         online = offline_equals_online(hub, db, tmp_path)
         assert online["n_results"] == len(results)
-        assert not any(secret in manager.output() for secret in (*POLICIES, "sim://"))
+        assert not any(secret in manager.output for secret in (*POLICIES, "sim://"))
     finally:
         for node in reversed(nodes):
             node.stop()

@@ -7,8 +7,13 @@ from __future__ import annotations
 
 import math
 import pathlib
+import re
+import signal
+import subprocess
+import time
 from typing import Any
 
+import pytest
 import yaml
 
 #: A two-policy paired session: success by STEP, progress by N-SCORE (K = 21), 0.05 each
@@ -81,3 +86,71 @@ def operator_keys(directory: pathlib.Path, *operators: str) -> tuple[pathlib.Pat
     keys = new_keys(operators)
     clients = {op: write_keys(directory / f"{op.replace(':', '_')}.key", {op: key}) for op, key in keys.items()}
     return write_keys(directory / "operators.keys", keys), clients
+
+
+class NodeProcess:
+    """One node executable running as a process, its output (stdout + stderr) in a log file."""
+
+    def __init__(self, name: str, cmd: list[str], env: dict[str, str], log_path: pathlib.Path,
+                 stdin: int | None = subprocess.DEVNULL) -> None:
+        self.name = name
+        self.cmd = cmd
+        self.log_path = log_path
+        self._log = log_path.open("ab")
+        self.proc = subprocess.Popen(cmd, env=env, stdout=self._log, stderr=subprocess.STDOUT, stdin=stdin)
+
+    @property
+    def output(self) -> str:
+        """Everything the process printed so far."""
+        return self.log_path.read_text(errors="replace")
+
+    def wait_for(self, pattern: str, timeout: float = 20.0, *, count: int = 1) -> re.Match[str]:
+        """Wait until the output matches regex ``pattern`` ``count`` times; return the last match.
+
+        Fails the test (with the output) on timeout or if the process exits first.
+        """
+        regex = re.compile(pattern)
+        deadline = time.monotonic() + timeout
+        while True:
+            matches = list(regex.finditer(self.output))
+            if len(matches) >= count:
+                return matches[count - 1]
+            if self.proc.poll() is not None:
+                matches = list(regex.finditer(self.output))
+                if len(matches) >= count:
+                    return matches[count - 1]
+                pytest.fail(f"{self.name} exited ({self.proc.returncode}) before printing {pattern!r}:\n{self.output}")
+            if time.monotonic() > deadline:
+                pytest.fail(f"{self.name}: no {pattern!r} (x{count}) within {timeout} s:\n{self.output}")
+            time.sleep(0.05)
+
+    def wait(self, timeout: float = 30.0) -> int:
+        """Wait for the process to exit by itself; return its exit code."""
+        try:
+            return self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"{self.name} still running after {timeout} s:\n{self.output}")
+
+    def stop(self, timeout: float = 15.0) -> int:
+        """Ctrl-C (SIGINT) the process, wait for it, and return its exit code (SIGKILL after timeout)."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGINT)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self._log.close()
+        if self.proc.returncode != 0:  # shown by pytest with the failing assertion
+            print(f"{self.name} exited with {self.proc.returncode}; the end of its log:\n{self.tail()}")
+        return self.proc.returncode
+
+    def tail(self, lines: int = 40) -> str:
+        """The last ``lines`` lines of the process's output."""
+        return "\n".join(self.output.splitlines()[-lines:])
+
+    def kill(self) -> None:
+        """SIGKILL (``kill -9``): no clean-up of any kind in the process."""
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait()
+        self._log.close()
