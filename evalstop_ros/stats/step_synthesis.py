@@ -19,7 +19,7 @@ Eq. 9 is read *cumulatively* (the increment-only reading over-spends α).
 ``F(n) = budget · (n - d) / (N_max - d)`` for ``n > d``.  With ``d = 0`` this is the paper's
 uniform ``f(n) = budget / N_max``.  The first steps can only reject a handful of extreme states;
 spending nothing there leaves their share of α to the steps where power is made (at N_max = 50,
-α = 0.05, p = (0.3, 0.5): exact power 0.57 without a dead time, 0.59 with ``d = 7``).
+α = 0.05, p = (0.3, 0.5): exact power 0.57 without a dead time, 0.59 with ``d = 9``).
 
 **Symmetry.** Relabelling successes as failures maps state ``(S0, S1)`` at step ``n`` to
 ``(n - S1, n - S0)`` -- the same gap ``g``, ``a = S0`` to ``n - a - g`` -- and the null

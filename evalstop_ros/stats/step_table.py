@@ -31,7 +31,7 @@ from .validation import check_alpha, check_positive_int
 
 FORMAT_VERSION = 1
 SHIPPED_DIR = pathlib.Path(__file__).with_name("step_tables")
-#: Null-grid size at N_max <= 200 (seed 003 §IV-C: "approximately 100 points for N_max up to 500").
+#: Null-grid size at N_max <= 100 (seed 003 §IV-C: "approximately 100 points for N_max up to 500").
 BASE_GRID_SIZE = 129
 #: The LP spends ``BUDGET_FRACTION * alpha``.  The guarantee is exact only at the grid points;
 #: between them the exact error exceeds the LP budget slightly (seed 003 IX-E1: bounded by the
@@ -42,35 +42,35 @@ BUDGET_FRACTION = 0.995
 
 
 def dead_time(n_max: int) -> int:
-    """Steps without any decision: ``max(5, floor(log2 N_max) + 2)`` (at most ``N_max - 1``).
+    """Steps without any decision: ``floor(log2 N_max) + 4``, at most ``N_max // 4``.
 
     Not in seed 003, whose §IV-D allows any non-negative risk budget; the STEP authors' code waits
     ``max(4, floor(log2 N_max) + 1)`` steps.  The first steps could only reject a handful of extreme
-    states; spending nothing there moves their share of α to where power is made.  We wait one
-    step longer than the authors' code: with our exact-validity margin (:data:`BUDGET_FRACTION`)
-    that makes the power at least theirs in 104 of the 112 (design, alternative) cells of
-    ``bench/step_power.py`` (``docs/step_power.md``; the others within 0.0014), for E[stop] at
-    most ~0.3 trials longer.
+    states; spending nothing there moves their share of α to where power is made.  We wait three
+    steps longer than the authors' code (at most a quarter of the trials): with our exact-validity
+    margin (:data:`BUDGET_FRACTION`) that makes the power at least theirs in every (design,
+    alternative) cell of ``bench/step_power.py`` (``docs/step_power.md``).  The price is that no
+    session stops in fewer than ``d + 1`` trials.
 
-    >>> [dead_time(n) for n in (1, 3, 50, 100, 200, 500)]
-    [0, 2, 7, 8, 9, 10]
+    >>> [dead_time(n) for n in (1, 3, 10, 50, 100, 200, 500)]
+    [0, 0, 2, 9, 10, 11, 12]
     """
-    return min(max(5, n_max.bit_length() + 1), n_max - 1)  # bit_length = floor(log2) + 1
+    return min(n_max.bit_length() + 3, n_max // 4)  # bit_length = floor(log2) + 1
 
 
 def default_grid_size(n_max: int) -> int:
-    """Null-grid size for ``n_max``: 129, growing as ``sqrt(n_max)`` beyond 200 (204 at 500).
+    """Null-grid size for ``n_max``: 129, growing as ``sqrt(n_max)`` beyond 100 (183 at 200, 289 at 500).
 
     Neighbouring grid points are a fixed Fisher-Rao distance apart, so the KL divergence between
     neighbouring nulls over ``N_max`` trials grows like ``N_max * spacing^2`` -- and with it the
     error between grid points (seed 003 IX-E1's TV/Pinsker argument).  Scaling the grid as
-    ``sqrt(N_max)`` keeps that product at its N_max=200 value, which the margin above covers
-    (129 points at N_max=500 exceeded alpha by 0.3 % at alpha=0.025).
+    ``sqrt(N_max)`` keeps that product at its N_max=100 value, which the margin above covers
+    (129 points at N_max=200 exceeded alpha by 0.04 % at alpha=0.01).
 
-    >>> [default_grid_size(n) for n in (50, 200, 500, 2000)]
-    [129, 129, 204, 408]
+    >>> [default_grid_size(n) for n in (50, 100, 200, 500, 2000)]
+    [129, 129, 183, 289, 577]
     """
-    return max(BASE_GRID_SIZE, math.ceil(BASE_GRID_SIZE * math.sqrt(n_max / 200)))
+    return max(BASE_GRID_SIZE, math.ceil(BASE_GRID_SIZE * math.sqrt(n_max / 100)))
 
 
 def table_parameters(n_max: int, alpha: float, grid_size: int | None = None) -> dict[str, object]:
