@@ -15,7 +15,7 @@ Layout (``sqlite3`` from the standard library)::
 Integrity: every event stores ``hash = SHA-256(previous hash, seq, stamp, kind, trial, payload)``
 (:func:`chain_hash`), the first one chained to a genesis hash of the ``meta`` rows, so an event
 edited after the fact (by someone who dropped the triggers) breaks the chain at that event.
-After each append the head ``(seq, hash)`` is written to ``<path>.head`` (atomic rename):
+After each append the head ``(seq, hash)`` is written to ``<path>.head`` (:mod:`.journal_head`):
 reopening checks the whole chain and that the database reaches the head, so a copy without its
 ``-wal`` file, a truncated file or an emptied one is refused instead of silently starting over.
 The chain is checked by :meth:`Journal.open` (resume refuses a broken journal) and reported by
@@ -55,6 +55,7 @@ from typing import Any
 
 from .config import SessionConfig, config_diff
 from .errors import JournalError
+from .journal_head import HeadFile, head_path, read_head
 from .plan import KEY_BYTES, commit_key
 
 __all__ = ["KINDS", "ChainBreak", "Event", "Journal", "JournalContents", "chain_hash", "read_journal"]
@@ -174,32 +175,6 @@ def _connect(path: pathlib.Path, *, read_only: bool = False) -> sqlite3.Connecti
     return connection
 
 
-def _head_path(file: pathlib.Path) -> pathlib.Path:
-    return file.with_name(file.name + ".head")
-
-
-def _write_head(file: pathlib.Path, seq: int, digest: str) -> None:
-    """Record the chain's head beside the database (atomic: write a temporary file, rename)."""
-    head = _head_path(file)
-    temporary = head.with_name(head.name + ".tmp")
-    try:
-        temporary.write_text(json.dumps({"seq": seq, "hash": digest}))
-        os.replace(temporary, head)
-    except OSError as err:
-        raise JournalError(f"journal {str(file)!r}: cannot write its head file {str(head)!r}: {err}") from err
-
-
-def _read_head(file: pathlib.Path) -> tuple[int, str] | None:
-    head = _head_path(file)
-    if not head.exists():
-        return None
-    try:
-        data = json.loads(head.read_text())
-        return int(data["seq"]), str(data["hash"])
-    except (OSError, ValueError, KeyError, TypeError) as err:
-        raise JournalError(f"journal {str(file)!r}: its head file {str(head)!r} is unreadable: {err}") from err
-
-
 def _meta(connection: sqlite3.Connection) -> dict[str, str] | None:
     has_meta = connection.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'meta'").fetchone()
     if has_meta is None:
@@ -257,8 +232,9 @@ class Journal:
     """
 
     def __init__(self, path: pathlib.Path, connection: sqlite3.Connection, lock_fd: int, meta: dict[str, str],
-                 head: tuple[int, str]) -> None:
+                 head: tuple[int, str], head_file: HeadFile) -> None:
         self.path = path
+        self._head_file = head_file
         self._connection: sqlite3.Connection | None = connection
         self._lock_fd: int | None = lock_fd
         self.session_id = meta["session_id"]
@@ -325,10 +301,12 @@ class Journal:
                 if meta is None:
                     meta = cls._create(connection, session_id, config, plan_key or secrets.token_bytes(KEY_BYTES))
                     head = (1, str(connection.execute("SELECT hash FROM events WHERE seq = 1").fetchone()[0]))
-                    _write_head(file, *head)
+                    head_file = HeadFile(file, new=True)
+                    head_file.write(*head)
                 else:
                     cls._check(file, meta, session_id, config)
                     head = cls._check_integrity(file, connection, meta)
+                    head_file = HeadFile(file, new=False)
             except BaseException:
                 connection.close()
                 raise
@@ -339,7 +317,7 @@ class Journal:
         except BaseException:
             os.close(lock_fd)
             raise
-        return cls(file, connection, lock_fd, meta, head)
+        return cls(file, connection, lock_fd, meta, head, head_file)
 
     @staticmethod
     def _check_file(file: pathlib.Path) -> None:
@@ -363,10 +341,10 @@ class Journal:
         if commit_key(bytes.fromhex(meta["plan_key"]), meta["session_id"]) != meta["key_commitment"]:
             raise JournalError(f"journal {str(file)!r} refused: its randomization key does not match the "
                                "commitment published at the start")
-        head = _read_head(file)
+        head = read_head(file)
         if head is None:
             raise JournalError(
-                f"journal {str(file)!r} refused: its head file {_head_path(file).name!r} is missing, so a "
+                f"journal {str(file)!r} refused: its head file {head_path(file).name!r} is missing, so a "
                 f"truncated copy cannot be told from the original; copy the .db, -wal and .head files together")
         seq, head_hash = head
         if seq > last:
@@ -480,7 +458,7 @@ class Journal:
         except sqlite3.Error as err:
             raise JournalError(f"journal {str(self.path)!r}: cannot append {kind!r}: {err}") from err
         self._head = (seq, digest)
-        _write_head(self.path, seq, digest)
+        self._head_file.write(seq, digest)
         return Event(seq, stamp_ns, kind, trial_id, json.loads(text), digest)
 
     # -- reading ---------------------------------------------------------------------------
@@ -505,6 +483,7 @@ class Journal:
         if self._connection is not None:
             self._connection.close()
             self._connection = None
+        self._head_file.close()
         if self._lock_fd is not None:
             os.close(self._lock_fd)
             self._lock_fd = None
@@ -573,7 +552,7 @@ def read_journal(path: str | os.PathLike[str]) -> JournalContents:
         raise JournalError(f"journal {str(file)!r} cannot be read as a journal: {err}") from err
     except KeyError as err:
         raise JournalError(f"journal {str(file)!r} lacks meta row {err}: it is damaged") from err
-    head = _read_head(file)
+    head = read_head(file)
     truncated = ""
     if head is not None and head[0] > last:
         truncated = (f"the head file records {head[0]} events but the database holds {last} (a copy without its "

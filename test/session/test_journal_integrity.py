@@ -133,3 +133,31 @@ def test_the_key_is_secret_committed_and_revealed_at_the_end(journal_path):
 def test_plan_key_of_the_wrong_length_is_refused(journal_path):
     with pytest.raises(JournalError, match=r"`plan_key` must be 32 bytes"):
         Journal.open(journal_path, "s1", sim.make_config(), plan_key=b"short")
+
+
+def test_head_file_survives_a_torn_slot_and_reads_the_earlier_format(journal_path):
+    """The head is written in place into two CRC-checked slots (journal_head): a slot torn by a
+    crash falls back to the other one, which a journal may be ahead of; a one-record head file of
+    the earlier format still reads; a stale head file is dropped when a new journal is created."""
+    run(journal_path).close()
+    head = journal_path.with_name(journal_path.name + ".head")
+    last = read_journal(journal_path).events[-1]
+    data = bytearray(head.read_bytes())
+    assert len(data) == 256 and f'"seq": {last.seq}'.encode() in data
+    torn = (last.seq % 2) * 128  # the slot being written when the power went
+    for damage in (b"\0" * 20, last.hash[:20].translate(str.maketrans("0123456789abcdef", "123456789abcdef0")).encode()):
+        spoiled = bytearray(data)
+        at = data.index(last.hash.encode(), torn)
+        spoiled[at : at + 20] = damage  # unparsable, or parsable with a CRC that does not match
+        head.write_bytes(bytes(spoiled))
+        with EvaluationSession.open(journal_path, sim.make_config(), "s1", durable=False) as session:
+            assert session.events()[-1].seq == last.seq  # resumed: the database is one event ahead of the head
+    head.write_text(f'{{"seq": {last.seq}, "hash": "{last.hash}"}}')  # the earlier format
+    EvaluationSession.open(journal_path, sim.make_config(), "s1", durable=False).close()
+    head.write_bytes(b"\0" * 256)
+    with pytest.raises(JournalError, match=r"head file .* is unreadable: no valid record"):
+        EvaluationSession.open(journal_path, sim.make_config(), "s1")
+    fresh = journal_path.with_name("fresh.db")
+    fresh.with_name("fresh.db.head").write_text('{"seq": 999, "hash": "stale"}')
+    EvaluationSession.open(fresh, sim.make_config(), "s2", durable=False).close()
+    EvaluationSession.open(fresh, sim.make_config(), "s2", durable=False).close()  # the stale head is gone
