@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from collections.abc import Callable
@@ -38,8 +37,15 @@ def read_csv_rows(path: str) -> list[tuple[int, list[str]]]:
 
 
 def print_json(payload: dict[str, Any]) -> None:
-    """Print ``payload`` as the verb's single JSON object (sorted keys; NaN is an error)."""
-    print(json.dumps(payload, sort_keys=True, allow_nan=False))
+    """Print ``payload`` as the verb's single JSON object, keys sorted.
+
+    orjson writes floats ~20x faster than :mod:`json` (``analyze --json`` prints two per trial);
+    numpy scalars and arrays are written as numbers and lists, and a NaN as ``null`` (the
+    ``to_dict`` methods map NaN to ``None`` themselves).
+    """
+    import orjson
+
+    print(orjson.dumps(payload, option=orjson.OPT_SORT_KEYS | orjson.OPT_SERIALIZE_NUMPY).decode())
 
 
 def float_list(text: str) -> list[float]:

@@ -10,6 +10,7 @@ import subprocess
 import sys
 from collections.abc import Callable
 
+import orjson
 import pytest
 
 
@@ -42,7 +43,8 @@ def audit_json(evalstop: Callable[..., subprocess.CompletedProcess[str]]) -> Cal
         assert done.returncode in (0, 1), done.stderr
         assert done.stderr == "", done.stderr
         payload = json.loads(done.stdout)
-        assert done.stdout == json.dumps(payload, sort_keys=True) + "\n"  # exactly one object, sorted keys
+        # exactly one compact object on one line, keys sorted at every level
+        assert done.stdout == orjson.dumps(payload, option=orjson.OPT_SORT_KEYS).decode() + "\n"
         return done.returncode, payload
 
     return run

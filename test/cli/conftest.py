@@ -10,6 +10,7 @@ import subprocess
 import sys
 from collections.abc import Callable
 
+import orjson
 import pytest
 
 
@@ -47,7 +48,8 @@ def _stdout_json(proc: subprocess.CompletedProcess[str]) -> dict[str, object]:
     assert proc.returncode == 0, proc.stderr
     assert proc.stderr == ""  # no diagnostics, no progress bar with --json
     payload = json.loads(proc.stdout)
-    assert proc.stdout == json.dumps(payload, sort_keys=True) + "\n"  # exactly one object, sorted keys
+    # exactly one compact object on one line, keys sorted at every level
+    assert proc.stdout == orjson.dumps(payload, option=orjson.OPT_SORT_KEYS).decode() + "\n"
     return payload
 
 
