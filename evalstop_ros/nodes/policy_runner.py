@@ -34,7 +34,6 @@ from evalstop.srv import SessionControl
 from rclpy.action import ActionServer, CancelResponse, GoalResponse
 from rclpy.action.server import ServerGoalHandle
 from rclpy.callback_groups import ReentrantCallbackGroup
-from rclpy.node import Node
 from std_srvs.srv import SetBool, Trigger
 
 from ..runner.adapters import ADAPTERS, RobotAdapter, make_adapter
@@ -47,11 +46,12 @@ from ..runner.recorder import EpisodeRecorder, with_recording
 from ..runner.trials import RunLedger, load_servers
 from ..session import auth
 from ._common import declare, spin_node
+from .quick_log import QuickNode
 
 __all__ = ["PolicyRunner", "main"]
 
 
-class PolicyRunner(Node):
+class PolicyRunner(QuickNode):
     """``RunTrial`` action server driving a robot adapter with remote policies."""
 
     def __init__(self) -> None:

@@ -37,11 +37,11 @@ from rcl_interfaces.msg import SetParametersResult
 from rclpy.action import ActionServer, CancelResponse, GoalResponse
 from rclpy.action.server import ServerGoalHandle
 from rclpy.callback_groups import ReentrantCallbackGroup
-from rclpy.node import Node
 from rclpy.parameter import Parameter
 
 from ..hub.station import sim_address_rate
 from ._common import declare, spin_node
+from .quick_log import QuickNode
 
 __all__ = ["Outcome", "SimRobot", "main", "simulate_outcome"]
 
@@ -94,7 +94,7 @@ def simulate_outcome(
     return Outcome(success, 1.0 if success else partial)
 
 
-class SimRobot(Node):
+class SimRobot(QuickNode):
     """``RunTrial`` action server simulating policies with given success rates."""
 
     def __init__(self) -> None:

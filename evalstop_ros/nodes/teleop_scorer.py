@@ -53,13 +53,13 @@ from evalstop.msg import ScoreAck, SessionStatus, TrialRequest, TrialScore
 from evalstop.srv import CorrectScore, SessionControl
 from rclpy.exceptions import ParameterException
 from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
-from rclpy.node import Node
 from rclpy.qos import QoSProfile
 from std_srvs.srv import SetBool, Trigger
 
 from .. import qos
 from ..session import auth
 from ._common import EXIT_USAGE, declare, parameter_error, ros_context
+from .quick_log import QuickNode
 
 __all__ = ["TeleopScorer", "main"]
 
@@ -76,7 +76,7 @@ STATES = {SessionStatus.STATE_IDLE: "idle", SessionStatus.STATE_RUNNING: "runnin
           SessionStatus.STATE_ABORTED: "ABORTED"}
 
 
-class TeleopScorer(Node):
+class TeleopScorer(QuickNode):
     """Operator terminal: shows blinded trials, publishes scores, shows acknowledgements."""
 
     def __init__(self, *, latched_qos: QoSProfile, event_qos: QoSProfile, out: TextIO = sys.stdout) -> None:
