@@ -70,7 +70,7 @@ def operating_characteristics(
     >>> from evalstop_ros.stats.step_table import load_table
     >>> oc = operating_characteristics(load_table(100, 0.05), 0.35, 0.65)
     >>> print(f"{oc.power_b_better[0]:.3f} {oc.expected_stop[0]:.1f}")
-    0.992 36.0
+    0.992 36.3
     """
     p0_arr, p1_arr = (np.atleast_1d(np.asarray(p, dtype=np.float64)).ravel() for p in (p0, p1))
     p0_arr, p1_arr = np.broadcast_arrays(p0_arr, p1_arr)
