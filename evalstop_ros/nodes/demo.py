@@ -268,11 +268,19 @@ def run(args: argparse.Namespace) -> int:
     try:
         with ros_context([]):
             monitor = DemoMonitor(qos.STATUS_QOS, signer=Signer("auto:demo", keys["auto:demo"]))
-            for name, command in robot.items():
-                procs[name] = subprocess.Popen(command, env=env, stdout=logs[name], stderr=subprocess.STDOUT)
             procs["evaluation_manager"] = subprocess.Popen(
                 [_executable("evaluation_manager"), *_ros_args(manager_params)], env=env,
                 stdout=logs["evaluation_manager"], stderr=subprocess.STDOUT)
+            # The robot starts once the monitor follows the manager (its first status came): a
+            # simulated session can end within a second, before a loaded machine's DDS discovery.
+            while monitor.status is None and procs["evaluation_manager"].poll() is None:
+                rclpy.spin_once(monitor, timeout_sec=0.1)
+                if time.monotonic() - started > args.timeout:
+                    print(f"evalstop demo: no status from evaluation_manager within {args.timeout:g} s; see "
+                          f"{workdir}", file=sys.stderr)
+                    return EXIT_FAILURE
+            for name, command in robot.items():
+                procs[name] = subprocess.Popen(command, env=env, stdout=logs[name], stderr=subprocess.STDOUT)
             while not monitor.final:
                 rclpy.spin_once(monitor, timeout_sec=0.1)
                 monitor.confirm_resets()
