@@ -28,10 +28,12 @@ from typing import Any
 
 from .errors import HubError
 
-__all__ = ["SIM_ADDRESS", "StationClient", "read_key", "run_station", "sim_address_rate", "sim_runner"]
+__all__ = ["ARMS", "SIM_ADDRESS", "StationClient", "read_key", "run_station", "sim_address_rate", "sim_runner"]
 
 #: Name of the local journal inside a station's directory.
 JOURNAL = "station.jsonl"
+#: The two arms of an A/B assignment, run in this order.
+ARMS = ("A", "B")
 KEY_ENV = "EVALSTOP_HUB_KEY"
 #: Address prefix of a simulated policy server, ``sim://success=P``.
 SIM_ADDRESS = "sim://success="
@@ -126,11 +128,19 @@ class StationClient:
         return [r for r in records if r["kind"] == "result" and r["upload_id"] not in settled]
 
     def lease(self) -> dict[str, Any]:
-        """Ask the hub for work and journal the lease locally."""
-        work = self.request("POST", "/v1/work")
+        """Ask the hub for work (an assignment and its runner ticket; see :meth:`resolve`)."""
+        return dict(self.request("POST", "/v1/work"))
+
+    def resolve(self, work: Mapping[str, Any]) -> dict[str, str]:
+        """Resolve the runner ticket of leased ``work`` to the policy-server addresses of arms
+        ``A`` and ``B``, and journal the lease: from here on the station holds the work (a
+        ``leased`` record without its ``result`` is an assignment the station started)."""
+        addresses = self.request("POST", "/v1/tickets/resolve", {"ticket": work["runner_ticket"]})
+        if not isinstance(addresses, dict) or any(not isinstance(addresses.get(arm), str) for arm in ARMS):
+            raise HubError("the hub's ticket answer has no address for arms A and B", 502)
         self._append({"kind": "leased", "assignment_id": work["assignment_id"], "task": work["task"],
                       "lease_deadline": work["lease_deadline"]})
-        return dict(work)
+        return {arm: addresses[arm] for arm in ARMS}
 
     def record_result(self, assignment_id: str, score_a: float, score_b: float) -> str:
         """Journal a result locally (before any upload); returns its upload id."""
@@ -182,7 +192,7 @@ def sim_runner(trial_seconds: float) -> Runner:
     def run(addresses: Mapping[str, str], task: str, rng: random.Random,
             heartbeat: Callable[[], None]) -> tuple[float, float]:
         scores = []
-        for arm in ("A", "B"):
+        for arm in ARMS:
             rate = sim_address_rate(addresses[arm])
             if rate is None:
                 raise HubError(f"the simulated runner drives sim://success=P policies only; arm {arm} is not one")
@@ -214,7 +224,7 @@ def run_station(client: StationClient, trials: int, runner: Runner, *, seed: int
             break
         try:
             work = client.lease()
-            addresses = client.request("POST", "/v1/tickets/resolve", {"ticket": work["runner_ticket"]})
+            addresses = client.resolve(work)
         except HubError as err:
             if err.status != 503:
                 raise

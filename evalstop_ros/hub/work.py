@@ -34,11 +34,10 @@ from typing import Any
 from ..session.publishing import OK, WARN, Diagnostic
 from ..session.session import PendingTrial, ScoreOutcome
 from .errors import HubError
-from .station import StationClient
+from .station import ARMS, StationClient
 
 __all__ = ["ARMS", "COMMANDS", "STATE_CODES", "StationWork", "WorkStatus"]
 
-ARMS = ("A", "B")
 #: ``WorkStatus.state`` -> ``SessionStatus.STATE_*`` (msg/SessionStatus.msg).
 STATE_CODES = {"waiting_for_work": 1, "running": 1, "paused": 2, "finished": 3, "aborted": 4}
 #: Commands of :meth:`StationWork.control` (the manager's ``session_control``).
@@ -222,20 +221,18 @@ class StationWork:
             self._leased = self.client.lease()
         work = self._leased
         try:
-            addresses = self.client.request("POST", "/v1/tickets/resolve", {"ticket": work["runner_ticket"]})
+            addresses = self.client.resolve(work)
         except HubError as err:
             if err.status != 503:
                 self._leased = None  # the lease is gone (expired, revoked): lease again
             raise
         self._leased = None
-        if not isinstance(addresses, dict) or any(not isinstance(addresses.get(arm), str) for arm in ARMS):
-            raise HubError("the hub's ticket answer has no address for arms A and B", 502)
         with self._lock:
             if self._aborted:
                 return
             self._round += 1
             self._assignment = _Assignment(
-                str(work["assignment_id"]), str(work["task"]), self._round, {arm: addresses[arm] for arm in ARMS},
+                str(work["assignment_id"]), str(work["task"]), self._round, addresses,
                 {arm: secrets.token_hex(6) for arm in ARMS}, float(work.get("lease_seconds") or 60.0))
         log.info("assignment %s leased: task %s, arms A then B (round %d)", work["assignment_id"], work["task"],
                  self._round)

@@ -6,8 +6,9 @@ lease and restarted later (its lost lease is requeued and redone, its journal sy
 is killed while the stations work and restarted later (the stations journal what they finish
 meanwhile and upload it once the hub is back). Every result is counted exactly once, and the
 hub's leaderboard equals ``evalstop hub analyze`` of the exported journal. The first station
-shares the test's domain, so the test also reads its topics: blinded trial requests (labels A
-and B only) and a WARN diagnostic while the hub is unreachable.
+shares the test's domain, so the test also reads its topics (blinded trial requests: labels A
+and B only; a WARN diagnostic while the hub is unreachable) and pauses it to hold an
+assignment across the hub's kill.
 """
 
 from __future__ import annotations
@@ -91,6 +92,7 @@ def test_ros_stations_survive_kills_and_every_result_counts_once(
         hub_setup: tuple[HubProcess, list[RosStation], str], probe: Any, tmp_path: pathlib.Path) -> None:
     from diagnostic_msgs.msg import DiagnosticArray
     from evalstop.msg import SessionStatus, TrialRequest
+    from evalstop.srv import SessionControl
 
     from evalstop_ros import qos
 
@@ -117,11 +119,20 @@ def test_ros_stations_survive_kills_and_every_result_counts_once(
     [lost_lease] = {r["assignment_id"] for r in records if r["kind"] == "leased"} - {
         r["assignment_id"] for r in records if r["kind"] == "result"}
 
-    # 2. kill the hub while a live station is in the middle of a lease: it finishes the trial,
-    #    journals the result and keeps it until the hub is back
-    probe.spin_until(lambda: results_at_hub() >= 6 and any(s.records()[-1]["kind"] == "leased" for s in live), 120,
-                     "6 results at the hub and a live station in a lease")
+    # 2. kill the hub while the first station holds an assignment it cannot have finished: paused
+    #    with arm A pending, arm B cannot start (an arm A run in flight ends and is scored). Resumed
+    #    once the hub is down, it finishes the assignment, journals the result and keeps it until
+    #    the hub is back.
+    probe.spin_until(lambda: results_at_hub() >= 6, 120, "6 results at the hub")
+    pause = SessionControl.Request(command=SessionControl.Request.COMMAND_PAUSE, reason="hold a lease")
+    assert probe.call(SessionControl, "session_control", pause).ok
+    probe.spin_until(lambda: any(s.state_name.startswith("hub:paused") and s.pending_trial_id % 2 for s in statuses[-1:]),
+                     60, "the first station paused with arm A of an assignment pending")
+    assert stations[0].records()[-1]["kind"] == "leased"
     hub.kill()
+    resumed = probe.call(SessionControl, "session_control",
+                         SessionControl.Request(command=SessionControl.Request.COMMAND_RESUME))
+    assert resumed.ok or resumed.message.endswith("is not paused"), resumed.message  # a re-sent request
 
     def journaled_offline() -> set[str]:
         out = set()

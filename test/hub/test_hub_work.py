@@ -15,6 +15,7 @@ from collections.abc import Iterator
 import pytest
 from hub_support import HubProcess, call, wait_for
 
+from evalstop_ros.hub.errors import HubError
 from evalstop_ros.hub.station import StationClient
 from evalstop_ros.hub.store import open_store
 from evalstop_ros.hub.work import StationWork
@@ -42,6 +43,23 @@ def _work(hub: HubProcess, key: str, directory: pathlib.Path, name: str, trials:
                        retry_min=0.05, retry_max=0.3)
     work.start()
     return work
+
+
+def test_a_lease_is_journaled_once_its_ticket_resolves(hub: tuple[HubProcess, dict[str, str]],
+                                                       tmp_path: pathlib.Path) -> None:
+    """A ``leased`` line means the station holds the work: a lease whose runner ticket did not
+    resolve (hub down, ticket refused) leaves no line."""
+    process, keys = hub
+    client = StationClient(process.url, keys["s2"], tmp_path / "s2", timeout=2.0)
+    work = client.lease()
+    assert client.records() == []
+    with pytest.raises(HubError) as refused:
+        client.resolve(dict(work, runner_ticket="0" * len(work["runner_ticket"])))
+    assert refused.value.status == 401 and client.records() == []
+    addresses = client.resolve(work)
+    assert set(addresses) == {"A", "B"} and set(addresses.values()) <= {"sim://success=1", "sim://success=0"}
+    [record] = client.records()
+    assert (record["kind"], record["assignment_id"], record["task"]) == ("leased", work["assignment_id"], "towel")
 
 
 def test_trials_scores_and_an_outage(hub: tuple[HubProcess, dict[str, str]], tmp_path: pathlib.Path) -> None:
