@@ -14,9 +14,11 @@ the colcon install as processes and plays the operator from this process:
 Both with the journal fsynced on every append (the manager's default, ``--no-fsync`` to
 compare), on an idle machine and under load (``--load`` CPU-bound processes, one per core by
 default: a shared CI machine; started in a session of their own, as another user's or CI job's
-are, and in this benchmark's session, see :data:`LOAD_SESSIONS`), for this tree and for the manager as of ``--baseline`` (its
-``evalstop_ros`` extracted with ``git archive`` and put first on the manager's PYTHONPATH), all
-in the same run. Run inside the ROS environment (``make bench`` does)::
+are, and in this benchmark's session, see :data:`LOAD_SESSIONS`; then both again with the
+manager and this operator under ``SCHED_FIFO`` priority ``--priority``, the manager's
+``thread_priority`` parameter), for this tree and for the manager as of ``--baseline`` (its
+``evalstop_ros`` extracted with ``git archive`` and put first on the manager's PYTHONPATH;
+``chrt -f`` gives it the priority), all in the same run. Run inside the ROS environment (``make bench`` does)::
 
     . tools/ros/env.sh .venv build/ros/install && python bench/latency.py --trials 200 --burst 2000
 
@@ -63,11 +65,24 @@ def _percentiles(samples: list[float]) -> dict[str, float]:
 BASELINE = "bfcdce5"  # the manager before issue 8
 
 
-def run(args: argparse.Namespace, *, source: pathlib.Path | None = None) -> dict[str, Any]:
+def _normal_scheduling() -> None:
+    """Every thread of this process back under the normal scheduler (after a real-time run)."""
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            os.sched_setscheduler(int(tid), os.SCHED_OTHER, os.sched_param(0))
+        except ProcessLookupError:
+            pass
+
+
+def run(args: argparse.Namespace, *, source: pathlib.Path | None = None, priority: int = 0) -> dict[str, Any]:
+    """One measurement; ``priority`` > 0 runs the manager and this operator under SCHED_FIFO
+    (ours: its ``thread_priority`` parameter; the baseline, which has none: ``chrt -f``)."""
     import rclpy
     from evalstop.msg import ScoreAck, SessionStatus, TrialRequest, TrialScore
+    from rclpy.executors import SingleThreadedExecutor
 
     from evalstop_ros import qos
+    from evalstop_ros.nodes.realtime import set_thread_priority
 
     work = pathlib.Path(tempfile.mkdtemp(prefix="evalstop-bench-"))
     env = {**os.environ, "ROS_AUTOMATIC_DISCOVERY_RANGE": "LOCALHOST", "ROS_LOG_DIR": str(work / "roslog"),
@@ -77,9 +92,11 @@ def run(args: argparse.Namespace, *, source: pathlib.Path | None = None) -> dict
     procs = [
         subprocess.Popen([str(LIB / "sim_robot"), "--ros-args", "-p", "auto_score:=false", "-p", "duration:=0.0"],
                          env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL),
-        subprocess.Popen([str(LIB / "evaluation_manager"), "--ros-args", "-p", f"config_file:={config}",
+        subprocess.Popen([*(["chrt", "-f", str(priority)] if priority and source else []),
+                          str(LIB / "evaluation_manager"), "--ros-args", "-p", f"config_file:={config}",
                           "-p", "session_id:=bench", "-p", f"journal_dir:={work}",
-                          "-p", f"journal_fsync:={'true' if args.fsync else 'false'}"],
+                          "-p", f"journal_fsync:={'true' if args.fsync else 'false'}",
+                          *(["-p", f"thread_priority:={priority}"] if priority and not source else [])],
                          env={**env, "PYTHONPATH": os.pathsep.join(filter(None, [
                              str(source or ""), env.get("PYTHONPATH", "")]))},
                          stdout=(work / "manager.log").open("wb"), stderr=subprocess.STDOUT),
@@ -96,13 +113,19 @@ def run(args: argparse.Namespace, *, source: pathlib.Path | None = None) -> dict
             node.create_subscription(SessionStatus, "session_status",
                                      lambda m: statuses.append((time.perf_counter(), m)), qos.STATUS_QOS)
             scores = node.create_publisher(TrialScore, "trial_score", qos.SCORE_QOS)
+            # one executor for the whole run (rclpy.spin_once adds and removes the node each call)
+            executor = SingleThreadedExecutor()
+            executor.add_node(node)
+            problem = set_thread_priority(priority)  # the operator's end, as teleop_scorer's thread_priority
+            if problem:
+                raise SystemExit(f"latency.py: {problem}")
 
             def spin_until(predicate: Any, timeout: float = 30.0) -> None:
                 deadline = time.monotonic() + timeout
                 while not predicate():
                     if time.monotonic() > deadline:
                         raise TimeoutError(f"benchmark stalled; see {work / 'manager.log'}")
-                    rclpy.spin_once(node, timeout_sec=0.01)
+                    executor.spin_once(timeout_sec=0.01)
 
             ack_latency, status_latency = [], []
             for trial in range(1, args.trials + 1):
@@ -126,15 +149,17 @@ def run(args: argparse.Namespace, *, source: pathlib.Path | None = None) -> dict
             start = time.perf_counter()
             for _ in range(args.burst):
                 scores.publish(msg)
-                rclpy.spin_once(node, timeout_sec=0)
+                executor.spin_once(timeout_sec=0)
             try:
                 spin_until(lambda: len(acks) - seen >= args.burst, timeout=max(30.0, args.burst / 50))
             except TimeoutError:
                 pass
             received = acks[seen:]
             elapsed = (received[-1][0] - start) if received else float("nan")
+            executor.shutdown()
             node.destroy_node()
     finally:
+        _normal_scheduling()
         for proc in procs:
             proc.send_signal(signal.SIGINT)
             try:
@@ -158,12 +183,13 @@ def run(args: argparse.Namespace, *, source: pathlib.Path | None = None) -> dict
 LOAD_SESSIONS = {"another session": True, "this session": False}
 
 
-def _measure(args: argparse.Namespace, source: pathlib.Path | None, load: int, own_session: bool) -> dict[str, Any]:
+def _measure(args: argparse.Namespace, source: pathlib.Path | None, load: int, own_session: bool,
+             priority: int) -> dict[str, Any]:
     """:func:`run` with ``load`` CPU-bound processes running beside it."""
     burners = [subprocess.Popen([sys.executable, "-c", "while True: pass"], start_new_session=own_session)
                for _ in range(load)]
     try:
-        return run(args, source=source)
+        return run(args, source=source, priority=priority)
     finally:
         for burner in burners:
             burner.kill()
@@ -177,6 +203,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-fsync", dest="fsync", action="store_false", help="journal without fsync")
     parser.add_argument("--load", type=int, default=os.cpu_count() or 2,
                         help="CPU-bound processes of the loaded runs (default: one per core, %(default)s)")
+    parser.add_argument("--priority", type=int, default=10,
+                        help="SCHED_FIFO priority of the manager and the operator in the real-time runs (default "
+                             "%(default)s; needs CAP_SYS_NICE or an rtprio limit; 0: no such runs)")
     parser.add_argument("--baseline", default=BASELINE, help="git revision of the baseline (default %(default)s)")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     args = parser.parse_args(argv)
@@ -189,12 +218,15 @@ def main(argv: list[str] | None = None) -> int:
                                  capture_output=True, check=True).stdout
         subprocess.run(["tar", "-x", "-C", tmp], input=archive, check=True)
         for name, source in ((f"baseline {args.baseline}", pathlib.Path(tmp)), ("ours", None)):
-            runs = [("idle", 0, False)] + [(f"{args.load} CPU-bound processes in {where}", args.load, own)
-                                           for where, own in LOAD_SESSIONS.items()]
-            for condition, load, own_session in runs:
+            runs = [("idle", 0, False, 0)]
+            for priority in dict.fromkeys((0, args.priority)):
+                rt = f", thread_priority {priority}" if priority else ""
+                runs += [(f"{args.load} CPU-bound processes in {where}{rt}", args.load, own, priority)
+                         for where, own in LOAD_SESSIONS.items()]
+            for condition, load, own_session, priority in runs:
                 label = f"{name}, {condition}"
                 print(f"... {label}", file=sys.stderr, flush=True)
-                results[label] = _measure(args, source, load, own_session)
+                results[label] = _measure(args, source, load, own_session, priority)
     if args.json:
         print(json.dumps(results, sort_keys=True))
         return 0
@@ -208,10 +240,10 @@ def main(argv: list[str] | None = None) -> int:
         b = result["burst"]
         print(f"  burst            {b['sent']} scores sent, {b['acked']} acked ({b['lost']} lost), "
               f"{b['scores_per_s']:.0f} scores/s sustained")
-    for where in LOAD_SESSIONS:
-        loaded = {name: results[f"{name}, {args.load} CPU-bound processes in {where}"]["score_to_status"]["p99_ms"]
+    for condition in dict.fromkeys(label.split(", ", 1)[1] for label in results if "CPU-bound" in label):
+        loaded = {name: results[f"{name}, {condition}"]["score_to_status"]["p99_ms"]
                   for name in (f"baseline {args.baseline}", "ours")}
-        print(f"score -> status p99, load in {where}: ours {loaded['ours']:.2f} ms, baseline "
+        print(f"score -> status p99, {condition}: ours {loaded['ours']:.2f} ms, baseline "
               f"{loaded[f'baseline {args.baseline}']:.2f} ms (goal < 10 ms: {'met' if loaded['ours'] < 10 else 'MISSED'})")
     return 0 if all(r["burst"]["lost"] == 0 for r in results.values()) else 1
 

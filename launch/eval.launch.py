@@ -97,6 +97,9 @@ def generate_launch_description():
                               description="The operator terminal's key file (signs scores and undo)."),
         DeclareLaunchArgument('runner_key_file', default_value='',
                               description="policy_runner's key file (signs its emergency-stop pause)."),
+        DeclareLaunchArgument('thread_priority', default_value='0',
+                              description='SCHED_FIFO priority (1-99) of the manager and the operator terminal '
+                                          '(needs CAP_SYS_NICE or an rtprio limit; docs/ros.md); 0: normal scheduling.'),
         Node(
             package='evalstop', executable='evaluation_manager', name='evaluation_manager',
             namespace=namespace, output='screen', emulate_tty=True,
@@ -107,6 +110,7 @@ def generate_launch_description():
                 'journal_dir': ParameterValue(LaunchConfiguration('journal_dir'), value_type=str),
                 'confirm_reset': LaunchConfiguration('confirm_reset'),
                 'operator_keys_file': ParameterValue(LaunchConfiguration('operator_keys_file'), value_type=str),
+                'thread_priority': ParameterValue(LaunchConfiguration('thread_priority'), value_type=int),
             }],
             # the session lives in the manager: when it exits (finished, aborted, or died),
             # stop the runner and the terminal too. (The runner's or the terminal's death does
@@ -137,7 +141,8 @@ def generate_launch_description():
         Node(
             package='evalstop', executable='teleop_scorer', name='teleop_scorer',
             namespace=namespace, output='screen', prefix=LaunchConfiguration('teleop_prefix'),
-            parameters=[{'key_file': ParameterValue(LaunchConfiguration('teleop_key_file'), value_type=str)}],
+            parameters=[{'key_file': ParameterValue(LaunchConfiguration('teleop_key_file'), value_type=str),
+                         'thread_priority': ParameterValue(LaunchConfiguration('thread_priority'), value_type=int)}],
             condition=IfCondition(LaunchConfiguration('use_teleop')),
         ),
     ])

@@ -58,11 +58,15 @@ def parameter_error(err: Exception) -> str:
     >>> parameter_error(ValueError("Invalid parameter value (2.0) for parameter. Reason: Parameter alpha out "
     ...                            "of range Min: 0.0, Max: 1.0, value: 2.0: alpha"))
     '`alpha` must lie in [0.0, 1.0]; found 2.0'
+    >>> parameter_error(ValueError("Invalid parameter value (100) for parameter. Reason: Parameter thread_priority "
+    ...                            "out of range. Min: 0, Max: 99, value: 100: thread_priority"))
+    '`thread_priority` must lie in [0, 99]; found 100'
     """
     text = str(err.args[0]) if isinstance(err, ParameterException) and err.args else str(err)
     # rclpy's range check: "Invalid parameter value (2.0) for parameter. Reason: Parameter alpha
     # out of range Min: 0.0, Max: 1.0, value: 2.0: alpha" -> "`alpha` must lie in [0.0, 1.0]; found 2.0"
-    found = re.search(r"Parameter (\w+) out of range Min: (\S+), Max: (\S+), value: (\S+?):", text)
+    # (an integer range says "out of range. Min: ...")
+    found = re.search(r"Parameter (\w+) out of range\.? Min: (\S+), Max: (\S+), value: (\S+?):", text)
     if found:
         name, low, high, value = found.groups()
         return f"`{name}` must lie in [{low}, {high}]; found {value}"

@@ -80,6 +80,7 @@ from ..session.session import LOG_BURST, LOG_WINDOW_S, RateLimit, ScoreOutcome, 
 from ._common import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, declare, parameter_error, ros_context
 from .hub_mode import HubMode, hub_mode
 from .quick_log import QuickNode
+from .realtime import declare_thread_priority
 from .runner_link import RunnerLink, RunResult
 
 __all__ = ["EvaluationManager", "main"]
@@ -135,6 +136,7 @@ class EvaluationManager(QuickNode):
     def __init__(self, *, latched_qos: QoSProfile, comparison_qos: QoSProfile, event_qos: QoSProfile,
                  journal_qos: QoSProfile, diagnostics_qos: QoSProfile) -> None:
         super().__init__("evaluation_manager")
+        declare_thread_priority(self)
         self.config_file: str = declare(
             self, "config_file", "", "Session config (YAML) started at launch (auto_start) or by start_session.")
         self.session_id: str = declare(

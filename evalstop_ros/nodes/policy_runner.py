@@ -47,6 +47,7 @@ from ..runner.trials import RunLedger, load_servers
 from ..session import auth
 from ._common import declare, spin_node
 from .quick_log import QuickNode
+from .realtime import declare_thread_priority
 
 __all__ = ["PolicyRunner", "main"]
 
@@ -56,6 +57,7 @@ class PolicyRunner(QuickNode):
 
     def __init__(self) -> None:
         super().__init__("policy_runner")
+        declare_thread_priority(self)
         self.action_name: str = declare(self, "action_name", "run_trial", "Name of the RunTrial action served.",
                                         read_only=True)
         servers_file: str = declare(self, "servers_file", "",

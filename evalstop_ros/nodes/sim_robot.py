@@ -42,6 +42,7 @@ from rclpy.parameter import Parameter
 from ..hub.station import sim_address_rate
 from ._common import declare, spin_node
 from .quick_log import QuickNode
+from .realtime import declare_thread_priority
 
 __all__ = ["Outcome", "SimRobot", "main", "simulate_outcome"]
 
@@ -99,6 +100,7 @@ class SimRobot(QuickNode):
 
     def __init__(self) -> None:
         super().__init__("sim_robot")
+        declare_thread_priority(self)
         self.action_name: str = declare(
             self, "action_name", "run_trial", "Name of the RunTrial action served.", read_only=True)
         self.seed: int = declare(

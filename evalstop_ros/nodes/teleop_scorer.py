@@ -60,6 +60,7 @@ from .. import qos
 from ..session import auth
 from ._common import EXIT_USAGE, declare, parameter_error, ros_context
 from .quick_log import QuickNode
+from .realtime import declare_thread_priority
 
 __all__ = ["TeleopScorer", "main"]
 
@@ -81,6 +82,7 @@ class TeleopScorer(QuickNode):
 
     def __init__(self, *, latched_qos: QoSProfile, event_qos: QoSProfile, out: TextIO = sys.stdout) -> None:
         super().__init__("teleop_scorer")
+        declare_thread_priority(self)
         self.scorer: str = declare(self, "scorer", getpass.getuser(), "Operator name stored with every score.")
         self.ack_timeout: float = declare(
             self, "ack_timeout", 2.0, "Seconds to wait for the manager's ScoreAck before re-sending a score.")

@@ -213,3 +213,17 @@ def test_confirm_reset_defaults_on_for_the_real_robots_and_sim_policy() -> None:
     assert isinstance(params, ast.List) and isinstance(params.elts[0], ast.Dict)
     values = {_const(k): v for k, v in zip(params.elts[0].keys, params.elts[0].values)}
     assert ast.unparse(values["confirm_reset"]) == "LaunchConfiguration('confirm_reset')"
+
+
+def test_thread_priority_reaches_the_manager_and_the_operator_terminal() -> None:
+    """``thread_priority:=N`` (docs/ros.md) is passed, as an integer, to both ends of a score."""
+    tree = _tree(REPO / "launch" / "eval.launch.py")
+    assert "thread_priority" in _arguments(tree)
+    for executable in ("evaluation_manager", "teleop_scorer"):
+        node = next(c for c in _calls(tree, "Node") if _const(_kwarg(c, "executable")) == executable)
+        params = _kwarg(node, "parameters")
+        assert isinstance(params, ast.List) and isinstance(params.elts[0], ast.Dict)
+        values = {_const(k): v for k, v in zip(params.elts[0].keys, params.elts[0].values)}
+        assert ast.unparse(values["thread_priority"]) == \
+            "ParameterValue(LaunchConfiguration('thread_priority'), value_type=int)", executable
+        assert "thread_priority" in _declared_parameters(executable)

@@ -312,7 +312,7 @@ def _re(text: str) -> str:
 @pytest.mark.parametrize(("argument", "message"), [
     ("n_max:=1.5", r"n_max"),
     ("alpha:=2.0", r"`alpha` must lie in \[0\.0, 1\.0\]; found 2\.0"),
-    ("max_attempts:=0", r"max_attempts"),
+    ("max_attempts:=0", r"`max_attempts` must lie in \[1, 1000\]; found 0"),
 ])
 def test_invalid_parameters_give_one_fatal_line_and_exit_2(
         start_node: Any, tmp_path: pathlib.Path, argument: str, message: str) -> None:
