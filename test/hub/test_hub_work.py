@@ -47,8 +47,8 @@ def _work(hub: HubProcess, key: str, directory: pathlib.Path, name: str, trials:
 
 def test_a_lease_is_journaled_once_its_ticket_resolves(hub: tuple[HubProcess, dict[str, str]],
                                                        tmp_path: pathlib.Path) -> None:
-    """A ``leased`` line means the station holds the work: a lease whose runner ticket did not
-    resolve (hub down, ticket refused) leaves no line."""
+    """A ``leased`` line means the station holds the work: a lease whose runner ticket was not
+    resolved (here: refused) leaves no line."""
     process, keys = hub
     client = StationClient(process.url, keys["s2"], tmp_path / "s2", timeout=2.0)
     work = client.lease()
