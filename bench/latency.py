@@ -65,15 +65,6 @@ def _percentiles(samples: list[float]) -> dict[str, float]:
 BASELINE = "bfcdce5"  # the manager before issue 8
 
 
-def _normal_scheduling() -> None:
-    """Every thread of this process back under the normal scheduler (after a real-time run)."""
-    for tid in os.listdir("/proc/self/task"):
-        try:
-            os.sched_setscheduler(int(tid), os.SCHED_OTHER, os.sched_param(0))
-        except ProcessLookupError:
-            pass
-
-
 def run(args: argparse.Namespace, *, source: pathlib.Path | None = None, priority: int = 0) -> dict[str, Any]:
     """One measurement; ``priority`` > 0 runs the manager and this operator under SCHED_FIFO
     (ours: its ``thread_priority`` parameter; the baseline, which has none: ``chrt -f``)."""
@@ -82,7 +73,7 @@ def run(args: argparse.Namespace, *, source: pathlib.Path | None = None, priorit
     from rclpy.executors import SingleThreadedExecutor
 
     from evalstop_ros import qos
-    from evalstop_ros.nodes.realtime import set_thread_priority
+    from evalstop_ros.nodes.realtime import schedule_all_threads, set_thread_priority
 
     work = pathlib.Path(tempfile.mkdtemp(prefix="evalstop-bench-"))
     env = {**os.environ, "ROS_AUTOMATIC_DISCOVERY_RANGE": "LOCALHOST", "ROS_LOG_DIR": str(work / "roslog"),
@@ -159,7 +150,7 @@ def run(args: argparse.Namespace, *, source: pathlib.Path | None = None, priorit
             executor.shutdown()
             node.destroy_node()
     finally:
-        _normal_scheduling()
+        schedule_all_threads(os.SCHED_OTHER, 0)  # back to normal scheduling for the next run
         for proc in procs:
             proc.send_signal(signal.SIGINT)
             try:

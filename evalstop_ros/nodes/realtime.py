@@ -23,7 +23,7 @@ from rclpy.node import Node
 
 from ._common import declare
 
-__all__ = ["declare_thread_priority", "set_thread_priority"]
+__all__ = ["declare_thread_priority", "schedule_all_threads", "set_thread_priority"]
 
 #: Highest ``SCHED_FIFO`` priority on Linux.
 MAX_PRIORITY = 99
@@ -38,18 +38,23 @@ def set_thread_priority(priority: int) -> str:
         raise ValueError(f"`thread_priority` must lie in [0, {MAX_PRIORITY}]; found {priority}")
     if priority == 0:
         return ""
-    param = os.sched_param(priority)
     try:
-        os.sched_setscheduler(0, os.SCHED_FIFO, param)  # this thread first: fails alone if not permitted
+        os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(priority))  # this thread first: fails alone if not permitted
     except PermissionError as err:
         return (f"cannot run under SCHED_FIFO priority {priority} ({err.strerror}): grant CAP_SYS_NICE or an rtprio "
                 f"limit of at least {priority} (/etc/security/limits.conf), or set thread_priority to 0")
+    schedule_all_threads(os.SCHED_FIFO, priority)
+    return ""
+
+
+def schedule_all_threads(policy: int, priority: int) -> None:
+    """Put every thread of this process under ``policy`` (``os.SCHED_*``) with ``priority``."""
+    param = os.sched_param(priority)
     for tid in os.listdir("/proc/self/task"):
         try:
-            os.sched_setscheduler(int(tid), os.SCHED_FIFO, param)
+            os.sched_setscheduler(int(tid), policy, param)
         except ProcessLookupError:  # the thread ended meanwhile
             pass
-    return ""
 
 
 def declare_thread_priority(node: Node) -> int:
