@@ -4,7 +4,10 @@ As RoboArena's evaluation client (seed ``001_*`` §4.1): a new chunk is queried 
 previous one is used up, every action of a chunk runs open-loop, the gripper command is
 thresholded at 0.5 to {0, 1}, joint velocities are clipped to [-1, 1], and the loop runs at
 15 Hz up to ``max_steps``. Steps follow an absolute schedule (step ``k`` starts at ``t0 + k /
-rate``), so a slow step does not shift the ones after it. Any failure stops the robot (hold
+rate``), so a slow step does not shift the ones after it. A robot that keeps its own simulated
+time (``simulated_time = True``, e.g. robosuite) is not paced: each action advances its clock one
+period, steps run back to back, and ``timeout`` counts simulated seconds (``step / rate``), so a
+slow renderer changes neither the schedule nor the outcome. Any failure stops the robot (hold
 position) before :class:`~.errors.RunnerError` propagates; a finished rollout sends the robot
 home and the policy server its ``reset``.
 """
@@ -184,17 +187,20 @@ def run_episode(client: ChunkSource, robot: RobotAdapter, episode: EpisodeInfo, 
     result = EpisodeResult(0, 0.0, "max_steps", None)
     chunk: list[np.ndarray] = []
     period = 1.0 / settings.rate
+    simulated = bool(getattr(robot, "simulated_time", False))  # the robot keeps time (module docstring)
     try:
-        robot.begin(episode)
+        robot.begin(dataclasses.replace(episode, action_space=config.action_space,
+                                        image_resolution=config.image_resolution))
         start = time.monotonic()
         for step in range(settings.max_steps):
-            control.sleep(start + step * period - time.monotonic())
+            if not simulated:
+                control.sleep(start + step * period - time.monotonic())
             if control.abort_reason:
                 raise RunnerError(control.abort_reason)
             if control.finished.is_set():
                 result.ended_by = "operator"
                 break
-            if time.monotonic() - start > settings.timeout:
+            if (step * period if simulated else time.monotonic() - start) > settings.timeout:
                 result.ended_by = "timeout"
                 break
             began = time.monotonic()

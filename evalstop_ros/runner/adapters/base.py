@@ -27,12 +27,19 @@ class Observation:
 
 @dataclasses.dataclass(frozen=True)
 class EpisodeInfo:
-    """What the adapter may know about the rollout it is about to run (never the policy)."""
+    """What the adapter may know about the rollout it is about to run (never the policy).
+
+    The runner adds what the policy's metadata asks of the robot: ``action_space`` and
+    ``image_resolution`` (height, width; None: the robot's own), for robots that set up per
+    rollout (a simulator builds its controller and renders at that size).
+    """
 
     session_id: str
     trial_id: int
     task: str
     initial_condition: str
+    action_space: str = ""
+    image_resolution: tuple[int, int] | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -53,6 +60,9 @@ class RobotAdapter(Protocol):
 
     #: Action spaces the robot executes ("joint_position", "joint_velocity").
     action_spaces: tuple[str, ...]
+
+    # A simulator that keeps its own time sets ``simulated_time = True``: the runner then runs
+    # its steps back to back, without wall-clock pacing or deadline (:func:`~..episode.run_episode`).
 
     def begin(self, episode: EpisodeInfo) -> None:
         """Prepare one rollout (the scene was reset by the operator)."""
