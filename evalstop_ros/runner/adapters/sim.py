@@ -17,9 +17,13 @@ import zlib
 
 import numpy as np
 
+from ..guard import CommandLimits
 from .base import EpisodeInfo, Observation, Score
 
-__all__ = ["BANDS", "SimArm", "read_goal"]
+__all__ = ["BANDS", "SIM_POSITION_LIMIT", "SimArm", "read_goal"]
+
+#: The sim arm's joint range (rad, symmetric): goals lie within +-0.8.
+SIM_POSITION_LIMIT = 1.5
 
 #: Row bands of the exterior image, one per joint.
 BANDS = 7
@@ -65,6 +69,12 @@ class SimArm:
                  max_velocity: float = 1.0) -> None:
         self.seed, self.dt, self.tolerance = seed, dt, tolerance
         self.noise_range, self.resolution, self.max_velocity = noise, resolution, max_velocity
+        #: The sim's own limits: joints within +-SIM_POSITION_LIMIT rad, max_velocity rad/s, gripper [0, 1].
+        self.limits = CommandLimits(tuple(f"joint{j}" for j in range(1, BANDS + 1)),
+                                    (-SIM_POSITION_LIMIT,) * BANDS, (SIM_POSITION_LIMIT,) * BANDS,
+                                    (max_velocity,) * BANDS, source="the sim arm's own limits")
+        #: One action lasts ``dt`` simulated seconds whatever the runner's wall-clock rate: the guard's period.
+        self.control_period = dt
         self.goal = np.zeros(BANDS)
         self.joints = np.zeros(BANDS)
         self.gripper = 0.0
