@@ -135,6 +135,14 @@ class PolicyRunner(QuickNode):
                                  "24259877_left=exterior_image_1_left, 13062452_left=wrist_image_left.",
                                  read_only=True))
             return {"cameras": parse_cameras(pairs)}
+        if robot == "robosuite":  # the physics extra (tools/install_physics.sh); simulated time, no pacing
+            return {"task": declare(self, "robosuite.task", "Lift", "robosuite task: Lift, Stack, PickPlace, Door, ...",
+                                    read_only=True),
+                    "seed": declare(self, "robosuite.seed", 0, "Seed of the simulated scenes."),
+                    "spread": declare(self, "robosuite.spread", 0.1,
+                                      "Half-width (m) of the square the object is placed in (0: the task's own).",
+                                      float_range=(0.0, 0.3), read_only=True),
+                    "rate": self.rate}
         if robot == "widowx":
             return {"host": declare(self, "widowx.host", "localhost", "WidowX server host.", read_only=True),
                     "port": declare(self, "widowx.port", 5556, "WidowX server port.", read_only=True)}

@@ -9,8 +9,13 @@ metadata asks for (:attr:`EpisodeInfo.action_space`):
   joint-position target, as DROID's ``RobotEnv`` turns joint velocities into position targets,
   tracked by robosuite's ``JOINT_POSITION`` impedance controller (delta input, 1:1 in rad);
 * ``joint_position`` (rad): the target moves toward it at most 1 rad/s through the same controller;
-* ``cartesian_velocity`` (6 end-effector deltas in [-1, 1], 1 = 5 cm and 0.5 rad per control
-  step): robosuite's ``OSC_POSE`` controller with delta input in the base frame.
+* ``cartesian_velocity`` (end-effector linear m/s and angular rad/s, base frame): one control
+  period's displacement, through robosuite's ``OSC_POSE`` controller with delta input.
+
+Every action passes the runner's command guard first (:mod:`..guard`) against
+:data:`PANDA_LIMITS`: Franka's published Panda limits (joint positions, speeds, accelerations,
+end-effector speeds), so a policy that commands a joint beyond the Panda's range is refused
+before MuJoCo sees it.
 
 The gripper command ({0, 1}, 1 = closed) maps to robosuite's GRIP action (-1 open, +1 close).
 Cameras map to the protocol's names: ``agentview`` -> ``exterior_image_1_left``,
@@ -32,6 +37,7 @@ Optional extra: robosuite, MuJoCo < 3.4 and EGL are installed by ``tools/install
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import zlib
 from typing import Any
@@ -40,19 +46,21 @@ import numpy as np
 
 from ..errors import RunnerError
 from .base import EpisodeInfo, Observation, Score
+from .droid import FRANKA_LIMITS
 
-__all__ = ["CAMERAS", "INSTALL_HINT", "PANDA_JOINT_LOWER", "PANDA_JOINT_UPPER", "PANDA_JOINT_VELOCITY",
-           "RobosuiteArm", "import_robosuite"]
+__all__ = ["CAMERAS", "INSTALL_HINT", "PANDA_LIMITS", "RobosuiteArm", "import_robosuite"]
 
 #: The one line a missing extra gives (the adapter is optional).
 INSTALL_HINT = ("the robosuite adapter needs robosuite 1.5.2 and MuJoCo < 3.4: run tools/install_physics.sh "
                 "(make demo-physics does)")
 
-#: Franka Emika Panda joint limits (rad, rad/s), Franka Control Interface documentation, "Robot and
-#: interface specifications" (frankaemika.github.io/docs/control_parameters.html), joint space limits.
-PANDA_JOINT_LOWER = np.array([-2.8973, -1.7628, -2.8973, -3.0718, -2.8973, -0.0175, -2.8973])
-PANDA_JOINT_UPPER = np.array([2.8973, 1.7628, 2.8973, -0.0698, 2.8973, 3.7525, 2.8973])
-PANDA_JOINT_VELOCITY = np.array([2.1750, 2.1750, 2.1750, 2.1750, 2.6100, 2.6100, 2.6100])
+#: The simulated Panda's limits: Franka's published Panda joint limits (Franka Control Interface
+#: documentation, "Robot and interface specifications", frankaemika.github.io/docs/control_parameters.html;
+#: the droid adapter's numbers) with joint velocities in rad/s and Cartesian velocities in m/s and
+#: rad/s up to the same document's end-effector limits (1.7 m/s translation, 2.5 rad/s rotation).
+PANDA_LIMITS = dataclasses.replace(
+    FRANKA_LIMITS["panda"], velocity_unit=1.0, linear_speed=1.7, angular_speed=2.5, cartesian_unit="velocity",
+    source="Franka FCI docs, Robot and interface specifications: Panda (robosuite's Panda model)")
 
 #: robosuite camera -> protocol camera name (without the ``observation/`` prefix).
 CAMERAS = {"agentview": "exterior_image_1_left", "robot0_eye_in_hand": "wrist_image_left"}
@@ -86,6 +94,10 @@ def _controller_config(action_space: str, rate: float) -> dict[str, Any]:
             "output_min": -_MAX_LAG, "kp": 150, "damping_ratio": 1, "impedance_mode": "fixed",
             "kp_limits": [0, 300], "damping_ratio_limits": [0, 10], "qpos_limits": None, "interpolation": None,
             "ramp_ratio": 0.2, "gripper": arm["gripper"]}
+    else:  # input = output = one period's displacement (m, rad) at the Panda's end-effector speed limits
+        step = [PANDA_LIMITS.linear_speed / rate] * 3 + [PANDA_LIMITS.angular_speed / rate] * 3
+        config["body_parts"]["right"].update(input_max=step, input_min=[-v for v in step], output_max=step,
+                                             output_min=[-v for v in step])
     return config
 
 
@@ -101,6 +113,7 @@ class RobosuiteArm:
     """
 
     action_spaces = ("joint_velocity", "joint_position", "cartesian_velocity")
+    limits = PANDA_LIMITS
     #: The simulator keeps time: the runner does not pace this robot by the wall clock.
     simulated_time = True
 
@@ -113,6 +126,8 @@ class RobosuiteArm:
             raise RunnerError(f"unknown robosuite task {task!r} (e.g. Lift, Stack, PickPlace, Door)")
         self.task, self.seed, self.rate = task, seed, rate
         self.resolution, self.spread = (int(resolution[0]), int(resolution[1])), spread
+        #: One action lasts one simulated control period (the command guard's period).
+        self.control_period = 1.0 / rate
         self._envs: dict[str, Any] = {}
         self.env: Any = None
         self.action_space = "joint_velocity"
@@ -196,7 +211,7 @@ class RobosuiteArm:
                                    joints - _MAX_LAG, joints + _MAX_LAG)
             arm = self._target - joints
         else:
-            arm = np.clip(values[:6], -1.0, 1.0)
+            arm = values[:6] / self.rate  # m/s, rad/s -> this period's displacement
         self._step(np.concatenate([arm, [gripper]]))
 
     def _step(self, command: np.ndarray) -> None:
