@@ -27,7 +27,7 @@ ROS_SOURCES := Makefile package.xml CMakeLists.txt tools/ros/build.sh \
 # POSIX sh form of `. tools/ros/env.sh VENV INSTALL` (make runs recipes with /bin/sh).
 ROS_ENV     := EVALSTOP_VENV=$(VENV) EVALSTOP_INSTALL=$(ROS_INSTALL) . tools/ros/env.sh &&
 
-.PHONY: venv ros demo demo-policy demo-hub demo-hub-ros test lint bench tables clean
+.PHONY: venv ros demo demo-policy demo-physics demo-hub demo-hub-ros test lint bench tables clean
 
 venv: $(STAMP)
 
@@ -63,6 +63,15 @@ demo-policy: venv ros
 	$(ROS_ENV) $(ROS_INSTALL)/lib/evalstop/evalstop_demo --robot sim_policy \
 	  --server-command "$$(tools/openpi_venv.sh) tools/openpi_policy_server.py"
 
+# Real physics: two scripted grasping policies (openpi's own server) on a simulated Franka Panda
+# (robosuite Lift in MuJoCo, rendered offscreen through EGL), stopped by STEP and N-SCORE; the
+# journal is audited and the HTML report shows the episode videos. tools/install_physics.sh adds
+# robosuite and MuJoCo to the venv (and Debian's EGL/Mesa if missing).
+demo-physics: venv ros
+	tools/install_physics.sh $(VENV)
+	$(ROS_ENV) $(ROS_INSTALL)/lib/evalstop/evalstop_demo --robot physics \
+	  --server-command "$$(tools/openpi_venv.sh) tools/openpi_policy_server.py"
+
 # Second demo: the evaluation hub on a local PostgreSQL server with three simulated stations.
 demo-hub: venv
 	$(PY) tools/hub/demo.py
@@ -74,6 +83,7 @@ demo-hub-ros: venv ros
 # The report tests render HTML in Debian's headless Chromium (installed here if missing).
 test: venv ros lint
 	tools/install_chromium.sh
+	tools/install_physics.sh $(VENV)
 	$(ROS_ENV) EVALSTOP_ROS_REQUIRED=1 EVALSTOP_REPORT_REQUIRED=1 $(PY) -m pytest
 
 # The gates that keep the code as it is: ruff over the tree, mypy --strict over the ROS-free

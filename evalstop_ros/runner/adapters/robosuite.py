@@ -37,16 +37,20 @@ Optional extra: robosuite, MuJoCo < 3.4 and EGL are installed by ``tools/install
 
 from __future__ import annotations
 
+import concurrent.futures
 import dataclasses
 import os
 import zlib
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import numpy as np
 
 from ..errors import RunnerError
 from .base import EpisodeInfo, Observation, Score
 from .droid import FRANKA_LIMITS
+
+_T = TypeVar("_T")
 
 __all__ = ["CAMERAS", "INSTALL_HINT", "PANDA_LIMITS", "RobosuiteArm", "import_robosuite"]
 
@@ -137,6 +141,12 @@ class RobosuiteArm:
         self.best_progress = 0.0
         #: Control steps the simulation ran in this rollout.
         self.sim_steps = 0
+        # MuJoCo's EGL context is current in the thread that made it: every simulator call runs in
+        # this one thread (the runner calls the adapter from its executor's threads)
+        self._worker = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="robosuite")
+
+    def _in_worker(self, call: Callable[..., _T], *args: Any) -> _T:
+        return self._worker.submit(call, *args).result()
 
     # -- environment ------------------------------------------------------------------------
     def _environment(self, action_space: str) -> Any:
@@ -155,6 +165,9 @@ class RobosuiteArm:
         return self._envs[kind]
 
     def begin(self, episode: EpisodeInfo) -> None:
+        self._in_worker(self._begin, episode)
+
+    def _begin(self, episode: EpisodeInfo) -> None:
         if episode.action_space and episode.action_space not in self.action_spaces:
             raise RunnerError(f"the robosuite Panda cannot execute action space {episode.action_space!r}")
         self.action_space = episode.action_space or self.action_space
@@ -189,6 +202,9 @@ class RobosuiteArm:
         return np.ascontiguousarray(frame[::-1])  # OpenGL rows run bottom-up
 
     def observe(self) -> Observation:
+        return self._in_worker(self._observe)
+
+    def _observe(self) -> Observation:
         from scipy.spatial.transform import Rotation
 
         robot = self.env.robots[0]
@@ -200,6 +216,10 @@ class RobosuiteArm:
                            gripper_position=np.array([self._gripper_closed()]))
 
     def act(self, action: np.ndarray, action_space: str) -> None:
+        if not self.stopped:
+            self._in_worker(self._act, action, action_space)
+
+    def _act(self, action: np.ndarray, action_space: str) -> None:
         if self.stopped:
             return
         values = np.asarray(action, dtype=np.float64)
@@ -228,10 +248,18 @@ class RobosuiteArm:
         self.stopped = True
 
     def score(self) -> Score:
+        return self._in_worker(self._score)
+
+    def _score(self) -> Score:
         success = bool(self.env._check_success())
         return Score(success, 1.0 if success else min(self.best_progress, 0.99))
 
     def close(self) -> None:
+        """Close the simulations and the worker thread."""
+        self._in_worker(self._close)
+        self._worker.shutdown()
+
+    def _close(self) -> None:
         for env in self._envs.values():
             env.close()
         self._envs.clear()
