@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["CAMERA", "KINDS", "METADATA", "GraspPolicy", "locate_cube"]
+__all__ = ["CAMERA_FOVY", "CAMERA_POSITION", "CAMERA_ROTATION", "KINDS", "METADATA", "GraspPolicy", "locate_cube"]
 
 #: The metadata frame of the physics policies (RoboArena's PolicyServerConfig keys).
 METADATA: dict[str, Any] = {"image_resolution": [96, 96], "needs_wrist_camera": True, "n_external_cameras": 1,
@@ -42,9 +42,9 @@ KINDS = ("grasp", "sloppy")
 #: The exterior camera's calibration: robosuite's ``agentview`` (world position m, camera-to-world
 #: rotation whose columns are the camera's x (right), y (up) and z (backward) axes, vertical field
 #: of view in degrees), read from the table-top tasks' MuJoCo model.
-CAMERA = {"position": np.array([0.5, 0.0, 1.35]),
-          "rotation": np.array([[0.0, -0.70614784, 0.70806442], [1.0, 0.0, 0.0], [0.0, 0.70806442, 0.70614784]]),
-          "fovy": 45.0}
+CAMERA_POSITION = np.array([0.5, 0.0, 1.35])
+CAMERA_ROTATION = np.array([[0.0, -0.70614784, 0.70806442], [1.0, 0.0, 0.0], [0.0, 0.70806442, 0.70614784]])
+CAMERA_FOVY = 45.0
 
 _CUBE_Z = 0.82         # m: height of the cube's centre on the table (table top 0.80)
 _SEEN_Z = 0.83         # m: height of the centroid of the cube's visible faces (top and front)
@@ -60,7 +60,7 @@ def locate_cube(image: np.ndarray, *, stride: int = 1, threshold: float = 2.0) -
     """World (x, y, z) of the red cube's centre seen in the exterior image, or None if not seen.
 
     Red pixels (red channel above 60 and ``threshold`` times green and blue), every ``stride``-th
-    row and column; their centroid's ray through :data:`CAMERA` meets the plane of the centroid of the
+    row and column; their centroid's ray through the camera's calibration meets the plane of the centroid of the
 cube's visible faces (top and front, 1 cm above its centre), above the cube's centre.
     """
     pixels = np.asarray(image, dtype=np.float64)[::stride, ::stride]
@@ -70,13 +70,13 @@ cube's visible faces (top and front, 1 cm above its centre), above the cube's ce
         return None
     rows, cols = np.nonzero(mask)
     height, width = mask.shape
-    focal = 0.5 * height / np.tan(np.radians(CAMERA["fovy"]) / 2)
+    focal = 0.5 * height / float(np.tan(np.radians(CAMERA_FOVY) / 2))
     # pixel centre -> camera-frame direction (x right, y up, looking along -z)
     direction = np.array([(cols.mean() + 0.5 - width / 2) / focal, -(rows.mean() + 0.5 - height / 2) / focal, -1.0])
-    ray = CAMERA["rotation"] @ direction
+    ray = CAMERA_ROTATION @ direction
     if ray[2] >= 0:
         return None
-    seen = CAMERA["position"] + (_SEEN_Z - CAMERA["position"][2]) / ray[2] * ray
+    seen = CAMERA_POSITION + (_SEEN_Z - CAMERA_POSITION[2]) / ray[2] * ray
     return np.array([seen[0], seen[1], _CUBE_Z])
 
 
@@ -138,4 +138,4 @@ class GraspPolicy:
     def _towards(position: np.ndarray, target: np.ndarray) -> np.ndarray:
         velocity = _GAIN * (target - position)
         speed = float(np.linalg.norm(velocity))
-        return velocity * (_SPEED / speed) if speed > _SPEED else velocity
+        return np.asarray(velocity * (_SPEED / speed) if speed > _SPEED else velocity)

@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import dataclasses
+import importlib
 import os
 import zlib
 from collections.abc import Callable
@@ -62,8 +63,10 @@ INSTALL_HINT = ("the robosuite adapter needs robosuite 1.5.2 and MuJoCo < 3.4: r
 #: documentation, "Robot and interface specifications", frankaemika.github.io/docs/control_parameters.html;
 #: the droid adapter's numbers) with joint velocities in rad/s and Cartesian velocities in m/s and
 #: rad/s up to the same document's end-effector limits (1.7 m/s translation, 2.5 rad/s rotation).
+_LINEAR_SPEED, _ANGULAR_SPEED = 1.7, 2.5
 PANDA_LIMITS = dataclasses.replace(
-    FRANKA_LIMITS["panda"], velocity_unit=1.0, linear_speed=1.7, angular_speed=2.5, cartesian_unit="velocity",
+    FRANKA_LIMITS["panda"], velocity_unit=1.0, linear_speed=_LINEAR_SPEED, angular_speed=_ANGULAR_SPEED,
+    cartesian_unit="velocity",
     source="Franka FCI docs, Robot and interface specifications: Panda (robosuite's Panda model)")
 
 #: robosuite camera -> protocol camera name (without the ``observation/`` prefix).
@@ -79,17 +82,15 @@ def import_robosuite() -> Any:
     os.environ.setdefault("MUJOCO_GL", "egl")
     os.environ.setdefault("PYOPENGL_PLATFORM", os.environ["MUJOCO_GL"])
     try:
-        import robosuite
+        return importlib.import_module("robosuite")
     except ImportError as err:
         raise RunnerError(INSTALL_HINT) from err
-    return robosuite
 
 
 def _controller_config(action_space: str, rate: float) -> dict[str, Any]:
     """The Panda's composite controller for ``action_space`` (module docstring)."""
-    from robosuite.controllers import load_composite_controller_config
-
-    config: dict[str, Any] = load_composite_controller_config(robot="Panda")
+    controllers: Any = importlib.import_module("robosuite.controllers")
+    config: dict[str, Any] = controllers.load_composite_controller_config(robot="Panda")
     if action_space in _JOINT_SPACES:
         arm = config["body_parts"]["right"]
         # input = output = the joint-position error to the target (rad), at most _MAX_LAG
@@ -99,7 +100,7 @@ def _controller_config(action_space: str, rate: float) -> dict[str, Any]:
             "kp_limits": [0, 300], "damping_ratio_limits": [0, 10], "qpos_limits": None, "interpolation": None,
             "ramp_ratio": 0.2, "gripper": arm["gripper"]}
     else:  # input = output = one period's displacement (m, rad) at the Panda's end-effector speed limits
-        step = [PANDA_LIMITS.linear_speed / rate] * 3 + [PANDA_LIMITS.angular_speed / rate] * 3
+        step = [_LINEAR_SPEED / rate] * 3 + [_ANGULAR_SPEED / rate] * 3
         config["body_parts"]["right"].update(input_max=step, input_min=[-v for v in step], output_max=step,
                                              output_min=[-v for v in step])
     return config
@@ -124,9 +125,7 @@ class RobosuiteArm:
     def __init__(self, *, task: str = "Lift", seed: int = 0, rate: float = 15.0,
                  resolution: tuple[int, int] = (128, 128), spread: float = 0.0) -> None:
         self._suite = import_robosuite()
-        from robosuite.environments.base import REGISTERED_ENVS
-
-        if task not in REGISTERED_ENVS:
+        if task not in importlib.import_module("robosuite.environments.base").REGISTERED_ENVS:
             raise RunnerError(f"unknown robosuite task {task!r} (e.g. Lift, Stack, PickPlace, Door)")
         self.task, self.seed, self.rate = task, seed, rate
         self.resolution, self.spread = (int(resolution[0]), int(resolution[1])), spread
@@ -158,7 +157,7 @@ class RobosuiteArm:
                 has_renderer=False, has_offscreen_renderer=True, use_camera_obs=False, use_object_obs=True,
                 reward_shaping=True, reward_scale=1.0, control_freq=self.rate, horizon=10**9, hard_reset=False,
                 ignore_done=True, seed=self.seed)
-            sampler = getattr(env, "placement_initializer", None)
+            sampler: Any = getattr(env, "placement_initializer", None)
             if self.spread > 0 and hasattr(sampler, "x_range"):
                 sampler.x_range = sampler.y_range = (-self.spread, self.spread)
             self._envs[kind] = env
@@ -171,7 +170,7 @@ class RobosuiteArm:
         if episode.action_space and episode.action_space not in self.action_spaces:
             raise RunnerError(f"the robosuite Panda cannot execute action space {episode.action_space!r}")
         self.action_space = episode.action_space or self.action_space
-        self._camera_size = tuple(episode.image_resolution) if episode.image_resolution else self.resolution
+        self._camera_size = episode.image_resolution or self.resolution
         self.env = self._environment(self.action_space)
         keys = [self.seed, zlib.crc32(episode.session_id.encode()), episode.trial_id,
                 zlib.crc32(episode.task.encode()), zlib.crc32(episode.initial_condition.encode())]
