@@ -27,7 +27,7 @@ from websockets.http11 import Request, Response
 from websockets.sync.server import Server, ServerConnection, serve
 
 from . import wire
-from .scripted import KINDS, METADATA, ScriptedPolicy
+from .scripted import KINDS, ScriptedPolicy, metadata_for
 
 __all__ = ["PolicyServer", "main"]
 
@@ -38,7 +38,7 @@ class PolicyServer:
     def __init__(self, kind: str = "good", *, host: str = "127.0.0.1", port: int = 0, api_key: str = "",
                  metadata: dict[str, Any] | None = None, disconnect_after: int = 0, **policy: Any) -> None:
         self.kind, self.policy_options, self.api_key = kind, policy, api_key
-        self.metadata = dict(METADATA if metadata is None else metadata)
+        self.metadata = dict(metadata_for(kind) if metadata is None else metadata)
         self.disconnect_after = disconnect_after
         self.connections = 0
         self._server: Server = serve(self._handle, host, port, compression=None, max_size=None,

@@ -170,3 +170,99 @@ def test_a_failed_episode_is_recorded_too(tmp_path: Any) -> None:
     with np.load(tmp_path / "failed" / "episode.npz") as npz:
         data = dict(npz)
     assert data["actions"].shape == (8, 8), "two chunks of 4 ran before the bad reply"
+
+
+# -- the command guard, the schedule and bounded frames (issue 19) -------------------------------
+
+class _Commands(SimArm):
+    """The sim arm, noting every command and hold it gets (with the monotonic time)."""
+
+    def __init__(self, **options: Any) -> None:
+        super().__init__(**options)
+        self.log: list[tuple[float, str, np.ndarray | None]] = []
+
+    def act(self, action: np.ndarray, action_space: str) -> None:
+        self.log.append((time.monotonic(), action_space, action.copy()))
+        super().act(action, action_space)
+
+    def stop(self) -> None:
+        self.log.append((time.monotonic(), "hold", None))
+        super().stop()
+
+
+def _spacing(arm: _Commands) -> np.ndarray:
+    return np.diff([t for t, _, _ in arm.log])
+
+
+@pytest.mark.parametrize(("kind", "detail"), [
+    ("out_of_limits", "joint4 above its position limit 1.5 rad"),
+    ("nan", "non-finite value for joint3"),
+])
+def test_a_chunk_outside_the_limits_never_reaches_the_robot(kind: str, detail: str) -> None:
+    arm = _Commands()
+    with PolicyServer(kind) as server, PolicyClient(ServerAddress("127.0.0.1", server.port)) as client, \
+            pytest.raises(RunnerError) as err:
+        run_episode(client, arm, EpisodeInfo("s", 1, "t", "c"), FAST)
+    assert err.value.category is Category.GUARD and err.value.detail == detail
+    commands = np.array([a for _, space, a in arm.log if a is not None])
+    assert len(commands) == 8, "the two good chunks ran, nothing of the third"
+    assert np.all(np.isfinite(commands)) and np.abs(commands[:, :7]).max() <= 1.5
+    assert arm.log[-1][1] == "hold", "the robot holds after a refusal"
+
+
+def test_jumps_are_rate_limited_to_the_velocity_limit() -> None:
+    arm = _Commands()
+    with PolicyServer("jump") as server, PolicyClient(ServerAddress("127.0.0.1", server.port)) as client:
+        result = run_episode(client, arm, EpisodeInfo("s", 1, "t", "c"), FAST)
+    assert result.steps == 30 and result.limited > 0
+    targets = np.array([np.zeros(7)] + [a[:7] for _, _, a in arm.log if a is not None])
+    step = np.abs(np.diff(targets, axis=0))
+    assert step.max() <= arm.limits.velocity[0] * arm.control_period + 1e-9, "no tick moves further than allowed"
+    assert step.max() == pytest.approx(arm.max_velocity * arm.control_period), "it moves as fast as allowed"
+
+
+def test_a_stall_mid_episode_holds_the_robot_and_resumes_without_catching_up() -> None:
+    arm, events = _Commands(), []
+    settings = EpisodeSettings("p", rate=50.0, max_steps=24, watchdog_ticks=5)
+    with PolicyServer("stall", delay=1.5) as server, PolicyClient(ServerAddress("127.0.0.1", server.port)) as client:
+        result = run_episode(client, arm, EpisodeInfo("s", 1, "t", "c"), settings, on_event=events.append)
+    assert result.steps == 24 and result.holds == 1
+    assert events == ["watchdog: no valid action for 5 ticks (0.10 s), robot holding position"]
+    gaps = _spacing(arm)
+    assert gaps.min() >= 0.5 / 50.0, "no two commands closer than half a period"
+    kinds = [space for _, space, _ in arm.log]
+    hold = kinds.index("hold")
+    assert hold == 8, "after the two chunks before the stall"
+    after = [t for t, space, _ in arm.log[hold + 1:hold + 5]]
+    assert np.all(np.diff(after) >= 0.5 / 50.0)
+    assert result.missed_ticks >= 1.5 * 50 * 0.8, "the stalled ticks are missed, not replayed"
+    assert sum(space != "hold" for space in kinds) == 24
+
+
+def test_a_300_mb_frame_is_refused_before_it_is_read(tmp_path: Any) -> None:
+    """openpi's own server (another process) replies with a 300 MB frame: this process's peak memory
+    grows by less than the default 32 MiB frame limit (before issue 19: by 903 MB)."""
+    import resource
+
+    from runner_support import start_openpi_server, stop
+
+    port = free_port()
+    server = start_openpi_server("huge", port, tmp_path / "huge.log", "--fail-after", "1",
+                                 "--frame-bytes", str(300 * 10**6))
+    arm = SimArm()
+    try:
+        with PolicyClient(ServerAddress("127.0.0.1", port), infer_timeout=60.0) as client, \
+                pytest.raises(RunnerError, match=r"action chunk frame larger than 33554432 bytes") as err:
+            peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss   # KiB
+            run_episode(client, arm, EpisodeInfo("s", 1, "t", "c"), FAST)
+    finally:
+        stop(server)
+    assert err.value.category is Category.PROTOCOL and arm.stopped
+    assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - peak < 32 * 2**10
+
+
+def test_a_metadata_frame_above_its_limit_is_refused() -> None:
+    with PolicyServer("good", metadata={"action_space": "joint_velocity", "pad": "x" * 100_000}) as server, \
+            pytest.raises(RunnerError, match=r"metadata frame larger than 65536 bytes") as err:
+        PolicyClient(ServerAddress("127.0.0.1", server.port))
+    assert err.value.category is Category.PROTOCOL
