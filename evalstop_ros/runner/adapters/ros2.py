@@ -150,7 +150,9 @@ class Ros2Arm:
         duration = self.dt if duration is None else duration
         seconds = int(duration)
         point.time_from_start = Duration(sec=seconds, nanosec=int((duration - seconds) * 1e9))
-        self._publisher.publish(JointTrajectory(joint_names=self.joint_names, points=[point]))
+        trajectory = JointTrajectory(joint_names=self.joint_names, points=[point])
+        trajectory.header.stamp = self._node.get_clock().now().to_msg()   # when it was sent
+        self._publisher.publish(trajectory)
 
     def act(self, action: np.ndarray, action_space: str) -> None:
         self._publish(np.asarray(action, dtype=np.float64), action_space)
