@@ -205,12 +205,12 @@ def run_episode(client: ChunkSource, robot: RobotAdapter, episode: EpisodeInfo, 
     control = control or EpisodeControl()
     result = EpisodeResult(0, 0.0, "max_steps", None)
     period = 1.0 / settings.rate
-    guard = CommandGuard(robot.limits, getattr(robot, "control_period", None) or period, settings.guard_mode)
     worker = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="policy-query")
     chunk: collections.deque[np.ndarray] = collections.deque()
     pending: concurrent.futures.Future[np.ndarray] | None = None
     try:
-        robot.begin(episode)
+        robot.begin(episode)   # (an adapter may learn its limits here: ros2 from robot_description)
+        guard = CommandGuard(robot.limits, getattr(robot, "control_period", None) or period, settings.guard_mode)
         start = time.monotonic()
         tick, last_command, missed, started = start, -np.inf, 0, False
         while result.steps < settings.max_steps:
