@@ -81,7 +81,7 @@ class Ros2Arm:
         msg_type = JointTrajectory if command_type == "trajectory" else Float64MultiArray
         self._publisher = node.create_publisher(msg_type, command_topic, 10)
         self.gripper_range = (float(gripper_range[0]), float(gripper_range[1]))
-        self.limits: CommandLimits | None = None  # type: ignore[assignment]
+        self.limits: CommandLimits | None = None
         self.limits_problem = ""
         if limits is not None:
             self._set_limits(limits)
