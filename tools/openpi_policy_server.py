@@ -20,12 +20,13 @@ from openpi_client.base_policy import BasePolicy
 from openpi_server import WebsocketPolicyServer
 
 from evalstop_ros.runner import scripted_physics
-from evalstop_ros.runner.scripted import KINDS, METADATA, ScriptedPolicy
+from evalstop_ros.runner.scripted import KINDS, ScriptedPolicy, metadata_for
 
 
 class _Served(BasePolicy):  # type: ignore[misc]
-    def __init__(self, kind: str) -> None:
-        self.policy = scripted_physics.GraspPolicy(kind) if kind in scripted_physics.KINDS else ScriptedPolicy(kind)
+    def __init__(self, kind: str, **options: object) -> None:
+        physics = kind in scripted_physics.KINDS  # a grasping policy for the robosuite Panda (no options)
+        self.policy = scripted_physics.GraspPolicy(kind) if physics else ScriptedPolicy(kind, **options)
 
     def infer(self, obs: dict) -> dict:  # type: ignore[type-arg]
         return self.policy.infer(obs)
@@ -39,12 +40,19 @@ def main() -> None:
     parser.add_argument("--policy", choices=KINDS + scripted_physics.KINDS, default="good")
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--fail-after", type=int, default=3, help="request from which a failure kind fails")
+    parser.add_argument("--delay", type=float, default=5.0, help="seconds a slow / stall policy sleeps")
+    parser.add_argument("--error-text", default="scripted policy failure", help="what an error policy raises")
+    parser.add_argument("--frame-bytes", type=int, default=300 * 10**6, help="reply size of a huge policy")
     args = parser.parse_args()
+    options = {"fail_after": args.fail_after, "delay": args.delay, "error_text": args.error_text,
+               "frame_bytes": args.frame_bytes}
+    metadata = scripted_physics.METADATA if args.policy in scripted_physics.KINDS else metadata_for(args.policy)
     logging.basicConfig(level=logging.WARNING)
     print(f"openpi WebsocketPolicyServer: scripted '{args.policy}' on {args.host}:{args.port}", flush=True)
-    metadata = scripted_physics.METADATA if args.policy in scripted_physics.KINDS else METADATA
     try:
-        WebsocketPolicyServer(_Served(args.policy), host=args.host, port=args.port, metadata=metadata).serve_forever()
+        WebsocketPolicyServer(_Served(args.policy, **options), host=args.host, port=args.port,
+                              metadata=metadata).serve_forever()
     except KeyboardInterrupt:  # Ctrl-C / SIGINT from the demo: a normal end
         pass
 

@@ -346,7 +346,8 @@ class CommandGuard:
         if self._amax is not None:
             v = np.clip(v, self._v - self._amax * period, self._v + self._amax * period)
         # the position limits win over everything: brake in time to stop at them
-        return np.clip(v, -self._braking(self._q - self._lower), self._braking(self._upper - self._q))
+        limited: np.ndarray = np.clip(v, -self._braking(self._q - self._lower), self._braking(self._upper - self._q))
+        return limited
 
     def _braking(self, distance: np.ndarray) -> np.ndarray:
         """Largest speed (>= 0) from which the joint still stops within ``distance``."""

@@ -27,8 +27,9 @@ from websockets.exceptions import ConnectionClosed
 from websockets.http11 import Request, Response
 from websockets.sync.server import Server, ServerConnection, serve
 
-from . import scripted_physics, wire
-from .scripted import KINDS, METADATA, ScriptedPolicy
+from . import wire
+from . import scripted_physics
+from .scripted import KINDS, ScriptedPolicy, metadata_for
 
 __all__ = ["PolicyServer", "main"]
 
@@ -40,8 +41,9 @@ class PolicyServer:
                  metadata: dict[str, Any] | None = None, disconnect_after: int = 0, **policy: Any) -> None:
         self.kind, self.policy_options, self.api_key = kind, policy, api_key
         physics = kind in scripted_physics.KINDS  # a grasping policy for the robosuite Panda
-        self.metadata = dict((scripted_physics.METADATA if physics else METADATA) if metadata is None else metadata)
-        self._policy_class = scripted_physics.GraspPolicy if physics else ScriptedPolicy
+        self.metadata = dict((scripted_physics.METADATA if physics else metadata_for(kind)) if metadata is None
+                             else metadata)
+        self._policy_class: Any = scripted_physics.GraspPolicy if physics else ScriptedPolicy
         self.disconnect_after = disconnect_after
         self.connections = 0
         self._server: Server = serve(self._handle, host, port, compression=None, max_size=None,

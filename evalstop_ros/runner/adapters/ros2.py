@@ -81,7 +81,7 @@ class Ros2Arm:
         msg_type = JointTrajectory if command_type == "trajectory" else Float64MultiArray
         self._publisher = node.create_publisher(msg_type, command_topic, 10)
         self.gripper_range = (float(gripper_range[0]), float(gripper_range[1]))
-        self.limits: CommandLimits | None = None  # type: ignore[assignment]
+        self.limits: CommandLimits | None = None
         self.limits_problem = ""
         if limits is not None:
             self._set_limits(limits)
@@ -150,7 +150,9 @@ class Ros2Arm:
         duration = self.dt if duration is None else duration
         seconds = int(duration)
         point.time_from_start = Duration(sec=seconds, nanosec=int((duration - seconds) * 1e9))
-        self._publisher.publish(JointTrajectory(joint_names=self.joint_names, points=[point]))
+        trajectory = JointTrajectory(joint_names=self.joint_names, points=[point])
+        trajectory.header.stamp = self._node.get_clock().now().to_msg()   # when it was sent
+        self._publisher.publish(trajectory)
 
     def act(self, action: np.ndarray, action_space: str) -> None:
         self._publish(np.asarray(action, dtype=np.float64), action_space)

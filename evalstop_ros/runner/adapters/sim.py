@@ -106,8 +106,7 @@ class SimArm:
             gripper_position=np.array([self.gripper]))
 
     def act(self, action: np.ndarray, action_space: str) -> None:
-        if self.stopped:
-            return
+        self.stopped = False  # a hold lasts until the next command
         target = np.asarray(action[:BANDS], dtype=np.float64)
         velocity = target if action_space == "joint_velocity" else (target - self.joints) / self.dt
         self.joints = self.joints + np.clip(velocity, -self.max_velocity, self.max_velocity) * self.dt

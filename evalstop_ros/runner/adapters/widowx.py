@@ -53,8 +53,9 @@ class WidowXArm:
         self.limits = WIDOWX_LIMITS
         if workspace is not None:
             try:
-                self.limits = dataclasses.replace(WIDOWX_LIMITS, workspace_lower=tuple(workspace[0]),
-                                                  workspace_upper=tuple(workspace[1]), source="widowx.workspace")
+                low, high = ((float(v[0]), float(v[1]), float(v[2])) for v in workspace)
+                self.limits = dataclasses.replace(WIDOWX_LIMITS, workspace_lower=low, workspace_upper=high,
+                                                  source="widowx.workspace")
             except (ValueError, TypeError, IndexError) as err:
                 raise RunnerError(f"widowx.workspace: {err}") from err
         try:
