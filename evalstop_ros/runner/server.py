@@ -27,8 +27,7 @@ from websockets.exceptions import ConnectionClosed
 from websockets.http11 import Request, Response
 from websockets.sync.server import Server, ServerConnection, serve
 
-from . import wire
-from . import scripted_physics
+from . import scripted_physics, wire
 from .scripted import KINDS, ScriptedPolicy, metadata_for
 
 __all__ = ["PolicyServer", "main"]

@@ -20,6 +20,7 @@ import pytest
 from evalstop_ros.runner.adapters.base import EpisodeInfo
 from evalstop_ros.runner.client import PolicyClient, ServerAddress
 from evalstop_ros.runner.episode import EpisodeSettings, run_episode
+from evalstop_ros.runner.errors import Category, RunnerError
 from evalstop_ros.runner.scripted_physics import locate_cube
 from evalstop_ros.runner.server import PolicyServer
 
@@ -56,8 +57,8 @@ def _cube(arm: object) -> np.ndarray:
     return np.array(env.sim.data.body_xpos[env.cube_body_id])
 
 
-def _rollout(arm: object, kind: str, episode: EpisodeInfo, settings: EpisodeSettings = LIFT) -> object:
-    with PolicyServer(kind) as server, PolicyClient(ServerAddress("127.0.0.1", server.port)) as client:
+def _rollout(arm: object, kind: str, episode: EpisodeInfo, settings: EpisodeSettings = LIFT, **policy: object) -> object:
+    with PolicyServer(kind, **policy) as server, PolicyClient(ServerAddress("127.0.0.1", server.port)) as client:
         return run_episode(client, arm, episode, settings, policy_session=f"{episode.session_id}-{episode.trial_id}")  # type: ignore[arg-type]
 
 
@@ -106,3 +107,17 @@ def test_the_episode_runs_in_simulated_time(arm: object) -> None:
     result = _rollout(arm, "grasp", EpisodeInfo("s", 5, "t", "c"), settings)
     assert result.ended_by == "timeout" and result.steps == 16  # type: ignore[attr-defined]
     assert arm.sim_steps == 16  # type: ignore[attr-defined]
+
+
+def test_joints_beyond_the_panda_limits_are_refused_by_the_guard_before_mujoco_sees_them(arm: object) -> None:
+    # a joint-position policy sending joint 4 to 1e6 rad from its first chunk: the command guard
+    # (Franka's published Panda limits, PANDA_LIMITS) refuses the chunk; no simulation step runs
+    from evalstop_ros.runner.adapters.robosuite import PANDA_LIMITS
+
+    assert arm.limits is PANDA_LIMITS and PANDA_LIMITS.position_upper[3] == -0.0698  # type: ignore[attr-defined]
+    with pytest.raises(RunnerError) as refused:
+        _rollout(arm, "out_of_limits", EpisodeInfo("s", 7, "t", "c"), fail_after=1)
+    assert refused.value.category is Category.GUARD and "panda_joint4 above" in refused.value.detail
+    assert arm.sim_steps == 0, "MuJoCo never stepped"  # type: ignore[attr-defined]
+    joints = arm.observe().joint_position  # type: ignore[attr-defined]
+    assert np.all(joints <= np.array(PANDA_LIMITS.position_upper)) and joints[3] < -0.0698
