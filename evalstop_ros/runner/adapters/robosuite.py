@@ -196,6 +196,9 @@ class RobosuiteArm:
 
     def render(self, camera: str) -> np.ndarray:
         """One upright (H, W, 3) uint8 frame of robosuite camera ``camera`` at the rollout's resolution."""
+        return self._in_worker(self._render, camera)
+
+    def _render(self, camera: str) -> np.ndarray:
         height, width = self._camera_size
         frame = self.env.sim.render(width=width, height=height, camera_name=camera)
         return np.ascontiguousarray(frame[::-1])  # OpenGL rows run bottom-up
@@ -210,7 +213,7 @@ class RobosuiteArm:
         site = robot.eef_site_id["right"]
         position = np.array(self.env.sim.data.site_xpos[site])
         euler = Rotation.from_matrix(np.array(self.env.sim.data.site_xmat[site]).reshape(3, 3)).as_euler("xyz")
-        return Observation(images={name: self.render(camera) for camera, name in CAMERAS.items()},
+        return Observation(images={name: self._render(camera) for camera, name in CAMERAS.items()},
                            joint_position=self._arm_joints(), cartesian_position=np.concatenate([position, euler]),
                            gripper_position=np.array([self._gripper_closed()]))
 
