@@ -80,11 +80,12 @@ demo-hub: venv
 demo-hub-ros: venv ros
 	$(ROS_ENV) ROS_DOMAIN_ID=$${ROS_DOMAIN_ID:-0} $(PY) tools/hub/demo.py --ros-stations
 
-# The report tests render HTML in Debian's headless Chromium (installed here if missing).
+# The report tests render HTML in Debian's headless Chromium (installed here if missing); the physics
+# tests need robosuite and EGL (tools/install_physics.sh): required, never skipped, under make test.
 test: venv ros lint
 	tools/install_chromium.sh
 	tools/install_physics.sh $(VENV)
-	$(ROS_ENV) EVALSTOP_ROS_REQUIRED=1 EVALSTOP_REPORT_REQUIRED=1 $(PY) -m pytest
+	$(ROS_ENV) EVALSTOP_ROS_REQUIRED=1 EVALSTOP_REPORT_REQUIRED=1 EVALSTOP_PHYSICS_REQUIRED=1 $(PY) -m pytest
 
 # The gates that keep the code as it is: ruff over the tree, mypy --strict over the ROS-free
 # core (stats, session, audit; pyproject.toml [tool.ruff], [tool.mypy]).

@@ -121,3 +121,26 @@ def test_joints_beyond_the_panda_limits_are_refused_by_the_guard_before_mujoco_s
     assert arm.sim_steps == 0, "MuJoCo never stepped"  # type: ignore[attr-defined]
     joints = arm.observe().joint_position  # type: ignore[attr-defined]
     assert np.all(joints <= np.array(PANDA_LIMITS.position_upper)) and joints[3] < -0.0698
+
+
+@pytest.mark.parametrize("task", ["Stack", "Door"])
+def test_other_tasks_run_with_their_own_score(arm: object, task: str) -> None:
+    from evalstop_ros.runner.adapters.robosuite import RobosuiteArm
+
+    other = RobosuiteArm(task=task, seed=0, rate=15.0)
+    try:
+        other.begin(EpisodeInfo("s", 1, task, "c", "cartesian_velocity", (32, 32)))
+        assert other.observe().images["exterior_image_1_left"].shape == (32, 32, 3)
+        for _ in range(3):
+            other.act(np.array([0.0, 0.0, 0.1, 0.0, 0.0, 0.0, 1.0]), "cartesian_velocity")
+        score = other.score()
+        assert not score.success and 0.0 <= score.progress < 0.99 and other.sim_steps == 3
+    finally:
+        other.close()
+
+
+def test_an_unknown_task_is_refused_in_one_line(arm: object) -> None:
+    from evalstop_ros.runner.adapters import make_adapter
+
+    with pytest.raises(RunnerError, match=r"unknown robosuite task 'Lfit' \(e\.g\. Lift"):
+        make_adapter("robosuite", task="Lfit")

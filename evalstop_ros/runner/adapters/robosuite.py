@@ -239,7 +239,7 @@ class RobosuiteArm:
     def _step(self, command: np.ndarray) -> None:
         self.env.step(command)
         self.sim_steps += 1
-        self.best_progress = max(self.best_progress, float(np.clip(self.env.reward(), 0.0, 1.0)))
+        self.best_progress = max(self.best_progress, float(np.clip(self.env.reward(None), 0.0, 1.0)))
 
     def reset(self) -> None:
         """Home pose: the next :meth:`begin` resets the scene (robosuite's reset homes the Panda)."""
