@@ -60,7 +60,7 @@ def main() -> int:
                           ("cartesian_velocity", np.array([0.0, 0.0, 0.02, 0, 0, 0, 0.0]))):
         arm.begin(EpisodeInfo("bench", 1, "lift", "c", space, (96, 96)))
         arm.act(action, space)  # first step compiles robosuite's numba kernels
-        out[f"physics_steps_per_s_{space}"] = _per_second(lambda: arm.act(action, space), args.steps)  # noqa: B023
+        out[f"physics_steps_per_s_{space}"] = _per_second(lambda: arm.act(action, space), args.steps)
     # baseline: bare MuJoCo over the same simulated time (control period / model timestep substeps)
     env = arm.env
     import mujoco
