@@ -3,7 +3,9 @@
 # MuJoCo < 3.4 (tools/physics/requirements.txt; robosuite --no-deps, see there why), and the
 # Debian packages MuJoCo needs to render offscreen through EGL without a display (Mesa's EGL and
 # its software rasteriser). Idempotent (a stamp in the venv); used by `make demo-physics` and
-# `make test`.   tools/install_physics.sh [VENV]   (default: .venv)
+# `make test`. pip then warns that robosuite's declared mink, qpsolvers, pynput, pytest and
+# opencv-python are missing: on purpose (see requirements.txt). Checked in a fresh python3.11 venv.
+#   tools/install_physics.sh [VENV]   (default: .venv)
 set -eu
 VENV=${1:-.venv}
 HERE=$(dirname "$0")
