@@ -266,3 +266,17 @@ def test_a_metadata_frame_above_its_limit_is_refused() -> None:
             pytest.raises(RunnerError, match=r"metadata frame larger than 65536 bytes") as err:
         PolicyClient(ServerAddress("127.0.0.1", server.port))
     assert err.value.category is Category.PROTOCOL
+
+
+def test_clamp_mode_clamps_instead_of_refusing_but_never_passes_a_nan() -> None:
+    arm = _Commands()
+    clamp = EpisodeSettings("p", rate=500.0, max_steps=30, guard_mode="clamp")
+    with PolicyServer("out_of_limits") as server, PolicyClient(ServerAddress("127.0.0.1", server.port)) as client:
+        result = run_episode(client, arm, EpisodeInfo("s", 1, "t", "c"), clamp)
+    commands = np.array([a for _, _, a in arm.log if a is not None])
+    assert result.steps == 30 and np.abs(commands[:, :7]).max() <= 1.5
+    climb = np.diff(commands[8:, 3])   # from the third chunk on, joint 4 heads for its limit at full speed
+    assert np.allclose(climb, arm.max_velocity * arm.control_period), "clamped to the limit, then rate-limited"
+    with PolicyServer("nan") as server, PolicyClient(ServerAddress("127.0.0.1", server.port)) as client, \
+            pytest.raises(RunnerError, match="non-finite"):
+        run_episode(client, _Commands(), EpisodeInfo("s", 1, "t", "c"), clamp)
