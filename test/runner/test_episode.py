@@ -226,8 +226,9 @@ def test_a_stall_mid_episode_holds_the_robot_and_resumes_without_catching_up() -
     settings = EpisodeSettings("p", rate=50.0, max_steps=24, watchdog_ticks=5)
     with PolicyServer("stall", delay=1.5) as server, PolicyClient(ServerAddress("127.0.0.1", server.port)) as client:
         result = run_episode(client, arm, EpisodeInfo("s", 1, "t", "c"), settings, on_event=events.append)
-    assert result.steps == 24 and result.holds == 1
-    assert events == ["watchdog: no valid action for 5 ticks (0.10 s), robot holding position"]
+    # (a loaded machine may delay another chunk past 5 ticks: then the watchdog holds again, and says so)
+    assert result.steps == 24 and result.holds == len(events) >= 1
+    assert set(events) == {"watchdog: no valid action for 5 ticks (0.10 s), robot holding position"}
     gaps = _spacing(arm)
     assert gaps.min() >= 0.5 / 50.0, "no two commands closer than half a period"
     kinds = [space for _, space, _ in arm.log]
