@@ -167,18 +167,20 @@ def test_a_5_s_stall_mid_episode_holds_the_arm_and_resumes_without_a_burst(
 def test_a_300_mb_frame_is_refused_with_the_runner_s_memory_bounded(
         start_node: Any, probe: Any, tmp_path: pathlib.Path, openpi: OpenpiServers) -> None:
     port = openpi.start("huge", "--fail-after", "1", "--frame-bytes", str(300 * 10**6))
-    runner = _runner(start_node, tmp_path, {"bad_vla": port})
+    runner = _runner(start_node, tmp_path, {"bad_vla": port, "good_vla": openpi.start("good")})
     runner.wait_for(r"serving RunTrial")
     status = pathlib.Path(f"/proc/{runner.proc.pid}/status")
 
     def peak_kib() -> int:
         return int(re.search(r"VmHWM:\s+(\d+) kB", status.read_text())[1])  # type: ignore[index]
 
+    assert _run_goal(probe, 1, "good_vla").ok   # a first rollout: the runner's own lazy imports and buffers
     before = peak_kib()
-    result = _run_goal(probe, 1)
+    result = _run_goal(probe, 2)
     assert not result.ok and re.fullmatch(r"protocol error \(error [0-9a-f]{8}\)(; recorded in \S+)?",
                                           result.message), result.message
-    # stated bound: the runner's peak memory grows by less than the 32 MiB frame limit (903 MB before issue 19)
+    # stated bound: the runner's peak memory grows by less than the 32 MiB frame limit (903 MB before issue 19;
+    # measured here: 0.3 MiB; without the limit the runner reads the whole frame and the goal times out)
     assert peak_kib() - before < 32 * 1024
     assert runner.stop() == 0
 
