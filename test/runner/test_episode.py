@@ -70,7 +70,9 @@ def test_the_loop_keeps_its_rate() -> None:
         result = run_episode(client, SimArm(), EpisodeInfo("s", 1, "t", "c"),
                              EpisodeSettings("p", rate=50.0, max_steps=10))
     starts = np.array(result.step_starts)
-    assert starts[-1] == pytest.approx(9 / 50.0, abs=0.05)   # absolute schedule: no drift
+    # absolute schedule: no drift, except for the ticks missed while a chunk was awaited (dropped, not made up)
+    assert 9 / 50.0 - 0.005 <= starts[-1] <= (9 + result.missed_ticks) / 50.0 + 0.05
+    assert np.diff(starts).min() >= 0.5 / 50.0
 
 
 def test_operator_ends_the_episode_early() -> None:
