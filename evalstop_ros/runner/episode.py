@@ -259,7 +259,7 @@ def run_episode(client: ChunkSource, robot: RobotAdapter, episode: EpisodeInfo, 
                     result.latencies.append(client.last_latency)
                     if recorder is not None:
                         recorder.latency(client.last_latency)
-                    guard.check_chunk(raw, space)           # non-finite values: before thresholding hides them
+                    guard.check_finite(raw, space)          # before thresholding hides a NaN gripper
                     processed = np.array([postprocess(a, space, settings) for a in raw])
                     chunk.extend(guard.check_chunk(processed, space))
             if chunk:
@@ -306,6 +306,9 @@ def run_episode(client: ChunkSource, robot: RobotAdapter, episode: EpisodeInfo, 
         if recorder is not None:
             recorder.close()
     robot.reset()
+    if pending is not None:  # ended (operator, timeout) while a query ran: the connection is busy, no reset
+        result.reset_error = "a policy query was still running at the end of the episode"
+        return result
     try:  # the rollout is over and counts; a server that mishandles reset is only noted
         client.reset(policy_session)
     except RunnerError as err:

@@ -244,12 +244,17 @@ class CommandGuard:
         return q.copy()
 
     # -- per chunk --------------------------------------------------------------------------
+    def check_finite(self, chunk: np.ndarray, action_space: str) -> None:
+        """Refuse a chunk holding a NaN or an infinity (in both modes; before any thresholding hides it)."""
+        values = np.asarray(chunk, dtype=np.float64)
+        if not np.all(np.isfinite(values)):
+            bad = int(np.argwhere(~np.isfinite(values))[0][-1])
+            raise _refuse(f"non-finite value for {self._axis_name(bad, action_space)}")
+
     def check_chunk(self, chunk: np.ndarray, action_space: str) -> np.ndarray:
         """The chunk checked whole: refused (:class:`RunnerError`) or, in clamp mode, clamped copy."""
         chunk = np.array(chunk, dtype=np.float64)
-        if not np.all(np.isfinite(chunk)):
-            bad = int(np.argwhere(~np.isfinite(chunk))[0][1])
-            raise _refuse(f"non-finite value for {self._axis_name(bad, action_space)}")
+        self.check_finite(chunk, action_space)
         lim = self.limits
         if action_space in _JOINT_SPACES and chunk.shape[1] != len(lim.joint_names) + 1:
             raise RunnerError(f"the robot has {len(lim.joint_names)} joints and a gripper; the action has "

@@ -249,3 +249,15 @@ def test_missing_servers_file_exits_with_status_2(start_node: Any) -> None:
     runner = start_node("policy_runner", params={"robot": "sim"})
     assert runner.wait() == 2
     assert "`servers_file` is required" in runner.output
+
+
+@pytest.mark.parametrize(("params", "message"), [
+    ({"guard_mode": "loose"}, "`guard_mode` must be one of refuse, clamp; found 'loose'"),
+    ({"robot": "ros2", "ros2.limits_source": "parameters", "ros2.position_lower": [-1.0] * 7},
+     "ros2.limits_source parameters needs ros2.position_upper, ros2.velocity_limits"),
+])
+def test_bad_guard_parameters_exit_with_status_2(start_node: Any, tmp_path: pathlib.Path, params: dict[str, Any],
+                                                 message: str) -> None:
+    runner = start_node("policy_runner", params=_runner_params(_servers_file(tmp_path / "s.yaml", {"p": 1}), **params))
+    assert runner.wait() == 2
+    assert message in runner.output

@@ -126,7 +126,8 @@ def test_a_policy_outside_the_limits_never_moves_the_arm_and_the_session_pauses_
     assert manager.stop() == 0 and runner.stop() == 0
 
 
-def _run_goal(probe: Any, trial: int, policy: str = "bad_vla", timeout: float = 60.0) -> Any:
+def _run_goal(probe: Any, trial: int, policy: str = "bad_vla", timeout: float = 60.0,
+              feedback: list[Any] | None = None) -> Any:
     """One RunTrial goal (re-sent while DDS drops the goal response); its result."""
     from evalstop.action import RunTrial
     from rclpy.action import ActionClient
@@ -135,9 +136,10 @@ def _run_goal(probe: Any, trial: int, policy: str = "bad_vla", timeout: float = 
     probe.spin_until(client.server_is_ready, 20.0, "run_trial")
     goal = RunTrial.Goal(session_id="s", trial_id=trial, policy_id=policy, task="t", initial_condition="c",
                          attempt=1)
+    sink = feedback if feedback is not None else []
     deadline = time.monotonic() + 30.0
     while True:
-        sent = client.send_goal_async(goal)
+        sent = client.send_goal_async(goal, feedback_callback=lambda fb: sink.append(fb.feedback))
         try:
             handle = probe.spin_until(lambda s=sent: s.done() and s.result(), 3.0, "goal response")
             break
@@ -153,9 +155,12 @@ def test_a_5_s_stall_mid_episode_holds_the_arm_and_resumes_without_a_burst(
         start_node: Any, probe: Any, tmp_path: pathlib.Path, openpi: OpenpiServers) -> None:
     port = openpi.start("stall", "--delay", "5")
     runner = _runner(start_node, tmp_path, {"bad_vla": port}, rate=15.0, max_steps=20, watchdog_ticks=5)
-    result = _run_goal(probe, 1)
+    feedback: list[Any] = []
+    result = _run_goal(probe, 1, feedback=feedback)
     assert result.ok, result.message
     runner.wait_for(r"trial 1: watchdog: no valid action for 5 ticks \(0\.33 s\), robot holding position")
+    phases = [f.phase for f in feedback]
+    assert "holding" in phases and phases.index("holding") < len(phases) - 1, "the feedback says so too"
     (episode,) = _recorded(tmp_path)
     assert len(episode["actions"]) == 20
     gaps = np.diff(episode["step_time"])
@@ -167,18 +172,20 @@ def test_a_5_s_stall_mid_episode_holds_the_arm_and_resumes_without_a_burst(
 def test_a_300_mb_frame_is_refused_with_the_runner_s_memory_bounded(
         start_node: Any, probe: Any, tmp_path: pathlib.Path, openpi: OpenpiServers) -> None:
     port = openpi.start("huge", "--fail-after", "1", "--frame-bytes", str(300 * 10**6))
-    runner = _runner(start_node, tmp_path, {"bad_vla": port})
+    runner = _runner(start_node, tmp_path, {"bad_vla": port, "good_vla": openpi.start("good")})
     runner.wait_for(r"serving RunTrial")
     status = pathlib.Path(f"/proc/{runner.proc.pid}/status")
 
     def peak_kib() -> int:
         return int(re.search(r"VmHWM:\s+(\d+) kB", status.read_text())[1])  # type: ignore[index]
 
+    assert _run_goal(probe, 1, "good_vla").ok   # a first rollout: the runner's own lazy imports and buffers
     before = peak_kib()
-    result = _run_goal(probe, 1)
+    result = _run_goal(probe, 2)
     assert not result.ok and re.fullmatch(r"protocol error \(error [0-9a-f]{8}\)(; recorded in \S+)?",
                                           result.message), result.message
-    # stated bound: the runner's peak memory grows by less than the 32 MiB frame limit (903 MB before issue 19)
+    # stated bound: the runner's peak memory grows by less than the 32 MiB frame limit (903 MB before issue 19;
+    # measured here: 0.3 MiB; without the limit the runner reads the whole frame and the goal times out)
     assert peak_kib() - before < 32 * 1024
     assert runner.stop() == 0
 

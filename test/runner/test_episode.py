@@ -70,7 +70,9 @@ def test_the_loop_keeps_its_rate() -> None:
         result = run_episode(client, SimArm(), EpisodeInfo("s", 1, "t", "c"),
                              EpisodeSettings("p", rate=50.0, max_steps=10))
     starts = np.array(result.step_starts)
-    assert starts[-1] == pytest.approx(9 / 50.0, abs=0.05)   # absolute schedule: no drift
+    # absolute schedule: no drift, except for the ticks missed while a chunk was awaited (dropped, not made up)
+    assert 9 / 50.0 - 0.005 <= starts[-1] <= (9 + result.missed_ticks) / 50.0 + 0.05
+    assert np.diff(starts).min() >= 0.5 / 50.0
 
 
 def test_operator_ends_the_episode_early() -> None:
@@ -226,8 +228,9 @@ def test_a_stall_mid_episode_holds_the_robot_and_resumes_without_catching_up() -
     settings = EpisodeSettings("p", rate=50.0, max_steps=24, watchdog_ticks=5)
     with PolicyServer("stall", delay=1.5) as server, PolicyClient(ServerAddress("127.0.0.1", server.port)) as client:
         result = run_episode(client, arm, EpisodeInfo("s", 1, "t", "c"), settings, on_event=events.append)
-    assert result.steps == 24 and result.holds == 1
-    assert events == ["watchdog: no valid action for 5 ticks (0.10 s), robot holding position"]
+    # (a loaded machine may delay another chunk past 5 ticks: then the watchdog holds again, and says so)
+    assert result.steps == 24 and result.holds == len(events) >= 1
+    assert set(events) == {"watchdog: no valid action for 5 ticks (0.10 s), robot holding position"}
     gaps = _spacing(arm)
     assert gaps.min() >= 0.5 / 50.0, "no two commands closer than half a period"
     kinds = [space for _, space, _ in arm.log]
@@ -266,3 +269,17 @@ def test_a_metadata_frame_above_its_limit_is_refused() -> None:
             pytest.raises(RunnerError, match=r"metadata frame larger than 65536 bytes") as err:
         PolicyClient(ServerAddress("127.0.0.1", server.port))
     assert err.value.category is Category.PROTOCOL
+
+
+def test_clamp_mode_clamps_instead_of_refusing_but_never_passes_a_nan() -> None:
+    arm = _Commands()
+    clamp = EpisodeSettings("p", rate=500.0, max_steps=30, guard_mode="clamp")
+    with PolicyServer("out_of_limits") as server, PolicyClient(ServerAddress("127.0.0.1", server.port)) as client:
+        result = run_episode(client, arm, EpisodeInfo("s", 1, "t", "c"), clamp)
+    commands = np.array([a for _, _, a in arm.log if a is not None])
+    assert result.steps == 30 and np.abs(commands[:, :7]).max() <= 1.5
+    climb = np.diff(commands[8:, 3])   # from the third chunk on, joint 4 heads for its limit at full speed
+    assert np.allclose(climb, arm.max_velocity * arm.control_period), "clamped to the limit, then rate-limited"
+    with PolicyServer("nan") as server, PolicyClient(ServerAddress("127.0.0.1", server.port)) as client, \
+            pytest.raises(RunnerError, match="non-finite"):
+        run_episode(client, _Commands(), EpisodeInfo("s", 1, "t", "c"), clamp)
