@@ -74,7 +74,7 @@ from ..session import (
     auth,
     load_config,
 )
-from ..session.journal import Event
+from ..session.journal import Event, journal_directory
 from ..session.publishing import SessionPublisher, diagnostics
 from ..session.session import LOG_BURST, LOG_WINDOW_S, RateLimit, ScoreOutcome, bounded
 from ._common import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, declare, parameter_error, ros_context
@@ -293,9 +293,7 @@ class EvaluationManager(QuickNode):
     def _journal_path(self, session_id: str) -> pathlib.Path:
         base = self.journal_dir or os.path.join(
             os.environ.get("ROS_HOME", os.path.expanduser("~/.ros")), "evalstop")
-        directory = pathlib.Path(base).expanduser()
-        directory.mkdir(parents=True, exist_ok=True)
-        return directory / f"{session_id}.db"
+        return journal_directory(base) / f"{session_id}.db"  # 0700, refused if others can write it
 
     def start_session(self, session_id: str, config_path: str) -> tuple[bool, str]:
         """Start (or resume from its journal) a session; returns ``(ok, message)``."""
@@ -313,9 +311,9 @@ class EvaluationManager(QuickNode):
             return False, f"invalid config {err}"
         session_id = session_id or (
             f"{pathlib.Path(config_path).stem}-{datetime.datetime.now(datetime.UTC):%Y%m%d-%H%M%S}")
-        path = self._journal_path(session_id)
-        resumed = path.exists()
         try:
+            path = self._journal_path(session_id)
+            resumed = path.exists()
             session = EvaluationSession.open(path, config, session_id, durable=self.journal_fsync)
         except SessionError as err:
             self.get_logger().error(f"session {session_id!r} not started: {err}")
