@@ -679,11 +679,15 @@ class EvaluationSession:
         a live session's key comes from the OS).  Close the session (or use ``with``) to release
         the journal.
         """
+        new = not os.path.exists(path)
         journal = Journal.open(path, session_id, config, durable=durable, plan_key=plan_key)
         try:
             return cls(config, journal, session_id)
         except BaseException:
-            journal.close()
+            if new:  # a session that cannot start leaves no journal: its id stays usable
+                journal.discard()
+            else:
+                journal.close()
             raise
 
     # -- life cycle ------------------------------------------------------------------------

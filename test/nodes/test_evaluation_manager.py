@@ -295,12 +295,38 @@ def test_parameters_override_the_config_before_the_session_starts(
     assert comparison.decision == 3 and final.trials_done == 6
 
 
-def test_bad_config_exits_with_status_1(start_node: Any, tmp_path: pathlib.Path) -> None:
-    config = write_config(tmp_path / "bad.yaml", alpha=2.0)
-    manager = start_node("evaluation_manager", params=_manager_params(tmp_path, config))
-    assert manager.wait() == 1
-    manager.wait_for(r"\[FATAL\] \[\S*evaluation_manager\]: cannot start: invalid config .*bad\.yaml: alpha: "
-                     r"must lie in \(0, 1\)")
+BAD_CONFIGS = {
+    "alpha": ({"alpha": 2.0}, r"alpha: must lie in \(0, 1\)"),
+    "n_max 1e12": ({"n_max": 1e12}, r"n_max: Input should be less than or equal to 100000; found 1000000000000\.0"),
+    "bins 1e9": ({"metrics": [{"name": "progress", "method": "nscore", "alpha": 0.05, "bins": 1e9}]},
+                 r"metrics\[0\]: `bins` must be an integer in \[2, 10000\] for method 'nscore'; found 1000000000"),
+    "not UTF-8": (None, r"not UTF-8 text \(byte 0xff at offset \d+\)"),
+}
+
+
+@pytest.mark.parametrize("case", list(BAD_CONFIGS))
+def test_bad_config_exits_with_status_2_leaves_no_journal_and_the_id_stays_usable(
+        start_node: Any, probe: Any, tmp_path: pathlib.Path, case: str) -> None:
+    overrides, message = BAD_CONFIGS[case]
+    config = tmp_path / "session.yaml"
+    if overrides is None:
+        config.write_bytes(write_config(config).read_bytes().replace(b"push", b"p\xffsh"))
+    else:
+        write_config(config, **overrides)
+    params = _manager_params(tmp_path, config, exit_on_finish=True)
+    manager = start_node("evaluation_manager", params=params)
+    assert manager.wait() == 2
+    fatal = [line for line in manager.output.splitlines() if "[FATAL]" in line or "[ERROR]" in line]
+    assert len(fatal) == 1 and re.search(r"\[FATAL\] \[\S*evaluation_manager\]: cannot start: invalid config "
+                                         r".*session\.yaml: " + message, fatal[0]), manager.output
+    assert "Traceback" not in manager.output
+    assert not list(pathlib.Path(params["journal_dir"]).glob("*.db*"))  # nothing journaled
+    write_config(config, n_max=4, metrics=[{"name": "success", "method": "nscore", "alpha": 0.05}])  # fixed
+    topics = _subscribe_all(probe)
+    fixed = start_node("evaluation_manager", params=params)
+    start_node("sim_robot", params={"duration": 0.0})
+    final = final_status(probe, topics["status"])
+    assert fixed.wait() == 0 and final.session_id == params["session_id"]
 
 
 def _re(text: str) -> str:
