@@ -275,6 +275,13 @@ def journal_directory(directory: str | os.PathLike[str]) -> pathlib.Path:
     return path
 
 
+def discard(file: pathlib.Path) -> None:
+    """Delete the files of a journal (database, -wal, -shm, head), wherever they exist."""
+    for suffix in ("", "-wal", "-shm", ".head"):
+        with contextlib.suppress(FileNotFoundError):
+            file.with_name(file.name + suffix).unlink()
+
+
 def _private(path: pathlib.Path) -> None:
     """Make an existing journal file readable by its owner only (mode 0600)."""
     try:
@@ -413,10 +420,16 @@ class Journal:
     def _abandon(file: pathlib.Path, lock_fd: int, existed: bool) -> None:
         """A failed open: remove what it created (a journal that was never written), release the lock."""
         if not existed:
-            for suffix in ("", "-wal", "-shm", ".head"):
-                with contextlib.suppress(OSError):
-                    file.with_name(file.name + suffix).unlink()
+            discard(file)
         os.close(lock_fd)
+
+    def discard(self) -> None:
+        """Close and delete a journal this process just created whose session could not start
+        (nothing but its ``config`` event), so that its session id stays usable."""
+        events = self._head[0]
+        self.close()
+        if events <= 1:
+            discard(self.path)
 
     @staticmethod
     def _check_file(file: pathlib.Path) -> None:
@@ -599,8 +612,11 @@ class JournalContents:
     """A journal read in one go, without taking the writer lock (:func:`read_journal`).
 
     ``plan_key`` is the session's secret key (the journal's owner may read it; it is never
-    published before the end); ``chain_break`` the first event that fails the hash chain, and
-    ``truncated`` a message when the head file records more events than the database holds.
+    published before the end); ``chain_break`` the first event that fails the hash chain,
+    ``truncated`` a message when the head file records more events than the database holds, and
+    ``head_problem`` one when the head file is missing or unreadable, records fewer events than
+    the database holds (more than the one a crash between a commit and the head write leaves),
+    or a hash that is not its event's (events were removed or rewritten and re-chained).
     """
 
     session_id: str
@@ -612,6 +628,7 @@ class JournalContents:
     key_commitment: str = ""
     chain_break: ChainBreak | None = None
     truncated: str = ""
+    head_problem: str = ""
 
     def config_dict(self) -> dict[str, Any]:
         """The stored configuration as a dict (validate it with :func:`~.config.parse_config`)."""
@@ -651,13 +668,27 @@ def read_journal(path: str | os.PathLike[str]) -> JournalContents:
         raise JournalError(f"journal {str(file)!r} cannot be read as a journal: {err}") from err
     except KeyError as err:
         raise JournalError(f"journal {str(file)!r} lacks meta row {err}: it is damaged") from err
-    head = read_head(file)
-    truncated = ""
+    truncated, head_problem = "", ""
+    try:
+        head = read_head(file)
+    except JournalError as err:
+        head, head_problem = None, str(err)
+    if head is None and not head_problem:
+        head_problem = (f"its head file {head_path(file).name!r} is missing: events at the end may have been removed "
+                        "without a trace (copy the .db, -wal and .head files together)")
+    stored = {e.seq: e.hash for e in events}
     if head is not None and head[0] > last:
         truncated = (f"the head file records {head[0]} events but the database holds {last} (a copy without its "
                      "-wal file, or a truncated journal)")
+    elif head is not None and last > head[0] + 1:
+        head_problem = (f"the database holds {last} events but its head file records {head[0]}: events "
+                        f"{head[0] + 1}-{last} were added by something other than the session")
+    elif head is not None and stored.get(head[0]) != head[1]:
+        head_problem = (f"event {head[0]} is not the one the head file records: the journal was rewritten (events "
+                        "removed or replaced, and the chain recomputed)")
     try:
         return JournalContents(meta["session_id"], meta["config_json"], meta["config_hash"], int(meta["created_ns"]),
-                               events, meta.get("plan_key", ""), meta.get("key_commitment", ""), broken, truncated)
+                               events, meta.get("plan_key", ""), meta.get("key_commitment", ""), broken, truncated,
+                               head_problem)
     except (KeyError, ValueError) as err:
         raise JournalError(f"journal {str(file)!r}: damaged meta rows: {err}") from err
