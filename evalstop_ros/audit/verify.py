@@ -1374,7 +1374,7 @@ def verify(record: SessionRecord, *, config: SessionConfig | None = None, key: b
         v.violate("letters_mismatch", [], f"final compact letter display published {published_letters}, recomputed "
                   f"{final_letters}", data=False)
     return AuditReport(
-        record=record, config=resolved, config_origin=origin, trials=tuple(_trials(v, book)), tests=tuple(tests),
+        record=v.record, config=resolved, config_origin=origin, trials=tuple(_trials(v, book)), tests=tuple(tests),
         letters=final_letters, violations=tuple(v.violations), notes=tuple(v.notes), final_state=final_state,
         statuses_checked=sum(checked.values()),
     )

@@ -437,7 +437,8 @@ class EvaluationManager(QuickNode):
         session.record_runner_result(trial.trial_id, ok, duration, message, auto_score=auto_score)
         if not ok and session.runner_faults >= self.max_attempts and session.state == SessionState.RUNNING:
             faults = session.runner_faults
-            session.pause(f"runner failed {faults} times in a row on trial {trial.trial_id}: {message}")
+            # the runner's category and error id only: its full text may name the policy (sealed in the journal)
+            session.pause(f"runner failed {faults} times in a row on trial {trial.trial_id}: {session.runner_message}")
             self.get_logger().error(
                 f"session paused: runner failed {faults} times on trial {trial.trial_id}; "
                 "fix the robot, then resume (session_control) or void the trial (correct_score)")

@@ -636,10 +636,13 @@ class JournalContents:
         return data
 
 
-def read_journal(path: str | os.PathLike[str]) -> JournalContents:
+def read_journal(path: str | os.PathLike[str], *, raw: bool = False) -> JournalContents:
     """Read a journal (read-only; safe while a session is writing it).
 
     The hash chain is checked and its first break reported (not raised): the audit names it.
+    The events are the owner's view: what the journal sealed (a request's policy and token, a
+    runner's full message) restored with the journal's own key (:func:`~.blinding.unseal_event`;
+    the audit checks them against the key revealed at the end).  ``raw``: the rows as stored.
 
     Raises
     ------
@@ -686,9 +689,23 @@ def read_journal(path: str | os.PathLike[str]) -> JournalContents:
     elif head is not None and stored.get(head[0]) != head[1]:
         head_problem = (f"event {head[0]} is not the one the head file records: the journal was rewritten (events "
                         "removed or replaced, and the chain recomputed)")
+    if not raw and meta.get("plan_key"):
+        events = _owner_view(events, meta)
     try:
         return JournalContents(meta["session_id"], meta["config_json"], meta["config_hash"], int(meta["created_ns"]),
                                events, meta.get("plan_key", ""), meta.get("key_commitment", ""), broken, truncated,
                                head_problem)
     except (KeyError, ValueError) as err:
         raise JournalError(f"journal {str(file)!r}: damaged meta rows: {err}") from err
+
+
+def _owner_view(events: tuple[Event, ...], meta: dict[str, str]) -> tuple[Event, ...]:
+    """The events with their sealed fields restored by the journal's own key (as the session replays them)."""
+    from .blinding import unseal  # blinding reads journal events: imported here, not at the top
+    from .config import ConfigError, parse_config
+
+    try:
+        config = parse_config(json.loads(meta["config_json"]), "<journal meta>")
+        return tuple(unseal(events, config, bytes.fromhex(meta["plan_key"]), meta["session_id"]))
+    except (ConfigError, KeyError, ValueError):
+        return events  # a damaged meta row: the rows as stored (the audit reports the damage)

@@ -349,3 +349,39 @@ def test_invalid_parameters_give_one_fatal_line_and_exit_2(
     fatal = [line for line in manager.output.splitlines() if "[FATAL]" in line]
     assert len(fatal) == 1 and re.search(r"invalid parameters: .*" + message, fatal[0]), manager.output
     assert "Traceback" not in manager.output and str(config) not in fatal[0]
+
+
+def test_a_runner_text_reaches_no_operator_channel_of_the_manager(
+        start_node: Any, probe: Any, tmp_path: pathlib.Path) -> None:
+    """sim_robot's failure text stands in for a lab runner's free text: the manager shows a
+    category and an id on session_event, the paused reason, /rosout and /diagnostics, and
+    journals the full text sealed (issue 19)."""
+    from rcl_interfaces.msg import Log
+    from rclpy.qos import QoSDurabilityPolicy, QoSProfile, QoSReliabilityPolicy
+
+    from evalstop_ros.session import read_journal
+
+    config = write_config(tmp_path / "session.yaml", n_max=4,
+                          metrics=[{"name": "success", "method": "nscore", "alpha": 0.05}])
+    topics = _subscribe_all(probe)
+    rosout = probe.collect(Log, "/rosout", QoSProfile(depth=1000, reliability=QoSReliabilityPolicy.RELIABLE,
+                                                      durability=QoSDurabilityPolicy.TRANSIENT_LOCAL))
+    manager = start_node("evaluation_manager", params=_manager_params(tmp_path, config, max_attempts=2))
+    start_node("sim_robot", params={"failure_probability": 1.0, "duration": 0.0})
+    final = probe.spin_until(lambda: next((s for s in topics["status"] if s.state == 2), None), 60.0, "paused")
+    paused = probe.spin_until(lambda: next((json.loads(e.payload_json) for e in topics["event"]
+                                            if e.kind == "paused"), None), 20.0, "the paused event")
+    assert re.fullmatch(r"runner failed 2 times in a row on trial 1: runner error \(error [0-9a-f]{8}\)",
+                        paused["reason"]), paused
+    manager.wait_for(r"session paused: runner failed 2 times on trial 1")
+    probe.spin_until(lambda: any(a.status and "runner_faults" in [v.key for v in a.status[0].values]
+                                 for a in topics["diagnostics"]), 20.0, "diagnostics")
+    published = [e.payload_json for e in topics["event"]]
+    published += [m.msg for m in rosout if m.name.endswith("evaluation_manager")]
+    published += [f"{s.message} {[(v.key, v.value) for v in s.values]}" for a in topics["diagnostics"] for s in a.status]
+    published += [final.state_name]
+    assert published and not [text for text in published if "injected" in text or "failure_probability" in text]
+    results = [e for e in read_journal(pathlib.Path(_manager_params(tmp_path, config)["journal_dir"]) / "s1.db").events
+               if e.kind == "runner_result"]
+    assert len(results) == 2 and all(r.payload["detail"].startswith("injected runner failure") for r in results)
+    assert manager.stop() == 0
