@@ -384,4 +384,9 @@ def test_a_runner_text_reaches_no_operator_channel_of_the_manager(
     results = [e for e in read_journal(pathlib.Path(_manager_params(tmp_path, config)["journal_dir"]) / "s1.db").events
                if e.kind == "runner_result"]
     assert len(results) == 2 and all(r.payload["detail"].startswith("injected runner failure") for r in results)
+    # the manager made its journal directory private, and every journal file, while the session runs
+    journals = pathlib.Path(_manager_params(tmp_path, config)["journal_dir"])
+    assert journals.stat().st_mode & 0o777 == 0o700
+    assert {p.name: p.stat().st_mode & 0o777 for p in journals.iterdir()} == {
+        name: 0o600 for name in ("s1.db", "s1.db-wal", "s1.db-shm", "s1.db.head", "s1.db.lock")}
     assert manager.stop() == 0
