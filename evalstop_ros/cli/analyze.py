@@ -14,7 +14,7 @@ import math
 from ..stats.methods import VALIDITY
 from ..stats.registry import METHODS, run_test
 from ..stats.sequential import Decision, SequentialResult
-from ._common import CliError, add_alpha_alternative, check_step_n_max, n_max_type, print_json
+from ._common import CliError, add_alpha_alternative, bins_type, check_step_n_max, n_max_type, print_json, seed_type
 from .data import PairedScores, load_pairs
 from .step import fetch_table
 
@@ -44,8 +44,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="horizon: required by step and lai; for nscore, wsr and savi an optional budget "
         "(default: all pairs)",
     )
-    parser.add_argument("--seed", type=int, default=0, help="STEP randomization seed, fixed before the data (default %(default)s)")
-    parser.add_argument("--bins", type=int, default=2, help="N-SCORE score bins K (default %(default)s)")
+    parser.add_argument("--seed", type=seed_type, default=0, help="STEP randomization seed, fixed before the data (default %(default)s)")
+    parser.add_argument("--bins", type=bins_type, default=2, help="N-SCORE score bins K (default %(default)s)")
     parser.add_argument("--wsr-c", type=float, default=0.95, dest="c", help="WSR bet cap c (default %(default)s)")
     parser.add_argument(
         "--columns", default=None, metavar="A,B",

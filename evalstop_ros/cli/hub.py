@@ -22,7 +22,7 @@ import sys
 from typing import Any
 
 from ..hub.errors import HubError
-from ._common import CliError, print_json
+from ._common import CliError, bounded_int, count_type, print_json, seed_type
 
 HELP = "evaluation hub for many stations (serve, add-policy, add-station, revoke, export, analyze, station)"
 DESCRIPTION = __doc__.split("\n\n", 1)[1] if __doc__ else ""
@@ -42,7 +42,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     serve = sub.add_parser("serve", help="run the hub service")
     serve.add_argument("--db", default=DEFAULT_DB, help="postgresql:// URL or SQLite path (default %(default)s)")
     serve.add_argument("--host", default="127.0.0.1")
-    serve.add_argument("--port", type=int, default=8765)
+    serve.add_argument("--port", type=bounded_int(0, 65535), default=8765)
     serve.add_argument("--tasks", default="default", help="comma-separated task/scene suggestions")
     serve.add_argument("--lease-seconds", type=float, default=60.0, help="lease length (default %(default)s)")
     serve.add_argument("--schedule", choices=("need", "uniform"), default="need")
@@ -50,7 +50,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     serve.add_argument("--alpha", type=float, default=0.05)
     serve.add_argument("--ranker", choices=("winrate", "bt"), default="winrate", help="ranking model (default %(default)s)")
     serve.add_argument("--public-leaderboard", action="store_true", help="serve the leaderboard without a key")
-    serve.add_argument("--seed", type=int, default=None, help="seed of the pair draws")
+    serve.add_argument("--seed", type=seed_type, default=None, help="seed of the pair draws")
     policy = sub.add_parser("add-policy", help="register a policy")
     policy.add_argument("--db", default=DEFAULT_DB)
     policy.add_argument("name")
@@ -76,9 +76,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     run.add_argument("--hub", required=True, help="hub URL, e.g. http://127.0.0.1:8765")
     run.add_argument("--key-file", default=None, help="file holding the key (default: $EVALSTOP_HUB_KEY)")
     run.add_argument("--dir", required=True, help="the station's directory (local journal)")
-    run.add_argument("--trials", type=int, required=True)
+    run.add_argument("--trials", type=count_type, required=True)
     run.add_argument("--trial-seconds", type=float, default=0.2, help="simulated trial length")
-    run.add_argument("--seed", type=int, default=None)
+    run.add_argument("--seed", type=seed_type, default=None)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -7,6 +7,7 @@ import importlib
 import sys
 from collections.abc import Sequence
 from types import ModuleType
+from typing import NoReturn
 
 from .. import __version__
 from ..stats.errors import StatsInputError
@@ -48,6 +49,13 @@ def verb_module(name: str) -> ModuleType:
     return importlib.import_module(f".{name}", __package__)
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse with one-line usage errors: ``evalstop VERB: error: MESSAGE (see ... --help)``, status 2."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see `{self.prog} --help`)\n")
+
+
 def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     """The ``evalstop`` parser; only the verb named in ``argv`` gets its options (all if ``None``).
 
@@ -57,7 +65,7 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     """
     chosen = next((arg for arg in argv if not arg.startswith("-")), None) if argv is not None else None
     wanted = set(VERBS) if argv is None else {chosen}
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="evalstop",
         description="Sequential policy comparison with anytime-valid stopping (STEP, N-SCORE, ...).",
         epilog=EPILOG,

@@ -27,6 +27,7 @@ from . import EXIT_CHECK_FAILED, EXIT_OK
 from ._common import (
     add_alpha_alternative,
     check_step_n_max,
+    count_type,
     n_max_type,
     print_json,
     progress_bar,
@@ -75,7 +76,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     _common_options(check)
-    check.add_argument("--grid-size", type=int, default=1000, help="null points checked (default %(default)s)")
+    check.add_argument("--grid-size", type=count_type, default=1000, help="null points checked (default %(default)s)")
     check.set_defaults(step_run=_check)
 
     oc = verbs.add_parser(
