@@ -18,7 +18,7 @@ from .. import __version__
 from ..audit import AuditReport
 from ..session import SessionConfig
 from .exports import decision_rows
-from .render import render
+from .render import num, render
 
 __all__ = ["PageFigure", "family_statement", "write_page"]
 
@@ -73,9 +73,14 @@ def write_page(report: AuditReport, figures: Sequence[PageFigure], path: pathlib
     decisions = []
     for test, row in zip(report.tests, decision_rows(report)):
         where = f" on {test.task}" if test.task else ""
-        decisions.append({**row, "comparison": f"{test.policy_a} vs {test.policy_b}{where}",
-                          "mean_a": row["mean_a_at_stop"], "mean_b": row["mean_b_at_stop"],
-                          "decided_at": (row["decided_at"] or "-").replace("T", " ").split(".")[0]})
+        decided = (row["decided_at"] or "-").replace("T", " ").split(".")[0] + (" UTC" if row["decided_at"] else "")
+        decisions.append([
+            f"{test.policy_a} vs {test.policy_b}{where}", row["metric"], row["method"], row["alternative"],
+            num(row["alpha"], 4), row["decision"], row["stopping_trial"] or "-", row["pairs"], num(row["pvalue"], 4),
+            num(row["evalue"], 3), num(row["mean_a_at_stop"], 3), num(row["mean_b_at_stop"], 3), decided,
+            "yes" if row["reproduced"] else "NO"])
+    saved = [(label.replace("\n", " "), used, fixed, f"{fixed - used} ({(fixed - used) / fixed:.0%})" if fixed else "-")
+             for label, used, fixed in savings]
     text = render(
         "report.html.j2", rec=report.record, cfg=cfg, config_origin=report.config_origin, version=__version__,
         written=datetime.datetime.now(datetime.UTC), verified=report.verified, violations=report.violations,
@@ -83,8 +88,8 @@ def write_page(report: AuditReport, figures: Sequence[PageFigure], path: pathlib
         metrics=", ".join(f"{m.name}/{m.method} at {m.alpha:g}" for m in cfg.metrics),
         correction=cfg.correction if cfg.design != "adastop" else "AdaStop",
         trials_scored=sum(1 for t in report.trials if t.success is not None), final_state=report.final_state,
-        family_statement=family_statement(cfg, len(report.tests)), decisions=decisions,
-        letters=list(report.letters.items()), savings=savings, figures=figures, videos=Markup(videos),
+        family_statement=family_statement(cfg, len(report.tests)), decision_cells=decisions,
+        letters=list(report.letters.items()), savings_cells=saved, figures=figures, videos=Markup(videos),
         exports=list(exports) or ["trials.csv", "decisions.csv"], notes=report.notes)
     path.write_text(text, encoding="utf-8")
     return path
