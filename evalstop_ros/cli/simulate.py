@@ -16,6 +16,7 @@ from ..stats.registry import METHODS, make_process
 from ..stats.sequential import PairedProcess
 from ..stats.simulate import ScoreModel, SimulationSummary, bernoulli, continuous_beta, monte_carlo, partial_credit
 from ._common import CliError, add_alpha_alternative, check_step_n_max, float_list, n_max_type, print_json
+from ._estimates import announce, simulate_seconds
 from .step import fetch_table
 
 DESCRIPTION = """\
@@ -83,6 +84,8 @@ def run(args: argparse.Namespace) -> int:
     """Build the model and the processes, simulate, print the summary; 0 on success."""
     check_step_n_max(args.method, args.n_max)
     model = _model(args)
+    announce(args.prog, simulate_seconds(args.method, args.n_max, args.reps, args.bins),
+             f"{args.reps} sequences x {args.n_max} pairs of {args.method}")
     if args.method == "step":
         fetch_table(args)  # a first synthesis shows its progress instead of sitting silent
 
