@@ -33,12 +33,15 @@ HELP = "evaluation hub for many stations (serve, add-policy, add-station, revoke
 DESCRIPTION = __doc__.split("\n\n", 1)[1] if __doc__ else ""
 EPILOG = """\
 examples:
-  evalstop hub add-policy --db hub.sqlite pi0 tcp://10.0.0.5:8000
-  evalstop hub add-policy --db hub.sqlite octo tcp://10.0.0.6:8000
+  evalstop hub add-policy --db hub.sqlite pi0 sim://success=0.7
+  evalstop hub add-policy --db hub.sqlite octo sim://success=0.4
   evalstop hub add-station --db hub.sqlite lab1 --key-file lab1.key
   evalstop hub serve --db hub.sqlite --port 8765 --tasks towel,cup
   evalstop hub station --hub http://127.0.0.1:8765 --key-file lab1.key --dir lab1 --trials 20
   evalstop hub export --db hub.sqlite -o journal.jsonl && evalstop hub analyze journal.jsonl --json
+
+(sim://success=P is a simulated policy, what `hub station` runs; a real policy server is
+registered by its address, e.g. tcp://10.0.0.5:8000, and run by a ROS station.)
 
 exit status: 0 done, 2 usage or input error (unknown policy or station, unreadable journal),
 3 hub serve cannot listen on --host:--port (in use: pick another --port); 130 stopped (Ctrl-C)."""
