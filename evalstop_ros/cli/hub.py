@@ -128,7 +128,7 @@ def _serve(args: argparse.Namespace) -> int:
     problem = _cannot_listen(args.host, args.port)
     if problem:
         store.close()
-        print(f"{args.prog}: error: cannot listen on {args.host}:{args.port}: {problem}", file=sys.stderr)
+        print(f"{args.prog} serve: error: cannot listen on {args.host}:{args.port}: {problem}", file=sys.stderr)
         return EXIT_UNAVAILABLE
     print(f"evalstop hub on http://{args.host}:{args.port} ({store.dialect}, schema v{store.schema_version()})",
           file=sys.stderr, flush=True)
