@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import csv
 import datetime
+import importlib
 import importlib.util
 import math
 import pathlib
@@ -136,8 +137,8 @@ def _write_csv(path: pathlib.Path, columns: Sequence[tuple[str, str]], rows: Seq
 
 
 def _write_parquet(path: pathlib.Path, columns: Sequence[tuple[str, str]], rows: Sequence[dict[str, Any]]) -> None:
-    import pyarrow as pa
-    import pyarrow.parquet as pq
+    pa = importlib.import_module("pyarrow")  # optional: only when installed
+    pq = importlib.import_module("pyarrow.parquet")
 
     data: dict[str, Any] = {}
     for name, _ in columns:

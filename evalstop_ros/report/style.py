@@ -11,6 +11,7 @@ from __future__ import annotations
 import pathlib
 import textwrap
 from collections.abc import Sequence
+from typing import Any
 
 import matplotlib
 
@@ -30,7 +31,7 @@ FRAME_COLOR = "#999999"
 PRINT_DPI = 300
 #: Formats ``write_report`` can save, the page's image format first.
 FORMATS = ("png", "svg", "pdf")
-RC = {"font.family": "DejaVu Sans", "font.size": 9.0, "axes.titlesize": 9.5, "axes.labelsize": 9.0,
+RC: Any = {"font.family": "DejaVu Sans", "font.size": 9.0, "axes.titlesize": 9.5, "axes.labelsize": 9.0,
       "legend.fontsize": 8.0, "xtick.labelsize": 8.0, "ytick.labelsize": 8.0, "svg.fonttype": "none",
       "pdf.fonttype": 42}
 
