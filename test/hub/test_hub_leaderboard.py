@@ -117,14 +117,16 @@ def test_a_browser_signs_in_with_a_cookie(tmp_path: pathlib.Path) -> None:
         wrong = urllib.request.Request(hub.url + "/leaderboard/login", data=b"key=esk_wrong", method="POST")
         with pytest.raises(urllib.error.HTTPError) as refused:
             opener.open(wrong, timeout=10)
-        assert refused.value.code == 401 and "that key was refused: unknown API key" in refused.value.read().decode()
+        with refused.value as answer:  # an HTTPError holds the response open
+            assert answer.code == 401 and "that key was refused: unknown API key" in answer.read().decode()
         no_redirect = urllib.request.build_opener(_NoRedirect)
         login = urllib.request.Request(hub.url + "/leaderboard/login",
                                        data=urllib.parse.urlencode({"key": viewer}).encode(), method="POST")
         with pytest.raises(urllib.error.HTTPError) as moved:
             no_redirect.open(login, timeout=10)
-        assert moved.value.code == 303 and moved.value.headers["location"] == "/leaderboard"
-        cookie = moved.value.headers["set-cookie"]
+        with moved.value as answer:
+            assert answer.code == 303 and answer.headers["location"] == "/leaderboard"
+            cookie = answer.headers["set-cookie"]
         assert cookie.startswith(f"evalstop_hub_key={viewer};") and "HttpOnly" in cookie
         assert "SameSite=strict" in cookie and "Path=/leaderboard" in cookie
         with opener.open(login, timeout=10) as page:  # follows the redirect with the cookie
