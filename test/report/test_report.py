@@ -164,3 +164,22 @@ def test_page_renders_in_headless_chromium(chromium: Any, served: tuple[pathlib.
     lower = pixels[1500:, :, :]  # below the tables: drawn plots, not an empty page
     assert float((lower.min(axis=2) < 0.9).mean()) > 0.02, "the lower page (figures) is blank"
     assert not np.allclose(pixels, pixels[0, 0])
+
+
+def test_parquet_exports_match_the_csvs(three_policy_report: AuditReport, tmp_path: pathlib.Path) -> None:
+    """With pyarrow installed (optional), trials.parquet and decisions.parquet hold the CSVs' rows
+    with typed columns and UTC time stamps."""
+    pq = pytest.importorskip("pyarrow.parquet")  # an optional third-party package, not ours
+    files = write_report(three_policy_report, tmp_path / "out", formats=("png",))
+    assert [p.name for p in files.csv] == ["trials.csv", "decisions.csv", "trials.parquet", "decisions.parquet"]
+    trials = pq.read_table(tmp_path / "out" / "trials.parquet")
+    assert trials.column_names == [name for name, _ in TRIAL_COLUMNS]
+    assert trials.num_rows == len(three_policy_report.trials)
+    assert str(trials.schema.field("requested_at").type) == "timestamp[us, tz=UTC]"
+    first = trials.slice(0, 1).to_pylist()[0]
+    trial = three_policy_report.trials[0]
+    assert int(first["requested_at"].timestamp() * 1e6) == trial.requested_ns // 1000
+    assert first["policy"] == trial.policy and first["progress"] == trial.progress
+    decisions = pq.read_table(tmp_path / "out" / "decisions.parquet")
+    assert decisions.column_names == [name for name, _ in DECISION_COLUMNS]
+    assert decisions.column("decision").to_pylist() == [t.result.decision.name for t in three_policy_report.tests]
