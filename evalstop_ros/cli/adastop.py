@@ -32,7 +32,7 @@ needs the next interim.  An agent whose comparisons are all decided stops early;
 may be empty."""
 EPILOG = """\
 example:
-  evalstop adastop mujoco.csv --n-per-interim 5 --interims 6 --alpha 0.05 --permutations 10000
+  evalstop adastop examples/adastop_scores.csv --n-per-interim 5 --interims 6 --alpha 0.05 --permutations 10000
 
 exit status: 0 done (finished or waiting for the next interim), 2 usage or input error."""
 

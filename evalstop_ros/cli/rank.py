@@ -36,7 +36,8 @@ models (seed 001, RoboArena, Sec. 3.2 and App. B):
   task      the paper's task-aware model (latent task buckets, EM of App. B); score = theta"""
 EPILOG = """\
 example:
-  evalstop rank arena.csv --model task --json
+  evalstop rank examples/arena_ab.csv --model task --json
+  evalstop rank examples/arena_ab.csv --model bt
 
 exit status: 0 ranking printed, 2 usage or input error."""
 MODELS = ("bt", "davidson", "elo", "prog", "task")

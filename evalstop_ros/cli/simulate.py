@@ -27,6 +27,7 @@ from ._common import (
     print_json,
     seed_type,
 )
+from ._estimates import announce, simulate_seconds
 from .step import fetch_table
 
 DESCRIPTION = """\
@@ -94,6 +95,8 @@ def run(args: argparse.Namespace) -> int:
     """Build the model and the processes, simulate, print the summary; 0 on success."""
     check_step_n_max(args.method, args.n_max)
     model = _model(args)
+    announce(args.prog, simulate_seconds(args.method, args.n_max, args.reps, args.bins),
+             f"{args.reps} sequences x {args.n_max} pairs of {args.method}")
     if args.method == "step":
         fetch_table(args)  # a first synthesis shows its progress instead of sitting silent
 

@@ -190,7 +190,7 @@ def test_help_shows_defaults_and_an_example(evalstop):
     proc = evalstop("analyze", "--help")
     assert proc.returncode == 0 and proc.stderr == ""
     assert "(default 0)" in proc.stdout and "(default two-sided)" in proc.stdout
-    assert "evalstop analyze towel.csv --method nscore" in proc.stdout
+    assert "evalstop analyze examples/progress_like.csv --method nscore --bins 21" in proc.stdout
 
 
 @pytest.mark.parametrize(("argv", "message"), [
