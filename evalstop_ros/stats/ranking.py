@@ -25,6 +25,8 @@ from typing import NamedTuple
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
+from scipy.stats import norm as _NORMAL
+from scipy.stats import t as _STUDENT
 
 from .errors import StatsInputError
 from .intervals import mixture_confidence_sequence
@@ -189,6 +191,14 @@ class Ranking:
         Standard error of each score (NaN where undefined, e.g. a policy never compared).
     params : dict
         Model-specific fitted quantities (e.g. the Davidson tie parameter).
+    se_method : str
+        How ``se`` was obtained (printed beside the intervals).
+    df : float array, optional
+        Degrees of freedom of a Student-t interval per policy (PROG's ``N_p - 1``); ``None`` = normal.
+    calibrated : bool
+        Whether ``score +- z se`` has been shown by simulation to cover at the stated level
+        (issue 20; ``bench/ranking_coverage.py``, ``test/stats/test_ranking_coverage.py``).  The
+        task model's conditional-information SE (``n_boot = 0``) is not.
     """
 
     model: str
@@ -196,6 +206,23 @@ class Ranking:
     scores: FloatArray
     se: FloatArray
     params: dict[str, float] = dataclasses.field(default_factory=dict)
+    se_method: str = "sandwich (robust) information"
+    calibrated: bool = True
+    df: FloatArray | None = None
+
+    def interval(self, level: float = 0.95) -> tuple[FloatArray, FloatArray]:
+        """Intervals ``score -+ z se`` at ``level`` (NaN where the SE is undefined).
+
+        ``z`` is the normal quantile, or Student's t with ``df`` degrees of freedom where given.
+
+        >>> r = Ranking("bt", ("a", "b"), np.array([0.5, -0.5]), np.array([0.1, 0.2]))
+        >>> [round(float(x), 3) for x in r.interval(0.95)[0]]
+        [0.304, -0.892]
+        """
+        if not (isinstance(level, (int, float)) and 0.0 < level < 1.0):
+            raise StatsInputError(f"`level` must lie in (0, 1); found {level!r}")
+        z = _NORMAL.ppf(0.5 + level / 2.0) if self.df is None else _STUDENT.ppf(0.5 + level / 2.0, self.df)
+        return self.scores - z * self.se, self.scores + z * self.se
 
     @property
     def ranks(self) -> IntArray:
@@ -231,7 +258,7 @@ class _Terms(NamedTuple):
     loglik: float
     grad_d: FloatArray  # dL/dd per comparison, shape (M,)
     info_d: FloatArray  # -d2L/dd2 per comparison, shape (M,)
-    grad_e: FloatArray  # dL/de, shape (E,)
+    grad_e: FloatArray  # dL/de per comparison, shape (M, E)
     info_e: FloatArray  # -d2L/de2, shape (E, E)
     cross: FloatArray  # -d2L/(dd de) per comparison, shape (M, E)
 
@@ -239,11 +266,12 @@ class _Terms(NamedTuple):
 def _newton(
     data: Comparisons, l2: float, n_extra: int, terms: Callable[[FloatArray, FloatArray], _Terms],
     *, tol: float = 1e-10, max_iter: int = 100,
-) -> tuple[FloatArray, FloatArray]:
+) -> tuple[FloatArray, FloatArray, FloatArray]:
     """Maximise ``loglik(theta, extra) - l2/2 |theta|^2`` by damped Newton with a full Hessian.
 
-    Returns the optimum ``[theta, extra]`` and the observed information (negative Hessian) of the
-    penalised objective there.  Backtracking keeps every step an ascent step.
+    Returns the optimum ``[theta, extra]``, the observed information ``H`` (negative Hessian) of
+    the penalised objective there and ``K``, the sum over comparisons of the outer products of
+    their scores, for the sandwich ``H^-1 K H^-1``.  Backtracking keeps every step an ascent step.
     """
     n = data.n_policies
     k = n + n_extra
@@ -259,7 +287,7 @@ def _newton(
         theta, extra = point[:n], point[n:]
         got = terms(theta[i] - theta[j], extra)
         value = got.loglik - 0.5 * l2 * float(theta @ theta)
-        grad = np.r_[spread(got.grad_d), got.grad_e] - penalty * point
+        grad = np.r_[spread(got.grad_d), got.grad_e.sum(axis=0)] - penalty * point
         info = np.zeros((k, k))
         w = got.info_d  # D^T diag(w) D, assembled from the M comparisons
         block = (np.bincount(cell_ii, w, n * n) + np.bincount(cell_jj, w, n * n)
@@ -284,12 +312,26 @@ def _newton(
         x, value, grad, info = trial, new_value, new_grad, new_info
         if float(np.max(np.abs(scale * step))) < tol:
             break
-    return x, info
+    got = terms(x[:n][i] - x[:n][j], x[n:])
+    scores = np.zeros((len(data), k))  # per-comparison score: grad_d (e_i - e_j), then the extras
+    rows = np.arange(len(data))
+    scores[rows, i] += got.grad_d
+    scores[rows, j] -= got.grad_d
+    scores[:, n:] = got.grad_e
+    return x, info, scores.T @ scores
 
 
-def _standard_errors(info: FloatArray, n: int, seen: NDArray[np.bool_]) -> FloatArray:
-    """SE of the centred scores: ``sqrt(diag(P I^-1 P))``, P = centring projection, I = information."""
-    cov = np.linalg.pinv(info)[:n, :n]
+def _standard_errors(info: FloatArray, variance: FloatArray, n: int, seen: NDArray[np.bool_]) -> FloatArray:
+    """SE of the centred scores: ``sqrt(diag(P S P))`` with the sandwich ``S = H^-1 K H^-1``.
+
+    ``H`` is the observed information of the penalised objective, ``K`` the sum of the squared
+    per-comparison scores and ``P`` the centring projection.  The sandwich (Huber 1967; White
+    1982) stays right when the model is not: ties scored as half a win (BT has less variance than
+    a Bernoulli), flipped preferences, task effects (issue 20).  Under the model ``K ~ H`` and it
+    reduces to the inverse information.
+    """
+    inverse = np.linalg.pinv(info)
+    cov = (inverse @ variance @ inverse)[:n, :n]
     centre = np.eye(n) - 1.0 / n
     se = np.sqrt(np.clip(np.diag(centre @ cov @ centre), 0.0, None))
     return np.where(seen, se, np.nan)
@@ -308,7 +350,7 @@ def fit_bt(data: Comparisons, *, l2: float = 1e-2) -> Ranking:
     with ``w_n = y_n / 2`` (a tie is half a win and half a loss, App. B.5; the paper's update
     writes ``y_n`` where the 0/1 residual needs ``y_n/2``).  Solved by Newton's method rather than
     the paper's gradient ascent: the same optimum, reached in a handful of steps.  Identifiability:
-    ``sum(theta) = 0`` (implied by the penalty).  SE: observed information of the penalised
+    ``sum(theta) = 0`` (implied by the penalty).  SE: sandwich of the observed information of the penalised
     likelihood, projected onto the centred scores.
 
     Examples
@@ -324,10 +366,11 @@ def fit_bt(data: Comparisons, *, l2: float = 1e-2) -> Ranking:
     def terms(d: FloatArray, _extra: FloatArray) -> _Terms:
         p = _sigmoid(d)
         loglik = float(np.sum(w * _log_sigmoid(d) + (1.0 - w) * _log_sigmoid(-d)))
-        return _Terms(loglik, w - p, p * (1.0 - p), np.zeros(0), np.zeros((0, 0)), np.zeros((d.size, 0)))
+        return _Terms(loglik, w - p, p * (1.0 - p), np.zeros((d.size, 0)), np.zeros((0, 0)), np.zeros((d.size, 0)))
 
-    x, info = _newton(data, l2, 0, terms)
-    return Ranking("bt", data.policies, x, _standard_errors(info, data.n_policies, _seen(data)))
+    x, info, variance = _newton(data, l2, 0, terms)
+    return Ranking("bt", data.policies, x, _standard_errors(info, variance, data.n_policies, _seen(data)),
+                   se_method="sandwich (robust) information")
 
 
 def fit_davidson(data: Comparisons, *, l2: float = 1e-2) -> Ranking:
@@ -337,7 +380,7 @@ def fit_davidson(data: Comparisons, *, l2: float = 1e-2) -> Ranking:
               P(\\text{tie}) \\propto \\nu\\, e^{(\\theta_i + \\theta_j)/2}
 
     ``nu = exp(kappa)`` is fitted jointly with ``theta`` (unpenalised); ``params["nu_tie"]``.
-    Identifiability: ``sum(theta) = 0`` (implied by the L2 penalty on ``theta``).  SE: observed
+    Identifiability: ``sum(theta) = 0`` (implied by the L2 penalty on ``theta``).  SE: sandwich of the observed
     information of the joint penalised likelihood, projected onto the centred scores.
     """
     _check_nonempty(data)
@@ -357,15 +400,15 @@ def fit_davidson(data: Comparisons, *, l2: float = 1e-2) -> Ranking:
         info_uu = (pa + pb) - (pa - pb) ** 2
         info_uk = -(pa - pb) * pt
         return _Terms(
-            loglik, score_u / 2.0, info_uu / 4.0, np.array([np.sum(tie - pt)]),
+            loglik, score_u / 2.0, info_uu / 4.0, (tie - pt)[:, None],
             np.array([[np.sum(pt * (1.0 - pt))]]), (info_uk / 2.0)[:, None],
         )
 
-    x, info = _newton(data, l2, 1, terms)
+    x, info, variance = _newton(data, l2, 1, terms)
     n = data.n_policies
     return Ranking(
-        "davidson", data.policies, x[:n], _standard_errors(info, n, _seen(data)),
-        {"nu_tie": float(np.exp(x[n]))},
+        "davidson", data.policies, x[:n], _standard_errors(info, variance, n, _seen(data)),
+        {"nu_tie": float(np.exp(x[n]))}, se_method="sandwich (robust) information",
     )
 
 
@@ -391,7 +434,8 @@ def fit_elo(data: Comparisons, *, k: float = ELO_K, n_boot: int = 200, seed: int
         for rows in (np.sort(rng.integers(0, len(data), len(data))) for _ in range(n_boot))
     ]) if n_boot > 1 else np.full((2, data.n_policies), np.nan)
     se = np.where(_seen(data), boots.std(axis=0, ddof=1), np.nan)
-    return Ranking("elo", data.policies, theta, se, {"k": float(k)})
+    return Ranking("elo", data.policies, theta, se, {"k": float(k)},
+                   se_method=f"bootstrap over comparisons ({n_boot} resamples)", calibrated=n_boot > 1)
 
 
 def _elo_pass(i: IntArray, j: IntArray, score_a: FloatArray, n: int, k: float) -> FloatArray:
@@ -408,7 +452,8 @@ def fit_prog(data: Comparisons) -> Ranking:
 
     .. math:: \\bar s_p = \\frac{1}{N_p} \\sum_{n: i_n = p \\text{ or } j_n = p} s_n^{(p)}
 
-    Rollouts without a recorded progress are skipped.  SE: ``sd / sqrt(N_p)``.  No
+    Rollouts without a recorded progress are skipped.  SE: ``sd / sqrt(N_p)``, intervals from
+    Student's t with ``N_p - 1`` degrees of freedom (a rarely paired policy has few rollouts).  No
     identifiability constraint is needed (absolute scale in [0, 1]).
     """
     _check_nonempty(data)
@@ -425,7 +470,8 @@ def fit_prog(data: Comparisons) -> Ranking:
         mean = total / count
         var = (square - count * mean**2) / (count - 1.0)
         se = np.sqrt(np.clip(var, 0.0, None) / count)
-    return Ranking("prog", data.policies, mean, np.where(count > 1, se, np.nan))
+    return Ranking("prog", data.policies, mean, np.where(count > 1, se, np.nan), se_method="sd / sqrt(rollouts), Student t",
+                   df=np.where(count > 1, count - 1.0, np.nan))
 
 
 def _sigmoid(x: FloatArray) -> FloatArray:
