@@ -17,12 +17,21 @@ import yaml  # type: ignore[import-untyped, unused-ignore]
 from scipy.stats import norm
 
 from ..stats.errors import StatsInputError
-from ..stats.ranking import Comparisons, Ranking, fit_bt, fit_davidson, fit_elo, fit_prog, group_summary
+from ..stats.ranking import (
+    Comparisons,
+    Ranking,
+    fit_bt,
+    fit_davidson,
+    fit_elo,
+    fit_paired_progress,
+    fit_prog,
+    group_summary,
+)
 from ..stats.ranking_task import TaskModelOptions, fit_task
 from ._common import CliError, print_json
 from .ab_data import ABTable, load_ab
 
-HELP = "rank policies from pairwise A/B comparisons (BT, Davidson, Elo, PROG, task-aware)"
+HELP = "rank policies from pairwise A/B comparisons (BT, Davidson, Elo, PROG, paired progress, task-aware)"
 DESCRIPTION = """\
 Fit a ranking model to A/B comparisons and print the leaderboard: score, standard error and
 rank per policy (best first).  RESULTS is a CSV with the header
@@ -35,6 +44,8 @@ models (seed 001, RoboArena, Sec. 3.2 and App. B):
   davidson  BT with Davidson ties (the released leaderboard's model); score = log-ability, sum 0
   elo       one Elo pass in file order; SE by bootstrap
   prog      mean progress per policy in [0, 1] (progress averaging)
+  paired    least squares on the within-pair progress differences; score = progress relative to
+            the pool average (an evaluator's calibration offset cancels within the pair)
   task      the paper's task-aware model (latent task buckets, EM of App. B); score = theta;
             SE by bootstrap over comparisons (--n-boot, default 100 EM refits; slow on large files)
 
@@ -46,7 +57,7 @@ example:
   evalstop rank arena.csv --model task --json
 
 exit status: 0 ranking printed, 2 usage or input error."""
-MODELS = ("bt", "davidson", "elo", "prog", "task")
+MODELS = ("bt", "davidson", "elo", "prog", "paired", "task")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -85,6 +96,8 @@ def fit(data: Comparisons, args: argparse.Namespace) -> Ranking:
         return fit_elo(data, **options, **({} if args.elo_k is None else {"k": args.elo_k}))
     if args.model == "prog":
         return fit_prog(data)
+    if args.model == "paired":
+        return fit_paired_progress(data)
     task = TaskModelOptions(
         n_buckets=args.buckets, partial_weight=args.partial_weight, seed=args.seed,
         **({} if args.n_boot is None else {"n_boot": args.n_boot}),

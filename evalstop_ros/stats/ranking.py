@@ -39,6 +39,7 @@ __all__ = [
     "fit_bt",
     "fit_davidson",
     "fit_elo",
+    "fit_paired_progress",
     "fit_prog",
     "GroupRate",
     "group_summary",
@@ -181,7 +182,7 @@ class Ranking:
     Attributes
     ----------
     model : str
-        ``bt``, ``davidson``, ``elo``, ``prog`` or ``task``.
+        ``bt``, ``davidson``, ``elo``, ``prog``, ``paired`` or ``task``.
     policies : tuple of str
         The pool, in input order.
     scores : float array
@@ -435,7 +436,8 @@ def fit_elo(data: Comparisons, *, k: float = ELO_K, n_boot: int = 200, seed: int
     ]) if n_boot > 1 else np.full((2, data.n_policies), np.nan)
     se = np.where(_seen(data), boots.std(axis=0, ddof=1), np.nan)
     return Ranking("elo", data.policies, theta, se, {"k": float(k)},
-                   se_method=f"bootstrap over comparisons ({n_boot} resamples)", calibrated=n_boot > 1)
+                   se_method=f"bootstrap over comparisons ({n_boot} resamples; runs 4-7 % short, a 95 % interval "
+                   "delivers about 93 %)", calibrated=n_boot > 1)
 
 
 def _elo_pass(i: IntArray, j: IntArray, score_a: FloatArray, n: int, k: float) -> FloatArray:
@@ -472,6 +474,38 @@ def fit_prog(data: Comparisons) -> Ranking:
         se = np.sqrt(np.clip(var, 0.0, None) / count)
     return Ranking("prog", data.policies, mean, np.where(count > 1, se, np.nan), se_method="sd / sqrt(rollouts), Student t",
                    df=np.where(count > 1, count - 1.0, np.nan))
+
+
+def fit_paired_progress(data: Comparisons, *, l2: float = 1e-6) -> Ranking:
+    """Paired progress, PAIRED: least squares on the within-pair progress differences (issue 20).
+
+    .. math:: s^A_n - s^B_n = \\mu_{i_n} - \\mu_{j_n} + \\varepsilon_n, \\qquad
+              \\hat\\mu = (D^T D + \\lambda I)^{-1} D^T (s^A - s^B)
+
+    The two rollouts of a pair share the scene and the evaluator (seed 001 Sec. 3.1), so an
+    evaluator's calibration offset cancels from the difference: unlike PROG, which averages raw
+    scores, it is not moved by harsh or lenient graders who see some policies more than others.
+    Scores are ``mu`` centred (progress relative to the pool's average, sum 0: a data-dependent
+    offset such as the mean progress would add variance that no policy's SE carries).  Comparisons without both scores are skipped.  SE: the sandwich (heteroscedastic-consistent)
+    covariance of the centred ``mu``; a policy never in a scored pair has NaN.
+    """
+    _check_nonempty(data)
+    l2 = _check_l2(l2)
+    both = ~(np.isnan(data.progress_a) | np.isnan(data.progress_b))
+    if not both.any():
+        raise StatsInputError("`data` has no comparison with both progress scores; PAIRED needs them")
+    i, j = data.i[both], data.j[both]
+    diff = data.progress_a[both] - data.progress_b[both]
+    n, rows = data.n_policies, np.arange(int(both.sum()))
+    design = np.zeros((rows.size, n))
+    design[rows, i] = 1.0
+    design[rows, j] = -1.0
+    info = design.T @ design + l2 * np.eye(n)
+    mu = np.linalg.solve(info, design.T @ diff)
+    residual = design * (diff - design @ mu)[:, None]
+    seen = np.bincount(np.r_[i, j], minlength=n) > 0
+    return Ranking("paired", data.policies, mu - mu.mean(),
+                   _standard_errors(info, residual.T @ residual, n, seen), se_method="sandwich (robust) least squares")
 
 
 def _sigmoid(x: FloatArray) -> FloatArray:

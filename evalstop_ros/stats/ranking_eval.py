@@ -77,7 +77,10 @@ class ArenaWorld:
     ``pair_weight`` (N,) makes the pairing imbalanced: each comparison draws its two policies
     without replacement with probabilities proportional to ``pair_weight`` (uniform when
     ``None``); ``flip`` is the probability that the evaluator reports the opposite preference
-    (A and B swapped, ties kept), a careless or adversarial click.
+    (A and B swapped, ties kept), a careless or adversarial click.  ``harshness`` (N,) confounds
+    evaluators with policies: the calibration offset of a comparison has mean
+    ``-(harshness[A] + harshness[B]) / 2`` (some policies are mostly run by harsh graders), which
+    moves reported progress but not the preference (made on what was seen).
 
     ``drift`` models a campaign whose tasks follow the capability frontier (seed 001 Sec. 1,
     "adaptable"): comparison ``n`` of ``M`` has every difficulty shifted by
@@ -97,6 +100,7 @@ class ArenaWorld:
     entry: FloatArray | None = None
     pair_weight: FloatArray | None = None
     flip: float = 0.0
+    harshness: FloatArray | None = None
 
     @classmethod
     def planted(cls, rng: np.random.Generator, *, n_policies: int = 7, n_types: int = 8,
@@ -170,6 +174,8 @@ def simulate_arena(world: ArenaWorld, n_comparisons: int, rng: np.random.Generat
         preference = np.where(flipped & (preference == "A"), "B",
                               np.where(flipped & (preference == "B"), "A", preference))
     bias = rng.normal(0.0, world.evaluator_sd, n_comparisons)
+    if world.harshness is not None:
+        bias -= (world.harshness[first] + world.harshness[second]) / 2.0
     seen = [
         np.round(np.clip(true + bias + rng.normal(0.0, world.noise_sd, n_comparisons), 0.0, 1.0) * 20.0) / 20.0
         for true in progress

@@ -7,7 +7,7 @@ import pathlib
 import numpy as np
 import pytest
 
-from evalstop_ros.stats.ranking import comparisons, fit_bt, fit_davidson, fit_elo, fit_prog
+from evalstop_ros.stats.ranking import comparisons, fit_bt, fit_davidson, fit_elo, fit_paired_progress, fit_prog
 from evalstop_ros.stats.ranking_task import TaskModelOptions, fit_task
 
 HEADER = "policy_a,policy_b,preference,progress_a,progress_b,task,valid\n"
@@ -45,6 +45,7 @@ def expected_data():  # the valid rows, as the core reads them
         ("davidson", lambda d: fit_davidson(d)),
         ("elo", lambda d: fit_elo(d, n_boot=200, seed=0)),
         ("prog", lambda d: fit_prog(d)),
+        ("paired", lambda d: fit_paired_progress(d)),
         ("task", lambda d: fit_task(d, TaskModelOptions(partial_weight=1.0)).ranking),
     ],
 )

@@ -14,11 +14,13 @@ n = 200 / 1000 / 5000, the task model with 60 buckets and 100 bootstrap refits).
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
-from evalstop_ros.stats.ranking import fit_bt, fit_davidson, fit_elo, fit_prog
-from evalstop_ros.stats.ranking_eval import ArenaWorld, interval_coverage, simulate_arena
+from evalstop_ros.stats.ranking import fit_bt, fit_davidson, fit_elo, fit_paired_progress, fit_prog
+from evalstop_ros.stats.ranking_eval import ArenaWorld, interval_coverage, pearson, simulate_arena
 from evalstop_ros.stats.ranking_task import TaskModelOptions, fit_task
 
 HARD = ArenaWorld.hard(np.random.default_rng(0))
@@ -62,3 +64,14 @@ def test_task_model_bootstrap_intervals_cover() -> None:
     narrow = interval_coverage(world, lambda d: fit_task(d, cheap).ranking, 400, reps=30, seed=14)
     assert narrow.coverage < got.coverage
     assert not fit_task(simulate_arena(world, 50, np.random.default_rng(0)), cheap).ranking.calibrated
+
+
+def test_paired_progress_intervals_cover_and_survive_confounded_evaluators() -> None:
+    got = interval_coverage(HARD, fit_paired_progress, 1000, reps=200, seed=15)
+    assert abs(got.coverage - 0.95) <= 3 * got.coverage_se, (got.coverage, got.coverage_se)
+    # harsh graders who mostly see some policies: PROG's scores move, the paired differences do not
+    rng = np.random.default_rng(2)
+    world = dataclasses.replace(HARD, harshness=rng.normal(0.0, 0.15, 15))
+    data = simulate_arena(world, 5000, rng)
+    oracle = world.oracle()
+    assert pearson(fit_paired_progress(data).scores, oracle) > pearson(fit_prog(data).scores, oracle) + 0.02
