@@ -84,6 +84,8 @@ def test_human_output_is_a_leaderboard(evalstop, tmp_path):
     # octo (last) against pi0 (first): won 0 of 2 (lines 2 and 4 of the file; the invalid row is out)
     octo = lines[12].split()
     assert octo[0] == "octo" and octo[1:3] == ["0.00", "(2)"]
+    # every policy here played fewer than 30 comparisons: the table says its intervals run short
+    assert lines[14].startswith("note: ") and "fewer than 30 comparisons" in lines[14]
 
 
 def test_level_is_printed_and_used(evalstop, tmp_path, stdout_json):
