@@ -49,12 +49,18 @@ models (seed 001, RoboArena, Sec. 3.2 and App. B):
   task      the paper's task-aware model (latent task buckets, EM of App. B); score = theta;
             SE by bootstrap over comparisons (--n-boot, default 100 EM refits; slow on large files)
 
+which model (docs/ranking_study.md: 4 worlds x 200/1000/5000 comparisons): paired is the default,
+never far from the best and immune to graders who see some policies more than others; prog is
+best when every evaluator grades all policies alike, and collapses when not; bt/davidson need
+no progress scores; task is slow (its bootstrap) and nowhere clearly better; elo is never best.
+
 intervals: score -+ z(level) se.  Every model's intervals are checked by simulation to cover at
 the printed level (docs/ranking.md); --n-boot 0 with the task model falls back to an SE that is
 too narrow, and then no interval is printed."""
 EPILOG = """\
 example:
-  evalstop rank arena.csv --model task --json
+  evalstop rank arena.csv --json
+  evalstop rank arena.csv --model prog --level 0.9
 
 exit status: 0 ranking printed, 2 usage or input error."""
 #: Below this many comparisons a policy's sandwich / bootstrap interval undercovers (docs/ranking.md).
@@ -65,7 +71,8 @@ MODELS = ("bt", "davidson", "elo", "prog", "paired", "task")
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Declare the options of ``evalstop rank``."""
     parser.add_argument("results", help="CSV of A/B comparisons, or an A/B session's journal (.db) or rosbag")
-    parser.add_argument("--model", choices=MODELS, default="task", help="ranking model (default %(default)s)")
+    parser.add_argument("--model", choices=MODELS, default="paired",
+                        help="ranking model (default %(default)s: the study in docs/ranking_study.md)")
     parser.add_argument("--l2", type=float, default=1e-2, help="L2 penalty of bt and davidson (default %(default)s)")
     parser.add_argument("--elo-k", type=float, default=None, help="Elo K-factor in log-odds units (default: chess's 32 points)")
     parser.add_argument("--buckets", type=int, default=TaskModelOptions.n_buckets,

@@ -493,7 +493,8 @@ def fit_paired_progress(data: Comparisons, *, l2: float = 1e-6) -> Ranking:
     l2 = _check_l2(l2)
     both = ~(np.isnan(data.progress_a) | np.isnan(data.progress_b))
     if not both.any():
-        raise StatsInputError("`data` has no comparison with both progress scores; PAIRED needs them")
+        raise StatsInputError("`data` has no comparison with both progress scores; PAIRED needs them (bt or davidson rank "
+                               "preferences alone)")
     i, j = data.i[both], data.j[both]
     diff = data.progress_a[both] - data.progress_b[both]
     n, rows = data.n_policies, np.arange(int(both.sum()))

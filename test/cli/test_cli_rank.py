@@ -88,6 +88,15 @@ def test_human_output_is_a_leaderboard(evalstop, tmp_path):
     assert lines[14].startswith("note: ") and "fewer than 30 comparisons" in lines[14]
 
 
+def test_default_model_is_paired_and_needs_progress(evalstop, tmp_path, stdout_json, input_error):
+    # the default follows docs/ranking_study.md; without progress scores it says what to use instead
+    payload = stdout_json(evalstop("rank", arena_csv(tmp_path), "--json"))
+    assert payload["model"] == "paired"
+    path = tmp_path / "prefs.csv"
+    path.write_text("policy_a,policy_b,preference,progress_a,progress_b\na,b,A,,\nb,a,tie,,\n")
+    input_error(evalstop("rank", str(path)), "rank", "no comparison with both progress scores", "bt or davidson")
+
+
 def test_level_is_printed_and_used(evalstop, tmp_path, stdout_json):
     proc = evalstop("rank", arena_csv(tmp_path), "--model", "bt", "--level", "0.8")
     lines = proc.stdout.splitlines()
