@@ -4,7 +4,7 @@ The data are :class:`Comparisons`: in comparison ``n`` policy ``i_n`` (run under
 policy ``j_n`` (label B) and the evaluator reports ``y_n`` in {0, 1, 2} (B preferred, tie, A
 preferred; seed 001 App. B.1), optionally with progress scores in [0, 1] for both and a task
 instruction.  Every model returns a :class:`Ranking`: one score per policy, its standard error and
-the rank.  The baselines of App. B.5 live here; the task-aware model of Sec. 3.2 / App. B is in
+the rank.  The baselines of App. B.5 and the paired-progress model (issue 20) live here; the task-aware model of Sec. 3.2 / App. B is in
 :mod:`.ranking_task`, the rank-quality metrics and the simulator in :mod:`.ranking_eval`.
 
 Identifiability (documented per model, tested):
@@ -14,6 +14,11 @@ Identifiability (documented per model, tested):
   policies, the penalised optimum satisfies ``sum(theta) = 0`` exactly.
 * ``elo``: the updates are zero-sum, so starting from 0 keeps ``sum(theta) = 0``.
 * ``prog``: absolute scale (mean progress in [0, 1]); nothing to fix.
+* ``paired``: differences identify ``mu`` up to a common shift; scores are centred (sum 0).
+
+Intervals (issue 20): :meth:`Ranking.interval` at any level; every model's SE is checked by
+simulation to cover at the stated level in a hard RoboArena-like world
+(``test/stats/test_ranking_coverage.py``, ``bench/ranking_coverage.py``, docs/ranking.md).
 """
 
 from __future__ import annotations
