@@ -8,8 +8,9 @@ comparisons are paired).  The table shows the L1 error of the surrogate's mean a
 success rates when the budget is spent, mean (SE over seeds), and the paired difference MLP minus
 shrinkage.
 
-Run: ``.venv/bin/python bench/active_surrogates.py --seeds 3 --budget 60 --write docs/active_surrogates.md``
-(the MLP's training dominates: about 15 minutes on 2 busy cores; progress on stderr).
+Run (the table in docs/active.md): ``.venv/bin/python bench/active_surrogates.py --seeds 5 --budget 60
+--settings openvla-binary,metaworld-binary,metaworld-progress`` (about 1.5 minutes on 2 idle cores,
+15 on busy ones; progress on stderr).
 """
 
 from __future__ import annotations
