@@ -50,7 +50,7 @@ def main() -> int:
     rng = np.random.default_rng(0)
     world = ArenaWorld.planted(rng, n_policies=args.policies)
     data = simulate_arena(world, args.comparisons, rng)
-    task = TaskModelOptions(partial_weight=args.partial_weight)
+    task = TaskModelOptions(partial_weight=args.partial_weight, n_boot=0)  # one EM fit (the bootstrap repeats it n_boot times)
     models: dict[str, Callable[[Comparisons], Ranking]] = {
         "bt": fit_bt,
         "davidson": fit_davidson,

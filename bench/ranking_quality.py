@@ -32,7 +32,7 @@ def main() -> int:
     parser.add_argument("--sizes", default="25,50,100,150,300")
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
-    task = TaskModelOptions(partial_weight=1.0)
+    task = TaskModelOptions(partial_weight=1.0, n_boot=0)  # scores only
     fitters = {
         "task": lambda d: fit_task(d, task).ranking, "bt": fit_bt, "davidson": fit_davidson,
         "elo": lambda d: fit_elo(d, n_boot=0), "prog": fit_prog,

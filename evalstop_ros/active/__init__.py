@@ -1,7 +1,8 @@
 """Active, cost-aware experiment selection (seed 004): what to evaluate next.
 
 A surrogate MLP over (policy, task) embeddings with MC-dropout uncertainty (:mod:`.surrogate`,
-:mod:`.embeddings`), BALD/EIG acquisition with the paper's cost model (:mod:`.acquisition`,
+:mod:`.embeddings`) or a closed-form shrinkage Gaussian process over the same pairs
+(:mod:`.shrinkage`), BALD/EIG acquisition with the paper's cost model (:mod:`.acquisition`,
 :mod:`.costs`), Algorithm 1 on simulated worlds (:mod:`.loop`, :mod:`.world`) and the session
 scheduler behind ``schedule: active`` (:mod:`.scheduler`).  Needs the ``active`` extra
 (``torch==2.13.0`` CPU and the bundled sentence model); nothing here imports ROS.
@@ -13,6 +14,7 @@ from .acquisition import STRATEGIES, Selection, expected_information_gain, selec
 from .costs import CostModel
 from .embeddings import EMBEDDINGS, leading_verb, policy_embeddings, task_embeddings
 from .errors import ActiveError
+from .shrinkage import ShrinkageSurrogate
 from .surrogate import Surrogate
 
 __all__ = [
@@ -21,6 +23,7 @@ __all__ = [
     "ActiveError",
     "CostModel",
     "Selection",
+    "ShrinkageSurrogate",
     "Surrogate",
     "expected_information_gain",
     "leading_verb",

@@ -26,10 +26,14 @@ from numpy.typing import NDArray
 from .acquisition import STRATEGIES, expected_information_gain, select
 from .embeddings import policy_embeddings, task_embeddings
 from .errors import ActiveError
+from .shrinkage import ShrinkageSurrogate
 from .surrogate import Surrogate
 from .world import World
 
-__all__ = ["Trace", "run_selection"]
+__all__ = ["SURROGATES", "Trace", "run_selection"]
+
+#: Surrogates Algorithm 1 can run on: seed 004's MLP and the shrinkage GP (issue 20).
+SURROGATES = ("mlp", "shrinkage")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -46,18 +50,26 @@ class Trace:
 
 def run_selection(world: World, strategy: str, *, budget: float, seed: int = 0, embedding: str = "verb",
                   repeats: int = 3, epsilon: float = 0.1, mc_samples: int = 10, cost_sensitivity: float = 1.0,
-                  epochs: int = 30, lr: float = 1e-4, holdout: int = 10) -> Trace:
+                  epochs: int = 30, lr: float = 1e-4, holdout: int = 10, surrogate_kind: str = "mlp") -> Trace:
     """Run Algorithm 1 with ``strategy`` until ``budget`` cost is spent (module docstring).
 
-    The surrogate is warm-started between queries with the paper's lr 1e-4 (App. B-B), ``epochs``
-    full-batch epochs per query.
+    ``surrogate_kind``: ``"mlp"`` (seed 004's, :class:`~.surrogate.Surrogate`, warm-started
+    between queries with the paper's lr 1e-4 (App. B-B), ``epochs`` full-batch epochs per query)
+    or ``"shrinkage"`` (:class:`~.shrinkage.ShrinkageSurrogate`, closed form).
     """
     if strategy not in STRATEGIES:
         raise ActiveError(f"`strategy` should be one of {STRATEGIES}; found {strategy!r}")
+    if surrogate_kind not in SURROGATES:
+        raise ActiveError(f"`surrogate_kind` should be one of {SURROGATES}; found {surrogate_kind!r}")
     rng = np.random.default_rng([seed, 1])
     m, n = world.shape
-    surrogate = Surrogate(policy_embeddings(m, seed=seed), task_embeddings(world.descriptions, embedding, seed=seed),
-                          outcome=world.outcome, epochs=epochs, lr=lr, seed=seed)
+    tasks_embedded = task_embeddings(world.descriptions, embedding, seed=seed)
+    surrogate: Surrogate | ShrinkageSurrogate
+    if surrogate_kind == "shrinkage":
+        surrogate = ShrinkageSurrogate(m, tasks_embedded, outcome=world.outcome)
+    else:
+        surrogate = Surrogate(policy_embeddings(m, seed=seed), tasks_embedded, outcome=world.outcome, epochs=epochs,
+                              lr=lr, seed=seed)
     grid = np.indices((m, n)).reshape(2, -1).repeat(holdout, axis=1)
     held = world.sample(grid[0], grid[1], np.random.default_rng([seed, 2]))
     truth = world.true_mean()

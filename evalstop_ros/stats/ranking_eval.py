@@ -24,7 +24,10 @@ from scipy.special import expit
 from .errors import StatsInputError
 from .ranking import Comparisons, FloatArray, Ranking, comparisons
 
-__all__ = ["ArenaWorld", "EfficiencyCurve", "efficiency_curve", "mmrv", "pearson", "simulate_arena"]
+__all__ = [
+    "ArenaWorld", "Coverage", "EfficiencyCurve", "efficiency_curve", "interval_coverage", "mmrv", "pearson",
+    "simulate_arena",
+]
 
 
 def _pair(scores: ArrayLike, oracle: ArrayLike) -> tuple[FloatArray, FloatArray]:
@@ -71,6 +74,14 @@ class ArenaWorld:
     calibration offset (SD ``evaluator_sd``, shared by the pair) plus noise (SD ``noise_sd``),
     clipped to [0, 1] and rounded to 0.05, as a 0-100 slider would be.
 
+    ``pair_weight`` (N,) makes the pairing imbalanced: each comparison draws its two policies
+    without replacement with probabilities proportional to ``pair_weight`` (uniform when
+    ``None``); ``flip`` is the probability that the evaluator reports the opposite preference
+    (A and B swapped, ties kept), a careless or adversarial click.  ``harshness`` (N,) confounds
+    evaluators with policies: the calibration offset of a comparison has mean
+    ``-(harshness[A] + harshness[B]) / 2`` (some policies are mostly run by harsh graders), which
+    moves reported progress but not the preference (made on what was seen).
+
     ``drift`` models a campaign whose tasks follow the capability frontier (seed 001 Sec. 1,
     "adaptable"): comparison ``n`` of ``M`` has every difficulty shifted by
     ``drift * (n / M - 1/2)``, and policy ``p`` joins the pool at ``entry[p] * M`` (pairs are drawn
@@ -87,6 +98,9 @@ class ArenaWorld:
     noise_sd: float = 0.1
     drift: float = 0.0
     entry: FloatArray | None = None
+    pair_weight: FloatArray | None = None
+    flip: float = 0.0
+    harshness: FloatArray | None = None
 
     @classmethod
     def planted(cls, rng: np.random.Generator, *, n_policies: int = 7, n_types: int = 8,
@@ -103,6 +117,18 @@ class ArenaWorld:
         special -= special.mean(axis=1, keepdims=True)  # specialists: strong on some types, weak on others
         difficulty = np.linspace(-2.5, 2.5, n_types)  # from easy (both solve) to hard (both fail)
         return cls(ability, special, difficulty, np.full(n_types, 1.0 / n_types), drift=drift, entry=entry)
+
+    @classmethod
+    def hard(cls, rng: np.random.Generator, *, n_policies: int = 15, n_types: int = 8) -> ArenaWorld:
+        """A RoboArena-like hard world (issue 20): specialists, heavily imbalanced pairing (the
+        most-paired policy is drawn ~20 times as often as the least), rare task types (weights
+        falling geometrically by half), 8 % flipped preferences and slider progress.
+        """
+        base = cls.planted(rng, n_policies=n_policies, n_types=n_types)
+        weight = rng.permutation(0.5 ** np.arange(n_types))  # rarity independent of difficulty
+        pairing = np.exp(rng.permutation(np.linspace(0.0, np.log(20.0), n_policies)))
+        return dataclasses.replace(base, type_weight=weight / weight.sum(), pair_weight=pairing / pairing.sum(),
+                                   flip=0.08)
 
     def solve_rates(self) -> FloatArray:
         """``q[p, k]``."""
@@ -121,11 +147,19 @@ def simulate_arena(world: ArenaWorld, n_comparisons: int, rng: np.random.Generat
     entry = np.zeros(n) if world.entry is None else world.entry
     first = np.empty(n_comparisons, dtype=np.int64)
     second = np.empty(n_comparisons, dtype=np.int64)
-    for row, now in enumerate(time):
+    if world.pair_weight is not None and world.entry is None:  # stationary weighted pairing, vectorised
+        first[:] = rng.choice(n, n_comparisons, p=world.pair_weight)
+        second[:] = first
+        clash = np.ones(n_comparisons, dtype=bool)
+        while clash.any():  # the second policy: drawn by weight among the others (rejection)
+            second[clash] = rng.choice(n, int(clash.sum()), p=world.pair_weight)
+            clash = second == first
+    for row, now in enumerate(time if world.pair_weight is None or world.entry is not None else ()):
         present = np.flatnonzero(entry <= now)
         if present.size < 2:
             present = np.argsort(entry)[:2]
-        first[row], second[row] = rng.choice(present, 2, replace=False)
+        weight = None if world.pair_weight is None else world.pair_weight[present] / world.pair_weight[present].sum()
+        first[row], second[row] = rng.choice(present, 2, replace=False, p=weight)
     kind = rng.choice(world.type_weight.size, n_comparisons, p=world.type_weight)
     shift = world.drift * (time - 0.5)
     logit = world.ability[:, None] + world.special - world.difficulty[None, :]
@@ -135,7 +169,13 @@ def simulate_arena(world: ArenaWorld, n_comparisons: int, rng: np.random.Generat
         progress.append(np.where(success, 1.0, rng.uniform(0.0, world.partial_max, n_comparisons)))
     gap = progress[0] - progress[1]
     preference = np.where(gap > world.tie_margin, "A", np.where(gap < -world.tie_margin, "B", "tie"))
+    if world.flip > 0.0:
+        flipped = rng.random(n_comparisons) < world.flip
+        preference = np.where(flipped & (preference == "A"), "B",
+                              np.where(flipped & (preference == "B"), "A", preference))
     bias = rng.normal(0.0, world.evaluator_sd, n_comparisons)
+    if world.harshness is not None:
+        bias -= (world.harshness[first] + world.harshness[second]) / 2.0
     seen = [
         np.round(np.clip(true + bias + rng.normal(0.0, world.noise_sd, n_comparisons), 0.0, 1.0) * 20.0) / 20.0
         for true in progress
@@ -212,4 +252,58 @@ def efficiency_curve(
         {k: v.mean(axis=0) for k, v in r_values.items()}, {k: se(v) for k, v in r_values.items()},
         {k: v.mean(axis=0) for k, v in v_values.items()}, {k: se(v) for k, v in v_values.items()},
         *diffs(r_values), *diffs(v_values),
+    )
+
+
+@dataclasses.dataclass(frozen=True)
+class Coverage:
+    """How often a model's intervals ``score +- z se`` cover its estimand (issue 20).
+
+    ``coverage`` is the mean over datasets of the fraction of policies covered, ``coverage_se``
+    its Monte Carlo SE (datasets are independent; the policies within one are not, so the SE is
+    taken over datasets).  ``se_ratio`` is, per policy, the mean reported SE over the true SD of
+    the score across datasets (1 = calibrated).
+    """
+
+    level: float
+    reps: int
+    coverage: float
+    coverage_se: float
+    se_ratio: FloatArray
+
+
+def interval_coverage(
+    world: ArenaWorld, fit: Callable[[Comparisons], Ranking], n_comparisons: int, *, reps: int,
+    level: float = 0.95, seed: int = 0, progress: Callable[[int, int], None] | None = None,
+) -> Coverage:
+    """Simulate ``reps`` datasets of ``n_comparisons`` from one ``world`` and score ``fit``'s intervals.
+
+    The estimand of a model is what its score converges to on data from ``world`` (BT's
+    log-abilities of the best-fitting BT model, PROG's expected reported progress, ...), not the
+    oracle: every model estimates its own quantity, and an interval is calibrated when it covers
+    that.  The intervals are the ranking's own (:meth:`~.ranking.Ranking.interval`).  It is approximated by the mean score over the ``reps`` datasets (which adds a relative
+    ``1/reps`` to the variance of the miss distance, negligible at the sizes used).
+    """
+    if not 0.0 < level < 1.0:
+        raise StatsInputError(f"`level` must lie in (0, 1); found {level!r}")
+    if reps < 2:
+        raise StatsInputError(f"`reps` must be at least 2; found {reps!r}")
+    rng = np.random.default_rng(seed)
+    scores, errors, lows, highs = [], [], [], []
+    for rep in range(reps):
+        ranking = fit(simulate_arena(world, n_comparisons, rng))
+        low, high = ranking.interval(level)
+        scores.append(ranking.scores)
+        errors.append(ranking.se)
+        lows.append(low)
+        highs.append(high)
+        if progress is not None:
+            progress(rep + 1, reps)
+    score, error, low, high = np.asarray(scores), np.asarray(errors), np.asarray(lows), np.asarray(highs)
+    centre = np.nanmean(score, axis=0)
+    hit = np.where(np.isnan(error), np.nan, ((low <= centre) & (centre <= high)).astype(float))
+    covered = np.nanmean(hit, axis=1)
+    return Coverage(
+        level, reps, float(covered.mean()), float(covered.std(ddof=1) / np.sqrt(reps)),
+        np.asarray(np.nanmean(error, axis=0) / np.nanstd(score, axis=0, ddof=1)),
     )

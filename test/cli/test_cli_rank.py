@@ -7,7 +7,7 @@ import pathlib
 import numpy as np
 import pytest
 
-from evalstop_ros.stats.ranking import comparisons, fit_bt, fit_davidson, fit_elo, fit_prog
+from evalstop_ros.stats.ranking import comparisons, fit_bt, fit_davidson, fit_elo, fit_paired_progress, fit_prog
 from evalstop_ros.stats.ranking_task import TaskModelOptions, fit_task
 
 HEADER = "policy_a,policy_b,preference,progress_a,progress_b,task,valid\n"
@@ -45,6 +45,7 @@ def expected_data():  # the valid rows, as the core reads them
         ("davidson", lambda d: fit_davidson(d)),
         ("elo", lambda d: fit_elo(d, n_boot=200, seed=0)),
         ("prog", lambda d: fit_prog(d)),
+        ("paired", lambda d: fit_paired_progress(d)),
         ("task", lambda d: fit_task(d, TaskModelOptions(partial_weight=1.0)).ranking),
     ],
 )
@@ -57,10 +58,16 @@ def test_json_equals_the_core(evalstop, tmp_path, stdout_json, model, core):
     assert payload["win_rates"]["policies"] == ["fast", "octo", "pi0"]
     assert payload["win_rates"]["games"] == [[0, 2, 3], [2, 0, 2], [3, 2, 0]]
     assert payload["notes"] == {"fast": [], "octo": [], "pi0": []}
+    ranking = core(expected_data())
+    low, high = ranking.interval(0.95)
+    assert payload["interval"] == {"level": 0.95, "se_method": ranking.se_method, "calibrated": True}
     for got, want in zip(payload["ranking"], expected):
-        assert set(got) == {"policy", "score", "se", "rank"}
+        assert set(got) == {"policy", "score", "se", "rank", "low", "high"}
         assert got["score"] == pytest.approx(want["score"], rel=1e-9, abs=1e-12)
         assert got["rank"] == want["rank"]
+        k = ranking.policies.index(got["policy"])
+        if got["se"] is not None:
+            assert (got["low"], got["high"]) == pytest.approx((low[k], high[k]), rel=1e-9)
 
 
 def test_human_output_is_a_leaderboard(evalstop, tmp_path):
@@ -71,11 +78,45 @@ def test_human_output_is_a_leaderboard(evalstop, tmp_path):
     assert lines[1].split() == ["rank", "policy", "score", "se", "95%", "interval", "games", "win", "rate"]
     best_first = [row["policy"] for row in fit_bt(expected_data()).table()]
     assert [line.split()[1] for line in lines[2:5]] == best_first
-    assert lines[6].startswith("win rate of the row policy against the column policy")
-    assert lines[7].split() == best_first
+    assert lines[6].startswith("95% intervals: score -+ 1.96 se, se by sandwich")
+    assert lines[8].startswith("win rate of the row policy against the column policy")
+    assert lines[9].split() == best_first
     # octo (last) against pi0 (first): won 0 of 2 (lines 2 and 4 of the file; the invalid row is out)
-    octo = lines[10].split()
+    octo = lines[12].split()
     assert octo[0] == "octo" and octo[1:3] == ["0.00", "(2)"]
+    # every policy here played fewer than 30 comparisons: the table says its intervals run short
+    assert lines[14].startswith("note: ") and "fewer than 30 comparisons" in lines[14]
+
+
+def test_default_model_is_paired_and_needs_progress(evalstop, tmp_path, stdout_json, input_error):
+    # the default follows docs/ranking_study.md; without progress scores it says what to use instead
+    payload = stdout_json(evalstop("rank", arena_csv(tmp_path), "--json"))
+    assert payload["model"] == "paired"
+    path = tmp_path / "prefs.csv"
+    path.write_text("policy_a,policy_b,preference,progress_a,progress_b\na,b,A,,\nb,a,tie,,\n")
+    input_error(evalstop("rank", str(path)), "rank", "no comparison with both progress scores", "bt or davidson")
+
+
+def test_level_is_printed_and_used(evalstop, tmp_path, stdout_json):
+    proc = evalstop("rank", arena_csv(tmp_path), "--model", "bt", "--level", "0.8")
+    lines = proc.stdout.splitlines()
+    assert lines[1].split()[4:6] == ["80%", "interval"] and lines[6].startswith("80% intervals: score -+ 1.28 se")
+    payload = stdout_json(evalstop("rank", arena_csv(tmp_path), "--model", "bt", "--level", "0.8", "--json"))
+    low, high = fit_bt(expected_data()).interval(0.8)
+    assert sorted(row["low"] for row in payload["ranking"]) == pytest.approx(sorted(low))
+
+
+def test_task_model_without_bootstrap_prints_no_interval(evalstop, tmp_path, stdout_json):
+    proc = evalstop("rank", arena_csv(tmp_path), "--model", "task", "--n-boot", "0")
+    lines = proc.stdout.splitlines()
+    assert "no interval" in lines[1] and lines[6].startswith("no intervals: se by conditional information")
+    payload = stdout_json(evalstop("rank", arena_csv(tmp_path), "--model", "task", "--n-boot", "0", "--json"))
+    assert payload["interval"]["calibrated"] is False and all(row["low"] is None for row in payload["ranking"])
+
+
+def test_task_model_reports_bootstrap_progress(evalstop, tmp_path):
+    proc = evalstop("rank", arena_csv(tmp_path), "--model", "task", "--n-boot", "20")
+    assert proc.returncode == 0 and "task model: bootstrap refit 20/20" in proc.stderr
 
 
 @pytest.mark.parametrize(
@@ -91,6 +132,12 @@ def test_human_output_is_a_leaderboard(evalstop, tmp_path):
 )
 def test_input_errors_name_the_line(evalstop, tmp_path, input_error, rows, fragments):
     input_error(evalstop("rank", arena_csv(tmp_path, rows)), "rank", *fragments)
+
+
+def test_bad_level_and_n_boot(evalstop, tmp_path, input_error):
+    input_error(evalstop("rank", arena_csv(tmp_path), "--level", "95"), "rank", "--level must lie in (0, 1); found 95.0")
+    input_error(evalstop("rank", arena_csv(tmp_path), "--model", "task", "--n-boot", "1"), "rank",
+                "`n_boot` must be 0 (no bootstrap) or an integer >= 2; found 1")
 
 
 def test_header_errors(evalstop, tmp_path, input_error):

@@ -88,15 +88,23 @@ def test_bt_matches_an_independent_maximisation_and_is_centred() -> None:
     assert abs(fit.scores.sum()) < 1e-9
 
 
-def test_bt_se_is_the_centred_inverse_information() -> None:
+def test_bt_se_is_the_centred_sandwich() -> None:
+    # H from a finite-difference Hessian of the penalised objective, K from finite-difference
+    # gradients of each comparison's own log-likelihood (issue 20: the sandwich H^-1 K H^-1)
     data, _ = small_arena(seed=1)
     fit = fit_bt(data, l2=0.01)
     hessian = optimize.approx_fprime(
         fit.scores, lambda x: optimize.approx_fprime(x, bt_objective, 1e-6, data, 0.01), 1e-5,
     )
+    per_row = np.array([
+        optimize.approx_fprime(fit.scores, lambda x, n=n: bt_objective(x, data.subset([n]), 1e-300), 1e-7)
+        for n in range(len(data))
+    ])
+    inverse = np.linalg.inv(hessian)
     centre = np.eye(5) - 0.2
-    expected = np.sqrt(np.diag(centre @ np.linalg.inv(hessian) @ centre))
+    expected = np.sqrt(np.diag(centre @ inverse @ per_row.T @ per_row @ inverse @ centre))
     np.testing.assert_allclose(fit.se, expected, rtol=2e-3)
+    assert fit.se_method.startswith("sandwich") and fit.calibrated
 
 
 def test_bt_ranks_the_planted_order() -> None:
@@ -153,6 +161,9 @@ def test_prog_by_hand() -> None:
     np.testing.assert_allclose(fit.scores, [1.0, 0.35, 0.7])
     assert np.isnan(fit.se[0])  # one rollout of a has a progress score
     assert fit.se[1] == pytest.approx(np.std([0.2, 0.5], ddof=1) / math.sqrt(2))
+    # Student t with N_p - 1 = 1 degree of freedom: 12.706 se either side at 95 %
+    low, high = fit.interval(0.95)
+    assert high[1] - fit.scores[1] == pytest.approx(12.7062 * fit.se[1], rel=1e-4) and np.isnan(low[0])
     assert [row["policy"] for row in fit.table()] == ["a", "c", "b"]
 
 

@@ -90,7 +90,7 @@ def test_curvature_matches_finite_differences_without_partial_term() -> None:
 
 def test_fit_satisfies_the_identifiability_constraints() -> None:
     data, _ = arena(4, 300)
-    fit = fit_task(data, TaskModelOptions(n_buckets=6, partial_weight=1.0))
+    fit = fit_task(data, TaskModelOptions(n_buckets=6, partial_weight=1.0, n_boot=0))
     assert abs(fit.theta.sum()) < 1e-9
     np.testing.assert_allclose(fit.psi.sum(axis=1), 0.0, atol=1e-9)
     np.testing.assert_allclose(fit.psi.sum(axis=0), 0.0, atol=1e-9)
@@ -132,13 +132,18 @@ def test_options_are_checked() -> None:
 
 def test_bootstrap_se_is_available() -> None:
     data, _ = arena(7, 120)
-    fit = fit_task(data, TaskModelOptions(n_buckets=4, em_iters=20, n_boot=10))
+    calls = []
+    fit = fit_task(data, TaskModelOptions(n_buckets=4, em_iters=20, n_boot=10), progress=lambda *a: calls.append(a))
     assert np.all(np.isfinite(fit.theta_se)) and np.all(fit.theta_se > 0)
+    assert calls == [(k, 10) for k in range(1, 11)] and fit.n_boot == 10
+    assert fit.ranking.calibrated and fit.ranking.se_method.startswith("bootstrap")
+    with pytest.raises(StatsInputError, match="`n_boot` must be 0"):
+        TaskModelOptions(n_boot=1)
 
 
 def _paired_study(reps: int, m: int, **world: object) -> dict[str, np.ndarray]:
     """Pearson r and MMRV of every model against the planted oracle, one row per seed."""
-    task = TaskModelOptions(partial_weight=1.0)
+    task = TaskModelOptions(partial_weight=1.0, n_boot=0)  # scores only
     models = {
         "task": lambda d: fit_task(d, task).theta,
         "bt": lambda d: fit_bt(d).scores,
