@@ -17,7 +17,6 @@ Where the spec leaves a choice open, this module follows it as listed in the Not
 
 from __future__ import annotations
 
-import dataclasses
 import itertools
 import math
 from collections.abc import Sequence
@@ -26,152 +25,22 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from .errors import StatsInputError
-from .families import _check_policies, compact_letter_display
+from .adastop_closed import ClosedAdaStop
+from .adastop_result import AdaStopResult
+from .families import _check_policies
 from .validation import check_alpha, check_positive_int
 
 __all__ = ["DECISIONS", "PERMUTATIONS", "AdaStop", "AdaStopResult", "adastop_test"]
 
 #: Decision vocabulary of one comparison (seed 002 §2; ``"continue"`` while undecided).
 DECISIONS = ("continue", "equal", "larger", "smaller")
-#: Permutation schemes: see the Notes of :class:`AdaStop`, item 2.
-PERMUTATIONS = ("relabel", "split")
+#: Permutation schemes: see the Notes of :class:`AdaStop`, item 2; ``"closed"`` is the default.
+PERMUTATIONS = ("closed", "relabel", "split")
 #: Relative slack of the survival check ``T <= b_m`` on a path whose statistic is recomputed with a
 #: different summation order than when ``b_m`` was set (exact interim followed by random ones).
 _SURVIVAL_RTOL = 1e-12
 #: Slack (in permutation counts) of ``floor(level * m_k)``: the spent level is a sum of ratios.
 _COUNT_TOL = 1e-9
-
-
-@dataclasses.dataclass(frozen=True)
-class AdaStopResult:
-    """State of an AdaStop comparison after its latest interim (frozen).
-
-    Attributes
-    ----------
-    agents:
-        Agent names, in column order.
-    comparisons:
-        The comparisons ``(l1, l2)`` as agent indices; ``"larger"`` means agent ``l1`` larger.
-    decisions:
-        Per comparison, one of :data:`DECISIONS`.
-    decided_at:
-        Per comparison, the 1-based interim of the decision (``None`` while ``"continue"``).
-    mean_differences:
-        Per comparison, ``mean(l1) - mean(l2)`` over the ``k N`` scores of the interim that decided
-        it (the latest interim while undecided).
-    means, n_scores:
-        Per agent, the mean and number of scores used by the test.
-    last_interim:
-        Per agent, the last interim at which it was run (0: never needed).
-    interim:
-        Interims analysed so far.
-    is_finished:
-        True when every comparison is decided (at the latest after interim ``n_interims``).
-    boundaries:
-        Per interim, the boundary ``b_k`` of the last step-down iteration, on the scale of
-        Eq. (8) (sum of score differences over ``k N`` pairs); ``inf`` when no level was left to
-        spend (no rejection possible at that interim).
-    level_spent:
-        Per interim, the cumulative level ``q_1 + ... + q_k`` actually spent (``<= k alpha / K``).
-    n_permutations:
-        Per interim, the number ``m_k`` of permutation paths (``min(B, C(2N, N)^k / 2)`` for two
-        agents; ``B`` for relabelings of three or more).
-    alpha, n_per_interim, n_interims, seed:
-        The design.
-    """
-
-    agents: tuple[str, ...]
-    comparisons: tuple[tuple[int, int], ...]
-    decisions: tuple[str, ...]
-    decided_at: tuple[int | None, ...]
-    mean_differences: tuple[float, ...]
-    means: tuple[float, ...]
-    n_scores: tuple[int, ...]
-    last_interim: tuple[int, ...]
-    interim: int
-    is_finished: bool
-    boundaries: tuple[float, ...]
-    level_spent: tuple[float, ...]
-    n_permutations: tuple[int, ...]
-    alpha: float
-    n_per_interim: int
-    n_interims: int
-    seed: int
-
-    @property
-    def stopped_early(self) -> tuple[str, ...]:
-        """Agents that left the rotation before the test's last interim (their comparisons decided)."""
-        return tuple(
-            name for name, last in zip(self.agents, self.last_interim) if 0 < last < self.interim
-        )
-
-    @property
-    def active_agents(self) -> tuple[str, ...]:
-        """Agents the next interim needs (empty once finished)."""
-        if self.is_finished:
-            return ()
-        needed = {l for (l1, l2), d in zip(self.comparisons, self.decisions) if d == "continue" for l in (l1, l2)}
-        return tuple(name for i, name in enumerate(self.agents) if i in needed)
-
-    def decision_table(self) -> dict[str, dict[str, str]]:
-        """``table[a][b]`` = decision of "a vs b" from a's side (``"smaller"`` mirrored to ``"larger"``)."""
-        mirror = {"larger": "smaller", "smaller": "larger", "equal": "equal", "continue": "continue"}
-        table: dict[str, dict[str, str]] = {name: {} for name in self.agents}
-        for (l1, l2), decision in zip(self.comparisons, self.decisions):
-            table[self.agents[l1]][self.agents[l2]] = decision
-            table[self.agents[l2]][self.agents[l1]] = mirror[decision]
-        return table
-
-    def letters(self) -> dict[str, str]:
-        """Compact letter display of the decisions (agents sharing a letter were not separated).
-
-        Only meaningful once finished; agents that are in no comparison are left out.
-        """
-        involved = sorted({l for pair in self.comparisons for l in pair})
-        names = [self.agents[l] for l in involved]
-        differs = [
-            {self.agents[l1], self.agents[l2]}
-            for (l1, l2), d in zip(self.comparisons, self.decisions)
-            if d in ("larger", "smaller")
-        ]
-        return compact_letter_display(names, [self.means[l] for l in involved], differs)
-
-    def to_dict(self) -> dict[str, object]:
-        """JSON-ready representation (``inf`` boundaries become ``None``, NaN means too)."""
-
-        def number(value: float) -> float | None:
-            return None if not math.isfinite(value) else float(value)
-
-        return {
-            "agents": list(self.agents),
-            "alpha": self.alpha,
-            "n_per_interim": self.n_per_interim,
-            "n_interims": self.n_interims,
-            "seed": self.seed,
-            "interim": self.interim,
-            "is_finished": self.is_finished,
-            "comparisons": [
-                {
-                    "agent_1": self.agents[l1],
-                    "agent_2": self.agents[l2],
-                    "decision": decision,
-                    "decided_at_interim": at,
-                    "mean_difference": number(diff),
-                }
-                for (l1, l2), decision, at, diff in zip(
-                    self.comparisons, self.decisions, self.decided_at, self.mean_differences
-                )
-            ],
-            "agents_detail": {
-                name: {"mean": number(mean), "n_scores": n, "last_interim": last}
-                for name, mean, n, last in zip(self.agents, self.means, self.n_scores, self.last_interim)
-            },
-            "stopped_early": list(self.stopped_early),
-            "active_agents": list(self.active_agents),
-            "boundaries": [number(b) for b in self.boundaries],
-            "level_spent": list(self.level_spent),
-            "n_permutations": list(self.n_permutations),
-        }
 
 
 def _all_splits(n: int) -> NDArray[np.float64]:
@@ -228,9 +97,11 @@ class AdaStop:
         Seed of the random permutation paths, drawn at construction, before any data.
     agent_names : sequence of str, optional
         Names for reports (default ``"agent0"``, ``"agent1"``, ...).
-    permutation : {"relabel", "split"}, optional
-        How one permutation path acts on all comparisons (Notes, item 2).  ``"split"`` is the
-        paper's Eq. (8) as the spec reads it; ``"relabel"`` keeps the level with all pairs.
+    permutation : {"closed", "relabel", "split"}, optional
+        How the permutation paths act on the comparisons (Notes, item 2).  ``"closed"`` (default)
+        has strong family-wise control under every partial null, unequal spreads included;
+        ``"split"`` is the paper's Eq. (8) as the spec reads it; ``"relabel"`` its repair for the
+        global null.  The three coincide when only two agents are compared.
 
     Attributes
     ----------
@@ -270,30 +141,40 @@ class AdaStop:
     1. **Absolute values on both sides** (seed 002 Eq. 8-9): the permuted statistics are
        :math:`|\cdot|` as in Eq. (8).  The public package takes the max of *signed* permuted
        differences against an absolute observed one, a two-sided test at about :math:`2\alpha`.
-    2. **One permutation path for all comparisons** (§3.3, P2).  Two schemes, the same group when
-       only two agents are compared:
+    2. **How a permutation path acts on the comparisons** (§3.3, P2).  Three schemes, one test
+       when only two agents are compared (the paper's, with exact enumeration):
 
+       * ``permutation="closed"`` (default) -- closed testing over the intersection hypotheses,
+         each with its own exact permutation group (:mod:`.adastop_closed`): an intersection of
+         comparisons says that the agents of each connected component share one law, so its test
+         relabels the scores within each component only, with the largest *studentized*
+         difference (pooled sum of squares of the pair) as statistic and the boundaries of
+         Eqs. (10)-(12) on its own surviving paths; a comparison is rejected once every
+         intersection that contains it has crossed.  Strong FWE control under any configuration
+         of laws (unequal spreads, heavy tails; the proof sketch is in ``docs/adastop.md``),
+         measured <= alpha + 2 SE under the partial nulls where the other two fail.  Cost: one
+         test per partition of the agents (15, 52, 203, 877 for 4-7 agents, all pairs; more than
+         :data:`~evalstop_ros.stats.adastop_closed.MAX_PARTITIONS` is refused).  Reported
+         ``boundaries``/``level_spent`` are those of the test of all comparisons together, on the
+         studentized scale (``inf`` once it crossed).
        * ``permutation="split"`` -- Eq. (8) literally: path :math:`b` gives every comparison the
          same split :math:`\sigma_i` of its concatenated :math:`2N` block positions (the spec's
          reading).  It reproduces the joint law of the statistics only when each agent has the
          same role (first or second) in all its comparisons (two agents, "one vs rest").  With all
          pairs and :math:`L \ge 3` no relabeling of the data produces it (an agent's scores get
          different signs in different comparisons), Lemma 2 fails, and the test is
-         anti-conservative: FWE 0.057-0.059 (SE 0.004) for 4 agents, ``N = 5``, ``K = 1``, whose
-         design level is :math:`6/126 = 0.048`; 0.059 (SE 0.0075) for 5 agents, ``N = 5``,
-         ``K = 6`` (our Monte Carlo, Gaussian scores).
-       * ``permutation="relabel"`` (default) -- path :math:`b` deals the pooled block-:math:`i`
-         scores of the agents of each connected component of the open comparisons back to those
-         agents, :math:`N` each (a uniform relabeling, the multi-sample permutation group).  One
-         relabeling serves every comparison, so the joint law is exact whenever all agents of a
-         component share a distribution (Lemma 2 then holds; the global null in particular).
-         Agents of other components are never mixed in; within a component that still holds
-         different agents the relabeled statistics are more spread, so the boundary is
-         conservative there (less power than ``"split"`` when agents differ a lot: on
-         HalfCheetah-like data SAC is settled after 10 scores rather than the paper's 5).  The
-         pools shrink as comparisons are decided (the paths are then recomputed, survivors
-         included).  Measured FWE: 0.051 (SE 0.006, 1500 repetitions) for 5 agents, ``N = 5``,
-         ``K = 6``.
+         anti-conservative under the global null: FWE 0.057-0.059 (SE 0.004) for 4 agents,
+         ``N = 5``, ``K = 1``, whose design level is :math:`6/126 = 0.048`; 0.059 (SE 0.0075) for
+         5 agents, ``N = 5``, ``K = 6`` (our Monte Carlo, Gaussian scores).
+       * ``permutation="relabel"`` -- path :math:`b` deals the pooled block-:math:`i` scores of the
+         agents of each connected component of the open comparisons back to those agents,
+         :math:`N` each.  The joint law is exact when all agents of a component share a law (the
+         global null: FWE 0.051, SE 0.006, 5 agents, ``N = 5``, ``K = 6``), but not under a
+         partial null whose agents differ in spread: pooling a low-spread pair with high-spread
+         agents shrinks the law of the maximum, and the equal pairs of
+         a1 = a2 ~ N(0, 0.1^2), a3 = a4 ~ N(0, 1) (``N = 4``, ``K = 5``) are declared different
+         in 0.12 of the runs (``docs/adastop.md``).  Lemma 3's monotonicity holds, its premise
+         (the permutation law of the true nulls is their null law) does not.
     3. **Permutation paths** (§3.4).  ``"split"``: :math:`m_k = \min(B, \tfrac12 \binom{2N}{N}^k)`.
        When :math:`\tfrac12\binom{2N}{N}^k \le B` every path is enumerated once up to the global
        swap of the two halves (first block restricted to splits that put position 0 first),
@@ -349,7 +230,7 @@ class AdaStop:
         n_permutations: int = 10_000,
         seed: int = 0,
         agent_names: Sequence[str] | None = None,
-        permutation: str = "relabel",
+        permutation: str = "closed",
     ) -> None:
         n_agents = check_positive_int(n_agents, "n_agents")
         if n_agents < 2:
@@ -377,15 +258,21 @@ class AdaStop:
             raise StatsInputError(f"`permutation` should be one of {PERMUTATIONS}; found {permutation!r}")
         self.permutation = permutation
         n = self.n_per_interim
-        # With two agents in play both schemes are the same group: use the exact enumeration.
-        self._relabel = permutation == "relabel" and len({l for pair in self.comparisons for l in pair}) > 2
+        # With two agents in play the schemes are the same group: use the exact enumeration.
+        several = len({l for pair in self.comparisons for l in pair}) > 2
+        self._relabel = permutation == "relabel" and several
+        self._closed = (
+            ClosedAdaStop(self.comparisons, n_agents=n_agents, n_per_interim=n, n_interims=self.n_interims,
+                          alpha=self.alpha, n_permutations=self.n_permutations, seed=self.seed)
+            if permutation == "closed" and several else None
+        )
         # m_k = min(B, C^k / 2): exact enumeration while it fits (seed 002 §4, "Choice of permutations").
         self._exact = [
-            not self._relabel and math.comb(2 * n, n) ** k // 2 <= self.n_permutations
+            not (self._relabel or self._closed) and math.comb(2 * n, n) ** k // 2 <= self.n_permutations
             for k in range(1, self.n_interims + 1)
         ]
         self._splits = _all_splits(n) if any(self._exact) else None
-        self._random_signs = None if self._relabel or all(self._exact) else self._draw_paths()
+        self._random_signs = None if self._relabel or self._closed or all(self._exact) else self._draw_paths()
         self._orders = self._draw_relabelings() if self._relabel else None
         self._relabel_cache: dict[tuple[int, tuple[int, ...]], NDArray[np.float64]] = {}
 
@@ -584,6 +471,9 @@ class AdaStop:
         self._sums[active] += block[active].sum(axis=1)
         self._n_scores[active] += self.n_per_interim
         self._last_interim[active] = k
+        if self._closed is not None:
+            self._update_closed(block, k)
+            return self._finish_interim(k)
 
         open_ids, cum, identity, alive = self._paths(k)
         m_k = cum.shape[2]
@@ -626,6 +516,25 @@ class AdaStop:
         self._boundaries.append(boundary)
         self._level_spent.append(self._spent)
         self._m.append(m_k)
+        return self._finish_interim(k)
+
+    def _update_closed(self, block: NDArray[np.float64], k: int) -> None:
+        """Interim ``k`` of the closed-testing scheme (Notes, item 2)."""
+        assert self._closed is not None
+        rejected = self._closed.update(block)
+        observed = self._closed.signed_sums(self._sums)
+        for j in map(int, np.flatnonzero(self._open)):
+            self._diffs[j] = float(observed[j]) / (k * self.n_per_interim)
+            if rejected[j]:
+                self._decisions[j] = "larger" if observed[j] > 0 else "smaller"
+                self._decided_at[j] = k
+                self._open[j] = False
+        top = self._closed.top
+        self._boundaries.append(float(self._closed.boundary[top]))
+        self._level_spent.append(float(self._closed.spent[top]))
+        self._m.append(self.n_permutations)
+
+    def _finish_interim(self, k: int) -> AdaStopResult:
         self.interim = k
         if not self._open.any():
             self.is_finished = True
@@ -674,7 +583,7 @@ def adastop_test(
     n_permutations: int = 10_000,
     seed: int = 0,
     agent_names: Sequence[str] | None = None,
-    permutation: str = "relabel",
+    permutation: str = "closed",
 ) -> AdaStopResult:
     """Run AdaStop over scores collected in interim order.
 
