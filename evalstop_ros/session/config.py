@@ -212,9 +212,12 @@ class AdaStopConfig(_Model):
     n_interims: int = Field(ge=1)
     #: Permutation paths ``B`` per interim (``10**4`` in seed 002).
     n_permutations: int = Field(default=10_000, ge=1)
-    #: ``"relabel"`` (default; keeps the level with all pairs of three or more agents) or
-    #: ``"split"`` (seed 002 Eq. 8 literally); see the Notes of :class:`~evalstop_ros.stats.adastop.AdaStop`.
-    permutation: Literal["relabel", "split"] = "relabel"
+    #: ``"closed"`` (default; strong family-wise control under every partial null, unequal spreads
+    #: included), ``"relabel"`` (exact under the global null only) or ``"split"`` (seed 002 Eq. 8
+    #: literally); see the Notes of :class:`~evalstop_ros.stats.adastop.AdaStop` and docs/adastop.md.
+    #: Journals of sessions run before ``"closed"`` became the default resume with
+    #: ``permutation: relabel`` written out (the configuration hash holds the scheme).
+    permutation: Literal["closed", "relabel", "split"] = "closed"
 
 
 class ActiveScheduleConfig(_Model):
