@@ -24,9 +24,9 @@ from collections.abc import Sequence
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from .errors import StatsInputError
 from .adastop_closed import ClosedAdaStop
 from .adastop_result import AdaStopResult
+from .errors import StatsInputError
 from .families import _check_policies
 from .validation import check_alpha, check_positive_int
 
