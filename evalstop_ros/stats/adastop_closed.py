@@ -160,9 +160,10 @@ class ClosedAdaStop:
         self.top = top
         size = n_agents * n_per_interim
         #: random keys of the positions: sorting a block's positions by key relabels the block
-        self.keys = np.empty((self.b, n_interims, size))
-        self.keys[0] = np.arange(size)  # path 0: the identity
-        self.keys[1:] = np.random.default_rng(seed).random((self.b - 1, n_interims, size))
+        drawn = np.random.default_rng(seed).random((self.b - 1, n_interims, size))
+        self.keys = np.empty((n_interims, self.b, size))  # interim-major: one contiguous slab per interim
+        self.keys[:, 0] = np.arange(size)  # path 0: the identity
+        self.keys[:, 1:] = drawn.transpose(1, 0, 2)
         self.crossed = np.zeros(len(self.partitions), dtype=bool)
         self.crossed_at = np.zeros(len(self.partitions), dtype=np.int64)
         self.alive = np.ones((len(self.partitions), self.b), dtype=bool)
@@ -177,9 +178,19 @@ class ClosedAdaStop:
         """``(B,)`` largest studentized statistic of the block's comparisons, after interim ``k``."""
         n = self.n
         positions = np.concatenate([np.arange(l * n, (l + 1) * n) for l in block])
-        order = np.argsort(self.keys[:, k - 1, positions], axis=1)
-        values = scores.reshape(-1)[positions][order].reshape(self.b, len(block), n)
-        s, q = values.sum(axis=2), np.square(values).sum(axis=2)
+        keys = self.keys[k - 1][:, positions]
+        # agent c of the block receives the positions whose key ranks in [cN, (c+1)N): the sums
+        # of the positions from slot c on are masked dot products, their differences the sums.
+        thresholds = np.sort(keys, axis=1)[:, n::n]  # (B, |block| - 1) smallest key of slots 1..
+        z = scores.reshape(-1)[positions]
+        zz = np.stack([z, np.square(z)], axis=1)  # (w, 2)
+        tails = np.empty((self.b, len(block) + 1, 2))
+        tails[:, 0] = zz.sum(axis=0)
+        tails[:, -1] = 0.0
+        for c in range(1, len(block)):
+            tails[:, c] = (keys >= thresholds[:, c - 1 : c]).astype(np.float64) @ zz
+        sums = tails[:, :-1] - tails[:, 1:]  # (B, |block|, 2)
+        s, q = sums[:, :, 0], sums[:, :, 1]
         if block in self._sums:
             s_run, q_run = self._sums[block]
             s, q = s + s_run, q + q_run
