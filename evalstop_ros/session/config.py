@@ -67,6 +67,7 @@ from typing import Annotated, Any, Literal
 import yaml  # type: ignore[import-untyped, unused-ignore]
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError, field_validator, model_validator
 
+from ..stats.adastop_closed import MAX_PARTITIONS
 from ..stats.families import Comparison, comparison_pairs
 from ..stats.methods import BINARY_METHODS, FACTS
 from ..stats.multitask import TASK_CORRECTIONS, task_alpha
@@ -523,6 +524,12 @@ class SessionConfig(_Model):
         if not self.drop_decided:
             raise ValueError("design 'adastop' drops decided agents itself (seed 002 §3.7); "
                              "`drop_decided` must be true")
+        agents = len(self.policies)
+        partitions = 2 ** (agents - 1) - 1 if self.comparisons == "vs-baseline" else _bell(agents) - 1
+        if self.adastop.permutation == "closed" and partitions > MAX_PARTITIONS:
+            raise ValueError(f"adastop.permutation 'closed' tests every partition of the agents ({partitions} for "
+                             f"{agents} policies, at most {MAX_PARTITIONS}); use comparisons 'vs-baseline', fewer "
+                             "policies, or permutation 'relabel' (not strongly controlled, docs/adastop.md)")
 
     def _check_claim(self) -> None:
         if self.claim == "pooled":
@@ -587,6 +594,17 @@ class SessionConfig(_Model):
     def config_hash(self) -> str:
         """SHA-256 (hex) of :meth:`canonical_json`."""
         return hashlib.sha256(self.canonical_json().encode()).hexdigest()
+
+
+def _bell(n: int) -> int:
+    """Number of partitions of ``n`` items (Bell triangle)."""
+    row = [1]
+    for _ in range(n - 1):
+        nxt = [row[-1]]
+        for value in row:
+            nxt.append(nxt[-1] + value)
+        row = nxt
+    return row[-1]
 
 
 #: Fields added after the first sessions were journaled: left out of :meth:`SessionConfig.to_dict`

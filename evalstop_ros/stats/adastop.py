@@ -11,6 +11,9 @@ An agent whose comparisons are all decided leaves the rotation (seed 002 Alg. 3)
 what an evaluation manager calls); :func:`adastop_test` replays a table of scores collected in
 interim order.  Both return a frozen :class:`AdaStopResult`.
 
+With three or more agents the default ``permutation="closed"`` replaces the paper's step-down
+by closed testing over exact per-intersection permutation tests (:mod:`.adastop_closed`): the
+paper's Lemma 3 does not give strong control when agents differ in spread (``docs/adastop.md``).
 Where the spec leaves a choice open, this module follows it as listed in the Notes of
 :class:`AdaStop`.
 """

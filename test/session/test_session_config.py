@@ -217,6 +217,9 @@ INVALID = [
      r"adastop: unknown key 'permutations' \(did you mean 'permutation'\?\)"),
     ({**ADASTOP_SESSION, "adastop": {"n_per_interim": 5, "n_interims": 6, "permutation": "swap"}},
      r"adastop\.permutation: Input should be 'closed', 'relabel' or 'split'; found 'swap'"),
+    ({**ADASTOP_SESSION, "policies": [f"p{i}" for i in range(8)]},
+     r"adastop\.permutation 'closed' tests every partition of the agents \(4139 for 8 policies, at most 1000\); "
+     r"use comparisons 'vs-baseline'"),
 ]
 
 
