@@ -420,11 +420,16 @@ def _one_low_spread(rng, rows):  # a1 ~ N(0, 0.1^2) among three equal N(0, 1) ag
     return np.column_stack([rng.normal(0, s, rows) for s in (0.1, 1.0, 1.0, 1.0)])
 
 
+def _two_heavy_spreads(rng, rows):  # a1 = a2 ~ 0.1 t(2), a3 = a4 ~ Cauchy: unequal spreads, heavy tails
+    return np.column_stack([0.1 * rng.standard_t(2, (rows, 2)), rng.standard_cauchy((rows, 2))])
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize(
     ("columns", "true_nulls"),
-    [(_two_spreads, [(0, 1), (2, 3)]), (_one_low_spread, [(1, 2), (1, 3), (2, 3)])],
-    ids=["two-spreads", "one-low-spread"],
+    [(_two_spreads, [(0, 1), (2, 3)]), (_one_low_spread, [(1, 2), (1, 3), (2, 3)]),
+     (_two_heavy_spreads, [(0, 1), (2, 3)])],
+    ids=["two-spreads", "one-low-spread", "two-heavy-spreads"],
 )
 def test_closed_fwe_under_partial_nulls_with_unequal_spreads(columns, true_nulls):
     # Issue 20: relabel declares an equal pair different in 0.120 (two spreads) and 0.089 (one
