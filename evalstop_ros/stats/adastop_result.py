@@ -46,7 +46,7 @@ class AdaStopResult:
         ``"closed"``: by the test of all comparisons together).
     n_permutations:
         Per interim, the number ``m_k`` of permutation paths (``min(B, C(2N, N)^k / 2)`` for two
-        agents; ``B`` for relabelings of three or more).
+        agents; ``B`` for relabelings and the closed scheme with three or more).
     alpha, n_per_interim, n_interims, seed:
         The design.
     """
