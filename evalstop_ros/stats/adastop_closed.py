@@ -118,7 +118,7 @@ class ClosedAdaStop:
     Notes
     -----
     Path 0 is the identity; paths ``1 .. B-1`` give the ``L N`` positions of each interim i.i.d.
-    uniform keys, drawn from ``seed`` at construction.  Sorting the positions of a block by key
+    uniform keys, drawn from ``seed`` at construction (stored as their ranks).  Sorting the positions of a block by key
     and dealing them ``N`` per agent is a uniform relabeling of that block, independent across
     disjoint blocks, so one draw serves every partition (Hemerik and Goeman 2018: a random subset of the group that
     contains the identity keeps the test exact).
@@ -161,9 +161,12 @@ class ClosedAdaStop:
         size = n_agents * n_per_interim
         #: random keys of the positions: sorting a block's positions by key relabels the block
         drawn = np.random.default_rng(seed).random((self.b - 1, n_interims, size))
-        self.keys = np.empty((n_interims, self.b, size))  # interim-major: one contiguous slab per interim
+        # the keys are the ranks of the uniform draws (same order, no ties, small integers: fast
+        # to sort and compare); interim-major, one contiguous slab per interim
+        dtype = np.int16 if size < 2**15 else np.int32
+        self.keys = np.empty((n_interims, self.b, size), dtype=dtype)
         self.keys[:, 0] = np.arange(size)  # path 0: the identity
-        self.keys[:, 1:] = drawn.transpose(1, 0, 2)
+        self.keys[:, 1:] = np.argsort(np.argsort(drawn, axis=-1), axis=-1).transpose(1, 0, 2)
         self.crossed = np.zeros(len(self.partitions), dtype=bool)
         self.crossed_at = np.zeros(len(self.partitions), dtype=np.int64)
         self.alive = np.ones((len(self.partitions), self.b), dtype=bool)
