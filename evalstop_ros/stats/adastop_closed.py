@@ -59,6 +59,8 @@ __all__ = ["MAX_PARTITIONS", "ClosedAdaStop", "closed_partitions"]
 MAX_PARTITIONS = 1000
 #: Slack (in permutation counts) of ``floor(level * B)``: the spent level is a sum of ratios.
 _COUNT_TOL = 1e-9
+#: Pooled sums of squares below this fraction of the raw ones are rounding noise: equal scores.
+_SPREAD_RTOL = 1e-12
 
 
 def _set_partitions(items: Sequence[int]) -> Iterator[list[list[int]]]:
@@ -118,10 +120,10 @@ class ClosedAdaStop:
     Notes
     -----
     Path 0 is the identity; paths ``1 .. B-1`` give the ``L N`` positions of each interim i.i.d.
-    uniform keys, drawn from ``seed`` at construction (stored as their ranks).  Sorting the positions of a block by key
-    and dealing them ``N`` per agent is a uniform relabeling of that block, independent across
-    disjoint blocks, so one draw serves every partition (Hemerik and Goeman 2018: a random subset of the group that
-    contains the identity keeps the test exact).
+    uniform keys, drawn from ``seed`` at construction (stored as their ranks).  Sorting the
+    positions of a block by key and dealing them ``N`` per agent is a uniform relabeling of that
+    block, independent across disjoint blocks, so one draw serves every partition (Hemerik and
+    Goeman 2018: a random subset of the group that contains the identity keeps the test exact).
     """
 
     def __init__(
@@ -205,8 +207,9 @@ class ClosedAdaStop:
             a, c = (column[l] for l in self.comparisons[int(j)])
             diff = s[:, a] - s[:, c]
             squares = q[:, a] + q[:, c] - np.square(s[:, a] + s[:, c]) / total
+            spread = squares > _SPREAD_RTOL * (q[:, a] + q[:, c])  # else the pair's scores are all equal
             with np.errstate(divide="ignore", invalid="ignore"):
-                studentized = np.where(squares > 0, np.abs(diff) / np.sqrt(np.maximum(squares, 0.0)), 0.0)
+                studentized = np.where(spread, np.abs(diff) / np.sqrt(np.maximum(squares, 0.0)), 0.0)
             np.maximum(stat, studentized, out=stat)
         return stat
 

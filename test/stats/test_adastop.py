@@ -481,3 +481,14 @@ def test_closed_separates_a_low_spread_pair_beside_high_spread_agents():
         res = adastop_test(x, n_per_interim=4, n_interims=5, n_permutations=500, seed=int(rng.integers(2**31)))
         hits += res.decision_table()["agent1"]["agent0"] == "larger"
     assert hits >= 9
+
+
+def test_closed_on_tied_scores():
+    # Robot scores are often 0/1 or stuck at 1.0: equal scores give no evidence, two constant but
+    # different agents are separated, and nothing is NaN.
+    same = adastop_test(np.ones((20, 3)), n_per_interim=5, n_interims=4, n_permutations=500)
+    assert same.decisions == ("equal",) * 3
+    binary = np.column_stack([np.zeros(20), np.ones(20), np.ones(20)])
+    res = adastop_test(binary, n_per_interim=5, n_interims=4, n_permutations=500)
+    assert res.decision_table()["agent0"] == {"agent1": "smaller", "agent2": "smaller"}
+    assert res.decision_table()["agent1"]["agent2"] == "equal"
