@@ -185,7 +185,9 @@ class AdaStop:
        splits drawn from ``seed`` at construction, independent of the data (Phipson & Smyth
        2010).  ``"relabel"`` with three or more agents: ``B`` paths always (the group has
        :math:`(LN)!/(N!)^L` elements), the identity plus ``B - 1`` uniform relabelings per
-       interim, drawn at construction.  Random paths are whole ``K``-interim paths, so interim
+       interim, drawn at construction; ``"closed"`` likewise (one draw of uniform keys serves
+       every intersection test, each relabeling only its own blocks, and each test keeps its own
+       survivors, boundaries and spent level).  Random paths are whole ``K``-interim paths, so interim
        ``k`` extends the prefixes used earlier; the repos' scheme of freezing the normaliser at
        the last enumerated interim is not copied.
     4. **Spending** (§3.5, Eq. 12 generalised): ``b`` and :math:`q_k = \#\{\bar T > b\}/m_k` as
