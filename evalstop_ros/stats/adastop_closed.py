@@ -184,17 +184,19 @@ class ClosedAdaStop:
         n = self.n
         positions = np.concatenate([np.arange(l * n, (l + 1) * n) for l in block])
         keys = self.keys[k - 1][:, positions]
-        # agent c of the block receives the positions whose key ranks in [cN, (c+1)N): the sums
-        # of the positions from slot c on are masked dot products, their differences the sums.
-        thresholds = np.sort(keys, axis=1)[:, n::n]  # (B, |block| - 1) smallest key of slots 1..
+        # agent c of the block receives the positions whose key ranks in [cN, (c+1)N).  Each sum is
+        # its own masked sum in position order (einsum's loop, not BLAS): paths that deal an agent
+        # the same scores get bit-identical sums, so ties with the identity (the same or the
+        # mirrored assignment) are exact ties, counted as no exceedance on every machine.
+        cuts = np.sort(keys, axis=1)[:, n::n]  # (B, |block| - 1) smallest key of slots 1..
+        slot = np.zeros(keys.shape, dtype=np.int8)
+        for c in range(len(block) - 1):
+            slot += keys >= cuts[:, c : c + 1]
         z = scores.reshape(-1)[positions]
         zz = np.stack([z, np.square(z)], axis=1)  # (w, 2)
-        tails = np.empty((self.b, len(block) + 1, 2))
-        tails[:, 0] = zz.sum(axis=0)
-        tails[:, -1] = 0.0
-        for c in range(1, len(block)):
-            tails[:, c] = (keys >= thresholds[:, c - 1 : c]).astype(np.float64) @ zz
-        sums = tails[:, :-1] - tails[:, 1:]  # (B, |block|, 2)
+        sums = np.empty((self.b, len(block), 2))
+        for c in range(len(block)):
+            sums[:, c] = np.einsum("bw,wk->bk", (slot == c).astype(np.float64), zz)
         s, q = sums[:, :, 0], sums[:, :, 1]
         if block in self._sums:
             s_run, q_run = self._sums[block]
