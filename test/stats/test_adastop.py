@@ -492,3 +492,17 @@ def test_closed_on_tied_scores():
     res = adastop_test(binary, n_per_interim=5, n_interims=4, n_permutations=500)
     assert res.decision_table()["agent0"] == {"agent1": "smaller", "agent2": "smaller"}
     assert res.decision_table()["agent1"]["agent2"] == "equal"
+
+
+def test_closed_ties_are_exact():
+    # A lone pair with N = 3 has C(6, 3) / 2 = 10 distinct |statistics| (an assignment and its
+    # mirror tie); a triple 9! / 3!^3 / 3! = 280 (the maximum over its three pairs is symmetric in
+    # the agents).  Paths dealing the same scores must tie bit for bit,
+    # so that a tie with the identity never counts as an exceedance by rounding luck.
+    from evalstop_ros.stats.adastop_closed import ClosedAdaStop
+
+    engine = ClosedAdaStop([(0, 1), (0, 2), (1, 2)], n_agents=3, n_per_interim=3, n_interims=1, alpha=0.2,
+                           n_permutations=3000, seed=1)
+    block = np.random.default_rng(4).normal(size=(3, 3))
+    assert np.unique(engine._block_stats((0, 1), block, 1)).size == 10
+    assert np.unique(engine._block_stats((0, 1, 2), block, 1)).size == math.factorial(9) // 6**3 // 6
