@@ -15,7 +15,7 @@ alpha = 0.05 throughout.  The docs table (docs/adastop.md) is this script's outp
 arguments printed in its first line.
 
 Run: ``.venv/bin/python bench/adastop_study.py [--reps 1000] [--permutations 1000] [--only fwe|power]``
-(the defaults are the docs table's; about 40 minutes on one loaded core, half with ``--only`` twice).
+(the defaults are the docs table's; 6-25 minutes on one core depending on load, less with ``--only`` twice).
 """
 
 from __future__ import annotations
