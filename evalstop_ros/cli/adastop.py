@@ -24,8 +24,8 @@ from ._common import CliError, bounded_int, print_json, seed_type
 from .data import parse_number
 
 DESCRIPTION = """\
-Run AdaStop (seed 002: group-sequential step-down permutation test, linear alpha-spending over
-the interims) on scores collected interim by interim: one column per agent, N rows per interim,
+Run AdaStop (seed 002: group-sequential permutation test, linear alpha-spending over the
+interims; by default closed testing over exact per-intersection permutation laws) on scores collected interim by interim: one column per agent, N rows per interim,
 rows in interim order.  Each comparison ends 'larger', 'smaller' (rejected equality, the sign of
 the mean difference) or 'equal' (not rejected after the last interim); 'continue' while the test
 needs the next interim.  An agent whose comparisons are all decided stops early; its later cells
@@ -53,9 +53,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="compare every agent with AGENT only (default: all pairs)",
     )
     parser.add_argument(
-        "--permutation", choices=PERMUTATIONS, default="relabel",
-        help="how one permutation acts on all comparisons: 'relabel' (exact level with all pairs) or "
-        "'split' (the paper's Eq. 8 read literally) (default %(default)s)",
+        "--permutation", choices=PERMUTATIONS, default="closed",
+        help="'closed' (family-wise error <= alpha whatever the agents' laws, unequal spreads included), "
+        "'relabel' (exact when all agents are equal only) or 'split' (the paper's Eq. 8 read literally); "
+        "see docs/adastop.md (default %(default)s)",
     )
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
 

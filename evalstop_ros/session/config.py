@@ -80,6 +80,7 @@ from ..limits import (
     TEXT_LIMIT,
     TIMEOUT_LIMIT_S,
 )
+from ..stats.adastop_closed import MAX_PARTITIONS
 from ..stats.families import Comparison, comparison_pairs
 from ..stats.methods import BINARY_METHODS, FACTS
 from ..stats.multitask import TASK_CORRECTIONS, task_alpha
@@ -226,9 +227,12 @@ class AdaStopConfig(_Model):
     n_interims: int = Field(ge=1, le=INTERIMS_LIMIT)
     #: Permutation paths ``B`` per interim (``10**4`` in seed 002).
     n_permutations: int = Field(default=10_000, ge=1, le=PERMUTATIONS_LIMIT)
-    #: ``"relabel"`` (default; keeps the level with all pairs of three or more agents) or
-    #: ``"split"`` (seed 002 Eq. 8 literally); see the Notes of :class:`~evalstop_ros.stats.adastop.AdaStop`.
-    permutation: Literal["relabel", "split"] = "relabel"
+    #: ``"closed"`` (default; strong family-wise control under every partial null, unequal spreads
+    #: included), ``"relabel"`` (exact under the global null only) or ``"split"`` (seed 002 Eq. 8
+    #: literally); see the Notes of :class:`~evalstop_ros.stats.adastop.AdaStop` and docs/adastop.md.
+    #: Journals of sessions run before ``"closed"`` became the default resume with
+    #: ``permutation: relabel`` written out (the configuration hash holds the scheme).
+    permutation: Literal["closed", "relabel", "split"] = "closed"
 
 
 class ActiveScheduleConfig(_Model):
@@ -542,6 +546,12 @@ class SessionConfig(_Model):
         if not self.drop_decided:
             raise ValueError("design 'adastop' drops decided agents itself (seed 002 §3.7); "
                              "`drop_decided` must be true")
+        agents = len(self.policies)
+        partitions = 2 ** (agents - 1) - 1 if self.comparisons == "vs-baseline" else _bell(agents) - 1
+        if self.adastop.permutation == "closed" and partitions > MAX_PARTITIONS:
+            raise ValueError(f"adastop.permutation 'closed' tests every partition of the agents ({partitions} for "
+                             f"{agents} policies, at most {MAX_PARTITIONS}); use comparisons 'vs-baseline', fewer "
+                             "policies, or permutation 'relabel' (not strongly controlled, docs/adastop.md)")
 
     def _check_claim(self) -> None:
         if self.claim == "pooled":
@@ -606,6 +616,17 @@ class SessionConfig(_Model):
     def config_hash(self) -> str:
         """SHA-256 (hex) of :meth:`canonical_json`."""
         return hashlib.sha256(self.canonical_json().encode()).hexdigest()
+
+
+def _bell(n: int) -> int:
+    """Number of partitions of ``n`` items (Bell triangle)."""
+    row = [1]
+    for _ in range(n - 1):
+        nxt = [row[-1]]
+        for value in row:
+            nxt.append(nxt[-1] + value)
+        row = nxt
+    return row[-1]
 
 
 #: Fields added after the first sessions were journaled: left out of :meth:`SessionConfig.to_dict`

@@ -11,176 +11,39 @@ An agent whose comparisons are all decided leaves the rotation (seed 002 Alg. 3)
 what an evaluation manager calls); :func:`adastop_test` replays a table of scores collected in
 interim order.  Both return a frozen :class:`AdaStopResult`.
 
+With three or more agents the default ``permutation="closed"`` replaces the paper's step-down
+by closed testing over exact per-intersection permutation tests (:mod:`.adastop_closed`): the
+paper's Lemma 3 does not give strong control when agents differ in spread (``docs/adastop.md``).
 Where the spec leaves a choice open, this module follows it as listed in the Notes of
 :class:`AdaStop`.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import itertools
 import math
 from collections.abc import Sequence
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from .adastop_closed import ClosedAdaStop
+from .adastop_paths import PaperPaths, all_splits
+from .adastop_result import AdaStopResult
 from .errors import StatsInputError
-from .families import _check_policies, compact_letter_display
+from .families import _check_policies
 from .validation import check_alpha, check_positive_int
 
 __all__ = ["DECISIONS", "PERMUTATIONS", "AdaStop", "AdaStopResult", "adastop_test"]
 
 #: Decision vocabulary of one comparison (seed 002 §2; ``"continue"`` while undecided).
 DECISIONS = ("continue", "equal", "larger", "smaller")
-#: Permutation schemes: see the Notes of :class:`AdaStop`, item 2.
-PERMUTATIONS = ("relabel", "split")
+#: Permutation schemes: see the Notes of :class:`AdaStop`, item 2; ``"closed"`` is the default.
+PERMUTATIONS = ("closed", "relabel", "split")
 #: Relative slack of the survival check ``T <= b_m`` on a path whose statistic is recomputed with a
 #: different summation order than when ``b_m`` was set (exact interim followed by random ones).
 _SURVIVAL_RTOL = 1e-12
 #: Slack (in permutation counts) of ``floor(level * m_k)``: the spent level is a sum of ratios.
 _COUNT_TOL = 1e-9
-
-
-@dataclasses.dataclass(frozen=True)
-class AdaStopResult:
-    """State of an AdaStop comparison after its latest interim (frozen).
-
-    Attributes
-    ----------
-    agents:
-        Agent names, in column order.
-    comparisons:
-        The comparisons ``(l1, l2)`` as agent indices; ``"larger"`` means agent ``l1`` larger.
-    decisions:
-        Per comparison, one of :data:`DECISIONS`.
-    decided_at:
-        Per comparison, the 1-based interim of the decision (``None`` while ``"continue"``).
-    mean_differences:
-        Per comparison, ``mean(l1) - mean(l2)`` over the ``k N`` scores of the interim that decided
-        it (the latest interim while undecided).
-    means, n_scores:
-        Per agent, the mean and number of scores used by the test.
-    last_interim:
-        Per agent, the last interim at which it was run (0: never needed).
-    interim:
-        Interims analysed so far.
-    is_finished:
-        True when every comparison is decided (at the latest after interim ``n_interims``).
-    boundaries:
-        Per interim, the boundary ``b_k`` of the last step-down iteration, on the scale of
-        Eq. (8) (sum of score differences over ``k N`` pairs); ``inf`` when no level was left to
-        spend (no rejection possible at that interim).
-    level_spent:
-        Per interim, the cumulative level ``q_1 + ... + q_k`` actually spent (``<= k alpha / K``).
-    n_permutations:
-        Per interim, the number ``m_k`` of permutation paths (``min(B, C(2N, N)^k / 2)`` for two
-        agents; ``B`` for relabelings of three or more).
-    alpha, n_per_interim, n_interims, seed:
-        The design.
-    """
-
-    agents: tuple[str, ...]
-    comparisons: tuple[tuple[int, int], ...]
-    decisions: tuple[str, ...]
-    decided_at: tuple[int | None, ...]
-    mean_differences: tuple[float, ...]
-    means: tuple[float, ...]
-    n_scores: tuple[int, ...]
-    last_interim: tuple[int, ...]
-    interim: int
-    is_finished: bool
-    boundaries: tuple[float, ...]
-    level_spent: tuple[float, ...]
-    n_permutations: tuple[int, ...]
-    alpha: float
-    n_per_interim: int
-    n_interims: int
-    seed: int
-
-    @property
-    def stopped_early(self) -> tuple[str, ...]:
-        """Agents that left the rotation before the test's last interim (their comparisons decided)."""
-        return tuple(
-            name for name, last in zip(self.agents, self.last_interim) if 0 < last < self.interim
-        )
-
-    @property
-    def active_agents(self) -> tuple[str, ...]:
-        """Agents the next interim needs (empty once finished)."""
-        if self.is_finished:
-            return ()
-        needed = {l for (l1, l2), d in zip(self.comparisons, self.decisions) if d == "continue" for l in (l1, l2)}
-        return tuple(name for i, name in enumerate(self.agents) if i in needed)
-
-    def decision_table(self) -> dict[str, dict[str, str]]:
-        """``table[a][b]`` = decision of "a vs b" from a's side (``"smaller"`` mirrored to ``"larger"``)."""
-        mirror = {"larger": "smaller", "smaller": "larger", "equal": "equal", "continue": "continue"}
-        table: dict[str, dict[str, str]] = {name: {} for name in self.agents}
-        for (l1, l2), decision in zip(self.comparisons, self.decisions):
-            table[self.agents[l1]][self.agents[l2]] = decision
-            table[self.agents[l2]][self.agents[l1]] = mirror[decision]
-        return table
-
-    def letters(self) -> dict[str, str]:
-        """Compact letter display of the decisions (agents sharing a letter were not separated).
-
-        Only meaningful once finished; agents that are in no comparison are left out.
-        """
-        involved = sorted({l for pair in self.comparisons for l in pair})
-        names = [self.agents[l] for l in involved]
-        differs = [
-            {self.agents[l1], self.agents[l2]}
-            for (l1, l2), d in zip(self.comparisons, self.decisions)
-            if d in ("larger", "smaller")
-        ]
-        return compact_letter_display(names, [self.means[l] for l in involved], differs)
-
-    def to_dict(self) -> dict[str, object]:
-        """JSON-ready representation (``inf`` boundaries become ``None``, NaN means too)."""
-
-        def number(value: float) -> float | None:
-            return None if not math.isfinite(value) else float(value)
-
-        return {
-            "agents": list(self.agents),
-            "alpha": self.alpha,
-            "n_per_interim": self.n_per_interim,
-            "n_interims": self.n_interims,
-            "seed": self.seed,
-            "interim": self.interim,
-            "is_finished": self.is_finished,
-            "comparisons": [
-                {
-                    "agent_1": self.agents[l1],
-                    "agent_2": self.agents[l2],
-                    "decision": decision,
-                    "decided_at_interim": at,
-                    "mean_difference": number(diff),
-                }
-                for (l1, l2), decision, at, diff in zip(
-                    self.comparisons, self.decisions, self.decided_at, self.mean_differences
-                )
-            ],
-            "agents_detail": {
-                name: {"mean": number(mean), "n_scores": n, "last_interim": last}
-                for name, mean, n, last in zip(self.agents, self.means, self.n_scores, self.last_interim)
-            },
-            "stopped_early": list(self.stopped_early),
-            "active_agents": list(self.active_agents),
-            "boundaries": [number(b) for b in self.boundaries],
-            "level_spent": list(self.level_spent),
-            "n_permutations": list(self.n_permutations),
-        }
-
-
-def _all_splits(n: int) -> NDArray[np.float64]:
-    """``(C(2n, n), 2n)`` signs of every split of 2n positions into n "first" (+1) and n (-1)."""
-    total = math.comb(2 * n, n)
-    signs = -np.ones((total, 2 * n))
-    for row, first in enumerate(itertools.combinations(range(2 * n), n)):
-        signs[row, list(first)] = 1.0
-    return signs
 
 
 def _check_comparisons(comparisons: Sequence[Sequence[int]] | None, n_agents: int) -> tuple[tuple[int, int], ...]:
@@ -205,7 +68,7 @@ def _check_comparisons(comparisons: Sequence[Sequence[int]] | None, n_agents: in
     return tuple(pairs)
 
 
-class AdaStop:
+class AdaStop(PaperPaths):
     r"""AdaStop comparison of ``n_agents`` agents, updated interim by interim (seed 002, Alg. 3).
 
     Parameters
@@ -228,9 +91,11 @@ class AdaStop:
         Seed of the random permutation paths, drawn at construction, before any data.
     agent_names : sequence of str, optional
         Names for reports (default ``"agent0"``, ``"agent1"``, ...).
-    permutation : {"relabel", "split"}, optional
-        How one permutation path acts on all comparisons (Notes, item 2).  ``"split"`` is the
-        paper's Eq. (8) as the spec reads it; ``"relabel"`` keeps the level with all pairs.
+    permutation : {"closed", "relabel", "split"}, optional
+        How the permutation paths act on the comparisons (Notes, item 2).  ``"closed"`` (default)
+        has strong family-wise control under every partial null, unequal spreads included;
+        ``"split"`` is the paper's Eq. (8) as the spec reads it; ``"relabel"`` its repair for the
+        global null.  The three coincide when only two agents are compared.
 
     Attributes
     ----------
@@ -270,30 +135,40 @@ class AdaStop:
     1. **Absolute values on both sides** (seed 002 Eq. 8-9): the permuted statistics are
        :math:`|\cdot|` as in Eq. (8).  The public package takes the max of *signed* permuted
        differences against an absolute observed one, a two-sided test at about :math:`2\alpha`.
-    2. **One permutation path for all comparisons** (§3.3, P2).  Two schemes, the same group when
-       only two agents are compared:
+    2. **How a permutation path acts on the comparisons** (§3.3, P2).  Three schemes, one test
+       when only two agents are compared (the paper's, with exact enumeration):
 
+       * ``permutation="closed"`` (default) -- closed testing over the intersection hypotheses,
+         each with its own exact permutation group (:mod:`.adastop_closed`): an intersection of
+         comparisons says that the agents of each connected component share one law, so its test
+         relabels the scores within each component only, with the largest *studentized*
+         difference (pooled sum of squares of the pair) as statistic and the boundaries of
+         Eqs. (10)-(12) on its own surviving paths; a comparison is rejected once every
+         intersection that contains it has crossed.  Strong FWE control under any configuration
+         of laws (unequal spreads, heavy tails; the proof sketch is in ``docs/adastop.md``),
+         measured <= alpha + 2 SE under the partial nulls where the other two fail.  Cost: one
+         test per partition of the agents (15, 52, 203, 877 for 4-7 agents, all pairs; more than
+         :data:`~evalstop_ros.stats.adastop_closed.MAX_PARTITIONS` is refused).  Reported
+         ``boundaries``/``level_spent`` are those of the test of all comparisons together, on the
+         studentized scale (``inf`` once it crossed).
        * ``permutation="split"`` -- Eq. (8) literally: path :math:`b` gives every comparison the
          same split :math:`\sigma_i` of its concatenated :math:`2N` block positions (the spec's
          reading).  It reproduces the joint law of the statistics only when each agent has the
          same role (first or second) in all its comparisons (two agents, "one vs rest").  With all
          pairs and :math:`L \ge 3` no relabeling of the data produces it (an agent's scores get
          different signs in different comparisons), Lemma 2 fails, and the test is
-         anti-conservative: FWE 0.057-0.059 (SE 0.004) for 4 agents, ``N = 5``, ``K = 1``, whose
-         design level is :math:`6/126 = 0.048`; 0.059 (SE 0.0075) for 5 agents, ``N = 5``,
-         ``K = 6`` (our Monte Carlo, Gaussian scores).
-       * ``permutation="relabel"`` (default) -- path :math:`b` deals the pooled block-:math:`i`
-         scores of the agents of each connected component of the open comparisons back to those
-         agents, :math:`N` each (a uniform relabeling, the multi-sample permutation group).  One
-         relabeling serves every comparison, so the joint law is exact whenever all agents of a
-         component share a distribution (Lemma 2 then holds; the global null in particular).
-         Agents of other components are never mixed in; within a component that still holds
-         different agents the relabeled statistics are more spread, so the boundary is
-         conservative there (less power than ``"split"`` when agents differ a lot: on
-         HalfCheetah-like data SAC is settled after 10 scores rather than the paper's 5).  The
-         pools shrink as comparisons are decided (the paths are then recomputed, survivors
-         included).  Measured FWE: 0.051 (SE 0.006, 1500 repetitions) for 5 agents, ``N = 5``,
-         ``K = 6``.
+         anti-conservative under the global null: FWE 0.057-0.059 (SE 0.004) for 4 agents,
+         ``N = 5``, ``K = 1``, whose design level is :math:`6/126 = 0.048`; 0.059 (SE 0.0075) for
+         5 agents, ``N = 5``, ``K = 6`` (our Monte Carlo, Gaussian scores).
+       * ``permutation="relabel"`` -- path :math:`b` deals the pooled block-:math:`i` scores of the
+         agents of each connected component of the open comparisons back to those agents,
+         :math:`N` each.  The joint law is exact when all agents of a component share a law (the
+         global null: FWE 0.051, SE 0.006, 5 agents, ``N = 5``, ``K = 6``), but not under a
+         partial null whose agents differ in spread: pooling a low-spread pair with high-spread
+         agents shrinks the law of the maximum, and the equal pairs of
+         a1 = a2 ~ N(0, 0.1^2), a3 = a4 ~ N(0, 1) (``N = 4``, ``K = 5``) are declared different
+         in 0.12 of the runs (``docs/adastop.md``).  Lemma 3's monotonicity holds, its premise
+         (the permutation law of the true nulls is their null law) does not.
     3. **Permutation paths** (§3.4).  ``"split"``: :math:`m_k = \min(B, \tfrac12 \binom{2N}{N}^k)`.
        When :math:`\tfrac12\binom{2N}{N}^k \le B` every path is enumerated once up to the global
        swap of the two halves (first block restricted to splits that put position 0 first),
@@ -301,7 +176,9 @@ class AdaStop:
        splits drawn from ``seed`` at construction, independent of the data (Phipson & Smyth
        2010).  ``"relabel"`` with three or more agents: ``B`` paths always (the group has
        :math:`(LN)!/(N!)^L` elements), the identity plus ``B - 1`` uniform relabelings per
-       interim, drawn at construction.  Random paths are whole ``K``-interim paths, so interim
+       interim, drawn at construction; ``"closed"`` likewise (one draw of uniform keys serves
+       every intersection test, each relabeling only its own blocks, and each test keeps its own
+       survivors, boundaries and spent level).  Random paths are whole ``K``-interim paths, so interim
        ``k`` extends the prefixes used earlier; the repos' scheme of freezing the normaliser at
        the last enumerated interim is not copied.
     4. **Spending** (§3.5, Eq. 12 generalised): ``b`` and :math:`q_k = \#\{\bar T > b\}/m_k` as
@@ -349,7 +226,7 @@ class AdaStop:
         n_permutations: int = 10_000,
         seed: int = 0,
         agent_names: Sequence[str] | None = None,
-        permutation: str = "relabel",
+        permutation: str = "closed",
     ) -> None:
         n_agents = check_positive_int(n_agents, "n_agents")
         if n_agents < 2:
@@ -377,15 +254,21 @@ class AdaStop:
             raise StatsInputError(f"`permutation` should be one of {PERMUTATIONS}; found {permutation!r}")
         self.permutation = permutation
         n = self.n_per_interim
-        # With two agents in play both schemes are the same group: use the exact enumeration.
-        self._relabel = permutation == "relabel" and len({l for pair in self.comparisons for l in pair}) > 2
+        # With two agents in play the schemes are the same group: use the exact enumeration.
+        several = len({l for pair in self.comparisons for l in pair}) > 2
+        self._relabel = permutation == "relabel" and several
+        self._closed = (
+            ClosedAdaStop(self.comparisons, n_agents=n_agents, n_per_interim=n, n_interims=self.n_interims,
+                          alpha=self.alpha, n_permutations=self.n_permutations, seed=self.seed)
+            if permutation == "closed" and several else None
+        )
         # m_k = min(B, C^k / 2): exact enumeration while it fits (seed 002 §4, "Choice of permutations").
         self._exact = [
-            not self._relabel and math.comb(2 * n, n) ** k // 2 <= self.n_permutations
+            not (self._relabel or self._closed) and math.comb(2 * n, n) ** k // 2 <= self.n_permutations
             for k in range(1, self.n_interims + 1)
         ]
-        self._splits = _all_splits(n) if any(self._exact) else None
-        self._random_signs = None if self._relabel or all(self._exact) else self._draw_paths()
+        self._splits = all_splits(n) if any(self._exact) else None
+        self._random_signs = None if self._relabel or self._closed or all(self._exact) else self._draw_paths()
         self._orders = self._draw_relabelings() if self._relabel else None
         self._relabel_cache: dict[tuple[int, tuple[int, ...]], NDArray[np.float64]] = {}
 
@@ -404,120 +287,6 @@ class AdaStop:
         self._n_scores = np.zeros(n_agents, dtype=np.int64)
         self._last_interim = np.zeros(n_agents, dtype=np.int64)
         self.active = self._needed()
-
-    # -- permutation paths -------------------------------------------------------------------
-    def _draw_paths(self) -> NDArray[np.int8]:
-        """``(B, K, 2N)`` split signs: path 0 the identity, the others uniform, from ``seed``."""
-        n, b, k = self.n_per_interim, self.n_permutations, self.n_interims
-        rng = np.random.default_rng(self.seed)
-        first = np.argsort(rng.random((b - 1, k, 2 * n)), axis=-1)[..., :n]  # uniform n-subsets
-        signs = -np.ones((b, k, 2 * n), dtype=np.int8)
-        np.put_along_axis(signs[1:], first, np.int8(1), axis=-1)
-        signs[0, :, :n] = 1
-        return signs
-
-    def _draw_relabelings(self) -> NDArray[np.int32]:
-        """``(B, K, L N)`` orders of the pooled block positions: path 0 the identity, from ``seed``.
-
-        Restricted to the positions of a set of agents, the order stays uniform over that set, so
-        one draw serves every component (see :meth:`_group_sums`).
-        """
-        n, b, k, agents = self.n_per_interim, self.n_permutations, self.n_interims, self.n_agents
-        rng = np.random.default_rng(self.seed)
-        orders = np.empty((b, k, agents * n), dtype=np.int16 if agents * n < 2**15 else np.int32)
-        orders[0] = np.arange(agents * n)
-        orders[1:] = np.argsort(rng.random((b - 1, k, agents * n)), axis=-1)
-        return orders
-
-    def _components(self, open_mask: NDArray[np.bool_]) -> tuple[tuple[int, ...], ...]:
-        """Agent sets of the connected components of the graph of open comparisons."""
-        parent = list(range(self.n_agents))
-
-        def root(a: int) -> int:
-            while parent[a] != a:
-                parent[a] = parent[parent[a]]
-                a = parent[a]
-            return a
-
-        for l1, l2 in self._pairs[open_mask]:
-            parent[root(int(l1))] = root(int(l2))
-        groups: dict[int, list[int]] = {}
-        for l in sorted({int(x) for x in self._pairs[open_mask].ravel()}):
-            groups.setdefault(root(l), []).append(l)
-        return tuple(tuple(g) for g in groups.values())
-
-    def _group_sums(self, i: int, component: tuple[int, ...]) -> NDArray[np.float64]:
-        """``(B, L)`` sums of the scores each agent of ``component`` receives at block ``i`` (0-based).
-
-        Each path deals the block's scores of the component's agents among those agents, N each,
-        in the order the path's draw puts their positions (a uniform relabeling of the pool).
-        """
-        key = (i, component)
-        cached = self._relabel_cache.get(key)
-        if cached is not None:
-            return cached
-        assert self._orders is not None
-        n = self.n_per_interim
-        inside = np.zeros(self.n_agents * n, dtype=bool)
-        for l in component:
-            inside[l * n : (l + 1) * n] = True
-        order = self._orders[:, i, :]
-        picked = order[inside[order]].reshape(order.shape[0], len(component), n)
-        sums = np.zeros((order.shape[0], self.n_agents))
-        sums[:, list(component)] = self._blocks[i].reshape(-1)[picked].sum(axis=2)
-        self._relabel_cache[key] = sums
-        return sums
-
-    def _cumulative(self, k: int, pairs: NDArray[np.intp]) -> tuple[NDArray[np.float64], int]:
-        """Signed sums of the paths of interim ``k`` for ``pairs``: ``(k, J, m_k)`` and id's column.
-
-        Entry ``[m - 1, j, p]`` is the Eq. (8) sum (before ``| |``) of comparison ``j`` over the
-        first ``m`` blocks of path ``p``.
-        """
-        n = self.n_per_interim
-        l1, l2 = pairs[:, 0], pairs[:, 1]
-        if self._relabel:
-            components = self._components(self._open)
-            cum = np.empty((k, len(pairs), self.n_permutations))
-            for i in range(k):
-                sums = np.zeros((self.n_permutations, self.n_agents))
-                for component in components:
-                    sums += self._group_sums(i, component)
-                cum[i] = (sums[:, l1] - sums[:, l2]).T
-                if i:
-                    cum[i] += cum[i - 1]
-            return cum, 0
-        if self._exact[k - 1]:
-            assert self._splits is not None
-            half = self._splits[self._splits[:, 0] == 1.0]  # global swap removed: C/2 splits
-            grids = []
-            for i in range(k):
-                table = half if i == 0 else self._splits
-                block = self._blocks[i]
-                first, second = table[:, :n] @ block.T, table[:, n:] @ block.T  # (S, L)
-                grids.append((first[:, l1] + second[:, l2]).T)  # (J, S)
-            sizes = [g.shape[1] for g in grids]
-            cum = np.zeros((k, len(pairs), math.prod(sizes)))
-            running = np.zeros((len(pairs),) + (1,) * k)
-            for i, g in enumerate(grids):
-                shape = [len(pairs)] + [1] * k
-                shape[i + 1] = sizes[i]
-                running = running + g.reshape(shape)
-                cum[i] = np.broadcast_to(running, (len(pairs), *sizes)).reshape(len(pairs), -1)
-            # the identity split is row "positions 0..N-1 first" of each table
-            identity = [int(np.flatnonzero((t[:, :n] == 1.0).all(axis=1))[0]) for t in
-                        [half] + [self._splits] * (k - 1)]
-            return cum, int(np.ravel_multi_index(identity, sizes))
-        assert self._random_signs is not None
-        cum = np.empty((k, len(pairs), self.n_permutations))
-        for i in range(k):
-            signs = self._random_signs[:, i, :].astype(np.float64)
-            block = self._blocks[i]
-            first, second = signs[:, :n] @ block.T, signs[:, n:] @ block.T  # (B, L)
-            cum[i] = (first[:, l1] + second[:, l2]).T
-            if i:
-                cum[i] += cum[i - 1]
-        return cum, 0
 
     # -- the test ----------------------------------------------------------------------------
     def _needed(self) -> NDArray[np.bool_]:
@@ -584,6 +353,9 @@ class AdaStop:
         self._sums[active] += block[active].sum(axis=1)
         self._n_scores[active] += self.n_per_interim
         self._last_interim[active] = k
+        if self._closed is not None:
+            self._update_closed(block, k)
+            return self._finish_interim(k)
 
         open_ids, cum, identity, alive = self._paths(k)
         m_k = cum.shape[2]
@@ -626,6 +398,25 @@ class AdaStop:
         self._boundaries.append(boundary)
         self._level_spent.append(self._spent)
         self._m.append(m_k)
+        return self._finish_interim(k)
+
+    def _update_closed(self, block: NDArray[np.float64], k: int) -> None:
+        """Interim ``k`` of the closed-testing scheme (Notes, item 2)."""
+        assert self._closed is not None
+        rejected = self._closed.update(block)
+        observed = self._closed.signed_sums(self._sums)
+        for j in map(int, np.flatnonzero(self._open)):
+            self._diffs[j] = float(observed[j]) / (k * self.n_per_interim)
+            if rejected[j]:
+                self._decisions[j] = "larger" if observed[j] > 0 else "smaller"
+                self._decided_at[j] = k
+                self._open[j] = False
+        top = self._closed.top
+        self._boundaries.append(float(self._closed.boundary[top]))
+        self._level_spent.append(float(self._closed.spent[top]))
+        self._m.append(self.n_permutations)
+
+    def _finish_interim(self, k: int) -> AdaStopResult:
         self.interim = k
         if not self._open.any():
             self.is_finished = True
@@ -674,7 +465,7 @@ def adastop_test(
     n_permutations: int = 10_000,
     seed: int = 0,
     agent_names: Sequence[str] | None = None,
-    permutation: str = "relabel",
+    permutation: str = "closed",
 ) -> AdaStopResult:
     """Run AdaStop over scores collected in interim order.
 

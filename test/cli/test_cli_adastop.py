@@ -34,7 +34,7 @@ def test_json_equals_core(evalstop, tmp_path, stdout_json):
     expected = adastop_test(SCORES, n_per_interim=5, n_interims=6, alpha=0.05, agent_names=NAMES)
     core = expected.to_dict()
     assert {k: payload[k] for k in core} == core
-    assert payload["letters"] == expected.letters() and payload["permutation"] == "relabel"
+    assert payload["letters"] == expected.letters() and payload["permutation"] == "closed"
     assert payload["stopped_early"] == ["SAC"]  # SAC's comparisons decided at interim 1
 
 

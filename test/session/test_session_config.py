@@ -71,7 +71,7 @@ def test_adastop_preset_is_five_agents_on_progress():
     assert [(m.name, m.method, m.alpha) for m in config.metrics] == [("progress", "adastop", 0.05)]
     assert config.adastop is not None
     assert (config.adastop.n_per_interim, config.adastop.n_interims, config.adastop.n_permutations,
-            config.adastop.permutation) == (5, 6, 10_000, "relabel")
+            config.adastop.permutation) == (5, 6, 10_000, "closed")
     assert config.comparison_alpha(config.metrics[0]) == 0.05  # AdaStop's own family-wise level
 
 
@@ -129,7 +129,7 @@ def test_task_correction_default_and_task_level(claim, given, resolved, level):
 def test_adastop_defaults_to_one_progress_metric_with_the_whole_alpha():
     config = make_config(**{k: v for k, v in ADASTOP_SESSION.items() if k != "metrics"})
     assert [(m.name, m.method, m.alpha, m.bins) for m in config.metrics] == [("progress", "adastop", 0.05, None)]
-    assert config.adastop is not None and config.adastop.permutation == "relabel"
+    assert config.adastop is not None and config.adastop.permutation == "closed"
 
 
 def test_vs_baseline_orients_the_baseline_as_policy_a():
@@ -216,7 +216,10 @@ INVALID = [
     ({**ADASTOP_SESSION, "adastop": {"n_per_interim": 5, "n_interims": 6, "permutations": 10}},
      r"adastop: unknown key 'permutations' \(did you mean 'permutation'\?\)"),
     ({**ADASTOP_SESSION, "adastop": {"n_per_interim": 5, "n_interims": 6, "permutation": "swap"}},
-     r"adastop\.permutation: Input should be 'relabel' or 'split'; found 'swap'"),
+     r"adastop\.permutation: Input should be 'closed', 'relabel' or 'split'; found 'swap'"),
+    ({**ADASTOP_SESSION, "policies": [f"p{i}" for i in range(8)]},
+     r"adastop\.permutation 'closed' tests every partition of the agents \(4139 for 8 policies, at most 1000\); "
+     r"use comparisons 'vs-baseline'"),
 ]
 
 

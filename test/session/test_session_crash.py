@@ -143,7 +143,8 @@ def test_reference_run_is_the_intended_session(reference, reference_path, scenar
         assert appends > 300 and len(book) == 100
         return
     # AdaStop: some agents leave early, the tie runs to the last interim and ends "equal".
-    assert ("progress", "BUDGET_EXHAUSTED", 30) in decisions and decisions.count(("progress", "B_BETTER", 5)) >= 1
+    assert ("progress", "BUDGET_EXHAUSTED", 30) in decisions
+    assert any(d == "B_BETTER" and n < 30 for _, d, n in decisions)
     rounds = {policy: max(r for p, r, _ in book.values() if p == policy) for policy in sim.AGENTS}
     assert rounds["agent_2"] == rounds["agent_3"] == 6 and min(rounds.values()) < 6
     assert [e.kind for e in read_journal(reference_path).events].count("decision") == len(comparisons)

@@ -137,12 +137,16 @@ def test_same_seed_same_result_and_paths_drawn_before_data():
     assert one == adastop_test(x, **DESIGN, seed=4)
     # the paths depend on the seed only: two tests with the same seed hold the same draws
     a, b = AdaStop(5, **DESIGN, seed=4), AdaStop(5, **DESIGN, seed=4)
+    assert a._closed is not None and b._closed is not None
+    assert np.array_equal(a._closed.keys, b._closed.keys)
+    a, b = AdaStop(5, **DESIGN, seed=4, permutation="relabel"), AdaStop(5, **DESIGN, seed=4, permutation="relabel")
     assert np.array_equal(a._orders, b._orders)
 
 
-def test_split_and_relabel_coincide_for_two_agents():
+def test_the_three_schemes_coincide_for_two_agents():
     x = np.random.default_rng(9).normal([0, 0.8], 1, size=(30, 2))
-    assert adastop_test(x, **DESIGN, permutation="split") == adastop_test(x, **DESIGN, permutation="relabel")
+    split = adastop_test(x, **DESIGN, permutation="split")
+    assert split == adastop_test(x, **DESIGN, permutation="relabel") == adastop_test(x, **DESIGN)
 
 
 def test_to_dict_is_json_ready():
@@ -170,7 +174,7 @@ def test_to_dict_is_json_ready():
         ({"comparisons": [(1, 1)]}, r"found \(1, 1\)"),
         ({"comparisons": [(0, 1), (1, 0)]}, r"must not repeat a pair; found \(1, 0\) twice"),
         ({"comparisons": []}, "at least one pair; found none"),
-        ({"permutation": "pooled"}, r"`permutation` should be one of \('relabel', 'split'\); found 'pooled'"),
+        ({"permutation": "pooled"}, r"`permutation` should be one of \('closed', 'relabel', 'split'\); found 'pooled'"),
     ],
 )
 def test_constructor_validation(kwargs, match):
@@ -215,13 +219,15 @@ def test_adastop_test_names_the_rows_of_a_bad_interim():
 # -- Monte Carlo: family-wise error under the global null (issue 5 acceptance; adastop.md §6 P1) ----
 
 @pytest.mark.slow
-def test_fwe_five_agents_n5_k6_b1e4():
-    # Issue 5: 5 agents, N = 5, K = 6, B = 10^4, all pairs, N(0, 1) scores; the public package
-    # measures about 0.10 here (pitfall P1).  600 repetitions, bound alpha + 2 SE = 0.0678.
+def test_fwe_five_agents_n5_k6():
+    # Issue 5: 5 agents, N = 5, K = 6, all pairs, N(0, 1) scores; the public package measures
+    # about 0.10 here (pitfall P1).  The default (closed) scheme with B = 500 paths (exact for
+    # any B; B = 10^4 in bench/family_fwer.py), 300 repetitions, bound alpha + 2 SE = 0.0752.
     rng = np.random.default_rng(2024)
-    reps = 600
+    reps = 300
     errors = sum(
-        rejected(adastop_test(rng.normal(size=(30, 5)), **DESIGN, seed=int(rng.integers(2**31))))
+        rejected(adastop_test(rng.normal(size=(30, 5)), **DESIGN, n_permutations=500,
+                              seed=int(rng.integers(2**31))))
         for _ in range(reps)
     )
     assert_fpr(errors, reps, 0.05)
@@ -240,7 +246,7 @@ def test_fwe_spec_pitfall_p1_designs(agents, n_interims, reps):
     rng = np.random.default_rng(agents * 10 + n_interims)
     errors = sum(
         rejected(adastop_test(rng.normal(size=(5 * n_interims, agents)), n_per_interim=5, n_interims=n_interims,
-                              seed=int(rng.integers(2**31))))
+                              n_permutations=1000, seed=int(rng.integers(2**31))))
         for _ in range(reps)
     )
     assert_fpr(errors, reps, 0.05)
@@ -315,17 +321,20 @@ MUJOCO = {
 }
 
 
-def _mujoco_run(env: str, rng: np.random.Generator, seed: int, permutation: str = "relabel"):
+def _mujoco_run(env: str, rng: np.random.Generator, seed: int, permutation: str = "closed"):
     agents, _ = MUJOCO[env]
     x = np.column_stack([rng.normal(m, s, 30) for m, s in agents.values()])
     return adastop_test(x, **DESIGN, agent_names=list(agents), seed=seed, permutation=permutation)
 
 
-@pytest.mark.parametrize(("permutation", "interim", "majority"), [("split", 1, 0.5), ("relabel", 2, 0.9)])
+@pytest.mark.parametrize(
+    ("permutation", "interim", "majority"), [("split", 1, 0.5), ("relabel", 2, 0.9), ("closed", 2, 0.9)]
+)
 def test_halfcheetah_sac_settles_early(permutation, interim, majority):
     # Fig. 3/5: on HalfCheetah every decision involving SAC is made with 5 scores.  The paper's
     # split statistic does so in most of 12 synthetic data sets; the relabeling (whose first pool
-    # holds all four very different agents) needs 10 scores.  SAC is always found larger.
+    # holds all four very different agents) and the closed test (whose test of all four agents
+    # together relabels them all) need 10 scores.  SAC is always found larger.
     rng = np.random.default_rng(0)
     runs = [_mujoco_run("HalfCheetah", rng, seed=s, permutation=permutation) for s in range(12)]
     assert all(r.decision_table()["SAC"] == {"PPO": "larger", "DDPG": "larger", "TRPO": "larger"} for r in runs)
@@ -351,6 +360,149 @@ def test_mujoco_decision_directions(env):
             counts[(a, b)][got] = counts[(a, b)].get(got, 0) + 1
             wrong = "smaller" if agents[a][0] > agents[b][0] else "larger"
             assert got != wrong, f"{env}: {a} {got} than {b} (run {r})"
-    for pair, decision in expected.items():
-        modal = max(counts[pair], key=counts[pair].get)
-        assert modal == decision, f"{env} {pair}: paper {decision!r}, outcomes {counts[pair]}"
+    for (a, b), decision in expected.items():
+        modal = max(counts[(a, b)], key=counts[(a, b)].get)
+        # A paper "equal" between agents whose generating means differ (Walker2d DDPG 893 vs
+        # TRPO 1193, about 0.55 SD) may become the true direction: the closed scheme has more
+        # power than the paper's (docs/adastop.md), so the true direction is accepted there.
+        allowed = {decision}
+        if decision == "equal":
+            allowed.add("larger" if agents[a][0] > agents[b][0] else "smaller")
+        assert modal in allowed, f"{env} {(a, b)}: paper {decision!r}, outcomes {counts[(a, b)]}"
+
+
+# -- closed testing: strong control under partial nulls (issue 20; docs/adastop.md) ------------------
+
+def test_intersection_hypotheses_are_the_connected_partitions():
+    from evalstop_ros.stats.adastop_closed import closed_partitions
+
+    all_pairs = [(i, j) for i in range(4) for j in range(i + 1, 4)]
+    assert len(closed_partitions(all_pairs)) == 15 - 1  # Bell(4), the all-singleton one left out
+    assert len(closed_partitions([(i, j) for i in range(5) for j in range(i + 1, 5)])) == 52 - 1
+    # one vs rest: every block holds agent 0 (others are not connected), 2^3 - 1 partitions
+    star = closed_partitions([(0, 1), (0, 2), (0, 3)])
+    assert star is not None and len(star) == 7 and all(0 in block for p in star for block in p)
+    assert sorted(closed_partitions([(0, 1), (2, 3)])) == [((0, 1),), ((0, 1), (2, 3)), ((2, 3),)]
+
+
+def test_too_many_partitions_are_refused_with_the_way_out():
+    with pytest.raises(StatsInputError, match="permutation 'closed' tests every partition .* 8 agents .* one-vs-rest"):
+        AdaStop(8, n_per_interim=5, n_interims=2)
+    AdaStop(8, n_per_interim=5, n_interims=2, comparisons=[(0, l) for l in range(1, 8)])  # 127 partitions
+
+
+def test_a_comparison_is_rejected_only_when_every_intersection_holding_it_crossed():
+    rng = np.random.default_rng(21)
+    test = AdaStop(4, n_per_interim=5, n_interims=4, n_permutations=500)
+    for _ in range(4):
+        res = test.update(rng.normal([0.0, 0.0, 1.5, 3.0], 1.0, size=(5, 4)).T)
+        engine = test._closed
+        for j, decision in enumerate(res.decisions):
+            all_crossed = bool(engine.crossed[engine.holding[j]].all())
+            assert (decision in ("larger", "smaller")) == all_crossed
+        if res.is_finished:
+            break
+    assert res.decision_table()["agent3"]["agent0"] == "larger"
+
+
+def _fwe(columns, n_per_interim, n_interims, true_nulls, reps, seed, permutation="closed"):
+    """Family-wise error over ``reps`` data sets drawn by ``columns(rng, rows)``, B = 200 paths."""
+    rng = np.random.default_rng(seed)
+    errors = 0
+    for _ in range(reps):
+        res = adastop_test(columns(rng, n_per_interim * n_interims), n_per_interim=n_per_interim,
+                           n_interims=n_interims, n_permutations=200, seed=int(rng.integers(2**31)),
+                           permutation=permutation)
+        decisions = dict(zip(res.comparisons, res.decisions))
+        errors += any(decisions[pair] in ("larger", "smaller") for pair in true_nulls)
+    return errors
+
+
+def _two_spreads(rng, rows):  # a1 = a2 ~ N(0, 0.1^2), a3 = a4 ~ N(0, 1): the issue's partial null
+    return np.column_stack([rng.normal(0, s, rows) for s in (0.1, 0.1, 1.0, 1.0)])
+
+
+def _one_low_spread(rng, rows):  # a1 ~ N(0, 0.1^2) among three equal N(0, 1) agents
+    return np.column_stack([rng.normal(0, s, rows) for s in (0.1, 1.0, 1.0, 1.0)])
+
+
+def _two_heavy_spreads(rng, rows):  # a1 = a2 ~ 0.1 t(2), a3 = a4 ~ Cauchy: unequal spreads, heavy tails
+    return np.column_stack([0.1 * rng.standard_t(2, (rows, 2)), rng.standard_cauchy((rows, 2))])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("columns", "true_nulls"),
+    [(_two_spreads, [(0, 1), (2, 3)]), (_one_low_spread, [(1, 2), (1, 3), (2, 3)]),
+     (_two_heavy_spreads, [(0, 1), (2, 3)])],
+    ids=["two-spreads", "one-low-spread", "two-heavy-spreads"],
+)
+def test_closed_fwe_under_partial_nulls_with_unequal_spreads(columns, true_nulls):
+    # Issue 20: relabel declares an equal pair different in 0.120 (two spreads) and 0.089 (one
+    # low spread) of the runs at N = 4, K = 5, alpha = 0.05.  400 data sets, bound alpha + 2 SE
+    # = 0.0718 (B = 200 paths keep the test exact, Hemerik and Goeman 2018; full size in bench/).
+    reps = 400
+    assert_fpr(_fwe(columns, 4, 5, true_nulls, reps, seed=20), reps, 0.05)
+
+
+@pytest.mark.slow
+def test_relabel_fails_the_same_partial_null():
+    # The check above can fail: the old default exceeds the bound on the same null (0.12 expected).
+    reps = 400
+    errors = _fwe(_two_spreads, 4, 5, [(0, 1), (2, 3)], reps, seed=20, permutation="relabel")
+    with pytest.raises(AssertionError, match="exceeds bound"):
+        assert_fpr(errors, reps, 0.05)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("agents", "law"),
+    [(3, "cauchy"), (4, "t2"), (5, "cauchy")],
+)
+def test_closed_fwe_under_global_nulls_with_heavy_tails(agents, law):
+    # Global null, 3-5 agents, Cauchy or Student t(2) scores, N = 5, K = 4; split measured
+    # 0.058-0.068 under global nulls with three or more agents.  300 data sets (bound 0.0752),
+    # 200 for five agents (bound 0.0808).
+    def columns(rng, rows):
+        return rng.standard_cauchy((rows, agents)) if law == "cauchy" else rng.standard_t(2, (rows, agents))
+
+    reps = 300 if agents < 5 else 200
+    pairs = [(i, j) for i in range(agents) for j in range(i + 1, agents)]
+    assert_fpr(_fwe(columns, 5, 4, pairs, reps, seed=agents), reps, 0.05)
+
+
+def test_closed_separates_a_low_spread_pair_beside_high_spread_agents():
+    # Power where it matters: a1 ~ N(0, 0.1^2) vs a2 ~ N(0.3, 0.1^2) (3 SD apart) next to
+    # a3 = a4 ~ N(0, 1).  The studentized statistic keeps the noisy pair from masking the clear one.
+    rng = np.random.default_rng(8)
+    hits = 0
+    for _ in range(10):
+        x = np.column_stack([rng.normal(m, s, 20) for m, s in ((0, 0.1), (0.3, 0.1), (0, 1), (0, 1))])
+        res = adastop_test(x, n_per_interim=4, n_interims=5, n_permutations=500, seed=int(rng.integers(2**31)))
+        hits += res.decision_table()["agent1"]["agent0"] == "larger"
+    assert hits >= 9
+
+
+def test_closed_on_tied_scores():
+    # Robot scores are often 0/1 or stuck at 1.0: equal scores give no evidence, two constant but
+    # different agents are separated, and nothing is NaN.
+    same = adastop_test(np.ones((20, 3)), n_per_interim=5, n_interims=4, n_permutations=500)
+    assert same.decisions == ("equal",) * 3
+    binary = np.column_stack([np.zeros(20), np.ones(20), np.ones(20)])
+    res = adastop_test(binary, n_per_interim=5, n_interims=4, n_permutations=500)
+    assert res.decision_table()["agent0"] == {"agent1": "smaller", "agent2": "smaller"}
+    assert res.decision_table()["agent1"]["agent2"] == "equal"
+
+
+def test_closed_ties_are_exact():
+    # A lone pair with N = 3 has C(6, 3) / 2 = 10 distinct |statistics| (an assignment and its
+    # mirror tie); a triple 9! / 3!^3 / 3! = 280 (the maximum over its three pairs is symmetric in
+    # the agents).  Paths dealing the same scores must tie bit for bit,
+    # so that a tie with the identity never counts as an exceedance by rounding luck.
+    from evalstop_ros.stats.adastop_closed import ClosedAdaStop
+
+    engine = ClosedAdaStop([(0, 1), (0, 2), (1, 2)], n_agents=3, n_per_interim=3, n_interims=1, alpha=0.2,
+                           n_permutations=3000, seed=1)
+    block = np.random.default_rng(4).normal(size=(3, 3))
+    assert np.unique(engine._block_stats((0, 1), block, 1)).size == 10
+    assert np.unique(engine._block_stats((0, 1, 2), block, 1)).size == math.factorial(9) // 6**3 // 6

@@ -8,12 +8,14 @@ the labels A/B of a comparison does not change the test of its pair.
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 
 from evalstop_ros.stats.errors import StatsInputError
 from evalstop_ros.stats.ranking import comparisons
-from evalstop_ros.stats.ranking_pairs import pairwise_tests
+from evalstop_ros.stats.ranking_pairs import RunOrderWarning, pairwise_tests
 from evalstop_ros.stats.sequential import Decision
 
 POOL = ["p0", "p1", "p2", "p3"]
@@ -37,14 +39,15 @@ def campaign(rng: np.random.Generator, m: int, edge: float = 0.0):
 def test_familywise_error_on_the_worst_case_null() -> None:
     rng = np.random.default_rng(11)
     reps, alpha = 300, 0.2
-    errors = sum(bool(pairwise_tests(campaign(rng, 300), alpha=alpha).decided()) for _ in range(reps))
+    errors = sum(bool(pairwise_tests(campaign(rng, 300), alpha=alpha, run_order="randomised").decided())
+                 for _ in range(reps))
     rate = errors / reps
     se = np.sqrt(alpha * (1 - alpha) / reps)
     assert rate <= alpha + 3 * se, f"FWER {rate:.3f} (SE {se:.3f}) exceeds alpha {alpha}"
 
 
 def test_planted_better_policy_is_found_and_others_stay_open() -> None:
-    family = pairwise_tests(campaign(np.random.default_rng(12), 1200, edge=0.3), alpha=0.05)
+    family = pairwise_tests(campaign(np.random.default_rng(12), 1200, edge=0.3), alpha=0.05, run_order="randomised")
     assert family.alpha_each == pytest.approx(0.05 / 12)
     for test in family.tests:
         if "p3" in (test.policy_a, test.policy_b):
@@ -78,3 +81,59 @@ def test_bad_arguments() -> None:
         pairwise_tests(data, metrics=("speed",))
     with pytest.raises(StatsInputError, match="`alpha` must lie in"):
         pairwise_tests(data, alpha=1.5)
+
+
+# -- run order (issue 20): label A ran first; a first-run advantage needs a random order ----------
+
+def ordered_campaign(rng: np.random.Generator, m: int, advantage: float, low_first: float, edge: float = 0.0):
+    """Random pairs of POOL; the lower-indexed policy runs first (label A) with probability
+    ``low_first``; the first run is preferred with probability 1/2 + advantage (and p3 by ``edge``)."""
+    a = rng.integers(0, 4, m)
+    b = (a + rng.integers(1, 4, m)) % 4
+    lo, hi = np.minimum(a, b), np.maximum(a, b)
+    first_lo = rng.random(m) < low_first
+    first, second = np.where(first_lo, lo, hi), np.where(first_lo, hi, lo)
+    p_first = 0.5 + advantage + edge * (first == 3) - edge * (second == 3)
+    prefer_first = rng.random(m) < p_first
+    progress = np.clip(rng.random((2, m)) + np.array([[advantage], [0.0]]), 0.0, 1.0)
+    return comparisons([POOL[k] for k in first], [POOL[k] for k in second], ["A" if x else "B" for x in prefer_first],
+                       progress_a=progress[0], progress_b=progress[1], policies=POOL)
+
+
+def test_fixed_run_order_is_flagged_in_one_line() -> None:
+    data = ordered_campaign(np.random.default_rng(3), 120, 0.0, low_first=1.0)
+    with pytest.warns(RunOrderWarning, match=r"run order \(label A first\) looks fixed for 6 pair\(s\) "
+                                             r"\(p0 first in \d+ of \d+ vs p1; .*; \+3 more\).*run_order='stratified'") as caught:
+        pairwise_tests(data)
+    assert len(caught) == 1 and "\n" not in str(caught[0].message)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        pairwise_tests(data, run_order="randomised")  # the caller vouches for the coin: silent
+        pairwise_tests(ordered_campaign(np.random.default_rng(3), 120, 0.0, low_first=0.5))  # balanced: silent
+
+
+@pytest.mark.slow
+def test_stratified_run_order_holds_under_a_first_run_advantage() -> None:
+    # First run preferred with probability 0.65 (and +0.15 progress), the lower-indexed policy
+    # first 3 times in 4, all policies equal: trusting the order lifts the family-wise error far
+    # above alpha = 0.2 (0.4 measured); stratifying keeps it <= alpha + 2 SE (150 campaigns).
+    rng = np.random.default_rng(20)
+    reps, alpha = 150, 0.2
+    bound = alpha + 2 * np.sqrt(alpha * (1 - alpha) / reps)
+    naive = stratified = 0
+    for _ in range(reps):
+        data = ordered_campaign(rng, 600, 0.15, low_first=0.75)
+        naive += bool(pairwise_tests(data, alpha=alpha, run_order="randomised").decided())
+        stratified += bool(pairwise_tests(data, alpha=alpha, run_order="stratified").decided())
+    assert stratified / reps <= bound, f"stratified FWER {stratified / reps:.3f} > {bound:.3f}"
+    assert naive / reps > bound, f"the order effect should show when trusted: {naive / reps:.3f}"
+
+
+def test_stratified_run_order_still_finds_a_better_policy() -> None:
+    data = ordered_campaign(np.random.default_rng(4), 1200, 0.1, low_first=0.5, edge=0.3)
+    family = pairwise_tests(data, alpha=0.05, run_order="stratified")
+    assert family.run_order == "stratified" and family.to_dict()["run_order"] == "stratified"
+    winners = {t.winner for t in family.tests if t.metric == "preference" and "p3" in (t.policy_a, t.policy_b)}
+    assert winners == {"p3"}
+    with pytest.raises(StatsInputError, match=r"`run_order` must be one of \('check', 'stratified', 'randomised'\)"):
+        pairwise_tests(data, run_order="fixed")

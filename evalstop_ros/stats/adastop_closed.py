@@ -1,0 +1,255 @@
+r"""AdaStop by closed testing: strong family-wise control under any partial null (issue 20).
+
+The paper's step-down (seed 002 Alg. 3) takes the boundary of the comparisons still open from
+one permutation law of all their statistics.  Lemma 3 then needs that law to be the null law of
+the *true* nulls' statistics, which fails when agents that are not equal (different spreads, say)
+are permuted together: pooling a low-spread agent's scores with high-spread ones shrinks the
+law of the maximum (the ``"relabel"`` scheme: FWE 0.12 at a nominal 0.05), and the ``"split"``
+paths are no relabeling of the data at all once three agents share comparisons.
+
+This module tests every intersection hypothesis with a permutation group that is exact for it,
+and combines them by closed testing (Marcus, Peritz and Gabriel 1976):
+
+* **Intersections are partitions.**  Equality of distributions is transitive, so the
+  intersection :math:`H_I = \bigcap_{j \in I} H_j` of comparisons :math:`I \subseteq C_0` says
+  that the agents of each connected component of the graph :math:`(\text{agents}, I)` share one
+  law.  Each :math:`H_I` is therefore :math:`H_\pi` for the partition :math:`\pi` of the agents
+  into those components, whose blocks are connected in the graph of :math:`C_0`; it implies
+  every comparison :math:`I(\pi)` of :math:`C_0` inside a block.
+* **One exact group-sequential test per partition** :math:`\phi_\pi`: at each interim the
+  scores of each block are relabeled among the block's agents (``N`` each, uniformly, blocks
+  independently), which leaves the joint law invariant under :math:`H_\pi` whatever the other
+  blocks' laws, spreads or tails.  The statistic is the largest studentized difference
+
+  .. math::
+
+      S_j = \frac{|\sum e(l_1) - \sum e(l_2)|}{\sqrt{\sum_{x \in l_1 \cup l_2} (x - \bar x_j)^2}},
+      \qquad M_\pi = \max_{j \in I(\pi)} S_j,
+
+  over the :math:`2kN` scores of the pair (the denominator is the pair's pooled sum of squares,
+  invariant when only the pair is relabeled, so a lone pair gets exactly seed 002's Eq. (8)
+  test; across pairs it makes the maximum scale-free).  The boundaries spend ``alpha`` linearly
+  over the ``K`` interims on the surviving paths, as seed 002 Eqs. (10)-(12).  Weak control of
+  :math:`\phi_\pi` is seed 002's Theorem 1 weak part (App. C.2, Lemma 2) for this group.
+* **Closed testing**: comparison ``j`` is rejected at interim ``k`` when every
+  :math:`\phi_\pi` with ``j`` inside a block has crossed its boundary at some interim
+  :math:`\le k`.  If :math:`\pi^*` is the partition of the agents into groups of equal laws, a
+  true null can only be rejected after :math:`\phi_{\pi^*}` (or a finer :math:`\phi_\pi`, also
+  exact under :math:`\pi^*`) crossed, which has probability at most ``alpha``.
+
+An agent leaves the rotation when its comparisons are all decided; by then every
+:math:`\phi_\pi` that relabels its scores has crossed, so no open test needs its later scores.
+The cost grows with the number of partitions (Bell numbers: 15, 52, 203, 877 for 4-7 agents
+with all pairs; :math:`2^{L-1}` for "one vs rest"), so :data:`MAX_PARTITIONS` caps it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator, Sequence
+
+import numpy as np
+from numpy.typing import NDArray
+
+from .errors import StatsInputError
+
+__all__ = ["MAX_PARTITIONS", "ClosedAdaStop", "closed_partitions"]
+
+#: Most intersection tests (partitions of the agents) one comparison may hold.
+MAX_PARTITIONS = 1000
+#: Slack (in permutation counts) of ``floor(level * B)``: the spent level is a sum of ratios.
+_COUNT_TOL = 1e-9
+#: Pooled sums of squares below this fraction of the raw ones are rounding noise: equal scores.
+_SPREAD_RTOL = 1e-12
+
+
+def _set_partitions(items: Sequence[int]) -> Iterator[list[list[int]]]:
+    """Every partition of ``items`` into non-empty blocks (restricted-growth order)."""
+    if not items:
+        yield []
+        return
+    first, rest = items[0], items[1:]
+    for smaller in _set_partitions(rest):
+        yield [[first], *smaller]
+        for b in range(len(smaller)):
+            yield [*smaller[:b], [first, *smaller[b]], *smaller[b + 1 :]]
+
+
+def _connected(block: Sequence[int], edges: set[frozenset[int]]) -> bool:
+    seen, todo = {block[0]}, [block[0]]
+    while todo:
+        a = todo.pop()
+        for b in block:
+            if b not in seen and frozenset((a, b)) in edges:
+                seen.add(b)
+                todo.append(b)
+    return len(seen) == len(block)
+
+
+def closed_partitions(comparisons: Sequence[tuple[int, int]]) -> list[tuple[tuple[int, ...], ...]] | None:
+    """The intersection hypotheses of ``comparisons`` as partitions (module docstring).
+
+    Each is a tuple of the non-singleton blocks (sorted agent indices), every block connected by
+    the comparisons; the partition with only singletons (no hypothesis) is left out.  ``None``
+    when there are more than :data:`MAX_PARTITIONS` (or too many partitions to look through).
+    """
+    agents = sorted({l for pair in comparisons for l in pair})
+    edges = {frozenset(pair) for pair in comparisons}
+    found = []
+    for count, partition in enumerate(_set_partitions(agents)):
+        if count > 200 * MAX_PARTITIONS:
+            return None
+        blocks = tuple(sorted(tuple(sorted(b)) for b in partition if len(b) > 1))
+        if blocks and all(_connected(b, edges) for b in blocks):
+            found.append(blocks)
+            if len(found) > MAX_PARTITIONS:
+                return None
+    return found
+
+
+class ClosedAdaStop:
+    """The closed-testing engine behind ``AdaStop(permutation="closed")`` (module docstring).
+
+    Parameters
+    ----------
+    comparisons : sequence of (int, int)
+        ``C_0`` as agent index pairs (at least three agents involved).
+    n_agents, n_per_interim, n_interims, alpha, n_permutations, seed :
+        As in :class:`~evalstop_ros.stats.adastop.AdaStop`.
+
+    Notes
+    -----
+    Path 0 is the identity; paths ``1 .. B-1`` give the ``L N`` positions of each interim i.i.d.
+    uniform keys, drawn from ``seed`` at construction (stored as their ranks).  Sorting the
+    positions of a block by key and dealing them ``N`` per agent is a uniform relabeling of that
+    block, independent across disjoint blocks, so one draw serves every partition (Hemerik and
+    Goeman 2018: a random subset of the group that contains the identity keeps the test exact).
+    """
+
+    def __init__(
+        self, comparisons: Sequence[tuple[int, int]], *, n_agents: int, n_per_interim: int, n_interims: int,
+        alpha: float, n_permutations: int, seed: int,
+    ) -> None:
+        self.comparisons = tuple(comparisons)
+        self.n_agents, self.n, self.k_max = n_agents, n_per_interim, n_interims
+        self.alpha, self.b = alpha, n_permutations
+        partitions = closed_partitions(self.comparisons)
+        if partitions is None:
+            agents = len({l for pair in self.comparisons for l in pair})
+            raise StatsInputError(
+                f"permutation 'closed' tests every partition of the agents and {agents} agents with these "
+                f"comparisons have more than {MAX_PARTITIONS}; compare fewer agents, pass one-vs-rest "
+                f"`comparisons`, or choose permutation 'relabel' or 'split' (not strongly controlled, see the docs)"
+            )
+        self.partitions = partitions
+        pair_index = {frozenset(p): j for j, p in enumerate(self.comparisons)}
+        #: per block: the comparisons inside it
+        self.block_pairs: dict[tuple[int, ...], NDArray[np.intp]] = {}
+        for blocks in self.partitions:
+            for block in blocks:
+                if block not in self.block_pairs:
+                    inside = [pair_index[frozenset((a, c))] for i, a in enumerate(block) for c in block[i + 1 :]
+                              if frozenset((a, c)) in pair_index]
+                    self.block_pairs[block] = np.asarray(sorted(inside), dtype=np.intp)
+        #: per partition: the comparisons it implies, and per comparison the partitions implying it
+        self.implies = [np.concatenate([self.block_pairs[b] for b in blocks]) for blocks in self.partitions]
+        self.holding: list[list[int]] = [[] for _ in self.comparisons]
+        for p, pairs in enumerate(self.implies):
+            for j in pairs:
+                self.holding[int(j)].append(p)
+        top = max(range(len(self.partitions)), key=lambda p: (self.implies[p].size, -p))
+        #: the intersection of all comparisons (weak-control test), reported as the boundary
+        self.top = top
+        size = n_agents * n_per_interim
+        #: random keys of the positions: sorting a block's positions by key relabels the block
+        drawn = np.random.default_rng(seed).random((self.b - 1, n_interims, size))
+        # the keys are the ranks of the uniform draws (same order, no ties, small integers: fast
+        # to sort and compare); interim-major, one contiguous slab per interim
+        dtype = np.int16 if size < 2**15 else np.int32
+        self.keys = np.empty((n_interims, self.b, size), dtype=dtype)
+        self.keys[:, 0] = np.arange(size)  # path 0: the identity
+        self.keys[:, 1:] = np.argsort(np.argsort(drawn, axis=-1), axis=-1).transpose(1, 0, 2)
+        self.crossed = np.zeros(len(self.partitions), dtype=bool)
+        self.crossed_at = np.zeros(len(self.partitions), dtype=np.int64)
+        self.alive = np.ones((len(self.partitions), self.b), dtype=bool)
+        self.spent = np.zeros(len(self.partitions))
+        self.boundary = np.full(len(self.partitions), math.inf)
+        #: per block: running (B, |block|) sums and sums of squares of the scores each agent receives
+        self._sums: dict[tuple[int, ...], tuple[NDArray[np.float64], NDArray[np.float64]]] = {}
+        self._centre: float | None = None
+        self.interim = 0
+
+    def _block_stats(self, block: tuple[int, ...], scores: NDArray[np.float64], k: int) -> NDArray[np.float64]:
+        """``(B,)`` largest studentized statistic of the block's comparisons, after interim ``k``."""
+        n = self.n
+        positions = np.concatenate([np.arange(l * n, (l + 1) * n) for l in block])
+        keys = self.keys[k - 1][:, positions]
+        # agent c of the block receives the positions whose key ranks in [cN, (c+1)N).  Each sum is
+        # its own masked sum in position order (einsum's loop, not BLAS): paths that deal an agent
+        # the same scores get bit-identical sums, so ties with the identity (the same or the
+        # mirrored assignment) are exact ties, counted as no exceedance on every machine.
+        cuts = np.sort(keys, axis=1)[:, n::n]  # (B, |block| - 1) smallest key of slots 1..
+        slot = np.zeros(keys.shape, dtype=np.int8)
+        for c in range(len(block) - 1):
+            slot += keys >= cuts[:, c : c + 1]
+        z = scores.reshape(-1)[positions]
+        zz = np.stack([z, np.square(z)], axis=1)  # (w, 2)
+        sums = np.empty((self.b, len(block), 2))
+        for c in range(len(block)):
+            sums[:, c] = np.einsum("bw,wk->bk", (slot == c).astype(np.float64), zz)
+        s, q = sums[:, :, 0], sums[:, :, 1]
+        if block in self._sums:
+            s_run, q_run = self._sums[block]
+            s, q = s + s_run, q + q_run
+        self._sums[block] = (s, q)
+        column = {l: c for c, l in enumerate(block)}
+        stat = np.zeros(self.b)
+        total = 2 * k * n
+        for j in self.block_pairs[block]:
+            a, c = (column[l] for l in self.comparisons[int(j)])
+            diff = s[:, a] - s[:, c]
+            squares = q[:, a] + q[:, c] - np.square(s[:, a] + s[:, c]) / total
+            spread = squares > _SPREAD_RTOL * (q[:, a] + q[:, c])  # else the pair's scores are all equal
+            with np.errstate(divide="ignore", invalid="ignore"):
+                studentized = np.where(spread, np.abs(diff) / np.sqrt(np.maximum(squares, 0.0)), 0.0)
+            np.maximum(stat, studentized, out=stat)
+        return stat
+
+    def update(self, block: NDArray[np.float64]) -> NDArray[np.bool_]:
+        """Analyse interim ``k`` (``block``: ``(L, N)`` scores); return the comparisons rejected so far."""
+        k = self.interim + 1
+        if self._centre is None:  # the statistics are shift-invariant: centre for numerical accuracy
+            used = sorted({l for pair in self.comparisons for l in pair})
+            self._centre = float(block[used].mean())
+        scores = np.where(np.isfinite(block), block - self._centre, 0.0)
+        open_parts = np.flatnonzero(~self.crossed)
+        needed = {b for p in open_parts for b in self.partitions[p]}
+        for stale in set(self._sums) - needed:
+            del self._sums[stale]
+        stats = {b: self._block_stats(b, scores, k) for b in sorted(needed)}
+        self.boundary[:] = math.inf
+        for p in open_parts:
+            blocks = self.partitions[p]
+            m = stats[blocks[0]].copy()
+            for b in blocks[1:]:
+                np.maximum(m, stats[b], out=m)
+            alive = self.alive[p]
+            allowed = math.floor((k * self.alpha / self.k_max - self.spent[p]) * self.b + _COUNT_TOL)
+            if allowed <= 0:
+                continue
+            values = m[alive]
+            ordered = -np.sort(-values)
+            boundary = float(ordered[min(allowed, ordered.size - 1)])
+            self.boundary[p] = boundary
+            self.spent[p] += np.count_nonzero(values > boundary) / self.b
+            if m[0] > boundary:
+                self.crossed[p] = True
+                self.crossed_at[p] = k
+            alive &= m <= boundary
+        self.interim = k
+        return np.array([bool(self.crossed[h].all()) for h in self.holding])
+
+    def signed_sums(self, block_sums: NDArray[np.float64]) -> NDArray[np.float64]:
+        """``sum e(l1) - sum e(l2)`` of every comparison from per-agent score totals."""
+        pairs = np.asarray(self.comparisons, dtype=np.intp)
+        return block_sums[pairs[:, 0]] - block_sums[pairs[:, 1]]
