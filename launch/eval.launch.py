@@ -65,7 +65,9 @@ def generate_launch_description():
                                           'policy_runner on a simulated arm), droid or widowx (policy_runner).'),
         DeclareLaunchArgument('servers_file',
                               default_value=PathJoinSubstitution([
-                                  FindPackageShare('evalstop'), 'config', [robot, '_servers.yaml']]),
+                                  FindPackageShare('evalstop'), 'config',
+                                  # (not a nested list [robot, '_servers.yaml']: Kilted-only)
+                                  PythonExpression(["'", robot, "_servers.yaml'"])]),
                               description='Policy id -> policy server map of policy_runner '
                                           '(default: config/<robot>_servers.yaml).'),
         DeclareLaunchArgument('confirm_reset',

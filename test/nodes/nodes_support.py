@@ -6,6 +6,7 @@ Nothing here imports rclpy at module level (pytest imports this file for its doc
 from __future__ import annotations
 
 import math
+import os
 import pathlib
 import re
 import signal
@@ -15,6 +16,13 @@ from typing import Any
 
 import pytest
 import yaml
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+#: colcon --merge-install prefix of the ROS package under test: ``build/ros/install`` (Kilted, ``make
+#: ros``) or, as ``make test`` sets it for the Jazzy run, ``build/ros-jazzy/install``.
+INSTALL = REPO / os.environ.get("EVALSTOP_ROS_INSTALL", "build/ros/install")
+#: Node executables (``install(PROGRAMS ...)`` in CMakeLists.txt).
+LIB = INSTALL / "lib" / "evalstop"
 
 #: A two-policy paired session: success by STEP, progress by N-SCORE (K = 21), 0.05 each
 #: (family-wise 0.1). Two-sided STEP at 0.05 uses the per-direction 0.025 table, which ships

@@ -8,9 +8,10 @@ import re
 import xml.etree.ElementTree as ET
 
 import pytest
+from nodes_support import INSTALL
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
-INSTALL = REPO / "build" / "ros" / "install"
+
 INTERFACES = sorted(
     p.relative_to(REPO).as_posix() for d in ("msg", "srv", "action") for p in (REPO / d).glob("*.*")
     if p.suffix in (".msg", ".srv", ".action")
