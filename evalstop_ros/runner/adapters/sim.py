@@ -5,7 +5,8 @@ condition, so a re-run sees the same scene). The exterior camera shows the goal:
 ``j`` (of 7) has brightness ``128 + 100 * goal[j]`` plus per-pixel Gaussian noise whose level is
 also drawn per rollout (some scenes are harder to see). The arm integrates joint velocities
 (clipped to ``max_velocity``) with step ``dt``; the rollout succeeds when every joint ends within
-``tolerance`` of the goal with the gripper closed. Progress is the fraction of the initial mean
+``tolerance`` of the goal with the gripper closed, and ends there (:meth:`SimArm.task_done`: the runner
+stops the rollout as a DROID operator ends an episode once the task is done). Progress is the fraction of the initial mean
 joint distance covered. A policy that reads the scene well (averages many pixels) and steers to
 it succeeds more often than one that reads a few pixels or steers badly; the runner's gripper
 threshold and velocity clipping act on the outcome as on a real arm.
@@ -109,10 +110,22 @@ class SimArm:
     def stop(self) -> None:
         self.stopped = True
 
+    def task_done(self) -> bool:
+        """Every joint within ``tolerance`` of the goal with the gripper closed: the success of :meth:`score`.
+
+        >>> arm = SimArm(seed=1); arm.begin(EpisodeInfo("s", 1, "t", "c"))
+        >>> arm.task_done()
+        False
+        >>> for _ in range(15): arm.act(np.append(arm.goal, 1.0), "joint_position")  # 1 rad/s: 12 steps at most
+        >>> arm.task_done(), arm.score().success
+        (True, True)
+        """
+        return float(np.abs(self.joints - self.goal).max()) < self.tolerance and self.gripper >= 0.5
+
     def score(self) -> Score:
-        error = np.abs(self.joints - self.goal)
-        if float(error.max()) < self.tolerance and self.gripper >= 0.5:
+        if self.task_done():
             return Score(True, 1.0)
+        error = np.abs(self.joints - self.goal)
         initial = float(np.abs(self._start - self.goal).mean())
         progress = 1.0 - float(error.mean()) / initial if initial > 0 else 0.0
         return Score(False, float(np.clip(progress, 0.0, 0.99)))
