@@ -14,6 +14,12 @@ nothing here waits on a single message (:meth:`RunnerLink.watch`, called from a 
 
 A response to a superseded send (the first answer after a re-send) cancels that duplicate
 rollout. The outcome goes to ``on_done(trial, result)`` exactly once per started trial.
+
+One runner per action: every action server publishes the action's ``_action/status`` topic, so
+:meth:`RunnerLink.servers` counts the runners on the action name from the ROS graph. With two
+(two stations on one domain and action name) each goal would run on both robots -- rclpy's client
+only logs "Ignoring unexpected goal response" for the second -- so :meth:`RunnerLink.start` sends
+nothing while there is more than one, and says so in ``state`` (the manager pauses the session).
 """
 
 from __future__ import annotations
@@ -34,6 +40,8 @@ from ..session.session import PendingTrial
 
 __all__ = ["RunResult", "RunnerLink"]
 
+#: In ``RunnerLink.state`` while more than one runner serves the action (:meth:`RunnerLink.duplicate`).
+DUPLICATE = "runners serve"
 #: Goal states after which the runner has a result to give.
 TERMINAL = (GoalStatus.STATUS_SUCCEEDED, GoalStatus.STATUS_ABORTED, GoalStatus.STATUS_CANCELED)
 
@@ -82,8 +90,27 @@ class RunnerLink:
         """Drop the action client (a new session gets a new link)."""
         self.client.destroy()
 
+    def servers(self) -> int:
+        """Action servers on this action name now (graph query: publishers of ``<action>/_action/status``)."""
+        return self.node.count_publishers(f"{self.action_name}/_action/status")
+
+    def duplicate(self) -> str:
+        """What is wrong when more than one runner serves the action (``""``: one or none); sets ``state``."""
+        servers = self.servers()
+        if servers > 1:
+            self.state = (f"{servers} {DUPLICATE} the action '{self.action_name}': each goal would run on all "
+                          f"of them; stop all but one (two stations on one ROS domain? set ROS_DOMAIN_ID or a "
+                          f"namespace per station)")
+            return self.state
+        if DUPLICATE in self.state:
+            self.state = ""
+        return ""
+
     def start(self, trial: PendingTrial) -> bool:
-        """Send ``trial``'s goal; ``False`` (and ``state`` ``"waiting"``) while the runner is not there."""
+        """Send ``trial``'s goal; ``False`` (and ``state`` ``"waiting"``) while the runner is not there, or
+        while more than one runner serves the action (``state``: :meth:`duplicate`)."""
+        if self.duplicate():
+            return False
         if not self.client.server_is_ready():
             if self.state != "waiting":
                 self.node.get_logger().warning(
