@@ -33,12 +33,12 @@ from nodes_support import NodeProcess
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 #: The launch_testing test (``add_launch_test`` in CMakeLists.txt), run with ``launch_test``.
-LAUNCH_TEST = REPO / "test" / "launch" / "test_demo_launch.py"
+LAUNCH_TEST = REPO / "test" / "launch" / "test_demo_launch.py"  # (conftest.py: not collected by pytest)
 
 
 @pytest.fixture(scope="module")
-def ros2(ros_env: dict[str, str]) -> Callable[..., subprocess.CompletedProcess[str]]:
-    """``ros2(*args, timeout=60)``: run the ``ros2`` CLI (no daemon) in the test's ROS environment."""
+def ros2(ros_env: dict[str, str]) -> Iterator[Callable[..., subprocess.CompletedProcess[str]]]:
+    """``ros2(*args, timeout=90)``: run the ``ros2`` CLI in the test's ROS environment."""
     found = shutil.which("ros2", path=ros_env.get("PATH"))
     if found is None:
         why = "no `ros2` on PATH: `make ros-tools` (Kilted) or `make ros-jazzy` installs launch and ros2cli"
@@ -50,7 +50,8 @@ def ros2(ros_env: dict[str, str]) -> Callable[..., subprocess.CompletedProcess[s
         return subprocess.run([found, *args], env=ros_env, capture_output=True, text=True, timeout=timeout,
                               check=False)
 
-    return run
+    yield run
+    run("daemon", "stop")  # the daemon some verbs start on this test process's domain
 
 
 @pytest.fixture

@@ -52,9 +52,10 @@ def test_package_xml_header() -> None:
     # launch files are part of the package: launch/launch_ros at run time
     ("exec_depend", {"rclpy", "rosidl_default_runtime", "diagnostic_msgs", "python3-numpy",
                      "python3-scipy", "python3-pydantic", "python3-yaml", "launch", "launch_ros"}),
-    # the tools of test/nodes and test/launch, and what `colcon test` runs them with
-    ("test_depend", {"launch_testing", "launch_testing_ros", "launch_testing_ament_cmake", "ament_cmake_pytest",
-                     "python3-pytest"}),
+    # the tools of test/nodes and test/launch (launch_test, ros2 launch/param/topic/service/action), and
+    # what `colcon test` runs them with
+    ("test_depend", {"launch_testing", "ros2launch", "ros2cli", "ros2param", "ros2topic", "ros2service", "ros2action",
+                     "ament_cmake_pytest", "python3-pytest"}),
     # message packages our .msg files include
     ("depend", {"std_msgs", "builtin_interfaces", "action_msgs"}),
 ])
