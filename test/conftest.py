@@ -87,13 +87,14 @@ def ros_env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
         if os.environ.get("EVALSTOP_ROS_REQUIRED"):
             pytest.fail(f"ROS environment required but unusable: {problem}")
         pytest.skip(f"ROS environment unavailable: {problem}")
-    lock_path = REPO / "build" / f"{ROS_TARGET}.lock"
-    lock_path.parent.mkdir(parents=True, exist_ok=True)
-    with lock_path.open("w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        done = subprocess.run(["make", "-s", ROS_TARGET], cwd=REPO, capture_output=True, text=True, check=False)
-    if done.returncode != 0:
-        pytest.fail(f"`make {ROS_TARGET}` failed:\n{done.stdout}\n{done.stderr}")
+    if LIB.resolve().is_relative_to(REPO / "build"):  # our own build, not a ROS workspace's (colcon test)
+        lock_path = REPO / "build" / f"{ROS_TARGET}.lock"
+        lock_path.parent.mkdir(parents=True, exist_ok=True)
+        with lock_path.open("w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            done = subprocess.run(["make", "-s", ROS_TARGET], cwd=REPO, capture_output=True, text=True, check=False)
+        if done.returncode != 0:
+            pytest.fail(f"`make {ROS_TARGET}` failed:\n{done.stdout}\n{done.stderr}")
     log_dir = tmp_path_factory.mktemp("roslog")
     updates = {
         "ROS_DOMAIN_ID": str(ros_domain_id()),

@@ -18,9 +18,22 @@ import pytest
 import yaml
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
-#: colcon --merge-install prefix of the ROS package under test: ``build/ros/install`` (Kilted, ``make
-#: ros``) or, as ``make test`` sets it for the Jazzy run, ``build/ros-jazzy/install``.
-INSTALL = REPO / os.environ.get("EVALSTOP_ROS_INSTALL", "build/ros/install")
+
+
+def _install_prefix() -> pathlib.Path:
+    """``EVALSTOP_ROS_INSTALL`` (``make test`` sets it), else the first prefix on ``AMENT_PREFIX_PATH`` that has
+    the package (a sourced ROS workspace: ``colcon test``), else ``build/ros/install``."""
+    if os.environ.get("EVALSTOP_ROS_INSTALL"):
+        return REPO / os.environ["EVALSTOP_ROS_INSTALL"]
+    for prefix in filter(None, os.environ.get("AMENT_PREFIX_PATH", "").split(os.pathsep)):
+        if (pathlib.Path(prefix) / "share" / "evalstop" / "package.xml").is_file():
+            return pathlib.Path(prefix)
+    return REPO / "build" / "ros" / "install"
+
+
+#: Install prefix of the ROS package under test: ``build/ros/install`` (Kilted, ``make ros``), as ``make
+#: test`` sets it for the Jazzy run ``build/ros-jazzy/install``, or a ROS workspace's ``install``.
+INSTALL = _install_prefix()
 #: Node executables (``install(PROGRAMS ...)`` in CMakeLists.txt).
 LIB = INSTALL / "lib" / "evalstop"
 
