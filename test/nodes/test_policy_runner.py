@@ -97,7 +97,8 @@ def test_emergency_stop_mid_episode_pauses_the_session_with_nothing_lost(
     with PolicyServer("bad") as bad, PolicyServer("good") as good:
         servers = _servers_file(tmp_path / "s.yaml", {"bad_vla": bad.port, "good_vla": good.port})
         # 15 Hz, 40 steps: a rollout takes ~2.7 s, time to press the button in the middle of one
-        runner = start_node("policy_runner", params=_runner_params(servers, rate=15.0, max_steps=40))
+        runner = start_node("policy_runner", params=_runner_params(servers, rate=15.0, max_steps=40,
+                                                                   **{"sim.end_on_success": False}))
         manager = start_node("evaluation_manager", params=_manager_params(tmp_path, config))
         runner.wait_for(r"trial 2: rollout done", timeout=60.0)
         runner.wait_for(r"trial 3 \(attempt 1\): rollout started", timeout=30.0)

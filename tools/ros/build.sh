@@ -52,7 +52,8 @@ done
 export CMAKE_PREFIX_PATH="$venv" AMENT_PREFIX_PATH="$venv"
 
 # 3. colcon: one package, one worker, make -j2 (2 shared cores).
-#    BUILD_TESTING=OFF: we have no ament lint/gtest deps; the package's own tests are pytest.
+#    BUILD_TESTING=OFF unless EVALSTOP_BUILD_TESTING=ON: `colcon test` would run the pytest suite
+#    (CMakeLists.txt: ament_cmake_pytest), which `make test` runs itself.
 export MAKEFLAGS="${MAKEFLAGS:--j2}"
 pkg=$(sed -n 's:.*<name>\(.*\)</name>.*:\1:p' "$src/package.xml" | head -n1)
 cd "$root"
@@ -64,7 +65,7 @@ time colcon --log-base "$root/log" build \
   --merge-install \
   --parallel-workers 1 \
   --event-handlers console_direct+ \
-  --cmake-args -DBUILD_TESTING=OFF "-DPython3_EXECUTABLE=$venv/bin/python3"
+  --cmake-args "-DBUILD_TESTING=${EVALSTOP_BUILD_TESTING:-OFF}" "-DPython3_EXECUTABLE=$venv/bin/python3"
 
 cat <<EOF
 

@@ -57,14 +57,15 @@ class SimArm:
     :param noise: Range of the per-rollout pixel noise level (uint8 units).
     :param resolution: (height, width) of the simulated camera frames.
     :param max_velocity: Joint speed limit (rad/s).
+    :param end_on_success: :meth:`task_done` ends the rollout at success (False: never; it runs to max_steps).
     """
 
     action_spaces = ("joint_velocity", "joint_position")
 
     def __init__(self, *, seed: int = 0, dt: float = 1.0 / 15.0, tolerance: float = 0.05,
                  noise: tuple[float, float] = (5.0, 60.0), resolution: tuple[int, int] = (64, 64),
-                 max_velocity: float = 1.0) -> None:
-        self.seed, self.dt, self.tolerance = seed, dt, tolerance
+                 max_velocity: float = 1.0, end_on_success: bool = True) -> None:
+        self.seed, self.dt, self.tolerance, self.end_on_success = seed, dt, tolerance, end_on_success
         self.noise_range, self.resolution, self.max_velocity = noise, resolution, max_velocity
         self.goal = np.zeros(BANDS)
         self.joints = np.zeros(BANDS)
@@ -111,7 +112,8 @@ class SimArm:
         self.stopped = True
 
     def task_done(self) -> bool:
-        """Every joint within ``tolerance`` of the goal with the gripper closed: the success of :meth:`score`.
+        """Every joint within ``tolerance`` of the goal with the gripper closed (the success of :meth:`score`),
+        with ``end_on_success``: the runner then ends the rollout.
 
         >>> arm = SimArm(seed=1); arm.begin(EpisodeInfo("s", 1, "t", "c"))
         >>> arm.task_done()
@@ -120,10 +122,13 @@ class SimArm:
         >>> arm.task_done(), arm.score().success
         (True, True)
         """
+        return self.end_on_success and self._succeeded()
+
+    def _succeeded(self) -> bool:
         return float(np.abs(self.joints - self.goal).max()) < self.tolerance and self.gripper >= 0.5
 
     def score(self) -> Score:
-        if self.task_done():
+        if self._succeeded():
             return Score(True, 1.0)
         error = np.abs(self.joints - self.goal)
         initial = float(np.abs(self._start - self.goal).mean())
