@@ -82,7 +82,7 @@ from ._common import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, declare, parameter_error
 from .hub_mode import HubMode, hub_mode
 from .quick_log import QuickNode
 from .realtime import declare_thread_priority
-from .runner_link import RunnerLink, RunResult
+from .runner_link import HELD, RunnerLink, RunResult
 
 __all__ = ["EvaluationManager", "main"]
 
@@ -409,8 +409,8 @@ class EvaluationManager(QuickNode):
             self._advance()
             return
         if link.trial is None:
-            if link.state == "waiting" and session.state == SessionState.RUNNING:
-                self._advance()  # is the runner there now?
+            if (link.state == "waiting" or link.state.startswith(HELD)) and session.state == SessionState.RUNNING:
+                self._advance()  # is the runner there now (and alone)?
             return
         link.watch(session.config.runner.timeout_s)
 
