@@ -52,7 +52,7 @@ JAZZY_ENV     := EVALSTOP_VENV=$(JAZZY_VENV) EVALSTOP_INSTALL=$(JAZZY_INSTALL) .
 #: the ROS test directories run under Jazzy (the whole suite runs under Kilted)
 JAZZY_TESTS   := test/nodes test/launch
 
-.PHONY: venv ros ros-tools ros-jazzy demo demo-policy demo-hub demo-hub-ros test lint bench tables clean
+.PHONY: venv ros ros-tools ros-jazzy demo demo-policy demo-physics demo-hub demo-hub-ros test lint bench tables clean
 
 venv: $(STAMP)
 
@@ -130,6 +130,15 @@ demo-policy: venv ros
 	$(ROS_ENV) $(ROS_INSTALL)/lib/evalstop/evalstop_demo --robot sim_policy \
 	  --server-command "$$(tools/openpi_venv.sh) tools/openpi_policy_server.py"
 
+# Real physics: two scripted grasping policies (openpi's own server) on a simulated Franka Panda
+# (robosuite Lift in MuJoCo, rendered offscreen through EGL), stopped by STEP and N-SCORE; the
+# journal is audited and the HTML report shows the episode videos. tools/install_physics.sh adds
+# robosuite and MuJoCo to the venv (and Debian's EGL/Mesa if missing).
+demo-physics: venv ros
+	tools/install_physics.sh $(VENV)
+	$(ROS_ENV) $(ROS_INSTALL)/lib/evalstop/evalstop_demo --robot physics \
+	  --server-command "$$(tools/openpi_venv.sh) tools/openpi_policy_server.py"
+
 # Second demo: the evaluation hub on a local PostgreSQL server with three simulated stations.
 demo-hub: venv
 	$(PY) tools/hub/demo.py
@@ -138,17 +147,19 @@ demo-hub: venv
 demo-hub-ros: venv ros
 	$(ROS_ENV) ROS_DOMAIN_ID=$${ROS_DOMAIN_ID:-0} $(PY) tools/hub/demo.py --ros-stations
 
-# The report tests render HTML in Debian's headless Chromium (installed here if missing).
+# The report tests render HTML in Debian's headless Chromium (installed here if missing); the physics
+# tests need robosuite and EGL (tools/install_physics.sh): required, never skipped, under make test.
 # The ROS tests under Jazzy first (test/nodes, test/launch), then the whole suite under Kilted.
 # EVALSTOP_ROS_TARGET / EVALSTOP_ROS_INSTALL: the build the ROS fixtures keep up to date and run.
 # The robot:=sim_policy session (minutes: real-time rollouts at 15 Hz) runs once, under Jazzy.
 SIM_POLICY_LAUNCH := test/launch/test_ros2_launch.py::test_eval_launch_sim_policy_finishes_within_ten_minutes
 test: venv ros-tools ros ros-jazzy lint
 	tools/install_chromium.sh
+	tools/install_physics.sh $(VENV)
 	$(JAZZY_ENV) EVALSTOP_ROS_REQUIRED=1 EVALSTOP_LAUNCH_REQUIRED=1 EVALSTOP_ROS_TARGET=ros-jazzy \
 	  EVALSTOP_ROS_INSTALL=$(JAZZY_INSTALL) $(JAZZY_PY) -m pytest -p no:cacheprovider $(JAZZY_TESTS)
 	$(ROS_ENV) EVALSTOP_ROS_REQUIRED=1 EVALSTOP_LAUNCH_REQUIRED=1 EVALSTOP_REPORT_REQUIRED=1 \
-	  EVALSTOP_ROS_INSTALL=$(ROS_INSTALL) $(PY) -m pytest --deselect $(SIM_POLICY_LAUNCH)
+	  EVALSTOP_PHYSICS_REQUIRED=1 EVALSTOP_ROS_INSTALL=$(ROS_INSTALL) $(PY) -m pytest --deselect $(SIM_POLICY_LAUNCH)
 
 # The gates that keep the code as it is: ruff over the tree, mypy --strict over the ROS-free
 # core (stats, session, audit; pyproject.toml [tool.ruff], [tool.mypy]).

@@ -102,6 +102,12 @@ def generate_launch_description():
         DeclareLaunchArgument('operator_keys_file', default_value='',
                               description="The manager's key file of the authorized operators (empty: scores "
                                           "and controls are NOT authenticated)."),
+        DeclareLaunchArgument('allow_unsigned',
+                              default_value=PythonExpression(["'false' if '", robot, "' in ('droid', 'widowx') "
+                                                              "else 'true'"]),
+                              description='Run without operator_keys_file (unsigned scores and controls); default '
+                                          'false for the real robots (droid, widowx): make keys with '
+                                          '`evalstop keys new` (docs/integrity.md).'),
         DeclareLaunchArgument('teleop_key_file', default_value='',
                               description="The operator terminal's key file (signs scores and undo)."),
         DeclareLaunchArgument('runner_key_file', default_value='',
@@ -119,6 +125,7 @@ def generate_launch_description():
                 'journal_dir': ParameterValue(LaunchConfiguration('journal_dir'), value_type=str),
                 'confirm_reset': LaunchConfiguration('confirm_reset'),
                 'operator_keys_file': ParameterValue(LaunchConfiguration('operator_keys_file'), value_type=str),
+                'allow_unsigned': LaunchConfiguration('allow_unsigned'),
                 'thread_priority': ParameterValue(LaunchConfiguration('thread_priority'), value_type=int),
             }],
             # the session lives in the manager: when it exits (finished, aborted, or died),

@@ -100,6 +100,8 @@ def ros_env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
         "ROS_DOMAIN_ID": str(ros_domain_id()),
         "ROS_AUTOMATIC_DISCOVERY_RANGE": "LOCALHOST",
         "ROS_LOG_DIR": str(log_dir),
+        # the runners' private error logs ($ROS_HOME/evalstop/runner) too
+        "ROS_HOME": str(tmp_path_factory.mktemp("ros-home")),
         "RCUTILS_CONSOLE_OUTPUT_FORMAT": LOG_FORMAT,
         "RCUTILS_COLORIZED_OUTPUT": "0",
         "RCUTILS_LOGGING_BUFFERED_STREAM": "0",

@@ -9,6 +9,7 @@ both.  The recorder (:mod:`.recorder`) needs ROS and is imported only by ``evals
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import pathlib
 from collections.abc import Mapping
@@ -18,6 +19,7 @@ from .bag import is_bag, read_bag
 from .errors import AuditError
 from .journal import read_journal_record
 from .model import SessionRecord
+from .stream import compare_streams
 from .verify import CODES, AuditReport, ComparisonAudit, StepReplay, TrialAudit, Violation, verify
 
 __all__ = [
@@ -58,8 +60,24 @@ def read_source(path: str | os.PathLike[str], *, namespace: str | None = None,
 
 def audit(path: str | os.PathLike[str], *, config: SessionConfig | None = None, namespace: str | None = None,
           session_id: str | None = None, key: bytes | None = None,
-          operator_keys: Mapping[str, bytes] | None = None) -> AuditReport:
+          operator_keys: Mapping[str, bytes] | None = None,
+          against: str | os.PathLike[str] | None = None) -> AuditReport:
     """:func:`read_source` then :func:`verify` (``key``: for a bag without ``session_event``;
-    ``operator_keys``: check the signed scores' MACs)."""
-    return verify(read_source(path, namespace=namespace, session_id=session_id), config=config, key=key,
-                  operator_keys=operator_keys)
+    ``operator_keys``: check the signed scores' MACs).
+
+    ``against``: the other record of the same session -- a bag when ``path`` is a journal, or the
+    journal when ``path`` is a bag: the journal is compared with the recorded ``session_event``
+    stream event by event (:func:`~.stream.compare_streams`), its findings added to the report.
+    """
+    record = read_source(path, namespace=namespace, session_id=session_id)
+    report = verify(record, config=config, key=key, operator_keys=operator_keys)
+    if against is None:
+        return report
+    other = read_source(against, namespace=namespace, session_id=session_id or record.session_id)
+    kinds = {record.kind, other.kind}
+    if kinds != {"journal", "bag"}:
+        raise AuditError(f"{against}: compare a journal with a bag of the same session; found {record.kind} and "
+                         f"{other.kind}")
+    journal, recording = (record, other) if record.kind == "journal" else (other, record)
+    violations, notes = compare_streams(journal, recording)
+    return dataclasses.replace(report, violations=(*report.violations, *violations), notes=(*report.notes, *notes))

@@ -91,7 +91,7 @@ def read_journal_record(path: str | os.PathLike[str]) -> SessionRecord:
         states=tuple(event_states(events, [e.seq for e in events])), topic_counts=tuple(sorted(Counter(e.kind for e in events).items())),
         start_ns=min(stamps), end_ns=max(stamps), plan_key=contents.plan_key,
         chain_break=None if (b := contents.chain_break) is None else (b.seq, b.kind, b.trial_id),
-        truncated=contents.truncated,
+        truncated=contents.truncated, head_problem=contents.head_problem,
     )
 
 

@@ -197,6 +197,8 @@ class SessionRecord:
     #: ``(seq, kind, trial id)``, and why it looks truncated (``""`` if not).
     chain_break: tuple[int, str, int | None] | None = None
     truncated: str = ""
+    #: Why the journal's head file does not vouch for its last events (``""`` if it does).
+    head_problem: str = ""
 
     @property
     def has_journal_stream(self) -> bool:

@@ -94,6 +94,10 @@ CODES = {
     "letters_mismatch": "the final compact letter display is not reproduced",
     "journal_edited": "a journal event fails the hash chain: it was edited after it was written",
     "journal_truncated": "the journal holds fewer events than its head file records",
+    "journal_head_missing": "the journal's head file is missing or does not vouch for its last events (events may "
+                            "have been removed or appended without the session)",
+    "event_after_end": "the journal has a state change or data event after the session finished or was aborted",
+    "stream_mismatch": "the journal and the published session_event stream disagree, event by event",
     "key_unrevealed": "the randomization key was not revealed: labels, tokens and the plan cannot be checked",
     "key_mismatch": "the revealed randomization key does not match the commitment published at the start",
     "auth_replay": "an operator's journaled request counter did not increase: a replayed request was accepted",
@@ -107,6 +111,8 @@ MEAN_ATOL = 1e-9
 PRINT_DIGITS = 6
 _SCORE_KINDS = ("score_accepted", "post_decision_score", "score_duplicate", "score_rejected")
 _EDIT_KINDS = ("correction", "void")
+#: What a session journals after it finished or was aborted: its key, and messages it refused.
+AFTER_END_KINDS = frozenset({"key_revealed", "score_rejected", "score_duplicate", "message_rejected", "request_noted"})
 
 
 @dataclasses.dataclass(frozen=True)
@@ -497,6 +503,9 @@ class _Verifier:
                 "hash chain: it (or the event before it) was edited after it was written", seq))
         if record.truncated:
             self.violations.append(Violation("journal_truncated", (), f"journal truncated: {record.truncated}"))
+        if record.head_problem:
+            self.violations.append(Violation("journal_head_missing", (), f"journal not vouched for by its head "
+                                             f"file: {record.head_problem}"))
         if not record.events:
             if given is None:
                 raise AuditError(f"{record.source}: the bag has no session_event stream, which carries the key that "
@@ -712,6 +721,23 @@ class _Verifier:
         else:
             finals = [s.position for s in self.record.states if s.state in ("finished", "aborted")]
         self.stop_position = min(finals) if finals else None
+
+    def after_end(self) -> None:
+        """Nothing but the key's reveal and refusals (audit-only events) may follow ``finished``/``aborted``:
+        anything else was appended after the session ended (a forged event, re-chained or not)."""
+        if not self.record.has_journal_stream:
+            return
+        end = next((e for e in self.events if e.kind in ("finished", "aborted")), None)
+        if end is None:
+            return
+        late = [e for e in self.events if e.seq > end.seq and e.kind not in AFTER_END_KINDS]
+        if late:
+            first = late[0]
+            self.violate("event_after_end", [e.trial_id for e in late if e.trial_id], f"{len(late)} event(s) after "
+                         f"the session {end.kind} (event {end.seq}): first event {first.seq} ({first.kind}"
+                         f"{'' if first.trial_id is None else f', trial {first.trial_id}'}); a session journals "
+                         "nothing but its key and refused messages once it has ended", first.seq, first.stamp_ns,
+                         data=False)
 
     def submissions(self) -> list[tuple[int, int, int | None, dict[str, Any], str, str]]:
         """(position, stamp, claimed trial, submission, outcome, origin) of every score seen."""
@@ -1306,6 +1332,7 @@ def verify(record: SessionRecord, *, config: SessionConfig | None = None, key: b
     v.counted_stream()
     book = v.fold()
     v.stop()
+    v.after_end()
     v.protocol(book)
     if resolved.schedule == "active":  # re-run every scheduling choice from the journal (seed 004)
         from .active import check_choices
@@ -1347,7 +1374,7 @@ def verify(record: SessionRecord, *, config: SessionConfig | None = None, key: b
         v.violate("letters_mismatch", [], f"final compact letter display published {published_letters}, recomputed "
                   f"{final_letters}", data=False)
     return AuditReport(
-        record=record, config=resolved, config_origin=origin, trials=tuple(_trials(v, book)), tests=tuple(tests),
+        record=v.record, config=resolved, config_origin=origin, trials=tuple(_trials(v, book)), tests=tuple(tests),
         letters=final_letters, violations=tuple(v.violations), notes=tuple(v.notes), final_state=final_state,
         statuses_checked=sum(checked.values()),
     )

@@ -8,6 +8,8 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from ..limits import BINS_LIMIT, COUNT_LIMIT, N_MAX_LIMIT, SEED_LIMIT, STEP_N_MAX_LIMIT
+
 if TYPE_CHECKING:
     from tqdm import tqdm
 
@@ -56,21 +58,38 @@ def float_list(text: str) -> list[float]:
         raise argparse.ArgumentTypeError(f"expected comma-separated numbers; found {text!r}") from None
 
 
-#: Largest horizon any verb accepts (a trial budget beyond this is no real-robot evaluation).
-N_MAX_LIMIT = 100_000
-#: Largest STEP horizon: STEP's tables take O(n_max^2) memory and minutes already at 500.
-STEP_N_MAX_LIMIT = 5_000
+def bounded_int(low: int, high: int, what: str = "a whole number") -> Callable[[str], int]:
+    """An argparse ``type``: an integer in ``[low, high]``, else a one-line usage error (exit 2).
+
+    >>> bounded_int(2, 10)("7"), bounded_int(2, 10).__name__
+    (7, 'integer in [2, 10]')
+    >>> bounded_int(2, 10)("1000000000")
+    Traceback (most recent call last):
+    ...
+    argparse.ArgumentTypeError: must lie in [2, 10]; found 1000000000
+    """
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {what}; found {text!r}") from None
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"must lie in [{low}, {high}]; found {value}")
+        return value
+
+    parse.__name__ = f"integer in [{low}, {high}]"  # argparse names the type in its message
+    return parse
 
 
-def n_max_type(text: str) -> int:
-    """``--n-max``: an integer in ``[1, N_MAX_LIMIT]`` (an argparse ``type``: a clear usage error)."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number of trials; found {text!r}") from None
-    if not 1 <= value <= N_MAX_LIMIT:
-        raise argparse.ArgumentTypeError(f"must lie in [1, {N_MAX_LIMIT}]; found {value}")
-    return value
+#: ``--n-max``: an integer in ``[1, N_MAX_LIMIT]``.
+n_max_type = bounded_int(1, N_MAX_LIMIT, "a whole number of trials")
+#: ``--bins``: N-SCORE's ``K`` in ``[2, BINS_LIMIT]``.
+bins_type = bounded_int(2, BINS_LIMIT, "a whole number of bins")
+#: ``--seed``: a non-negative integer of at most 64 bits.
+seed_type = bounded_int(0, SEED_LIMIT, "a non-negative whole number")
+#: Counts of the CLI (bootstrap resamples, buckets, grid points, trials).
+count_type = bounded_int(1, COUNT_LIMIT, "a whole number")
 
 
 def check_step_n_max(method: str, n_max: int | None) -> None:

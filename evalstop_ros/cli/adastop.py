@@ -17,9 +17,10 @@ import csv
 import numpy as np
 from numpy.typing import NDArray
 
+from ..limits import INTERIM_SIZE_LIMIT, INTERIMS_LIMIT, PERMUTATIONS_LIMIT
 from ..stats.adastop import PERMUTATIONS, AdaStopResult, adastop_test
 from ..stats.families import comparison_pairs
-from ._common import CliError, print_json
+from ._common import CliError, bounded_int, print_json, seed_type
 from .data import parse_number
 
 DESCRIPTION = """\
@@ -31,7 +32,7 @@ needs the next interim.  An agent whose comparisons are all decided stops early;
 may be empty."""
 EPILOG = """\
 example:
-  evalstop adastop mujoco.csv --n-per-interim 5 --interims 6 --alpha 0.05 --permutations 10000
+  evalstop adastop examples/adastop_scores.csv --n-per-interim 5 --interims 6 --alpha 0.05 --permutations 10000
 
 exit status: 0 done (finished or waiting for the next interim), 2 usage or input error."""
 
@@ -39,14 +40,14 @@ exit status: 0 done (finished or waiting for the next interim), 2 usage or input
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Declare the options of ``evalstop adastop``."""
     parser.add_argument("scores", help="CSV file: header of agent names, one row per run, interim order")
-    parser.add_argument("--n-per-interim", type=int, required=True, metavar="N", help="scores per agent per interim")
-    parser.add_argument("--interims", type=int, required=True, metavar="K", help="maximum number of interims")
+    parser.add_argument("--n-per-interim", type=bounded_int(1, INTERIM_SIZE_LIMIT), required=True, metavar="N", help="scores per agent per interim")
+    parser.add_argument("--interims", type=bounded_int(1, INTERIMS_LIMIT), required=True, metavar="K", help="maximum number of interims")
     parser.add_argument("--alpha", type=float, required=True, help="family-wise error level in (0, 1)")
     parser.add_argument(
-        "--permutations", type=int, default=10_000, metavar="B",
+        "--permutations", type=bounded_int(1, PERMUTATIONS_LIMIT), default=10_000, metavar="B",
         help="permutation paths per interim at most (default %(default)s)",
     )
-    parser.add_argument("--seed", type=int, default=0, help="seed of the random permutations (default %(default)s)")
+    parser.add_argument("--seed", type=seed_type, default=0, help="seed of the random permutations (default %(default)s)")
     parser.add_argument(
         "--baseline", default=None, metavar="AGENT",
         help="compare every agent with AGENT only (default: all pairs)",

@@ -10,11 +10,14 @@ from __future__ import annotations
 
 import argparse
 import math
+import sys
+
+import numpy as np
 
 from ..stats.methods import VALIDITY
 from ..stats.registry import METHODS, run_test
 from ..stats.sequential import Decision, SequentialResult
-from ._common import CliError, add_alpha_alternative, check_step_n_max, n_max_type, print_json
+from ._common import CliError, add_alpha_alternative, bins_type, check_step_n_max, n_max_type, print_json, seed_type
 from .data import PairedScores, load_pairs
 from .step import fetch_table
 
@@ -26,12 +29,21 @@ The CSV is wide (header policy_a,policy_b, one row per trial; or any two columns
 --columns A,B) or long (header trial,policy,score; pairs formed by trial id in order of first
 appearance; --columns A,B picks and orients two policies).  Scores lie in [0, 1]."""
 EPILOG = """\
-example:
-  evalstop analyze towel.csv --method nscore --alpha 0.05 --alternative greater
+examples:
+  evalstop analyze examples/towel_like.csv --method step --alpha 0.05 --n-max 200
+  evalstop analyze examples/progress_like.csv --method nscore --bins 21 --alpha 0.05 --alternative greater
 
-exit status: 0 done (whatever the decision), 2 usage or input error."""
+The anytime p-value of a two-sided test is min(1, 2 min(p_greater, p_less)), each one-sided
+p-value being 1 / (largest e-value so far) of its direction; the test stops where p <= alpha.
+
+exit status: 0 done (whatever the decision), 2 usage or input error; 141 stdout closed early
+(e.g. piped into head)."""
 #: Human output shows every this-many-th trial of the p-value path, plus the last one.
 TABLE_EVERY = 10
+
+
+#: N-SCORE's bins when --bins is not given (binary success).
+DEFAULT_BINS = 2
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -44,8 +56,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="horizon: required by step and lai; for nscore, wsr and savi an optional budget "
         "(default: all pairs)",
     )
-    parser.add_argument("--seed", type=int, default=0, help="STEP randomization seed, fixed before the data (default %(default)s)")
-    parser.add_argument("--bins", type=int, default=2, help="N-SCORE score bins K (default %(default)s)")
+    parser.add_argument("--seed", type=seed_type, default=0, help="STEP randomization seed, fixed before the data (default %(default)s)")
+    parser.add_argument("--bins", type=bins_type, default=None,
+                        help=f"N-SCORE score bins K (default {DEFAULT_BINS}: binary scores; for partial scores in "
+                        "[0, 1] use 21, steps of 0.05, as the paper's N-SCORE_inf)")
     parser.add_argument("--wsr-c", type=float, default=0.95, dest="c", help="WSR bet cap c (default %(default)s)")
     parser.add_argument(
         "--columns", default=None, metavar="A,B",
@@ -67,6 +81,9 @@ def run(args: argparse.Namespace) -> int:
     """Load the pairs, run the test, print the result; 0 on success."""
     check_step_n_max(args.method, args.n_max)
     data = load_pairs(args.data, _columns(args.columns))
+    if args.bins is None:
+        args.bins = DEFAULT_BINS
+        _warn_partial_scores(args, data)
     if args.method == "step" and args.n_max is not None:
         fetch_table(args)  # a first synthesis shows its progress instead of sitting silent
     result = run_test(
@@ -82,6 +99,19 @@ def run(args: argparse.Namespace) -> int:
     else:
         print("\n".join(_report(data, result, args.n_max)))
     return 0
+
+
+def _warn_partial_scores(args: argparse.Namespace, data: PairedScores) -> None:
+    """One line on stderr when N-SCORE's default K = 2 meets scores other than 0 and 1: every
+    partial score would fall into the lowest bin, silently (seed 003 Sec. IV: K bins of [0, 1])."""
+    if args.method != "nscore":
+        return
+    scores = np.concatenate([data.scores_a, data.scores_b])
+    partial = int(np.count_nonzero((scores != 0.0) & (scores != 1.0)))
+    if partial:
+        print(f"{args.prog}: warning: {partial} of {scores.size} scores are neither 0 nor 1, but the default "
+              f"--bins {DEFAULT_BINS} counts only full successes (each partial score falls into the lowest bin); "
+              "pass --bins 21 for scores in [0, 1] (or --bins K for K evenly spaced levels)", file=sys.stderr)
 
 
 def _decision_line(data: PairedScores, result: SequentialResult, n_max: int | None) -> str:

@@ -41,6 +41,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--operator-keys", default=None, metavar="FILE",
                         help="the manager's operator key file: check that every signed score journaled is what "
                         "its operator signed (docs/integrity.md)")
+    parser.add_argument("--against", default=None, metavar="SOURCE",
+                        help="the other record of the session (a bag for a journal, the journal for a bag): "
+                        "compare the journal with the recorded session_event stream event by event")
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of the report")
 
 
@@ -90,7 +93,7 @@ def load(args: argparse.Namespace) -> AuditReport:
     try:
         operator_keys = read_keys(args.operator_keys) if getattr(args, "operator_keys", None) else None
         return audit(args.source, config=config, namespace=args.namespace, session_id=args.session_id,
-                     key=_key(args.key), operator_keys=operator_keys)
+                     key=_key(args.key), operator_keys=operator_keys, against=getattr(args, "against", None))
     except AuthError as err:
         raise CliError(str(err)) from err
     except AuditError as err:

@@ -1,7 +1,7 @@
 """``evalstop hub``: run the evaluation hub, manage its policies and stations, run a station.
 
-The hub's database is ``--db``: a PostgreSQL URL (``postgresql://...``) or an SQLite file (the
-default, ``hub.sqlite``). Sub-commands::
+The hub's database is --db: a PostgreSQL URL (postgresql://...) or an SQLite file (the
+default, hub.sqlite). Sub-commands:
 
   serve          the HTTP service (FastAPI + uvicorn)
   add-policy     register a policy and its policy-server address
@@ -10,6 +10,10 @@ default, ``hub.sqlite``). Sub-commands::
   export         the global journal as JSON lines
   analyze        the leaderboard re-computed offline from an exported journal
   station        a simulated station: lease, run, journal locally, upload (sync later)
+
+The leaderboard is at /leaderboard (HTML; a browser signs in there with a viewer or station
+key) and /v1/leaderboard (JSON, with the header Authorization: Bearer KEY); --public-leaderboard
+serves both without a key.
 """
 
 from __future__ import annotations
@@ -22,63 +26,84 @@ import sys
 from typing import Any
 
 from ..hub.errors import HubError
-from ._common import CliError, print_json
+from . import EXIT_UNAVAILABLE
+from ._common import CliError, bounded_int, count_type, print_json, seed_type
 
 HELP = "evaluation hub for many stations (serve, add-policy, add-station, revoke, export, analyze, station)"
 DESCRIPTION = __doc__.split("\n\n", 1)[1] if __doc__ else ""
 EPILOG = """\
 examples:
-  evalstop hub add-policy --db hub.sqlite pi0 tcp://10.0.0.5:8000
+  evalstop hub add-policy --db hub.sqlite pi0 sim://success=0.7
+  evalstop hub add-policy --db hub.sqlite octo sim://success=0.4
   evalstop hub add-station --db hub.sqlite lab1 --key-file lab1.key
   evalstop hub serve --db hub.sqlite --port 8765 --tasks towel,cup
   evalstop hub station --hub http://127.0.0.1:8765 --key-file lab1.key --dir lab1 --trials 20
-  evalstop hub export --db hub.sqlite -o journal.jsonl && evalstop hub analyze journal.jsonl --json"""
+  evalstop hub export --db hub.sqlite -o journal.jsonl && evalstop hub analyze journal.jsonl --json
+
+(sim://success=P is a simulated policy, what `hub station` runs; a real policy server is
+registered by its address, e.g. tcp://10.0.0.5:8000, and run by a ROS station.)
+
+exit status: 0 done, 2 usage or input error (unknown policy or station, unreadable journal),
+3 hub serve cannot listen on --host:--port (in use: pick another --port); 130 stopped (Ctrl-C)."""
 DEFAULT_DB = "hub.sqlite"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Declare the sub-commands of ``evalstop hub``."""
     sub = parser.add_subparsers(dest="hub_command", required=True)
-    serve = sub.add_parser("serve", help="run the hub service")
+    serve = sub.add_parser("serve", help="run the hub service",
+                           description="Run the hub's HTTP service (stations, leaderboard) until Ctrl-C.",
+                           epilog="example:\n  evalstop hub serve --db hub.sqlite --port 8765 --tasks towel,cup\n\n"
+                           "exit status: 0 stopped, 2 usage error, 3 cannot listen on --host:--port",
+                           formatter_class=argparse.RawDescriptionHelpFormatter)
     serve.add_argument("--db", default=DEFAULT_DB, help="postgresql:// URL or SQLite path (default %(default)s)")
-    serve.add_argument("--host", default="127.0.0.1")
-    serve.add_argument("--port", type=int, default=8765)
+    serve.add_argument("--host", default="127.0.0.1",
+                       help="address to listen on (default %(default)s: this machine only; 0.0.0.0 for every "
+                       "interface)")
+    serve.add_argument("--port", type=bounded_int(0, 65535), default=8765, help="TCP port to listen on (default %(default)s)")
     serve.add_argument("--tasks", default="default", help="comma-separated task/scene suggestions")
     serve.add_argument("--lease-seconds", type=float, default=60.0, help="lease length (default %(default)s)")
-    serve.add_argument("--schedule", choices=("need", "uniform"), default="need")
+    serve.add_argument("--schedule", choices=("need", "uniform"), default="need",
+                       help="how the next pair is drawn: need (among the pairs with the fewest assignments so far) or "
+                       "uniform (any pair; default %(default)s)")
     serve.add_argument("--method", default="nscore", help="pairwise anytime-valid test (default %(default)s)")
-    serve.add_argument("--alpha", type=float, default=0.05)
+    serve.add_argument("--alpha", type=float, default=0.05,
+                       help="level of each pairwise test (default %(default)s); with m pairs the family-wise error is "
+                       "at most m x alpha (the leaderboard says which decisions hold at alpha / m)")
     serve.add_argument("--ranker", choices=("winrate", "bt"), default="winrate", help="ranking model (default %(default)s)")
     serve.add_argument("--public-leaderboard", action="store_true", help="serve the leaderboard without a key")
-    serve.add_argument("--seed", type=int, default=None, help="seed of the pair draws")
+    serve.add_argument("--seed", type=seed_type, default=None, help="seed of the pair draws")
     policy = sub.add_parser("add-policy", help="register a policy")
-    policy.add_argument("--db", default=DEFAULT_DB)
-    policy.add_argument("name")
+    policy.add_argument("--db", default=DEFAULT_DB, help="postgresql:// URL or SQLite path (default %(default)s)")
+    policy.add_argument("name", help="policy name shown on the leaderboard")
     policy.add_argument("address", help="policy-server address (kept in the hub, given to runners only)")
     station = sub.add_parser("add-station", help="register a station and write its key")
-    station.add_argument("--db", default=DEFAULT_DB)
-    station.add_argument("station_id")
+    station.add_argument("--db", default=DEFAULT_DB, help="postgresql:// URL or SQLite path (default %(default)s)")
+    station.add_argument("station_id", help="the station's name (or the viewer's)")
     station.add_argument("--viewer", action="store_true", help="a read-only key (leaderboard, journal)")
     station.add_argument("--key-file", required=True, help="where to write the key (mode 600); it is shown nowhere else")
     revoke = sub.add_parser("revoke", help="revoke a station's key")
-    revoke.add_argument("--db", default=DEFAULT_DB)
-    revoke.add_argument("station_id")
+    revoke.add_argument("--db", default=DEFAULT_DB, help="postgresql:// URL or SQLite path (default %(default)s)")
+    revoke.add_argument("station_id", help="the station whose key stops working")
     export = sub.add_parser("export", help="write the global journal as JSON lines")
-    export.add_argument("--db", default=DEFAULT_DB)
+    export.add_argument("--db", default=DEFAULT_DB, help="postgresql:// URL or SQLite path (default %(default)s)")
     export.add_argument("-o", "--output", default="-", help="file (default stdout)")
     analyze = sub.add_parser("analyze", help="leaderboard of an exported journal, offline")
     analyze.add_argument("journal", help="JSON-lines journal from `evalstop hub export`")
-    analyze.add_argument("--method", default="nscore")
-    analyze.add_argument("--alpha", type=float, default=0.05)
-    analyze.add_argument("--ranker", choices=("winrate", "bt"), default="winrate")
-    analyze.add_argument("--json", action="store_true")
+    analyze.add_argument("--method", default="nscore", help="pairwise anytime-valid test (default %(default)s)")
+    analyze.add_argument("--alpha", type=float, default=0.05,
+                         help="level of each pairwise test (default %(default)s); see hub serve --help")
+    analyze.add_argument("--ranker", choices=("winrate", "bt"), default="winrate",
+                         help="ranking model: win rate or Bradley-Terry (default %(default)s)")
+    analyze.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
     run = sub.add_parser("station", help="run a simulated station against a hub")
     run.add_argument("--hub", required=True, help="hub URL, e.g. http://127.0.0.1:8765")
     run.add_argument("--key-file", default=None, help="file holding the key (default: $EVALSTOP_HUB_KEY)")
     run.add_argument("--dir", required=True, help="the station's directory (local journal)")
-    run.add_argument("--trials", type=int, required=True)
-    run.add_argument("--trial-seconds", type=float, default=0.2, help="simulated trial length")
-    run.add_argument("--seed", type=int, default=None)
+    run.add_argument("--trials", type=count_type, required=True, help="trials to run before stopping")
+    run.add_argument("--trial-seconds", type=float, default=0.2,
+                     help="simulated trial length in s (default %(default)s)")
+    run.add_argument("--seed", type=seed_type, default=None, help="seed of the simulated outcomes (default: random)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -100,11 +125,38 @@ def _serve(args: argparse.Namespace) -> int:
                            schedule=args.schedule, method=args.method, alpha=args.alpha, ranker=args.ranker,
                            public_leaderboard=args.public_leaderboard, seed=args.seed)
     app = create_app(store, settings)
+    problem = _cannot_listen(args.host, args.port)
+    if problem:
+        store.close()
+        print(f"{args.prog} serve: error: cannot listen on {args.host}:{args.port}: {problem}", file=sys.stderr)
+        return EXIT_UNAVAILABLE
     print(f"evalstop hub on http://{args.host}:{args.port} ({store.dialect}, schema v{store.schema_version()})",
           file=sys.stderr, flush=True)
     uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
     store.close()
     return 0
+
+
+def _cannot_listen(host: str, port: int) -> str:
+    """Why a server could not listen on ``host:port`` ("" when it can): checked before the URL is
+    announced, with the options uvicorn binds with (SO_REUSEADDR)."""
+    import errno
+    import socket
+
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except OSError as err:
+        return f"unknown host ({err.strerror or err})"
+    family, kind, proto, _, address = infos[0]
+    with socket.socket(family, kind, proto) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind(address)
+        except OSError as err:
+            if err.errno == errno.EADDRINUSE:
+                return "the port is in use (another hub or program; pick another --port)"
+            return err.strerror or str(err)
+    return ""
 
 
 def _add_policy(args: argparse.Namespace) -> int:

@@ -18,12 +18,24 @@ import pathlib
 from ..session.auth import AuthError, new_keys, write_keys
 from ._common import CliError
 
-DESCRIPTION = __doc__.split("\n\n", 1)[1] if __doc__ else ""
+DESCRIPTION = """\
+`evalstop keys new OPERATOR... --dir DIR` draws a fresh key (from the OS) for every operator and
+writes, readable by their owner only:
+
+  DIR/operators.keys   every operator, for the manager (parameter operator_keys_file)
+  DIR/OPERATOR.key     one operator's own line, for its terminal (teleop_scorer's key_file) or
+                       for policy_runner (key_file); a ':' in a name becomes '_'
+
+Existing files are not overwritten.  See docs/integrity.md."""
 EPILOG = """\
 example:
   evalstop keys new alice bob auto:runner --dir lab-keys
-  ros2 run evalstop evaluation_manager --ros-args -p operator_keys_file:=lab-keys/operators.keys ...
-  ros2 run evalstop teleop_scorer --ros-args -p key_file:=lab-keys/alice.key"""
+
+then give the files to the nodes:
+  ros2 run evalstop evaluation_manager --ros-args -p operator_keys_file:=lab-keys/operators.keys
+  ros2 run evalstop teleop_scorer --ros-args -p key_file:=lab-keys/alice.key
+
+exit status: 0 keys written, 2 usage error (a file exists already, a bad operator name)."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from collections.abc import Sequence
 from types import ModuleType
+from typing import NoReturn
 
 from .. import __version__
 from ..stats.errors import StatsInputError
-from . import EXIT_USAGE
+from . import EXIT_BROKEN_PIPE, EXIT_INTERRUPTED, EXIT_USAGE
 from ._common import CliError
 
 #: The verbs and their one-line help, in the order ``evalstop --help`` lists them.  Each verb is
@@ -29,23 +31,36 @@ VERBS = {
     "keys": "create operator key files for authenticated scores and session control",
 }
 EPILOG = """\
-examples:
-  evalstop analyze towel.csv --method nscore --alpha 0.05
+examples (the files under examples/ ship with evalstop; session_bag/ is a recorded session):
+  evalstop analyze examples/towel_like.csv --method step --alpha 0.05 --n-max 200
   evalstop simulate --method step --p0 0.45 --p1 0.55 --n-max 100 --alpha 0.05 --reps 2000
   evalstop step check --n-max 100 --alpha 0.05
-  evalstop adastop mujoco.csv --n-per-interim 5 --interims 6 --alpha 0.05
+  evalstop adastop examples/adastop_scores.csv --n-per-interim 5 --interims 6 --alpha 0.05
   evalstop audit session_bag/ --json
   evalstop report session_bag/ -o session_report
-  evalstop rank arena.csv --model task --json
+  evalstop rank examples/arena_ab.csv --model task --json
   evalstop hub serve --db hub.sqlite --port 8765
 
-exit status: 0 done, 1 a check failed (step check), 2 usage or input error.
-(evalstop audit: 1 when a published decision is not reproduced or the protocol was broken.)"""
+exit status (every verb; `evalstop VERB --help` says which apply):
+  0    done
+  1    a check failed (step check: Type-I error above alpha; audit: a published decision not
+       reproduced or the protocol broken)
+  2    usage or input error (one line on stderr naming the file, line and value)
+  3    a service cannot start (hub serve: the port is in use or cannot be bound)
+  130  interrupted (Ctrl-C)
+  141  stdout closed early (e.g. `--json | head`): the output was cut, nothing else is wrong"""
 
 
 def verb_module(name: str) -> ModuleType:
     """The module implementing verb ``name`` (``add_arguments``, ``run``, ``DESCRIPTION``, ``EPILOG``)."""
     return importlib.import_module(f".{name}", __package__)
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with one-line usage errors: ``evalstop VERB: error: MESSAGE (see ... --help)``, status 2."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see `{self.prog} --help`)\n")
 
 
 def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
@@ -57,7 +72,7 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     """
     chosen = next((arg for arg in argv if not arg.startswith("-")), None) if argv is not None else None
     wanted = set(VERBS) if argv is None else {chosen}
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="evalstop",
         description="Sequential policy comparison with anytime-valid stopping (STEP, N-SCORE, ...).",
         epilog=EPILOG,
@@ -94,9 +109,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SystemExit as done:  # --help, --version (0) or a usage error (2), already printed
         return done.code if isinstance(done.code, int) else EXIT_USAGE
     try:
-        return int(args.run(args))
+        status = int(args.run(args))
+        sys.stdout.flush()  # a closed pipe shows here, not at interpreter exit
+        return status
     except (CliError, StatsInputError) as err:
         print(f"{args.prog}: error: {err}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
-        return 130
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        # the reader (e.g. `head`) closed stdout early: stop quietly, as a command in a pipe should;
+        # stdout goes to /dev/null so that the interpreter's final flush does not fail again
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return EXIT_BROKEN_PIPE

@@ -14,9 +14,10 @@ from typing import Any
 
 import yaml  # type: ignore[import-untyped, unused-ignore]
 
+from ..limits import COUNT_LIMIT
 from ..stats.ranking import Comparisons, Ranking, fit_bt, fit_davidson, fit_elo, fit_prog, group_summary
 from ..stats.ranking_task import TaskModelOptions, fit_task
-from ._common import CliError, print_json
+from ._common import CliError, bounded_int, print_json, seed_type
 from .ab_data import ABTable, load_ab
 
 HELP = "rank policies from pairwise A/B comparisons (BT, Davidson, Elo, PROG, task-aware)"
@@ -35,7 +36,8 @@ models (seed 001, RoboArena, Sec. 3.2 and App. B):
   task      the paper's task-aware model (latent task buckets, EM of App. B); score = theta"""
 EPILOG = """\
 example:
-  evalstop rank arena.csv --model task --json
+  evalstop rank examples/arena_ab.csv --model task --json
+  evalstop rank examples/arena_ab.csv --model bt
 
 exit status: 0 ranking printed, 2 usage or input error."""
 MODELS = ("bt", "davidson", "elo", "prog", "task")
@@ -47,14 +49,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", choices=MODELS, default="task", help="ranking model (default %(default)s)")
     parser.add_argument("--l2", type=float, default=1e-2, help="L2 penalty of bt and davidson (default %(default)s)")
     parser.add_argument("--elo-k", type=float, default=None, help="Elo K-factor in log-odds units (default: chess's 32 points)")
-    parser.add_argument("--buckets", type=int, default=TaskModelOptions.n_buckets,
+    parser.add_argument("--buckets", type=bounded_int(1, 1000), default=TaskModelOptions.n_buckets,
                         help="task model: latent task buckets T (default %(default)s, App. B.6)")
     parser.add_argument("--partial-weight", type=float, default=1.0,
                         help="task model: weight of the progress scores (App. B.4; 0 = preferences only; "
                         "default %(default)s)")
-    parser.add_argument("--n-boot", type=int, default=None,
+    parser.add_argument("--n-boot", type=bounded_int(0, COUNT_LIMIT), default=None,
                         help="bootstrap resamples for the SE (elo default 200; task default 0 = information SE)")
-    parser.add_argument("--seed", type=int, default=0, help="seed of the EM start and the bootstrap (default %(default)s)")
+    parser.add_argument("--seed", type=seed_type, default=0, help="seed of the EM start and the bootstrap (default %(default)s)")
     parser.add_argument("--categories", action="store_true",
                         help="sort the task instructions into the paper's 11 categories with the bundled sentence "
                         "model and add per-category win rates and progress per policy (needs evalstop[categories])")

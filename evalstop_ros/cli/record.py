@@ -19,8 +19,9 @@ every message as received to a rosbag2 bag with the message definitions embedded
 (tools/ros/env.sh).  Start it before the session; stop it with Ctrl-C, or let it stop by
 itself with --until-finished."""
 EPILOG = """\
-example:
+examples:
   evalstop record -o session_bag --storage mcap --until-finished
+  evalstop record -o quiet_bag --duration 5
 
 exit status: 0 recorded, 2 usage error (no ROS environment, bag already exists)."""
 

@@ -1,4 +1,4 @@
-"""``evalstop report``: an HTML page, PNG figures and CSV exports of a recorded session.
+"""``evalstop report``: an HTML page, figures (PNG, SVG, PDF) and data exports of a recorded session.
 
 A thin layer over :func:`evalstop_ros.audit.audit` and :func:`evalstop_ros.report.write_report`;
 the page shows the audit's verdict at the top.
@@ -13,26 +13,42 @@ from .audit import add_source_arguments, load
 
 DESCRIPTION = """\
 Audit a session (a rosbag or its journal; see `evalstop audit`) and write a static report into
-DIR: index.html with the audit verdict, the decisions, the compact letter display and the
-trials saved against a fixed-N batch evaluation; PNG figures of the anytime p-value
-trajectories against alpha per comparison, the progress distribution per policy, success rates
-with anytime-valid confidence sequences, the letter display and the savings; trials.csv (every
-trial) and decisions.csv.  For a session whose runs policy_runner recorded (record_dir), the
-page also shows each trial's videos, linked where they lie (not copied).  Open DIR/index.html in
-a browser."""
+DIR: index.html with the audit verdict, the family-wise error statement, the decisions (means
+at each test's stop), the compact letter display and the trials saved against a fixed-N batch
+evaluation; figures of the anytime p-value trajectories against alpha per comparison, the
+progress distribution per policy, success rates with anytime-valid confidence sequences, the
+letter display and the savings, as PNG at 300 dpi and as SVG and PDF (vector, for papers);
+trials.csv (every trial) and decisions.csv with ISO 8601 UTC time stamps (and .parquet twins
+when pyarrow is installed; columns in docs/report.md).  For a session whose runs policy_runner
+recorded (record_dir), the page also shows each trial's videos, linked where they lie (not
+copied).  Open DIR/index.html in a browser."""
 EPILOG = """\
-example:
+examples:
   evalstop report session_bag/ -o session_report
+  evalstop report session_bag/ -o session_report --format pdf --json
 
 exit status: 0 report written (whatever the audit found: the page shows it),
-2 usage or input error (unreadable source, no configuration)."""
+2 usage or input error (unreadable source, no configuration, unknown format)."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Declare the options of ``evalstop report``."""
     add_source_arguments(parser)
     parser.add_argument("-o", "--output", required=True, metavar="DIR", help="output directory (created if needed)")
+    parser.add_argument("--format", default="png,svg,pdf", metavar="LIST", type=_formats,
+                        help="figure formats, comma-separated, among png, svg, pdf (default %(default)s); the page "
+                             "shows the first of png or svg (a pdf-only report links its figures)")
     parser.add_argument("--json", action="store_true", help="print the written paths as one JSON object")
+
+
+def _formats(text: str) -> tuple[str, ...]:
+    from ..report.style import FORMATS
+
+    formats = tuple(f.strip().lower() for f in text.split(",") if f.strip())
+    unknown = [f for f in formats if f not in FORMATS]
+    if unknown or not formats:
+        raise argparse.ArgumentTypeError(f"formats must be among {', '.join(FORMATS)}; found {text!r}")
+    return formats
 
 
 def run(args: argparse.Namespace) -> int:
@@ -40,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
     from ..report import write_report
 
     report = load(args)
-    files = write_report(report, args.output)
+    files = write_report(report, args.output, args.format)
     if args.json:
         print_json({**files.to_dict(), "verified": report.verified})
     else:

@@ -12,10 +12,22 @@ import sys
 
 import numpy as np
 
+from ..limits import REPS_LIMIT
 from ..stats.registry import METHODS, make_process
 from ..stats.sequential import PairedProcess
 from ..stats.simulate import ScoreModel, SimulationSummary, bernoulli, continuous_beta, monte_carlo, partial_credit
-from ._common import CliError, add_alpha_alternative, check_step_n_max, float_list, n_max_type, print_json
+from ._common import (
+    CliError,
+    add_alpha_alternative,
+    bins_type,
+    bounded_int,
+    check_step_n_max,
+    float_list,
+    n_max_type,
+    print_json,
+    seed_type,
+)
+from ._estimates import announce, simulate_seconds
 from .step import fetch_table
 
 DESCRIPTION = """\
@@ -46,8 +58,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--method", choices=tuple(METHODS), required=True, help="sequential test")
     add_alpha_alternative(parser)
     parser.add_argument("--n-max", type=n_max_type, required=True, help="trials per sequence (the test's budget)")
-    parser.add_argument("--reps", type=int, required=True, help="number of simulated sequences")
-    parser.add_argument("--seed", type=int, default=0, help="seed of numpy.random.default_rng (default %(default)s)")
+    parser.add_argument("--reps", type=bounded_int(1, REPS_LIMIT), required=True, help="number of simulated sequences")
+    parser.add_argument("--seed", type=seed_type, default=0, help="seed of numpy.random.default_rng (default %(default)s)")
     parser.add_argument("--dist", choices=tuple(DIST_OPTIONS), default="bernoulli", help="score model (default %(default)s)")
     model = parser.add_argument_group("score model")
     model.add_argument("--p0", type=float, help="bernoulli: success probability of policy A")
@@ -58,9 +70,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     model.add_argument("--mean-a", type=float, help="beta: mean score of policy A")
     model.add_argument("--mean-b", type=float, help="beta: mean score of policy B")
     model.add_argument("--concentration", type=float, help="beta: a + b of each Beta law")
-    parser.add_argument("--bins", type=int, default=2, help="N-SCORE score bins K (default %(default)s)")
+    parser.add_argument("--bins", type=bins_type, default=2, help="N-SCORE score bins K (default %(default)s)")
     parser.add_argument("--wsr-c", type=float, default=0.95, dest="c", help="WSR bet cap c (default %(default)s)")
-    parser.add_argument("--chunk", type=int, default=None, help="sequences simulated at once (default: about 2M scores)")
+    parser.add_argument("--chunk", type=bounded_int(1, REPS_LIMIT), default=None, help="sequences simulated at once (default: about 2M scores)")
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of a summary")
 
 
@@ -83,6 +95,8 @@ def run(args: argparse.Namespace) -> int:
     """Build the model and the processes, simulate, print the summary; 0 on success."""
     check_step_n_max(args.method, args.n_max)
     model = _model(args)
+    announce(args.prog, simulate_seconds(args.method, args.n_max, args.reps, args.bins),
+             f"{args.reps} sequences x {args.n_max} pairs of {args.method}")
     if args.method == "step":
         fetch_table(args)  # a first synthesis shows its progress instead of sitting silent
 

@@ -27,11 +27,13 @@ from . import EXIT_CHECK_FAILED, EXIT_OK
 from ._common import (
     add_alpha_alternative,
     check_step_n_max,
+    count_type,
     n_max_type,
     print_json,
     progress_bar,
     step_callback,
 )
+from ._estimates import announce, step_check_seconds, step_synthesis_seconds
 
 DESCRIPTION = """\
 STEP decision tables: synthesize one into the user cache, check its exact worst-case Type-I
@@ -75,7 +77,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     _common_options(check)
-    check.add_argument("--grid-size", type=int, default=1000, help="null points checked (default %(default)s)")
+    check.add_argument("--grid-size", type=count_type, default=1000, help="null points checked (default %(default)s)")
     check.set_defaults(step_run=_check)
 
     oc = verbs.add_parser(
@@ -106,6 +108,9 @@ def fetch_table(args: argparse.Namespace) -> StepTable:
     A synthesis (minutes at ``n_max = 500``) shows a progress bar on a terminal unless
     ``args.json``; `analyze` and `simulate` call this first so that they do not sit silent.
     """
+    if find_table(args.n_max, _level(args)) is None:
+        announce(args.prog, step_synthesis_seconds(args.n_max), f"a STEP table for n_max {args.n_max} is "
+                 "synthesized once, then cached")
     with progress_bar(not args.json, args.n_max, "step") as bar:
         return load_table(args.n_max, _level(args), progress=step_callback(bar))
 
@@ -134,6 +139,7 @@ def _synthesize(args: argparse.Namespace) -> int:
     if existing is not None:
         table, path = StepTable.load(existing), existing
     else:
+        announce(args.prog, step_synthesis_seconds(args.n_max), f"synthesis at n_max {args.n_max}; scales as n_max^3")
         with progress_bar(not args.json, args.n_max, "step") as bar:
             table = synthesize_table(args.n_max, level, progress=step_callback(bar))
         path = table.save(cache_dir())
@@ -150,6 +156,8 @@ def _synthesize(args: argparse.Namespace) -> int:
 
 def _check(args: argparse.Namespace) -> int:
     table = fetch_table(args)
+    announce(args.prog, step_check_seconds(args.n_max, args.grid_size),
+             f"exact check of {args.grid_size} null points at n_max {args.n_max}; scales as grid x n_max^2")
     with progress_bar(not args.json, args.grid_size, "point") as bar:
         report = check_type1(table, grid_size=args.grid_size, progress=step_callback(bar))
     if args.json:

@@ -8,10 +8,16 @@ Endpoints (every one needs ``Authorization: Bearer <key>``; the leaderboard may 
 ``POST /v1/assignments/{id}/renew``        station   extend a live lease (heartbeat of a long trial)
 ``POST /v1/assignments/{id}/result``       station   report the scores once (idempotent by ``upload_id``)
 ``GET  /v1/leaderboard``                   any       ranking and pairwise sequential tests (JSON)
-``GET  /leaderboard``                      any       the same as an HTML page
+``GET  /leaderboard``                      any       the same as an HTML page (a browser without a key
+                                                     gets a sign-in form, 401)
+``POST /leaderboard/login``                -         form field ``key``: sets an HttpOnly cookie, back to the page
 ``GET  /v1/journal?after=SEQ``             viewer    the global journal (policy names included)
 ``GET  /v1/status``                        any       counts of assignments and results
 =========================================  ========  ====================================================
+
+A browser cannot send the ``Authorization`` header, so ``/leaderboard`` also accepts the key from
+the HttpOnly, SameSite=Strict cookie ``evalstop_hub_key`` that the sign-in form sets (path
+``/leaderboard``, :data:`~.page.COOKIE_DAYS` days); the JSON API takes the header only.
 
 Work sent to stations names the arms ``A`` and ``B`` only: policy names and server addresses
 stay in the hub, and the addresses reach the runner through the lease's one-off ticket.
@@ -28,20 +34,24 @@ import dataclasses
 import json
 import random
 import threading
+import urllib.parse
 from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
 from typing import Annotated, Any
 
 from fastapi import Depends, FastAPI, Header, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import HTMLResponse, JSONResponse
+from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from pydantic import BaseModel, ConfigDict, Field
 
 from .errors import HubError
 from .leaderboard import Leaderboard
-from .page import render_page
+from .page import COOKIE_DAYS, render_login, render_page
 from .store import HubStore, JournalEntry
 
-__all__ = ["HubSettings", "create_app"]
+__all__ = ["COOKIE", "HubSettings", "create_app"]
+
+#: The sign-in cookie of the leaderboard page (HttpOnly: no script reads it).
+COOKIE = "evalstop_hub_key"
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -212,9 +222,30 @@ def create_app(store: HubStore, settings: HubSettings = HubSettings()) -> FastAP
     def leaderboard_json() -> dict[str, Any]:
         return board.get()
 
-    @app.get("/leaderboard", response_class=HTMLResponse, dependencies=[Depends(reader)])
-    def leaderboard_page() -> str:
-        return render_page(board.get())
+    @app.get("/leaderboard", response_class=HTMLResponse)
+    def leaderboard_page(request: Request) -> HTMLResponse:
+        if not settings.public_leaderboard:
+            header = request.headers.get("authorization")
+            token = header.removeprefix("Bearer ").strip() if header else request.cookies.get(COOKIE)
+            try:
+                store.authenticate(token)
+            except HubError as err:
+                error = "" if token is None else f"that key was refused: {err}"
+                return HTMLResponse(render_login(error=error), status_code=401)
+        return HTMLResponse(render_page(board.get()))
+
+    @app.post("/leaderboard/login", response_class=HTMLResponse)
+    async def leaderboard_login(request: Request) -> Response:
+        form = urllib.parse.parse_qs((await request.body()).decode("utf-8", "replace"))
+        key = (form.get("key") or [""])[0].strip()
+        try:
+            await asyncio.to_thread(store.authenticate, key or None)
+        except HubError as err:
+            return HTMLResponse(render_login(error=f"that key was refused: {err}"), status_code=401)
+        done = RedirectResponse("/leaderboard", status_code=303)
+        done.set_cookie(COOKIE, key, max_age=COOKIE_DAYS * 86400, path="/leaderboard", httponly=True,
+                        samesite="strict", secure=request.url.scheme == "https")
+        return done
 
     @app.get("/v1/journal")
     def journal(who: Annotated[tuple[str, str], Depends(caller)], after: int = 0) -> list[dict[str, Any]]:

@@ -28,7 +28,7 @@ from ..stats.registry import METHODS, make_process
 from ..stats.sequential import Decision
 from .errors import HubError
 
-__all__ = ["RANKERS", "Leaderboard", "Trial", "leaderboard", "trials_of", "win_rate_ranking"]
+__all__ = ["RANKERS", "Leaderboard", "Trial", "intervals", "leaderboard", "trials_of", "win_rate_ranking"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -89,6 +89,31 @@ def bt_ranking(policies: Sequence[str], trials: Sequence[Trial]) -> list[dict[st
         row["rank"] = rank
         row["bt_score"] = score[row["policy"]]
     return rows
+
+
+def intervals(policies: Sequence[str], trials: Sequence[Trial], alpha: float) -> dict[str, dict[str, float | None]]:
+    """Per policy, the anytime-valid ``1 - alpha`` intervals of its win rate and mean score over
+    all its A/B trials (:func:`~evalstop_ros.stats.ranking.group_summary`, one group): valid
+    however long the hub has run and whenever the page is read."""
+    from ..stats.ranking import Comparisons, group_summary
+
+    names = tuple(sorted(policies))
+    index = {name: k for k, name in enumerate(names)}
+    if not trials or len(names) < 2:
+        return {}
+    data = Comparisons(names, np.array([index[t.policy_a] for t in trials]),
+                       np.array([index[t.policy_b] for t in trials]),
+                       np.array([2 if t.score_a > t.score_b else 1 if t.score_a == t.score_b else 0 for t in trials]),
+                       np.array([t.score_a for t in trials]), np.array([t.score_b for t in trials]),
+                       tuple(t.task for t in trials))
+
+    def finite(value: float) -> float | None:
+        return None if math.isnan(value) else float(value)
+
+    return {row.policy: {"win_low": finite(row.win_low), "win_high": finite(row.win_high),
+                         "score_low": finite(row.progress_low), "score_high": finite(row.progress_high),
+                         "interval_level": 1 - alpha}
+            for row in group_summary(data, ["all"] * len(trials), alpha=alpha)}
 
 
 #: Ranking methods by name (``--ranker``); more models of stats/ranking can register here.
@@ -159,10 +184,14 @@ class Leaderboard:
             self._pairs[(x, y)].add(sx, sy)
 
     def snapshot(self) -> dict[str, Any]:
-        """The leaderboard now: ranking plus one sequential test per pair (JSON-ready)."""
+        """The leaderboard now: ranking (with each policy's anytime-valid intervals) plus one
+        sequential test per pair (JSON-ready)."""
+        ranking = RANKERS[self.ranker](sorted(self.policies), self.trials)
+        bands = intervals(sorted(self.policies), self.trials, self.alpha)
+        for row in ranking:
+            row.update(bands.get(row["policy"], {}))
         return {"n_results": len(self.trials), "method": self.method, "alpha": self.alpha, "ranker": self.ranker,
-                "ranking": RANKERS[self.ranker](sorted(self.policies), self.trials),
-                "pairs": [test.row(x, y) for (x, y), test in sorted(self._pairs.items())]}
+                "ranking": ranking, "pairs": [test.row(x, y) for (x, y), test in sorted(self._pairs.items())]}
 
 
 def leaderboard(policies: Sequence[str], entries: Iterable[Mapping[str, Any]], *, method: str = "nscore",

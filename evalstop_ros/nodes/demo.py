@@ -149,14 +149,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--duration", type=float, default=0.05, help="rollout duration in s (default %(default)s)")
     parser.add_argument("--timeout", type=float, default=600.0,
                         help="give up after this many seconds (default %(default)s)")
-    parser.add_argument("--robot", choices=("sim_robot", "sim_policy"), default="sim_robot",
+    parser.add_argument("--robot", choices=("sim_robot", "sim_policy", "physics"), default="sim_robot",
                         help="sim_robot (default), or sim_policy: two scripted policy servers (openpi protocol) "
-                             "run by policy_runner on its simulated arm (config/sim_policy.yaml)")
+                             "run by policy_runner on its simulated arm (config/sim_policy.yaml), or physics: "
+                             "two scripted grasping policies on a simulated Franka Panda in robosuite/MuJoCo "
+                             "(config/physics.yaml; needs tools/install_physics.sh), episode videos in the report")
     parser.add_argument("--server-command", default="",
                         help="sim_policy: command that serves a scripted policy (given --policy and --port), e.g. "
                              "openpi's own server: 'build/openpi-venv/bin/python tools/openpi_policy_server.py'; "
                              "default: the project's server (policy_server)")
-    parser.add_argument("--rate", type=float, default=60.0, help="sim_policy: control rate in Hz (default %(default)s)")
+    parser.add_argument("--rate", type=float, default=60.0,
+                        help="sim_policy: control rate in Hz (default %(default)s; physics: 15, simulated time)")
+    parser.add_argument("--max-steps", type=int, default=0,
+                        help="steps per rollout (default: 30 for sim_policy, 75 (5 s simulated) for physics)")
 
 
 def _csv(text: str, kind: type) -> list:
@@ -196,10 +201,15 @@ def _stop(proc: subprocess.Popen[bytes], timeout: float = 10.0, *, grace: float 
     return proc.returncode
 
 
+#: ``--robot physics``: policy_runner's robosuite parameters (Lift, the Panda at 15 Hz of simulated time).
+PHYSICS_RUNNER = {"robot": "robosuite", "robosuite.task": "Lift", "robosuite.spread": 0.1, "rate": 15.0}
+
+
 def _policy_robot(args: argparse.Namespace, workdir: pathlib.Path, key_file: pathlib.Path) -> dict[str, list[str]]:
-    """Commands of ``--robot sim_policy``: a good and a bad scripted policy server, and policy_runner."""
+    """Commands of ``--robot sim_policy`` / ``physics``: a good and a bad scripted policy server, and policy_runner."""
+    physics = args.robot == "physics"
     ports = {}
-    for policy in ("good_vla", "bad_vla"):
+    for policy in (("grasp_vla", "sloppy_vla") if physics else ("good_vla", "bad_vla")):
         with socket.socket() as sock:
             sock.bind(("127.0.0.1", 0))
             ports[policy] = sock.getsockname()[1]
@@ -209,15 +219,18 @@ def _policy_robot(args: argparse.Namespace, workdir: pathlib.Path, key_file: pat
     server = shlex.split(args.server_command) if args.server_command else [_executable("policy_server")]
     commands = {f"server_{p}": [*server, "--policy", p.split("_")[0], "--port", str(port)]
                 for p, port in ports.items()}
+    robot: dict[str, object] = (
+        {**PHYSICS_RUNNER, "max_steps": args.max_steps or 75, "robosuite.seed": args.seed,
+         "record_dir": str(workdir / "videos")} if physics else
+        {"robot": "sim", "rate": args.rate, "max_steps": args.max_steps or 30, "sim.seed": args.seed})
     commands["policy_runner"] = [_executable("policy_runner"), *_ros_args(
-        {"servers_file": str(servers), "robot": "sim", "rate": args.rate, "max_steps": 30, "sim.seed": args.seed,
-         "key_file": str(key_file)})]
+        {"servers_file": str(servers), **robot, "key_file": str(key_file)})]
     return commands
 
 
 def run(args: argparse.Namespace) -> int:
     """Run the demo; returns the exit status (module docstring)."""
-    preset = "sim_policy.yaml" if args.robot == "sim_policy" else "eval.yaml"
+    preset = {"sim_policy": "sim_policy.yaml", "physics": "physics.yaml"}.get(args.robot, "eval.yaml")
     try:
         config_path = args.config or str(pathlib.Path(get_package_share_directory("evalstop")) / "config" / preset)
     except PackageNotFoundError:
@@ -238,8 +251,10 @@ def run(args: argparse.Namespace) -> int:
     env.setdefault("ROS_LOG_DIR", str(workdir / "roslog"))
     env.setdefault("RCUTILS_CONSOLE_OUTPUT_FORMAT", "[{severity}] [{name}]: {message}")
     os.environ.update({k: env[k] for k in ("ROS_AUTOMATIC_DISCOVERY_RANGE", "ROS_DOMAIN_ID", "ROS_LOG_DIR")})
-    robot_line = ("policy_runner (sim arm) with policy servers good_vla, bad_vla" if args.robot == "sim_policy" else
-                  f"sim_robot: {', '.join(f'{p} success rate {r:g}' for p, r in zip(policies, rates))}")
+    robot_line = {"sim_policy": "policy_runner (sim arm) with policy servers good_vla, bad_vla",
+                  "physics": "policy_runner (robosuite Lift, simulated Franka Panda) with policy servers grasp_vla, "
+                             "sloppy_vla"}.get(args.robot, "sim_robot: " + ", ".join(
+                      f"{p} success rate {r:g}" for p, r in zip(policies, rates)))
     print(f"evalstop demo: session {session_id}, config {config_path}\n"
           f"  {robot_line}\n"
           f"  ROS_DOMAIN_ID {env['ROS_DOMAIN_ID']}, discovery {env['ROS_AUTOMATIC_DISCOVERY_RANGE']}; "
@@ -258,8 +273,8 @@ def run(args: argparse.Namespace) -> int:
                       "exit_on_finish": True, "journal_fsync": False, "operator_keys_file": str(manager_keys),
                       # as `ros2 launch evalstop eval.launch.py robot:=sim_policy`: the (automatic) operator
                       # confirms each scene reset before the robot starts
-                      "confirm_reset": args.robot == "sim_policy"}
-    robot = (_policy_robot(args, workdir, runner_key) if args.robot == "sim_policy"
+                      "confirm_reset": args.robot != "sim_robot"}
+    robot = (_policy_robot(args, workdir, runner_key) if args.robot != "sim_robot"
              else {"sim_robot": [_executable("sim_robot"), *_ros_args(sim_params)]})
     procs: dict[str, subprocess.Popen[bytes]] = {}
     logs = {name: (workdir / f"{name}.log").open("wb") for name in (*robot, "evaluation_manager")}
@@ -304,6 +319,8 @@ def run(args: argparse.Namespace) -> int:
         codes.update({name: _stop(procs[name]) for name in robot})
         status = _report(final, config_path, workdir / f"{session_id}.db", codes, time.monotonic() - started,
                          confirm_reset=bool(manager_params["confirm_reset"]))
+        if args.robot == "physics" and not _video_report(workdir / f"{session_id}.db", workdir / "report", keys):
+            status = EXIT_FAILURE
     except (KeyboardInterrupt, ExternalShutdownException):
         print("evalstop demo: interrupted", file=sys.stderr)
     finally:
@@ -312,6 +329,18 @@ def run(args: argparse.Namespace) -> int:
         for log in logs.values():
             log.close()
     return status
+
+
+def _video_report(journal: pathlib.Path, out: pathlib.Path, keys: dict[str, bytes]) -> bool:
+    """Audit the journal (signed scores checked) and write the HTML report with the episode videos."""
+    from ..audit import audit
+    from ..report import write_report
+
+    report = audit(journal, operator_keys=keys)
+    files = write_report(report, out)
+    print(f"audit of the journal: {'VERIFIED' if report.verified else 'FAILED'}; report with "
+          f"{len(files.videos)} episode videos: {files.page}", flush=True)
+    return bool(report.verified) and bool(files.videos)
 
 
 def _report(final: SessionStatus, config_path: str, journal: pathlib.Path, codes: dict[str, int],

@@ -24,8 +24,9 @@ With ``operator_keys_file`` set, every score, correction/void and session-contro
 must be signed by an operator listed there (:mod:`evalstop_ros.session.auth`): unsigned,
 unknown, forged or replayed ones are refused with the reason, counted in ``/diagnostics`` and
 journaled in bounded form (``message_rejected``), and the answers (``score_ack``, the service
-responses) are signed for the operator.  Without it the manager warns at start-up and reports
-``authentication: off`` in ``/diagnostics``.
+responses) are signed for the operator.  Without it the manager refuses to start when
+``allow_unsigned`` is false (eval.launch.py's default for ``robot:=droid`` and ``widowx``);
+otherwise it warns at start-up and reports ``authentication: off`` in ``/diagnostics``.
 
 Crash safety comes from the session journal (``journal_dir/<session_id>.db``): started again
 with the same ``session_id`` the manager replays it and carries on from the pending trial.
@@ -75,7 +76,7 @@ from ..session import (
     auth,
     load_config,
 )
-from ..session.journal import Event
+from ..session.journal import Event, journal_directory
 from ..session.publishing import SessionPublisher, diagnostics
 from ..session.session import LOG_BURST, LOG_WINDOW_S, RateLimit, ScoreOutcome, bounded
 from ._common import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, declare, parameter_error, ros_context
@@ -168,6 +169,11 @@ class EvaluationManager(QuickNode):
             self, "operator_keys_file", "",
             "Key file of the authorized operators (`OPERATOR HEXKEY` lines): scores, corrections and session "
             "control must be signed (docs/integrity.md). Empty: NOT authenticated.", read_only=True)
+        self.allow_unsigned: bool = declare(
+            self, "allow_unsigned", True,
+            "Start without operator_keys_file (unsigned scores and controls). eval.launch.py sets it false for the "
+            "real robots (droid, widowx): the lab must make keys (`evalstop keys new`) or say allow_unsigned:=true.",
+            read_only=True)
         self.journal_fsync: bool = declare(
             self, "journal_fsync", True,
             "fsync every journal append (survives a power cut); false survives a killed process only.")
@@ -189,6 +195,10 @@ class EvaluationManager(QuickNode):
             if problem:
                 raise ValueError(problem)
         self.add_on_set_parameters_callback(self._on_set_parameters)
+        if not self.operator_keys_file and not self.allow_unsigned:
+            raise ValueError("no `operator_keys_file`, and `allow_unsigned` is false (the default of eval.launch.py on "
+                             "a real robot): make operator keys with `evalstop keys new` and pass "
+                             "operator_keys_file:=FILE, or run unsigned with allow_unsigned:=true")
         self._gate = auth.Gate(auth.read_keys(self.operator_keys_file) if self.operator_keys_file else None)
         if self._gate.enabled:
             self.get_logger().info(f"authentication on: {len(self._gate.operators)} authorized operator(s) "
@@ -239,7 +249,9 @@ class EvaluationManager(QuickNode):
         # hub mode (hub_url set): a station of an evaluation hub, no local session (nodes/hub_mode.py)
         self._hub: HubMode | None = hub_mode(self)
         if self._hub is None and self.auto_start and self.config_file:
-            ok, message = self.start_session(self.session_id, self.config_file)
+            # a bad config raises ConfigError here, before any journal exists: one FATAL line, exit 2 (main)
+            config = self._load_config(self.config_file)
+            ok, message = self.start_session(self.session_id, self.config_file, config=config)
             if not ok:
                 raise SessionError(message)
         elif self._hub is None:
@@ -294,12 +306,16 @@ class EvaluationManager(QuickNode):
     def _journal_path(self, session_id: str) -> pathlib.Path:
         base = self.journal_dir or os.path.join(
             os.environ.get("ROS_HOME", os.path.expanduser("~/.ros")), "evalstop")
-        directory = pathlib.Path(base).expanduser()
-        directory.mkdir(parents=True, exist_ok=True)
-        return directory / f"{session_id}.db"
+        return journal_directory(base) / f"{session_id}.db"  # 0700, refused if others can write it
 
-    def start_session(self, session_id: str, config_path: str) -> tuple[bool, str]:
-        """Start (or resume from its journal) a session; returns ``(ok, message)``."""
+    def start_session(self, session_id: str, config_path: str, *,
+                      config: SessionConfig | None = None) -> tuple[bool, str]:
+        """Start (or resume from its journal) a session; returns ``(ok, message)``.
+
+        ``config``: the configuration of ``config_path``, already loaded.  Every value is
+        validated before the journal is opened: a refused configuration leaves no journal, so
+        its session id can be used once the file is fixed.
+        """
         if self._hub is not None:
             return False, "hub mode: the hub assigns the work; no local session can be started"
         if self._active():
@@ -308,15 +324,15 @@ class EvaluationManager(QuickNode):
         if not config_path:
             return False, "no config: set `config_path` or the `config_file` parameter"
         try:
-            config = self._load_config(config_path)
+            config = config or self._load_config(config_path)
         except ConfigError as err:
             self.get_logger().error(f"session not started: invalid config {err}")
             return False, f"invalid config {err}"
         session_id = session_id or (
             f"{pathlib.Path(config_path).stem}-{datetime.datetime.now(datetime.UTC):%Y%m%d-%H%M%S}")
-        path = self._journal_path(session_id)
-        resumed = path.exists()
         try:
+            path = self._journal_path(session_id)
+            resumed = path.exists()
             session = EvaluationSession.open(path, config, session_id, durable=self.journal_fsync)
         except SessionError as err:
             self.get_logger().error(f"session {session_id!r} not started: {err}")
@@ -429,7 +445,8 @@ class EvaluationManager(QuickNode):
         session.record_runner_result(trial.trial_id, ok, duration, message, auto_score=auto_score)
         if not ok and session.runner_faults >= self.max_attempts and session.state == SessionState.RUNNING:
             faults = session.runner_faults
-            session.pause(f"runner failed {faults} times in a row on trial {trial.trial_id}: {message}")
+            # the runner's category and error id only: its full text may name the policy (sealed in the journal)
+            session.pause(f"runner failed {faults} times in a row on trial {trial.trial_id}: {session.runner_message}")
             self.get_logger().error(
                 f"session paused: runner failed {faults} times on trial {trial.trial_id}; "
                 "fix the robot, then resume (session_control) or void the trial (correct_score)")
@@ -648,8 +665,8 @@ class EvaluationManager(QuickNode):
 def main(args: list[str] | None = None) -> int:
     """Run the manager until Ctrl-C, or until the session ends with ``exit_on_finish``.
 
-    Exit status: 0 normally, 1 if the session cannot start (bad config, journal of another
-    config), 2 for invalid parameters (one FATAL line naming the parameter).
+    Exit status: 0 normally, 1 if the session cannot start (e.g. a journal of another config),
+    2 for invalid parameters or an invalid config file (one FATAL line naming the value).
     """
     try:
         with ros_context(args):
@@ -657,6 +674,9 @@ def main(args: list[str] | None = None) -> int:
                 node = EvaluationManager(latched_qos=qos.LATCHED_QOS, comparison_qos=qos.COMPARISON_QOS,
                                          event_qos=qos.EVENT_QOS, journal_qos=qos.JOURNAL_EVENT_QOS,
                                          diagnostics_qos=qos.DIAGNOSTICS_QOS)
+            except ConfigError as err:
+                rclpy.logging.get_logger("evaluation_manager").fatal(f"cannot start: invalid config {err}")
+                return EXIT_USAGE
             except SessionError as err:
                 rclpy.logging.get_logger("evaluation_manager").fatal(f"cannot start: {err}")
                 return EXIT_FAILURE

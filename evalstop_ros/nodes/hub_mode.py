@@ -36,6 +36,7 @@ from evalstop.msg import TrialScore
 from ..hub.errors import HubError
 from ..hub.station import StationClient, read_key
 from ..hub.work import StationWork
+from ..session.runner_messages import operator_text
 from ..session.session import PendingTrial
 from ._common import EXIT_OK, declare
 from .runner_link import RunnerLink, RunResult
@@ -123,7 +124,9 @@ class HubMode:
         if not self.work.record_run(trial.trial_id, result.ok, result.message):
             self.node.get_logger().info(f"trial {trial.trial_id}: runner result ignored (no longer pending)")
         elif not result.ok:
-            self.node.get_logger().warning(f"trial {trial.trial_id}: runner fault: {result.message}")
+            # a category and an id only: the runner's own words may name the policy (session/runner_messages.py)
+            self.node.get_logger().warning(f"trial {trial.trial_id}: runner fault: "
+                                           f"{operator_text(result.message, result.ok)}")
         elif result.auto_score is not None:
             success, progress = result.auto_score
             self._submit(trial.trial_id, trial.token, success, progress, f"auto:{self.runner_name}")

@@ -8,9 +8,18 @@ sends the robot home and the server its ``reset``. Feedback carries the step, el
 inference latency. A goal re-sent with the same (session, trial, attempt) is the same run: it
 gets the first run's result, the robot does not move again.
 
-Every failure (server unreachable, slow, gone mid-episode, wrong shape, error frame) stops
-the robot and ends the goal with ``ok=false`` and a message naming the trial only: policy ids
-and server addresses appear in no message or log line. Services:
+Every action passes the command guard (:mod:`evalstop_ros.runner.guard`) against the robot's
+limits before the adapter sees it: a chunk with a non-finite or out-of-limit value is refused
+whole (the robot holds, the goal fails), every tick is rate-limited, missed ticks are dropped
+(never replayed), and a watchdog holds the robot after ``watchdog_ticks`` ticks without a valid
+action. Frames from a policy server are bounded (``max_frame_size``, ``max_metadata_size``).
+
+Every failure (server unreachable, slow, gone mid-episode, wrong reply, refused by the guard)
+stops the robot and ends the goal with ``ok=false`` and the message ``"<category> (error
+<id>)"`` (:mod:`evalstop_ros.runner.errors`; the guard adds ``": <joint> ... limit ..."``): nothing
+a policy server says reaches the result, the log, ``/rosout`` or the feedback, and policy ids and
+server addresses appear in none of them. The full text, with the policy and its server, goes to
+``<error_log_dir>/errors.jsonl`` (0600, directory 0700) under the same id. Services:
 
 * ``emergency_stop`` (std_srvs/SetBool): ``true`` halts the robot at once (hold position),
   fails the running goal, latches (new goals fail) and pauses the session through the manager's
@@ -34,14 +43,16 @@ from evalstop.srv import SessionControl
 from rclpy.action import ActionServer, CancelResponse, GoalResponse
 from rclpy.action.server import ServerGoalHandle
 from rclpy.callback_groups import ReentrantCallbackGroup
+from rclpy.parameter import Parameter
 from std_srvs.srv import SetBool, Trigger
 
 from ..runner.adapters import ADAPTERS, RobotAdapter, make_adapter
 from ..runner.adapters.base import EpisodeInfo
 from ..runner.adapters.droid import parse_cameras
-from ..runner.client import PolicyClient, ServerAddress
+from ..runner.client import MAX_FRAME_SIZE, MAX_METADATA_SIZE, PolicyClient, ServerAddress
 from ..runner.episode import EpisodeControl, EpisodeSettings, Progress, run_episode
-from ..runner.errors import RunnerError
+from ..runner.errors import Category, ErrorLog, RunnerError, default_error_dir, operator_message
+from ..runner.guard import GUARD_MODES, CommandLimits
 from ..runner.recorder import EpisodeRecorder, with_recording
 from ..runner.trials import RunLedger, load_servers
 from ..session import auth
@@ -81,6 +92,26 @@ class PolicyRunner(QuickNode):
         session_control: str = declare(self, "session_control", "session_control",
                                        "The manager's SessionControl service (paused on emergency stop).",
                                        read_only=True)
+        self.guard_mode: str = declare(self, "guard_mode", "refuse",
+                                       "Command guard: refuse (a chunk with a value outside the robot's limits "
+                                       "fails the run) or clamp (such values are clamped into the limits).",
+                                       read_only=True)
+        if self.guard_mode not in GUARD_MODES:
+            raise ValueError(f"`guard_mode` must be one of {', '.join(GUARD_MODES)}; found {self.guard_mode!r}")
+        self.watchdog_ticks: int = declare(self, "watchdog_ticks", 10,
+                                           "Control ticks without a valid action before the robot is told to hold.",
+                                           int_range=(1, 100000))
+        self.max_frame_size: int = declare(self, "max_frame_size", MAX_FRAME_SIZE,
+                                           "Largest frame accepted from a policy server (bytes); a larger one "
+                                           "fails the run before it is read.", int_range=(1024, 2**31 - 1))
+        self.max_metadata_size: int = declare(self, "max_metadata_size", MAX_METADATA_SIZE,
+                                              "Largest metadata frame accepted from a policy server (bytes).",
+                                              int_range=(256, 2**31 - 1))
+        error_log_dir: str = declare(self, "error_log_dir", "",
+                                     "Directory of the runner's private error log (errors.jsonl, 0600): the full "
+                                     "text of every failure by its error id. Empty: $ROS_HOME/evalstop/runner "
+                                     "(~/.ros/evalstop/runner).", read_only=True)
+        self.error_log = ErrorLog(error_log_dir or default_error_dir())
         key_file: str = declare(self, "key_file", "",
                                 "The runner's key file (`OPERATOR HEXKEY`, docs/integrity.md): its emergency-stop "
                                 "pause requests are signed. Empty: unsigned.", read_only=True)
@@ -104,9 +135,11 @@ class PolicyRunner(QuickNode):
         self.create_service(SetBool, "emergency_stop", self._on_estop, callback_group=group)
         self.create_service(Trigger, "end_episode", self._on_end_episode, callback_group=group)
         self._pause_client = self.create_client(SessionControl, session_control, callback_group=group)
+        limits: CommandLimits | None = getattr(self.robot, "limits", None)
         self.get_logger().info(
             f"serving RunTrial on '{self.action_name}' with the '{robot}' robot: {len(self.servers)} policies, "
-            f"{self.rate:g} Hz, max {self.max_steps} steps")
+            f"{self.rate:g} Hz, max {self.max_steps} steps; command guard '{self.guard_mode}': "
+            f"{limits.describe() if limits is not None else 'limits from robot_description (pending)'}")
 
     def _adapter_options(self, robot: str) -> dict[str, Any]:
         """Adapter keyword arguments from the parameters of the selected robot."""
@@ -129,19 +162,79 @@ class PolicyRunner(QuickNode):
                     "command_type": declare(self, "ros2.command_type", "trajectory",
                                             "trajectory (JointTrajectory) or array (Float64MultiArray).",
                                             read_only=True),
-                    "joint_names": list(declare(self, "ros2.joint_names", [f"joint{i}" for i in range(1, 8)],
+                    "joint_names": list(declare(self, "ros2.joint_names", [f"joint{i}" for i in range(1, 9)],
                                                 "Arm joint names (7), then the gripper.", read_only=True)),
-                    "dt": 1.0 / self.rate}
+                    "dt": 1.0 / self.rate, **self._ros2_limits()}
         if robot == "droid":
             pairs = list(declare(self, "droid.cameras", ["<serial>_left=exterior_image_1_left"],
                                  "DROID image key = protocol camera name, one per camera, e.g. "
                                  "24259877_left=exterior_image_1_left, 13062452_left=wrist_image_left.",
                                  read_only=True))
-            return {"cameras": parse_cameras(pairs)}
+            arm = declare(self, "droid.arm", "panda", "The DROID station's arm: panda or fr3 (its published "
+                          "joint limits guard every command).", read_only=True)
+            return {"cameras": parse_cameras(pairs), "arm": arm}
+        if robot == "robosuite":  # the physics extra (tools/install_physics.sh); simulated time, no pacing
+            return {"task": declare(self, "robosuite.task", "Lift", "robosuite task: Lift, Stack, PickPlace, Door, ...",
+                                    read_only=True),
+                    "seed": declare(self, "robosuite.seed", 0, "Seed of the simulated scenes."),
+                    "spread": declare(self, "robosuite.spread", 0.1,
+                                      "Half-width (m) of the square the object is placed in (0: the task's own).",
+                                      float_range=(0.0, 0.3), read_only=True),
+                    "rate": self.rate}
         if robot == "widowx":
             return {"host": declare(self, "widowx.host", "localhost", "WidowX server host.", read_only=True),
-                    "port": declare(self, "widowx.port", 5556, "WidowX server port.", read_only=True)}
+                    "port": declare(self, "widowx.port", 5556, "WidowX server port.", read_only=True),
+                    "workspace": self._widowx_workspace()}
         return {}
+
+    def _ros2_limits(self) -> dict[str, Any]:
+        """``limits`` (from parameters) or the URDF topic of the ros2 adapter."""
+        source = declare(self, "ros2.limits_source", "robot_description",
+                         "Where the arm's limits come from: robot_description (the <limit> tags of the URDF on "
+                         "that topic) or parameters (ros2.position_lower/upper, ros2.velocity_limits, "
+                         "ros2.acceleration_limits).", read_only=True)
+        topic = declare(self, "ros2.robot_description_topic", "robot_description",
+                        "std_msgs/String topic of the URDF (transient local).", read_only=True)
+        gripper = list(declare(self, "ros2.gripper_range", [0.0, 1.0], "Gripper command range.", read_only=True))
+        home = declare(self, "ros2.home", Parameter.Type.DOUBLE_ARRAY,
+                       "Home pose (7 joints + gripper); unset: all zeros.", read_only=True)
+        arrays = {name: declare(self, f"ros2.{name}", Parameter.Type.DOUBLE_ARRAY, text, read_only=True)
+                  for name, text in (("position_lower", "Lower joint limits (rad, 7)."),
+                                     ("position_upper", "Upper joint limits (rad, 7)."),
+                                     ("velocity_limits", "Joint speed limits (rad/s, 7)."),
+                                     ("acceleration_limits", "Joint acceleration limits (rad/s^2, 7); unset: none."))}
+        options: dict[str, Any] = {"robot_description_topic": topic, "home": home,
+                                   "gripper_range": (gripper + [0.0, 1.0])[:2] if len(gripper) < 2 else gripper[:2]}
+        if source == "robot_description":
+            return options
+        if source != "parameters":
+            raise ValueError(f"`ros2.limits_source` must be robot_description or parameters; found {source!r}")
+        missing = [f"ros2.{n}" for n in ("position_lower", "position_upper", "velocity_limits") if arrays[n] is None]
+        if missing:
+            raise ValueError(f"ros2.limits_source parameters needs {', '.join(missing)}")
+        names = tuple(list(self.get_parameter("ros2.joint_names").value)[:7])
+        options["limits"] = CommandLimits(
+            names, tuple(arrays["position_lower"]), tuple(arrays["position_upper"]), tuple(arrays["velocity_limits"]),
+            None if arrays["acceleration_limits"] is None else tuple(arrays["acceleration_limits"]),
+            gripper=tuple(options["gripper_range"]), source="ros2.* parameters")
+        return options
+
+    def _widowx_workspace(self) -> Any:
+        box = declare(self, "widowx.workspace", Parameter.Type.DOUBLE_ARRAY,
+                      "End-effector box x y z lower, then x y z upper (m); unset: Bridge's default.", read_only=True)
+        if box is None:
+            return None
+        if len(box) != 6:
+            raise ValueError(f"`widowx.workspace` needs 6 values (lower xyz, upper xyz); found {len(box)}")
+        return (tuple(box[:3]), tuple(box[3:]))
+
+    def _fail(self, err: RunnerError, goal: RunTrial.Goal) -> str:
+        """The operator's message of a failure; its full text goes to the private error log only."""
+        address = self.servers.get(goal.policy_id)
+        error_id = self.error_log.record(err, err.category, session=goal.session_id, trial=goal.trial_id,
+                                         attempt=goal.attempt, policy=goal.policy_id,
+                                         server=address.uri if address else "")
+        return operator_message(err.category, error_id, err.detail)
 
     # -- services ---------------------------------------------------------------------------
     def _on_estop(self, request: SetBool.Request, response: SetBool.Response) -> SetBool.Response:
@@ -216,9 +309,11 @@ class PolicyRunner(QuickNode):
             except Exception:
                 if rclpy.ok(context=self.context):
                     raise
-                result = RunTrial.Result(ok=False, message="runner shut down")
+                result = RunTrial.Result(ok=False, message=self._fail(
+                    RunnerError("runner shut down mid-rollout", category=Category.SHUTDOWN), goal))
             self._ledger.finish(entry, result)
-        result = result or RunTrial.Result(ok=False, message="runner shut down")
+        result = result or RunTrial.Result(ok=False, message=self._fail(
+            RunnerError("runner shut down before the run ended", category=Category.SHUTDOWN), goal))
         if goal_handle.is_cancel_requested:
             goal_handle.canceled()
         else:
@@ -232,8 +327,9 @@ class PolicyRunner(QuickNode):
             self._control = control = EpisodeControl()
             start = time.monotonic()
             if self._estop.is_set():
-                message = f"{trial}: emergency stop engaged (release it with emergency_stop data=false)"
-                self.get_logger().error(message)
+                message = self._fail(RunnerError("emergency stop engaged", category=Category.EMERGENCY_STOP,
+                                                 detail="engaged (release it with emergency_stop data=false)"), goal)
+                self.get_logger().error(f"{trial}: {message}")
                 return RunTrial.Result(ok=False, message=message)
             feedback = RunTrial.Feedback(phase="connecting")
             goal_handle.publish_feedback(feedback)
@@ -243,8 +339,14 @@ class PolicyRunner(QuickNode):
                 feedback.elapsed, feedback.inference_latency = time.monotonic() - start, p.latency
                 goal_handle.publish_feedback(feedback)
 
+            def on_event(event: str) -> None:  # runner text only (the watchdog)
+                self.get_logger().warning(f"{trial}: {event}")
+                feedback.phase = "holding"
+                goal_handle.publish_feedback(feedback)
+
             settings = EpisodeSettings(prompt=goal.task, rate=self.rate, max_steps=self.max_steps,
-                                       timeout=self.timeout)
+                                       timeout=self.timeout, guard_mode=self.guard_mode,
+                                       watchdog_ticks=self.watchdog_ticks)
             episode = EpisodeInfo(goal.session_id, goal.trial_id, goal.task, goal.initial_condition)
             self.get_logger().info(f"{trial} (attempt {goal.attempt}): rollout started")
             recorder = None
@@ -253,13 +355,17 @@ class PolicyRunner(QuickNode):
                 recorder = EpisodeRecorder(folder, fps=self.rate)
             try:
                 with PolicyClient(self.servers[goal.policy_id], connect_timeout=self.connect_timeout,
-                                  infer_timeout=self.infer_timeout) as client:
+                                  infer_timeout=self.infer_timeout, max_frame_size=self.max_frame_size,
+                                  max_metadata_size=self.max_metadata_size) as client:
                     outcome = run_episode(client, self.robot, episode, settings, control=control, on_step=on_step,
-                                          policy_session=f"{goal.session_id}-{goal.trial_id}", recorder=recorder)
-            except RunnerError as err:
+                                          policy_session=f"{goal.session_id}-{goal.trial_id}", recorder=recorder,
+                                          on_event=on_event)
+            except Exception as exc:  # any failure: the robot holds, the text stays private
                 self.robot.stop()
-                message = f"{trial}: rollout failed: {err}"
-                self.get_logger().error(f"{message}; robot stopped")
+                err = exc if isinstance(exc, RunnerError) else RunnerError(
+                    f"{type(exc).__name__}: {exc}", category=Category.ROBOT)
+                message = self._fail(err, goal)
+                self.get_logger().error(f"{trial}: rollout failed: {message}; robot stopped")
                 if recorder is not None and (recorder.directory / "episode.npz").is_file():
                     message = with_recording(message, recorder.directory)  # failed runs are recorded too
                 return RunTrial.Result(ok=False, message=message, duration=time.monotonic() - start)

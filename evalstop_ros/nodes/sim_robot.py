@@ -18,6 +18,10 @@ session ends exactly where an uninterrupted one would. Injected runner failures
 retried trial can succeed while a goal the manager re-sends (its response was lost) is the same
 run with the same result.  Ctrl-C during a rollout ends the node quietly.
 
+It logs no policy id (``robot:=sim`` prints its log on the operator's screen, issue 19) unless
+``log_policy_ids`` is true; an injected failure's message has the runners' one format,
+``"robot fault (error <id>): injected (failure_probability P)"`` (:mod:`evalstop_ros.runner.errors`).
+
 Parameters: see :meth:`SimRobot.__init__` (``ros2 param describe`` shows the same text).
 """
 
@@ -40,6 +44,7 @@ from rclpy.callback_groups import ReentrantCallbackGroup
 from rclpy.parameter import Parameter
 
 from ..hub.station import sim_address_rate
+from ..runner.errors import Category, new_error_id, operator_message
 from ._common import declare, spin_node
 from .quick_log import QuickNode
 from .realtime import declare_thread_priority
@@ -122,6 +127,9 @@ class SimRobot(QuickNode):
             "Probability that a rollout fails to run (result ok=false, injected runner fault), in [0, 1].")
         self.auto_score: bool = declare(
             self, "auto_score", True, "Return the rollout's score in the result (auto_scored=true).")
+        self.log_policy_ids: bool = declare(
+            self, "log_policy_ids", False,
+            "Name the policy in log lines (off: the operator, who may read this log, stays blind).", read_only=True)
         problem = self._check(self.policies, self.success_rates, self.progress_means,
                               self.progress_concentration, self.duration, self.failure_probability)
         if problem:
@@ -134,7 +142,8 @@ class SimRobot(QuickNode):
             goal_callback=self._on_goal, cancel_callback=self._on_cancel,
             callback_group=ReentrantCallbackGroup(),
         )
-        rates = ", ".join(f"{p}={r:g}" for p, r in zip(self.policies, self.success_rates))
+        rates = (", ".join(f"{p}={r:g}" for p, r in zip(self.policies, self.success_rates)) if self.log_policy_ids
+                 else f"{len(self.policies)} policies")
         self.get_logger().info(
             f"serving RunTrial on '{self.action_name}': {rates}; duration {self.duration:g} s, "
             f"failure probability {self.failure_probability:g}, auto_score {self.auto_score}, seed {self.seed}")
@@ -192,8 +201,8 @@ class SimRobot(QuickNode):
     # -- action -----------------------------------------------------------------------------
     def _on_goal(self, goal: RunTrial.Goal) -> GoalResponse:
         if goal.policy_id not in self.policies and sim_address_rate(goal.policy_id) is None:
-            self.get_logger().error(
-                f"trial {goal.trial_id}: goal rejected, unknown policy {goal.policy_id!r} (known: {self.policies})")
+            named = f" {goal.policy_id!r} (known: {self.policies})" if self.log_policy_ids else ""
+            self.get_logger().error(f"trial {goal.trial_id}: goal rejected, unknown policy{named}")
             return GoalResponse.REJECT
         return GoalResponse.ACCEPT
 
@@ -223,7 +232,8 @@ class SimRobot(QuickNode):
             self._attempts[(goal.session_id, goal.trial_id)] += 1
             # the manager numbers its runs; a client that does not (attempt 0) gets them counted here
             attempt = goal.attempt or self._attempts[(goal.session_id, goal.trial_id)]
-        self.get_logger().info(f"trial {goal.trial_id} (policy {goal.policy_id}, attempt {attempt}): rollout started")
+        named = f"policy {goal.policy_id}, " if self.log_policy_ids else ""
+        self.get_logger().info(f"trial {goal.trial_id} ({named}attempt {attempt}): rollout started")
         start = time.monotonic()
         feedback = RunTrial.Feedback()
         for step in range(FEEDBACK_STEPS):
@@ -241,7 +251,8 @@ class SimRobot(QuickNode):
         fault = bool(_rng(seed, goal.session_id, goal.trial_id, attempt, "fault").random() < failure_probability)
         result = RunTrial.Result(ok=not fault, duration=time.monotonic() - start)
         if fault:
-            result.message = f"injected runner failure (failure_probability {failure_probability:g})"
+            result.message = operator_message(Category.ROBOT, new_error_id(),
+                                              f"injected (failure_probability {failure_probability:g})")
         elif auto_score:
             result.auto_scored = True
             result.auto_success, result.auto_progress = outcome.success, outcome.progress
@@ -250,9 +261,9 @@ class SimRobot(QuickNode):
         goal_handle.succeed()
         scored = (f"success={int(outcome.success)} progress={outcome.progress:.3f}"
                   if result.auto_scored else "not scored")
+        named = f" (policy {goal.policy_id})" if self.log_policy_ids else ""
         self.get_logger().info(
-            f"trial {goal.trial_id} (policy {goal.policy_id}): rollout "
-            f"{'FAILED: ' + result.message if fault else 'done'}, {scored}")
+            f"trial {goal.trial_id}{named}: rollout {'FAILED: ' + result.message if fault else 'done'}, {scored}")
         return result
 
 

@@ -1,115 +1,133 @@
-"""The report's figures: matplotlib (Agg, no pyplot state), one PNG each.
+"""The report's figures: matplotlib (Agg, no pyplot state), each a :class:`~matplotlib.figure.Figure`.
 
-Every function takes an :class:`~evalstop_ros.audit.AuditReport` (and an output path) and
-returns the path it wrote.  Colours: one per policy, stable across figures (tab10 order of the
-configuration's policies); the level alpha is always a dashed red line.
+Every builder takes an :class:`~evalstop_ros.audit.AuditReport` and returns the figure, laid out
+at print size (:mod:`.style`): no text leaves the figure (long titles are wrapped to its width),
+legends sit outside the data (below the panels), and the numbers a figure quotes say what they
+are over: "all 65 trials" of a policy, or "at the stop, pair 17" of a test.  The decisions table
+of the page quotes the latter, the figures mostly the former.
+
+Degenerate data is drawn as what it is: a policy whose scores are all equal (a point mass, e.g.
+every rollout complete) is one marker sized by its count, not a sliver of a violin; a violin is
+drawn only over at least :data:`MIN_VIOLIN_DISTINCT` distinct values.
 """
 
 from __future__ import annotations
 
 import math
-import pathlib
 from collections.abc import Sequence
 from typing import Any
-
-import matplotlib
-
-matplotlib.use("Agg")  # headless: the report is rendered on machines without a display
 
 import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
+from matplotlib.patches import Patch
 
 from ..audit import AuditReport, ComparisonAudit
 from ..stats.errors import StatsInputError
 from ..stats.intervals import mixture_confidence_sequence
 from ..stats.sequential import Decision
 from ..stats.step import load_table, table_alpha
+from .style import ALPHA_COLOR, CURVE_COLOR, policy_colors, wrap
 
 __all__ = [
+    "MIN_VIOLIN_DISTINCT",
+    "decision_note",
     "letters_figure",
     "progress_figure",
+    "savings",
     "savings_figure",
     "success_figure",
     "trajectory_figure",
 ]
 
-DPI = 110
-ALPHA_COLOR = "#c0392b"
+#: Fewer distinct values than this: points only (a violin over them would be a sliver).
+MIN_VIOLIN_DISTINCT = 5
 DECISION_TEXT = {Decision.B_BETTER: "B better", Decision.A_BETTER: "A better",
                  Decision.BUDGET_EXHAUSTED: "budget exhausted", Decision.CONTINUE: "undecided"}
+PANEL_W, PANEL_H = 3.6, 2.7  # inches per panel
 
 
-def _colors(report: AuditReport) -> dict[str, str]:
-    palette = matplotlib.colormaps["tab10"]
-    return {policy: matplotlib.colors.to_hex(palette(i % 10)) for i, policy in enumerate(report.config.policies)}
-
-
-def _save(fig: Figure, path: pathlib.Path) -> pathlib.Path:
-    fig.savefig(path, dpi=DPI, facecolor="white")
-    return path
-
-
-def _grid(count: int, *, width: float = 4.6, height: float = 3.4) -> tuple[Figure, list[Axes]]:
+def _grid(count: int, title: str, *, width: float = PANEL_W, height: float = PANEL_H) -> tuple[Figure, list[Axes]]:
     cols = min(3, max(1, count))
     rows = max(1, math.ceil(count / cols))
-    fig = Figure(figsize=(width * cols, height * rows + 0.5), layout="constrained")
+    fig_w = max(width * cols, 5.0)
+    fig = Figure(figsize=(fig_w, height * rows + 0.9), layout="constrained")
+    fig.suptitle(wrap(title, fig_w - 0.3, 10.5), fontsize=10.5)
     axes = fig.subplots(rows, cols, squeeze=False).ravel().tolist()
     for extra in axes[count:]:
         extra.set_visible(False)
     return fig, axes[:count]
 
 
-def _decision_note(test: ComparisonAudit) -> str:
+def _legend_below(fig: Figure, axes: Sequence[Axes]) -> None:
+    """One legend for every panel, below them (no panel's data is covered)."""
+    handles: dict[str, Any] = {}
+    for ax in axes:
+        for handle, label in zip(*ax.get_legend_handles_labels()):
+            handles.setdefault(label, handle)
+    if handles:
+        fig.legend(list(handles.values()), list(handles), loc="outside lower center",
+                   ncols=min(len(handles), 3), frameon=False)
+
+
+def decision_note(test: ComparisonAudit) -> str:
+    """What the test concluded and where, e.g. ``B better at pair 17`` (STEP: with its draw)."""
     res = test.result
+    unit = "trial" if test.method == "adastop" else "pair"
     if res.decision in (Decision.A_BETTER, Decision.B_BETTER):
-        note = f"{DECISION_TEXT[res.decision]} at pair {res.stopping_trial}"
+        note = f"{DECISION_TEXT[res.decision]} at {unit} {res.stopping_trial}"
         step = test.step
         if step is not None and step.draw is not None and step.weight is not None and step.weight < 1:
-            note += f"\nrandomized: U={step.draw:.3f} < w={step.weight:.3f}"
+            note += f" (randomized: U={step.draw:.3f} < w={step.weight:.3f})"
         return note
     if res.decision == Decision.BUDGET_EXHAUSTED:
-        return f"budget exhausted after {res.n_observed} pairs"
-    return f"undecided after {res.n_observed} pairs"
+        return f"budget exhausted after {res.n_observed} {unit}s"
+    return f"undecided after {res.n_observed} {unit}s"
 
 
-def trajectory_figure(report: AuditReport, metric: str, path: pathlib.Path) -> pathlib.Path:
-    """Anytime p-value against the level, per comparison of ``metric`` (STEP: success gap).
+def _panel_title(test: ComparisonAudit, width: float) -> str:
+    where = f" on {test.task}" if test.task else ""
+    head = wrap(f"{test.policy_a} (A) vs {test.policy_b} (B){where}", width, 9.5)
+    return f"{head}\n{wrap(f'{test.method}, alpha {test.alpha:.3g}: {decision_note(test)}', width, 9.5)}"
 
-    A p-value trajectory crossing the dashed alpha line is a decision (two-sided tests give
-    each direction alpha / 2, so the test stops where p <= alpha).  STEP defines no p-value:
-    its panels show the running difference of successes, B minus A, and where the randomized
-    table stopped.
+
+def trajectory_figure(report: AuditReport, metric: str) -> Figure:
+    """Anytime p-value against the level, per comparison of ``metric``.
+
+    A p-value trajectory crossing the dashed alpha line is a decision (two-sided tests give each
+    direction alpha / 2 and report twice the smaller one-sided p-value, so the test stops where
+    p <= alpha).  STEP defines no p-value: its panels show the running difference of successes,
+    B minus A, against the table's certain-stop boundary.  AdaStop's panels show the running
+    difference of means, B minus A, with its interims.
     """
     tests = [t for t in report.tests if t.metric == metric]
-    fig, axes = _grid(len(tests))
-    fig.suptitle(f"{metric}: anytime-valid evidence per comparison", fontsize=12)
+    fig, axes = _grid(len(tests), f"{metric}: anytime-valid evidence of each comparison, up to its stop")
     for ax, test in zip(axes, tests):
         res = test.result
+        ax.set_title(_panel_title(test, PANEL_W - 0.2), fontsize=8.5)
         n = np.arange(1, res.n_observed + 1)
-        how = "no p-value: randomized table" if test.method == "step" else "anytime p-value"
-        title = f"{test.policy_a} (A) vs {test.policy_b} (B)\n{test.method} ({how}), alpha {test.alpha:.3g}"
-        ax.set_title(title, fontsize=9)
-        ax.set_xlabel("pairs")
-        if np.isfinite(res.pvalues).any():
+        if test.method == "adastop":
+            _adastop_panel(ax, test, report)
+        elif res.pvalues.size and np.isfinite(res.pvalues).any():
             p = np.clip(res.pvalues, 1e-12, 1.0)
-            ax.plot(n, p, color="#1f4e79", lw=1.6, label="anytime p-value")
-            ax.axhline(test.alpha, color=ALPHA_COLOR, ls="--", lw=1.2, label=f"alpha = {test.alpha:.3g}")
+            ax.plot(n, p, color=CURVE_COLOR, lw=1.4, label="anytime p-value")
+            ax.axhline(test.alpha, color=ALPHA_COLOR, ls="--", lw=1.2, label="level alpha")
             ax.set_yscale("log")
             low = min(float(np.nanmin(p)) if p.size else 1.0, test.alpha) / 3
             ax.set_ylim(max(low, 1e-12), 1.5)
             ax.set_ylabel("p-value (log scale)")
+            ax.set_xlabel("pairs")
             if res.stopping_trial:
-                ax.plot([res.stopping_trial], [p[res.stopping_trial - 1]], "o", color=ALPHA_COLOR, ms=7, zorder=3)
+                ax.plot([res.stopping_trial], [p[res.stopping_trial - 1]], "o", color=ALPHA_COLOR, ms=6, zorder=3,
+                        label="decision (stop)")
         else:
             _step_panel(ax, test, report.config.n_max)
         if res.n_observed == 0:
-            ax.text(0.5, 0.5, "no pairs", ha="center", va="center", transform=ax.transAxes)
-        ax.text(0.02, 0.96, _decision_note(test), transform=ax.transAxes, ha="left", va="top", fontsize=9,
-                bbox={"boxstyle": "round", "fc": "white", "ec": "#999999"})
+            ax.set_xlabel("no pairs yet")
         ax.grid(alpha=0.3)
-        ax.legend(loc="lower left" if np.isfinite(res.pvalues).any() else "lower right", fontsize=7.5)
-    return _save(fig, path)
+    _legend_below(fig, axes)
+    return fig
 
 
 def _step_panel(ax: Axes, test: ComparisonAudit, n_max: int) -> None:
@@ -117,7 +135,7 @@ def _step_panel(ax: Axes, test: ComparisonAudit, n_max: int) -> None:
     res = test.result
     n = np.arange(1, res.n_observed + 1)
     gap = np.cumsum(test.values_b - test.values_a)
-    ax.step(n, gap, where="post", color="#1f4e79", lw=1.6, label="successes B - A")
+    ax.step(n, gap, where="post", color=CURVE_COLOR, lw=1.4, label="successes B minus A")
     ax.axhline(0, color="#888888", lw=0.8)
     try:
         table = load_table(n_max, table_alpha(test.alpha, test.alternative), synthesize=False)
@@ -126,104 +144,163 @@ def _step_panel(ax: Axes, test: ComparisonAudit, n_max: int) -> None:
     if table is not None and n.size:
         low = np.minimum(np.cumsum(test.values_a), np.cumsum(test.values_b)).astype(np.int64)
         bound = np.array([table.step_thresholds(int(k))[int(a)] for k, a in zip(n, low)], dtype=np.float64)
-        ax.step(n, bound, where="post", color=ALPHA_COLOR, ls="--", lw=1.1, label="stop for sure (B better)")
+        ax.step(n, bound, where="post", color=ALPHA_COLOR, ls="--", lw=1.1, label="certain stop (B better)")
         if test.alternative != "greater" and gap.min() < 0:
-            ax.step(n, -bound, where="post", color=ALPHA_COLOR, ls=":", lw=1.1, label="stop for sure (A better)")
+            ax.step(n, -bound, where="post", color=ALPHA_COLOR, ls=":", lw=1.1, label="certain stop (A better)")
     if res.stopping_trial:
-        ax.plot([res.stopping_trial], [gap[res.stopping_trial - 1]], "o", color=ALPHA_COLOR, ms=7, zorder=3)
+        ax.plot([res.stopping_trial], [gap[res.stopping_trial - 1]], "o", color=ALPHA_COLOR, ms=6, zorder=3,
+                label="decision (stop)")
     top = max(float(gap.max()) if gap.size else 1.0, 1.0)
-    ax.set_ylim(min(float(gap.min()) if gap.size else -1.0, -1.0) - 1, top * 1.35 + 1)
+    ax.set_ylim(min(float(gap.min()) if gap.size else -1.0, -1.0) - 1, top * 1.25 + 1)
     ax.set_ylabel("successes B minus A")
+    ax.set_xlabel("pairs")
 
 
-def _scores(report: AuditReport) -> dict[str, list[tuple[bool, float]]]:
-    out: dict[str, list[tuple[bool, float]]] = {p: [] for p in report.config.policies}
+def _adastop_panel(ax: Axes, test: ComparisonAudit, report: AuditReport) -> None:
+    """AdaStop: running mean difference B - A per trial of each agent, interims as vertical lines."""
+    res = test.result
+    n = np.arange(1, min(test.values_a.size, test.values_b.size) + 1)
+    diff = np.cumsum(test.values_b[:n.size]) / n - np.cumsum(test.values_a[:n.size]) / n
+    ax.plot(n, diff, color=CURVE_COLOR, lw=1.4, label="mean B minus mean A")
+    ax.axhline(0, color="#888888", lw=0.8)
+    design = report.config.adastop
+    if design is not None:
+        for k in range(1, design.n_interims + 1):
+            ax.axvline(k * design.n_per_interim, color="#BBBBBB", lw=0.8, ls=":",
+                       label="interim" if k == 1 else None)
+    if res.stopping_trial and n.size:
+        at = min(res.stopping_trial, n.size) - 1
+        ax.plot([at + 1], [diff[at]], "o", color=ALPHA_COLOR, ms=6, zorder=3, label="decision (stop)")
+    ax.set_ylim(-1.05, 1.05)
+    ax.set_ylabel("difference of means")
+    ax.set_xlabel("trials of each agent")
+
+
+def _scores(report: AuditReport) -> dict[str, list[tuple[int, bool, float]]]:
+    """``(trial id, success, progress)`` of every scored trial, per policy, in trial order."""
+    out: dict[str, list[tuple[int, bool, float]]] = {p: [] for p in report.config.policies}
     for trial in report.trials:
         if trial.success is not None and trial.progress is not None and trial.policy in out:
-            out[trial.policy].append((trial.success, trial.progress))
+            out[trial.policy].append((trial.trial_id, trial.success, trial.progress))
     return out
 
 
-def progress_figure(report: AuditReport, path: pathlib.Path) -> pathlib.Path:
-    """Violin and strip plot of every effective progress score, per policy."""
+def progress_figure(report: AuditReport) -> Figure:
+    """Every effective progress score per policy: points, a violin over enough distinct values,
+    and the mean (bar); a point mass is one marker sized by its count."""
     scores = _scores(report)
-    colors = _colors(report)
+    colors = policy_colors(report.config.policies)
     policies = list(scores)
-    fig = Figure(figsize=(max(5.0, 1.5 * len(policies) + 2.5), 4.2), layout="constrained")
+    width = max(4.5, 1.1 * len(policies) + 2.0)
+    fig = Figure(figsize=(width, 3.6), layout="constrained")
     ax = fig.subplots()
     rng = np.random.default_rng(0)  # jitter only: fixed, so the picture is reproducible
+    labels = []
     for i, policy in enumerate(policies):
-        values = np.array([p for _, p in scores[policy]], dtype=np.float64)
-        if values.size >= 2 and np.ptp(values) > 0:
-            parts: Any = ax.violinplot([values], positions=[i], widths=0.8, showextrema=False)
+        values = np.array([p for _, _, p in scores[policy]], dtype=np.float64)
+        distinct = np.unique(values)
+        if distinct.size >= MIN_VIOLIN_DISTINCT:
+            parts: Any = ax.violinplot([values], positions=[i], widths=0.75, showextrema=False)
             for body in parts["bodies"]:
                 body.set_facecolor(colors[policy])
                 body.set_alpha(0.25)
-        if values.size:
-            ax.scatter(i + rng.uniform(-0.18, 0.18, values.size), values, s=10, color=colors[policy], alpha=0.6,
+        if distinct.size == 1:
+            ax.scatter([i], distinct, s=40 + 4 * min(values.size, 60), color=colors[policy], marker="D",
+                       edgecolors="black", linewidths=0.6, zorder=3)
+        elif values.size:
+            ax.scatter(i + rng.uniform(-0.16, 0.16, values.size), values, s=9, color=colors[policy], alpha=0.7,
                        edgecolors="none")
-            ax.plot([i - 0.3, i + 0.3], [values.mean()] * 2, color="black", lw=2)
-            ax.text(i + 0.33, values.mean(), f"mean {values.mean():.2f}", va="center", fontsize=8)
-    ax.set_xticks(range(len(policies)), [f"{p}\n(n={len(scores[p])})" for p in policies])
-    ax.set_xlim(-0.6, len(policies) - 0.4 + 0.45)
+        if values.size:
+            ax.plot([i - 0.3, i + 0.3], [values.mean()] * 2, color=CURVE_COLOR, lw=1.8)
+        same = f"\nall {distinct[0]:.2f}" if distinct.size == 1 else ""
+        labels.append(f"{policy}\nmean {values.mean():.3f}\nn = {values.size}{same}" if values.size
+                      else f"{policy}\nno scored trial")
+    ax.set_xticks(range(len(policies)), [wrap(label, 1.05, 8) for label in labels])
+    ax.set_xlim(-0.6, len(policies) - 0.4)
     ax.set_ylim(-0.05, 1.08)
     ax.set_ylabel("progress (1 = task complete)")
-    ax.set_title("Progress per policy: every scored trial (violin, points) and the mean (bar)", fontsize=11)
+    total = sum(len(v) for v in scores.values())
+    ax.set_title(wrap(f"Progress per policy over all {total} scored trials: points, violin (5+ distinct values) "
+                      "and mean (bar)", width - 0.4, 9.5))
     ax.grid(axis="y", alpha=0.3)
-    return _save(fig, path)
+    return fig
 
 
-def success_figure(report: AuditReport, path: pathlib.Path) -> pathlib.Path:
-    """Running success rate per policy (one panel each) with its anytime-valid confidence sequence."""
+def _stops(report: AuditReport, policy: str, trial_ids: Sequence[int]) -> list[tuple[int, str]]:
+    """``(x, label)`` per decided test of ``policy``: where it stopped, in the policy's trial count."""
+    position = {trial_id: i + 1 for i, trial_id in enumerate(trial_ids)}
+    out = []
+    for test in report.tests:
+        res = test.result
+        if res.decision not in (Decision.A_BETTER, Decision.B_BETTER) or not res.stopping_trial:
+            continue
+        ids = test.trials_a if policy == test.policy_a else test.trials_b if policy == test.policy_b else ()
+        if len(ids) >= res.stopping_trial and ids[res.stopping_trial - 1] in position:
+            out.append((position[ids[res.stopping_trial - 1]], test.label))
+    return out
+
+
+def success_figure(report: AuditReport) -> Figure:
+    """Running success rate per policy (one panel each) with its anytime-valid confidence sequence,
+    the rate over all of the policy's trials in the panel title and each test's stop marked."""
     scores = _scores(report)
-    colors = _colors(report)
+    colors = policy_colors(report.config.policies)
     level = report.config.alpha
     policies = list(scores)
-    fig, axes = _grid(len(policies), width=4.2, height=3.0)
-    fig.suptitle(f"Success rate per policy with its {1 - level:.0%} anytime-valid confidence sequence "
-                 "(valid at every trial, including the stop)", fontsize=11)
+    fig, axes = _grid(len(policies), f"Success rate per policy over all its trials, with the {1 - level:.0%} "
+                      "anytime-valid confidence sequence (valid at every trial, including the stops)")
     for ax, policy in zip(axes, policies):
         values = scores[policy]
-        ax.set_title(policy, fontsize=10)
         ax.set_ylim(-0.02, 1.02)
         ax.set_xlabel("trials of the policy")
         ax.set_ylabel("success rate")
         ax.grid(alpha=0.3)
         if not values:
-            ax.text(0.5, 0.5, "no scored trial", ha="center", va="center", transform=ax.transAxes)
+            ax.set_title(f"{policy}: no scored trial")
             continue
-        x = np.array([float(s) for s, _ in values])
+        x = np.array([float(s) for _, s, _ in values])
         mean, low, high = mixture_confidence_sequence(x, alpha=level, tightest_at=report.config.n_max)
         t = np.arange(1, x.size + 1)
-        ax.fill_between(t, low, high, color=colors[policy], alpha=0.25, lw=0, label=f"{1 - level:.0%} band")
-        ax.plot(t, mean, color=colors[policy], lw=1.8, label="running rate")
-        ax.text(0.98, 0.04, f"{mean[-1]:.2f} [{low[-1]:.2f}, {high[-1]:.2f}] after {x.size}", transform=ax.transAxes,
-                ha="right", va="bottom", fontsize=9, bbox={"boxstyle": "round", "fc": "white", "ec": "#999999"})
-        ax.legend(fontsize=7.5, loc="upper right")
-    return _save(fig, path)
+        ax.fill_between(t, low, high, color=colors[policy], alpha=0.25, lw=0)
+        ax.plot(t, mean, color=colors[policy], lw=1.6)
+        stops = _stops(report, policy, [trial_id for trial_id, _, _ in values])
+        if stops:
+            xs = [s for s, _ in stops]
+            ax.plot(xs, mean[np.array(xs) - 1], "o", color=ALPHA_COLOR, ms=5, zorder=3)
+        ax.set_title(wrap(f"{policy}: {mean[-1]:.3f} [{low[-1]:.3f}, {high[-1]:.3f}], all {x.size} trials",
+                          PANEL_W - 0.2, 9.5))
+    # one neutral legend for every panel: the band and the curve take each policy's colour
+    handles = [Patch(color="#555555", alpha=0.25, lw=0), Line2D([], [], color="#555555", lw=1.6),
+               Line2D([], [], ls="", marker="o", color=ALPHA_COLOR, ms=5)]
+    fig.legend(handles, [f"{1 - level:.0%} confidence sequence", "running success rate",
+                         "a test's stop (its pair)"], loc="outside lower center", ncols=3, frameon=False)
+    return fig
 
 
-def letters_figure(report: AuditReport, path: pathlib.Path) -> pathlib.Path:
-    """Mean of the first metric per policy, best first, with the compact letter display."""
+def letters_figure(report: AuditReport) -> Figure:
+    """Mean of the first metric per policy over all its trials, best first, with the compact
+    letter display above each bar."""
     metric = report.config.metrics[0].name
     scores = _scores(report)
-    colors = _colors(report)
+    colors = policy_colors(report.config.policies)
     order = list(report.letters) or list(scores)
-    means = [float(np.mean([float(s) if metric == "success" else p for s, p in scores[q]])) if scores[q] else 0.0
+    means = [float(np.mean([float(s) if metric == "success" else p for _, s, p in scores[q]])) if scores[q] else 0.0
              for q in order]
-    fig = Figure(figsize=(max(5.0, 1.3 * len(order) + 2.0), 4.0), layout="constrained")
+    width = max(4.5, 1.1 * len(order) + 2.0)
+    fig = Figure(figsize=(width, 3.6), layout="constrained")
     ax = fig.subplots()
-    bars = ax.bar(range(len(order)), means, color=[colors[q] for q in order], alpha=0.8)
+    bars = ax.bar(range(len(order)), means, color=[colors[q] for q in order], alpha=0.85, edgecolor="black",
+                  linewidth=0.5)
     for bar, policy in zip(bars, order):
-        letters = report.letters.get(policy, "")
-        ax.text(bar.get_x() + bar.get_width() / 2, bar.get_height() + 0.02, letters or "-", ha="center",
-                va="bottom", fontsize=14, fontweight="bold")
-    ax.set_xticks(range(len(order)), order)
-    ax.set_ylim(0, 1.15)
-    ax.set_ylabel(f"mean {metric}")
-    ax.set_title("Compact letter display\n(policies sharing a letter were not found different)", fontsize=11)
+        ax.text(bar.get_x() + bar.get_width() / 2, bar.get_height() + 0.02, report.letters.get(policy, "") or "-",
+                ha="center", va="bottom", fontsize=12, fontweight="bold")
+    ax.set_xticks(range(len(order)), [wrap(f"{q}\n{m:.3f} (n = {len(scores[q])})", 1.05, 8)
+                                      for q, m in zip(order, means)])
+    ax.set_ylim(0, 1.2)
+    ax.set_ylabel(f"mean {metric}, all trials")
+    ax.set_title(wrap("Compact letter display: policies sharing a letter were not found different", width - 0.4, 9.5))
     ax.grid(axis="y", alpha=0.3)
-    return _save(fig, path)
+    return fig
 
 
 def savings(report: AuditReport) -> list[tuple[str, int, int]]:
@@ -233,35 +310,31 @@ def savings(report: AuditReport) -> list[tuple[str, int, int]]:
     ``2 n_max``; the session ran its trials where a batch evaluation of every policy at
     ``n_max`` runs ``K n_max``.
     """
-    rows = [(f"{t.policy_a} vs {t.policy_b}\n{t.metric}/{t.method}", 2 * t.result.n_observed, 2 * report.config.n_max)
-            for t in report.tests]
+    rows = [(f"{t.policy_a} vs {t.policy_b}{'@' + t.task if t.task else ''}\n{t.metric}/{t.method}",
+             2 * t.result.n_observed, 2 * report.config.n_max) for t in report.tests]
     used = sum(1 for trial in report.trials if trial.success is not None)
     rows.append(("whole session", used, len(report.config.policies) * report.config.n_max))
     return rows
 
 
-def savings_figure(report: AuditReport, path: pathlib.Path) -> pathlib.Path:
+def savings_figure(report: AuditReport) -> Figure:
     """Trials used by the sequential tests versus a fixed-N batch evaluation at ``n_max``."""
     rows = savings(report)
-    fig = Figure(figsize=(8.0, 0.75 * len(rows) + 1.4), layout="constrained")
+    fig = Figure(figsize=(6.5, 0.5 * len(rows) + 1.6), layout="constrained")
     ax = fig.subplots()
     y = np.arange(len(rows))[::-1]
     fixed = [r[2] for r in rows]
     used = [r[1] for r in rows]
-    ax.barh(y, fixed, color="#d5d8dc", label="fixed-N batch (n_max per policy)")
-    ax.barh(y, used, color="#1f4e79", height=0.5, label="used by the sequential test")
+    ax.barh(y, fixed, color="#D9D9D9", label="fixed-N batch (n_max per policy)")
+    ax.barh(y, used, color="#0072B2", height=0.5, label="used by the sequential tests")
     for yi, (_, u, f) in zip(y, rows):
         saved = f - u
-        ax.text(f, yi, f"  saved {saved} ({saved / f:.0%})" if f else "", va="center", fontsize=8.5)
-    ax.set_yticks(y, [r[0] for r in rows], fontsize=8.5)
+        ax.text(f, yi, f"  saved {saved} ({saved / f:.0%})" if f else "", va="center", fontsize=8)
+    ax.set_yticks(y, [r[0] for r in rows], fontsize=7.5)
     ax.set_xlabel("trials")
-    ax.set_xlim(0, max(fixed) * 1.35 if fixed else 1)
-    ax.set_title("Trials saved by stopping early", fontsize=11)
-    ax.legend(fontsize=8, loc="upper right")
+    ax.set_xlim(0, max(fixed) * 1.4 if fixed else 1)
+    ax.set_ylim(-0.6, len(rows) - 0.4)
+    ax.set_title("Trials saved by stopping early")
+    fig.legend(loc="outside lower center", ncols=2, frameon=False)
     ax.grid(axis="x", alpha=0.3)
-    return _save(fig, path)
-
-
-def metric_names(report: AuditReport) -> Sequence[str]:
-    """The configured metrics, in order."""
-    return [m.name for m in report.config.metrics]
+    return fig

@@ -57,7 +57,8 @@ def trial_videos(report: AuditReport) -> list[TrialVideos]:
         if event.kind != "runner_result" or event.trial_id is None:
             continue
         runs[event.trial_id] = runs.get(event.trial_id, 0) + 1
-        folder = recording_of(str(event.payload.get("message", "")))
+        # the runner's full message (sealed in the journal, restored by the audit with the key)
+        folder = recording_of(str(event.payload.get("detail") or event.payload.get("message", "")))
         if folder is None:
             continue
         found = _locate(folder, bases)

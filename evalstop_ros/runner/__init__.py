@@ -4,8 +4,12 @@
   :mod:`.server`: the same protocol, server side (test and demo policy servers);
 * :mod:`.adapters`: the robot interface (observe, act, reset to home, stop) and its
   implementations ``sim``, ``ros2``, ``droid``, ``widowx`` (the last three imported lazily);
-* :mod:`.episode`: one rollout: observation building, open-loop action chunks at a fixed rate,
-  gripper thresholding and joint-velocity clipping;
+* :mod:`.guard`: the command guard: every action checked against the robot's limits
+  (:class:`~.guard.CommandLimits`, declared by each adapter) and rate-limited before ``act``;
+* :mod:`.episode`: one rollout: observation building, open-loop action chunks at a fixed rate
+  (no catch-up, a watchdog), gripper thresholding and joint-velocity clipping, the guard;
+* :mod:`.errors`: the one exception type, the operator's failure categories and error ids, the
+  private error log;
 * :mod:`.scripted`: the scripted "good" / "bad" policies of the tests and the policy demo
   (numpy only, so openpi's own server can serve them from its separate virtualenv);
 * :mod:`.trials`: idempotent runs keyed by (session, trial, attempt) and the policy-server map.

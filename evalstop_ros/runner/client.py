@@ -9,8 +9,11 @@ traceback), after which the server closes the connection. RoboArena servers also
 infer on it, so :meth:`PolicyClient.reset` is sent only to servers whose metadata asks for the
 RoboArena request format.
 
-Every failure raises :class:`~.errors.RunnerError` with a message that names neither the policy
-nor its address (the operator reads it).
+Every failure raises :class:`~.errors.RunnerError` with a fixed category (unreachable, too slow,
+protocol error, server error); its text may quote the server and goes to the runner's private
+error log only (:mod:`.errors`). Frames are bounded: the metadata frame by ``max_metadata_size``,
+every later frame by ``max_frame_size``; a larger frame is refused from its header, before its
+payload is read into memory (websockets' ``max_size``), and the connection is closed (1009).
 """
 
 from __future__ import annotations
@@ -21,13 +24,17 @@ import time
 from typing import Any, Self
 
 import numpy as np
-from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidURI
+from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidURI, PayloadTooBig
 from websockets.sync.client import ClientConnection, connect
 
 from . import wire
-from .errors import RunnerError
+from .errors import Category, RunnerError
 
-__all__ = ["ACTION_DIMS", "PolicyClient", "ServerAddress", "ServerConfig"]
+__all__ = ["ACTION_DIMS", "MAX_FRAME_SIZE", "MAX_METADATA_SIZE", "PolicyClient", "ServerAddress", "ServerConfig"]
+
+#: Default bounds of a reply frame (32 MiB: a chunk of actions, or a traceback) and of the metadata frame (64 KiB).
+MAX_FRAME_SIZE = 32 * 2**20
+MAX_METADATA_SIZE = 64 * 2**10
 
 #: Action spaces and their action length (robot values + gripper).
 ACTION_DIMS = {"joint_position": 8, "joint_velocity": 8, "cartesian_velocity": 7}
@@ -71,7 +78,7 @@ class ServerConfig:
 needs_stereo_camera=False, needs_session_id=False, action_space='joint_velocity', roboarena=True)
         """
         if not isinstance(metadata, dict):
-            raise RunnerError("the policy server's metadata frame is not a map")
+            raise RunnerError("the policy server's metadata frame is not a map", category=Category.PROTOCOL)
         keys = {f.name for f in dataclasses.fields(cls)} - {"roboarena"}
         values: dict[str, Any] = {k: metadata[k] for k in keys if k in metadata}
         try:
@@ -82,12 +89,14 @@ needs_stereo_camera=False, needs_session_id=False, action_space='joint_velocity'
                     raise ValueError
                 config = dataclasses.replace(config, image_resolution=(height, width))
         except (TypeError, ValueError) as err:
-            raise RunnerError(f"the policy server's metadata is invalid: {metadata!r}") from err
+            raise RunnerError(f"the policy server's metadata is invalid: {metadata!r}",
+                              category=Category.PROTOCOL) from err
         if config.action_space not in ACTION_DIMS:
             raise RunnerError(f"the policy server asks for action space {config.action_space!r} "
-                              f"(supported: {', '.join(ACTION_DIMS)})")
+                              f"(supported: {', '.join(ACTION_DIMS)})", category=Category.PROTOCOL)
         if config.n_external_cameras not in (0, 1, 2):
-            raise RunnerError(f"the policy server asks for {config.n_external_cameras} external cameras (0-2)")
+            raise RunnerError(f"the policy server asks for {config.n_external_cameras} external cameras (0-2)",
+                              category=Category.PROTOCOL)
         return config
 
 
@@ -97,24 +106,33 @@ class PolicyClient:
     :param address: The server.
     :param connect_timeout: Seconds to open the connection and receive the metadata frame.
     :param infer_timeout: Seconds to wait for each reply (a slower server fails the rollout).
+    :param max_frame_size: Largest reply frame (bytes).
+    :param max_metadata_size: Largest metadata frame (bytes).
     """
 
-    def __init__(self, address: ServerAddress, *, connect_timeout: float = 10.0, infer_timeout: float = 10.0) -> None:
+    def __init__(self, address: ServerAddress, *, connect_timeout: float = 10.0, infer_timeout: float = 10.0,
+                 max_frame_size: int = MAX_FRAME_SIZE, max_metadata_size: int = MAX_METADATA_SIZE) -> None:
         self.infer_timeout = infer_timeout
+        self._limit = max_metadata_size
         headers = {"Authorization": f"Api-Key {address.api_key}"} if address.api_key else None
         self._stack = contextlib.ExitStack()
         try:
             self._ws: ClientConnection = self._stack.enter_context(connect(
-                address.uri, open_timeout=connect_timeout, compression=None, max_size=None,
+                address.uri, open_timeout=connect_timeout, compression=None, max_size=max_metadata_size,
                 additional_headers=headers))
-        except (OSError, TimeoutError, InvalidHandshake, InvalidURI) as err:
-            raise RunnerError(f"policy server unreachable ({type(err).__name__})") from err
+        except TimeoutError as err:
+            raise RunnerError(f"policy server {address.uri} too slow to connect", category=Category.TOO_SLOW) from err
+        except (OSError, InvalidHandshake, InvalidURI) as err:
+            raise RunnerError(f"policy server {address.uri} unreachable ({type(err).__name__}: {err})",
+                              category=Category.UNREACHABLE) from err
         try:
             self.metadata: dict[str, Any] = self._receive(connect_timeout, "metadata")
+            self.config = ServerConfig.from_metadata(self.metadata)
         except RunnerError:
             self.close()
             raise
-        self.config = ServerConfig.from_metadata(self.metadata)
+        # every later frame: the reply bound (websockets reads it per frame, before the payload)
+        self._limit = self._ws.protocol.max_message_size = max_frame_size
         #: Seconds the last :meth:`infer` took (send to reply).
         self.last_latency = 0.0
 
@@ -132,22 +150,28 @@ class PolicyClient:
         try:
             frame = self._ws.recv(timeout=timeout)
         except TimeoutError as err:
-            raise RunnerError(f"policy server too slow: no {what} within {timeout:g} s") from err
+            raise RunnerError(f"policy server too slow: no {what} within {timeout:g} s",
+                              category=Category.TOO_SLOW) from err
         except ConnectionClosed as err:
-            raise RunnerError(f"policy server closed the connection (waiting for {what})") from err
+            if isinstance(err.__cause__, PayloadTooBig) or (err.sent is not None and err.sent.code == 1009):
+                raise RunnerError(f"policy server sent a {what} frame larger than {self._limit} bytes "
+                                  f"({err.__cause__ or err}); refused before reading it",
+                                  category=Category.PROTOCOL) from err
+            raise RunnerError(f"policy server closed the connection (waiting for {what})",
+                              category=Category.SERVER) from err
         if isinstance(frame, str):
-            last = frame.strip().splitlines()[-1:] or [""]
-            raise RunnerError(f"policy server error: {last[0][:200]}")
+            raise RunnerError(f"policy server error frame: {frame.strip()[:20000]}", category=Category.SERVER)
         message = wire.unpack(frame)
         if not isinstance(message, dict):
-            raise RunnerError(f"policy server sent a {type(message).__name__} instead of a map ({what})")
+            raise RunnerError(f"policy server sent a {type(message).__name__} instead of a map ({what})",
+                              category=Category.PROTOCOL)
         return message
 
     def _send(self, message: dict[str, Any]) -> None:
         try:
             self._ws.send(wire.pack(message))
         except ConnectionClosed as err:
-            raise RunnerError("policy server closed the connection") from err
+            raise RunnerError("policy server closed the connection", category=Category.SERVER) from err
 
     def infer(self, observation: dict[str, Any]) -> dict[str, Any]:
         """Send one observation, return the server's reply map."""
@@ -166,16 +190,18 @@ class PolicyClient:
         reply = self.infer(observation)
         raw = reply.get("actions", reply.get("action"))
         if raw is None:
-            raise RunnerError(f"policy server reply has no 'actions' (keys: {sorted(map(str, reply))})")
-        chunk = np.asarray(raw, dtype=np.float64)
+            raise RunnerError(f"policy server reply has no 'actions' (keys: {sorted(map(str, reply))})",
+                              category=Category.PROTOCOL)
+        try:
+            chunk = np.asarray(raw, dtype=np.float64)
+        except (TypeError, ValueError) as err:
+            raise RunnerError(f"policy server actions are not numbers ({err})", category=Category.PROTOCOL) from err
         if chunk.ndim == 1:
             chunk = chunk[None, :]
         if chunk.ndim != 2 or chunk.shape[0] == 0 or chunk.shape[1] != action_dim:
             raise RunnerError(f"policy server returned actions of shape {tuple(np.shape(raw))}; "
-                              f"expected (N, {action_dim})")
-        if not np.all(np.isfinite(chunk)):
-            raise RunnerError("policy server returned non-finite actions")
-        return chunk
+                              f"expected (N, {action_dim})", category=Category.PROTOCOL)
+        return chunk  # non-finite values are the command guard's to refuse
 
     def reset(self, session_id: str) -> None:
         """RoboArena's ``reset`` request after an episode (only to servers that speak RoboArena)."""
@@ -186,4 +212,4 @@ class PolicyClient:
             except (TimeoutError, ConnectionClosed):
                 return
             if isinstance(frame, str):
-                raise RunnerError("policy server error on reset")
+                raise RunnerError(f"policy server error on reset: {frame.strip()[:20000]}", category=Category.SERVER)

@@ -3,14 +3,32 @@
 As RoboArena's evaluation client (seed ``001_*`` §4.1): a new chunk is queried only when the
 previous one is used up, every action of a chunk runs open-loop, the gripper command is
 thresholded at 0.5 to {0, 1}, joint velocities are clipped to [-1, 1], and the loop runs at
-15 Hz up to ``max_steps``. Steps follow an absolute schedule (step ``k`` starts at ``t0 + k /
-rate``), so a slow step does not shift the ones after it. Any failure stops the robot (hold
-position) before :class:`~.errors.RunnerError` propagates; a finished rollout sends the robot
-home and the policy server its ``reset``.
+15 Hz up to ``max_steps`` actions. Then, unlike RoboArena's client, every chunk passes the
+command guard (:mod:`.guard`) and every action is rate-limited by it before ``act``: the loop
+is the only caller of the adapter's ``act``.
+
+Schedule (issue 19): ticks follow an absolute schedule (tick ``k`` at ``t0 + k / rate``), one
+command per tick at most. The policy is queried in a worker thread, so the loop keeps ticking
+while it waits; a tick without an action is *missed*, never made up: a late chunk starts at
+the next tick and its actions run one per tick, and a loop that falls more than a quarter
+period behind drops the missed ticks and resumes the schedule from now. Two commands are never
+closer than half a period. A watchdog holds the robot (``stop``) after ``watchdog_ticks``
+missed ticks in a row and says so (``on_event``).
+
+Simulated time (issue 25): a robot that keeps its own clock (``simulated_time = True``, the
+robosuite adapter) is not paced by the wall clock. Each action advances the simulation one
+period however long physics and rendering take; the ticks run back to back, the simulation waits
+for the policy's chunk (as simulated benchmarks do; the client's ``infer_timeout`` still
+applies), no tick is missed, dropped or spaced, and ``timeout`` counts simulated seconds
+(``steps / rate``): a slow renderer changes neither the schedule nor the outcome. Any failure stops the robot (hold position)
+before :class:`~.errors.RunnerError` propagates; a finished rollout sends the robot home and the
+policy server its ``reset``.
 """
 
 from __future__ import annotations
 
+import collections
+import concurrent.futures
 import dataclasses
 import threading
 import time
@@ -21,7 +39,8 @@ import numpy as np
 
 from .adapters.base import EpisodeInfo, Observation, RobotAdapter, Score
 from .client import ACTION_DIMS, ServerConfig
-from .errors import RunnerError
+from .errors import Category, RunnerError
+from .guard import CommandGuard
 from .recorder import EpisodeRecorder
 
 __all__ = ["EpisodeControl", "EpisodeResult", "EpisodeSettings", "Progress", "build_request", "postprocess", "resize_with_pad",
@@ -41,7 +60,8 @@ class ChunkSource(Protocol):
 
 @dataclasses.dataclass(frozen=True)
 class EpisodeSettings:
-    """Loop settings: ``rate`` (Hz), ``max_steps``, ``timeout`` (s of wall time), the task ``prompt``."""
+    """Loop settings: ``rate`` (Hz), ``max_steps``, ``timeout`` (s of wall time), the task ``prompt``;
+    ``guard_mode`` ("refuse" or "clamp", :mod:`.guard`) and ``watchdog_ticks`` (missed ticks before a hold)."""
 
     prompt: str
     rate: float = 15.0
@@ -49,6 +69,8 @@ class EpisodeSettings:
     timeout: float = 120.0
     gripper_threshold: float = 0.5
     max_joint_velocity: float = 1.0
+    guard_mode: str = "refuse"
+    watchdog_ticks: int = 10
 
 
 @dataclasses.dataclass(frozen=True)
@@ -75,6 +97,10 @@ class EpisodeResult:
     #: Per step: the runner's own time (s), i.e. without the policy query and the robot's observe / act.
     overheads: list[float] = dataclasses.field(default_factory=list)
     reset_error: str = ""
+    #: Ticks without an action (waiting for a chunk), watchdog holds, commands the guard rate-limited.
+    missed_ticks: int = 0
+    holds: int = 0
+    limited: int = 0
 
 
 class EpisodeControl:
@@ -173,13 +199,15 @@ def _never() -> bool:
 
 def run_episode(client: ChunkSource, robot: RobotAdapter, episode: EpisodeInfo, settings: EpisodeSettings, *,
                 control: EpisodeControl | None = None, on_step: Callable[[Progress], None] | None = None,
-                policy_session: str = "", recorder: EpisodeRecorder | None = None) -> EpisodeResult:
+                policy_session: str = "", recorder: EpisodeRecorder | None = None,
+                on_event: Callable[[str], None] | None = None) -> EpisodeResult:
     """Run one rollout of ``client``'s policy on ``robot``; see the module docstring.
 
     :param control: Ends the rollout early from another thread (operator, emergency stop).
     :param on_step: Called after every step (feedback).
     :param policy_session: ``session_id`` sent to servers that ask for one, and to ``reset``.
     :param recorder: Records the episode (written when the episode ends, failed or not).
+    :param on_event: Told what the operator should know mid-rollout (a watchdog hold); no policy text.
 
     The rollout ends after ``max_steps``, at ``timeout``, when ``control`` finishes it (the operator's
     "task done"), or when a robot with a ``task_done()`` method (optional; the simulated arm has one)
@@ -187,68 +215,119 @@ def run_episode(client: ChunkSource, robot: RobotAdapter, episode: EpisodeInfo, 
     :raises RunnerError: on any failure, after ``robot.stop()``.
     """
     config = client.config
-    if config.action_space not in robot.action_spaces:
-        raise RunnerError(f"the robot cannot execute action space {config.action_space!r}")
+    space = config.action_space
+    if space not in robot.action_spaces:
+        raise RunnerError(f"the robot cannot execute action space {space!r}", category=Category.PROTOCOL)
     control = control or EpisodeControl()
     result = EpisodeResult(0, 0.0, "max_steps", None)
-    chunk: list[np.ndarray] = []
     period = 1.0 / settings.rate
+    worker = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="policy-query")
+    chunk: collections.deque[np.ndarray] = collections.deque()
+    pending: concurrent.futures.Future[np.ndarray] | None = None
+    simulated = bool(getattr(robot, "simulated_time", False))  # the robot keeps time (module docstring)
     try:
-        robot.begin(episode)
+        # (an adapter may learn its limits here: ros2 from robot_description; a simulator sets up
+        # the controller and camera size the policy asks for)
+        robot.begin(dataclasses.replace(episode, action_space=space, image_resolution=config.image_resolution))
+        guard = CommandGuard(robot.limits, getattr(robot, "control_period", None) or period, settings.guard_mode)
         start = time.monotonic()
-        for step in range(settings.max_steps):
-            control.sleep(start + step * period - time.monotonic())
+        tick, last_command, missed, started = start, -np.inf, 0, False
+        while result.steps < settings.max_steps:
+            if not simulated:
+                control.sleep(tick - time.monotonic())
             if control.abort_reason:
-                raise RunnerError(control.abort_reason)
+                raise RunnerError(control.abort_reason, category=_abort_category(control.abort_reason))
             if control.finished.is_set():
                 result.ended_by = "operator"
                 break
-            if time.monotonic() - start > settings.timeout:
+            now = time.monotonic()
+            if (result.steps * period if simulated else now - start) > settings.timeout:
                 result.ended_by = "timeout"
                 break
-            began = time.monotonic()
-            result.step_starts.append(began - start)
-            inference = robot_time = 0.0
+            if now - tick > period / 4 and not simulated:   # behind schedule: missed ticks are dropped, not made up
+                tick = now
+            began, inference, robot_time = now, 0.0, 0.0
             if not chunk:
-                tick = time.monotonic()
-                observation = robot.observe()
-                robot_time += time.monotonic() - tick
+                if pending is None:
+                    observation = robot.observe()
+                    robot_time += time.monotonic() - now
+                    if recorder is not None:
+                        recorder.observation(now - start, observation)
+                    if started:
+                        guard.observed(observation.joint_position, observation.cartesian_position, space)
+                    else:  # the rollout starts at rest where the robot is
+                        guard.start(observation.joint_position, observation.cartesian_position)
+                        started = True
+                    request = build_request(observation, config, settings.prompt, policy_session)
+                    pending = worker.submit(client.action_chunk, request, ACTION_DIMS[space])
+                waited = time.monotonic()
+                concurrent.futures.wait([pending], timeout=None if simulated else max(0.0, tick + period / 4 - waited))
+                inference = time.monotonic() - waited
+                if pending.done():
+                    raw, pending = pending.result(), None   # a RunnerError of the query is raised here
+                    result.latencies.append(client.last_latency)
+                    if recorder is not None:
+                        recorder.latency(client.last_latency)
+                    guard.check_finite(raw, space)          # before thresholding hides a NaN gripper
+                    processed = np.array([postprocess(a, space, settings) for a in raw])
+                    chunk.extend(guard.check_chunk(processed, space))
+            if chunk:
+                action = guard.command(chunk.popleft(), space)
+                spacing = last_command + period / 2 - time.monotonic()
+                if spacing > 0 and not simulated:
+                    time.sleep(spacing)
+                with control.lock:
+                    if control.abort_reason:
+                        raise RunnerError(control.abort_reason, category=_abort_category(control.abort_reason))
+                    sent = time.monotonic()
+                    robot.act(action, space)
+                    last_command = sent
+                    robot_time += time.monotonic() - sent
+                missed = 0
                 if recorder is not None:
-                    recorder.observation(tick - start, observation)
-                request = build_request(observation, config, settings.prompt, policy_session)
-                chunk = list(client.action_chunk(request, ACTION_DIMS[config.action_space]))
-                inference = client.last_latency
-                result.latencies.append(inference)
-                if recorder is not None:
-                    recorder.latency(inference)
-            action = postprocess(chunk.pop(0), config.action_space, settings)
-            with control.lock:
-                if control.abort_reason:
-                    raise RunnerError(control.abort_reason)
-                tick = time.monotonic()
-                robot.act(action, config.action_space)
-                robot_time += time.monotonic() - tick
-            if recorder is not None:
-                recorder.action(tick - start, action)
-            result.overheads.append(time.monotonic() - began - inference - robot_time)
-            result.steps = step + 1
-            if on_step is not None:
-                on_step(Progress(result.steps, settings.max_steps, time.monotonic() - start, client.last_latency))
-            # a robot that can tell the task is done (the sim arm) ends the rollout there, as an operator would
-            if getattr(robot, "task_done", _never)():
-                result.ended_by = "task_done"
-                break
+                    recorder.action(sent - start, action)
+                result.step_starts.append(sent - start)
+                result.overheads.append(max(0.0, time.monotonic() - began - inference - robot_time))
+                result.steps += 1
+                if on_step is not None:
+                    on_step(Progress(result.steps, settings.max_steps, time.monotonic() - start, client.last_latency))
+                # a robot that can tell the task is done (the sim arm) ends the rollout there, as an operator would
+                if getattr(robot, "task_done", _never)():
+                    result.ended_by = "task_done"
+                    break
+            else:
+                missed += 1
+                result.missed_ticks += 1
+                if missed == settings.watchdog_ticks:
+                    with control.lock:
+                        robot.stop()
+                        last_command = time.monotonic()
+                    guard.held()
+                    result.holds += 1
+                    if on_event is not None:
+                        on_event(f"watchdog: no valid action for {missed} ticks ({missed * period:.2f} s), "
+                                 "robot holding position")
+            tick += period
         result.duration = time.monotonic() - start
+        result.limited = guard.limited
         result.score = robot.score()
     except BaseException:
         robot.stop()
         raise
     finally:
+        worker.shutdown(wait=False, cancel_futures=True)
         if recorder is not None:
             recorder.close()
     robot.reset()
+    if pending is not None:  # ended (operator, timeout) while a query ran: the connection is busy, no reset
+        result.reset_error = "a policy query was still running at the end of the episode"
+        return result
     try:  # the rollout is over and counts; a server that mishandles reset is only noted
         client.reset(policy_session)
     except RunnerError as err:
         result.reset_error = str(err)
     return result
+
+
+def _abort_category(reason: str) -> Category:
+    return Category.EMERGENCY_STOP if reason == Category.EMERGENCY_STOP.value else Category.CANCELED

@@ -8,6 +8,14 @@ decides). "good" averages every column of the camera; "bad" reads four columns a
 bias. Failure modes for the failure tests: ``error`` raises on the ``fail_after``-th request,
 ``slow`` sleeps ``delay`` s from then on, ``wrong_shape`` returns (chunk, 7). ``action_dim`` 7
 drops joints 6-7 (a stand-in for a 6-DoF end-effector policy with the gripper last).
+
+Command-guard cases (issue 19), from the ``fail_after``-th request on: ``nan`` puts a NaN in
+joint 3; ``stall`` sleeps ``delay`` s once (a server that stalls mid-episode, then goes on);
+``huge`` replies with a frame of about ``frame_bytes`` bytes. Joint-*position* policies
+(:func:`metadata_for` says ``action_space: joint_position``): ``position`` steers to the goal
+with position targets; ``out_of_limits`` sends joint 4 to 1e6 rad; ``jump`` sends every joint to
+alternately +-1.4 rad each chunk (inside the sim's range, far beyond a tick's velocity).
+``error`` with ``error_text`` raises that text instead (a traceback that names the policy).
 """
 
 from __future__ import annotations
@@ -19,25 +27,33 @@ import numpy as np
 
 from .adapters.sim import read_goal
 
-__all__ = ["METADATA", "ScriptedPolicy"]
+__all__ = ["KINDS", "METADATA", "ScriptedPolicy", "metadata_for"]
 
 #: The metadata frame of the scripted servers (RoboArena's PolicyServerConfig keys).
 METADATA: dict[str, Any] = {"image_resolution": [32, 32], "needs_wrist_camera": True, "n_external_cameras": 1,
                             "needs_stereo_camera": False, "needs_session_id": True,
                             "action_space": "joint_velocity"}
 
-KINDS = ("good", "bad", "error", "slow", "wrong_shape")
+KINDS = ("good", "bad", "error", "slow", "wrong_shape", "nan", "stall", "huge", "position", "out_of_limits", "jump")
+_POSITION_KINDS = ("position", "out_of_limits", "jump")
+
+
+def metadata_for(kind: str) -> dict[str, Any]:
+    """The metadata frame of scripted policy ``kind`` (:data:`METADATA`, joint positions for the position kinds)."""
+    return METADATA | {"action_space": "joint_position"} if kind in _POSITION_KINDS else dict(METADATA)
 
 
 class ScriptedPolicy:
     """One scripted policy (``kind`` in :data:`KINDS`; the failure kinds act "good" until they fail)."""
 
     def __init__(self, kind: str = "good", *, chunk: int = 4, dt: float = 1.0 / 15.0, gain: float = 6.0,
-                 fail_after: int = 3, delay: float = 5.0, action_dim: int = 8) -> None:
+                 fail_after: int = 3, delay: float = 5.0, action_dim: int = 8, error_text: str = "scripted policy failure",
+                 frame_bytes: int = 300 * 10**6) -> None:
         if kind not in KINDS:
             raise ValueError(f"unknown scripted policy {kind!r} (known: {', '.join(KINDS)})")
         self.kind, self.chunk, self.dt, self.gain = kind, chunk, dt, gain
         self.fail_after, self.delay, self.action_dim = fail_after, delay, action_dim
+        self.error_text, self.frame_bytes = error_text, frame_bytes
         self.requests = 0
 
     def infer(self, obs: dict[str, Any]) -> dict[str, Any]:
@@ -47,9 +63,11 @@ class ScriptedPolicy:
         self.requests += 1
         failing = self.requests >= self.fail_after
         if self.kind == "error" and failing:
-            raise RuntimeError("scripted policy failure")
-        if self.kind == "slow" and failing:
+            raise RuntimeError(self.error_text)
+        if (self.kind == "slow" and failing) or (self.kind == "stall" and self.requests == self.fail_after):
             time.sleep(self.delay)
+        if self.kind == "huge" and failing:
+            return {"actions": np.zeros((max(1, self.frame_bytes // 64), 8))}
         image = np.asarray(obs["observation/exterior_image_1_left"])
         joints = np.asarray(obs["observation/joint_position"], dtype=np.float64).copy()
         goal = read_goal(image, columns=4 if self.kind == "bad" else None)
@@ -65,6 +83,15 @@ class ScriptedPolicy:
             actions = np.concatenate([actions[:, :self.action_dim - 1], actions[:, 7:]], axis=1)
         if self.kind == "wrong_shape" and failing:
             actions = actions[:, :7]
+        if self.kind == "nan" and failing:
+            actions[:, 2] = np.nan
+        if self.kind in _POSITION_KINDS:  # the same motion as position targets
+            start = np.asarray(obs["observation/joint_position"], dtype=np.float64)
+            actions[:, :7] = start + np.cumsum(actions[:, :7], axis=0) * self.dt
+            if self.kind == "out_of_limits" and failing:
+                actions[:, 3] = 1e6
+            if self.kind == "jump":
+                actions[:, :7] = 1.4 if self.requests % 2 else -1.4
         return {"actions": actions.astype(np.float32)}
 
     def reset(self) -> None:

@@ -1,4 +1,5 @@
-"""The openpi protocol, server side: serves a :class:`~.scripted.ScriptedPolicy` (tests, policy demo).
+"""The openpi protocol, server side: serves a :class:`~.scripted.ScriptedPolicy` (tests, policy demo)
+or a :class:`~.scripted_physics.GraspPolicy` (the robosuite Panda: kinds ``grasp``, ``sloppy``).
 
 Same behaviour as openpi's ``WebsocketPolicyServer``: metadata frame first, one reply per
 request, ``server_timing`` added to every reply, a TEXT frame with the traceback then close
@@ -26,8 +27,8 @@ from websockets.exceptions import ConnectionClosed
 from websockets.http11 import Request, Response
 from websockets.sync.server import Server, ServerConnection, serve
 
-from . import wire
-from .scripted import KINDS, METADATA, ScriptedPolicy
+from . import scripted_physics, wire
+from .scripted import KINDS, ScriptedPolicy, metadata_for
 
 __all__ = ["PolicyServer", "main"]
 
@@ -38,7 +39,10 @@ class PolicyServer:
     def __init__(self, kind: str = "good", *, host: str = "127.0.0.1", port: int = 0, api_key: str = "",
                  metadata: dict[str, Any] | None = None, disconnect_after: int = 0, **policy: Any) -> None:
         self.kind, self.policy_options, self.api_key = kind, policy, api_key
-        self.metadata = dict(METADATA if metadata is None else metadata)
+        physics = kind in scripted_physics.KINDS  # a grasping policy for the robosuite Panda
+        self.metadata = dict((scripted_physics.METADATA if physics else metadata_for(kind)) if metadata is None
+                             else metadata)
+        self._policy_class: Any = scripted_physics.GraspPolicy if physics else ScriptedPolicy
         self.disconnect_after = disconnect_after
         self.connections = 0
         self._server: Server = serve(self._handle, host, port, compression=None, max_size=None,
@@ -55,7 +59,7 @@ class PolicyServer:
 
     def _handle(self, ws: ServerConnection) -> None:
         self.connections += 1
-        policy = ScriptedPolicy(self.kind, **self.policy_options)
+        policy = self._policy_class(self.kind, **self.policy_options)
         ws.send(wire.pack(self.metadata))
         previous: float | None = None
         requests = 0
@@ -108,7 +112,7 @@ class PolicyServer:
 def main(argv: list[str] | None = None) -> int:
     """Command line: serve one scripted policy until Ctrl-C."""
     parser = argparse.ArgumentParser(prog="python -m evalstop_ros.runner.server", description=__doc__.split("\n")[0])
-    parser.add_argument("--policy", choices=KINDS, default="good")
+    parser.add_argument("--policy", choices=KINDS + scripted_physics.KINDS, default="good")
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=8000)
     parser.add_argument("--api-key", default="")

@@ -19,7 +19,7 @@ from typing import Any
 import msgpack
 import numpy as np
 
-from .errors import RunnerError
+from .errors import Category, RunnerError
 
 __all__ = ["pack", "unpack"]
 
@@ -28,7 +28,7 @@ _ARRAY, _SCALAR = b"__ndarray__", b"__npgeneric__"
 
 def _encode(obj: Any) -> Any:
     if isinstance(obj, (np.ndarray, np.generic)) and obj.dtype.kind in "VOc":
-        raise RunnerError(f"cannot send numpy dtype {obj.dtype} over the openpi protocol")
+        raise RunnerError(f"cannot send numpy dtype {obj.dtype} over the openpi protocol", category=Category.PROTOCOL)
     if isinstance(obj, np.ndarray):
         return {_ARRAY: True, b"data": np.ascontiguousarray(obj).tobytes(), b"dtype": obj.dtype.str,
                 b"shape": list(obj.shape)}
@@ -64,4 +64,4 @@ def unpack(payload: bytes) -> Any:
     try:
         return msgpack.unpackb(payload, object_hook=_decode, strict_map_key=False)
     except (ValueError, TypeError, msgpack.UnpackException) as err:
-        raise RunnerError(f"malformed reply from the policy server ({err})") from err
+        raise RunnerError(f"malformed reply from the policy server ({err})", category=Category.PROTOCOL) from err

@@ -1,36 +1,103 @@
-"""Blinding on the wire: what the operator-visible journal stream may carry, and how the audit
-restores it once the session's key is revealed (commit-reveal, :mod:`.plan`).
+"""Blinding in the journal and on the wire: what a record may hold in clear, and how the key
+revealed at the end restores the rest (commit-reveal, :mod:`.plan`).
 
-While a session runs, ``session_event`` republishes every journal event; a ``trial_requested``
-event's ``policy_id`` (which policy is behind the label) and ``token`` are *sealed*: removed from
-the published payload, which says ``"sealed": true`` instead.  The journal keeps them.  After
-the end the ``key_revealed`` event publishes the key; :func:`unseal` then recomputes both from
-the plan (the policy whose label in that round is the published label, and the trial's token),
-so a recording audits completely, and :func:`revealed_key` checks the key against the
-commitment the ``config`` event published before the first trial.
+Sealed while the session runs, in the journal file as on ``session_event``:
+
+* a ``trial_requested`` event's ``policy_id`` (which policy is behind the label) and ``token``:
+  not stored at all; the payload says ``"sealed": true``.  Both are functions of the plan's key,
+  the round and the label, so :func:`unseal` recomputes them (the session does so on every replay
+  with the key it keeps in the journal's ``meta``; the audit with the key revealed at the end,
+  which :func:`revealed_key` checks against the commitment published before the first trial);
+* a runner's full result message (it may quote a policy server, :mod:`.runner_messages`):
+  journaled as ``detail_sealed``, AES-256-GCM under a key derived from the plan's key
+  (:func:`seal_text`), bound to its session, trial and field; the operator channels carry
+  only its category and id (``message``).  :func:`unseal` decrypts it back to ``detail``.
+
+:func:`journal_payload` is the payload as the journal stores it, :func:`seal` as
+``session_event`` publishes it (the journal's form without even the ciphertext).
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import dataclasses
+import hashlib
+import hmac
+import os
 from collections.abc import Sequence
 from typing import Any
+
+from cryptography.exceptions import InvalidTag
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from .config import SessionConfig
 from .journal import Event
 from .plan import Plan, verify_key
 
-__all__ = ["SEALED_FIELDS", "revealed_key", "seal", "unseal"]
+__all__ = ["SEALED_FIELDS", "journal_payload", "open_text", "revealed_key", "seal", "seal_text", "unseal",
+           "unseal_event"]
 
-#: Fields of a ``trial_requested`` payload withheld from the wire while the session runs.
+#: Fields of a ``trial_requested`` payload withheld from the journal and the wire while the session runs.
 SEALED_FIELDS = ("policy_id", "token")
+#: A ``runner_result``'s full message: in clear only in memory (``detail``), sealed in the journal.
+DETAIL, DETAIL_SEALED = "detail", "detail_sealed"
+_NONCE_BYTES = 12
+
+
+def _cipher(key: bytes, session_id: str) -> AESGCM:
+    """AES-256-GCM under ``HMAC-SHA256(plan key, "evalstop-seal", session id)`` (a key of its own)."""
+    return AESGCM(hmac.new(key, b"evalstop-seal\0" + session_id.encode(), hashlib.sha256).digest())
+
+
+def _where(session_id: str, kind: str, trial_id: int | None, field: str) -> bytes:
+    """The associated data: a ciphertext opens only at its own place."""
+    return "\0".join((session_id, kind, "" if trial_id is None else str(trial_id), field)).encode()
+
+
+def seal_text(text: str, key: bytes, session_id: str, kind: str, trial_id: int | None, field: str) -> str:
+    """``text`` encrypted for the journal (base64 of a fresh 12-byte nonce and the AES-GCM ciphertext)."""
+    nonce = os.urandom(_NONCE_BYTES)
+    sealed = _cipher(key, session_id).encrypt(nonce, text.encode(), _where(session_id, kind, trial_id, field))
+    return base64.b64encode(nonce + sealed).decode("ascii")
+
+
+def open_text(sealed: object, key: bytes, session_id: str, kind: str, trial_id: int | None, field: str) -> str | None:
+    """The text of :func:`seal_text`, or ``None`` when it does not open (another key or place, or edited).
+
+    >>> k = bytes(32); box = seal_text("KeyError: 'pi0_fast_droid'", k, "s1", "runner_result", 3, "detail")
+    >>> open_text(box, k, "s1", "runner_result", 3, "detail"), open_text(box, k, "s1", "runner_result", 4, "detail")
+    ("KeyError: 'pi0_fast_droid'", None)
+    """
+    if not isinstance(sealed, str):
+        return None
+    try:
+        raw = base64.b64decode(sealed, validate=True)
+        text = _cipher(key, session_id).decrypt(raw[:_NONCE_BYTES], raw[_NONCE_BYTES:],
+                                                _where(session_id, kind, trial_id, field))
+        return text.decode()
+    except (binascii.Error, ValueError, InvalidTag, UnicodeDecodeError):
+        return None
+
+
+def journal_payload(kind: str, trial_id: int | None, payload: dict[str, Any], key: bytes,
+                    session_id: str) -> dict[str, Any]:
+    """The payload as the journal stores it (module docstring); the inverse of :func:`unseal_event`."""
+    if kind == "trial_requested":
+        return {**{k: v for k, v in payload.items() if k not in SEALED_FIELDS}, "sealed": True}
+    if kind == "runner_result" and DETAIL in payload:
+        rest = {k: v for k, v in payload.items() if k != DETAIL}
+        return {**rest, DETAIL_SEALED: seal_text(str(payload[DETAIL]), key, session_id, kind, trial_id, DETAIL)}
+    return payload
 
 
 def seal(kind: str, payload: dict[str, Any]) -> dict[str, Any]:
     """The payload as ``session_event`` may publish it (a copy; the journal is unchanged)."""
-    if kind != "trial_requested":
-        return payload
-    return {**{k: v for k, v in payload.items() if k not in SEALED_FIELDS}, "sealed": True}
+    if kind == "trial_requested":
+        return {**{k: v for k, v in payload.items() if k not in SEALED_FIELDS}, "sealed": True}
+    if kind == "runner_result" and (DETAIL in payload or DETAIL_SEALED in payload):
+        return {k: v for k, v in payload.items() if k not in (DETAIL, DETAIL_SEALED)}
+    return payload
 
 
 def revealed_key(events: Sequence[Event], session_id: str) -> tuple[bytes | None, str]:
@@ -53,21 +120,28 @@ def revealed_key(events: Sequence[Event], session_id: str) -> tuple[bytes | None
     return bytes.fromhex(str(key)), ""
 
 
-def unseal(events: Sequence[Event], config: SessionConfig, key: bytes, session_id: str) -> list[Event]:
-    """The events with every sealed ``trial_requested`` payload restored from the plan of ``key``.
+def unseal_event(event: Event, plan: Plan, session_id: str) -> Event:
+    """``event`` with what the journal sealed restored from ``plan`` (and its key).
 
-    A label that is no label of its round gets ``policy_id`` ``""`` (the audit flags it).
+    A sealed request whose label is no label of its round gets ``policy_id`` ``""`` (the audit
+    flags it); a sealed message that does not open gets ``detail`` ``None``.
     """
+    payload = event.payload
+    if event.kind == "trial_requested" and payload.get("sealed") is True and event.trial_id is not None:
+        round_number = int(payload.get("round", 0))
+        policy = next((p for p in plan.config.policies if round_number >= 1
+                       and plan.label(p, round_number) == payload.get("label")), "")
+        restored = {k: v for k, v in payload.items() if k != "sealed"}
+        restored.update(policy_id=policy, token=plan.token(session_id, event.trial_id))
+        return dataclasses.replace(event, payload=restored)
+    if event.kind == "runner_result" and DETAIL_SEALED in payload and plan.key is not None:
+        detail = open_text(payload[DETAIL_SEALED], plan.key, session_id, event.kind, event.trial_id, DETAIL)
+        restored = {k: v for k, v in payload.items() if k != DETAIL_SEALED}
+        return dataclasses.replace(event, payload={**restored, DETAIL: detail})
+    return event
+
+
+def unseal(events: Sequence[Event], config: SessionConfig, key: bytes, session_id: str) -> list[Event]:
+    """The events with everything sealed restored from the plan of ``key`` (:func:`unseal_event`)."""
     plan = Plan(config, key)
-    out = []
-    for event in events:
-        payload = event.payload
-        if event.kind == "trial_requested" and payload.get("sealed") is True and event.trial_id is not None:
-            round_number = int(payload.get("round", 0))
-            policy = next((p for p in config.policies if round_number >= 1
-                           and plan.label(p, round_number) == payload.get("label")), "")
-            restored = {k: v for k, v in payload.items() if k != "sealed"}
-            restored.update(policy_id=policy, token=plan.token(session_id, event.trial_id))
-            event = dataclasses.replace(event, payload=restored)
-        out.append(event)
-    return out
+    return [unseal_event(event, plan, session_id) for event in events]

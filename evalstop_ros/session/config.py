@@ -67,6 +67,19 @@ from typing import Annotated, Any, Literal
 import yaml  # type: ignore[import-untyped, unused-ignore]
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError, field_validator, model_validator
 
+from ..limits import (
+    BINS_LIMIT,
+    CONDITIONS_LIMIT,
+    INTERIM_SIZE_LIMIT,
+    INTERIMS_LIMIT,
+    N_MAX_LIMIT,
+    PERMUTATIONS_LIMIT,
+    SEED_LIMIT,
+    STEP_N_MAX_LIMIT,
+    TASKS_LIMIT,
+    TEXT_LIMIT,
+    TIMEOUT_LIMIT_S,
+)
 from ..stats.families import Comparison, comparison_pairs
 from ..stats.methods import BINARY_METHODS, FACTS
 from ..stats.multitask import TASK_CORRECTIONS, task_alpha
@@ -127,7 +140,7 @@ class InitialCondition(_Model):
     #: Identifier, unique within its task (journaled with every trial).
     id: Identifier
     #: What the operator does to reset the scene, shown before the trial (never the policy).
-    reset_instructions: Annotated[str, StringConstraints(min_length=1, strip_whitespace=True)]
+    reset_instructions: Annotated[str, StringConstraints(min_length=1, max_length=TEXT_LIMIT, strip_whitespace=True)]
 
 
 class Task(_Model):
@@ -136,9 +149,9 @@ class Task(_Model):
     #: Identifier, unique within the session.
     id: Identifier
     #: Free text for the operator prompt.
-    description: str = ""
+    description: str = Field("", max_length=TEXT_LIMIT)
     #: At least one initial condition; the schedule cycles through them (see ``condition_schedule``).
-    initial_conditions: tuple[InitialCondition, ...] = Field(min_length=1)
+    initial_conditions: tuple[InitialCondition, ...] = Field(min_length=1, max_length=CONDITIONS_LIMIT)
 
     @field_validator("initial_conditions")
     @classmethod
@@ -196,8 +209,9 @@ class MetricConfig(_Model):
                 "success data; use 'nscore' or 'wsr'"
             )
         if self.method == "nscore":
-            if self.bins is None or isinstance(self.bins, bool) or self.bins < 2:
-                raise ValueError(f"`bins` must be an integer >= 2 for method 'nscore'; found {self.bins!r}")
+            if self.bins is None or isinstance(self.bins, bool) or not 2 <= self.bins <= BINS_LIMIT:
+                raise ValueError(f"`bins` must be an integer in [2, {BINS_LIMIT}] for method 'nscore'; "
+                                 f"found {self.bins!r}")
         elif self.bins is not None:
             raise ValueError(f"`bins` applies only to method 'nscore'; found bins={self.bins!r} with {self.method!r}")
         return self
@@ -207,11 +221,11 @@ class AdaStopConfig(_Model):
     """The interim design of ``design: adastop`` (:class:`~evalstop_ros.stats.adastop.AdaStop`)."""
 
     #: Trials ``N`` of every agent still in the rotation per interim.
-    n_per_interim: int = Field(ge=1)
+    n_per_interim: int = Field(ge=1, le=INTERIM_SIZE_LIMIT)
     #: Most interims ``K``; the budget is ``N K`` trials per agent (seed 002 §2.5 advises ``N K >= 30``).
-    n_interims: int = Field(ge=1)
+    n_interims: int = Field(ge=1, le=INTERIMS_LIMIT)
     #: Permutation paths ``B`` per interim (``10**4`` in seed 002).
-    n_permutations: int = Field(default=10_000, ge=1)
+    n_permutations: int = Field(default=10_000, ge=1, le=PERMUTATIONS_LIMIT)
     #: ``"relabel"`` (default; keeps the level with all pairs of three or more agents) or
     #: ``"split"`` (seed 002 Eq. 8 literally); see the Notes of :class:`~evalstop_ros.stats.adastop.AdaStop`.
     permutation: Literal["relabel", "split"] = "relabel"
@@ -255,7 +269,7 @@ class RunnerConfig(_Model):
     #: ROS action name of the runner, e.g. ``/droid/run_trial``.
     action_name: Annotated[str, StringConstraints(min_length=1)] = "run_trial"
     #: Seconds the manager waits for one trial's result before counting it as a failed run.
-    timeout_s: float = Field(default=300.0, gt=0)
+    timeout_s: float = Field(default=300.0, gt=0, le=TIMEOUT_LIMIT_S, allow_inf_nan=False)
 
 
 class SessionConfig(_Model):
@@ -301,7 +315,7 @@ class SessionConfig(_Model):
     #: ``bonferroni`` otherwise; refused with ``claim: pooled``.
     task_correction: Literal["iut", "bonferroni", "holm"] | None = None
     #: Tasks with their initial conditions (at least one task).
-    tasks: tuple[Task, ...] = Field(min_length=1)
+    tasks: tuple[Task, ...] = Field(min_length=1, max_length=TASKS_LIMIT)
     #: ``"paired"``: each round runs every active policy once, in random order, from the same
     #: task and initial condition; a round's scores pair up within the round.
     #: ``"independent"``: a balanced random schedule (each round a random permutation of the
@@ -338,10 +352,10 @@ class SessionConfig(_Model):
     #: Most pairs one comparison (per task, with a non-pooled claim) may consume (STEP/Lai's
     #: horizon; the analysis budget of the anytime-valid tests).  Reaching it undecided is
     #: ``BUDGET_EXHAUSTED``.  Unused by ``design: adastop``, whose budget is ``N K`` per agent.
-    n_max: int = Field(default=100, ge=1)
+    n_max: int = Field(default=100, ge=1, le=N_MAX_LIMIT)
     #: Seed of every random choice (trial order, conditions, labels, STEP draws); fix it, and
     #: use a fresh one per session, before the data (seed 003 §IV-B: the randomization is part of the test).
-    seed: int = Field(ge=0)
+    seed: int = Field(ge=0, le=SEED_LIMIT)
     #: The runner action.
     runner: RunnerConfig = Field(default_factory=RunnerConfig)
     #: ``"operator"``: a person scores each trial; ``"auto"``: the runner's result carries the
@@ -434,6 +448,11 @@ class SessionConfig(_Model):
         if used > self.alpha * (1 + 1e-9):
             shares = ", ".join(f"{m.name}={m.alpha:g}" for m in self.metrics)
             raise ValueError(f"metric alphas ({shares}) sum to {used:g}, more than `alpha` {self.alpha:g}")
+        step = [m.name for m in self.metrics if m.method == "step"]
+        if step and self.n_max > STEP_N_MAX_LIMIT:
+            raise ValueError(f"`n_max` {self.n_max} is too large for STEP (metric(s) {step}): its table needs "
+                             f"O(n_max^2) memory; use at most {STEP_N_MAX_LIMIT}, or an anytime-valid method "
+                             "(nscore, wsr, savi)")
         self._check_adastop()
         if self.correction == "holm":
             for metric in self.metrics:
@@ -503,6 +522,9 @@ class SessionConfig(_Model):
             return
         if self.adastop is None:
             raise ValueError("`adastop` (n_per_interim, n_interims) is required with design 'adastop'")
+        budget = self.adastop.n_per_interim * self.adastop.n_interims
+        if budget > N_MAX_LIMIT:
+            raise ValueError(f"`adastop`: n_per_interim x n_interims = {budget} trials per agent; at most {N_MAX_LIMIT}")
         if len(self.metrics) != 1:
             raise ValueError(f"design 'adastop' compares one metric; found {len(self.metrics)} metrics")
         (metric,) = self.metrics
@@ -721,6 +743,9 @@ def read_config_file(path: str | pathlib.Path) -> object:
         text = pathlib.Path(path).read_text(encoding="utf-8")
     except OSError as err:
         raise ConfigError(source, f"cannot read the file: {err.strerror or err}") from err
+    except UnicodeDecodeError as err:
+        raise ConfigError(source, f"not UTF-8 text (byte 0x{err.object[err.start]:02x} at offset {err.start}): "
+                          "save the configuration as UTF-8") from err
     try:
         return yaml.safe_load(text)
     except yaml.YAMLError as err:

@@ -33,6 +33,13 @@ Triggers refuse ``UPDATE`` and ``DELETE`` on both tables.  A lock file beside th
 (``<path>.lock``, ``flock``, released by the kernel when the process dies) keeps a second writer
 out.
 
+Privacy: the journal holds the randomization key, so only its owner may read it.  Every file of
+a journal (the database, its ``-wal`` and ``-shm`` files, which SQLite creates with the
+database's mode, ``.head`` and ``.lock``) is created or tightened to mode 0600 whatever the
+umask, and a journal in a directory other users can write (they could replace or remove its
+files) is refused (:func:`check_directory`); :func:`journal_directory` creates a directory
+0700.
+
 The stored configuration is the exact validated one (its canonical JSON); opening an existing
 journal with a configuration whose hash differs is refused, naming the fields that changed
 (seed 003 §V-A: alpha, N_max and the method are part of the test).
@@ -40,6 +47,7 @@ journal with a configuration whose hash differs is refused, naming the fields th
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import fcntl
 import hashlib
@@ -48,6 +56,7 @@ import os
 import pathlib
 import secrets
 import sqlite3
+import stat
 import time
 from collections.abc import Iterator
 from types import TracebackType
@@ -58,9 +67,15 @@ from .errors import JournalError
 from .journal_head import HeadFile, head_path, read_head
 from .plan import KEY_BYTES, commit_key
 
-__all__ = ["KINDS", "ChainBreak", "Event", "Journal", "JournalContents", "chain_hash", "read_journal"]
+__all__ = ["KINDS", "ChainBreak", "Event", "Journal", "JournalContents", "chain_hash", "check_directory",
+           "journal_directory", "read_journal"]
 
 SCHEMA_VERSION = "2"
+#: Mode of every journal file, and of a journal directory this module creates.
+FILE_MODE = 0o600
+DIRECTORY_MODE = 0o700
+#: Suffixes of the files beside the database (SQLite's, the head file, the lock file).
+COMPANIONS = ("-wal", "-shm", ".head", ".lock")
 
 #: Event kinds (see :mod:`evalstop_ros.session.session` for when each is written).
 KINDS = frozenset({
@@ -217,6 +232,79 @@ def check_chain(connection: sqlite3.Connection, meta: dict[str, str]) -> tuple[i
     return last, previous, None
 
 
+def check_directory(directory: str | os.PathLike[str]) -> None:
+    """Refuse a journal directory other users can write (they could replace or remove its files).
+
+    >>> import tempfile
+    >>> d = pathlib.Path(tempfile.mkdtemp()); d.chmod(0o777)
+    >>> check_directory(d)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    evalstop_ros.session.errors.JournalError: journal directory '...' is writable by other users (mode 0777)...
+    """
+    path = pathlib.Path(directory)
+    try:
+        info = path.stat()
+    except OSError as err:
+        raise JournalError(f"journal directory {str(path)!r}: {err.strerror or err}") from err
+    if not stat.S_ISDIR(info.st_mode):
+        raise JournalError(f"journal directory {str(path)!r} is not a directory")
+    mode = stat.S_IMODE(info.st_mode)
+    if mode & 0o022:
+        raise JournalError(f"journal directory {str(path)!r} is writable by other users (mode {mode:04o}): they could "
+                           f"replace or remove the journal; use a directory of your own (chmod 700 {str(path)!r})")
+    if info.st_uid != os.geteuid():
+        raise JournalError(f"journal directory {str(path)!r} belongs to user id {info.st_uid}, not to this "
+                           f"process's user ({os.geteuid()}); use a directory of your own")
+
+
+def journal_directory(directory: str | os.PathLike[str]) -> pathlib.Path:
+    """The directory of a node's journals, created 0700 (parents too), an existing one of ours
+    that others may read tightened to 0700 (the file names are session ids), and checked
+    (:func:`check_directory`: one others may write is refused, not changed)."""
+    path = pathlib.Path(directory).expanduser()
+    try:
+        path.mkdir(mode=DIRECTORY_MODE, parents=True, exist_ok=True)
+        info = path.stat()
+        mode = stat.S_IMODE(info.st_mode)
+        if stat.S_ISDIR(info.st_mode) and info.st_uid == os.geteuid() and mode & 0o077 and not mode & 0o022:
+            path.chmod(DIRECTORY_MODE)  # readable by others: tightened; writable by others: refused below
+    except OSError as err:
+        raise JournalError(f"journal directory {str(path)!r}: {err.strerror or err}") from err
+    check_directory(path)
+    return path
+
+
+def discard(file: pathlib.Path) -> None:
+    """Delete the files of a journal (database, -wal, -shm, head), wherever they exist."""
+    for suffix in ("", "-wal", "-shm", ".head"):
+        with contextlib.suppress(FileNotFoundError):
+            file.with_name(file.name + suffix).unlink()
+
+
+def _private(path: pathlib.Path) -> None:
+    """Make an existing journal file readable by its owner only (mode 0600)."""
+    try:
+        if stat.S_IMODE(path.stat().st_mode) != FILE_MODE:
+            path.chmod(FILE_MODE)
+    except FileNotFoundError:
+        pass
+    except OSError as err:
+        raise JournalError(f"journal file {str(path)!r}: cannot make it private: {err.strerror or err}") from err
+
+
+def open_private(path: pathlib.Path, flags: int) -> int:
+    """``os.open`` of a journal file, created (or tightened to) mode 0600 whatever the umask."""
+    fd = os.open(path, flags, FILE_MODE)
+    try:
+        if stat.S_IMODE(os.fstat(fd).st_mode) != FILE_MODE:
+            os.fchmod(fd, FILE_MODE)
+    except OSError:
+        os.close(fd)
+        raise
+    return fd
+
+
 class Journal:
     """An open session journal (writer).  Use :meth:`open`; it is a context manager.
 
@@ -281,11 +369,20 @@ class Journal:
         if plan_key is not None and len(plan_key) != KEY_BYTES:
             raise JournalError(f"`plan_key` must be {KEY_BYTES} bytes; found {len(plan_key)}")
         file = pathlib.Path(path)
+        check_directory(file.parent)
         lock_fd = cls._lock(file)
+        existed = True
         try:
             existed = file.exists()
             if existed:
                 cls._check_file(file)
+            else:  # created 0600 first: SQLite gives its -wal and -shm files the database's mode
+                try:
+                    os.close(open_private(file, os.O_RDWR | os.O_CREAT | os.O_EXCL))
+                except OSError as err:
+                    raise JournalError(f"journal {str(file)!r}: cannot create it: {err.strerror or err}") from err
+            for companion in ("", *COMPANIONS):
+                _private(file.with_name(file.name + companion))
             connection = _connect(file)
             try:
                 mode = connection.execute("PRAGMA journal_mode = WAL").fetchone()[0]
@@ -311,13 +408,28 @@ class Journal:
                 connection.close()
                 raise
         except sqlite3.Error as err:
-            os.close(lock_fd)
+            cls._abandon(file, lock_fd, existed)
             raise JournalError(f"journal {str(file)!r} cannot be read as a journal ({err}); it is damaged or not "
                                "a journal: restore it from a backup, or start a new session id") from err
         except BaseException:
-            os.close(lock_fd)
+            cls._abandon(file, lock_fd, existed)
             raise
         return cls(file, connection, lock_fd, meta, head, head_file)
+
+    @staticmethod
+    def _abandon(file: pathlib.Path, lock_fd: int, existed: bool) -> None:
+        """A failed open: remove what it created (a journal that was never written), release the lock."""
+        if not existed:
+            discard(file)
+        os.close(lock_fd)
+
+    def discard(self) -> None:
+        """Close and delete a journal this process just created whose session could not start
+        (nothing but its ``config`` event), so that its session id stays usable."""
+        events = self._head[0]
+        self.close()
+        if events <= 1:
+            discard(self.path)
 
     @staticmethod
     def _check_file(file: pathlib.Path) -> None:
@@ -362,7 +474,7 @@ class Journal:
     def _lock(file: pathlib.Path) -> int:
         lock_path = file.with_name(file.name + ".lock")
         try:
-            fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+            fd = open_private(lock_path, os.O_RDWR | os.O_CREAT)
         except OSError as err:
             raise JournalError(f"journal {str(file)!r}: cannot create lock file: {err.strerror or err}") from err
         try:
@@ -500,8 +612,11 @@ class JournalContents:
     """A journal read in one go, without taking the writer lock (:func:`read_journal`).
 
     ``plan_key`` is the session's secret key (the journal's owner may read it; it is never
-    published before the end); ``chain_break`` the first event that fails the hash chain, and
-    ``truncated`` a message when the head file records more events than the database holds.
+    published before the end); ``chain_break`` the first event that fails the hash chain,
+    ``truncated`` a message when the head file records more events than the database holds, and
+    ``head_problem`` one when the head file is missing or unreadable, records fewer events than
+    the database holds (more than the one a crash between a commit and the head write leaves),
+    or a hash that is not its event's (events were removed or rewritten and re-chained).
     """
 
     session_id: str
@@ -513,6 +628,7 @@ class JournalContents:
     key_commitment: str = ""
     chain_break: ChainBreak | None = None
     truncated: str = ""
+    head_problem: str = ""
 
     def config_dict(self) -> dict[str, Any]:
         """The stored configuration as a dict (validate it with :func:`~.config.parse_config`)."""
@@ -520,10 +636,13 @@ class JournalContents:
         return data
 
 
-def read_journal(path: str | os.PathLike[str]) -> JournalContents:
+def read_journal(path: str | os.PathLike[str], *, raw: bool = False) -> JournalContents:
     """Read a journal (read-only; safe while a session is writing it).
 
     The hash chain is checked and its first break reported (not raised): the audit names it.
+    The events are the owner's view: what the journal sealed (a request's policy and token, a
+    runner's full message) restored with the journal's own key (:func:`~.blinding.unseal_event`;
+    the audit checks them against the key revealed at the end).  ``raw``: the rows as stored.
 
     Raises
     ------
@@ -552,13 +671,41 @@ def read_journal(path: str | os.PathLike[str]) -> JournalContents:
         raise JournalError(f"journal {str(file)!r} cannot be read as a journal: {err}") from err
     except KeyError as err:
         raise JournalError(f"journal {str(file)!r} lacks meta row {err}: it is damaged") from err
-    head = read_head(file)
-    truncated = ""
+    truncated, head_problem = "", ""
+    try:
+        head = read_head(file)
+    except JournalError as err:
+        head, head_problem = None, str(err)
+    if head is None and not head_problem:
+        head_problem = (f"its head file {head_path(file).name!r} is missing: events at the end may have been removed "
+                        "without a trace (copy the .db, -wal and .head files together)")
+    stored = {e.seq: e.hash for e in events}
     if head is not None and head[0] > last:
         truncated = (f"the head file records {head[0]} events but the database holds {last} (a copy without its "
                      "-wal file, or a truncated journal)")
+    elif head is not None and last > head[0] + 1:
+        head_problem = (f"the database holds {last} events but its head file records {head[0]}: events "
+                        f"{head[0] + 1}-{last} were added by something other than the session")
+    elif head is not None and stored.get(head[0]) != head[1]:
+        head_problem = (f"event {head[0]} is not the one the head file records: the journal was rewritten (events "
+                        "removed or replaced, and the chain recomputed)")
+    if not raw and meta.get("plan_key"):
+        events = _owner_view(events, meta)
     try:
         return JournalContents(meta["session_id"], meta["config_json"], meta["config_hash"], int(meta["created_ns"]),
-                               events, meta.get("plan_key", ""), meta.get("key_commitment", ""), broken, truncated)
+                               events, meta.get("plan_key", ""), meta.get("key_commitment", ""), broken, truncated,
+                               head_problem)
     except (KeyError, ValueError) as err:
         raise JournalError(f"journal {str(file)!r}: damaged meta rows: {err}") from err
+
+
+def _owner_view(events: tuple[Event, ...], meta: dict[str, str]) -> tuple[Event, ...]:
+    """The events with their sealed fields restored by the journal's own key (as the session replays them)."""
+    from .blinding import unseal  # blinding reads journal events: imported here, not at the top
+    from .config import ConfigError, parse_config
+
+    try:
+        config = parse_config(json.loads(meta["config_json"]), "<journal meta>")
+        return tuple(unseal(events, config, bytes.fromhex(meta["plan_key"]), meta["session_id"]))
+    except (ConfigError, KeyError, ValueError):
+        return events  # a damaged meta row: the rows as stored (the audit reports the damage)

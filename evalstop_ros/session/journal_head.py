@@ -54,7 +54,9 @@ class HeadFile:
         self.path = head_path(journal)
         flags = os.O_RDWR | os.O_CREAT | (os.O_TRUNC if new else 0)
         try:
-            self._fd: int | None = os.open(self.path, flags, 0o644)
+            self._fd: int | None = os.open(self.path, flags, 0o600)
+            if os.fstat(self._fd).st_mode & 0o777 != 0o600:
+                os.fchmod(self._fd, 0o600)  # whatever the umask: the journal's owner only
         except OSError as err:
             raise JournalError(f"journal {str(journal)!r}: cannot open its head file {str(self.path)!r}: "
                                f"{err.strerror or err}") from err

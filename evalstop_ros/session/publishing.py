@@ -16,7 +16,8 @@ Topics (relative names):
     Every journal event right after it is committed; after a restart the whole journal again
     (same ``seq``), so a recorder started late still gets the full stream.  A trial request's
     policy id and token are sealed (:func:`~.blinding.seal`): the key revealed at the end
-    restores them for the audit.
+    restores them for the audit; a runner result carries only its operator text (a category and
+    an error id), never the runner's full message (sealed in the journal).
 ``trial_request``
     The pending trial, blinded (no policy id), when it or its attempt changes; ``trial_id`` 0
     once the session has ended.

@@ -52,15 +52,17 @@ the state after a restart is, by construction, the state before the crash:
 ``started``, ``paused``, ``resumed``, ``aborted``
     :meth:`start`, :meth:`pause`, :meth:`resume`, :meth:`abort` (with the reason).
 ``trial_requested``
-    :meth:`next_trial`, before the request is returned: round (interim), policy, label, task,
-    condition, token, re-run of.  Replay recomputes it from the plan and checks it.
+    :meth:`next_trial`, before the request is returned: round (interim), label, task, condition,
+    re-run of; the policy and the token are sealed (not stored: :mod:`.blinding`, restored from
+    the plan's key on replay).  Replay recomputes it from the plan and checks it.
 ``reset_confirmed``
     :meth:`confirm_reset` (``confirm_reset: true``): the operator reset the scene for run
     ``attempt`` of the pending trial; only then may the runner run it.  The pending trial's phase
     (:attr:`StatusSnapshot.awaiting`) goes ``reset -> run -> score`` (back to ``reset`` after a
     failed run).
 ``runner_result``
-    :meth:`record_runner_result`.
+    :meth:`record_runner_result`: ok, duration, the message an operator may see (a category and an
+    error id, :mod:`.runner_messages`) and, when the runner said more, its full text sealed.
 ``score_accepted`` / ``post_decision_score``
     :meth:`submit_score`, before the tests are fed and the outcome returned (the second when all
     the tests the trial could feed were already decided).
@@ -188,6 +190,7 @@ from .analysis import (
     interim_records,
     letters,
 )
+from .blinding import journal_payload, unseal_event
 from .config import ROUND_DESIGNS, SessionConfig, config_diff
 from .errors import JournalError, SessionError
 from .journal import Event, Journal, encode_payload
@@ -199,6 +202,7 @@ from .offline import (
     offline_letters,
 )
 from .plan import Condition, Plan
+from .runner_messages import operator_text
 from .trials import TrialBook, TrialRecord, metric_value
 
 __all__ = [
@@ -654,6 +658,7 @@ class EvaluationSession:
         self._schedule = _Schedule()
         self._announced: set[int] = set()
         self._faults = 0  # failed runs of the pending trial in a row (since its request or a resume)
+        self._runner_message = ""  # the last runner result's operator text
         #: ``schedule: active``: the journaled embeddings and each round's choice (round -> payload).
         self._embeddings: dict[str, list[list[float]]] | None = None
         self._choices: dict[int, dict[str, Any]] = {}
@@ -666,7 +671,7 @@ class EvaluationSession:
         #: Called with every event right after it is journaled and applied (e.g. the node publishes it).
         self.on_commit: Callable[[Event], None] | None = None
         for event in journal.events():
-            self._apply(event)
+            self._apply(self._unsealed(event))
         self._settle()  # a crash between a score and its decision event: write the decision now
         self._reveal()  # a crash between the end and the reveal
 
@@ -679,11 +684,15 @@ class EvaluationSession:
         a live session's key comes from the OS).  Close the session (or use ``with``) to release
         the journal.
         """
+        new = not os.path.exists(path)
         journal = Journal.open(path, session_id, config, durable=durable, plan_key=plan_key)
         try:
             return cls(config, journal, session_id)
         except BaseException:
-            journal.close()
+            if new:  # a session that cannot start leaves no journal: its id stays usable
+                journal.discard()
+            else:
+                journal.close()
             raise
 
     # -- life cycle ------------------------------------------------------------------------
@@ -889,9 +898,12 @@ class EvaluationSession:
         extra: dict[str, Any] = {}
         if ok and auto_score is not None:
             extra["auto_score"] = {"success": _json_safe(auto_score[0]), "progress": _json_safe(auto_score[1])}
-        self._commit("runner_result", trial_id, ok=bool(ok), duration_s=duration, message=str(message), **extra)
+        shown = operator_text(str(message), bool(ok))
+        if shown != str(message):  # the full text: sealed in the journal, revealed with the key
+            extra["detail"] = str(message)
+        self._commit("runner_result", trial_id, ok=bool(ok), duration_s=duration, message=shown, **extra)
         logger.info("trial %d (label %s) run %s in %.1f s%s", trial_id, record.label, "ok" if ok else "FAILED",
-                    duration, f": {message}" if message else "")
+                    duration, f": {shown}" if shown else "")
         return None if ok else self._request(record)
 
     @_locked
@@ -907,6 +919,12 @@ class EvaluationSession:
             return None
         success, progress = record.auto_score
         return self._request(record), success, progress
+
+    @property
+    def runner_message(self) -> str:
+        """The last run's message as an operator channel may show it (a category and an error id,
+        :mod:`.runner_messages`; its full text is sealed in the journal)."""
+        return self._runner_message
 
     @property
     def runner_faults(self) -> int:
@@ -1281,15 +1299,23 @@ class EvaluationSession:
         """Journal an event, apply it exactly as a replay would, then tell :attr:`on_commit`."""
         if self._auth is not None and kind in REQUEST_KINDS:
             payload, self._auth = {**payload, "auth": self._auth}, None
-        event = self._journal.write(kind, trial_id, **payload)
+        key = self.plan.key
+        assert key is not None  # a live session's plan always has the journal's key
+        event = self._unsealed(self._journal.write(
+            kind, trial_id, **journal_payload(kind, trial_id, payload, key, self.session_id)))
         self._apply(event)
         if self.on_commit is not None:
             self.on_commit(event)
 
+    def _unsealed(self, event: Event) -> Event:
+        """A journal event as the session works with it: what the journal sealed restored (:mod:`.blinding`)."""
+        return unseal_event(event, self.plan, self.session_id)
+
     @_locked
     def events(self) -> list[Event]:
-        """Every journaled event so far, in order (e.g. to republish them after a restart)."""
-        return list(self._journal.events())
+        """Every journaled event so far, in order, as the journal's owner reads them (sealed fields
+        restored: :mod:`.blinding`; publish them through :func:`~.blinding.seal`)."""
+        return [self._unsealed(event) for event in self._journal.events()]
 
     def _apply(self, event: Event) -> None:
         handler: Callable[[Event], None] | None = getattr(self, f"_on_{event.kind}", None)
@@ -1369,6 +1395,7 @@ class EvaluationSession:
     def _on_runner_result(self, event: Event) -> None:
         self._book.apply(event)
         self._faults = 0 if event.payload.get("ok") else self._faults + 1
+        self._runner_message = str(event.payload.get("message", ""))
 
     def _on_score_accepted(self, event: Event) -> None:
         record = self._book.trials[event.trial_id]  # type: ignore[index]

@@ -167,7 +167,7 @@ def test_bad_data(evalstop, tmp_path, text, fragments, input_error):
     [
         (["--method", "nscore", "--alpha", "1.5"], "`alpha` must lie in (0, 1); found 1.5"),
         (["--method", "step", "--alpha", "0.05"], "`n_max` is required for method 'step'"),
-        (["--method", "nscore", "--alpha", "0.05", "--bins", "1"], "`bins`"),
+        (["--method", "nscore", "--alpha", "0.05", "--bins", "1"], "argument --bins: must lie in [2, 10000]; found 1"),
         (["--method", "wsr", "--alpha", "0.05", "--wsr-c", "2"], "`c` must lie in (0, 1); found 2.0"),
     ],
 )
@@ -190,7 +190,7 @@ def test_help_shows_defaults_and_an_example(evalstop):
     proc = evalstop("analyze", "--help")
     assert proc.returncode == 0 and proc.stderr == ""
     assert "(default 0)" in proc.stdout and "(default two-sided)" in proc.stdout
-    assert "evalstop analyze towel.csv --method nscore" in proc.stdout
+    assert "evalstop analyze examples/progress_like.csv --method nscore --bins 21" in proc.stdout
 
 
 @pytest.mark.parametrize(("argv", "message"), [

@@ -78,7 +78,7 @@ def test_seeded_runs_repeat(evalstop):
         (["--p0", "1.5", "--p1", "0.5"], "`p0` must lie in [0, 1]; found 1.5"),
         (["--dist", "partial", "--levels", "0,1", "--probs-a", "0.5,0.6", "--probs-b", "0.5,0.5"], "`probs_a` must sum to 1"),
         (["--p0", "0.5", "--p1", "0.6", "--alpha", "1.5"], "`alpha` must lie in (0, 1); found 1.5"),
-        (["--p0", "0.5", "--p1", "0.6", "--reps", "0"], "`reps` must be a positive integer; found 0"),
+        (["--p0", "0.5", "--p1", "0.6", "--reps", "0"], "argument --reps: must lie in [1, 10000000]; found 0"),
     ],
 )
 def test_input_errors(evalstop, options, fragment, input_error):

@@ -5,9 +5,13 @@ from __future__ import annotations
 import pathlib
 import random
 import re
+import urllib.error
+import urllib.parse
+import urllib.request
 from typing import Any
 
 import pytest
+from browser import WIDTHS, measure, screenshot
 from hub_support import HubProcess, call
 
 from evalstop_ros.hub.errors import HubError
@@ -42,7 +46,8 @@ def test_pair_test_is_the_core_test_on_oriented_pairs() -> None:
         leaderboard(["a"], [], method="step")
 
 
-def test_leaderboard_page_in_headless_chromium(chromium: Any, tmp_path: pathlib.Path) -> None:
+def _hub_with_results(tmp_path: pathlib.Path) -> tuple[str, str]:
+    """A hub database with three policies and 45 results; (db, a viewer key)."""
     db = str(tmp_path / "hub.sqlite")
     store = open_store(db)
     success = {"alpha": 0.9, "beta": 0.5, "gamma": 0.1}
@@ -56,25 +61,81 @@ def test_leaderboard_page_in_headless_chromium(chromium: Any, tmp_path: pathlib.
         store.submit("s1", work.assignment_id, f"upload-{i:05d}", *scores)
     viewer = store.add_station("viewer", "viewer")
     store.close()
+    return db, viewer
+
+
+@pytest.mark.parametrize(("view", "width", "height"), WIDTHS)
+def test_leaderboard_page_in_headless_chromium(chromium: Any, tmp_path: pathlib.Path, serve_directory: Any,
+                                              view: str, width: int, height: int) -> None:
+    db, viewer = _hub_with_results(tmp_path)
     hub = HubProcess(db, viewer, tmp_path, ["--public-leaderboard"])
     hub.start()
     try:
         board = call(hub.url + "/v1/leaderboard")[1]
-        dom = chromium(tmp_path / "profile-dom", "--virtual-time-budget=5000", "--dump-dom",
-                        hub.url + "/leaderboard")
-        shot = tmp_path / "board.png"
-        chromium(tmp_path / "profile-shot", f"--screenshot={shot}", "--window-size=1000,800",
-                  hub.url + "/leaderboard")
+        page = call(hub.url + "/leaderboard")[1]
+        shot = screenshot(chromium, hub.url + "/leaderboard", f"leaderboard-{view}.png", width, 2400 if width < 760
+                          else 1400, tmp_path / "profile-shot")
     finally:
         hub.stop()
     assert board["n_results"] == 45
-    assert "<title>evalstop hub leaderboard</title>" in dom.stdout, dom.stderr[-2000:]
-    shown = re.findall(r'<tr class="policy" data-policy="(\w+)" data-rank="(\d+)">', dom.stdout)
+    assert "<title>evalstop hub leaderboard</title>" in page
+    shown = re.findall(r'<tr class="policy" data-policy="(\w+)" data-rank="(\d+)">', page)
     assert shown == [(row["policy"], str(row["rank"])) for row in board["ranking"]]
-    assert len(re.findall(r'<tr class="pair"', dom.stdout)) == 3
-    assert "45 results counted" in dom.stdout
+    assert len(re.findall(r'<tr class="pair"', page)) == 3
+    assert "45 results counted" in page and re.search(r"As of \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC", page)
+    assert "Family-wise error: each of the 3 pairwise tests runs at alpha = 0.05" in page
+    for row in board["ranking"]:  # intervals from stats.ranking, three decimals, around the rate
+        assert row["win_low"] <= row["win_rate"] <= row["win_high"]
+        assert f"[{row['win_low']:.3f}, {row['win_high']:.3f}]" in page and f">{row['win_rate']:.3f}<" in page
+    assert page.count("<circle ") == 3 and '<svg viewBox="0 0 640' in page  # the ranking plot
+    # the page as a browser lays it out at this width: no horizontal overflow
+    root = tmp_path / "site"
+    root.mkdir()
+    (root / "leaderboard.html").write_text(page)
+    result = measure(chromium, root, serve_directory(root), "leaderboard.html", width, height, tmp_path / "profile-dom")
+    assert result["scrollWidth"] <= result["innerWidth"] and result["wide"] == [], result["wide"]
+    assert "alpha" in result["text"] and "Pairwise sequential tests" in result["text"]
     from matplotlib import image
 
     pixels = image.imread(shot)[..., :3]
-    assert pixels.shape[:2] == (800, 1000)
+    assert pixels.shape[1] == width
     assert float((pixels.min(axis=2) < 0.5).mean()) > 0.005, "the page rendered blank"
+
+
+def test_a_browser_signs_in_with_a_cookie(tmp_path: pathlib.Path) -> None:
+    """Without --public-leaderboard: a sign-in form (401 HTML), an HttpOnly cookie, then the page;
+    the JSON API keeps its header authentication."""
+    db, viewer = _hub_with_results(tmp_path)
+    hub = HubProcess(db, viewer, tmp_path)
+    hub.start()
+    try:
+        status, form = call(hub.url + "/leaderboard")
+        assert status == 401 and '<form class="login" method="post" action="/leaderboard/login">' in form
+        assert call(hub.url + "/v1/leaderboard")[0] == 401  # JSON: header only, no form
+        assert call(hub.url + "/leaderboard", key=viewer)[0] == 200  # a program with the header
+        opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor())
+        wrong = urllib.request.Request(hub.url + "/leaderboard/login", data=b"key=esk_wrong", method="POST")
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            opener.open(wrong, timeout=10)
+        with refused.value as answer:  # an HTTPError holds the response open
+            assert answer.code == 401 and "that key was refused: unknown API key" in answer.read().decode()
+        no_redirect = urllib.request.build_opener(_NoRedirect)
+        login = urllib.request.Request(hub.url + "/leaderboard/login",
+                                       data=urllib.parse.urlencode({"key": viewer}).encode(), method="POST")
+        with pytest.raises(urllib.error.HTTPError) as moved:
+            no_redirect.open(login, timeout=10)
+        with moved.value as answer:
+            assert answer.code == 303 and answer.headers["location"] == "/leaderboard"
+            cookie = answer.headers["set-cookie"]
+        assert cookie.startswith(f"evalstop_hub_key={viewer};") and "HttpOnly" in cookie
+        assert "SameSite=strict" in cookie and "Path=/leaderboard" in cookie
+        with opener.open(login, timeout=10) as page:  # follows the redirect with the cookie
+            text = page.read().decode()
+        assert page.status == 200 and "45 results counted" in text and 'data-policy="alpha"' in text
+    finally:
+        hub.stop()
+
+
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    def redirect_request(self, *args: Any, **kwargs: Any) -> None:
+        return None

@@ -244,3 +244,45 @@ def test_the_terminal_ignores_forged_acks(start_node: Any, probe: Any, tmp_path:
     terminal.proc.stdin.write(b"q\n")
     terminal.proc.stdin.close()
     assert terminal.wait() == 0
+
+
+def _allow_unsigned_default(robot: str) -> str:
+    """eval.launch.py's default of ``allow_unsigned`` for ``robot``, evaluated from the file's own text."""
+    import ast
+
+    tree = ast.parse((pathlib.Path(__file__).resolve().parents[2] / "launch" / "eval.launch.py").read_text())
+    declared = next(c for c in ast.walk(tree) if isinstance(c, ast.Call) and getattr(c.func, "id", None)
+                    == "DeclareLaunchArgument" and isinstance(c.args[0], ast.Constant) and c.args[0].value
+                    == "allow_unsigned")
+    default = next(k.value for k in declared.keywords if k.arg == "default_value")
+    assert isinstance(default, ast.Call) and getattr(default.func, "id", None) == "PythonExpression"
+    parts = [robot if isinstance(e, ast.Name) and e.id == "robot" else ast.literal_eval(e)
+             for e in default.args[0].elts]  # type: ignore[attr-defined]
+    return str(eval("".join(parts)))  # the launch file's own expression
+
+
+def test_real_robots_are_signed_by_default_in_the_launch_file() -> None:
+    assert {robot: _allow_unsigned_default(robot) for robot in ("sim", "sim_policy", "droid", "widowx")} == {
+        "sim": "true", "sim_policy": "true", "droid": "false", "widowx": "false"}
+    text = (pathlib.Path(__file__).resolve().parents[2] / "launch" / "eval.launch.py").read_text()
+    assert "'allow_unsigned': LaunchConfiguration('allow_unsigned')," in text  # passed to the manager
+
+
+def test_without_keys_and_allow_unsigned_false_the_manager_refuses_to_start(
+        start_node: Any, probe: Any, tmp_path: pathlib.Path) -> None:
+    import re
+
+    config = write_config(tmp_path / "session.yaml", n_max=4,
+                          metrics=[{"name": "success", "method": "nscore", "alpha": 0.05}])
+    params = {"config_file": str(config), "session_id": "s1", "journal_dir": str(tmp_path / "journals"),
+              "journal_fsync": False, "exit_on_finish": True}
+    refused = start_node("evaluation_manager", params={**params, "allow_unsigned": False})
+    assert refused.wait() == 2
+    fatal = [line for line in refused.output.splitlines() if "[FATAL]" in line]
+    assert len(fatal) == 1 and re.search(r"invalid parameters: no `operator_keys_file`, and `allow_unsigned` is "
+                                         r"false .*`evalstop keys new`.*allow_unsigned:=true", fatal[0]), refused.output
+    assert not (tmp_path / "journals").exists()  # refused before any session was opened
+    keys, _ = operator_keys(tmp_path, "alice")
+    signed = start_node("evaluation_manager", params={**params, "allow_unsigned": False,
+                                                      "operator_keys_file": str(keys), "auto_start": False})
+    signed.wait_for(r"authentication on: 1 authorized operator")

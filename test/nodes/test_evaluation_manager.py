@@ -295,12 +295,38 @@ def test_parameters_override_the_config_before_the_session_starts(
     assert comparison.decision == 3 and final.trials_done == 6
 
 
-def test_bad_config_exits_with_status_1(start_node: Any, tmp_path: pathlib.Path) -> None:
-    config = write_config(tmp_path / "bad.yaml", alpha=2.0)
-    manager = start_node("evaluation_manager", params=_manager_params(tmp_path, config))
-    assert manager.wait() == 1
-    manager.wait_for(r"\[FATAL\] \[\S*evaluation_manager\]: cannot start: invalid config .*bad\.yaml: alpha: "
-                     r"must lie in \(0, 1\)")
+BAD_CONFIGS = {
+    "alpha": ({"alpha": 2.0}, r"alpha: must lie in \(0, 1\)"),
+    "n_max 1e12": ({"n_max": 1e12}, r"n_max: Input should be less than or equal to 100000; found 1000000000000\.0"),
+    "bins 1e9": ({"metrics": [{"name": "progress", "method": "nscore", "alpha": 0.05, "bins": 1e9}]},
+                 r"metrics\[0\]: `bins` must be an integer in \[2, 10000\] for method 'nscore'; found 1000000000"),
+    "not UTF-8": (None, r"not UTF-8 text \(byte 0xff at offset \d+\)"),
+}
+
+
+@pytest.mark.parametrize("case", list(BAD_CONFIGS))
+def test_bad_config_exits_with_status_2_leaves_no_journal_and_the_id_stays_usable(
+        start_node: Any, probe: Any, tmp_path: pathlib.Path, case: str) -> None:
+    overrides, message = BAD_CONFIGS[case]
+    config = tmp_path / "session.yaml"
+    if overrides is None:
+        config.write_bytes(write_config(config).read_bytes().replace(b"push", b"p\xffsh"))
+    else:
+        write_config(config, **overrides)
+    params = _manager_params(tmp_path, config, exit_on_finish=True)
+    manager = start_node("evaluation_manager", params=params)
+    assert manager.wait() == 2
+    fatal = [line for line in manager.output.splitlines() if "[FATAL]" in line or "[ERROR]" in line]
+    assert len(fatal) == 1 and re.search(r"\[FATAL\] \[\S*evaluation_manager\]: cannot start: invalid config "
+                                         r".*session\.yaml: " + message, fatal[0]), manager.output
+    assert "Traceback" not in manager.output
+    assert not list(pathlib.Path(params["journal_dir"]).glob("*.db*"))  # nothing journaled
+    write_config(config, n_max=4, metrics=[{"name": "success", "method": "nscore", "alpha": 0.05}])  # fixed
+    topics = _subscribe_all(probe)
+    fixed = start_node("evaluation_manager", params=params)
+    start_node("sim_robot", params={"duration": 0.0})
+    final = final_status(probe, topics["status"])
+    assert fixed.wait() == 0 and final.session_id == params["session_id"]
 
 
 def _re(text: str) -> str:
@@ -323,3 +349,44 @@ def test_invalid_parameters_give_one_fatal_line_and_exit_2(
     fatal = [line for line in manager.output.splitlines() if "[FATAL]" in line]
     assert len(fatal) == 1 and re.search(r"invalid parameters: .*" + message, fatal[0]), manager.output
     assert "Traceback" not in manager.output and str(config) not in fatal[0]
+
+
+def test_a_runner_text_reaches_no_operator_channel_of_the_manager(
+        start_node: Any, probe: Any, tmp_path: pathlib.Path) -> None:
+    """sim_robot's failure text stands in for a lab runner's free text: the manager shows a
+    category and an id on session_event, the paused reason, /rosout and /diagnostics, and
+    journals the full text sealed (issue 19)."""
+    from rcl_interfaces.msg import Log
+    from rclpy.qos import QoSDurabilityPolicy, QoSProfile, QoSReliabilityPolicy
+
+    from evalstop_ros.session import read_journal
+
+    config = write_config(tmp_path / "session.yaml", n_max=4,
+                          metrics=[{"name": "success", "method": "nscore", "alpha": 0.05}])
+    topics = _subscribe_all(probe)
+    rosout = probe.collect(Log, "/rosout", QoSProfile(depth=1000, reliability=QoSReliabilityPolicy.RELIABLE,
+                                                      durability=QoSDurabilityPolicy.TRANSIENT_LOCAL))
+    manager = start_node("evaluation_manager", params=_manager_params(tmp_path, config, max_attempts=2))
+    start_node("sim_robot", params={"failure_probability": 1.0, "duration": 0.0})
+    final = probe.spin_until(lambda: next((s for s in topics["status"] if s.state == 2), None), 60.0, "paused")
+    paused = probe.spin_until(lambda: next((json.loads(e.payload_json) for e in topics["event"]
+                                            if e.kind == "paused"), None), 20.0, "the paused event")
+    assert re.fullmatch(r"runner failed 2 times in a row on trial 1: runner error \(error [0-9a-f]{8}\)",
+                        paused["reason"]), paused
+    manager.wait_for(r"session paused: runner failed 2 times on trial 1")
+    probe.spin_until(lambda: any(a.status and "runner_faults" in [v.key for v in a.status[0].values]
+                                 for a in topics["diagnostics"]), 20.0, "diagnostics")
+    published = [e.payload_json for e in topics["event"]]
+    published += [m.msg for m in rosout if m.name.endswith("evaluation_manager")]
+    published += [f"{s.message} {[(v.key, v.value) for v in s.values]}" for a in topics["diagnostics"] for s in a.status]
+    published += [final.state_name]
+    assert published and not [text for text in published if "injected" in text or "failure_probability" in text]
+    results = [e for e in read_journal(pathlib.Path(_manager_params(tmp_path, config)["journal_dir"]) / "s1.db").events
+               if e.kind == "runner_result"]
+    assert len(results) == 2 and all(r.payload["detail"].startswith("injected runner failure") for r in results)
+    # the manager made its journal directory private, and every journal file, while the session runs
+    journals = pathlib.Path(_manager_params(tmp_path, config)["journal_dir"])
+    assert journals.stat().st_mode & 0o777 == 0o700
+    assert {p.name: p.stat().st_mode & 0o777 for p in journals.iterdir()} == {
+        name: 0o600 for name in ("s1.db", "s1.db-wal", "s1.db-shm", "s1.db.head", "s1.db.lock")}
+    assert manager.stop() == 0

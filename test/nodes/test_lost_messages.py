@@ -81,7 +81,7 @@ def test_runner_killed_mid_trial_is_a_fault_and_the_trial_runs_again(
     probe.hear()
     runner = start_node("sim_robot", params=slow)
     # kill -9 between accept and result, then bring a (fast) runner back
-    runner.wait_for(r"trial 3 \(policy \w+, attempt 1\): rollout started", timeout=60.0)
+    runner.wait_for(r"trial 3 \(attempt 1\): rollout started", timeout=60.0)
     runner.kill()
     start_node("sim_robot", params=ROBOT)
     final = final_status(probe, statuses, timeout=180.0)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import pathlib
+import re
 import sqlite3
 import time
 from collections.abc import Iterator
@@ -36,7 +37,28 @@ def _servers_file(path: pathlib.Path, ports: dict[str, int]) -> pathlib.Path:
 
 def _runner_params(servers: pathlib.Path, **extra: Any) -> dict[str, Any]:
     return {"servers_file": str(servers), "robot": "sim", "rate": 300.0, "max_steps": 30, "sim.seed": 7,
-            "connect_timeout": 5.0, "infer_timeout": 5.0, **extra}
+            "connect_timeout": 5.0, "infer_timeout": 5.0, "error_log_dir": str(servers.parent / "runner-errors"),
+            **extra}
+
+
+#: A failed run's operator message: a category and an error id, nothing from the server.
+FAILED = r"(?P<category>[a-z ]+) \(error (?P<id>[0-9a-f]{8})\)"
+
+
+def _private_entry(servers: pathlib.Path, message: str) -> dict[str, Any]:
+    """The runner's private error-log entry of an operator message (file 0600, directory 0700)."""
+    import re
+    import stat
+
+    from evalstop_ros.runner.errors import ErrorLog
+
+    match = re.match(FAILED, message)
+    assert match, message
+    log = ErrorLog(servers.parent / "runner-errors")
+    assert stat.S_IMODE(log.path.stat().st_mode) == 0o600 and stat.S_IMODE(log.directory.stat().st_mode) == 0o700
+    entry = log.find(match["id"])
+    assert entry is not None and entry["category"] == match["category"]
+    return entry
 
 
 def _manager_params(tmp_path: pathlib.Path, config: pathlib.Path, **extra: Any) -> dict[str, Any]:
@@ -108,7 +130,7 @@ def test_emergency_stop_mid_episode_pauses_the_session_with_nothing_lost(
         reply = probe.call(SetBool, "emergency_stop", SetBool.Request(data=True), resend_after=3.0)
         assert reply.success
         runner.wait_for(r"EMERGENCY STOP: robot holding position")
-        runner.wait_for(r"trial 3: rollout failed: emergency stop; robot stopped")
+        runner.wait_for(r"trial 3: rollout failed: emergency stop \(error [0-9a-f]{8}\); robot stopped")
         probe.spin_until(lambda: statuses and statuses[-1].state == SessionStatus.STATE_PAUSED, 30.0, "paused")
         assert statuses[-1].trials_done == 2
         journal = _journal(tmp_path)
@@ -116,7 +138,7 @@ def test_emergency_stop_mid_episode_pauses_the_session_with_nothing_lost(
         assert sum(kind == "score_accepted" for kind, _ in journal) == 2, "both finished trials are kept"
         failed = probe.spin_until(lambda: [p["message"] for k, p in _journal(tmp_path)
                                            if k == "runner_result" and not p["ok"]], 20.0, "the failed run journaled")
-        assert failed == ["trial 3: rollout failed: emergency stop"]
+        assert len(failed) == 1 and re.fullmatch(r"emergency stop \(error [0-9a-f]{8}\)", failed[0])
         # while latched, no rollout runs; released and resumed, the session goes on from trial 3
         assert probe.call(SetBool, "emergency_stop", SetBool.Request(data=False), resend_after=3.0).success
         resume = SessionControl.Request(command=SessionControl.Request.COMMAND_RESUME)
@@ -140,9 +162,12 @@ def test_unreachable_server_fails_the_run_and_the_manager_pauses(
         manager = start_node("evaluation_manager", params=_manager_params(tmp_path, config, max_attempts=2))
         probe.spin_until(lambda: statuses and statuses[-1].state == SessionStatus.STATE_PAUSED, 60.0, "paused")
         line = manager.wait_for(r"session paused: runner failed 2 times on trial (\d+)")
-        runner.wait_for(rf"trial {line.group(1)}: rollout failed: policy server unreachable \(\w+\); robot stopped")
+        failed = runner.wait_for(rf"trial {line.group(1)}: rollout failed: ({FAILED}); robot stopped")
+        assert failed["category"] == "unreachable"
         for log in (runner.output, manager.output):
             assert "bad_vla" not in log and str(dead) not in log
+        entry = _private_entry(servers, failed.group(1))
+        assert entry["policy"] == "bad_vla" and str(dead) in entry["text"], "the lab finds the cause by its id"
         assert runner.stop() == 0
 
 
@@ -161,27 +186,32 @@ def _run_goal(probe: Any, client: Any, goal: Any) -> Any:
     return done.result().result
 
 
-@pytest.mark.parametrize(("kind", "options", "message"), [
-    ("good", {"disconnect_after": 3}, "policy server closed the connection (waiting for action chunk)"),
-    ("slow", {"delay": 3.0}, "policy server too slow: no action chunk within 0.5 s"),
-    ("error", {}, "policy server error: RuntimeError: scripted policy failure"),
-    ("wrong_shape", {}, "policy server returned actions of shape (4, 7); expected (N, 8)"),
+@pytest.mark.parametrize(("kind", "options", "category", "text"), [
+    ("good", {"disconnect_after": 3}, "server error", "policy server closed the connection (waiting for action chunk)"),
+    ("slow", {"delay": 3.0}, "too slow", "policy server too slow: no action chunk within 0.5 s"),
+    ("error", {"error_text": "pi0_fast_droid checkpoint missing"}, "server error", "pi0_fast_droid checkpoint missing"),
+    ("wrong_shape", {}, "protocol error", "policy server returned actions of shape (4, 7); expected (N, 8)"),
 ])
-def test_server_failures_fail_the_run_with_the_trial_named(
-        start_node: Any, probe: Any, tmp_path: pathlib.Path, kind: str, options: dict[str, Any], message: str) -> None:
+def test_server_failures_fail_the_run_with_a_category_and_an_error_id(
+        start_node: Any, probe: Any, tmp_path: pathlib.Path, kind: str, options: dict[str, Any], category: str,
+        text: str) -> None:
     from evalstop.action import RunTrial
     from rclpy.action import ActionClient
 
+    servers = tmp_path / "s.yaml"
     with PolicyServer(kind, **options) as server:
         runner = start_node("policy_runner", params=_runner_params(
-            _servers_file(tmp_path / "s.yaml", {"good_vla": server.port}), infer_timeout=0.5))
+            _servers_file(servers, {"good_vla": server.port}), infer_timeout=0.5))
         client = ActionClient(probe.node, RunTrial, "run_trial")
         probe.spin_until(client.server_is_ready, 20.0, "run_trial")
         result = _run_goal(probe, client, RunTrial.Goal(session_id="s", trial_id=7, policy_id="good_vla",
                                                         task="t", initial_condition="c", attempt=1))
-        assert not result.ok and result.message == f"trial 7: rollout failed: {message}"
-        runner.wait_for(r"trial 7: rollout failed: .*; robot stopped")
-        assert "good_vla" not in runner.output and str(server.port) not in runner.output
+        assert not result.ok and re.fullmatch(FAILED, result.message) and result.message.startswith(category + " ")
+        runner.wait_for(rf"trial 7: rollout failed: {re.escape(result.message)}; robot stopped")
+        for word in ("good_vla", str(server.port), "pi0_fast_droid", "Traceback"):
+            assert word not in runner.output
+        entry = _private_entry(servers, result.message)
+        assert text in entry["text"] and entry["trial"] == "7" and entry["policy"] == "good_vla"
         client.destroy()
 
 
@@ -222,3 +252,15 @@ def test_missing_servers_file_exits_with_status_2(start_node: Any) -> None:
     runner = start_node("policy_runner", params={"robot": "sim"})
     assert runner.wait() == 2
     assert "`servers_file` is required" in runner.output
+
+
+@pytest.mark.parametrize(("params", "message"), [
+    ({"guard_mode": "loose"}, "`guard_mode` must be one of refuse, clamp; found 'loose'"),
+    ({"robot": "ros2", "ros2.limits_source": "parameters", "ros2.position_lower": [-1.0] * 7},
+     "ros2.limits_source parameters needs ros2.position_upper, ros2.velocity_limits"),
+])
+def test_bad_guard_parameters_exit_with_status_2(start_node: Any, tmp_path: pathlib.Path, params: dict[str, Any],
+                                                 message: str) -> None:
+    runner = start_node("policy_runner", params=_runner_params(_servers_file(tmp_path / "s.yaml", {"p": 1}), **params))
+    assert runner.wait() == 2
+    assert message in runner.output

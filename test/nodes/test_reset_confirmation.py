@@ -60,7 +60,7 @@ def test_the_robot_starts_only_after_the_operator_confirms_the_reset(
     assert (answer.ok, answer.message) == (True, "trial 1: reset confirmed")
     again = probe.call(SessionControl, "session_control", _confirm(1, attempt=1))  # the answer was lost: re-sent
     assert (again.ok, again.message) == (True, "trial 1: reset already confirmed")
-    robot.wait_for(r"trial 1 \(policy \w+, attempt 1\): rollout started")
+    robot.wait_for(r"trial 1 \(attempt 1\): rollout started")
     manager.wait_for(r"trial 1 \(label \w+\): scene reset confirmed for attempt 1")
 
     # the rest of the session: confirm every reset the status asks for (re-sent while it still asks)

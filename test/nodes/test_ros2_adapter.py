@@ -13,12 +13,18 @@ pytestmark = pytest.mark.usefixtures("ros_env")
 NAMES = [f"panda_joint{i}" for i in range(1, 8)] + ["gripper"]
 
 
-def _arm(probe: Any, command_type: str) -> Any:
-    from evalstop_ros.runner.adapters import make_adapter
+#: The test arm's limits: +-2 rad, 1 rad/s per joint.
+LIMITS = {"position_lower": (-2.0,) * 7, "position_upper": (2.0,) * 7, "velocity": (1.0,) * 7}
 
+
+def _arm(probe: Any, command_type: str, *, from_urdf: bool = False) -> Any:
+    from evalstop_ros.runner.adapters import make_adapter
+    from evalstop_ros.runner.guard import CommandLimits
+
+    limits = None if from_urdf else CommandLimits(tuple(NAMES[:7]), **LIMITS)  # type: ignore[arg-type]
     return make_adapter("ros2", node=probe.node, joint_state_topic="joint_states", command_topic="command",
                         cameras=["exterior_image_1_left=cam/image_raw", "wrist_image_left=wrist/image_raw"],
-                        command_type=command_type, joint_names=NAMES, dt=0.1)
+                        command_type=command_type, joint_names=NAMES, dt=0.1, limits=limits)
 
 
 def _feed(probe: Any) -> Any:
@@ -61,6 +67,9 @@ def test_observe_and_commands_as_joint_trajectories(probe: Any) -> None:
     arm.reset()
     home = probe.spin_until(lambda: len(commands) >= 3 and commands[2], 20.0, "the home command")
     assert list(home.points[0].positions) == [0.0] * 8
+    # from 0.7 rad at 1 rad/s: reached no sooner than 0.7 s (1.5 x that: 1.05 s)
+    assert home.points[0].time_from_start.sec + 1e-9 * home.points[0].time_from_start.nanosec == pytest.approx(1.05)
+    assert home.header.stamp.sec > 0, "stamped when sent"
 
 
 def test_an_episode_drives_the_arm_through_float64_arrays(probe: Any) -> None:
@@ -83,10 +92,33 @@ def test_an_episode_drives_the_arm_through_float64_arrays(probe: Any) -> None:
         probe.spin_until(lambda: done, 30.0, "the episode")
         thread.join()
     assert done[0].steps == 10
-    probe.spin_until(lambda: len(commands) >= 11, 20.0, "10 actions and the home command")
+    probe.spin_until(lambda: len(commands) >= 11 and np.allclose(commands[-1].data, 0.0, atol=1e-12), 20.0,
+                     "10 actions and the way home")
     actions = np.array([c.data for c in commands[:10]])
     assert actions.shape == (10, 8) and np.abs(actions[:, :7]).max() <= 1.0
-    assert list(commands[-1].data) == [0.0] * 8, "home after the episode"
+    # home from (0.1 .. 0.7, gripper 0.5) in rate-limited steps of at most 1 rad/s * 0.1 s
+    home = np.array([c.data for c in commands[10:]])
+    assert len(home) >= 7 and np.abs(np.diff(home[:, :7], axis=0)).max() <= 0.1 + 1e-9
+
+
+def test_limits_come_from_the_robot_description_urdf(probe: Any) -> None:
+    from rclpy.qos import DurabilityPolicy, QoSProfile
+    from std_msgs.msg import String
+
+    from evalstop_ros.runner.adapters.base import EpisodeInfo
+    from evalstop_ros.runner.errors import RunnerError
+
+    arm = _arm(probe, "trajectory", from_urdf=True)
+    with pytest.raises(RunnerError, match="no joint limits: no robot_description received"):
+        arm.begin(EpisodeInfo("s", 1, "t", "c"))
+    urdf = "<robot name='panda'>" + "".join(
+        f"<joint name='{n}' type='revolute'><limit lower='-{i}' upper='{i}' velocity='{i / 2}' effort='1'/></joint>"
+        for i, n in enumerate(NAMES[:7], start=1)) + "</robot>"
+    latched = QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL)
+    probe.node.create_publisher(String, "robot_description", latched).publish(String(data=urdf))
+    probe.spin_until(lambda: arm.limits is not None, 20.0, "limits from the URDF")
+    assert arm.limits.position_upper == (1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0)
+    assert arm.limits.velocity[0] == 0.5 and arm.limits.source == "robot_description URDF"
 
 
 def test_stale_joint_states_fail_the_rollout(probe: Any) -> None:

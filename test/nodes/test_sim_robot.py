@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import time
 from typing import Any, NamedTuple
 
@@ -48,7 +49,7 @@ def run_goal(probe: Any, *, policy: str, trial: int, session: str = "s1", timeou
 def test_rollouts_follow_the_success_rates(start_node: Any, probe: Any) -> None:
     robot = start_node("sim_robot", params={"policies": ["always", "never"], "success_rates": [1.0, 0.0],
                                             "progress_means": [0.5, 0.3]})
-    robot.wait_for(r"serving RunTrial on 'run_trial': always=1, never=0")
+    robot.wait_for(r"serving RunTrial on 'run_trial': 2 policies")
     for trial in (1, 2):
         win = run_goal(probe, policy="always", trial=2 * trial - 1)
         loss = run_goal(probe, policy="never", trial=2 * trial)
@@ -57,8 +58,19 @@ def test_rollouts_follow_the_success_rates(start_node: Any, probe: Any) -> None:
         assert loss.result.ok and loss.result.auto_scored and not loss.result.auto_success
         assert 0.0 < loss.result.auto_progress < 1.0
         assert win.feedback[-1].phase == "done" and win.feedback[-1].progress == 1.0
-    robot.wait_for(r"trial 1 \(policy always\): rollout done, success=1 progress=1\.000")
+    robot.wait_for(r"trial 1: rollout done, success=1 progress=1\.000")
+    robot.wait_for(r"trial 4 \(attempt \d+\): rollout started")
     assert robot.stop() == 0
+    assert "always" not in robot.output and "never" not in robot.output, "no policy id in the log by default"
+
+
+def test_policy_ids_are_logged_only_when_asked(start_node: Any, probe: Any) -> None:
+    robot = start_node("sim_robot", params={"policies": ["always"], "success_rates": [1.0], "progress_means": [0.5],
+                                            "log_policy_ids": True})
+    robot.wait_for(r"serving RunTrial on 'run_trial': always=1")
+    assert run_goal(probe, policy="always", trial=1).result.ok
+    robot.wait_for(r"trial 1 \(policy always, attempt \d+\): rollout started")
+    robot.wait_for(r"trial 1 \(policy always\): rollout done, success=1 progress=1\.000")
 
 
 def test_a_goal_sent_again_gets_the_same_rollout(start_node: Any, probe: Any) -> None:
@@ -77,15 +89,17 @@ def test_a_goal_sent_again_gets_the_same_rollout(start_node: Any, probe: Any) ->
 def test_unknown_policy_is_rejected_with_a_log_line(start_node: Any, probe: Any) -> None:
     robot = start_node("sim_robot")
     assert not run_goal(probe, policy="nobody", trial=4).accepted
-    robot.wait_for(r"\[ERROR\] \[\S*sim_robot\]: trial 4: goal rejected, unknown policy 'nobody'")
+    robot.wait_for(r"\[ERROR\] \[\S*sim_robot\]: trial 4: goal rejected, unknown policy$")
+    assert "nobody" not in robot.output
 
 
 def test_injected_runner_failure(start_node: Any, probe: Any) -> None:
     robot = start_node("sim_robot", params={"failure_probability": 1.0})
     run = run_goal(probe, policy="policy_a", trial=1)
     assert run.accepted and not run.result.ok and not run.result.auto_scored
-    assert "injected runner failure" in run.result.message
-    robot.wait_for(r"trial 1 \(policy policy_a\): rollout FAILED: injected runner failure")
+    assert re.fullmatch(r"robot fault \(error [0-9a-f]{8}\): injected \(failure_probability 1\)", run.result.message)
+    robot.wait_for(r"trial 1: rollout FAILED: robot fault \(error [0-9a-f]{8}\): injected")
+    assert "policy_a" not in robot.output
 
 
 def test_invalid_parameters_exit_with_status_2(start_node: Any) -> None:

@@ -44,11 +44,15 @@ def wait_for_port(port: int, process: subprocess.Popen[bytes] | None = None, tim
     pytest.fail(f"nothing listens on port {port} after {timeout:g} s")
 
 
-def start_openpi_server(kind: str, port: int, log: pathlib.Path) -> subprocess.Popen[bytes]:
-    """openpi's own WebsocketPolicyServer serving scripted policy ``kind`` (separate venv), output to ``log``."""
+def start_openpi_server(kind: str, port: int, log: pathlib.Path, *options: str) -> subprocess.Popen[bytes]:
+    """openpi's own WebsocketPolicyServer serving scripted policy ``kind`` (separate venv), output to ``log``.
+
+    ``options``: more command-line options of tools/openpi_policy_server.py (``--fail-after 2`` ...).
+    """
     with log.open("wb") as out:
         process = subprocess.Popen([str(openpi_python()), str(REPO / "tools" / "openpi_policy_server.py"),
-                                    "--policy", kind, "--port", str(port)], stdout=out, stderr=subprocess.STDOUT)
+                                    "--policy", kind, "--port", str(port), *options],
+                                   stdout=out, stderr=subprocess.STDOUT)
     wait_for_port(port, process)
     return process
 

@@ -147,3 +147,33 @@ def test_missing_robot_stack_is_a_clear_error() -> None:
         make_adapter("droid", module="no_such_droid.robot_env")
     with pytest.raises(RunnerError, match="unknown robot adapter 'ur5'"):
         make_adapter("ur5")
+
+
+def test_droid_commands_stay_within_the_published_franka_limits(fake_modules: None) -> None:
+    from evalstop_ros.runner.adapters.droid import DROID_VELOCITY_UNIT, FRANKA_LIMITS
+
+    robot = make_adapter("droid", cameras={"24259877_left": "exterior_image_1_left",
+                                           "13062452_left": "wrist_image_left"})
+    assert robot.limits is FRANKA_LIMITS["panda"]
+    _run(robot)
+    (env,) = FakeRobotEnv.made
+    speeds = np.array(env.steps)[:, :7] * DROID_VELOCITY_UNIT   # rad/s
+    assert np.all(np.abs(speeds) <= np.array(robot.limits.velocity) + 1e-9)
+    # the fake arm's joint 4 reads 0.1 rad, above the Panda's upper limit -0.0698: it may only go down
+    assert speeds[:, 3].max() <= 0.0
+    assert make_adapter("droid", arm="fr3").limits is FRANKA_LIMITS["fr3"]
+    with pytest.raises(RunnerError, match="droid.arm must be one of panda, fr3"):
+        make_adapter("droid", arm="ur5e")
+
+
+def test_widowx_end_effector_speed_and_workspace(fake_modules: None) -> None:
+    robot = make_adapter("widowx", workspace=((0.0, -0.5, 0.0), (0.6, 0.5, 0.5)))
+    assert robot.limits.workspace_upper == (0.6, 0.5, 0.5) and robot.limits.source == "widowx.workspace"
+    metadata = {**METADATA, "needs_wrist_camera": False, "action_space": "cartesian_velocity"}
+    _run(robot, metadata=metadata, action_dim=7)
+    deltas = np.array(FakeWidowXClient.made[0].actions)[:12, :6]
+    period = 1.0 / SETTINGS.rate
+    assert np.linalg.norm(deltas[:, :3], axis=1).max() <= 0.5 * period + 1e-12
+    assert np.linalg.norm(deltas[:, 3:], axis=1).max() <= 2.0 * period + 1e-12
+    with pytest.raises(RunnerError, match="widowx.workspace"):
+        make_adapter("widowx", workspace=((0.0, 0.0), (1.0, 1.0, 1.0)))

@@ -22,7 +22,7 @@ from evalstop_ros.runner.adapters.base import EpisodeInfo
 from evalstop_ros.runner.adapters.sim import SimArm
 from evalstop_ros.runner.client import PolicyClient, ServerAddress
 from evalstop_ros.runner.episode import EpisodeSettings, run_episode
-from evalstop_ros.runner.errors import RunnerError
+from evalstop_ros.runner.errors import Category, RunnerError
 from evalstop_ros.runner.scripted import METADATA
 from evalstop_ros.runner.server import PolicyServer
 
@@ -122,7 +122,7 @@ def test_project_client_runs_episodes_against_openpi_server(openpi_servers: dict
 
 def test_project_client_reads_openpi_server_error_frame(openpi_servers: dict[str, int]) -> None:
     arm = SimArm()
-    with pytest.raises(RunnerError, match=r"policy server error: RuntimeError: scripted policy failure"), \
+    with pytest.raises(RunnerError, match=r"(?s)policy server error frame: .*RuntimeError: scripted policy failure") as err, \
             PolicyClient(ServerAddress("127.0.0.1", openpi_servers["error"])) as client:
         run_episode(client, arm, EpisodeInfo("s", 1, "t", "c"), EpisodeSettings("p", rate=500.0, max_steps=30))
-    assert arm.stopped
+    assert arm.stopped and err.value.category is Category.SERVER

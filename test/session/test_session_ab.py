@@ -115,7 +115,7 @@ def test_a_round_without_both_scores_or_a_preference_is_set_aside(tmp_path: path
             session.submit_score(second.trial_id, second.token, False, 0.3, "op", f"note {number}", preference=preference)
         third = session.next_trial()  # round 4: only its first trial runs
         assert third is not None
-        events = list(journal.events())
+        events = session.events()  # the owner's view (the rows seal the policies)
     rounds = ab_rounds(config, events)
     assert rounds.rounds == (1, 3) and rounds.n_incomplete == 2
     assert rounds.data.outcome.tolist() == [2, 1]  # A preferred, then a tie
@@ -232,7 +232,7 @@ def test_a_pair_judged_not_valid_counts_in_no_test_and_no_ranking(tmp_path: path
                                         preference=first.label, pair_invalid=invalid).accepted
             # an invalid round adds no pair to its comparison's tests
             assert sum(c.n for c in session.comparisons()) == [1, 1, 1, 2][number] * len(config.metrics)
-        events = list(journal.events())
+        events = session.events()  # the owner's view (the rows seal the policies)
     rounds = ab_rounds(config, events)
     assert rounds.rounds == (1, 4) and rounds.n_invalid == 2 and rounds.n_incomplete == 0
     assert rounds.data.tasks == ("stack block 0", "stack block 3")

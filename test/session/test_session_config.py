@@ -157,7 +157,7 @@ INVALID = [
      r"metrics\[0\]\.method: should be one of \('step', 'nscore', 'wsr', 'savi', 'lai', 'adastop'\); found 'ttest'"),
     ({"metrics": [{"name": "speed"}]}, r"metrics\[0\]\.name: Input should be 'success' or 'progress'; found 'speed'"),
     ({"metrics": [{"name": "success", "bins": 3}]}, r"`bins` applies only to method 'nscore'; found bins=3 with 'step'"),
-    ({"metrics": [{"name": "progress", "bins": 1}]}, r"`bins` must be an integer >= 2 for method 'nscore'; found 1"),
+    ({"metrics": [{"name": "progress", "bins": 1}]}, r"`bins` must be an integer in \[2, 10000\] for method 'nscore'; found 1"),
     ({"metrics": [{"name": "success"}, {"name": "success"}]}, r"metrics: metric names must be unique; found 'success' twice"),
     ({"metrics": []}, r"metrics: Tuple should have at least 1 item"),
     ({"metrics": [{"name": "success", "alpha": 0.06}, {"name": "progress", "alpha": 0.06}]},

@@ -1,7 +1,8 @@
 """Robot adapters: one small interface (:class:`~.base.RobotAdapter`), one module per robot.
 
 :func:`make_adapter` imports the selected adapter only, so the ``droid`` adapter needs DROID's
-``RobotEnv`` only when it is used, ``widowx`` the WidowX client, ``ros2`` rclpy.
+``RobotEnv`` only when it is used, ``widowx`` the WidowX client, ``ros2`` rclpy, ``robosuite``
+robosuite and MuJoCo (the physics extra, tools/install_physics.sh).
 """
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ from .base import RobotAdapter
 __all__ = ["ADAPTERS", "RobotAdapter", "make_adapter"]
 
 #: adapter name -> "module:class" (relative to this package)
-ADAPTERS = {"sim": "sim:SimArm", "ros2": "ros2:Ros2Arm", "droid": "droid:DroidArm", "widowx": "widowx:WidowXArm"}
+ADAPTERS = {"sim": "sim:SimArm", "ros2": "ros2:Ros2Arm", "droid": "droid:DroidArm", "widowx": "widowx:WidowXArm",
+            "robosuite": "robosuite:RobosuiteArm"}
 
 
 def make_adapter(name: str, **options: Any) -> RobotAdapter:

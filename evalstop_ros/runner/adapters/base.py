@@ -7,6 +7,8 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
+from ..guard import CommandLimits
+
 __all__ = ["EpisodeInfo", "Observation", "RobotAdapter", "Score"]
 
 
@@ -27,12 +29,19 @@ class Observation:
 
 @dataclasses.dataclass(frozen=True)
 class EpisodeInfo:
-    """What the adapter may know about the rollout it is about to run (never the policy)."""
+    """What the adapter may know about the rollout it is about to run (never the policy).
+
+    The runner adds what the policy's metadata asks of the robot: ``action_space`` and
+    ``image_resolution`` (height, width; None: the robot's own), for robots that set up per
+    rollout (a simulator builds its controller and renders at that size).
+    """
 
     session_id: str
     trial_id: int
     task: str
     initial_condition: str
+    action_space: str = ""
+    image_resolution: tuple[int, int] | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -48,11 +57,17 @@ class RobotAdapter(Protocol):
     """A robot the runner can drive.
 
     Actions are 7 joint values (positions or velocities, per ``action_space``) plus the gripper
-    position in {0, 1} (the runner thresholds it); velocities arrive clipped to [-1, 1].
+    position in {0, 1} (the runner thresholds it). Every action has passed the command guard
+    (:mod:`evalstop_ros.runner.guard`) against ``limits`` first: nothing else calls ``act``.
     """
 
-    #: Action spaces the robot executes ("joint_position", "joint_velocity").
+    #: Action spaces the robot executes ("joint_position", "joint_velocity", "cartesian_velocity").
     action_spaces: tuple[str, ...]
+    #: What the robot may be commanded (see :mod:`evalstop_ros.runner.guard` for how to declare it).
+    limits: CommandLimits
+
+    # A simulator that keeps its own time sets ``simulated_time = True``: the runner then runs
+    # its steps back to back, without wall-clock pacing or deadline (:func:`~..episode.run_episode`).
 
     def begin(self, episode: EpisodeInfo) -> None:
         """Prepare one rollout (the scene was reset by the operator)."""

@@ -17,9 +17,43 @@ from typing import Any
 import numpy as np
 
 from ..errors import RunnerError
+from ..guard import CommandLimits
 from .base import EpisodeInfo, Observation, Score
 
-__all__ = ["CAMERA_NAMES", "DroidArm", "parse_cameras"]
+__all__ = ["CAMERA_NAMES", "DROID_VELOCITY_UNIT", "FRANKA_LIMITS", "DroidArm", "parse_cameras"]
+
+#: rad/s of one unit of a DROID ``joint_velocity`` action: DROID's ``RobotIKSolver`` turns a
+#: normalised joint velocity into a joint delta of ``max_joint_delta`` = 0.2 rad per step at its
+#: ``control_hz`` = 15 (droid/robot_ik/robot_ik_solver.py, droid/robot_env.py), i.e. 3 rad/s.
+DROID_VELOCITY_UNIT = 0.2 * 15.0
+
+_PANDA_JOINTS = tuple(f"panda_joint{i}" for i in range(1, 8))
+_FR3_JOINTS = tuple(f"fr3_joint{i}" for i in range(1, 8))
+
+#: Franka's published joint limits, from the Franka Control Interface documentation, "Robot and
+#: interface specifications" (https://frankaemika.github.io/docs/control_parameters.html; the
+#: same numbers as libfranka's rate_limiting.h): q_min / q_max (rad), dq_max (rad/s), ddq_max
+#: (rad/s^2), for the Panda (Franka Emika Robot, the arm of the original DROID platform) and the
+#: FR3 (Franka Research 3, later DROID stations). The gripper command is DROID's normalised
+#: position in [0, 1].
+FRANKA_LIMITS = {
+    "panda": CommandLimits(
+        _PANDA_JOINTS,
+        position_lower=(-2.8973, -1.7628, -2.8973, -3.0718, -2.8973, -0.0175, -2.8973),
+        position_upper=(2.8973, 1.7628, 2.8973, -0.0698, 2.8973, 3.7525, 2.8973),
+        velocity=(2.1750, 2.1750, 2.1750, 2.1750, 2.6100, 2.6100, 2.6100),
+        acceleration=(15.0, 7.5, 10.0, 12.5, 15.0, 20.0, 20.0),
+        velocity_unit=DROID_VELOCITY_UNIT,
+        source="Franka FCI docs, Robot and interface specifications: Panda"),
+    "fr3": CommandLimits(
+        _FR3_JOINTS,
+        position_lower=(-2.7437, -1.7837, -2.9007, -3.0421, -2.8065, 0.5445, -3.0159),
+        position_upper=(2.7437, 1.7837, 2.9007, -0.1518, 2.8065, 4.5169, 3.0159),
+        velocity=(2.62, 2.62, 2.62, 2.62, 5.26, 4.18, 5.26),
+        acceleration=(10.0,) * 7,
+        velocity_unit=DROID_VELOCITY_UNIT,
+        source="Franka FCI docs, Robot and interface specifications: FR3"),
+}
 
 #: The protocol's camera names (the observation keys without ``observation/``).
 CAMERA_NAMES = ("exterior_image_1_left", "exterior_image_1_right", "exterior_image_2_left", "exterior_image_2_right",
@@ -55,7 +89,11 @@ class DroidArm:
 
     action_spaces = ("joint_position", "joint_velocity")
 
-    def __init__(self, *, cameras: dict[str, str] | None = None, module: str = "droid.robot_env") -> None:
+    def __init__(self, *, cameras: dict[str, str] | None = None, module: str = "droid.robot_env",
+                 arm: str = "panda") -> None:
+        if arm not in FRANKA_LIMITS:
+            raise RunnerError(f"droid.arm must be one of {', '.join(FRANKA_LIMITS)}; found {arm!r}")
+        self.limits = FRANKA_LIMITS[arm]
         try:
             self._env_class: Any = importlib.import_module(module).RobotEnv
         except ImportError as err:

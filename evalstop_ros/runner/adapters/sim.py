@@ -18,9 +18,13 @@ import zlib
 
 import numpy as np
 
+from ..guard import CommandLimits
 from .base import EpisodeInfo, Observation, Score
 
-__all__ = ["BANDS", "SimArm", "read_goal"]
+__all__ = ["BANDS", "SIM_POSITION_LIMIT", "SimArm", "read_goal"]
+
+#: The sim arm's joint range (rad, symmetric): goals lie within +-0.8.
+SIM_POSITION_LIMIT = 1.5
 
 #: Row bands of the exterior image, one per joint.
 BANDS = 7
@@ -67,6 +71,12 @@ class SimArm:
                  max_velocity: float = 1.0, end_on_success: bool = True) -> None:
         self.seed, self.dt, self.tolerance, self.end_on_success = seed, dt, tolerance, end_on_success
         self.noise_range, self.resolution, self.max_velocity = noise, resolution, max_velocity
+        #: The sim's own limits: joints within +-SIM_POSITION_LIMIT rad, max_velocity rad/s, gripper [0, 1].
+        self.limits = CommandLimits(tuple(f"joint{j}" for j in range(1, BANDS + 1)),
+                                    (-SIM_POSITION_LIMIT,) * BANDS, (SIM_POSITION_LIMIT,) * BANDS,
+                                    (max_velocity,) * BANDS, source="the sim arm's own limits")
+        #: One action lasts ``dt`` simulated seconds whatever the runner's wall-clock rate: the guard's period.
+        self.control_period = dt
         self.goal = np.zeros(BANDS)
         self.joints = np.zeros(BANDS)
         self.gripper = 0.0
@@ -98,8 +108,7 @@ class SimArm:
             gripper_position=np.array([self.gripper]))
 
     def act(self, action: np.ndarray, action_space: str) -> None:
-        if self.stopped:
-            return
+        self.stopped = False  # a hold lasts until the next command
         target = np.asarray(action[:BANDS], dtype=np.float64)
         velocity = target if action_space == "joint_velocity" else (target - self.joints) / self.dt
         self.joints = self.joints + np.clip(velocity, -self.max_velocity, self.max_velocity) * self.dt

@@ -1,0 +1,89 @@
+"""A journal against the ``session_event`` stream a bag recorded of it, event by event.
+
+The manager publishes every journal event right after it commits it (sealed for the wire,
+:func:`~evalstop_ros.session.blinding.seal`), so a recording of ``session_event`` is a copy of
+the journal made by someone else while the session ran.  Whoever holds the journal file can
+cut events and recompute the hash chain and the head file; they cannot change the recording.
+:func:`compare_streams` reports (``stream_mismatch``):
+
+* an event published but missing from the journal, or journaled with other content (kind,
+  trial or payload as published);
+* journal events after the recording's last one when the recording reaches the session's end
+  (its ``finished``/``aborted`` event): they were never published, so they were added later.
+
+Events the recording lacks inside its range (a recorder started late, a lost message) are not
+evidence against the journal: they are counted in a note.
+"""
+
+from __future__ import annotations
+
+from ..session.blinding import seal
+from ..session.journal import Event
+from .model import SessionRecord
+from .verify import Violation
+
+__all__ = ["compare_streams"]
+
+#: Kinds that end a session.
+END_KINDS = ("finished", "aborted")
+
+
+def _published(event: Event) -> tuple[str, int | None, dict[str, object]]:
+    """What must agree: kind, trial and the payload as published (header stamps are not compared:
+    a recorder may re-stamp, and a stamp carries no result)."""
+    return event.kind, event.trial_id, seal(event.kind, event.payload)
+
+
+def _describe(event: Event) -> str:
+    return f"{event.seq} ({event.kind}{'' if event.trial_id is None else f', trial {event.trial_id}'})"
+
+
+def compare_streams(journal: SessionRecord, recording: SessionRecord) -> tuple[list[Violation], list[str]]:
+    """``(violations, notes)`` of ``journal`` (a journal file) against ``recording`` (a bag).
+
+    :param journal: From :func:`~evalstop_ros.audit.journal.read_journal_record`.
+    :param recording: From :func:`~evalstop_ros.audit.bag.read_bag`, of the same session.
+    """
+    violations: list[Violation] = []
+    notes: list[str] = []
+    if journal.session_id != recording.session_id:
+        violations.append(Violation("stream_mismatch", (), f"the journal is session {journal.session_id!r}, the "
+                                    f"recording session {recording.session_id!r}"))
+        return violations, notes
+    if not recording.events:
+        notes.append("the recording has no session_event stream: the journal was not compared event by event")
+        return violations, notes
+    journaled = {e.seq: e for e in journal.events}
+    for event, position in zip(recording.events, recording.event_positions):
+        mine = journaled.get(event.seq)
+        if mine is None:
+            violations.append(Violation(
+                "stream_mismatch", () if event.trial_id is None else (event.trial_id,),
+                f"event {_describe(event)} was published but is missing from the journal (removed)", position,
+                event.stamp_ns))
+        elif _published(mine) != _published(event):
+            violations.append(Violation(
+                "stream_mismatch", () if event.trial_id is None else (event.trial_id,),
+                f"event {event.seq}: the journal holds {_describe(mine)} {seal(mine.kind, mine.payload)}, the "
+                f"recording {_describe(event)} {event.payload} (edited after it was published)", position,
+                event.stamp_ns))
+    last = max(e.seq for e in recording.events)
+    ended = any(e.kind in END_KINDS for e in recording.events)
+    later = [e for e in journal.events if e.seq > last]
+    if later and ended:
+        violations.append(Violation(
+            "stream_mismatch", tuple(sorted({e.trial_id for e in later if e.trial_id is not None})),
+            f"{len(later)} journal event(s) after the last one published ({last}), though the recording reaches the "
+            f"session's end: {', '.join(_describe(e) for e in later[:5])}{' ...' if len(later) > 5 else ''} were "
+            "never published (added afterwards)", later[0].seq, later[0].stamp_ns))
+    elif later:
+        notes.append(f"the recording stops at event {last}: journal events {later[0].seq}-{later[-1].seq} could not "
+                     "be compared")
+    published = {e.seq for e in recording.events}
+    unrecorded = [seq for seq in journaled if seq <= last and seq not in published]
+    if unrecorded:
+        notes.append(f"{len(unrecorded)} journal event(s) within the recording's range were not recorded (the "
+                     "recorder started late or lost messages)")
+    compared = sum(1 for e in recording.events if e.seq in journaled)
+    notes.append(f"journal compared with the recorded session_event stream: {compared} event(s)")
+    return violations, notes

@@ -1,0 +1,51 @@
+"""Up-front run-time estimates of the long verbs (``step check``, ``step synthesize``, ``simulate``).
+
+The constants are measured on the project's reference machine (2 cores, `bench/`-style load of
+one); a loaded machine can take twice as long, so the line gives a range.  The estimate is
+printed on stderr (never in the ``--json`` output) when it exceeds :data:`ANNOUNCE_SECONDS`.
+"""
+
+from __future__ import annotations
+
+import sys
+
+__all__ = ["ANNOUNCE_SECONDS", "announce", "simulate_seconds", "step_check_seconds", "step_synthesis_seconds"]
+
+#: Estimates below this many seconds are not announced.
+ANNOUNCE_SECONDS = 10.0
+#: s per (null grid point x n_max^2) of the exact Type-I check (n_max 100: 5 s, 200: 20 s at grid 1000).
+_CHECK = 5.0e-7
+#: s per n_max^3 of a STEP table synthesis (n_max 120: 3.4 s; 500: about 4 min).
+_SYNTHESIS = 2.0e-6
+#: s per simulated score, per method (N-SCORE: per score and bin).
+_PER_SCORE = {"step": 1.0e-6, "wsr": 0.8e-6, "savi": 1.4e-6, "lai": 4.5e-6}
+_NSCORE_PER_BIN = 0.25e-6
+
+
+def step_check_seconds(n_max: int, grid_size: int) -> float:
+    """Seconds of ``step check`` (the exact check; the table itself not included)."""
+    return _CHECK * grid_size * n_max ** 2
+
+
+def step_synthesis_seconds(n_max: int) -> float:
+    """Seconds of a STEP table synthesis at ``n_max``."""
+    return _SYNTHESIS * n_max ** 3
+
+
+def simulate_seconds(method: str, n_max: int, reps: int, bins: int) -> float:
+    """Seconds of ``simulate`` (``reps`` sequences of ``n_max`` pairs)."""
+    per = _NSCORE_PER_BIN * max(bins, 2) if method == "nscore" else _PER_SCORE.get(method, 1.0e-6)
+    return per * n_max * reps
+
+
+def _span(seconds: float) -> str:
+    low, high = seconds, 2 * seconds
+    if high < 120:
+        return f"{low:.0f}-{high:.0f} s"
+    return f"{low / 60:.0f}-{high / 60:.0f} min" if low >= 60 else f"{low:.0f} s-{high / 60:.0f} min"
+
+
+def announce(prog: str, seconds: float, what: str) -> None:
+    """Say on stderr, before the work, how long it will take (only when at least ANNOUNCE_SECONDS)."""
+    if seconds >= ANNOUNCE_SECONDS:
+        print(f"{prog}: this will take about {_span(seconds)} ({what})", file=sys.stderr, flush=True)

@@ -1,0 +1,165 @@
+"""The report's data exports, read directly by a notebook: ``trials.csv`` and ``decisions.csv``.
+
+Time stamps are ISO 8601 in UTC with microseconds (``2025-06-15T14:13:20.001000+00:00``; pandas'
+``read_csv(..., parse_dates=[...])`` and ``pd.to_datetime`` read them as they are), beside the
+raw nanosecond stamps the session recorded.  When ``pyarrow`` is installed the same tables are
+also written as ``trials.parquet`` and ``decisions.parquet`` (typed columns, time stamps as
+``timestamp[us, UTC]``).  The columns are documented in :data:`TRIAL_COLUMNS` and
+:data:`DECISION_COLUMNS` (and in docs/report.md).
+"""
+
+from __future__ import annotations
+
+import csv
+import datetime
+import importlib
+import importlib.util
+import math
+import pathlib
+from collections.abc import Sequence
+from typing import Any
+
+from ..audit import AuditReport
+from ..stats.sequential import Decision
+
+__all__ = ["DECISION_COLUMNS", "TRIAL_COLUMNS", "iso_time", "write_exports"]
+
+#: ``trials.csv``: one row per trial, in trial order (name, meaning).
+TRIAL_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("trial_id", "trial number in the session, from 1"),
+    ("round", "round of the design (a pair of trials under design: paired)"),
+    ("policy", "the policy run"),
+    ("label", "the blinded label the operator saw"),
+    ("task", "task id"),
+    ("initial_condition", "initial condition id"),
+    ("attempts", "runs of the trial (more than 1 after runner faults)"),
+    ("rerun_of", "the trial this one re-runs, empty otherwise"),
+    ("requested_at", "when the trial was requested (ISO 8601, UTC)"),
+    ("scored_at", "when its counted score arrived (ISO 8601, UTC; empty if unscored)"),
+    ("requested_ns", "the same stamp in ns since the epoch"),
+    ("scored_ns", "the same stamp in ns since the epoch"),
+    ("success", "effective success, 1 or 0 (after corrections; empty if unscored or voided)"),
+    ("progress", "effective progress in [0, 1] (empty if unscored or voided)"),
+    ("scorer", "who or what scored it (an operator name, auto:run_trial)"),
+    ("notes", "the scorer's notes"),
+    ("corrected", "1 if the score was corrected afterwards"),
+    ("voided", "1 if the trial was voided"),
+    ("post_decision", "1 if scored after every test of its policy had decided"),
+)
+
+#: ``decisions.csv``: one row per comparison x metric (x task under per-task claims).
+DECISION_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("policy_a", "the baseline (A)"),
+    ("policy_b", "the candidate (B)"),
+    ("task", "the task of a per-task test; empty for a test over every task"),
+    ("metric", "success or progress"),
+    ("method", "the sequential test (step, nscore, ..., adastop)"),
+    ("alternative", "two-sided, greater (B better) or less"),
+    ("alpha", "the test's level after the family-wise split"),
+    ("decision", "B_BETTER, A_BETTER, BUDGET_EXHAUSTED or CONTINUE, recomputed from the scores"),
+    ("stopping_trial", "the pair (AdaStop: trial of each agent) at which the test stopped; empty if it did not"),
+    ("pairs", "pairs the test consumed (up to its stop)"),
+    ("decided_at", "when the score that made the decision arrived (ISO 8601, UTC; empty if undecided)"),
+    ("pvalue", "anytime-valid p-value at the stop or the last pair (two-sided: twice the smaller one-sided)"),
+    ("evalue", "e-value at the same point"),
+    ("mean_a_at_stop", "mean of A's metric over the pairs the test consumed"),
+    ("mean_b_at_stop", "mean of B's metric over the same pairs"),
+    ("published_decision", "the decision the session published last"),
+    ("reproduced", "1 if every published state of the test was reproduced"),
+)
+
+
+def iso_time(stamp_ns: int | None) -> str:
+    """``stamp_ns`` (ns since the epoch) as ISO 8601 in UTC with microseconds; ``""`` for none.
+
+    >>> iso_time(1_750_000_000_001_000_000)
+    '2025-06-15T15:06:40.001000+00:00'
+    """
+    if stamp_ns is None:
+        return ""
+    return datetime.datetime.fromtimestamp(stamp_ns // 1000 / 1e6, datetime.UTC).isoformat(timespec="microseconds")
+
+
+def _number(value: float) -> float | None:
+    return float(value) if math.isfinite(value) else None
+
+
+def trial_rows(report: AuditReport) -> list[dict[str, Any]]:
+    """The rows of ``trials.csv`` (typed: ``None`` for empty)."""
+    return [{
+        "trial_id": t.trial_id, "round": t.round, "policy": t.policy, "label": t.label, "task": t.task,
+        "initial_condition": t.initial_condition, "attempts": t.attempts, "rerun_of": t.rerun_of,
+        "requested_at": iso_time(t.requested_ns), "scored_at": iso_time(t.scored_ns) or None,
+        "requested_ns": t.requested_ns, "scored_ns": t.scored_ns,
+        "success": None if t.success is None else int(t.success), "progress": t.progress, "scorer": t.scorer,
+        "notes": t.notes, "corrected": int(t.corrected), "voided": int(t.voided), "post_decision": int(t.post_decision),
+    } for t in report.trials]
+
+
+def decision_rows(report: AuditReport) -> list[dict[str, Any]]:
+    """The rows of ``decisions.csv`` (typed: ``None`` for empty)."""
+    scored = {t.trial_id: t.scored_ns for t in report.trials}
+    rows = []
+    for test in report.tests:
+        res = test.result
+        pub = test.published
+        stop = res.stopping_trial or 0
+        decided = [scored.get(i) for ids in (test.trials_a, test.trials_b) if len(ids) >= stop > 0
+                   for i in [ids[stop - 1]]]
+        stamps = [s for s in decided if s is not None]
+        published = None if pub is None else (Decision(pub.decision).name
+                                               if pub.decision in Decision._value2member_map_ else str(pub.decision))
+        rows.append({
+            "policy_a": test.policy_a, "policy_b": test.policy_b, "task": test.task, "metric": test.metric,
+            "method": test.method, "alternative": test.alternative, "alpha": test.alpha,
+            "decision": res.decision.name, "stopping_trial": res.stopping_trial or None, "pairs": res.n_observed,
+            "decided_at": iso_time(max(stamps)) if stamps else None, "pvalue": _number(res.pvalue),
+            "evalue": _number(float(res.evalues[-1])) if res.evalues.size else None,
+            "mean_a_at_stop": _number(float(test.values_a.mean())) if test.values_a.size else None,
+            "mean_b_at_stop": _number(float(test.values_b.mean())) if test.values_b.size else None,
+            "published_decision": published, "reproduced": int(test.reproduced),
+        })
+    return rows
+
+
+def _csv_cell(value: Any) -> str:
+    if value is None:
+        return ""
+    return repr(value) if isinstance(value, float) else str(value)
+
+
+def _write_csv(path: pathlib.Path, columns: Sequence[tuple[str, str]], rows: Sequence[dict[str, Any]]) -> None:
+    with path.open("w", newline="", encoding="utf-8") as handle:
+        writer = csv.writer(handle)
+        writer.writerow([name for name, _ in columns])
+        for row in rows:
+            writer.writerow([_csv_cell(row[name]) for name, _ in columns])
+
+
+def _write_parquet(path: pathlib.Path, columns: Sequence[tuple[str, str]], rows: Sequence[dict[str, Any]]) -> None:
+    pa = importlib.import_module("pyarrow")  # optional: only when installed
+    pq = importlib.import_module("pyarrow.parquet")
+
+    data: dict[str, Any] = {}
+    for name, _ in columns:
+        values = [row[name] for row in rows]
+        if name.endswith("_at"):
+            data[name] = pa.array([None if v is None else datetime.datetime.fromisoformat(v) for v in values],
+                                  type=pa.timestamp("us", tz="UTC"))
+        else:
+            data[name] = values
+    pq.write_table(pa.table(data), path)
+
+
+def write_exports(report: AuditReport, out: pathlib.Path) -> list[pathlib.Path]:
+    """Write ``trials.csv`` and ``decisions.csv`` (and their Parquet twins with pyarrow); the paths."""
+    tables = (("trials", TRIAL_COLUMNS, trial_rows(report)), ("decisions", DECISION_COLUMNS, decision_rows(report)))
+    written = []
+    for name, columns, rows in tables:
+        _write_csv(out / f"{name}.csv", columns, rows)
+        written.append(out / f"{name}.csv")
+    if importlib.util.find_spec("pyarrow") is not None:
+        for name, columns, rows in tables:
+            _write_parquet(out / f"{name}.parquet", columns, rows)
+            written.append(out / f"{name}.parquet")
+    return written

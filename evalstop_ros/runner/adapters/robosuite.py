@@ -1,0 +1,267 @@
+"""``robosuite``: a simulated Franka Panda in MuJoCo (robosuite 1.5) — contacts, objects, grasps, rendering.
+
+The task (``Lift``, ``Stack``, ``PickPlace``, ``Door``, ... any robosuite single-arm environment)
+comes from the parameters; the rollout's scene is seeded by the session, trial, task and initial
+condition (a re-run sees the same scene). The Panda executes the action space the policy's
+metadata asks for (:attr:`EpisodeInfo.action_space`):
+
+* ``joint_velocity`` (rad/s, the runner clips to +-1): integrated over each control period into a
+  joint-position target, as DROID's ``RobotEnv`` turns joint velocities into position targets,
+  tracked by robosuite's ``JOINT_POSITION`` impedance controller (delta input, 1:1 in rad);
+* ``joint_position`` (rad): the target moves toward it at most 1 rad/s through the same controller;
+* ``cartesian_velocity`` (end-effector linear m/s and angular rad/s, base frame): one control
+  period's displacement, through robosuite's ``OSC_POSE`` controller with delta input.
+
+Every action passes the runner's command guard first (:mod:`..guard`) against
+:data:`PANDA_LIMITS`: Franka's published Panda limits (joint positions, speeds, accelerations,
+end-effector speeds), so a policy that commands a joint beyond the Panda's range is refused
+before MuJoCo sees it.
+
+The gripper command ({0, 1}, 1 = closed) maps to robosuite's GRIP action (-1 open, +1 close).
+Cameras map to the protocol's names: ``agentview`` -> ``exterior_image_1_left``,
+``robot0_eye_in_hand`` -> ``wrist_image_left``, rendered upright at the policy's resolution
+(:attr:`EpisodeInfo.image_resolution`) only when the runner observes (once per action chunk):
+physics steps do not pay for rendering.
+
+Score: the task's own success check (``_check_success``) on the final state, and as progress the
+highest stage reached during the rollout per the task's shaped reward normalised to [0, 1]
+(Lift: reaching in [0, 0.44], grasped +0.11, lifted = 1; robosuite's ``reward_shaping``).
+
+Time: :attr:`RobosuiteArm.simulated_time` tells the runner that the simulator keeps time — each
+action advances the simulation exactly one control period however long MuJoCo and the renderer
+take, so the runner does not pace the loop by the wall clock (:func:`~..episode.run_episode`).
+
+Optional extra: robosuite, MuJoCo < 3.4 and EGL are installed by ``tools/install_physics.sh``
+(``make demo-physics`` runs it); this module is imported only when the adapter is selected.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import dataclasses
+import importlib
+import os
+import zlib
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import numpy as np
+
+from ..errors import RunnerError
+from .base import EpisodeInfo, Observation, Score
+from .droid import FRANKA_LIMITS
+
+_T = TypeVar("_T")
+
+__all__ = ["CAMERAS", "INSTALL_HINT", "PANDA_LIMITS", "RobosuiteArm", "import_robosuite"]
+
+#: The one line a missing extra gives (the adapter is optional).
+INSTALL_HINT = ("the robosuite adapter needs robosuite 1.5.2 and MuJoCo < 3.4: run tools/install_physics.sh "
+                "(make demo-physics does)")
+
+#: The simulated Panda's limits: Franka's published Panda joint limits (Franka Control Interface
+#: documentation, "Robot and interface specifications", frankaemika.github.io/docs/control_parameters.html;
+#: the droid adapter's numbers) with joint velocities in rad/s and Cartesian velocities in m/s and
+#: rad/s up to the same document's end-effector limits (1.7 m/s translation, 2.5 rad/s rotation).
+_LINEAR_SPEED, _ANGULAR_SPEED = 1.7, 2.5
+PANDA_LIMITS = dataclasses.replace(
+    FRANKA_LIMITS["panda"], velocity_unit=1.0, linear_speed=_LINEAR_SPEED, angular_speed=_ANGULAR_SPEED,
+    cartesian_unit="velocity",
+    source="Franka FCI docs, Robot and interface specifications: Panda (robosuite's Panda model)")
+
+#: robosuite camera -> protocol camera name (without the ``observation/`` prefix).
+CAMERAS = {"agentview": "exterior_image_1_left", "robot0_eye_in_hand": "wrist_image_left"}
+
+_JOINT_SPACES = ("joint_velocity", "joint_position")
+_FINGER_TRAVEL = 0.04  # m per Panda finger (open); robot0_gripper_qpos is (left, right)
+_MAX_LAG = 0.2  # rad: the joint target never runs further ahead of the arm (a blocked arm does not wind up)
+
+
+def import_robosuite() -> Any:
+    """robosuite, rendering offscreen through EGL; :class:`RunnerError` (:data:`INSTALL_HINT`) if absent."""
+    os.environ.setdefault("MUJOCO_GL", "egl")
+    os.environ.setdefault("PYOPENGL_PLATFORM", os.environ["MUJOCO_GL"])
+    try:
+        return importlib.import_module("robosuite")
+    except ImportError as err:
+        raise RunnerError(INSTALL_HINT) from err
+
+
+def _controller_config(action_space: str, rate: float) -> dict[str, Any]:
+    """The Panda's composite controller for ``action_space`` (module docstring)."""
+    controllers: Any = importlib.import_module("robosuite.controllers")
+    config: dict[str, Any] = controllers.load_composite_controller_config(robot="Panda")
+    if action_space in _JOINT_SPACES:
+        arm = config["body_parts"]["right"]
+        # input = output = the joint-position error to the target (rad), at most _MAX_LAG
+        config["body_parts"]["right"] = {
+            "type": "JOINT_POSITION", "input_max": _MAX_LAG, "input_min": -_MAX_LAG, "output_max": _MAX_LAG,
+            "output_min": -_MAX_LAG, "kp": 150, "damping_ratio": 1, "impedance_mode": "fixed",
+            "kp_limits": [0, 300], "damping_ratio_limits": [0, 10], "qpos_limits": None, "interpolation": None,
+            "ramp_ratio": 0.2, "gripper": arm["gripper"]}
+    else:  # input = output = one period's displacement (m, rad) at the Panda's end-effector speed limits
+        step = [_LINEAR_SPEED / rate] * 3 + [_ANGULAR_SPEED / rate] * 3
+        config["body_parts"]["right"].update(input_max=step, input_min=[-v for v in step], output_max=step,
+                                             output_min=[-v for v in step])
+    return config
+
+
+class RobosuiteArm:
+    """The ``robosuite`` robot adapter (see the module docstring).
+
+    :param task: robosuite environment name (``Lift``, ``Stack``, ``PickPlace``, ``Door``, ...).
+    :param seed: Seed of the scenes (with session, trial, task and initial condition).
+    :param rate: Control rate (Hz): simulated seconds per action are ``1 / rate``.
+    :param resolution: (height, width) of the cameras when the policy asks for no resolution.
+    :param spread: Half-width (m) of the square the object is placed in, for tasks placed by a
+        uniform sampler (Lift, Stack); robosuite's own range when 0 (Lift: 3 cm).
+    """
+
+    action_spaces = ("joint_velocity", "joint_position", "cartesian_velocity")
+    limits = PANDA_LIMITS
+    #: The simulator keeps time: the runner does not pace this robot by the wall clock.
+    simulated_time = True
+
+    def __init__(self, *, task: str = "Lift", seed: int = 0, rate: float = 15.0,
+                 resolution: tuple[int, int] = (128, 128), spread: float = 0.0) -> None:
+        self._suite = import_robosuite()
+        if task not in importlib.import_module("robosuite.environments.base").REGISTERED_ENVS:
+            raise RunnerError(f"unknown robosuite task {task!r} (e.g. Lift, Stack, PickPlace, Door)")
+        self.task, self.seed, self.rate = task, seed, rate
+        self.resolution, self.spread = (int(resolution[0]), int(resolution[1])), spread
+        #: One action lasts one simulated control period (the command guard's period).
+        self.control_period = 1.0 / rate
+        self._envs: dict[str, Any] = {}
+        self.env: Any = None
+        self.action_space = "joint_velocity"
+        self._target = np.zeros(7)
+        self._camera_size = self.resolution
+        self.stopped = False
+        self.best_progress = 0.0
+        #: Control steps the simulation ran in this rollout.
+        self.sim_steps = 0
+        # MuJoCo's EGL context is current in the thread that made it: every simulator call runs in
+        # this one thread (the runner calls the adapter from its executor's threads)
+        self._worker = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="robosuite")
+
+    def _in_worker(self, call: Callable[..., _T], *args: Any) -> _T:
+        return self._worker.submit(call, *args).result()
+
+    # -- environment ------------------------------------------------------------------------
+    def _environment(self, action_space: str) -> Any:
+        """The robosuite environment for ``action_space`` (built once: the controller is fixed at build)."""
+        kind = "joint" if action_space in _JOINT_SPACES else "cartesian"
+        if kind not in self._envs:
+            env = self._suite.make(
+                self.task, robots="Panda", controller_configs=_controller_config(action_space, self.rate),
+                has_renderer=False, has_offscreen_renderer=True, use_camera_obs=False, use_object_obs=True,
+                reward_shaping=True, reward_scale=1.0, control_freq=self.rate, horizon=10**9, hard_reset=False,
+                ignore_done=True, seed=self.seed)
+            sampler: Any = getattr(env, "placement_initializer", None)
+            if self.spread > 0 and hasattr(sampler, "x_range"):
+                sampler.x_range = sampler.y_range = (-self.spread, self.spread)
+            self._envs[kind] = env
+        return self._envs[kind]
+
+    def begin(self, episode: EpisodeInfo) -> None:
+        self._in_worker(self._begin, episode)
+
+    def _begin(self, episode: EpisodeInfo) -> None:
+        if episode.action_space and episode.action_space not in self.action_spaces:
+            raise RunnerError(f"the robosuite Panda cannot execute action space {episode.action_space!r}")
+        self.action_space = episode.action_space or self.action_space
+        self._camera_size = episode.image_resolution or self.resolution
+        self.env = self._environment(self.action_space)
+        keys = [self.seed, zlib.crc32(episode.session_id.encode()), episode.trial_id,
+                zlib.crc32(episode.task.encode()), zlib.crc32(episode.initial_condition.encode())]
+        rng = np.random.default_rng(keys)
+        self.env.rng = rng  # robosuite draws the scene (placements, noise) from env.rng
+        sampler = getattr(self.env, "placement_initializer", None)
+        for each in [sampler, *getattr(sampler, "samplers", {}).values()]:
+            if each is not None and hasattr(each, "rng"):
+                each.rng = rng
+        self.env.reset()
+        self.stopped, self.best_progress, self.sim_steps = False, 0.0, 0
+        self._target = self._arm_joints()  # joint-position target of the joint action spaces
+
+    # -- robot interface --------------------------------------------------------------------
+    def _arm_joints(self) -> np.ndarray:
+        robot = self.env.robots[0]
+        return np.array(self.env.sim.data.qpos[robot._ref_joint_pos_indexes], dtype=np.float64)
+
+    def _gripper_closed(self) -> float:
+        robot = self.env.robots[0]
+        fingers = np.abs(self.env.sim.data.qpos[robot._ref_gripper_joint_pos_indexes["right"]])
+        return float(np.clip(1.0 - fingers.sum() / (2 * _FINGER_TRAVEL), 0.0, 1.0))
+
+    def render(self, camera: str) -> np.ndarray:
+        """One upright (H, W, 3) uint8 frame of robosuite camera ``camera`` at the rollout's resolution."""
+        return self._in_worker(self._render, camera)
+
+    def _render(self, camera: str) -> np.ndarray:
+        height, width = self._camera_size
+        frame = self.env.sim.render(width=width, height=height, camera_name=camera)
+        return np.ascontiguousarray(frame[::-1])  # OpenGL rows run bottom-up
+
+    def observe(self) -> Observation:
+        return self._in_worker(self._observe)
+
+    def _observe(self) -> Observation:
+        from scipy.spatial.transform import Rotation
+
+        robot = self.env.robots[0]
+        site = robot.eef_site_id["right"]
+        position = np.array(self.env.sim.data.site_xpos[site])
+        euler = Rotation.from_matrix(np.array(self.env.sim.data.site_xmat[site]).reshape(3, 3)).as_euler("xyz")
+        return Observation(images={name: self._render(camera) for camera, name in CAMERAS.items()},
+                           joint_position=self._arm_joints(), cartesian_position=np.concatenate([position, euler]),
+                           gripper_position=np.array([self._gripper_closed()]))
+
+    def act(self, action: np.ndarray, action_space: str) -> None:
+        if not self.stopped:
+            self._in_worker(self._act, action, action_space)
+
+    def _act(self, action: np.ndarray, action_space: str) -> None:
+        if self.stopped:
+            return
+        values = np.asarray(action, dtype=np.float64)
+        gripper = 2.0 * float(values[-1]) - 1.0
+        if action_space in _JOINT_SPACES:
+            velocity = values[:7] if action_space == "joint_velocity" else (values[:7] - self._target) * self.rate
+            joints = self._arm_joints()
+            self._target = np.clip(self._target + np.clip(velocity, -1.0, 1.0) / self.rate,
+                                   joints - _MAX_LAG, joints + _MAX_LAG)
+            arm = self._target - joints
+        else:
+            arm = values[:6] / self.rate  # m/s, rad/s -> this period's displacement
+        self._step(np.concatenate([arm, [gripper]]))
+
+    def _step(self, command: np.ndarray) -> None:
+        self.env.step(command)
+        self.sim_steps += 1
+        self.best_progress = max(self.best_progress, float(np.clip(self.env.reward(None), 0.0, 1.0)))
+
+    def reset(self) -> None:
+        """Home pose: the next :meth:`begin` resets the scene (robosuite's reset homes the Panda)."""
+        self.stopped = False
+
+    def stop(self) -> None:
+        """Hold: no further command reaches the simulation (it stays frozen until the next rollout)."""
+        self.stopped = True
+
+    def score(self) -> Score:
+        return self._in_worker(self._score)
+
+    def _score(self) -> Score:
+        success = bool(self.env._check_success())
+        return Score(success, 1.0 if success else min(self.best_progress, 0.99))
+
+    def close(self) -> None:
+        """Close the simulations and the worker thread."""
+        self._in_worker(self._close)
+        self._worker.shutdown()
+
+    def _close(self) -> None:
+        for env in self._envs.values():
+            env.close()
+        self._envs.clear()

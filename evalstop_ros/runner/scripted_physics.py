@@ -1,0 +1,141 @@
+"""Scripted policies for the ``robosuite`` Panda: find the cube in the exterior image, grasp it, lift it.
+
+numpy only (runs in openpi's own server venv under numpy 1, and here under numpy 2). Like
+:mod:`.scripted`, ``infer`` takes an openpi observation map and returns ``{"actions": (chunk, 7)}``
+in the ``cartesian_velocity`` space (end-effector m/s and rad/s in the robot's base frame, then
+the gripper: raw 0.2 = open, 0.8 = close; the runner's 0.5 threshold decides).
+
+Perception: the cube is the red blob of ``observation/exterior_image_1_left`` (colour
+segmentation); its centroid's viewing ray through the exterior camera's calibration (robosuite's
+``agentview`` camera: position, orientation, 45 degree vertical field of view, as a lab calibrates
+its camera) meets the plane of the cube's centre: that is where to grasp. Control: a state
+machine on the proprioception of each request (``observation/cartesian_position``) — hover above
+the cube, descend, close the gripper, lift — one action chunk of proportional end-effector
+velocities per request.
+
+Two kinds, so that the outcome depends on the actions:
+
+* ``grasp``: segments the full-resolution image and closes the gripper at the cube's centre;
+* ``sloppy``: a degraded policy — it reads the cube off a 4x subsampled image with a coarse
+  threshold and closes its gripper 3 cm higher, on the top edge of the cube, so its grasps
+  mostly slip.
+
+A new ``session_id`` (the runner sends ``<session>-<trial>`` per rollout) or a ``reset`` starts a
+new rollout's state.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+__all__ = ["CAMERA_FOVY", "CAMERA_POSITION", "CAMERA_ROTATION", "KINDS", "METADATA", "GraspPolicy", "locate_cube"]
+
+#: The metadata frame of the physics policies (RoboArena's PolicyServerConfig keys).
+METADATA: dict[str, Any] = {"image_resolution": [96, 96], "needs_wrist_camera": True, "n_external_cameras": 1,
+                            "needs_stereo_camera": False, "needs_session_id": True,
+                            "action_space": "cartesian_velocity"}
+
+KINDS = ("grasp", "sloppy")
+
+#: The exterior camera's calibration: robosuite's ``agentview`` (world position m, camera-to-world
+#: rotation whose columns are the camera's x (right), y (up) and z (backward) axes, vertical field
+#: of view in degrees), read from the table-top tasks' MuJoCo model.
+CAMERA_POSITION = np.array([0.5, 0.0, 1.35])
+CAMERA_ROTATION = np.array([[0.0, -0.70614784, 0.70806442], [1.0, 0.0, 0.0], [0.0, 0.70806442, 0.70614784]])
+CAMERA_FOVY = 45.0
+
+_CUBE_Z = 0.82         # m: height of the cube's centre on the table (table top 0.80)
+_SEEN_Z = 0.83         # m: height of the centroid of the cube's visible faces (top and front)
+_HOVER = 0.06          # m above the grasp point while approaching
+_LIFT_Z = 1.0          # m: where the cube is carried
+_SPEED = 0.3           # m/s: largest end-effector speed commanded
+_GAIN = 4.0            # 1/s: proportional gain of the end-effector velocity
+_CLOSE_STEPS = 8       # actions spent closing the gripper before lifting
+_OPEN, _CLOSE = 0.2, 0.8
+
+
+def locate_cube(image: np.ndarray, *, stride: int = 1, threshold: float = 2.0) -> np.ndarray | None:
+    """World (x, y, z) of the red cube's centre seen in the exterior image, or None if not seen.
+
+    Red pixels (red channel above 60 and ``threshold`` times green and blue), every ``stride``-th
+    row and column; their centroid's ray through the camera's calibration meets the plane of the centroid of the
+cube's visible faces (top and front, 1 cm above its centre), above the cube's centre.
+    """
+    pixels = np.asarray(image, dtype=np.float64)[::stride, ::stride]
+    red, green, blue = pixels[..., 0], pixels[..., 1], pixels[..., 2]
+    mask = (red > 60) & (red > threshold * green) & (red > threshold * blue)
+    if mask.sum() < 2:
+        return None
+    rows, cols = np.nonzero(mask)
+    height, width = mask.shape
+    focal = 0.5 * height / float(np.tan(np.radians(CAMERA_FOVY) / 2))
+    # pixel centre -> camera-frame direction (x right, y up, looking along -z)
+    direction = np.array([(cols.mean() + 0.5 - width / 2) / focal, -(rows.mean() + 0.5 - height / 2) / focal, -1.0])
+    ray = CAMERA_ROTATION @ direction
+    if ray[2] >= 0:
+        return None
+    seen = CAMERA_POSITION + (_SEEN_Z - CAMERA_POSITION[2]) / ray[2] * ray
+    return np.array([seen[0], seen[1], _CUBE_Z])
+
+
+class GraspPolicy:
+    """One scripted grasping policy (``kind`` in :data:`KINDS`; see the module docstring)."""
+
+    def __init__(self, kind: str = "grasp", *, chunk: int = 4, rate: float = 15.0) -> None:
+        if kind not in KINDS:
+            raise ValueError(f"unknown physics policy {kind!r} (known: {', '.join(KINDS)})")
+        self.kind, self.chunk, self.dt = kind, chunk, 1.0 / rate
+        self.requests = 0
+        self._rollout: object = None
+        self._cube: np.ndarray | None = None
+        self._closing = 0  # actions spent closing the gripper (> 0: grasping)
+
+    def reset(self) -> None:
+        self.requests, self._rollout, self._cube, self._closing = 0, None, None, 0
+
+    def infer(self, obs: dict[str, Any]) -> dict[str, Any]:
+        if obs.get("endpoint") == "reset":
+            self.reset()
+            return {}
+        if obs.get("session_id") != self._rollout:
+            self.reset()
+            self._rollout = obs.get("session_id")
+        self.requests += 1
+        position = np.asarray(obs["observation/cartesian_position"], dtype=np.float64)[:3].copy()
+        if self._closing == 0:  # still approaching: (re)locate the cube while it is in view
+            sloppy = self.kind == "sloppy"
+            seen = locate_cube(np.asarray(obs["observation/exterior_image_1_left"]), stride=4 if sloppy else 1,
+                               threshold=1.3 if sloppy else 2.0)
+            if seen is not None and (self._cube is None or np.linalg.norm(position[:2] - seen[:2]) > 0.03):
+                self._cube = seen
+        actions = np.zeros((self.chunk, 7))
+        for i in range(self.chunk):
+            velocity, gripper = self._control(position)
+            actions[i, :3], actions[i, 6] = velocity, gripper
+            position = position + velocity * self.dt
+        return {"actions": actions.astype(np.float32)}
+
+    def _control(self, position: np.ndarray) -> tuple[np.ndarray, float]:
+        """(end-effector velocity, raw gripper command) of one action from the predicted position."""
+        if self._cube is None:  # nothing seen: stay
+            return np.zeros(3), _OPEN
+        grasp = self._cube + np.array([0.0, 0.0, 0.03 if self.kind == "sloppy" else 0.005])
+        if self._closing:
+            self._closing += 1
+            target = grasp if self._closing <= _CLOSE_STEPS else np.array([grasp[0], grasp[1], _LIFT_Z])
+            return self._towards(position, target), _CLOSE
+        offset = grasp - position
+        if np.linalg.norm(offset[:2]) > 0.01:  # hover above the cube first
+            return self._towards(position, grasp + np.array([0.0, 0.0, _HOVER])), _OPEN
+        if offset[2] < -0.01:  # then descend onto it (the fingertips stop on the table)
+            return self._towards(position, grasp), _OPEN
+        self._closing = 1
+        return np.zeros(3), _CLOSE
+
+    @staticmethod
+    def _towards(position: np.ndarray, target: np.ndarray) -> np.ndarray:
+        velocity = _GAIN * (target - position)
+        speed = float(np.linalg.norm(velocity))
+        return np.asarray(velocity * (_SPEED / speed) if speed > _SPEED else velocity)

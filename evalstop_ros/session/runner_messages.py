@@ -1,0 +1,59 @@
+"""What of a runner's result message an operator may see: a fixed category and an opaque id.
+
+A runner's message can carry a policy server's own words (a traceback's last line, an echoed
+metadata frame naming the policy), and the operator sees the session's messages next to the
+trial's blinded label (``session_event``'s ``runner_result``, the ``paused`` reason, ``/rosout``,
+``/diagnostics``).  So the session keeps, for those channels, only
+
+* a runner's operator message ``"<category> (error <id>)"`` (``policy_runner``'s form: a fixed
+  category word and 8 hex digits), cut before anything that follows it (a detail, the folder of
+  the recording);
+* the fixed messages the manager itself writes about a run (a timeout, a rejected goal);
+* for anything else, ``"runner error (error <id>)"`` with a fresh id.
+
+The full text is journaled sealed with the session's key (:func:`~.blinding.seal_text`) and
+revealed with the key at the end, so nothing is lost; the id ties the operator's line to it.
+"""
+
+from __future__ import annotations
+
+import re
+import secrets
+
+__all__ = ["CATEGORIES", "RUNNER_ERROR", "operator_text"]
+
+#: Categories of a runner's operator message (policy_runner's ``runner.errors.Category`` words).
+CATEGORIES = ("unreachable", "too slow", "protocol error", "server error", "refused by the command guard",
+              "robot fault", "emergency stop", "canceled", "runner shut down")
+#: The category of a message in no known form.
+RUNNER_ERROR = "runner error"
+_OPERATOR = re.compile(r"(?:" + "|".join(map(re.escape, CATEGORIES)) + r") \(error [0-9a-f]{8}\)")
+#: Messages the manager writes itself about a run (nodes/runner_link.py): fixed words and numbers only.
+_MANAGER = re.compile(r"goal rejected by the runner|no answer from the runner to \d+ goal requests|runner timed out"
+                      r"|the runner went away during the run|goal ended with status \d+")
+
+
+def operator_text(message: str, ok: bool) -> str:
+    """The part of a run's ``message`` an operator channel may carry (module docstring).
+
+    A successful run shows nothing of its message (its text is for the report, sealed).
+
+    >>> operator_text("server error (error 3fa2c19b)", False)
+    'server error (error 3fa2c19b)'
+    >>> operator_text("refused by the command guard (error 0123abcd): panda_joint4 above its limit", False)
+    'refused by the command guard (error 0123abcd)'
+    >>> operator_text("runner timed out", False), operator_text("42 steps; recorded in /data/x", True)
+    ('runner timed out', '')
+    >>> operator_text("KeyError: 'pi0_fast_droid'", False)[:20]
+    'runner error (error '
+    """
+    if not message:
+        return ""
+    if ok:
+        return ""
+    if _MANAGER.fullmatch(message):
+        return message
+    known = _OPERATOR.match(message)
+    if known is not None:
+        return known.group(0)
+    return f"{RUNNER_ERROR} (error {secrets.token_hex(4)})"

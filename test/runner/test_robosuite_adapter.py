@@ -1,0 +1,146 @@
+"""The ``robosuite`` adapter: a simulated Franka Panda (robosuite Lift in MuJoCo) driven by the episode loop.
+
+Needs the physics extra (tools/install_physics.sh, which ``make test`` runs): without it these
+tests skip, unless ``EVALSTOP_PHYSICS_REQUIRED`` is set (``make test``), where that is a failure.
+Kept affordable: a handful of short rollouts at the policies' 96x96 images on one shared
+simulator; the first build compiles robosuite's numba kernels (a few seconds).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+
+import numpy as np
+import pytest
+
+from evalstop_ros.runner.adapters.base import EpisodeInfo
+from evalstop_ros.runner.client import PolicyClient, ServerAddress
+from evalstop_ros.runner.episode import EpisodeSettings, run_episode
+from evalstop_ros.runner.errors import Category, RunnerError
+from evalstop_ros.runner.scripted_physics import locate_cube
+from evalstop_ros.runner.server import PolicyServer
+
+LIFT = EpisodeSettings("Pick up the red cube and lift it.", rate=15.0, max_steps=75, timeout=600.0)
+
+
+def test_without_the_extra_selecting_the_adapter_fails_with_one_line() -> None:
+    # robosuite made unimportable in a fresh interpreter (sys.modules entry None: ImportError)
+    code = ("import sys; sys.modules['robosuite'] = None\n"
+            "from evalstop_ros.runner.adapters import make_adapter\n"
+            "from evalstop_ros.runner.errors import RunnerError\n"
+            "try:\n    make_adapter('robosuite')\nexcept RunnerError as err:\n    print(err)\n    sys.exit(3)\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 3, done.stderr[-2000:]
+    lines = done.stdout.strip().splitlines()
+    assert len(lines) == 1 and "tools/install_physics.sh" in lines[0] and "robosuite" in lines[0], lines
+
+
+@pytest.fixture(scope="module")
+def arm() -> Iterator[object]:
+    if importlib.util.find_spec("robosuite") is None:
+        if os.environ.get("EVALSTOP_PHYSICS_REQUIRED"):
+            pytest.fail("robosuite is missing but EVALSTOP_PHYSICS_REQUIRED is set; run tools/install_physics.sh")
+        pytest.skip("robosuite not installed; run tools/install_physics.sh (make test does)")
+    from evalstop_ros.runner.adapters.robosuite import RobosuiteArm
+
+    robot = RobosuiteArm(task="Lift", seed=0, rate=15.0, spread=0.1)
+    yield robot
+    robot.close()
+
+
+def _cube(arm: object) -> np.ndarray:
+    env = arm.env  # type: ignore[attr-defined]
+    return np.array(env.sim.data.body_xpos[env.cube_body_id])
+
+
+def _rollout(arm: object, kind: str, episode: EpisodeInfo, settings: EpisodeSettings = LIFT, **policy: object) -> object:
+    with PolicyServer(kind, **policy) as server, PolicyClient(ServerAddress("127.0.0.1", server.port)) as client:
+        return run_episode(client, arm, episode, settings, policy_session=f"{episode.session_id}-{episode.trial_id}")  # type: ignore[arg-type]
+
+
+def test_the_competent_policy_lifts_the_cube_and_the_sloppy_one_does_not(arm: object) -> None:
+    scene = EpisodeInfo("s-physics", 3, "lift_cube", "scene_a")
+    grasp = _rollout(arm, "grasp", scene)
+    assert grasp.score.success and grasp.score.progress == 1.0  # type: ignore[attr-defined]
+    assert _cube(arm)[2] > 0.84, "Lift's own check: the cube is off the table"
+    sloppy = _rollout(arm, "sloppy", scene)
+    assert not sloppy.score.success and 0.0 < sloppy.score.progress < 0.5  # type: ignore[attr-defined]
+    assert _cube(arm)[2] < 0.84
+
+
+def test_cameras_are_the_protocols_at_the_policys_resolution_and_show_the_seeded_scene(arm: object) -> None:
+    arm.begin(EpisodeInfo("s", 1, "lift_cube", "scene_a", "cartesian_velocity", (72, 96)))  # type: ignore[attr-defined]
+    first = _cube(arm)
+    obs = arm.observe()  # type: ignore[attr-defined]
+    assert set(obs.images) == {"exterior_image_1_left", "wrist_image_left"}
+    assert all(image.shape == (72, 96, 3) and image.dtype == np.uint8 for image in obs.images.values())
+    arm.begin(EpisodeInfo("s", 1, "lift_cube", "scene_a", "cartesian_velocity", (96, 96)))  # type: ignore[attr-defined]
+    assert np.allclose(_cube(arm), first), "the same trial sees the same scene"
+    seen = locate_cube(arm.observe().images["exterior_image_1_left"])  # type: ignore[attr-defined]
+    assert seen is not None and np.linalg.norm(seen[:2] - first[:2]) < 0.015, (seen, first)
+    arm.begin(EpisodeInfo("s", 2, "lift_cube", "scene_a", "cartesian_velocity", (96, 96)))  # type: ignore[attr-defined]
+    assert not np.allclose(_cube(arm)[:2], first[:2], atol=0.005), "another trial, another scene"
+
+
+def test_joint_velocity_and_position_actions_move_the_panda(arm: object) -> None:
+    arm.begin(EpisodeInfo("s", 1, "t", "c", "joint_velocity", (32, 32)))  # type: ignore[attr-defined]
+    start = arm.observe().joint_position  # type: ignore[attr-defined]
+    for _ in range(15):  # 1 s of simulated time at 0.3 rad/s on joint 7
+        arm.act(np.array([0, 0, 0, 0, 0, 0, 0.3, 1.0]), "joint_velocity")  # type: ignore[attr-defined]
+    moved = arm.observe().joint_position - start  # type: ignore[attr-defined]
+    assert moved[6] == pytest.approx(0.3, abs=0.06) and np.abs(moved[:6]).max() < 0.02, moved
+    arm.begin(EpisodeInfo("s", 1, "t", "c", "joint_position", (32, 32)))  # type: ignore[attr-defined]
+    target = start + np.array([0, 0, 0, 0.2, 0, 0, 0])
+    for _ in range(30):
+        arm.act(np.concatenate([target, [0.0]]), "joint_position")  # type: ignore[attr-defined]
+    assert np.abs(arm.observe().joint_position - target).max() < 0.03  # type: ignore[attr-defined]
+
+
+def test_the_episode_runs_in_simulated_time(arm: object) -> None:
+    # timeout counts simulated seconds (step / rate), however slowly MuJoCo renders: at 15 Hz a
+    # 1 s limit ends the rollout after exactly 16 steps, each one control period of physics
+    settings = EpisodeSettings("p", rate=15.0, max_steps=40, timeout=1.0)
+    result = _rollout(arm, "grasp", EpisodeInfo("s", 5, "t", "c"), settings)
+    assert result.ended_by == "timeout" and result.steps == 16  # type: ignore[attr-defined]
+    assert arm.sim_steps == 16  # type: ignore[attr-defined]
+
+
+def test_joints_beyond_the_panda_limits_are_refused_by_the_guard_before_mujoco_sees_them(arm: object) -> None:
+    # a joint-position policy sending joint 4 to 1e6 rad from its first chunk: the command guard
+    # (Franka's published Panda limits, PANDA_LIMITS) refuses the chunk; no simulation step runs
+    from evalstop_ros.runner.adapters.robosuite import PANDA_LIMITS
+
+    assert arm.limits is PANDA_LIMITS and PANDA_LIMITS.position_upper[3] == -0.0698  # type: ignore[attr-defined]
+    with pytest.raises(RunnerError) as refused:
+        _rollout(arm, "out_of_limits", EpisodeInfo("s", 7, "t", "c"), fail_after=1)
+    assert refused.value.category is Category.GUARD and "panda_joint4 above" in refused.value.detail
+    assert arm.sim_steps == 0, "MuJoCo never stepped"  # type: ignore[attr-defined]
+    joints = arm.observe().joint_position  # type: ignore[attr-defined]
+    assert np.all(joints <= np.array(PANDA_LIMITS.position_upper)) and joints[3] < -0.0698
+
+
+@pytest.mark.parametrize("task", ["Stack", "Door"])
+def test_other_tasks_run_with_their_own_score(arm: object, task: str) -> None:
+    from evalstop_ros.runner.adapters.robosuite import RobosuiteArm
+
+    other = RobosuiteArm(task=task, seed=0, rate=15.0)
+    try:
+        other.begin(EpisodeInfo("s", 1, task, "c", "cartesian_velocity", (32, 32)))
+        assert other.observe().images["exterior_image_1_left"].shape == (32, 32, 3)
+        for _ in range(3):
+            other.act(np.array([0.0, 0.0, 0.1, 0.0, 0.0, 0.0, 1.0]), "cartesian_velocity")
+        score = other.score()
+        assert not score.success and 0.0 <= score.progress < 0.99 and other.sim_steps == 3
+    finally:
+        other.close()
+
+
+def test_an_unknown_task_is_refused_in_one_line(arm: object) -> None:
+    from evalstop_ros.runner.adapters import make_adapter
+
+    with pytest.raises(RunnerError, match=r"unknown robosuite task 'Lfit' \(e\.g\. Lift"):
+        make_adapter("robosuite", task="Lfit")
