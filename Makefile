@@ -49,8 +49,10 @@ JAZZY_INSTALL := $(JAZZY_BUILD)/install
 JAZZY_ROS_STAMP := $(JAZZY_BUILD)/.evalstop-built
 JAZZY_PKG_SRC := $(JAZZY_BUILD)/src/evalstop
 JAZZY_ENV     := EVALSTOP_VENV=$(JAZZY_VENV) EVALSTOP_INSTALL=$(JAZZY_INSTALL) . tools/ros/env.sh &&
-#: the ROS test directories run under Jazzy (the whole suite runs under Kilted)
-JAZZY_TESTS   := test/nodes test/launch
+#: the ROS test directories run under Jazzy (the whole suite runs under Kilted, where the physics
+#: session also runs: robosuite is installed in .venv only, tools/install_physics.sh)
+JAZZY_TESTS   := test/nodes test/launch \
+  --deselect test/nodes/test_robosuite_session.py::test_a_physics_session_stops_for_the_competent_policy_and_audits_verified
 
 .PHONY: venv ros ros-tools ros-jazzy demo demo-policy demo-physics demo-hub demo-hub-ros test lint bench tables clean
 
