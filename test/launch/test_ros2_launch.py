@@ -29,7 +29,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from nodes_support import NodeProcess
+from nodes_support import NodeProcess, operator_keys
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 #: The launch_testing test (``add_launch_test`` in CMakeLists.txt), run with ``launch_test``.
@@ -199,8 +199,9 @@ def test_eval_launch_real_robot_waits_for_the_operator(launch: Any, ros2: Any, n
     for name, text in FAKE_ROBOTS.items():
         (fakes / name).parent.mkdir(parents=True, exist_ok=True)
         (fakes / name).write_text(textwrap.dedent(text))
+    keys, _ = operator_keys(tmp_path, "alice")  # a real robot's session takes signed scores only
     process = launch("eval.launch.py", robot=robot, namespace=namespace, session_id=f"launch-{robot}",
-                     journal_dir=str(tmp_path / "journals"),
+                     journal_dir=str(tmp_path / "journals"), operator_keys_file=str(keys),
                      env={"PYTHONPATH": f"{fakes}{os.pathsep}{ros_env['PYTHONPATH']}"})
     process.wait_for(rf"serving RunTrial on '/{robot}/run_trial' with the '{robot}' robot: 2 policies", 120.0)
     process.wait_for(rf"session launch-{robot} opened \(running, 0 trials scored\): runner '/{robot}/run_trial'", 60.0)
