@@ -115,7 +115,9 @@ class RunnerLink:
             return ""
         now = time.monotonic()
         self._duplicate_since = self._duplicate_since or now
-        if len(set(servers)) == 1 and now - self._duplicate_since < DUPLICATE_GRACE_S:
+        # a name the graph does not know yet (a just-started node: _NODE_NAME_UNKNOWN_) may be the same node
+        unresolved = len(set(servers)) == 1 or any("_UNKNOWN_" in name for name in servers)
+        if unresolved and now - self._duplicate_since < DUPLICATE_GRACE_S:
             if not self.state.startswith(HELD):
                 self.node.get_logger().warning(
                     f"{len(servers)} servers named {servers[0]} on the runner action '{self.action_name}': no goal "
