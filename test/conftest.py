@@ -35,13 +35,13 @@ from typing import Any
 
 import pytest
 import yaml
-from nodes_support import NodeProcess
+from nodes_support import LIB, NodeProcess
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
-#: colcon --merge-install prefix built by ``make ros`` (Makefile ROS_INSTALL).
-INSTALL = REPO / "build" / "ros" / "install"
-#: Node executables (``install(PROGRAMS ...)`` in CMakeLists.txt).
-LIB = INSTALL / "lib" / "evalstop"
+#: The ``make`` target that builds the ROS package of this run: ``ros`` (Kilted, .venv) or
+#: ``ros-jazzy`` (.venv-jazzy); ``make test`` sets it with the environment of that distribution.
+ROS_TARGET = os.environ.get("EVALSTOP_ROS_TARGET", "ros")
+# LIB (nodes_support): the executables of the colcon prefix built by that target (EVALSTOP_ROS_INSTALL).
 #: Log line format of every node process: easy to match (ros2/demos test_executables_tutorial).
 LOG_FORMAT = "[{severity}] [{name}]: {message}"
 
@@ -87,13 +87,14 @@ def ros_env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
         if os.environ.get("EVALSTOP_ROS_REQUIRED"):
             pytest.fail(f"ROS environment required but unusable: {problem}")
         pytest.skip(f"ROS environment unavailable: {problem}")
-    lock_path = REPO / "build" / "ros.lock"
-    lock_path.parent.mkdir(parents=True, exist_ok=True)
-    with lock_path.open("w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        done = subprocess.run(["make", "-s", "ros"], cwd=REPO, capture_output=True, text=True, check=False)
-    if done.returncode != 0:
-        pytest.fail(f"`make ros` failed:\n{done.stdout}\n{done.stderr}")
+    if LIB.resolve().is_relative_to(REPO / "build"):  # our own build, not a ROS workspace's (colcon test)
+        lock_path = REPO / "build" / f"{ROS_TARGET}.lock"
+        lock_path.parent.mkdir(parents=True, exist_ok=True)
+        with lock_path.open("w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            done = subprocess.run(["make", "-s", ROS_TARGET], cwd=REPO, capture_output=True, text=True, check=False)
+        if done.returncode != 0:
+            pytest.fail(f"`make {ROS_TARGET}` failed:\n{done.stdout}\n{done.stderr}")
     log_dir = tmp_path_factory.mktemp("roslog")
     updates = {
         "ROS_DOMAIN_ID": str(ros_domain_id()),

@@ -6,7 +6,8 @@ unit-tested without DDS) and the session's answers back into messages:
 * publishes the pending trial, blinded, on ``trial_request`` (latched: a late operator
   terminal still sees it; ``trial_id`` 0 once nothing is pending);
 * sends it to the runner as a ``RunTrial`` goal (``runner_action``; retried after a runner
-  fault, the session paused after ``max_attempts`` faults in a row);
+  fault, the session paused after ``max_attempts`` faults in a row, or as soon as more than one
+  runner serves the action, :meth:`~.runner_link.RunnerLink.duplicate`);
 * records scores from ``trial_score`` -- the operator's, or, when the session config says
   ``scoring: auto``, the runner's own ``auto_success``/``auto_progress``, which the manager
   submits itself as scorer ``auto:<runner action>`` -- and answers every score on
@@ -82,7 +83,7 @@ from ._common import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, declare, parameter_error
 from .hub_mode import HubMode, hub_mode
 from .quick_log import QuickNode
 from .realtime import declare_thread_priority
-from .runner_link import RunnerLink, RunResult
+from .runner_link import HELD, RunnerLink, RunResult
 
 __all__ = ["EvaluationManager", "main"]
 
@@ -412,13 +413,20 @@ class EvaluationManager(QuickNode):
         self._link.start(trial)
 
     def _watch(self) -> None:
-        """Deadlines of every wait on the runner (:class:`~.runner_link.RunnerLink`)."""
+        """Deadlines of every wait on the runner (:class:`~.runner_link.RunnerLink`); one runner per action."""
         session, link = self.session, self._link
         if session is None or link is None:
             return
+        duplicate = link.duplicate()
+        if duplicate and session.state == SessionState.RUNNING:
+            # every goal would run on each robot: stop here, before (or while) a trial runs
+            session.pause(duplicate)
+            self.get_logger().warning(f"session paused: {duplicate}; then resume (session_control)")
+            self._advance()
+            return
         if link.trial is None:
-            if link.state == "waiting" and session.state == SessionState.RUNNING:
-                self._advance()  # is the runner there now?
+            if (link.state == "waiting" or link.state.startswith(HELD)) and session.state == SessionState.RUNNING:
+                self._advance()  # is the runner there now (and alone)?
             return
         link.watch(session.config.runner.timeout_s)
 

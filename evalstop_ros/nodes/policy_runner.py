@@ -146,7 +146,10 @@ class PolicyRunner(QuickNode):
         if robot == "sim":
             return {"seed": declare(self, "sim.seed", 0, "Seed of the simulated scenes."),
                     "dt": declare(self, "sim.dt", 1.0 / 15.0, "Simulated seconds per action.",
-                                  float_range=(1e-4, 1.0))}
+                                  float_range=(1e-4, 1.0)),
+                    "end_on_success": declare(self, "sim.end_on_success", True,
+                                              "End a rollout as soon as the task is done (as an operator "
+                                              "would); false: always run max_steps.")}
         if robot == "ros2":
             return {"node": self,
                     "joint_state_topic": declare(self, "ros2.joint_state_topic", "joint_states",

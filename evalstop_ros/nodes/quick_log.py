@@ -36,7 +36,9 @@ class QuickLogger(RcutilsLogger):
     def log(self, message: str, severity: int | LoggingSeverity, name: str | None = None, **kwargs: Any) -> bool:
         """Log ``message`` at ``severity``; with filters, as rclpy does.  False if not logged."""
         if kwargs or name not in (None, self.name):
-            return super().log(message, severity, name=name, **kwargs)  # type: ignore[arg-type]
+            # name only when given: Jazzy's RcutilsLogger.log takes it from **kwargs and logs name=None as ""
+            named = {"name": name} if name is not None else {}
+            return super().log(message, severity, **named, **kwargs)  # type: ignore[arg-type]
         frame: FrameType | None = sys._getframe(1)
         while frame is not None and frame.f_globals.get("__name__") in _OWN:
             frame = frame.f_back

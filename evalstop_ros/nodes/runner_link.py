@@ -14,6 +14,15 @@ nothing here waits on a single message (:meth:`RunnerLink.watch`, called from a 
 
 A response to a superseded send (the first answer after a re-send) cancels that duplicate
 rollout. The outcome goes to ``on_done(trial, result)`` exactly once per started trial.
+
+One runner per action: every action server publishes the action's ``_action/status`` topic, so
+:meth:`RunnerLink.servers` counts the runners on the action name from the ROS graph. With two
+(two stations on one domain and action name) each goal would run on both robots -- rclpy's client
+only logs "Ignoring unexpected goal response" for the second -- so :meth:`RunnerLink.start` sends
+nothing while there is more than one, and :meth:`RunnerLink.duplicate` says so (the manager pauses
+the session): at once for servers of different nodes, after :data:`DUPLICATE_GRACE_S` for servers of
+one node name, which is also what a runner restarted after ``kill -9`` looks like until DDS drops
+the dead process's entry (its participant lease).
 """
 
 from __future__ import annotations
@@ -34,6 +43,13 @@ from ..session.session import PendingTrial
 
 __all__ = ["RunResult", "RunnerLink"]
 
+#: In ``RunnerLink.state`` while more than one runner serves the action (:meth:`RunnerLink.duplicate`).
+DUPLICATE = "runners serve"
+#: Seconds two servers of one node name may coexist before they count as two runners: longer than the
+#: DDS participant lease (Fast DDS: 20 s) after which a killed runner's entry leaves the graph.
+DUPLICATE_GRACE_S = 30.0
+#: Start of ``RunnerLink.state`` while goals wait for a second server of the same node name to go.
+HELD = "goals held"
 #: Goal states after which the runner has a result to give.
 TERMINAL = (GoalStatus.STATUS_SUCCEEDED, GoalStatus.STATUS_ABORTED, GoalStatus.STATUS_CANCELED)
 
@@ -72,6 +88,7 @@ class RunnerLink:
         #: What is wrong with the link, for the log and ``/diagnostics`` (``""``: nothing).
         self.state = ""
         self._goal: _Goal | None = None
+        self._duplicate_since: float | None = None  # since when more than one server is seen
 
     @property
     def trial(self) -> PendingTrial | None:
@@ -82,8 +99,42 @@ class RunnerLink:
         """Drop the action client (a new session gets a new link)."""
         self.client.destroy()
 
+    def servers(self) -> list[str]:
+        """The nodes serving this action name now (graph query: publishers of ``<action>/_action/status``)."""
+        infos = self.node.get_publishers_info_by_topic(f"{self.action_name}/_action/status")
+        return [f"{i.node_namespace.rstrip('/')}/{i.node_name}" for i in infos]
+
+    def duplicate(self) -> str:
+        """What is wrong when more than one runner serves the action (``""``: one or none, or two of one
+        node name for less than :data:`DUPLICATE_GRACE_S`); sets ``state``."""
+        servers = self.servers()
+        if len(servers) <= 1:
+            self._duplicate_since = None
+            if DUPLICATE in self.state or self.state.startswith(HELD):
+                self.state = ""
+            return ""
+        now = time.monotonic()
+        self._duplicate_since = self._duplicate_since or now
+        # a name the graph does not know yet (a just-started node: _NODE_NAME_UNKNOWN_) may be the same node
+        unresolved = len(set(servers)) == 1 or any("_UNKNOWN_" in name for name in servers)
+        if unresolved and now - self._duplicate_since < DUPLICATE_GRACE_S:
+            if not self.state.startswith(HELD):
+                self.node.get_logger().warning(
+                    f"{len(servers)} servers named {servers[0]} on the runner action '{self.action_name}': no goal "
+                    f"is sent until one is gone (the session pauses if both stay {DUPLICATE_GRACE_S:g} s)")
+            self.state = (f"{HELD}: {len(servers)} servers named {servers[0]} on the action '{self.action_name}' "
+                          f"(a restarted runner, or two stations on one domain)")
+            return ""
+        self.state = (f"{len(servers)} {DUPLICATE} the action '{self.action_name}' ({', '.join(sorted(servers))}): "
+                      f"each goal would run on all of them; stop all but one (two stations on one ROS domain? set "
+                      f"ROS_DOMAIN_ID or a namespace per station)")
+        return self.state
+
     def start(self, trial: PendingTrial) -> bool:
-        """Send ``trial``'s goal; ``False`` (and ``state`` ``"waiting"``) while the runner is not there."""
+        """Send ``trial``'s goal; ``False`` (and ``state`` ``"waiting"``) while the runner is not there, or
+        while more than one runner serves the action (``state``: :meth:`duplicate`)."""
+        if self.duplicate() or len(self.servers()) > 1:
+            return False
         if not self.client.server_is_ready():
             if self.state != "waiting":
                 self.node.get_logger().warning(

@@ -85,7 +85,8 @@ class Progress:
 
 @dataclasses.dataclass
 class EpisodeResult:
-    """A finished rollout; ``ended_by`` is "max_steps", "operator" (early end) or "timeout"."""
+    """A finished rollout; ``ended_by`` is "max_steps", "operator" (early end), "task_done" (the robot
+    detected the task done, :meth:`~.adapters.sim.SimArm.task_done`) or "timeout"."""
 
     steps: int
     duration: float
@@ -192,6 +193,10 @@ def postprocess(action: np.ndarray, action_space: str, settings: EpisodeSettings
     return out
 
 
+def _never() -> bool:
+    return False
+
+
 def run_episode(client: ChunkSource, robot: RobotAdapter, episode: EpisodeInfo, settings: EpisodeSettings, *,
                 control: EpisodeControl | None = None, on_step: Callable[[Progress], None] | None = None,
                 policy_session: str = "", recorder: EpisodeRecorder | None = None,
@@ -203,6 +208,10 @@ def run_episode(client: ChunkSource, robot: RobotAdapter, episode: EpisodeInfo, 
     :param policy_session: ``session_id`` sent to servers that ask for one, and to ``reset``.
     :param recorder: Records the episode (written when the episode ends, failed or not).
     :param on_event: Told what the operator should know mid-rollout (a watchdog hold); no policy text.
+
+    The rollout ends after ``max_steps``, at ``timeout``, when ``control`` finishes it (the operator's
+    "task done"), or when a robot with a ``task_done()`` method (optional; the simulated arm has one)
+    says the task is done after a step.
     :raises RunnerError: on any failure, after ``robot.stop()``.
     """
     config = client.config
@@ -282,6 +291,10 @@ def run_episode(client: ChunkSource, robot: RobotAdapter, episode: EpisodeInfo, 
                 result.steps += 1
                 if on_step is not None:
                     on_step(Progress(result.steps, settings.max_steps, time.monotonic() - start, client.last_latency))
+                # a robot that can tell the task is done (the sim arm) ends the rollout there, as an operator would
+                if getattr(robot, "task_done", _never)():
+                    result.ended_by = "task_done"
+                    break
             else:
                 missed += 1
                 result.missed_ticks += 1

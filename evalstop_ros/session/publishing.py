@@ -223,7 +223,7 @@ def diagnostics(session: EvaluationSession | None, *, node: str, hardware_id: st
     if status.state == SessionState.PAUSED and faults >= max_attempts:
         level, message = ERROR, f"paused: the runner failed {faults} times in a row on trial {status.pending_trial_id}"
     elif status.state == SessionState.PAUSED:
-        level, message = WARN, "paused"
+        level, message = WARN, f"paused: {runner}" if runner else "paused"
     elif status.state == SessionState.ABORTED:
         level, message = WARN, "aborted"
     elif status.state == SessionState.RUNNING and (runner or faults):

@@ -1,23 +1,17 @@
 """demo.launch.py under launch_testing: the session reaches its decision, the manager exits 0 by
 itself and its exit ends the launch (``on_exit=Shutdown()``); every process exits cleanly.
 
-``launch_testing`` and ``launch_ros`` exist only in a ROS 2 installation (Humble, Jazzy, Kilted),
-not on PyPI: there this runs under ``colcon test`` (CMakeLists.txt: ``add_launch_test``) and under
-plain pytest (launch_testing's pytest plugin collects ``@pytest.mark.launch_test``).  Where they
-are not installed the module is skipped with that reason; ``test_launch_files.py`` checks the
-launch files statically everywhere.
+It runs under ``launch_test`` (``colcon test``: ``add_launch_test`` in CMakeLists.txt;
+``test_ros2_launch.py`` runs it so in ``make test``, under ROS 2 Jazzy's launch_testing and again
+under Kilted). pytest does not collect it (``conftest.py``).
 """
 
 import tempfile
 import unittest
 
-import pytest
-
-pytest.importorskip("launch_testing", reason="launch_testing is not installable from PyPI; runs in a ROS 2 installation")
-pytest.importorskip("launch_ros", reason="launch_ros is not installable from PyPI; runs in a ROS 2 installation")
-
 import launch_testing.actions
 import launch_testing.asserts
+import pytest
 from launch.actions import IncludeLaunchDescription
 from launch.launch_description_sources import PythonLaunchDescriptionSource
 from launch.substitutions import PathJoinSubstitution

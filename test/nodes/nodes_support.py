@@ -6,6 +6,7 @@ Nothing here imports rclpy at module level (pytest imports this file for its doc
 from __future__ import annotations
 
 import math
+import os
 import pathlib
 import re
 import signal
@@ -15,6 +16,26 @@ from typing import Any
 
 import pytest
 import yaml
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+
+
+def _install_prefix() -> pathlib.Path:
+    """``EVALSTOP_ROS_INSTALL`` (``make test`` sets it), else the first prefix on ``AMENT_PREFIX_PATH`` that has
+    the package (a sourced ROS workspace: ``colcon test``), else ``build/ros/install``."""
+    if os.environ.get("EVALSTOP_ROS_INSTALL"):
+        return REPO / os.environ["EVALSTOP_ROS_INSTALL"]
+    for prefix in filter(None, os.environ.get("AMENT_PREFIX_PATH", "").split(os.pathsep)):
+        if (pathlib.Path(prefix) / "share" / "evalstop" / "package.xml").is_file():
+            return pathlib.Path(prefix)
+    return REPO / "build" / "ros" / "install"
+
+
+#: Install prefix of the ROS package under test: ``build/ros/install`` (Kilted, ``make ros``), as ``make
+#: test`` sets it for the Jazzy run ``build/ros-jazzy/install``, or a ROS workspace's ``install``.
+INSTALL = _install_prefix()
+#: Node executables (``install(PROGRAMS ...)`` in CMakeLists.txt).
+LIB = INSTALL / "lib" / "evalstop"
 
 #: A two-policy paired session: success by STEP, progress by N-SCORE (K = 21), 0.05 each
 #: (family-wise 0.1). Two-sided STEP at 0.05 uses the per-direction 0.025 table, which ships

@@ -8,9 +8,10 @@ import re
 import subprocess
 
 import yaml
+from nodes_support import LIB
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
-DEMO = REPO / "build" / "ros" / "install" / "lib" / "evalstop" / "evalstop_demo"
+DEMO = LIB / "evalstop_demo"
 
 
 def _demo(ros_env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:

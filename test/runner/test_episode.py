@@ -26,7 +26,7 @@ FAST = EpisodeSettings("put the block on the target", rate=500.0, max_steps=30)
 
 
 def _rollouts(kind: str, trials: int) -> list[tuple[bool, float]]:
-    arm = SimArm(seed=11)
+    arm = SimArm(seed=11, end_on_success=False)  # every rollout runs its 30 steps
     out = []
     with PolicyServer(kind) as server:
         for trial in range(trials):
@@ -56,7 +56,7 @@ def test_gripper_threshold_and_velocity_clipping_reach_the_arm() -> None:
             self.actions.append(action.copy())
             super().act(action, action_space)
 
-    arm = Recording(seed=2)
+    arm = Recording(seed=2, end_on_success=False)
     with PolicyServer("good", chunk=3) as server, PolicyClient(ServerAddress("127.0.0.1", server.port)) as client:
         result = run_episode(client, arm, EpisodeInfo("s", 1, "t", "c"), FAST)
     actions = np.array(arm.actions)
@@ -79,9 +79,28 @@ def test_operator_ends_the_episode_early() -> None:
     control = EpisodeControl()
     with PolicyServer("good") as server, PolicyClient(ServerAddress("127.0.0.1", server.port)) as client:
         threading.Timer(0.2, control.finish).start()
-        result = run_episode(client, SimArm(), EpisodeInfo("s", 1, "t", "c"),
+        result = run_episode(client, SimArm(end_on_success=False), EpisodeInfo("s", 1, "t", "c"),
                              EpisodeSettings("p", rate=50.0, max_steps=1000), control=control)
     assert result.ended_by == "operator" and 3 <= result.steps < 100
+
+
+def test_the_sim_arm_ends_a_rollout_when_the_task_is_done() -> None:
+    """Issue 21: a successful rollout ends at the step the task is done (``task_done``), as a DROID operator
+    ends the episode, and scores the success; a failing one runs to ``max_steps``; with
+    ``end_on_success=False`` every rollout runs to ``max_steps`` with the same outcome."""
+    settings = EpisodeSettings("p", rate=500.0, max_steps=200)
+    with PolicyServer("good") as server, PolicyClient(ServerAddress("127.0.0.1", server.port)) as client:
+        ended = [run_episode(client, SimArm(seed=11), EpisodeInfo("s", t, "t", "c"), settings) for t in range(6)]
+        full = [run_episode(client, SimArm(seed=11, end_on_success=False), EpisodeInfo("s", t, "t", "c"), settings)
+                for t in range(6)]
+    assert any(r.ended_by == "task_done" for r in ended)
+    for short, long in zip(ended, full):
+        assert short.score is not None and long.score is not None and long.ended_by == "max_steps"
+        if short.ended_by == "task_done":
+            assert short.score.success and short.steps < 200
+        else:
+            assert short.ended_by == "max_steps" and not short.score.success and short.steps == 200
+        assert long.steps == 200
 
 
 def test_api_key_is_sent_and_checked() -> None:
@@ -133,7 +152,7 @@ def test_failure_unreachable_server() -> None:
 
 def test_emergency_abort_stops_the_arm_before_any_further_action() -> None:
     control = EpisodeControl()
-    arm = SimArm()
+    arm = SimArm(end_on_success=False)  # still running at the abort
     with PolicyServer("good") as server, PolicyClient(ServerAddress("127.0.0.1", server.port)) as client:
         threading.Timer(0.2, lambda: control.abort("emergency stop", arm)).start()
         with pytest.raises(RunnerError, match="emergency stop"):
@@ -180,7 +199,7 @@ class _Commands(SimArm):
     """The sim arm, noting every command and hold it gets (with the monotonic time)."""
 
     def __init__(self, **options: Any) -> None:
-        super().__init__(**options)
+        super().__init__(**{"end_on_success": False, **options})  # every rollout runs its max_steps
         self.log: list[tuple[float, str, np.ndarray | None]] = []
 
     def act(self, action: np.ndarray, action_space: str) -> None:

@@ -1,7 +1,11 @@
 #!/usr/bin/env bash
-# Build one ament_cmake package against ROS 2 Kilted installed from PyPI wheels.
+# Build one ament_cmake package (and, for the tests, more packages beside it) against ROS 2
+# (Kilted or Jazzy) installed from PyPI wheels.
 #
-#   tools/ros/build.sh VENV_DIR PACKAGE_SRC_DIR BUILD_ROOT
+#   tools/ros/build.sh VENV_DIR PACKAGE_SRC_DIR BUILD_ROOT [EXTRA_PACKAGE_SRC_DIR ...]
+#
+# EXTRA_PACKAGE_SRC_DIR: further packages built into the same install tree, e.g. the
+#           composition_interfaces that launch_ros imports (../shared/ros2-jazzy/src; Makefile).
 #
 # VENV_DIR: venv made by `pip install -r tools/ros/requirements-ros.txt`
 #           (the wheels install a ROS prefix into it: VENV/share, VENV/lib, VENV/include).
@@ -10,8 +14,8 @@
 #           BUILD_ROOT/build, BUILD_ROOT/log.  Re-running rebuilds incrementally.
 set -euo pipefail
 
-if [ $# -ne 3 ]; then
-  echo "usage: $0 VENV_DIR PACKAGE_SRC_DIR BUILD_ROOT" >&2
+if [ $# -lt 3 ]; then
+  echo "usage: $0 VENV_DIR PACKAGE_SRC_DIR BUILD_ROOT [EXTRA_PACKAGE_SRC_DIR ...]" >&2
   exit 2
 fi
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -19,7 +23,15 @@ venv=$(cd "$1" && pwd)
 src=$(cd "$2" && pwd)
 mkdir -p "$3/install"
 root=$(cd "$3" && pwd)
+shift 3
 [ -f "$src/package.xml" ] || { echo "no package.xml in $src" >&2; exit 2; }
+paths=("$src") pkgs=()
+for extra in "$@"; do
+  extra=$(cd "$extra" && pwd)
+  [ -f "$extra/package.xml" ] || { echo "no package.xml in $extra" >&2; exit 2; }
+  paths+=("$extra")
+  pkgs+=("$(sed -n 's:.*<name>\(.*\)</name>.*:\1:p' "$extra/package.xml" | head -n1)")
+done
 [ -f "$venv/share/ament_cmake/cmake/ament_cmakeConfig.cmake" ] || {
   echo "$venv has no ament_cmake: pip install -r $here/requirements-ros.txt first" >&2; exit 2; }
 
@@ -40,19 +52,20 @@ root=$(cd "$3" && pwd)
 export CMAKE_PREFIX_PATH="$venv" AMENT_PREFIX_PATH="$venv"
 
 # 3. colcon: one package, one worker, make -j2 (2 shared cores).
-#    BUILD_TESTING=OFF: we have no ament lint/gtest deps; the package's own tests are pytest.
+#    BUILD_TESTING=OFF unless EVALSTOP_BUILD_TESTING=ON: `colcon test` would run the pytest suite
+#    (CMakeLists.txt: ament_cmake_pytest), which `make test` runs itself.
 export MAKEFLAGS="${MAKEFLAGS:--j2}"
 pkg=$(sed -n 's:.*<name>\(.*\)</name>.*:\1:p' "$src/package.xml" | head -n1)
 cd "$root"
 time colcon --log-base "$root/log" build \
-  --base-paths "$src" \
-  --packages-select "$pkg" \
+  --base-paths "${paths[@]}" \
+  --packages-select "$pkg" ${pkgs[@]+"${pkgs[@]}"} \
   --build-base "$root/build" \
   --install-base "$root/install" \
   --merge-install \
   --parallel-workers 1 \
   --event-handlers console_direct+ \
-  --cmake-args -DBUILD_TESTING=OFF "-DPython3_EXECUTABLE=$venv/bin/python3"
+  --cmake-args "-DBUILD_TESTING=${EVALSTOP_BUILD_TESTING:-OFF}" "-DPython3_EXECUTABLE=$venv/bin/python3"
 
 cat <<EOF
 

@@ -1,5 +1,5 @@
 # shellcheck shell=sh
-# Runtime environment for ROS 2 Kilted from PyPI wheels + a colcon --merge-install tree.
+# Runtime environment for ROS 2 (Kilted or Jazzy) from PyPI wheels + a colcon --merge-install tree.
 #
 #   . tools/ros/env.sh VENV_DIR INSTALL_DIR          # bash/zsh (args to `.`)
 #   EVALSTOP_VENV=V EVALSTOP_INSTALL=I . tools/ros/env.sh   # POSIX sh/dash: `.` takes no args
@@ -29,8 +29,16 @@ export _ROS_WHEELS_BOOTSTRAP_COMPLETE=1
 
 export PATH="$_ros_venv/bin${PATH:+:$PATH}"
 export PYTHONPATH="$_ros_isp${PYTHONPATH:+:$PYTHONPATH}"
+# `ros2` (launch, ros2cli: `make ros-tools`, the test environment) beside the install tree, if there.
+if [ -d "$_ros_inst/../tools" ]; then
+  _d=$(cd "$_ros_inst/../tools" && pwd)
+  export PATH="$_d/bin:$PATH" PYTHONPATH="$_ros_isp:$_d${PYTHONPATH#"$_ros_isp"}"
+fi
 export AMENT_PREFIX_PATH="$_ros_inst:$_ros_venv${AMENT_PREFIX_PATH:+:$AMENT_PREFIX_PATH}"
 export CMAKE_PREFIX_PATH="$_ros_inst:$_ros_venv${CMAKE_PREFIX_PATH:+:$CMAKE_PREFIX_PATH}"
 export RMW_IMPLEMENTATION=rmw_fastrtps_cpp
-export ROS_VERSION=2 ROS_PYTHON_VERSION=3 ROS_DISTRO=kilted
+# The distribution of the venv's wheels: requirements-ros-jazzy.txt installs ros-jazzy-* meta wheels.
+ROS_DISTRO=kilted
+for _d in "$_ros_sp"/ros_jazzy_rclpy-*.dist-info; do [ -d "$_d" ] && ROS_DISTRO=jazzy; done
+export ROS_VERSION=2 ROS_PYTHON_VERSION=3 ROS_DISTRO
 unset _ros_venv _ros_inst _ros_sp _ros_isp _ros_ld _d

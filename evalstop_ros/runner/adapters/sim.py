@@ -5,7 +5,8 @@ condition, so a re-run sees the same scene). The exterior camera shows the goal:
 ``j`` (of 7) has brightness ``128 + 100 * goal[j]`` plus per-pixel Gaussian noise whose level is
 also drawn per rollout (some scenes are harder to see). The arm integrates joint velocities
 (clipped to ``max_velocity``) with step ``dt``; the rollout succeeds when every joint ends within
-``tolerance`` of the goal with the gripper closed. Progress is the fraction of the initial mean
+``tolerance`` of the goal with the gripper closed, and ends there (:meth:`SimArm.task_done`: the runner
+stops the rollout as a DROID operator ends an episode once the task is done). Progress is the fraction of the initial mean
 joint distance covered. A policy that reads the scene well (averages many pixels) and steers to
 it succeeds more often than one that reads a few pixels or steers badly; the runner's gripper
 threshold and velocity clipping act on the outcome as on a real arm.
@@ -60,14 +61,15 @@ class SimArm:
     :param noise: Range of the per-rollout pixel noise level (uint8 units).
     :param resolution: (height, width) of the simulated camera frames.
     :param max_velocity: Joint speed limit (rad/s).
+    :param end_on_success: :meth:`task_done` ends the rollout at success (False: never; it runs to max_steps).
     """
 
     action_spaces = ("joint_velocity", "joint_position")
 
     def __init__(self, *, seed: int = 0, dt: float = 1.0 / 15.0, tolerance: float = 0.05,
                  noise: tuple[float, float] = (5.0, 60.0), resolution: tuple[int, int] = (64, 64),
-                 max_velocity: float = 1.0) -> None:
-        self.seed, self.dt, self.tolerance = seed, dt, tolerance
+                 max_velocity: float = 1.0, end_on_success: bool = True) -> None:
+        self.seed, self.dt, self.tolerance, self.end_on_success = seed, dt, tolerance, end_on_success
         self.noise_range, self.resolution, self.max_velocity = noise, resolution, max_velocity
         #: The sim's own limits: joints within +-SIM_POSITION_LIMIT rad, max_velocity rad/s, gripper [0, 1].
         self.limits = CommandLimits(tuple(f"joint{j}" for j in range(1, BANDS + 1)),
@@ -118,10 +120,26 @@ class SimArm:
     def stop(self) -> None:
         self.stopped = True
 
+    def task_done(self) -> bool:
+        """Every joint within ``tolerance`` of the goal with the gripper closed (the success of :meth:`score`),
+        with ``end_on_success``: the runner then ends the rollout.
+
+        >>> arm = SimArm(seed=1); arm.begin(EpisodeInfo("s", 1, "t", "c"))
+        >>> arm.task_done()
+        False
+        >>> for _ in range(15): arm.act(np.append(arm.goal, 1.0), "joint_position")  # 1 rad/s: 12 steps at most
+        >>> arm.task_done(), arm.score().success
+        (True, True)
+        """
+        return self.end_on_success and self._succeeded()
+
+    def _succeeded(self) -> bool:
+        return float(np.abs(self.joints - self.goal).max()) < self.tolerance and self.gripper >= 0.5
+
     def score(self) -> Score:
-        error = np.abs(self.joints - self.goal)
-        if float(error.max()) < self.tolerance and self.gripper >= 0.5:
+        if self._succeeded():
             return Score(True, 1.0)
+        error = np.abs(self.joints - self.goal)
         initial = float(np.abs(self._start - self.goal).mean())
         progress = 1.0 - float(error.mean()) / initial if initial > 0 else 0.0
         return Score(False, float(np.clip(progress, 0.0, 0.99)))
