@@ -353,9 +353,9 @@ def test_invalid_parameters_give_one_fatal_line_and_exit_2(
 
 def test_a_runner_text_reaches_no_operator_channel_of_the_manager(
         start_node: Any, probe: Any, tmp_path: pathlib.Path) -> None:
-    """sim_robot's failure text stands in for a lab runner's free text: the manager shows a
-    category and an id on session_event, the paused reason, /rosout and /diagnostics, and
-    journals the full text sealed (issue 19)."""
+    """sim_robot's failure text carries a detail after its category and id (as policy_runner's
+    guard refusals do): the manager shows only the category and the id on session_event, the
+    paused reason, /rosout and /diagnostics, and journals the full text sealed (issue 19)."""
     from rcl_interfaces.msg import Log
     from rclpy.qos import QoSDurabilityPolicy, QoSProfile, QoSReliabilityPolicy
 
@@ -371,7 +371,7 @@ def test_a_runner_text_reaches_no_operator_channel_of_the_manager(
     final = probe.spin_until(lambda: next((s for s in topics["status"] if s.state == 2), None), 60.0, "paused")
     paused = probe.spin_until(lambda: next((json.loads(e.payload_json) for e in topics["event"]
                                             if e.kind == "paused"), None), 20.0, "the paused event")
-    assert re.fullmatch(r"runner failed 2 times in a row on trial 1: runner error \(error [0-9a-f]{8}\)",
+    assert re.fullmatch(r"runner failed 2 times in a row on trial 1: robot fault \(error [0-9a-f]{8}\)",
                         paused["reason"]), paused
     manager.wait_for(r"session paused: runner failed 2 times on trial 1")
     probe.spin_until(lambda: any(a.status and "runner_faults" in [v.key for v in a.status[0].values]
@@ -383,7 +383,7 @@ def test_a_runner_text_reaches_no_operator_channel_of_the_manager(
     assert published and not [text for text in published if "injected" in text or "failure_probability" in text]
     results = [e for e in read_journal(pathlib.Path(_manager_params(tmp_path, config)["journal_dir"]) / "s1.db").events
                if e.kind == "runner_result"]
-    assert len(results) == 2 and all(r.payload["detail"].startswith("injected runner failure") for r in results)
+    assert len(results) == 2 and all(re.fullmatch(r"robot fault \(error [0-9a-f]{8}\): injected \(failure_probability 1\)", r.payload["detail"]) for r in results)
     # the manager made its journal directory private, and every journal file, while the session runs
     journals = pathlib.Path(_manager_params(tmp_path, config)["journal_dir"])
     assert journals.stat().st_mode & 0o777 == 0o700
