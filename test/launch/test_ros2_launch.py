@@ -25,6 +25,7 @@ import re
 import shutil
 import subprocess
 import textwrap
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -208,8 +209,10 @@ def test_eval_launch_real_robot_waits_for_the_operator(launch: Any, ros2: Any, n
     process.wait_for(r"trial 1 \(label [A-Z]\) requested", 60.0)
     status = _echo_status(ros2, namespace)
     assert (_field(status, "state_name"), _field(status, "pending_trial_id")) == ("running:awaiting_reset", "1")
-    listed = ros2("action", "list")
-    assert f"/{robot}/run_trial" in listed.stdout.split(), listed.stdout + listed.stderr
+    # a one-shot `ros2 action list` sees what DDS discovery has found so far: ask again until a deadline
+    deadline = time.monotonic() + 60.0
+    while f"/{robot}/run_trial" not in (listed := ros2("action", "list")).stdout.split():
+        assert time.monotonic() < deadline, listed.stdout + listed.stderr
     assert "rollout started" not in process.output, "no rollout before the operator confirms the reset"
     assert process.stop(timeout=60) == 0, process.tail()
 
