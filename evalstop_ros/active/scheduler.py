@@ -8,10 +8,13 @@ The choice is a pure function of
 * the effective scores so far, in trial order, and the round number,
 
 so the audit (:mod:`evalstop_ros.audit.active`) re-runs it from the journal and checks every
-``schedule_choice`` event.  The surrogate is re-initialised from a seed fixed by the session seed
-before every fit, its MC-dropout passes are seeded by the round, and the epsilon draw and tie
-breaks come from the generator ``default_rng([seed, 8, round])`` -- the plan's stream scheme
-(:mod:`evalstop_ros.session.plan`).  Before any score (round 1) the choice is uniform.
+``schedule_choice`` event.  The surrogate (``active.surrogate``) is fitted afresh to all the data
+at every choice: the shrinkage model (:class:`~.shrinkage.ShrinkageSurrogate`) in closed form,
+the MLP (:class:`~.surrogate.Surrogate`) re-initialised from a seed fixed by the session seed.
+Its predictive samples (posterior draws, or MC-dropout passes) are seeded by the round, and the
+epsilon draw and tie breaks come from the generator ``default_rng([seed, 8, round])`` -- the
+plan's stream scheme (:mod:`evalstop_ros.session.plan`).  Before any score (round 1), and under
+``random-task``, no surrogate is fitted and the choice is uniform.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from ..session.config import SessionConfig
 from .acquisition import expected_information_gain, select
 from .costs import CostModel
 from .embeddings import policy_embeddings, task_embeddings
+from .shrinkage import ShrinkageSurrogate
 from .surrogate import Surrogate
 
 __all__ = ["STREAM_ACTIVE", "Observation", "TaskChoice", "choose_task", "session_embeddings"]
@@ -97,9 +101,13 @@ def choose_task(config: SessionConfig, embeddings: dict[str, list[list[float]]],
     eig = None
     if strategy != "random-task":
         outcome = "binary" if (settings.metric or config.metrics[0].name) == "success" else "binned"
-        seed = int(np.random.default_rng([config.seed, STREAM_ACTIVE, 0]).integers(2**31))
-        surrogate = Surrogate(embeddings["policy"], embeddings["task"], outcome=outcome, epochs=settings.epochs,
-                              seed=seed)
+        surrogate: Surrogate | ShrinkageSurrogate
+        if settings.surrogate == "shrinkage":
+            surrogate = ShrinkageSurrogate(len(config.policies), embeddings["task"], outcome=outcome)
+        else:
+            seed = int(np.random.default_rng([config.seed, STREAM_ACTIVE, 0]).integers(2**31))
+            surrogate = Surrogate(embeddings["policy"], embeddings["task"], outcome=outcome, epochs=settings.epochs,
+                                  seed=seed)
         surrogate.fit([o.policy for o in data], [o.task for o in data], [o.value for o in data])
         eig = expected_information_gain(surrogate.predict(samples=settings.mc_samples, seed=round_number))
         eig = np.where(open_pairs, eig, 0.0)

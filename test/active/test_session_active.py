@@ -8,6 +8,7 @@ import sqlite3
 import numpy as np
 import pytest
 
+from evalstop_ros.active.scheduler import Observation, choose_task, session_embeddings
 from evalstop_ros.audit import verify
 from evalstop_ros.audit.journal import read_journal_record
 from evalstop_ros.session.config import ConfigError, parse_config
@@ -18,10 +19,10 @@ TASKS = ["open the drawer", "close the drawer", "pick up the cube", "push the bu
 SUCCESS = {"a": [0.2, 0.5, 0.5, 0.3], "b": [0.9, 0.5, 0.6, 0.3], "c": [0.9, 0.2, 0.5, 0.9]}
 
 
-def _config(**changes: object) -> dict[str, object]:
+def _config(surrogate: str = "shrinkage", strategy: str = "cost-task-eig", **changes: object) -> dict[str, object]:
     data: dict[str, object] = {
         "policies": ["a", "b", "c"], "seed": 3, "schedule": "active", "claim": "per-task", "n_max": 15,
-        "active": {"embedding": "random", "epochs": 20, "mc_samples": 5,
+        "active": {"embedding": "random", "epochs": 20, "mc_samples": 5, "surrogate": surrogate, "strategy": strategy,
                    "task_groups": {"t0": "drawer", "t1": "drawer"}},
         "metrics": [{"name": "success", "alternative": "greater", "method": "nscore"}],
         "tasks": [{"id": f"t{i}", "description": d,
@@ -32,8 +33,8 @@ def _config(**changes: object) -> dict[str, object]:
     return data
 
 
-def _run(path: pathlib.Path, trials: int) -> list[str]:
-    config = parse_config(_config())
+def _run(path: pathlib.Path, trials: int, **changes: object) -> list[str]:
+    config = parse_config(_config(**changes))
     rng = np.random.default_rng(0)
     with EvaluationSession.open(path, config, "s1") as session:
         session.start()
@@ -47,28 +48,42 @@ def _run(path: pathlib.Path, trials: int) -> list[str]:
         return [e.kind for e in session.events()]
 
 
-def test_choices_are_journaled_and_replayed(tmp_path: pathlib.Path) -> None:
+SURROGATES = pytest.mark.parametrize("surrogate", ["shrinkage", "mlp"])
+
+
+def _choices(path: pathlib.Path) -> list[dict[str, object]]:
+    return [e.payload for e in read_journal_record(path).events if e.kind == "schedule_choice"]
+
+
+@SURROGATES
+def test_choices_are_journaled_and_replayed(tmp_path: pathlib.Path, surrogate: str) -> None:
     path = tmp_path / "journal.db"
-    kinds = _run(path, 24)
+    kinds = _run(path, 24, surrogate=surrogate)
     assert kinds.count("active_embeddings") == 1
     assert kinds.count("schedule_choice") >= 8  # one per round of up to 3 policies
-    config = parse_config(_config())
+    # after round 1 the choice scores tasks by the surrogate's EIG (Eq. 2), not uniformly
+    scores = [np.asarray(c["scores"], dtype=np.float64) for c in _choices(path)[1:]]
+    assert any(s.size and s.max() > 0 for s in scores), scores
+    config = parse_config(_config(surrogate=surrogate))
     with EvaluationSession.open(path, config, "s1") as resumed:  # replay takes the journaled choices
         trial = resumed.next_trial()
         assert trial is not None
         assert resumed.events()[-1].kind in ("trial_requested", "schedule_choice")
 
 
-def test_audit_replays_every_choice(tmp_path: pathlib.Path) -> None:
+@pytest.mark.parametrize(("surrogate", "strategy"), [("shrinkage", "cost-task-eig"), ("mlp", "cost-task-eig"),
+                                                     ("shrinkage", "task-eig"), ("shrinkage", "random-task")])
+def test_audit_replays_every_choice(tmp_path: pathlib.Path, surrogate: str, strategy: str) -> None:
     path = tmp_path / "journal.db"
-    _run(path, 24)
+    _run(path, 24, surrogate=surrogate, strategy=strategy)
     report = verify(read_journal_record(path))
     assert report.verified, [v.message for v in report.violations]
 
 
-def test_audit_detects_a_forged_choice(tmp_path: pathlib.Path) -> None:
+@SURROGATES
+def test_audit_detects_a_forged_choice(tmp_path: pathlib.Path, surrogate: str) -> None:
     path = tmp_path / "journal.db"
-    _run(path, 24)
+    _run(path, 24, surrogate=surrogate)
     connection = sqlite3.connect(path)
     triggers = [r[0] for r in connection.execute("SELECT name FROM sqlite_master WHERE type='trigger'")]
     for name in triggers:  # the journal is append-only by trigger; a forger drops them
@@ -92,6 +107,7 @@ def test_audit_detects_a_forged_choice(tmp_path: pathlib.Path) -> None:
     ({"active": {"metric": "progress"}}, "not one of the session's metrics"),
     ({"active": {"task_groups": {"nope": "x"}}}, "unknown task"),
     ({"active": {"strategy": "eig"}}, "strategy"),
+    ({"active": {"surrogate": "gp"}}, "surrogate"),
 ])
 def test_invalid_combinations_are_refused(changes: dict[str, object], message: str) -> None:
     with pytest.raises(ConfigError, match=message):
@@ -102,3 +118,33 @@ def test_rounds_config_hash_unchanged_by_the_new_fields() -> None:
     data = _config(schedule="rounds")
     del data["active"]
     assert '"schedule"' not in parse_config(data).canonical_json()
+
+
+def test_the_surrogate_key_reaches_the_scheduler() -> None:
+    """On the same data each surrogate gives its own EIG scores; each is a pure function of (config, data, round)."""
+    rng = np.random.default_rng(1)
+    data = [Observation(i, j, float(rng.random() < SUCCESS["abc"[i]][j])) for _ in range(3) for i in range(3)
+            for j in (0, 2)]
+    open_pairs = np.ones((3, 4), dtype=bool)
+    scores = {}
+    for surrogate in ("shrinkage", "mlp"):
+        config = parse_config(_config(surrogate=surrogate))
+        embeddings = session_embeddings(config)
+        runs = [choose_task(config, embeddings, data, round_number=4, current_task=2, open_pairs=open_pairs)
+                for _ in range(2)]
+        assert runs[0] == runs[1]  # what the audit's replay relies on
+        scores[surrogate] = np.asarray(runs[0].scores)
+        assert scores[surrogate].shape == (4,) and scores[surrogate].max() > 0
+    assert not np.allclose(scores["shrinkage"], scores["mlp"], atol=1e-3)
+
+
+def test_defaults_follow_the_study_and_enter_the_hash() -> None:
+    """docs/active.md (issue 20): random-task on the shrinkage surrogate; an omitted ``active`` is resolved."""
+    data = _config()
+    del data["active"]
+    config = parse_config(data)
+    assert (config.active_settings().strategy, config.active_settings().surrogate) == ("random-task", "shrinkage")
+    assert '"strategy":"random-task"' in config.canonical_json()
+    assert '"surrogate":"shrinkage"' in config.canonical_json()
+    explicit = parse_config(_config(strategy="cost-task-eig"))
+    assert explicit.config_hash != parse_config(_config(strategy="random-task")).config_hash
