@@ -33,6 +33,7 @@ from numpy.typing import ArrayLike, NDArray
 from scipy import linalg, stats
 
 from .errors import ActiveError
+from .observations import check_observations
 from .surrogate import OUTCOMES, bin_index
 
 __all__ = ["ShrinkageSurrogate"]
@@ -89,28 +90,13 @@ class ShrinkageSurrogate:
         """``(M, N)``: policies x tasks."""
         return self._shape
 
-    def _check(self, policy: ArrayLike, task: ArrayLike, outcomes: ArrayLike) -> tuple[
-            NDArray[np.int64], NDArray[np.int64], FloatArray]:
-        p, t = np.asarray(policy, dtype=np.int64), np.asarray(task, dtype=np.int64)
-        y = np.asarray(outcomes, dtype=np.float64)
-        m, n = self.shape
-        if not (p.shape == t.shape == y.shape and p.ndim == 1):
-            raise ActiveError(f"`policy`, `task`, `outcomes` must be 1-d of one length; found {p.shape}, {t.shape}, {y.shape}")
-        if p.size and not (p.min() >= 0 and p.max() < m and t.min() >= 0 and t.max() < n):
-            raise ActiveError(f"policy indices must lie in [0, {m}) and task indices in [0, {n})")
-        if not np.all((y >= 0) & (y <= 1)):
-            raise ActiveError(f"`outcomes` must lie in [0, 1]; found {y[~((y >= 0) & (y <= 1))][:3].tolist()}")
-        if self.outcome == "binary" and not np.all((y == 0) | (y == 1)):
-            raise ActiveError("`outcomes` of a binary surrogate must be 0 or 1")
-        return p, t, y
-
     def fit(self, policy: ArrayLike, task: ArrayLike, outcomes: ArrayLike, *, warm_start: bool = False) -> float:
         """Condition on the data (closed form; ``warm_start`` is accepted and changes nothing).
 
         Returns the log marginal likelihood of the cell means at the chosen ``(s, sigma^2)``.
         """
         del warm_start
-        p, t, y = self._check(policy, task, outcomes)
+        p, t, y = check_observations(policy, task, outcomes, shape=self.shape, outcome=self.outcome)
         if not y.size:
             self._mean, self._cov = np.full(self._prior.shape[0], 0.5), self._prior.copy()
             return float("nan")
@@ -168,7 +154,7 @@ class ShrinkageSurrogate:
 
     def log_likelihood(self, policy: ArrayLike, task: ArrayLike, outcomes: ArrayLike) -> float:
         """Average log-likelihood (density for ``"binned"``: ``log(q_b K)``) of outcomes (seed 004 §V)."""
-        p, t, y = self._check(policy, task, outcomes)
+        p, t, y = check_observations(policy, task, outcomes, shape=self.shape, outcome=self.outcome)
         q = self.predict()[0][p, t]
         index = y.astype(np.int64) if self.outcome == "binary" else bin_index(y, self.bins)
         mass = np.clip(q[np.arange(y.size), index], 1e-12, 1.0)

@@ -34,6 +34,7 @@ import torch
 from numpy.typing import ArrayLike, NDArray
 
 from .errors import ActiveError
+from .observations import check_observations
 
 __all__ = ["OUTCOMES", "Surrogate", "bin_index"]
 
@@ -115,21 +116,6 @@ class Surrogate:
         grid = np.indices((m, n)).reshape(2, -1)
         return self._inputs(grid[0], grid[1])
 
-    def _check(self, policy: ArrayLike, task: ArrayLike, outcomes: ArrayLike) -> tuple[
-            NDArray[np.int64], NDArray[np.int64], NDArray[np.float64]]:
-        p, t = np.asarray(policy, dtype=np.int64), np.asarray(task, dtype=np.int64)
-        y = np.asarray(outcomes, dtype=np.float64)
-        m, n = self.shape
-        if not (p.shape == t.shape == y.shape and p.ndim == 1):
-            raise ActiveError(f"`policy`, `task`, `outcomes` must be 1-d of one length; found {p.shape}, {t.shape}, {y.shape}")
-        if p.size and not (p.min() >= 0 and p.max() < m and t.min() >= 0 and t.max() < n):
-            raise ActiveError(f"policy indices must lie in [0, {m}) and task indices in [0, {n})")
-        if not np.all((y >= 0) & (y <= 1)):
-            raise ActiveError(f"`outcomes` must lie in [0, 1]; found {y[~((y >= 0) & (y <= 1))][:3].tolist()}")
-        if self.outcome == "binary" and not np.all((y == 0) | (y == 1)):
-            raise ActiveError("`outcomes` of a binary surrogate must be 0 or 1")
-        return p, t, y
-
     def _loss(self, logits: torch.Tensor, y: NDArray[np.float64]) -> torch.Tensor:
         if self.outcome == "binary":
             return torch.nn.functional.binary_cross_entropy_with_logits(
@@ -144,7 +130,7 @@ class Surrogate:
         paper's continuous retraining does (faster per step, not replayable from one step's data).
         With no data the network keeps its initial weights.
         """
-        p, t, y = self._check(policy, task, outcomes)
+        p, t, y = check_observations(policy, task, outcomes, shape=self.shape, outcome=self.outcome)
         if not warm_start:
             self.network.load_state_dict(self._initial)
         if not y.size:
@@ -200,7 +186,7 @@ class Surrogate:
 
     def log_likelihood(self, policy: ArrayLike, task: ArrayLike, outcomes: ArrayLike) -> float:
         """Average log-likelihood (density for ``"binned"``: ``log(q_b K)``) of outcomes (§V, Fig. 2)."""
-        p, t, y = self._check(policy, task, outcomes)
+        p, t, y = check_observations(policy, task, outcomes, shape=self.shape, outcome=self.outcome)
         q = self.predict()[0][p, t]
         index = y.astype(np.int64) if self.outcome == "binary" else bin_index(y, self.bins)
         mass = np.clip(q[np.arange(y.size), index], 1e-12, 1.0)
