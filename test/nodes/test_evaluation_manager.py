@@ -315,7 +315,7 @@ def test_bad_config_exits_with_status_2_leaves_no_journal_and_the_id_stays_usabl
         write_config(config, **overrides)
     params = _manager_params(tmp_path, config, exit_on_finish=True)
     manager = start_node("evaluation_manager", params=params)
-    assert manager.wait() == 2
+    assert manager.wait(timeout=120.0) == 2  # a deadline: start-up is slow on a loaded machine
     fatal = [line for line in manager.output.splitlines() if "[FATAL]" in line or "[ERROR]" in line]
     assert len(fatal) == 1 and re.search(r"\[FATAL\] \[\S*evaluation_manager\]: cannot start: invalid config "
                                          r".*session\.yaml: " + message, fatal[0]), manager.output
@@ -326,7 +326,7 @@ def test_bad_config_exits_with_status_2_leaves_no_journal_and_the_id_stays_usabl
     fixed = start_node("evaluation_manager", params=params)
     start_node("sim_robot", params={"duration": 0.0})
     final = final_status(probe, topics["status"])
-    assert fixed.wait() == 0 and final.session_id == params["session_id"]
+    assert fixed.wait(timeout=120.0) == 0 and final.session_id == params["session_id"]
 
 
 def _re(text: str) -> str:
