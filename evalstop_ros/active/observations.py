@@ -35,3 +35,17 @@ def check_observations(policy: ArrayLike, task: ArrayLike, outcomes: ArrayLike, 
     if outcome == "binary" and not np.all((y == 0) | (y == 1)):
         raise ActiveError("`outcomes` of a binary surrogate must be 0 or 1")
     return p, t, y
+
+
+def average_log_likelihood(q: NDArray[np.float64], y: NDArray[np.float64], *, outcome: str, bins: int) -> float:
+    """Average log-likelihood of outcomes ``y`` under predicted bin masses ``q`` (seed 004 §V, Fig. 2).
+
+    ``q`` is ``(n, 2)`` for a binary head, ``(n, bins)`` for a binned one; a binned outcome's
+    mass is read as the density ``q_b K`` on [0, 1].
+    """
+    from .surrogate import bin_index  # the bins of seed 004 App. C (surrogate.py imports this module)
+
+    index = y.astype(np.int64) if outcome == "binary" else bin_index(y, bins)
+    mass = np.clip(q[np.arange(y.size), index], 1e-12, 1.0)
+    density = mass if outcome == "binary" else mass * bins
+    return float(np.mean(np.log(density)))

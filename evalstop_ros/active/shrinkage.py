@@ -33,8 +33,8 @@ from numpy.typing import ArrayLike, NDArray
 from scipy import linalg, stats
 
 from .errors import ActiveError
-from .observations import check_observations
-from .surrogate import OUTCOMES, bin_index
+from .observations import average_log_likelihood, check_observations
+from .surrogate import OUTCOMES
 
 __all__ = ["ShrinkageSurrogate"]
 
@@ -155,8 +155,4 @@ class ShrinkageSurrogate:
     def log_likelihood(self, policy: ArrayLike, task: ArrayLike, outcomes: ArrayLike) -> float:
         """Average log-likelihood (density for ``"binned"``: ``log(q_b K)``) of outcomes (seed 004 §V)."""
         p, t, y = check_observations(policy, task, outcomes, shape=self.shape, outcome=self.outcome)
-        q = self.predict()[0][p, t]
-        index = y.astype(np.int64) if self.outcome == "binary" else bin_index(y, self.bins)
-        mass = np.clip(q[np.arange(y.size), index], 1e-12, 1.0)
-        density = mass if self.outcome == "binary" else mass * self.bins
-        return float(np.mean(np.log(density)))
+        return average_log_likelihood(self.predict()[0][p, t], y, outcome=self.outcome, bins=self.bins)

@@ -34,7 +34,7 @@ import torch
 from numpy.typing import ArrayLike, NDArray
 
 from .errors import ActiveError
-from .observations import check_observations
+from .observations import average_log_likelihood, check_observations
 
 __all__ = ["OUTCOMES", "Surrogate", "bin_index"]
 
@@ -187,8 +187,4 @@ class Surrogate:
     def log_likelihood(self, policy: ArrayLike, task: ArrayLike, outcomes: ArrayLike) -> float:
         """Average log-likelihood (density for ``"binned"``: ``log(q_b K)``) of outcomes (§V, Fig. 2)."""
         p, t, y = check_observations(policy, task, outcomes, shape=self.shape, outcome=self.outcome)
-        q = self.predict()[0][p, t]
-        index = y.astype(np.int64) if self.outcome == "binary" else bin_index(y, self.bins)
-        mass = np.clip(q[np.arange(y.size), index], 1e-12, 1.0)
-        density = mass if self.outcome == "binary" else mass * self.bins
-        return float(np.mean(np.log(density)))
+        return average_log_likelihood(self.predict()[0][p, t], y, outcome=self.outcome, bins=self.bins)
