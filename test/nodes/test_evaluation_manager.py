@@ -324,6 +324,7 @@ def test_bad_config_exits_with_status_2_leaves_no_journal_and_the_id_stays_usabl
     write_config(config, n_max=4, metrics=[{"name": "success", "method": "nscore", "alpha": 0.05}])  # fixed
     topics = _subscribe_all(probe)
     fixed = start_node("evaluation_manager", params=params)
+    probe.hear(timeout=120.0)  # else a fast session can end, and the manager exit, before the probe matched
     start_node("sim_robot", params={"duration": 0.0})
     final = final_status(probe, topics["status"])
     assert fixed.wait(timeout=120.0) == 0 and final.session_id == params["session_id"]
