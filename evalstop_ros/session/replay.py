@@ -9,18 +9,42 @@ diverge.
 
 from __future__ import annotations
 
+import functools
+import logging
+import threading
 from collections.abc import Callable
+from typing import Any, Concatenate, ParamSpec, TypeVar
 
-from .analysis import AdaStopRun, HolmFamily, PairedTest, Test
+from .analysis import AdaStopRun, AdaStopTest, HolmFamily, PairedTest, Test
+from .blinding import journal_payload, unseal_event
 from .config import SessionConfig
 from .errors import JournalError
 from .journal import Event, Journal
+from .limits import REQUEST_KINDS, finite_or_none
 from .plan import Plan
 from .schedule import Schedule
 from .trials import TrialBook, TrialRecord
 from .values import SessionState
 
-__all__ = ["JournalReplay"]
+__all__ = ["JournalReplay", "locked"]
+
+logger = logging.getLogger("evalstop_ros.session.session")
+
+_S = TypeVar("_S", bound="JournalReplay")
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
+
+def locked(method: Callable[Concatenate[_S, _P], _R]) -> Callable[Concatenate[_S, _P], _R]:
+    """Run a public method under the session's lock (calls may come from several threads)."""
+
+    @functools.wraps(method)
+    def wrapper(self: _S, /, *args: _P.args, **kwargs: _P.kwargs) -> _R:
+        with self._lock:
+            return method(self, *args, **kwargs)
+
+    return wrapper
+
 
 
 class JournalReplay:
@@ -43,6 +67,58 @@ class JournalReplay:
     _runner_message: str
     _revealed: bool
     _auth_counters: dict[str, int]
+    _auth: dict[str, Any] | None
+    _lock: threading.RLock
+    session_id: str
+    on_commit: Callable[[Event], None] | None
+
+    def _commit(self, kind: str, trial_id: int | None, **payload: Any) -> None:
+        """Journal an event, apply it exactly as a replay would, then tell :attr:`on_commit`."""
+        if self._auth is not None and kind in REQUEST_KINDS:
+            payload, self._auth = {**payload, "auth": self._auth}, None
+        key = self.plan.key
+        assert key is not None  # a live session's plan always has the journal's key
+        event = self._unsealed(self._journal.write(
+            kind, trial_id, **journal_payload(kind, trial_id, payload, key, self.session_id)))
+        self._apply(event)
+        if self.on_commit is not None:
+            self.on_commit(event)
+
+    def _unsealed(self, event: Event) -> Event:
+        """A journal event as the session works with it: what the journal sealed restored (:mod:`.blinding`)."""
+        return unseal_event(event, self.plan, self.session_id)
+
+    def _settle(self) -> None:
+        """Journal what the last change implies: new decisions, then the end of the session."""
+        for test in self._tests:
+            if test.decided and test.index not in self._announced:
+                extra: dict[str, Any] = {}
+                if test.task is not None:
+                    extra["task"] = test.task
+                if isinstance(test, AdaStopTest):
+                    extra["interim"] = test.interim
+                self._commit(
+                    "decision", test.last_trial, test=test.index, policy_a=test.comparison.policy_a,
+                    policy_b=test.comparison.policy_b, metric=test.metric.name, method=test.method,
+                    decision=test.decision.name, n=test.n, stopping_trial=test.stopping_trial,
+                    pvalue=finite_or_none(test.pvalue()), evalue=finite_or_none(test.evalue()), **extra,
+                )
+                logger.info("comparison %s: %s after %d %s", test.label, test.decision.name, test.n,
+                            "scores per agent" if isinstance(test, AdaStopTest) else "pairs")
+        live = self._state in (SessionState.RUNNING, SessionState.PAUSED)
+        if live and all(t.decided for t in self._tests):
+            self._commit("finished", None, reason="every comparison is decided or out of budget")
+            logger.info("session %s finished after %d trials", self.session_id, len(self._book.trials))
+            self._reveal()
+
+    def _reveal(self) -> None:
+        """Once the session is over, journal its key (checked against the commitment on replay)."""
+        if self._state in (SessionState.FINISHED, SessionState.ABORTED) and not self._revealed:
+            self._commit("key_revealed", None, key=self.plan.key.hex() if self.plan.key else "",
+                         key_commitment=self._journal.key_commitment)
+            logger.info("session %s: randomization key revealed (commitment %s)", self.session_id,
+                        self._journal.key_commitment[:12])
+
 
     def _apply(self, event: Event) -> None:
         handler: Callable[[Event], None] | None = getattr(self, f"_on_{event.kind}", None)

@@ -9,8 +9,6 @@ the replay of journal events in :mod:`.replay`.
 from __future__ import annotations
 
 import contextlib
-import copy
-import functools
 import hmac
 import json
 import logging
@@ -19,14 +17,14 @@ import os
 import threading
 from collections.abc import Callable, Iterator
 from types import TracebackType
-from typing import Any, Concatenate, ParamSpec, TypeVar
+from typing import Any
 
 import numpy as np
 
 from ..stats.sequential import Decision
-from .analysis import AdaStopTest, PairedTest, Test, build_tests, combine_claims, letters
-from .blinding import journal_payload, unseal_event
+from .analysis import PairedTest, Test, build_tests, combine_claims, letters
 from .config import SessionConfig, config_diff
+from .edits import ScoreEdits
 from .errors import JournalError, SessionError
 from .journal import Event, Journal, encode_payload
 from .limits import (
@@ -36,16 +34,14 @@ from .limits import (
     NOTES_CHARS,
     OPERATOR_CHARS,
     REASON_CHARS,
-    REQUEST_KINDS,
     RateLimit,
     bounded,
-    finite_or_none,
     json_safe,
     score_fields,
     score_submission,
 )
 from .plan import Plan
-from .replay import JournalReplay
+from .replay import locked as _locked
 from .runner_messages import operator_text
 from .schedule import Schedule
 from .trials import TrialBook, TrialRecord
@@ -78,22 +74,7 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-_P = ParamSpec("_P")
-_R = TypeVar("_R")
-
-
-def _locked(method: Callable[Concatenate[EvaluationSession, _P], _R]) -> Callable[Concatenate[EvaluationSession, _P], _R]:
-    """Run a public method under the session's lock (calls may come from several threads)."""
-
-    @functools.wraps(method)
-    def wrapper(self: EvaluationSession, /, *args: _P.args, **kwargs: _P.kwargs) -> _R:
-        with self._lock:
-            return method(self, *args, **kwargs)
-
-    return wrapper
-
-
-class EvaluationSession(JournalReplay):
+class EvaluationSession(ScoreEdits):
     """A journaled evaluation session (the protocol: docs/protocol.md).
 
     Parameters
@@ -214,14 +195,6 @@ class EvaluationSession(JournalReplay):
         self._commit("aborted", None, reason=str(reason))
         logger.info("session %s aborted: %s", self.session_id, reason)
         self._reveal()
-
-    def _reveal(self) -> None:
-        """Once the session is over, journal its key (checked against the commitment on replay)."""
-        if self._state in (SessionState.FINISHED, SessionState.ABORTED) and not self._revealed:
-            self._commit("key_revealed", None, key=self.plan.key.hex() if self.plan.key else "",
-                         key_commitment=self._journal.key_commitment)
-            logger.info("session %s: randomization key revealed (commitment %s)", self.session_id,
-                        self._journal.key_commitment[:12])
 
     @_locked
     def reject_message(self, kind: str, reason: str, summary: dict[str, Any]) -> None:
@@ -474,27 +447,11 @@ class EvaluationSession(JournalReplay):
         return ScoreOutcome(True, False, f"trial {trial_id} recorded after all its comparisons were decided; "
                             "fed to no test", post_decision=True)
 
-    @staticmethod
-    def _score_problem(success: object, progress: object) -> str | None:
-        if not isinstance(success, bool):
-            return f"`success` must be true or false; found {success!r}"
-        if isinstance(progress, bool) or not isinstance(progress, (int, float, np.floating, np.integer)):
-            return f"`progress` must be a number in [0, 1]; found {progress!r}"
-        value = float(progress)
-        if not math.isfinite(value):
-            return f"`progress` must be finite; found {value!r}"
-        if not 0.0 <= value <= 1.0:
-            return f"`progress` must lie in [0, 1]; found {value!r}"
-        return None
-
     def _preference_problem(self, preference: object, round_number: int) -> str | None:
         labels = sorted(self.plan.label(p, round_number) for p in self.config.policies)
         if preference in ("", "=", *labels):
             return None
         return f"`preference` must be '', '=' or one of the labels {labels}; found {preference!r}"
-
-    def _known(self, trial_id: object) -> bool:
-        return isinstance(trial_id, int) and not isinstance(trial_id, bool) and trial_id in self._book.trials
 
     def _reject(self, trial_id: object, submission: dict[str, Any], reason: str) -> ScoreOutcome:
         """Journal a rejected score (with the trial id as claimed) in bounded form and say why.
@@ -510,134 +467,6 @@ class EvaluationSession(JournalReplay):
         if self._log_limit.allow():
             logger.warning("score for trial %s rejected: %s", bounded(trial_id), reason + self._log_limit.suppressed())
         return ScoreOutcome(False, False, reason)
-
-    # -- corrections -----------------------------------------------------------------------
-    @_locked
-    def correct_score(self, trial_id: int, success: bool, progress: float, reason: str) -> EditOutcome:
-        """Replace a trial's effective score (journaled as ``correction``, with the old one).
-
-        Refused (nothing journaled) without a reason, for a trial without a score, for an
-        invalid score, for no change, in an aborted session, and when it would change an
-        announced decision: a decided comparison consumed the trial, sequential Holm would decide
-        a decided comparison at another step, or AdaStop analysed the trial's interim.  The tests
-        are rebuilt by replay.
-        """
-        refused = self._edit_refusal(trial_id, reason, need_score=True)
-        if refused is not None:
-            return refused
-        record = self._book.trials[trial_id]
-        assert record.score is not None
-        problem = self._score_problem(success, progress)
-        if problem:
-            return EditOutcome(False, problem, trial_id)
-        if record.score.success == success and record.score.progress == float(progress):
-            return EditOutcome(False, f"trial {trial_id} already has this score", trial_id)
-        payload = {"success": bool(success), "progress": float(progress), "reason": str(reason),
-                   "previous": {"success": record.score.success, "progress": record.score.progress}}
-        conflict = self._conflict(Event(0, 0, "correction", trial_id, payload))
-        if conflict:
-            return EditOutcome(False, conflict, trial_id)
-        self._commit("correction", trial_id, **payload)
-        logger.info("trial %d (label %s) corrected to success=%d progress=%.3g: %s", trial_id, record.label,
-                    success, progress, reason)
-        self._settle()
-        return EditOutcome(True, f"trial {trial_id} corrected", trial_id)
-
-    @_locked
-    def void_score(self, trial_id: int, reason: str) -> EditOutcome:
-        """Void a trial.
-
-        A scored trial loses its score and is re-run: the next trial (new id and token) runs
-        the same policy in the same round from the same condition, unless the policy has left
-        the rotation.  A pending (unscored) trial is given up: the schedule moves on.
-
-        Refused (nothing journaled) without a reason, for an unknown or already voided trial,
-        in a finished or aborted session for a pending trial, and when it would change an
-        announced decision (as :meth:`correct_score`).  Voiding shifts later pairs of the
-        ``independent`` design, which is refused too if a decided comparison consumed any of them.
-        Under ``design: adastop`` a voided pending trial is re-run too (its interim needs it).
-        The decision to void must not depend on the outcome (voiding failures and re-running them
-        is p-hacking); the reason is journaled for the audit.
-        """
-        refused = self._edit_refusal(trial_id, reason, need_score=False)
-        if refused is not None:
-            return refused
-        record = self._book.trials[trial_id]
-        payload = {"reason": str(reason), "had_score": record.score is not None}
-        if record.score is None and self._state not in (SessionState.RUNNING, SessionState.PAUSED):
-            return EditOutcome(False, f"session is {self._state.value}; pending trials can be voided only while it "
-                               "runs or is paused", trial_id)
-        conflict = self._conflict(Event(0, 0, "void", trial_id, payload))
-        if conflict:
-            return EditOutcome(False, conflict, trial_id)
-        self._commit("void", trial_id, **payload)
-        logger.info("trial %d (label %s) voided: %s", trial_id, record.label, reason)
-        self._settle()
-        return EditOutcome(True, f"trial {trial_id} voided; {self._rerun_note(record)}", trial_id)
-
-    def _rerun_note(self, record: TrialRecord) -> str:
-        """What happens to voided ``record``: which trial runs it again, and when (for the operator)."""
-        if record.trial_id not in self._schedule.state.reruns:
-            return "given up (not run again)"
-        if self._state not in (SessionState.RUNNING, SessionState.PAUSED) or record.policy not in self._schedule.active(
-                record.task if self.config.claim != "pooled" else None):
-            return "not run again (its policy has left the rotation)"
-        queued = self._schedule.state.reruns.index(record.trial_id)
-        pending = self._schedule.pending()
-        new_id = len(self._book.trials) + 1 + queued
-        when = f"after the pending trial {pending.trial_id}" if pending is not None else "next"
-        return (f"it runs again as trial {new_id} {when} (label {record.label}, round {record.round}, "
-                f"condition {record.initial_condition})")
-
-    @_locked
-    def undo_last(self, reason: str) -> EditOutcome:
-        """Void the most recently scored trial (see :meth:`void_score`)."""
-        scored = self._book.scored()
-        if not scored:
-            return EditOutcome(False, "no scored trial to undo")
-        return self.void_score(scored[-1].trial_id, reason)
-
-    def _edit_refusal(self, trial_id: int, reason: str, *, need_score: bool) -> EditOutcome | None:
-        if not isinstance(reason, str) or not reason.strip():
-            return EditOutcome(False, "a reason is required", trial_id)
-        if self._state == SessionState.ABORTED:
-            return EditOutcome(False, "session is aborted", trial_id)
-        record = self._book.trials[trial_id] if self._known(trial_id) else None
-        if record is None:
-            return EditOutcome(False, f"unknown trial {trial_id!r}", trial_id)
-        if record.voided:
-            return EditOutcome(False, f"trial {trial_id} is voided", trial_id)
-        if need_score and record.score is None:
-            return EditOutcome(False, f"trial {trial_id} has no score to correct", trial_id)
-        return None
-
-    def _conflict(self, event: Event) -> str | None:
-        """Why applying ``event`` would change an announced decision, or ``None``."""
-        if self._adastop is not None:
-            record = self._book.trials[event.trial_id]  # type: ignore[index]
-            if record.round <= self._adastop.interims:
-                return (f"trial {event.trial_id}: AdaStop already analysed interim {record.round}; the scores of an "
-                        "analysed interim cannot change")
-            return None
-        book = copy.deepcopy(self._book)
-        book.apply(event)
-        for test in self._tests:
-            assert isinstance(test, PairedTest)
-            problem = test.conflict(test.wanted(book, self.config.design))
-            if problem:
-                return f"trial {event.trial_id}: {problem}"
-        for family in self._families:
-            trial = copy.deepcopy(family)
-            for test in trial.tests:
-                test.sync(test.wanted(book, self.config.design))
-            for before, (decision, stop, reached) in zip(family.tests, trial.replayed()):
-                announced = (before.decision, before.stop)
-                until = before.stop if before.stop is not None else self.config.n_max
-                if before.decided and (decision, stop) != announced and (decision != Decision.CONTINUE or reached >= until):
-                    return (f"trial {event.trial_id}: comparison {before.label} was decided {before.decision.name} by "
-                            f"sequential Holm at step {until}, and with this change Holm's step-down would decide it "
-                            f"{'at step ' + str(stop) if stop else 'otherwise'}; decided comparisons cannot change")
-        return None
 
     # -- reports ---------------------------------------------------------------------------
     @_locked
@@ -744,48 +573,8 @@ class EvaluationSession(JournalReplay):
                        [(t.comparison.pair, t.metric.name, t.decision) for t in self._tests],
                        [(frozenset((c.policy_a, c.policy_b)), c.metric, c.established, c.task_claims) for c in claims])
 
-    # -- the journaled state machine -------------------------------------------------------
-    def _commit(self, kind: str, trial_id: int | None, **payload: Any) -> None:
-        """Journal an event, apply it exactly as a replay would, then tell :attr:`on_commit`."""
-        if self._auth is not None and kind in REQUEST_KINDS:
-            payload, self._auth = {**payload, "auth": self._auth}, None
-        key = self.plan.key
-        assert key is not None  # a live session's plan always has the journal's key
-        event = self._unsealed(self._journal.write(
-            kind, trial_id, **journal_payload(kind, trial_id, payload, key, self.session_id)))
-        self._apply(event)
-        if self.on_commit is not None:
-            self.on_commit(event)
-
-    def _unsealed(self, event: Event) -> Event:
-        """A journal event as the session works with it: what the journal sealed restored (:mod:`.blinding`)."""
-        return unseal_event(event, self.plan, self.session_id)
-
     @_locked
     def events(self) -> list[Event]:
         """Every journaled event so far, in order, as the journal's owner reads them (sealed fields
         restored: :mod:`.blinding`; publish them through :func:`~.blinding.seal`)."""
         return [self._unsealed(event) for event in self._journal.events()]
-
-    def _settle(self) -> None:
-        """Journal what the last change implies: new decisions, then the end of the session."""
-        for test in self._tests:
-            if test.decided and test.index not in self._announced:
-                extra: dict[str, Any] = {}
-                if test.task is not None:
-                    extra["task"] = test.task
-                if isinstance(test, AdaStopTest):
-                    extra["interim"] = test.interim
-                self._commit(
-                    "decision", test.last_trial, test=test.index, policy_a=test.comparison.policy_a,
-                    policy_b=test.comparison.policy_b, metric=test.metric.name, method=test.method,
-                    decision=test.decision.name, n=test.n, stopping_trial=test.stopping_trial,
-                    pvalue=finite_or_none(test.pvalue()), evalue=finite_or_none(test.evalue()), **extra,
-                )
-                logger.info("comparison %s: %s after %d %s", test.label, test.decision.name, test.n,
-                            "scores per agent" if isinstance(test, AdaStopTest) else "pairs")
-        live = self._state in (SessionState.RUNNING, SessionState.PAUSED)
-        if live and all(t.decided for t in self._tests):
-            self._commit("finished", None, reason="every comparison is decided or out of budget")
-            logger.info("session %s finished after %d trials", self.session_id, len(self._book.trials))
-            self._reveal()

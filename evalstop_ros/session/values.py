@@ -6,10 +6,13 @@ from __future__ import annotations
 import dataclasses
 import enum
 import math
+from collections.abc import Mapping
 
 from ..stats.sequential import Decision
 
 __all__ = [
+    "FINAL",
+    "STATE_CODES",
     "ClaimSnapshot",
     "ComparisonSnapshot",
     "EditOutcome",
@@ -28,6 +31,15 @@ class SessionState(str, enum.Enum):  # noqa: UP042 (str() of a StrEnum member di
     PAUSED = "paused"
     FINISHED = "finished"
     ABORTED = "aborted"
+
+
+#: SessionState -> ``SessionStatus.STATE_*`` (msg/SessionStatus.msg).
+STATE_CODES: Mapping[SessionState, int] = {
+    SessionState.IDLE: 0, SessionState.RUNNING: 1, SessionState.PAUSED: 2, SessionState.FINISHED: 3,
+    SessionState.ABORTED: 4,
+}
+#: The states a session never leaves.
+FINAL = frozenset({SessionState.FINISHED, SessionState.ABORTED})
 
 
 @dataclasses.dataclass(frozen=True)
