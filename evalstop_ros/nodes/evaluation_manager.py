@@ -77,8 +77,9 @@ from ..session import (
     load_config,
 )
 from ..session.journal import Event, journal_directory
+from ..session.limits import LOG_BURST, LOG_WINDOW_S, RateLimit, bounded
 from ..session.publishing import SessionPublisher, diagnostics
-from ..session.session import LOG_BURST, LOG_WINDOW_S, RateLimit, ScoreOutcome, bounded
+from ..session.values import FINAL, ScoreOutcome
 from ._common import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, declare, parameter_error, ros_context
 from .hub_mode import HubMode, hub_mode
 from .quick_log import QuickNode
@@ -87,7 +88,6 @@ from .runner_link import HELD, RunnerLink, RunResult
 
 __all__ = ["EvaluationManager", "main"]
 
-FINAL = (SessionState.FINISHED, SessionState.ABORTED)
 #: Parameters fixed for the life of a session (a change is refused while one is active).
 SESSION_PARAMETERS = ("alpha", "method", "n_max", "confirm_reset", "config_file", "session_id", "journal_dir",
                       "runner_action")
