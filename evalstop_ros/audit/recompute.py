@@ -19,7 +19,7 @@ from ..session.analysis import interim_records
 # ``offline_claims``, which take a journal path (the audit folds bags, and books as of each edit).
 from ..session.offline import OfflineClaim, OfflineResult, book_decisions, claims_of
 from ..session.trials import TrialBook, form_pairs, metric_value
-from ..stats.holm import DirectionalTests, side_alpha
+from ..stats.engine import directional_tests, directional_trajectory
 from ..stats.registry import make_process
 from ..stats.sequential import Decision, SequentialResult
 from ..stats.step import StepProcess, step_uniforms
@@ -158,14 +158,11 @@ class Recomputation(ProtocolChecks):
             # the family decides (res); a test's own p-/e-values run ahead of the family's analysis
             limit = min(a.size, n_max)
             m = len(self.config.comparison_list())
-            tests = DirectionalTests(metric.method, alternative=metric.alternative, n_max=n_max, seed=seed, bins=bins,
-                                     side_alpha=side_alpha(metric.alpha or 0.0, m, metric.alternative))
-            fresh_p, fresh_e = float(tests.pvalue()[0]), float(tests.evalue()[0])
-            pvalues, evalues = [], []
-            for n in range(limit):
-                tests.update(a[n:n + 1], b[n:n + 1])
-                pvalues.append(float(tests.pvalue()[0]))
-                evalues.append(float(tests.evalue()[0]))
+            trajectory = directional_trajectory(
+                directional_tests(metric.method, family_alpha=metric.alpha or 0.0, m=m,
+                                  alternative=metric.alternative, n_max=n_max, seed=seed, bins=bins),
+                a, b, limit)
+            fresh_p, fresh_e, pvalues, evalues = trajectory.fresh_p, trajectory.fresh_e, trajectory.pvalues, trajectory.evalues
             used = res.stopping_trial if res.decision in (Decision.A_BETTER, Decision.B_BETTER) else (
                 n_max if res.decision == Decision.BUDGET_EXHAUSTED else limit)
             used = min(used or 0, limit)
