@@ -303,7 +303,13 @@ class EvaluationManager(QuickNode):
         return load_config(path, alpha=self.alpha or None, n_max=self.n_max or None, method=self.method or None,
                            confirm_reset=self.confirm_reset or None)
 
-    def _journal_path(self, session_id: str) -> pathlib.Path:
+    @property
+    def publisher(self) -> SessionPublisher:
+        """What this node publishes about its session (or, in hub mode, its station's work)."""
+        return self._publisher
+
+    def journal_path(self, session_id: str) -> pathlib.Path:
+        """The journal file of session ``session_id`` (under ``journal_dir``, a directory only the user may write)."""
         base = self.journal_dir or os.path.join(
             os.environ.get("ROS_HOME", os.path.expanduser("~/.ros")), "evalstop")
         return journal_directory(base) / f"{session_id}.db"  # 0700, refused if others can write it
@@ -331,7 +337,7 @@ class EvaluationManager(QuickNode):
         session_id = session_id or (
             f"{pathlib.Path(config_path).stem}-{datetime.datetime.now(datetime.UTC):%Y%m%d-%H%M%S}")
         try:
-            path = self._journal_path(session_id)
+            path = self.journal_path(session_id)
             resumed = path.exists()
             session = EvaluationSession.open(path, config, session_id, durable=self.journal_fsync)
         except SessionError as err:

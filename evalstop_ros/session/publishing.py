@@ -131,6 +131,11 @@ class SessionPublisher:
             self._send("trial_request", request_fields(trial), None)
             self._request = key
 
+    def station_status(self, fields: Fields) -> None:
+        """Publish ``SessionStatus`` fields built by a hub station's work
+        (:meth:`~evalstop_ros.hub.work.StationWork.status_fields`)."""
+        self._send("session_status", fields, None)
+
     def end(self, session_id: str) -> None:
         """``trial_request`` with ``trial_id`` 0: nothing is pending any more."""
         self._send("trial_request", {
