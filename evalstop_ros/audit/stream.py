@@ -20,7 +20,7 @@ from __future__ import annotations
 from ..session.blinding import seal
 from ..session.journal import Event
 from .model import SessionRecord
-from .verify import Violation
+from .report import Violation
 
 __all__ = ["compare_streams"]
 

@@ -77,8 +77,9 @@ from ..session import (
     load_config,
 )
 from ..session.journal import Event, journal_directory
+from ..session.limits import LOG_BURST, LOG_WINDOW_S, RateLimit, bounded
 from ..session.publishing import SessionPublisher, diagnostics
-from ..session.session import LOG_BURST, LOG_WINDOW_S, RateLimit, ScoreOutcome, bounded
+from ..session.values import FINAL, ScoreOutcome
 from ._common import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, declare, parameter_error, ros_context
 from .hub_mode import HubMode, hub_mode
 from .quick_log import QuickNode
@@ -87,7 +88,6 @@ from .runner_link import HELD, RunnerLink, RunResult
 
 __all__ = ["EvaluationManager", "main"]
 
-FINAL = (SessionState.FINISHED, SessionState.ABORTED)
 #: Parameters fixed for the life of a session (a change is refused while one is active).
 SESSION_PARAMETERS = ("alpha", "method", "n_max", "confirm_reset", "config_file", "session_id", "journal_dir",
                       "runner_action")
@@ -303,7 +303,13 @@ class EvaluationManager(QuickNode):
         return load_config(path, alpha=self.alpha or None, n_max=self.n_max or None, method=self.method or None,
                            confirm_reset=self.confirm_reset or None)
 
-    def _journal_path(self, session_id: str) -> pathlib.Path:
+    @property
+    def publisher(self) -> SessionPublisher:
+        """What this node publishes about its session (or, in hub mode, its station's work)."""
+        return self._publisher
+
+    def journal_path(self, session_id: str) -> pathlib.Path:
+        """The journal file of session ``session_id`` (under ``journal_dir``, a directory only the user may write)."""
         base = self.journal_dir or os.path.join(
             os.environ.get("ROS_HOME", os.path.expanduser("~/.ros")), "evalstop")
         return journal_directory(base) / f"{session_id}.db"  # 0700, refused if others can write it
@@ -331,7 +337,7 @@ class EvaluationManager(QuickNode):
         session_id = session_id or (
             f"{pathlib.Path(config_path).stem}-{datetime.datetime.now(datetime.UTC):%Y%m%d-%H%M%S}")
         try:
-            path = self._journal_path(session_id)
+            path = self.journal_path(session_id)
             resumed = path.exists()
             session = EvaluationSession.open(path, config, session_id, durable=self.journal_fsync)
         except SessionError as err:

@@ -8,9 +8,9 @@ import sqlite3
 import numpy as np
 import pytest
 
-from evalstop_ros.active.scheduler import Observation, choose_task, session_embeddings
 from evalstop_ros.audit import verify
 from evalstop_ros.audit.journal import read_journal_record
+from evalstop_ros.session.active_schedule import Observation, choose_task, session_embeddings
 from evalstop_ros.session.config import ConfigError, parse_config
 from evalstop_ros.session.session import EvaluationSession
 
