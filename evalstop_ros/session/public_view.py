@@ -36,8 +36,11 @@ through the same function, and :meth:`PublicView.restore` turns a recording back
 once it holds the revealed key and the real config (``evalstop audit`` of a bag).
 
 Only whole identifiers are replaced (a policy id not preceded or followed by an identifier
-character, :data:`~.config.Identifier`), in every string, every list item and every mapping key;
-``session_id``, tokens, MACs, scorers and trial labels are left alone.
+character, :data:`~.config.Identifier`), in every string value and list item -- never in a
+mapping's keys, which are field names (a policy may well be called ``policy_a``); ``session_id``,
+tokens, MACs, scorers and trial labels are left alone.  A policy id equal to another value of a
+message (a policy named ``success`` or ``step``) would be replaced there too: name policies apart
+from metrics and methods.
 """
 
 from __future__ import annotations
@@ -111,7 +114,7 @@ class PublicView:
         return self._forward.sub(lambda m: self.standins[m.group(0)], text)
 
     def value(self, value: Any) -> Any:
-        """A copy of a JSON-like value with the policy ids replaced (strings, list items, mapping keys)."""
+        """A copy of a JSON-like value with the policy ids replaced (strings and list items, not keys)."""
         return _walk(value, self.text)
 
     def fields(self, topic: str, fields: Mapping[str, Any]) -> dict[str, Any]:
@@ -164,8 +167,7 @@ def _walk(value: Any, rewrite: Any) -> Any:
     if isinstance(value, str):
         return rewrite(value)
     if isinstance(value, Mapping):
-        return {(rewrite(k) if isinstance(k, str) else k): (v if k in KEEP else _walk(v, rewrite))
-                for k, v in value.items()}
+        return {k: (v if k in KEEP else _walk(v, rewrite)) for k, v in value.items()}  # keys are field names
     if isinstance(value, (list, tuple)):
         return [_walk(v, rewrite) for v in value]
     return value

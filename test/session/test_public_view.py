@@ -51,6 +51,18 @@ def test_text_replaces_whole_identifiers_only_and_restores_exactly():
     assert view.text(public) == public  # idempotent
 
 
+def test_field_names_that_are_also_policy_ids_stay_field_names():
+    # the node tests' default policies are called policy_a and policy_b, like ComparisonStatus's fields
+    view = PublicView(["policy_a", "policy_b"], bytes(32), "s1")
+    row = {"policy_a": "policy_a", "policy_b": "policy_b", "metric": "success", "n": 3}
+    public = view.fields("session_status", {"session_id": "s1", "comparisons": [row], "active_policies": ["policy_b"]})
+    (published,) = public["comparisons"]
+    assert set(published) == set(row) and published["n"] == 3 and published["metric"] == "success"
+    assert {published["policy_a"], published["policy_b"]} == {"policy:1", "policy:2"}
+    assert public["active_policies"] == [view.standins["policy_b"]]
+    assert view.restore_value(public["comparisons"]) == [row]
+
+
 def test_a_policy_named_like_a_stand_in_gets_another_prefix():
     view = PublicView(["policy:1", "policy:2"], bytes(32), "s1")
     assert set(view.standins.values()) == {"_policy:1", "_policy:2"}
