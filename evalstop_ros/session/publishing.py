@@ -33,6 +33,10 @@ comparison are withheld (NaN) on ``session_status``, ``comparison_status`` and `
 with the operator's own scores by label they would link labels to policies.  Once the session
 has finished or was aborted every row is published again, with its means; the journal keeps the
 scores, so the audit recomputes everything.
+
+The mappings here name the real policies; until the session's key is revealed the node sends
+them through :class:`~.public_view.PublicView` (policy ids replaced by sealed stand-ins), and
+after the reveal publishes ``session_config`` again.
 """
 
 from __future__ import annotations
