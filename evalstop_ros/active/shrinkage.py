@@ -38,7 +38,7 @@ from .errors import ActiveError
 from .observations import average_log_likelihood, check_observations
 from .surrogate import OUTCOMES
 
-__all__ = ["ShrinkageSurrogate"]
+__all__ = ["DRAWS", "ShrinkageSurrogate"]
 
 FloatArray = NDArray[np.float64]
 #: Prior SDs of the overall level, policy ability, task effect and policy x task effect.
@@ -46,6 +46,9 @@ PRIOR_SD = (0.3, 0.2, 0.2, 0.15)
 #: Grids of the empirical-Bayes search: prior scale ``s`` and noise variance ``sigma^2``.
 SCALES = (0.5, 1.0, 2.0)
 NOISES = (0.05, 0.12, 0.25)
+#: How posterior samples are drawn: through the covariance's symmetric square root (any LAPACK build
+#: draws the same), or through its eigenvectors (the journals written before the choice existed).
+DRAWS = ("symmetric-root", "eigenvectors")
 
 
 class ShrinkageSurrogate:
@@ -63,9 +66,13 @@ class ShrinkageSurrogate:
         Bins of the ``"binned"`` head (25, the paper's EIG bins).
     """
 
-    def __init__(self, n_policies: int, task_embeddings: ArrayLike, *, outcome: str = "binary", bins: int = 25) -> None:
+    def __init__(self, n_policies: int, task_embeddings: ArrayLike, *, outcome: str = "binary", bins: int = 25,
+                 draws: str = "symmetric-root") -> None:
         if outcome not in OUTCOMES:
             raise ActiveError(f"`outcome` should be one of {OUTCOMES}; found {outcome!r}")
+        if draws not in DRAWS:
+            raise ActiveError(f"`draws` should be one of {DRAWS}; found {draws!r}")
+        self.draws = draws
         if n_policies < 1 or bins < 2:
             raise ActiveError(f"`n_policies` must be >= 1 and `bins` >= 2; found {n_policies!r}, {bins!r}")
         tasks = np.asarray(task_embeddings, dtype=np.float64)
@@ -139,7 +146,8 @@ class ShrinkageSurrogate:
             f = self._mean[None]
         else:
             rng = np.random.default_rng(seed)
-            f = self._mean[None] + rng.standard_normal((samples, m * n)) @ self.covariance_root()
+            root = self.covariance_root() if self.draws == "symmetric-root" else self._eigenvector_root()
+            f = self._mean[None] + rng.standard_normal((samples, m * n)) @ root.T
         return self._distributions(f).reshape(f.shape[0], m, n, self.bins)
 
     def covariance_root(self) -> FloatArray:
@@ -156,6 +164,16 @@ class ShrinkageSurrogate:
         values, vectors = np.linalg.eigh(self._cov)
         root = (vectors * np.sqrt(np.clip(values, 0.0, None))) @ vectors.T
         return np.asarray(0.5 * (root + root.T))
+
+    def _eigenvector_root(self) -> FloatArray:
+        """``V diag(sqrt(lambda))``: the draws of sessions journaled before ``draws`` existed (``eigenvectors``).
+
+        A square root of the covariance too, but LAPACK's choice of the eigenvectors' signs, order and
+        basis moves the draws: such a session replays its choices only on a machine whose LAPACK
+        returns the same eigenvectors.
+        """
+        values, vectors = np.linalg.eigh(self._cov)
+        return np.asarray(vectors * np.sqrt(np.clip(values, 0.0, None)))
 
     def centres(self) -> FloatArray:
         """The outcome each class stands for: ``(0, 1)``, or the bin centres."""

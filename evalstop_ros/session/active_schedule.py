@@ -103,7 +103,8 @@ def choose_task(config: SessionConfig, embeddings: dict[str, list[list[float]]],
         outcome = "binary" if (settings.metric or config.metrics[0].name) == "success" else "binned"
         surrogate: Surrogate | ShrinkageSurrogate
         if settings.surrogate == "shrinkage":
-            surrogate = ShrinkageSurrogate(len(config.policies), embeddings["task"], outcome=outcome)
+            surrogate = ShrinkageSurrogate(len(config.policies), embeddings["task"], outcome=outcome,
+                                           draws=settings.draws)
         else:
             seed = int(np.random.default_rng([config.seed, STREAM_ACTIVE, 0]).integers(2**31))
             surrogate = Surrogate(embeddings["policy"], embeddings["task"], outcome=outcome, epochs=settings.epochs,

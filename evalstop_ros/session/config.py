@@ -259,6 +259,12 @@ class ActiveScheduleConfig(_Model):
     #: run before this key existed fitted the MLP (their configuration has no ``surrogate``); they
     #: resume with ``surrogate: mlp`` written out (:func:`parse_journaled_config`).
     surrogate: Literal["shrinkage", "mlp"] = "shrinkage"
+    #: How the ``shrinkage`` surrogate draws its posterior samples
+    #: (:class:`~evalstop_ros.active.shrinkage.ShrinkageSurrogate`): ``symmetric-root`` (default: the
+    #: same draws, hence the same choices, on any LAPACK build) or ``eigenvectors`` (through the
+    #: eigenvectors LAPACK returns: what sessions journaled before this key existed drew; they resume
+    #: with it, :func:`parse_journaled_config`, and replay their choices on a machine with the same LAPACK).
+    draws: Literal["symmetric-root", "eigenvectors"] = "symmetric-root"
     #: The metric the surrogate models (default: the first metric); ``success`` uses the
     #: Bernoulli head, ``progress`` the binned head.
     metric: Literal["success", "progress"] | None = None
@@ -621,8 +627,10 @@ class SessionConfig(_Model):
             if data.get(key) == default:
                 del data[key]
         active = data.get("active")
-        if isinstance(active, dict) and active.get("surrogate") == LEGACY_SURROGATE:
-            del active["surrogate"]  # the form of the journals written before the key existed
+        if isinstance(active, dict):  # the form of the journals written before the keys existed
+            for key, legacy in LEGACY_ACTIVE.items():
+                if active.get(key) == legacy:
+                    del active[key]
         return data
 
     def canonical_json(self) -> str:
@@ -709,9 +717,10 @@ def format_validation_error(err: ValidationError) -> str:
     return "; ".join(_describe(e) for e in kept)
 
 
-#: The surrogate of the active sessions journaled before ``active.surrogate`` existed (issue 20):
-#: :meth:`SessionConfig.to_dict` leaves it out, :func:`parse_journaled_config` puts it back.
-LEGACY_SURROGATE = "mlp"
+#: What the active sessions journaled before ``active.surrogate`` and ``active.draws`` existed ran
+#: (issue 20): :meth:`SessionConfig.to_dict` leaves these values out, :func:`parse_journaled_config`
+#: puts them back, so an old journal's configuration hash is unchanged.
+LEGACY_ACTIVE = {"surrogate": "mlp", "draws": "eigenvectors"}
 
 
 def parse_journaled_config(data: object, source: str = "<journal>") -> SessionConfig:
@@ -720,10 +729,12 @@ def parse_journaled_config(data: object, source: str = "<journal>") -> SessionCo
     An ``active`` block without ``surrogate`` is a journal of the MLP surrogate (seed 004's network):
     sessions journaled before the shrinkage surrogate became the default, and new ones that chose
     ``surrogate: mlp``, whose dump omits it so that their hash equals the old form. A user's file
-    without the key means the default, ``shrinkage``; a journal without it means ``mlp``.
+    without the key means the default, ``shrinkage``; a journal without it means ``mlp``.  Likewise
+    a journal without ``draws`` drew through the eigenvectors (``eigenvectors``), a user's file
+    without it means ``symmetric-root`` (:data:`LEGACY_ACTIVE`).
     """
-    if isinstance(data, Mapping) and isinstance(data.get("active"), Mapping) and "surrogate" not in data["active"]:
-        data = {**data, "active": {**data["active"], "surrogate": LEGACY_SURROGATE}}
+    if isinstance(data, Mapping) and isinstance(data.get("active"), Mapping):
+        data = {**data, "active": {**LEGACY_ACTIVE, **data["active"]}}
     return parse_config(data, source)
 
 

@@ -172,3 +172,30 @@ def test_a_journal_from_before_the_surrogate_key_resumes_and_audits(tmp_path: pa
         EvaluationSession.open(path, parse_config(_config(surrogate="shrinkage")), "s1")
     report = verify(read_journal_record(path))
     assert report.verified, [v.message for v in report.violations]
+
+
+def test_a_shrinkage_journal_from_before_the_draws_key_replays_its_eigenvector_draws(tmp_path: pathlib.Path) -> None:
+    """Shrinkage sessions journaled before ``active.draws`` existed drew their posterior samples (the
+    EIG of seed 004 Eq. 1 averages over them) through LAPACK's eigenvectors. A session with
+    ``draws: eigenvectors`` is journaled in that form (no ``draws``, the old hash); its journal resumes
+    and audits on those draws -- the audit re-runs every choice -- while a user's file without the key
+    means ``symmetric-root`` and is written out (issue 20)."""
+    import json
+
+    from evalstop_ros.session.config import parse_journaled_config
+
+    path = tmp_path / "journal.db"
+    active = {**_config()["active"], "draws": "eigenvectors"}  # type: ignore[dict-item]
+    _run(path, 12, active=active)
+    stored = json.loads(read_journal_record(path).configs[0].config_json)
+    assert stored["active"]["surrogate"] == "shrinkage" and "draws" not in stored["active"]
+    assert parse_journaled_config(stored).active_settings().draws == "eigenvectors"
+    assert parse_config(stored).active_settings().draws == "symmetric-root"   # a user's file: the default
+    assert '"draws":"symmetric-root"' in parse_config(_config()).canonical_json()
+    assert len(_choices(path)) >= 2
+    report = verify(read_journal_record(path))
+    assert report.verified, [v.message for v in report.violations]
+    with EvaluationSession.open(path, parse_config(_config(active=active)), "s1") as resumed:
+        assert resumed.next_trial() is not None
+    with pytest.raises(JournalError, match="different configuration"):
+        EvaluationSession.open(path, parse_config(_config()), "s1")

@@ -129,6 +129,8 @@ def _check_basis_free(model: ShrinkageSurrogate, repeated: bool) -> None:
     cov = model._cov
     root = model.covariance_root()
     assert np.allclose(root @ root, cov, atol=1e-12)
+    legacy = model._eigenvector_root()   # the draws of journals from before ``draws`` (another root of cov)
+    assert np.allclose(legacy @ legacy.T, cov, atol=1e-12)
     # another square root computed another way (Schur-based, no eigh): the same matrix
     assert np.allclose(root, np.real(linalg.sqrtm(cov)), atol=1e-6)
     values, vectors = np.linalg.eigh(cov)
