@@ -11,7 +11,8 @@ from typing import Any, NamedTuple
 
 from ..session.analysis import test_keys
 from ..session.blinding import revealed_key, unseal
-from ..session.config import MetricConfig, SessionConfig
+from ..session.config import SessionConfig
+from ..session.config_sections import MetricConfig
 from ..session.errors import JournalError
 from ..session.journal import Event
 

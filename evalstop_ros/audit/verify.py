@@ -35,7 +35,8 @@ import json
 from collections.abc import Mapping, Sequence
 
 from ..session.analysis import letters
-from ..session.config import ConfigError, SessionConfig, config_diff, parse_journaled_config
+from ..session.config import ConfigError, SessionConfig, parse_journaled_config
+from ..session.config_input import config_diff
 
 # The session's offline analysis on a trial book: the same rows as ``offline_decisions`` /
 # ``offline_claims``, which take a journal path (the audit folds bags, and books as of each edit).

@@ -10,7 +10,9 @@ protocol in docs/protocol.md); a session survives ``kill -9`` by replaying its j
 :mod:`.offline` re-runs them from a journal with the statistics core's own drivers.
 """
 
-from .config import AdaStopConfig, ConfigError, MetricConfig, SessionConfig, config_diff, load_config, parse_config
+from .config import ConfigError, SessionConfig, load_config, parse_config
+from .config_input import config_diff
+from .config_sections import AdaStopConfig, MetricConfig
 from .errors import JournalError, SessionError
 from .journal import Event, Journal, JournalContents, read_journal
 from .offline import OfflineClaim, OfflineResult, offline_claims, offline_decisions, offline_letters

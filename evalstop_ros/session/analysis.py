@@ -36,7 +36,8 @@ from ..stats.holm import SequentialHolm
 from ..stats.multitask import MultiTaskResult, combine_tasks
 from ..stats.registry import make_process
 from ..stats.sequential import Decision, PairedProcess, SequentialResult
-from .config import MetricConfig, SessionConfig
+from .config import SessionConfig
+from .config_sections import MetricConfig
 from .errors import SessionError
 from .plan import Plan
 from .trials import Pair, Pairing, TrialBook, TrialRecord, form_pairs, metric_value

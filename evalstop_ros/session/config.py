@@ -55,246 +55,45 @@ Example YAML (see ``config/eval.yaml``)::
 
 from __future__ import annotations
 
-import difflib
 import hashlib
 import json
-import math
 import pathlib
-import typing
 from collections.abc import Mapping, Sequence
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 
-import yaml  # type: ignore[import-untyped, unused-ignore]
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError, field_validator, model_validator
+from pydantic import Field, ValidationError, field_validator, model_validator
 
 from ..limits import (
-    BINS_LIMIT,
-    CONDITIONS_LIMIT,
-    INTERIM_SIZE_LIMIT,
-    INTERIMS_LIMIT,
     N_MAX_LIMIT,
-    PERMUTATIONS_LIMIT,
     SEED_LIMIT,
     STEP_N_MAX_LIMIT,
     TASKS_LIMIT,
-    TEXT_LIMIT,
-    TIMEOUT_LIMIT_S,
 )
 from ..stats.adastop_closed import MAX_PARTITIONS
 from ..stats.families import Comparison, comparison_pairs
-from ..stats.methods import BINARY_METHODS, FACTS
+from ..stats.methods import FACTS
 from ..stats.multitask import TASK_CORRECTIONS, task_alpha
-from ..stats.registry import METHODS
+from .config_input import apply_overrides, format_validation_error, read_config_file
+from .config_sections import (
+    ADASTOP,
+    DEFAULT_METRICS,
+    MAX_POLICIES,
+    ActiveScheduleConfig,
+    AdaStopConfig,
+    ConfigModel,
+    Identifier,
+    MetricConfig,
+    RunnerConfig,
+    Task,
+    check_unique,
+    check_unit_interval,
+)
 from .errors import ConfigError
 
-__all__ = [
-    "BINARY_METHODS",
-    "ActiveScheduleConfig",
-    "AdaStopConfig",
-    "ROUND_DESIGNS",
-    "ConfigError",
-    "InitialCondition",
-    "MetricConfig",
-    "RunnerConfig",
-    "SessionConfig",
-    "Task",
-    "config_diff",
-    "load_config",
-    "parse_config",
-]
-
-#: Identifiers (policies, tasks, initial conditions): ROS-name-friendly, no whitespace.
-Identifier = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_][A-Za-z0-9_.:/-]*$", max_length=64)]
-#: Designs whose rounds share one condition and pair the trials within the round.
-ROUND_DESIGNS = frozenset({"paired", "ab"})
-#: Most policies a session can blind (one neutral label each, see :mod:`.plan`).
-MAX_POLICIES = 26
-#: The method name of every metric under ``design: adastop`` (not a paired test: stats.adastop).
-ADASTOP = "adastop"
-#: Every method a metric may name: the registered paired tests, and AdaStop.
-METRIC_METHODS = (*METHODS, ADASTOP)
-DEFAULT_METHOD = {"success": "step", "progress": "nscore"}
-DEFAULT_METRICS = ({"name": "success"}, {"name": "progress"})
+__all__ = ["LEGACY_ACTIVE", "ConfigError", "SessionConfig", "load_config", "parse_config", "parse_journaled_config"]
 
 
-def _check_unit_interval(value: float) -> float:
-    if not (math.isfinite(value) and 0.0 < value < 1.0):
-        raise ValueError(f"must lie in (0, 1); found {value!r}")
-    return value
-
-
-def _check_unique(ids: Sequence[str], what: str) -> None:
-    seen: set[str] = set()
-    for item in ids:
-        if item in seen:
-            raise ValueError(f"{what} must be unique; found {item!r} twice")
-        seen.add(item)
-
-
-class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class InitialCondition(_Model):
-    """One reproducible starting configuration of a task."""
-
-    #: Identifier, unique within its task (journaled with every trial).
-    id: Identifier
-    #: What the operator does to reset the scene, shown before the trial (never the policy).
-    reset_instructions: Annotated[str, StringConstraints(min_length=1, max_length=TEXT_LIMIT, strip_whitespace=True)]
-
-
-class Task(_Model):
-    """A task and the initial conditions it is evaluated from."""
-
-    #: Identifier, unique within the session.
-    id: Identifier
-    #: Free text for the operator prompt.
-    description: str = Field("", max_length=TEXT_LIMIT)
-    #: At least one initial condition; the schedule cycles through them (see ``condition_schedule``).
-    initial_conditions: tuple[InitialCondition, ...] = Field(min_length=1, max_length=CONDITIONS_LIMIT)
-
-    @field_validator("initial_conditions")
-    @classmethod
-    def _unique_conditions(cls, value: tuple[InitialCondition, ...]) -> tuple[InitialCondition, ...]:
-        _check_unique([c.id for c in value], "initial condition ids")
-        return value
-
-
-class MetricConfig(_Model):
-    """One scored quantity and the sequential test run on it for every comparison."""
-
-    #: ``"success"`` (binary, the operator's yes/no) or ``"progress"`` (a score in [0, 1]).
-    name: Literal["success", "progress"]
-    #: Test from :data:`evalstop_ros.stats.registry.METHODS`; default ``step`` for success,
-    #: ``nscore`` for progress.  ``step``, ``savi`` and ``lai`` need binary data (success only).
-    method: str
-    #: Family-wise level of this metric's comparisons; each comparison gets ``alpha / m``
-    #: (Bonferroni over the ``m`` comparisons).  Default: the session ``alpha`` left by the
-    #: other metrics, split evenly.  The metric levels must sum to at most the session ``alpha``.
-    alpha: float | None = None
-    #: ``"two-sided"`` (either policy may be better; each direction at ``alpha / 2``),
-    #: ``"greater"`` (only "policy_b better" can be claimed) or ``"less"``.
-    alternative: Literal["two-sided", "greater", "less"] = "two-sided"
-    #: N-SCORE bet bins ``K`` (only for ``nscore``; default 2 for success, 21 for progress).
-    bins: int | None = None
-
-    @model_validator(mode="before")
-    @classmethod
-    def _resolve_defaults(cls, data: Any) -> Any:
-        if isinstance(data, Mapping) and data.get("name") in DEFAULT_METHOD:
-            data = dict(data)
-            data.setdefault("method", DEFAULT_METHOD[data["name"]])
-            if data["method"] == "nscore":
-                binary_bins, continuous_bins = FACTS["nscore"].bins or (2, 21)
-                data.setdefault("bins", binary_bins if data["name"] == "success" else continuous_bins)
-        return data
-
-    @field_validator("method")
-    @classmethod
-    def _known_method(cls, value: str) -> str:
-        if value not in METRIC_METHODS:
-            raise ValueError(f"should be one of {METRIC_METHODS}; found {value!r}")
-        return value
-
-    @field_validator("alpha")
-    @classmethod
-    def _alpha_range(cls, value: float | None) -> float | None:
-        return None if value is None else _check_unit_interval(value)
-
-    @model_validator(mode="after")
-    def _method_fits_metric(self) -> MetricConfig:
-        if self.name == "progress" and self.method in BINARY_METHODS:
-            raise ValueError(
-                f"metric 'progress' cannot use method {self.method!r}, which needs binary "
-                "success data; use 'nscore' or 'wsr'"
-            )
-        if self.method == "nscore":
-            if self.bins is None or isinstance(self.bins, bool) or not 2 <= self.bins <= BINS_LIMIT:
-                raise ValueError(f"`bins` must be an integer in [2, {BINS_LIMIT}] for method 'nscore'; "
-                                 f"found {self.bins!r}")
-        elif self.bins is not None:
-            raise ValueError(f"`bins` applies only to method 'nscore'; found bins={self.bins!r} with {self.method!r}")
-        return self
-
-
-class AdaStopConfig(_Model):
-    """The interim design of ``design: adastop`` (:class:`~evalstop_ros.stats.adastop.AdaStop`)."""
-
-    #: Trials ``N`` of every agent still in the rotation per interim.
-    n_per_interim: int = Field(ge=1, le=INTERIM_SIZE_LIMIT)
-    #: Most interims ``K``; the budget is ``N K`` trials per agent (seed 002 §2.5 advises ``N K >= 30``).
-    n_interims: int = Field(ge=1, le=INTERIMS_LIMIT)
-    #: Permutation paths ``B`` per interim (``10**4`` in seed 002).
-    n_permutations: int = Field(default=10_000, ge=1, le=PERMUTATIONS_LIMIT)
-    #: ``"closed"`` (default; strong family-wise control under every partial null, unequal spreads
-    #: included), ``"relabel"`` (exact under the global null only) or ``"split"`` (seed 002 Eq. 8
-    #: literally); see the Notes of :class:`~evalstop_ros.stats.adastop.AdaStop` and docs/adastop.md.
-    #: Journals of sessions run before ``"closed"`` became the default resume with
-    #: ``permutation: relabel`` written out (the configuration hash holds the scheme).
-    permutation: Literal["closed", "relabel", "split"] = "closed"
-
-
-class ActiveScheduleConfig(_Model):
-    """How ``schedule: active`` picks the next round's task (seed 004; :mod:`evalstop_ros.active`).
-
-    Every round runs one task with every policy that still has an open test on it (the paper's
-    task-level query, App. F); the task comes from the acquisition over a surrogate fitted to
-    the scores so far.  The statistics stay valid because each test sees only its own task's
-    pairs and the choice uses past data only (docs/active.md; :meth:`SessionConfig._check_active`).
-    """
-
-    #: Task-level strategy (seed 004 App. F): ``random-task`` (default: a uniform open task),
-    #: ``cost-task-eig`` (Eq. 2 summed over policies) or ``task-eig`` (Eq. 1 summed).  The default
-    #: follows the study of docs/active.md (``bench/active_surrogates.py``, issue 20): random-task
-    #: reached the lowest L1 per cost in every setting, cost-aware task EIG beat it in none.
-    #: Journals of sessions run before ``random-task`` became the default resume with
-    #: ``strategy: cost-task-eig`` written out (the configuration hash holds the strategy).
-    strategy: Literal["random-task", "cost-task-eig", "task-eig"] = "random-task"
-    #: Surrogate of the EIG strategies: ``shrinkage`` (default; the closed-form hierarchical
-    #: Gaussian-process model of :mod:`evalstop_ros.active.shrinkage`, posterior samples for
-    #: Eq. 1) or ``mlp`` (seed 004's network, :mod:`evalstop_ros.active.surrogate`, MC dropout).
-    #: The study of docs/active.md (issue 20) found the shrinkage surrogate's L1 lower in 7 of 9
-    #: cells and never worse beyond 1 SE.  ``random-task`` fits no surrogate.  Journals of sessions
-    #: run before this key existed fitted the MLP (their configuration has no ``surrogate``); they
-    #: resume with ``surrogate: mlp`` written out (:func:`parse_journaled_config`).
-    surrogate: Literal["shrinkage", "mlp"] = "shrinkage"
-    #: How the ``shrinkage`` surrogate draws its posterior samples
-    #: (:class:`~evalstop_ros.active.shrinkage.ShrinkageSurrogate`): ``symmetric-root`` (default: the
-    #: same draws, hence the same choices, on any LAPACK build) or ``eigenvectors`` (through the
-    #: eigenvectors LAPACK returns: what sessions journaled before this key existed drew; they resume
-    #: with it, :func:`parse_journaled_config`, and replay their choices on a machine with the same LAPACK).
-    draws: Literal["symmetric-root", "eigenvectors"] = "symmetric-root"
-    #: The metric the surrogate models (default: the first metric); ``success`` uses the
-    #: Bernoulli head, ``progress`` the binned head.
-    metric: Literal["success", "progress"] | None = None
-    #: Task embedding (seed 004 App. E): ``verb`` (the paper's), ``language`` or ``random``.
-    embedding: Literal["verb", "language", "random"] = "verb"
-    #: Cost sensitivity ``lambda`` of Eq. 2 (not given in the paper).
-    cost_sensitivity: float = Field(default=1.0, ge=0, allow_inf_nan=False)
-    #: Probability of a uniform task instead of the argmax (Alg. 1 line 7).
-    epsilon: float = Field(default=0.1, ge=0, le=1)
-    #: MC-dropout samples (``mlp``) or posterior samples (``shrinkage``) per choice (App. C).
-    mc_samples: int = Field(default=10, ge=1, le=1000)
-    #: Full-batch training epochs per choice of the ``mlp`` (re-initialised each time).
-    epochs: int = Field(default=100, ge=1, le=10_000)
-    #: ``c_switch`` between task groups, and within one (App. D; 1 and 0 for MetaWorld).
-    switch_cost: float = Field(default=1.0, ge=0, allow_inf_nan=False)
-    within_group_cost: float = Field(default=0.0, ge=0, allow_inf_nan=False)
-    #: Task id -> group (e.g. the object or embodiment); tasks not listed are their own group.
-    task_groups: dict[Identifier, Annotated[str, StringConstraints(min_length=1)]] = Field(default_factory=dict)
-
-
-class RunnerConfig(_Model):
-    """The robot-side action server that executes one trial."""
-
-    #: ROS action name of the runner, e.g. ``/droid/run_trial``.
-    action_name: Annotated[str, StringConstraints(min_length=1)] = "run_trial"
-    #: Seconds the manager waits for one trial's result before counting it as a failed run.
-    timeout_s: float = Field(default=300.0, gt=0, le=TIMEOUT_LIMIT_S, allow_inf_nan=False)
-
-
-class SessionConfig(_Model):
+class SessionConfig(ConfigModel):
     """The pre-registered design of one evaluation session (see the module docstring).
 
     Examples
@@ -436,25 +235,25 @@ class SessionConfig(_Model):
     def _policies(cls, value: tuple[str, ...]) -> tuple[str, ...]:
         if not 2 <= len(value) <= MAX_POLICIES:
             raise ValueError(f"must name 2 to {MAX_POLICIES} policies; found {len(value)}")
-        _check_unique(value, "policy ids")
+        check_unique(value, "policy ids")
         return value
 
     @field_validator("tasks")
     @classmethod
     def _unique_tasks(cls, value: tuple[Task, ...]) -> tuple[Task, ...]:
-        _check_unique([t.id for t in value], "task ids")
+        check_unique([t.id for t in value], "task ids")
         return value
 
     @field_validator("metrics")
     @classmethod
     def _unique_metrics(cls, value: tuple[MetricConfig, ...]) -> tuple[MetricConfig, ...]:
-        _check_unique([m.name for m in value], "metric names")
+        check_unique([m.name for m in value], "metric names")
         return value
 
     @field_validator("alpha")
     @classmethod
     def _alpha_range(cls, value: float) -> float:
-        return _check_unit_interval(value)
+        return check_unit_interval(value)
 
     @model_validator(mode="after")
     def _consistent(self) -> SessionConfig:
@@ -661,60 +460,6 @@ _OMITTED_AT_DEFAULT: dict[str, object] = {"claim": "pooled", "task_correction": 
                                           "active": None, "confirm_reset": False}
 
 
-# -- loading ---------------------------------------------------------------------------------
-def _location(loc: Sequence[int | str]) -> str:
-    text = ""
-    for part in loc:
-        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
-    return text
-
-
-def _model_at(loc: Sequence[int | str]) -> type[BaseModel] | None:
-    """The model class that holds the keys at ``loc`` (for "did you mean" hints)."""
-    model: type[BaseModel] | None = SessionConfig
-    for part in loc:
-        if isinstance(part, int):
-            continue
-        if model is None or part not in model.model_fields:
-            return None
-        annotation = model.model_fields[part].annotation
-        model = None
-        for candidate in (annotation, *typing.get_args(annotation)):
-            if isinstance(candidate, type) and issubclass(candidate, BaseModel):
-                model = candidate
-    return model
-
-
-def _describe(error: Mapping[str, Any]) -> str:
-    loc = tuple(error["loc"])
-    if error["type"] == "string_pattern_mismatch":
-        return f"{_location(loc)}: must be an identifier (letters, digits and _ . : / -); found {error['input']!r}"
-    if error["type"] == "extra_forbidden":
-        key = str(loc[-1])
-        where = _location(loc[:-1]) or "config"
-        model = _model_at(loc[:-1])
-        hint = difflib.get_close_matches(key, list(model.model_fields), n=1) if model else []
-        return f"{where}: unknown key {key!r}" + (f" (did you mean {hint[0]!r}?)" if hint else "")
-    where = _location(loc)
-    if error["type"] == "missing":
-        return f"{where}: required key is missing"
-    message = str(error["msg"]).removeprefix("Value error, ").removeprefix("Assertion failed, ")
-    if error["type"] != "value_error" and "input" in error and not isinstance(error["input"], (dict, list)):
-        message += f"; found {error['input']!r}"
-    return f"{where}: {message}" if where else message
-
-
-def format_validation_error(err: ValidationError) -> str:
-    """One ``location: problem`` clause per error, joined by ``"; "``."""
-    errors = err.errors()
-    # A list whose item failed is also reported "too short" (pydantic counts valid items only):
-    # keep the item's error, drop that echo.
-    failed = [tuple(e["loc"]) for e in errors]
-    kept = [
-        e for e in errors
-        if not (e["type"] == "too_short" and any(len(f) > len(e["loc"]) and f[: len(e["loc"])] == tuple(e["loc"]) for f in failed))
-    ]
-    return "; ".join(_describe(e) for e in kept)
 
 
 #: What the active sessions journaled before ``active.surrogate`` and ``active.draws`` existed ran
@@ -758,65 +503,9 @@ def parse_config(data: object, source: str = "<config>") -> SessionConfig:
     try:
         return SessionConfig.model_validate(data)
     except ValidationError as err:
-        raise ConfigError(source, format_validation_error(err)) from err
+        raise ConfigError(source, format_validation_error(err, SessionConfig)) from err
 
 
-def apply_overrides(data: object, *, alpha: float | None = None, n_max: int | None = None,
-                    method: str | None = None, confirm_reset: bool | None = None) -> object:
-    """A parsed configuration with the pre-registration overrides of a launch applied.
-
-    ``alpha`` replaces the session's level (and drops per-metric levels, which would otherwise
-    win), ``n_max`` the trial budget, ``method`` every metric's method (with the default metrics
-    when the configuration names none), ``confirm_reset`` the operator's reset confirmations.
-    ``None`` keeps the configuration's value.  Anything that
-    is not a mapping is returned unchanged, for :func:`parse_config` to refuse.
-
-    >>> apply_overrides({"alpha": 0.1, "metrics": [{"name": "success", "alpha": 0.05}]}, alpha=0.2)
-    {'alpha': 0.2, 'metrics': [{'name': 'success'}]}
-    >>> apply_overrides({"metrics": [{"name": "success"}]}, method="savi", n_max=40)
-    {'metrics': [{'name': 'success', 'method': 'savi'}], 'n_max': 40}
-    >>> apply_overrides({"seed": 1}, confirm_reset=True)
-    {'seed': 1, 'confirm_reset': True}
-    """
-    if not isinstance(data, Mapping):
-        return data
-    result = dict(data)
-    if alpha is not None:
-        result["alpha"] = alpha
-        result["metrics"] = [{k: v for k, v in m.items() if k != "alpha"} if isinstance(m, Mapping) else m
-                             for m in result.get("metrics") or []]
-        if not result["metrics"]:
-            del result["metrics"]
-    if n_max is not None:
-        result["n_max"] = n_max
-    if method is not None:
-        metrics = result.get("metrics") or [{"name": "success"}, {"name": "progress"}]
-        result["metrics"] = [{**m, "method": method} if isinstance(m, Mapping) else m for m in metrics]
-    if confirm_reset is not None:
-        result["confirm_reset"] = confirm_reset
-    return result
-
-
-def read_config_file(path: str | pathlib.Path) -> object:
-    """The parsed YAML of a configuration file (not validated).
-
-    Raises
-    ------
-    ConfigError
-        If the file cannot be read or is not YAML.
-    """
-    source = str(path)
-    try:
-        text = pathlib.Path(path).read_text(encoding="utf-8")
-    except OSError as err:
-        raise ConfigError(source, f"cannot read the file: {err.strerror or err}") from err
-    except UnicodeDecodeError as err:
-        raise ConfigError(source, f"not UTF-8 text (byte 0x{err.object[err.start]:02x} at offset {err.start}): "
-                          "save the configuration as UTF-8") from err
-    try:
-        return yaml.safe_load(text)
-    except yaml.YAMLError as err:
-        raise ConfigError(source, f"not valid YAML: {err}") from err
 
 
 def load_config(path: str | pathlib.Path, *, alpha: float | None = None, n_max: int | None = None,
@@ -836,26 +525,3 @@ def load_config(path: str | pathlib.Path, *, alpha: float | None = None, n_max: 
     return parse_config(data, str(path))
 
 
-def config_diff(old: object, new: object, where: str = "") -> list[str]:
-    """Human-readable differences between two JSON-like configurations.
-
-    Examples
-    --------
-    >>> config_diff({"alpha": 0.05, "metrics": [{"method": "step"}]},
-    ...             {"alpha": 0.1, "metrics": [{"method": "nscore"}]})
-    ['alpha: 0.05 -> 0.1', "metrics[0].method: 'step' -> 'nscore'"]
-    """
-    if isinstance(old, Mapping) and isinstance(new, Mapping):
-        changes: list[str] = []
-        for key in sorted(set(old) | set(new)):
-            here = f"{where}.{key}" if where else str(key)
-            if key not in old:
-                changes.append(f"{here}: added {new[key]!r}")
-            elif key not in new:
-                changes.append(f"{here}: removed (was {old[key]!r})")
-            else:
-                changes.extend(config_diff(old[key], new[key], here))
-        return changes
-    if isinstance(old, list) and isinstance(new, list) and len(old) == len(new):
-        return [c for i, (a, b) in enumerate(zip(old, new)) for c in config_diff(a, b, f"{where}[{i}]")]
-    return [] if old == new else [f"{where or 'config'}: {old!r} -> {new!r}"]

@@ -62,7 +62,8 @@ from collections.abc import Iterator
 from types import TracebackType
 from typing import Any
 
-from .config import SessionConfig, config_diff
+from .config import SessionConfig
+from .config_input import config_diff
 from .errors import JournalError
 from .journal_head import HeadFile, head_path, read_head
 from .plan import KEY_BYTES, commit_key

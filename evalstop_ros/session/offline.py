@@ -30,7 +30,9 @@ from ..stats.multitask import MultiTaskResult
 from ..stats.registry import run_test
 from ..stats.sequential import SequentialResult
 from .analysis import build_tests, check_letters_request, combine_claims, letters, test_keys
-from .config import MetricConfig, SessionConfig, config_diff
+from .config import SessionConfig
+from .config_input import config_diff
+from .config_sections import MetricConfig
 from .errors import JournalError
 from .journal import read_journal
 from .plan import Plan

@@ -53,7 +53,8 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from .config import InitialCondition, SessionConfig, Task
+from .config import SessionConfig
+from .config_sections import InitialCondition, Task
 
 __all__ = ["KEY_BYTES", "LABELS", "STREAMS", "Condition", "Plan", "commit_key", "new_key", "verify_key"]
 

@@ -17,7 +17,8 @@ from typing import Any
 import numpy as np
 
 from .analysis import AdaStopRun, Test, interim_records
-from .config import ROUND_DESIGNS, SessionConfig
+from .config import SessionConfig
+from .config_sections import ROUND_DESIGNS
 from .errors import SessionError
 from .plan import Condition, Plan
 from .trials import TrialBook, TrialRecord, metric_value

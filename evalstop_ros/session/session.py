@@ -23,7 +23,8 @@ import numpy as np
 
 from ..stats.sequential import Decision
 from .analysis import PairedTest, Test, build_tests, combine_claims, letters
-from .config import SessionConfig, config_diff
+from .config import SessionConfig
+from .config_input import config_diff
 from .edits import ScoreEdits
 from .errors import JournalError, SessionError
 from .journal import Event, Journal, encode_payload

@@ -31,7 +31,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterable
 
-from .config import ROUND_DESIGNS
+from .config_sections import ROUND_DESIGNS
 from .errors import JournalError
 from .journal import Event
 

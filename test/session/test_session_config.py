@@ -10,7 +10,8 @@ import pytest
 from pydantic import ValidationError
 from session_sim import ADASTOP_SESSION, BASE, make_config
 
-from evalstop_ros.session.config import ConfigError, config_diff, load_config, parse_config
+from evalstop_ros.session.config import ConfigError, load_config, parse_config
+from evalstop_ros.session.config_input import config_diff
 
 CONFIG_DIR = pathlib.Path(__file__).resolve().parents[2] / "config"
 
