@@ -125,8 +125,9 @@ def test_bt_se_is_the_centred_hc2_sandwich() -> None:
 
 
 def test_paired_hc2_and_bell_mccaffrey_df_match_the_matrix_formulas() -> None:
-    # The least-squares model is linear, so HC2 and the Bell-McCaffrey df can be written out with the
-    # full M x M residual maker (Bell & McCaffrey 2002; Imbens & Kolesar 2016, Sec. III) and compared.
+    # The least-squares model is linear, so HC2 and the Bell-McCaffrey df (with the kurtosis term of
+    # issue 20) can be written out with the full M x M residual maker (Bell & McCaffrey 2002; Imbens &
+    # Kolesar 2016, Sec. III) and compared.
     rng = np.random.default_rng(4)
     n, m = 5, 40
     a = rng.integers(0, n - 1, m)
@@ -145,11 +146,16 @@ def test_paired_hc2_and_bell_mccaffrey_df_match_the_matrix_formulas() -> None:
     residual = y - hat @ y
     maker = np.eye(m) - hat
     centre = np.eye(n) - 1.0 / n
+    standardised = residual**2 / (1.0 - leverage)
+    kappa = np.mean(standardised**2) / np.mean(standardised) ** 2
+    assert kappa < 2.5  # differences of uniform progress: lighter-tailed than normal (kappa = 3)
     for p in range(n):
         weights = (design @ inverse @ centre[:, p]) ** 2 / (1.0 - leverage)
         assert fit.se[p] == pytest.approx(math.sqrt(np.sum(weights * residual**2)), rel=1e-6)
         quad = maker @ np.diag(weights) @ maker
-        assert fit.df is not None and fit.df[p] == pytest.approx(np.trace(quad) ** 2 / np.trace(quad @ quad), rel=1e-6)
+        # Var(e^T B e) = 2 tr(B^2) + (kappa - 3) sum_n B_nn^2 (Seber & Lee 2003, Thm 1.6), kappa pooled
+        spread = np.trace(quad @ quad) + 0.5 * (kappa - 3.0) * np.sum(np.diag(quad) ** 2)
+        assert fit.df is not None and fit.df[p] == pytest.approx(np.trace(quad) ** 2 / spread, rel=1e-6)
     assert fit.df[4] < 2.5 < 4 < fit.df[:4].min()  # the rarely compared policy gets the widest t
 
 
