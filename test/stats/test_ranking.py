@@ -219,6 +219,30 @@ def test_prog_by_hand() -> None:
     assert [row["policy"] for row in fit.table()] == ["a", "c", "b"]
 
 
+def test_prog_interval_is_halls_skewness_corrected_t() -> None:
+    # policy a: five rollouts piled up at 1 with one failure (skewness < 0); b: symmetric scores.
+    # Hall (1992): h(T) = T + g T^2 / 3 sqrt(n) + g^2 T^3 / 27 n + g / 6 sqrt(n) = -+ t_{n-1} at the ends
+    a_scores, b_scores = [1.0, 1.0, 1.0, 0.95, 0.2], [0.3, 0.5, 0.7, 0.4, 0.6]
+    data = comparisons(["a"] * 5, ["b"] * 5, ["A"] * 5, progress_a=a_scores, progress_b=b_scores)
+    fit = fit_prog(data)
+    x = np.asarray(a_scores)
+    g = np.mean((x - x.mean()) ** 3) / np.std(x, ddof=1) ** 3
+    assert fit.skewness is not None and fit.skewness[0] == pytest.approx(g) and g < -1.0
+    assert fit.skewness[1] == pytest.approx(0.0, abs=1e-12)
+    low, high = fit.interval(0.95)
+    t = 2.776445105  # t_{0.975, 4}
+
+    def hall(value: float) -> float:
+        return value + g * value**2 / (3 * math.sqrt(5)) + g**2 * value**3 / 135 + g / (6 * math.sqrt(5))
+
+    assert hall((fit.scores[0] - low[0]) / fit.se[0]) == pytest.approx(t, rel=1e-8)
+    assert hall((fit.scores[0] - high[0]) / fit.se[0]) == pytest.approx(-t, rel=1e-8)
+    # left-skewed: the interval reaches further down (a sample with few failures overstates the mean)
+    assert fit.scores[0] - low[0] > 1.2 * (high[0] - fit.scores[0])
+    # zero skewness: the plain Student t interval
+    assert fit.scores[1] - low[1] == pytest.approx(t * fit.se[1]) == high[1] - fit.scores[1]
+
+
 def test_fits_reject_bad_input() -> None:
     data, _ = small_arena()
     with pytest.raises(StatsInputError, match="at least one comparison"):
