@@ -12,7 +12,7 @@ the median and smallest ratio, over policies, of mean reported SE to true SD.  T
 version is ``test/stats/test_ranking_coverage.py``.
 
 Run: ``.venv/bin/python bench/ranking_coverage.py --reps 400`` (BT, Davidson, PROG, PAIRED, Elo
-with its default 200 online-bootstrap passes, both worlds, the table of docs/ranking.md: about 24
+with its default 200 online-bootstrap passes, both worlds, the table of docs/ranking.md: about 20
 minutes on 2 busy cores, most of it the planted world's n = 5000 cells) and ``--models task --reps 16 --sizes 1000`` for the task model with 60 buckets and its
 bootstrap (each dataset costs ``n_boot + 1`` EM fits: about half an hour on 2 busy cores).
 """

@@ -203,7 +203,9 @@ def run(args: argparse.Namespace) -> int:
     if shown:
         z = float(norm.ppf(0.5 + args.level / 2.0))
         quantile = f"{z:.2f}" if ranking.df is None else f"t(df) (Student t, each policy's df; {z:.2f} as df grows)"
-        print(f"\n{_percent(args.level)} intervals: score -+ {quantile} se, se by {ranking.se_method}; "
+        form = (f"score -+ {quantile} se" if ranking.skewness is None
+                else "Hall's skewness-corrected t on score and se (asymmetric; each policy's df)")
+        print(f"\n{_percent(args.level)} intervals: {form}, se by {ranking.se_method}; "
               "coverage checked by simulation (docs/ranking.md)")
     else:
         print(f"\nno intervals: se by {ranking.se_method}; it covers only ~80 % where a 95 % interval is claimed "

@@ -20,7 +20,8 @@ Intervals (issue 20): :meth:`Ranking.interval` at any level; every model's SE is
 simulation to cover at the stated level in a hard RoboArena-like world (imbalanced pairing, ties,
 flipped preferences) at 200, 1000 and 5000 comparisons (``test/stats/test_ranking_coverage.py``,
 ``bench/ranking_coverage.py``, docs/ranking.md).  BT, Davidson and PAIRED use a small-sample
-corrected sandwich with Student-t quantiles (:func:`_standard_errors`), Elo an online bootstrap.
+corrected sandwich with Student-t quantiles (:func:`~.ranking_sandwich.sandwich_standard_errors`), Elo an online bootstrap,
+PROG Hall's skewness-corrected t (:meth:`Ranking.interval`).
 """
 
 from __future__ import annotations
@@ -32,12 +33,12 @@ from typing import NamedTuple
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
-from scipy import sparse
 from scipy.stats import norm as _NORMAL
 from scipy.stats import t as _STUDENT
 
 from .errors import StatsInputError
 from .intervals import mixture_confidence_sequence
+from .ranking_sandwich import SANDWICH_METHOD, WorkingFit, sandwich_standard_errors
 
 __all__ = [
     "PREFERENCES",
@@ -57,8 +58,6 @@ FloatArray = NDArray[np.float64]
 IntArray = NDArray[np.int64]
 #: Preference labels and their outcome code y (seed 001 App. B.1: 0 = loss, 1 = tie, 2 = win of A).
 PREFERENCES = {"B": 0, "tie": 1, "A": 2}
-#: How BT, Davidson and PAIRED obtain their SE (:func:`_standard_errors`).
-SANDWICH_METHOD = "HC2 sandwich, Student t with Bell-McCaffrey df"
 #: Elo's chess K-factor of 32 points on the 400/ln(10) scale, in natural log-odds units.
 ELO_K = 32.0 * np.log(10.0) / 400.0
 
@@ -206,7 +205,11 @@ class Ranking:
         How ``se`` was obtained (printed beside the intervals).
     df : float array, optional
         Degrees of freedom of a Student-t interval per policy (PROG's ``N_p - 1``; BT's, Davidson's
-        and PAIRED's Bell-McCaffrey df, :func:`_standard_errors`); ``None`` = normal.
+        and PAIRED's Bell-McCaffrey df, :func:`~.ranking_sandwich.sandwich_standard_errors`); ``None`` = normal.
+    skewness : float array, optional
+        Sample skewness of the ``df + 1`` observations averaged into each score (PROG); the
+        interval is then Hall's skewness-corrected t interval (:meth:`interval`).  ``None`` =
+        symmetric.
     calibrated : bool
         Whether ``score +- z se`` has been shown by simulation to cover at the stated level
         (issue 20; ``bench/ranking_coverage.py``, ``test/stats/test_ranking_coverage.py``).  The
@@ -221,11 +224,22 @@ class Ranking:
     se_method: str = "sandwich (robust) information"
     calibrated: bool = True
     df: FloatArray | None = None
+    skewness: FloatArray | None = None
 
     def interval(self, level: float = 0.95) -> tuple[FloatArray, FloatArray]:
         """Intervals ``score -+ z se`` at ``level`` (NaN where the SE is undefined).
 
         ``z`` is the normal quantile, or Student's t with ``df`` degrees of freedom where given.
+        With ``skewness`` (a mean of ``n = df + 1`` observations with sample skewness ``g``) the
+        interval is Hall's (1992, "On the removal of skewness by transformation", JRSS B 54:221)
+        inversion of the studentised mean ``T = (score - mu) / se`` through the monotone
+        transformation that removes the ``n^-1/2`` skewness term of its Edgeworth expansion,
+
+        .. math:: h(T) = T + \\frac{g T^2}{3\\sqrt n} + \\frac{g^2 T^3}{27 n} + \\frac{g}{6\\sqrt n}
+                  \\in [-z, z], \\qquad \\mu \\in [\\text{score} - se\\, h^{-1}(z),\\; \\text{score} - se\\, h^{-1}(-z)],
+
+        ``h^-1`` in closed form (``h(T) = ((1 + aT)^3 - 1) / 3a + g / 6 sqrt(n)`` with
+        ``a = g / 3 sqrt(n)``); it is the plain t interval when ``g = 0``.
 
         >>> r = Ranking("bt", ("a", "b"), np.array([0.5, -0.5]), np.array([0.1, 0.2]))
         >>> [round(float(x), 3) for x in r.interval(0.95)[0]]
@@ -234,7 +248,20 @@ class Ranking:
         if not (isinstance(level, (int, float)) and 0.0 < level < 1.0):
             raise StatsInputError(f"`level` must lie in (0, 1); found {level!r}")
         z = _NORMAL.ppf(0.5 + level / 2.0) if self.df is None else _STUDENT.ppf(0.5 + level / 2.0, self.df)
-        return self.scores - z * self.se, self.scores + z * self.se
+        if self.skewness is None or self.df is None:
+            return self.scores - z * self.se, self.scores + z * self.se
+        quantile = np.asarray(z, dtype=np.float64)
+        root_n = np.sqrt(self.df + 1.0)
+        g = np.nan_to_num(self.skewness)
+        a: FloatArray = g / (3.0 * root_n)
+        shift: FloatArray = g / (6.0 * root_n)
+        flat = np.abs(a) < 1e-12
+        safe = np.where(flat, 1.0, a)
+
+        def inverse(u: FloatArray) -> FloatArray:
+            return np.asarray(np.where(flat, u - shift, (np.cbrt(1.0 + 3.0 * safe * (u - shift)) - 1.0) / safe))
+
+        return self.scores - self.se * inverse(quantile), self.scores - self.se * inverse(-quantile)
 
     @property
     def ranks(self) -> IntArray:
@@ -275,23 +302,15 @@ class _Terms(NamedTuple):
     cross: FloatArray  # -d2L/(dd de) per comparison, shape (M, E)
 
 
-class _Fit(NamedTuple):
-    """Per-comparison quantities at the optimum, for :func:`_standard_errors`."""
-
-    scores: FloatArray  # score of each comparison in every parameter, shape (M, k)
-    residual: FloatArray  # dL/dd per comparison, shape (M,)
-    weight: FloatArray  # -d2L/dd2 per comparison (the GLM working weight), shape (M,)
-
-
 def _newton(
     data: Comparisons, l2: float, n_extra: int, terms: Callable[[FloatArray, FloatArray], _Terms],
     *, tol: float = 1e-10, max_iter: int = 100,
-) -> tuple[FloatArray, FloatArray, _Fit]:
+) -> tuple[FloatArray, FloatArray, WorkingFit]:
     """Maximise ``loglik(theta, extra) - l2/2 |theta|^2`` by damped Newton with a full Hessian.
 
     Returns the optimum ``[theta, extra]``, the observed information ``H`` (negative Hessian) of
     the penalised objective there and the per-comparison scores and weights at the optimum
-    (:class:`_Fit`, for the sandwich of :func:`_standard_errors`).  Backtracking keeps every step
+    (:class:`~.ranking_sandwich.WorkingFit`, for the sandwich of :func:`~.ranking_sandwich.sandwich_standard_errors`).  Backtracking keeps every step
     an ascent step.
     """
     n = data.n_policies
@@ -339,62 +358,7 @@ def _newton(
     scores[rows, i] += got.grad_d
     scores[rows, j] -= got.grad_d
     scores[:, n:] = got.grad_e
-    return x, info, _Fit(scores, got.grad_d, got.info_d)
-
-
-def _standard_errors(
-    info: FloatArray, fit: _Fit, data_i: IntArray, data_j: IntArray, n: int, seen: NDArray[np.bool_],
-) -> tuple[FloatArray, FloatArray]:
-    """SE and degrees of freedom of the centred scores: HC2 sandwich with Bell-McCaffrey df.
-
-    The sandwich ``S = H^-1 K H^-1`` (Huber 1967; White 1982) stays right when the model is not:
-    ties scored as half a win (BT has less variance than a Bernoulli), flipped preferences, task
-    effects (issue 20).  ``H`` is the observed information of the penalised objective, ``P`` the
-    centring projection, SE ``= sqrt(diag(P S P))``.  Plain, ``K = sum_n s_n s_n^T`` is biased
-    low in small samples: a rarely paired policy's few comparisons have high leverage and their
-    residuals are shrunk towards its fit (0.90-0.92 coverage at 200 comparisons in the hard world
-    of docs/ranking.md).  Two small-sample corrections, both from the linear-model literature and
-    carried to the GLM by its working weights (the IRLS linearisation at the optimum; Pregibon
-    1981's GLM hat matrix, Kauermann & Carroll 2001, JASA 96:1387, Sec. 3):
-
-    * **HC2** (MacKinnon & White 1985, J. Econometrics 29:305): ``K = sum_n s_n s_n^T / (1 - h_n)``
-      with the leverage ``h_n = w_n x_n^T H^-1 x_n`` of comparison ``n`` (``x_n = e_i - e_j``,
-      ``w_n = -d2L/dd2``), unbiased under homoscedasticity in the linear model.
-    * **Bell-McCaffrey degrees of freedom** (Bell & McCaffrey 2002, Survey Methodology 28:169;
-      recommended with HC2 by Imbens & Kolesar 2016, Rev. Econ. Stat. 98:701, Sec. III): the
-      HC2 variance of contrast ``c`` is ``sum_n a_n^2 e_n^2`` in the working residuals ``e = M eps``
-      (``M = I - hat``); Satterthwaite's ``df = tr(M A M)^2 / tr((M A M)^2)`` with ``A = diag(a^2)``,
-      which is small exactly when the contrast rests on a few high-leverage comparisons, and the
-      interval uses Student's t with it.  ``tr((MAM)^2) = sum_n a_n^4 (1 - 2 h_n) + tr(H^-1 S H^-1 S)``
-      with ``S = sum_n a_n^2 w_n x_n x_n^T``, so no M x M matrix is formed: O(N M + N^4).
-
-    The extras (Davidson's tie parameter) enter the sandwich but not the leverage or the df (one
-    parameter over all comparisons: its leverage is ~1/M each).
-    """
-    inverse = np.linalg.pinv(info)
-    theta_inv = inverse[:n, :n]
-    x_inv_x = theta_inv[data_i, data_i] + theta_inv[data_j, data_j] - 2.0 * theta_inv[data_i, data_j]
-    leverage = np.clip(fit.weight * x_inv_x, 0.0, 1.0 - 1e-9)
-    scaled = fit.scores / np.sqrt(1.0 - leverage)[:, None]
-    cov = (inverse @ (scaled.T @ scaled) @ inverse)[:n, :n]
-    centre = np.eye(n) - 1.0 / n
-    se = np.sqrt(np.clip(np.diag(centre @ cov @ centre), 0.0, None))
-    # Bell-McCaffrey df of every centred contrast at once (columns = policies)
-    g = theta_inv @ centre  # H^-1 c_p
-    u2 = (g[data_i] - g[data_j]) ** 2  # (x_n^T H^-1 c_p)^2, shape (M, N)
-    a2 = u2 * (fit.weight / (1.0 - leverage))[:, None]
-    first = (u2 * fit.weight[:, None]).sum(axis=0)  # tr(M A M) = sum a_n^2 (1 - h_n)
-    second = (a2**2 * (1.0 - 2.0 * leverage)[:, None]).sum(axis=0)
-    m = data_i.size  # S_p = D^T diag(a_p^2 w) D for every p at once: a sparse (N^2 x M) map of the cells
-    cells = np.r_[data_i * n + data_i, data_j * n + data_j, data_i * n + data_j, data_j * n + data_i]
-    signs = np.r_[np.ones(2 * m), -np.ones(2 * m)]
-    assemble = sparse.csr_matrix((signs, (cells, np.tile(np.arange(m), 4))), shape=(n * n, m))
-    s_all = np.asarray(assemble @ (a2 * fit.weight[:, None])).reshape(n, n, n)  # [row, col, p]
-    product = np.einsum("ij,jkp->ikp", theta_inv, s_all)
-    second += np.einsum("ikp,kip->p", product, product)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        df = np.clip(first**2 / second, 1.0, None)
-    return np.where(seen, se, np.nan), np.where(seen & np.isfinite(df), df, np.nan)
+    return x, info, WorkingFit(scores, got.grad_d, got.info_d)
 
 
 def _seen(data: Comparisons) -> NDArray[np.bool_]:
@@ -412,7 +376,7 @@ def fit_bt(data: Comparisons, *, l2: float = 1e-2) -> Ranking:
     the paper's gradient ascent: the same optimum, reached in a handful of steps.  Identifiability:
     ``sum(theta) = 0`` (implied by the penalty).  SE: HC2 sandwich of the observed information of the
     penalised likelihood, projected onto the centred scores, with Student-t intervals on
-    Bell-McCaffrey degrees of freedom (:func:`_standard_errors`).
+    Bell-McCaffrey degrees of freedom (:func:`~.ranking_sandwich.sandwich_standard_errors`).
 
     Examples
     --------
@@ -430,7 +394,7 @@ def fit_bt(data: Comparisons, *, l2: float = 1e-2) -> Ranking:
         return _Terms(loglik, w - p, p * (1.0 - p), np.zeros((d.size, 0)), np.zeros((0, 0)), np.zeros((d.size, 0)))
 
     x, info, fit = _newton(data, l2, 0, terms)
-    se, df = _standard_errors(info, fit, data.i, data.j, data.n_policies, _seen(data))
+    se, df = sandwich_standard_errors(info, fit, data.i, data.j, data.n_policies, _seen(data))
     return Ranking("bt", data.policies, x, se, se_method=SANDWICH_METHOD, df=df)
 
 
@@ -443,7 +407,7 @@ def fit_davidson(data: Comparisons, *, l2: float = 1e-2) -> Ranking:
     ``nu = exp(kappa)`` is fitted jointly with ``theta`` (unpenalised); ``params["nu_tie"]``.
     Identifiability: ``sum(theta) = 0`` (implied by the L2 penalty on ``theta``).  SE: HC2 sandwich of the
     observed information of the joint penalised likelihood, projected onto the centred scores, with
-    Student-t intervals on Bell-McCaffrey degrees of freedom (:func:`_standard_errors`).
+    Student-t intervals on Bell-McCaffrey degrees of freedom (:func:`~.ranking_sandwich.sandwich_standard_errors`).
     """
     _check_nonempty(data)
     l2 = _check_l2(l2)
@@ -468,7 +432,7 @@ def fit_davidson(data: Comparisons, *, l2: float = 1e-2) -> Ranking:
 
     x, info, fit = _newton(data, l2, 1, terms)
     n = data.n_policies
-    se, df = _standard_errors(info, fit, data.i, data.j, n, _seen(data))
+    se, df = sandwich_standard_errors(info, fit, data.i, data.j, n, _seen(data))
     return Ranking("davidson", data.policies, x[:n], se, {"nu_tie": float(np.exp(x[n]))},
                    se_method=SANDWICH_METHOD, df=df)
 
@@ -542,9 +506,15 @@ def fit_prog(data: Comparisons) -> Ranking:
 
     .. math:: \\bar s_p = \\frac{1}{N_p} \\sum_{n: i_n = p \\text{ or } j_n = p} s_n^{(p)}
 
-    Rollouts without a recorded progress are skipped.  SE: ``sd / sqrt(N_p)``, intervals from
-    Student's t with ``N_p - 1`` degrees of freedom (a rarely paired policy has few rollouts).  No
-    identifiability constraint is needed (absolute scale in [0, 1]).
+    Rollouts without a recorded progress are skipped.  SE: ``sd / sqrt(N_p)``.  Interval: Hall's
+    (1992, JRSS B 54:221) skewness-corrected t (:meth:`Ranking.interval`, ``N_p - 1`` degrees of
+    freedom, the sample skewness ``g_p = m_3 / sd^3`` in the field ``skewness``).
+    Progress is bounded and far from normal: a strong policy's scores pile up at 1 with a tail of
+    failures (skewness about -1.2 in the hard world of docs/ranking.md), and with its ~8 rollouts
+    at 200 comparisons the sample mean and SD are correlated, so the symmetric t interval covered
+    0.90 for that policy (0.939 over all, issue 20).  Hall's transformation removes the
+    ``n^-1/2`` skewness term of the studentised mean's Edgeworth expansion and reduces to the t
+    interval for symmetric data.  No identifiability constraint is needed (absolute scale in [0, 1]).
     """
     _check_nonempty(data)
     who = np.r_[data.i, data.j]
@@ -555,13 +525,16 @@ def fit_prog(data: Comparisons) -> Ranking:
     n = data.n_policies
     count = np.bincount(who[keep], minlength=n).astype(float)
     total = np.bincount(who[keep], weights=score[keep], minlength=n)
-    square = np.bincount(who[keep], weights=score[keep] ** 2, minlength=n)
     with np.errstate(invalid="ignore", divide="ignore"):
         mean = total / count
-        var = (square - count * mean**2) / (count - 1.0)
-        se = np.sqrt(np.clip(var, 0.0, None) / count)
-    return Ranking("prog", data.policies, mean, np.where(count > 1, se, np.nan), se_method="sd / sqrt(rollouts), Student t",
-                   df=np.where(count > 1, count - 1.0, np.nan))
+        centred = score[keep] - mean[who[keep]]
+        var = np.bincount(who[keep], weights=centred**2, minlength=n) / (count - 1.0)
+        third = np.bincount(who[keep], weights=centred**3, minlength=n) / count
+        skewness = np.where(var > 0.0, third / var**1.5, 0.0)
+        se = np.sqrt(var / count)
+    return Ranking("prog", data.policies, mean, np.where(count > 1, se, np.nan),
+                   se_method="sd / sqrt(rollouts), Hall's skewness-corrected t",
+                   df=np.where(count > 1, count - 1.0, np.nan), skewness=np.where(count > 1, skewness, np.nan))
 
 
 def fit_paired_progress(data: Comparisons, *, l2: float = 1e-6) -> Ranking:
@@ -576,7 +549,7 @@ def fit_paired_progress(data: Comparisons, *, l2: float = 1e-6) -> Ranking:
     Scores are ``mu`` centred (progress relative to the pool's average, sum 0: a data-dependent
     offset such as the mean progress would add variance that no policy's SE carries).  Comparisons without both scores are skipped.  SE: the HC2 sandwich (heteroscedasticity-consistent)
     covariance of the centred ``mu`` with Student-t intervals on Bell-McCaffrey degrees of freedom
-    (:func:`_standard_errors`); a policy never in a scored pair has NaN.
+    (:func:`~.ranking_sandwich.sandwich_standard_errors`); a policy never in a scored pair has NaN.
     """
     _check_nonempty(data)
     l2 = _check_l2(l2)
@@ -594,7 +567,7 @@ def fit_paired_progress(data: Comparisons, *, l2: float = 1e-6) -> Ranking:
     mu = np.linalg.solve(info, design.T @ diff)
     residual = diff - design @ mu
     seen = np.bincount(np.r_[i, j], minlength=n) > 0
-    se, df = _standard_errors(info, _Fit(design * residual[:, None], residual, np.ones(rows.size)), i, j, n, seen)
+    se, df = sandwich_standard_errors(info, WorkingFit(design * residual[:, None], residual, np.ones(rows.size)), i, j, n, seen)
     return Ranking("paired", data.policies, mu - mu.mean(), se, se_method=SANDWICH_METHOD, df=df)
 
 

@@ -103,6 +103,19 @@ def test_default_model_is_paired_and_needs_progress(evalstop, tmp_path, stdout_j
     input_error(evalstop("rank", str(path)), "rank", "no comparison with both progress scores", "bt or davidson")
 
 
+def test_prog_prints_its_asymmetric_interval(evalstop, tmp_path):
+    # PROG's interval is Hall's skewness-corrected t (issue 20): the footer says so, not "score -+ t se"
+    proc = evalstop("rank", arena_csv(tmp_path), "--model", "prog")
+    lines = proc.stdout.splitlines()
+    assert proc.returncode == 0 and lines[6].startswith("95% intervals: Hall's skewness-corrected t on score and se")
+    ranking = fit_prog(expected_data())
+    low, high = ranking.interval(0.95)
+    assert np.isfinite(low).all() and (high - ranking.scores != ranking.scores - low).any()  # asymmetric
+    for line in lines[2:5]:
+        k = ranking.policies.index(line.split()[1])
+        assert line.split()[4:6] == [f"[{low[k]:.3f},", f"{high[k]:.3f}]"]
+
+
 def test_level_is_printed_and_used(evalstop, tmp_path, stdout_json):
     proc = evalstop("rank", arena_csv(tmp_path), "--model", "bt", "--level", "0.8")
     lines = proc.stdout.splitlines()

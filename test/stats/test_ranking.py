@@ -125,8 +125,9 @@ def test_bt_se_is_the_centred_hc2_sandwich() -> None:
 
 
 def test_paired_hc2_and_bell_mccaffrey_df_match_the_matrix_formulas() -> None:
-    # The least-squares model is linear, so HC2 and the Bell-McCaffrey df can be written out with the
-    # full M x M residual maker (Bell & McCaffrey 2002; Imbens & Kolesar 2016, Sec. III) and compared.
+    # The least-squares model is linear, so HC2 and the Bell-McCaffrey df (with the kurtosis term of
+    # issue 20) can be written out with the full M x M residual maker (Bell & McCaffrey 2002; Imbens &
+    # Kolesar 2016, Sec. III) and compared.
     rng = np.random.default_rng(4)
     n, m = 5, 40
     a = rng.integers(0, n - 1, m)
@@ -145,11 +146,16 @@ def test_paired_hc2_and_bell_mccaffrey_df_match_the_matrix_formulas() -> None:
     residual = y - hat @ y
     maker = np.eye(m) - hat
     centre = np.eye(n) - 1.0 / n
+    standardised = residual**2 / (1.0 - leverage)
+    kappa = np.mean(standardised**2) / np.mean(standardised) ** 2
+    assert kappa < 2.5  # differences of uniform progress: lighter-tailed than normal (kappa = 3)
     for p in range(n):
         weights = (design @ inverse @ centre[:, p]) ** 2 / (1.0 - leverage)
         assert fit.se[p] == pytest.approx(math.sqrt(np.sum(weights * residual**2)), rel=1e-6)
         quad = maker @ np.diag(weights) @ maker
-        assert fit.df is not None and fit.df[p] == pytest.approx(np.trace(quad) ** 2 / np.trace(quad @ quad), rel=1e-6)
+        # Var(e^T B e) = 2 tr(B^2) + (kappa - 3) sum_n B_nn^2 (Seber & Lee 2003, Thm 1.6), kappa pooled
+        spread = np.trace(quad @ quad) + 0.5 * (kappa - 3.0) * np.sum(np.diag(quad) ** 2)
+        assert fit.df is not None and fit.df[p] == pytest.approx(np.trace(quad) ** 2 / spread, rel=1e-6)
     assert fit.df[4] < 2.5 < 4 < fit.df[:4].min()  # the rarely compared policy gets the widest t
 
 
@@ -211,6 +217,30 @@ def test_prog_by_hand() -> None:
     low, high = fit.interval(0.95)
     assert high[1] - fit.scores[1] == pytest.approx(12.7062 * fit.se[1], rel=1e-4) and np.isnan(low[0])
     assert [row["policy"] for row in fit.table()] == ["a", "c", "b"]
+
+
+def test_prog_interval_is_halls_skewness_corrected_t() -> None:
+    # policy a: five rollouts piled up at 1 with one failure (skewness < 0); b: symmetric scores.
+    # Hall (1992): h(T) = T + g T^2 / 3 sqrt(n) + g^2 T^3 / 27 n + g / 6 sqrt(n) = -+ t_{n-1} at the ends
+    a_scores, b_scores = [1.0, 1.0, 1.0, 0.95, 0.2], [0.3, 0.5, 0.7, 0.4, 0.6]
+    data = comparisons(["a"] * 5, ["b"] * 5, ["A"] * 5, progress_a=a_scores, progress_b=b_scores)
+    fit = fit_prog(data)
+    x = np.asarray(a_scores)
+    g = np.mean((x - x.mean()) ** 3) / np.std(x, ddof=1) ** 3
+    assert fit.skewness is not None and fit.skewness[0] == pytest.approx(g) and g < -1.0
+    assert fit.skewness[1] == pytest.approx(0.0, abs=1e-12)
+    low, high = fit.interval(0.95)
+    t = 2.776445105  # t_{0.975, 4}
+
+    def hall(value: float) -> float:
+        return value + g * value**2 / (3 * math.sqrt(5)) + g**2 * value**3 / 135 + g / (6 * math.sqrt(5))
+
+    assert hall((fit.scores[0] - low[0]) / fit.se[0]) == pytest.approx(t, rel=1e-8)
+    assert hall((fit.scores[0] - high[0]) / fit.se[0]) == pytest.approx(-t, rel=1e-8)
+    # left-skewed: the interval reaches further down (a sample with few failures overstates the mean)
+    assert fit.scores[0] - low[0] > 1.2 * (high[0] - fit.scores[0])
+    # zero skewness: the plain Student t interval
+    assert fit.scores[1] - low[1] == pytest.approx(t * fit.se[1]) == high[1] - fit.scores[1]
 
 
 def test_fits_reject_bad_input() -> None:
