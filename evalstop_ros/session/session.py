@@ -27,7 +27,8 @@ from .config import SessionConfig
 from .config_input import config_diff
 from .edits import ScoreEdits
 from .errors import JournalError, SessionError
-from .journal import Event, Journal, encode_payload
+from .journal import Event, Journal
+from .journal_format import encode_payload
 from .limits import (
     INSTRUCTION_CHARS,
     LOG_BURST,
