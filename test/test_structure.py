@@ -13,8 +13,8 @@ PACKAGE = pathlib.Path(__file__).resolve().parent.parent / "evalstop_ros"
 MAX_LINES = 600
 #: Modules still over the limit, waiting for their split (issue #22); the list may only shrink.
 NOT_YET_SPLIT = frozenset({
-    "nodes/evaluation_manager.py", "session/analysis.py", "session/journal.py",
-    "stats/families.py", "stats/ranking.py",
+    "nodes/evaluation_manager.py",
+    "stats/ranking.py",
 })
 
 

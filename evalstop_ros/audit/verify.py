@@ -34,9 +34,9 @@ import hashlib
 import json
 from collections.abc import Mapping, Sequence
 
-from ..session.analysis import letters
 from ..session.config import ConfigError, SessionConfig, parse_journaled_config
 from ..session.config_input import config_diff
+from ..session.letters import letters
 
 # The session's offline analysis on a trial book: the same rows as ``offline_decisions`` /
 # ``offline_claims``, which take a journal path (the audit folds bags, and books as of each edit).

@@ -81,7 +81,8 @@ from ..session import (
     auth,
     load_config,
 )
-from ..session.journal import Event, journal_directory
+from ..session.journal import Event
+from ..session.journal_files import journal_directory
 from ..session.limits import LOG_BURST, LOG_WINDOW_S, RateLimit, bounded
 from ..session.public_view import PUBLIC_TOPICS, PublicView
 from ..session.publishing import SessionPublisher, diagnostics

@@ -1,16 +1,6 @@
 """The session journal: an append-only SQLite log of everything that happened, in order.
 
-Layout (``sqlite3`` from the standard library)::
-
-    meta(key TEXT PRIMARY KEY, value TEXT)        -- schema, session_id, config_json,
-                                                  -- config_hash, created_ns, plan_key,
-                                                  -- key_commitment
-    events(seq INTEGER PRIMARY KEY,               -- 1, 2, 3, ... in commit order
-           stamp_ns INTEGER,                      -- wall clock, ns since the epoch
-           kind TEXT,                             -- one of KINDS
-           trial_id INTEGER NULL,
-           payload TEXT,                          -- a JSON object (strict: no NaN)
-           hash TEXT)                             -- the hash chain (below)
+Format (tables, kinds, the hash chain): :mod:`.journal_format`; file modes: :mod:`.journal_files`.
 
 Integrity: every event stores ``hash = SHA-256(previous hash, seq, stamp, kind, trial, payload)``
 (:func:`chain_hash`), the first one chained to a genesis hash of the ``meta`` rows, so an event
@@ -47,16 +37,13 @@ journal with a configuration whose hash differs is refused, naming the fields th
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import fcntl
-import hashlib
 import json
 import os
 import pathlib
 import secrets
 import sqlite3
-import stat
 import time
 from collections.abc import Iterator
 from types import TracebackType
@@ -65,245 +52,27 @@ from typing import Any
 from .config import SessionConfig
 from .config_input import config_diff
 from .errors import JournalError
+from .journal_files import COMPANIONS, check_directory, discard, open_private, private_file
+from .journal_format import (
+    KINDS,
+    SCHEMA,
+    SCHEMA_VERSION,
+    ChainBreak,
+    Event,
+    chain_hash,
+    check_chain,
+    connect,
+    encode_payload,
+    genesis_hash,
+    iter_events,
+    read_meta,
+)
 from .journal_head import HeadFile, head_path, read_head
 from .plan import KEY_BYTES, commit_key
 
-__all__ = ["KINDS", "ChainBreak", "Event", "Journal", "JournalContents", "chain_hash", "check_directory",
-           "journal_directory", "read_journal"]
+#: The journal's events and their kinds are part of its interface (defined in :mod:`.journal_format`).
+__all__ = ["KINDS", "Event", "Journal", "JournalContents", "read_journal"]
 
-SCHEMA_VERSION = "2"
-#: Mode of every journal file, and of a journal directory this module creates.
-FILE_MODE = 0o600
-DIRECTORY_MODE = 0o700
-#: Suffixes of the files beside the database (SQLite's, the head file, the lock file).
-COMPANIONS = ("-wal", "-shm", ".head", ".lock")
-
-#: Event kinds (see :mod:`evalstop_ros.session.session` for when each is written).
-KINDS = frozenset({
-    "config",
-    "started",
-    "trial_requested",
-    "reset_confirmed",
-    "runner_result",
-    "score_accepted",
-    "score_rejected",
-    "score_duplicate",
-    "post_decision_score",
-    "correction",
-    "void",
-    "decision",
-    "paused",
-    "resumed",
-    "aborted",
-    "finished",
-    "active_embeddings",
-    "schedule_choice",
-    "key_revealed",
-    "message_rejected",
-    "request_noted",
-})
-
-_NO_CHANGE = "BEGIN SELECT RAISE(ABORT, 'the journal is append-only'); END"
-_SCHEMA = (
-    "CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL)",
-    "CREATE TABLE events(seq INTEGER PRIMARY KEY, stamp_ns INTEGER NOT NULL, kind TEXT NOT NULL, "
-    "trial_id INTEGER NULL, payload TEXT NOT NULL CHECK (json_valid(payload)), hash TEXT NOT NULL)",
-    *(
-        f"CREATE TRIGGER {table}_no_{action} BEFORE {action.upper()} ON {table} {_NO_CHANGE}"
-        for table in ("events", "meta")
-        for action in ("update", "delete")
-    ),
-)
-
-
-@dataclasses.dataclass(frozen=True)
-class Event:
-    """One journal row.
-
-    Attributes
-    ----------
-    seq:
-        1-based position in the journal.
-    stamp_ns:
-        Wall-clock time of the append, nanoseconds since the Unix epoch.
-    kind:
-        One of :data:`KINDS`.
-    trial_id:
-        The trial concerned, if any.
-    payload:
-        The decoded JSON object.
-    hash:
-        The event's link of the hash chain (:func:`chain_hash`); ``""`` for an event that was not
-        read from a journal.
-    """
-
-    seq: int
-    stamp_ns: int
-    kind: str
-    trial_id: int | None
-    payload: dict[str, Any]
-    hash: str = dataclasses.field(default="", compare=False)
-
-
-@dataclasses.dataclass(frozen=True)
-class ChainBreak:
-    """The first event whose stored hash is not the chain's (it, or an earlier row, was edited)."""
-
-    seq: int
-    kind: str
-    trial_id: int | None
-
-    def describe(self) -> str:
-        """One line naming the event and its trial."""
-        trial = f", trial {self.trial_id}" if self.trial_id is not None else ""
-        return (f"event {self.seq} ({self.kind}{trial}) does not match the journal's hash chain: it was edited "
-                "after it was written (or an event before it was removed)")
-
-
-def genesis_hash(meta: dict[str, str]) -> str:
-    """The chain's starting value: SHA-256 of the session id, config hash, key commitment, creation time."""
-    text = "\0".join(("evalstop-journal", meta["session_id"], meta["config_hash"], meta.get("key_commitment", ""),
-                      meta["created_ns"]))
-    return hashlib.sha256(text.encode()).hexdigest()
-
-
-def chain_hash(previous: str, seq: int, stamp_ns: int, kind: str, trial_id: int | None, payload: str) -> str:
-    """One link: SHA-256 over the previous link and every column of the event (payload as stored)."""
-    text = "\0".join((previous, str(seq), str(stamp_ns), kind, "" if trial_id is None else str(trial_id), payload))
-    return hashlib.sha256(text.encode()).hexdigest()
-
-
-def encode_payload(payload: dict[str, Any]) -> str:
-    """Canonical strict JSON of a payload (sorted keys; NaN/inf refused)."""
-    try:
-        return json.dumps(payload, sort_keys=True, separators=(",", ":"), allow_nan=False, ensure_ascii=False)
-    except (TypeError, ValueError) as err:
-        raise JournalError(f"journal payloads must be strict JSON: {err}") from err
-
-
-def _connect(path: pathlib.Path, *, read_only: bool = False) -> sqlite3.Connection:
-    if read_only:
-        connection = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, isolation_level=None)
-    else:
-        # The session serializes its calls (a lock), so the node may call it from any thread.
-        connection = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
-    connection.execute("PRAGMA busy_timeout = 5000")
-    return connection
-
-
-def _meta(connection: sqlite3.Connection) -> dict[str, str] | None:
-    has_meta = connection.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'meta'").fetchone()
-    if has_meta is None:
-        return None
-    return dict(connection.execute("SELECT key, value FROM meta").fetchall())
-
-
-def _iter_events(connection: sqlite3.Connection, file: pathlib.Path) -> Iterator[Event]:
-    """The events in ``seq`` order; a row that cannot be read is a :class:`JournalError`."""
-    try:
-        cursor = connection.execute("SELECT seq, stamp_ns, kind, trial_id, payload, hash FROM events ORDER BY seq")
-        for seq, stamp_ns, kind, trial_id, payload, digest in cursor:
-            try:
-                decoded = json.loads(payload)
-            except (TypeError, ValueError) as err:
-                raise JournalError(f"journal {str(file)!r}, event {seq}: payload is not JSON: {err}") from err
-            if not isinstance(decoded, dict):
-                raise JournalError(f"journal {str(file)!r}, event {seq}: payload is not a JSON object")
-            yield Event(int(seq), int(stamp_ns), str(kind), None if trial_id is None else int(trial_id), decoded,
-                        str(digest))
-    except sqlite3.Error as err:
-        raise JournalError(f"journal {str(file)!r}: cannot read its events: {err}") from err
-
-
-def _raw_rows(connection: sqlite3.Connection) -> Iterator[tuple[int, int, str, int | None, str, str]]:
-    yield from connection.execute("SELECT seq, stamp_ns, kind, trial_id, payload, hash FROM events ORDER BY seq")
-
-
-def check_chain(connection: sqlite3.Connection, meta: dict[str, str]) -> tuple[int, str, ChainBreak | None]:
-    """Walk the hash chain: ``(last seq, last hash, first break or None)``.
-
-    Also a break: a gap in ``seq`` (a deleted row).
-    """
-    previous, last = genesis_hash(meta), 0
-    for seq, stamp_ns, kind, trial_id, payload, digest in _raw_rows(connection):
-        expected = chain_hash(previous, int(seq), int(stamp_ns), str(kind), trial_id, str(payload))
-        if int(seq) != last + 1 or digest != expected:
-            return last, previous, ChainBreak(int(seq), str(kind), None if trial_id is None else int(trial_id))
-        previous, last = expected, int(seq)
-    return last, previous, None
-
-
-def check_directory(directory: str | os.PathLike[str]) -> None:
-    """Refuse a journal directory other users can write (they could replace or remove its files).
-
-    >>> import tempfile
-    >>> d = pathlib.Path(tempfile.mkdtemp()); d.chmod(0o777)
-    >>> check_directory(d)  # doctest: +ELLIPSIS
-    Traceback (most recent call last):
-    ...
-    evalstop_ros.session.errors.JournalError: journal directory '...' is writable by other users (mode 0777)...
-    """
-    path = pathlib.Path(directory)
-    try:
-        info = path.stat()
-    except OSError as err:
-        raise JournalError(f"journal directory {str(path)!r}: {err.strerror or err}") from err
-    if not stat.S_ISDIR(info.st_mode):
-        raise JournalError(f"journal directory {str(path)!r} is not a directory")
-    mode = stat.S_IMODE(info.st_mode)
-    if mode & 0o022:
-        raise JournalError(f"journal directory {str(path)!r} is writable by other users (mode {mode:04o}): they could "
-                           f"replace or remove the journal; use a directory of your own (chmod 700 {str(path)!r})")
-    if info.st_uid != os.geteuid():
-        raise JournalError(f"journal directory {str(path)!r} belongs to user id {info.st_uid}, not to this "
-                           f"process's user ({os.geteuid()}); use a directory of your own")
-
-
-def journal_directory(directory: str | os.PathLike[str]) -> pathlib.Path:
-    """The directory of a node's journals, created 0700 (parents too), an existing one of ours
-    that others may read tightened to 0700 (the file names are session ids), and checked
-    (:func:`check_directory`: one others may write is refused, not changed)."""
-    path = pathlib.Path(directory).expanduser()
-    try:
-        path.mkdir(mode=DIRECTORY_MODE, parents=True, exist_ok=True)
-        info = path.stat()
-        mode = stat.S_IMODE(info.st_mode)
-        if stat.S_ISDIR(info.st_mode) and info.st_uid == os.geteuid() and mode & 0o077 and not mode & 0o022:
-            path.chmod(DIRECTORY_MODE)  # readable by others: tightened; writable by others: refused below
-    except OSError as err:
-        raise JournalError(f"journal directory {str(path)!r}: {err.strerror or err}") from err
-    check_directory(path)
-    return path
-
-
-def discard(file: pathlib.Path) -> None:
-    """Delete the files of a journal (database, -wal, -shm, head), wherever they exist."""
-    for suffix in ("", "-wal", "-shm", ".head"):
-        with contextlib.suppress(FileNotFoundError):
-            file.with_name(file.name + suffix).unlink()
-
-
-def _private(path: pathlib.Path) -> None:
-    """Make an existing journal file readable by its owner only (mode 0600)."""
-    try:
-        if stat.S_IMODE(path.stat().st_mode) != FILE_MODE:
-            path.chmod(FILE_MODE)
-    except FileNotFoundError:
-        pass
-    except OSError as err:
-        raise JournalError(f"journal file {str(path)!r}: cannot make it private: {err.strerror or err}") from err
-
-
-def open_private(path: pathlib.Path, flags: int) -> int:
-    """``os.open`` of a journal file, created (or tightened to) mode 0600 whatever the umask."""
-    fd = os.open(path, flags, FILE_MODE)
-    try:
-        if stat.S_IMODE(os.fstat(fd).st_mode) != FILE_MODE:
-            os.fchmod(fd, FILE_MODE)
-    except OSError:
-        os.close(fd)
-        raise
-    return fd
 
 
 class Journal:
@@ -383,14 +152,14 @@ class Journal:
                 except OSError as err:
                     raise JournalError(f"journal {str(file)!r}: cannot create it: {err.strerror or err}") from err
             for companion in ("", *COMPANIONS):
-                _private(file.with_name(file.name + companion))
-            connection = _connect(file)
+                private_file(file.with_name(file.name + companion))
+            connection = connect(file)
             try:
                 mode = connection.execute("PRAGMA journal_mode = WAL").fetchone()[0]
                 if str(mode).lower() != "wal":
                     raise JournalError(f"journal {str(file)!r}: cannot switch to WAL mode (got {mode!r})")
                 connection.execute(f"PRAGMA synchronous = {'FULL' if durable else 'OFF'}")
-                meta = _meta(connection)
+                meta = read_meta(connection)
                 if meta is None and existed:
                     raise JournalError(
                         f"{str(file)!r} is not a session journal (it has no session tables): if it is a copy of a "
@@ -504,7 +273,7 @@ class Journal:
         digest = chain_hash(genesis_hash(meta), 1, created, "config", None, payload)
         connection.execute("BEGIN IMMEDIATE")
         try:
-            for statement in _SCHEMA:  # not executescript(), which would commit half-way
+            for statement in SCHEMA:  # not executescript(), which would commit half-way
                 connection.execute(statement)
             connection.executemany("INSERT INTO meta(key, value) VALUES (?, ?)", sorted(meta.items()))
             connection.execute("INSERT INTO events(seq, stamp_ns, kind, trial_id, payload, hash) "
@@ -577,7 +346,7 @@ class Journal:
     # -- reading ---------------------------------------------------------------------------
     def events(self) -> Iterator[Event]:
         """All events in ``seq`` order."""
-        return _iter_events(self._conn(), self.path)
+        return iter_events(self._conn(), self.path)
 
     def pragma(self, name: str) -> str:
         """The value of ``PRAGMA name`` on the writer connection (e.g. ``journal_mode``)."""
@@ -655,16 +424,16 @@ def read_journal(path: str | os.PathLike[str], *, raw: bool = False) -> JournalC
         raise JournalError(f"journal {str(file)!r} does not exist")
     Journal._check_file(file)
     try:
-        connection = _connect(file, read_only=True)
+        connection = connect(file, read_only=True)
         try:
-            meta = _meta(connection)
+            meta = read_meta(connection)
             if meta is None:
                 raise JournalError(f"{str(file)!r} is not a session journal (no meta table; a copy without its "
                                    "-wal file?)")
             if meta.get("schema") != SCHEMA_VERSION:
                 raise JournalError(f"journal {str(file)!r} has schema {meta.get('schema')!r}; this code reads "
                                    f"{SCHEMA_VERSION!r}")
-            events = tuple(_iter_events(connection, file))
+            events = tuple(iter_events(connection, file))
             last, _, broken = check_chain(connection, meta)
         finally:
             connection.close()

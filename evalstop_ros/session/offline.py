@@ -29,12 +29,13 @@ from ..stats.engine import directional_tests, directional_trajectory, holm_decis
 from ..stats.multitask import MultiTaskResult
 from ..stats.registry import run_test
 from ..stats.sequential import SequentialResult
-from .analysis import build_tests, check_letters_request, combine_claims, letters, test_keys
+from .analysis import build_tests, combine_claims, test_keys
 from .config import SessionConfig
 from .config_input import config_diff
 from .config_sections import MetricConfig
 from .errors import JournalError
 from .journal import read_journal
+from .letters import check_letters_request, letters
 from .plan import Plan
 from .trials import TrialBook, form_pairs, metric_value
 

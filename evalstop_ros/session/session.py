@@ -22,12 +22,14 @@ from typing import Any
 import numpy as np
 
 from ..stats.sequential import Decision
-from .analysis import PairedTest, Test, build_tests, combine_claims, letters
+from .analysis import PairedTest, Test, build_tests, combine_claims
 from .config import SessionConfig
 from .config_input import config_diff
 from .edits import ScoreEdits
 from .errors import JournalError, SessionError
-from .journal import Event, Journal, encode_payload
+from .journal import Event, Journal
+from .journal_format import encode_payload
+from .letters import letters
 from .limits import (
     INSTRUCTION_CHARS,
     LOG_BURST,

@@ -27,13 +27,13 @@ if TYPE_CHECKING:  # the real imports, for type checkers; at run time each name 
         FamilyProcess,
         FamilyResult,
         bonferroni,
-        compact_letter_display,
         comparison_pairs,
         run_family,
         split_alpha,
     )
     from .holm import DirectionalTests, SequentialHolm, holm
     from .lai import LaiProcess, lai_test
+    from .letters import compact_letter_display
     from .methods import BATCH_METHODS, SEQUENTIAL_METHODS, VALIDITY
     from .multitask import CLAIMS, TASK_CORRECTIONS, MultiTaskResult, combine_tasks, run_multitask, task_alpha
     from .nscore import NScoreProcess, nscore_test
@@ -73,7 +73,7 @@ _EXPORTS: dict[str, str] = {
     "FamilyProcess": "families",
     "FamilyResult": "families",
     "bonferroni": "families",
-    "compact_letter_display": "families",
+    "compact_letter_display": "letters",
     "comparison_pairs": "families",
     "run_family": "families",
     "split_alpha": "families",

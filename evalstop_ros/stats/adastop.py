@@ -30,8 +30,7 @@ from .adastop_closed import ClosedAdaStop
 from .adastop_paths import PaperPaths, all_splits
 from .adastop_result import AdaStopResult
 from .errors import StatsInputError
-from .families import _check_policies
-from .validation import check_alpha, check_positive_int
+from .validation import check_alpha, check_policies, check_positive_int
 
 __all__ = ["DECISIONS", "PERMUTATIONS", "AdaStop", "AdaStopResult", "adastop_test"]
 
@@ -242,7 +241,7 @@ class AdaStop(PaperPaths):
         if agent_names is None:
             self.agent_names = tuple(f"agent{i}" for i in range(n_agents))
         else:
-            self.agent_names = _check_policies(agent_names)
+            self.agent_names = check_policies(agent_names)
             if len(self.agent_names) != n_agents:
                 raise StatsInputError(
                     f"`agent_names` must name each of the {n_agents} agents; found {len(self.agent_names)} names"

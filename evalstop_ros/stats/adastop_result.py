@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import math
 
-from .families import compact_letter_display
+from .letters import compact_letter_display
 
 __all__ = ["AdaStopResult"]
 

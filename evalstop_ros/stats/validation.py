@@ -7,6 +7,7 @@ argument and repeats the offending value (and, for sequences, its 1-based trial 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -108,3 +109,19 @@ def check_binary(values: ArrayLike, name: str, *, method: str, trial: int | None
         raise StatsInputError(
             f"`{name}` must be 0 or 1 (success/failure) for {method}; found {float(array[index])!r} {where}"
         )
+
+
+def check_policies(policies: Sequence[str]) -> tuple[str, ...]:
+    """At least two distinct non-empty policy names, as a tuple."""
+    names = tuple(policies)
+    if len(names) < 2:
+        raise StatsInputError(f"`policies` must name at least two policies; found {names!r}")
+    for name in names:
+        if not isinstance(name, str) or not name:
+            raise StatsInputError(f"`policies` must be non-empty strings; found {name!r}")
+    seen: set[str] = set()
+    for name in names:
+        if name in seen:
+            raise StatsInputError(f"`policies` must be distinct; found {name!r} twice")
+        seen.add(name)
+    return names

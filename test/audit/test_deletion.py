@@ -13,8 +13,8 @@ import pytest
 from audit_support import RATES, bag, make_config
 
 from evalstop_ros.audit.synthetic import SimulatedLab, simulate_recording
-from evalstop_ros.session.journal import chain_hash, head_path
-from evalstop_ros.session.journal_head import HeadFile
+from evalstop_ros.session.journal_format import chain_hash
+from evalstop_ros.session.journal_head import HeadFile, head_path
 
 
 @pytest.fixture

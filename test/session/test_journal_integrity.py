@@ -9,7 +9,8 @@ import pytest
 import session_sim as sim
 
 from evalstop_ros.session import EvaluationSession
-from evalstop_ros.session.journal import Journal, JournalError, read_journal
+from evalstop_ros.session.errors import JournalError
+from evalstop_ros.session.journal import Journal, read_journal
 from evalstop_ros.session.plan import commit_key
 
 

@@ -16,7 +16,8 @@ import pytest
 import session_sim as sim
 
 from evalstop_ros.session import EvaluationSession
-from evalstop_ros.session.journal import JournalError, journal_directory
+from evalstop_ros.session.errors import JournalError
+from evalstop_ros.session.journal_files import journal_directory
 
 RATES = {"pi0": 0.3, "pi1": 0.7}
 

@@ -8,7 +8,8 @@ import sqlite3
 import pytest
 from session_sim import make_config
 
-from evalstop_ros.session.journal import KINDS, Journal, JournalError, read_journal
+from evalstop_ros.session.errors import JournalError
+from evalstop_ros.session.journal import KINDS, Journal, read_journal
 from evalstop_ros.session.plan import commit_key
 
 

@@ -1,4 +1,4 @@
-"""The one letter-display rule (``analysis.letters``) that the session, ``offline_letters`` and the audit share.
+"""The one letter-display rule (``session.letters.letters``) that the session, ``offline_letters`` and the audit share.
 
 Which pairs a compact letter display separates (seed 000 §VI, Fig. 2 procedure): with a pooled
 claim, a directional decision of the pair's test; with a non-pooled claim, an established claim,
@@ -11,7 +11,7 @@ import pytest
 import session_sim as sim
 
 from evalstop_ros.session import EvaluationSession, SessionError, SessionState, offline_letters
-from evalstop_ros.session.analysis import letters
+from evalstop_ros.session.letters import letters
 from evalstop_ros.session.journal import read_journal
 from evalstop_ros.session.trials import TrialBook
 from evalstop_ros.stats.sequential import Decision

@@ -12,11 +12,11 @@ from evalstop_ros.stats.errors import StatsInputError
 from evalstop_ros.stats.families import (
     Comparison,
     bonferroni,
-    compact_letter_display,
     comparison_pairs,
     split_alpha,
 )
 from evalstop_ros.stats.holm import holm
+from evalstop_ros.stats.letters import compact_letter_display
 
 
 def pairs(*names: str) -> set[frozenset[str]]:
