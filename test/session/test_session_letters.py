@@ -11,8 +11,8 @@ import pytest
 import session_sim as sim
 
 from evalstop_ros.session import EvaluationSession, SessionError, SessionState, offline_letters
-from evalstop_ros.session.letters import letters
 from evalstop_ros.session.journal import read_journal
+from evalstop_ros.session.letters import letters
 from evalstop_ros.session.trials import TrialBook
 from evalstop_ros.stats.sequential import Decision
 
