@@ -54,7 +54,7 @@ JAZZY_ENV     := EVALSTOP_VENV=$(JAZZY_VENV) EVALSTOP_INSTALL=$(JAZZY_INSTALL) .
 JAZZY_TESTS   := test/nodes test/launch \
   --deselect test/nodes/test_robosuite_session.py::test_a_physics_session_stops_for_the_competent_policy_and_audits_verified
 
-.PHONY: venv ros ros-tools ros-jazzy demo demo-policy demo-physics demo-hub demo-hub-ros test lint bench tables clean
+.PHONY: venv ros ros-tools ros-jazzy demo demo-policy demo-physics demo-hub demo-hub-ros test check lint bench tables clean
 
 venv: $(STAMP)
 
@@ -162,6 +162,13 @@ test: venv ros-tools ros ros-jazzy lint
 	  EVALSTOP_ROS_INSTALL=$(JAZZY_INSTALL) $(JAZZY_PY) -m pytest -p no:cacheprovider $(JAZZY_TESTS)
 	$(ROS_ENV) EVALSTOP_ROS_REQUIRED=1 EVALSTOP_LAUNCH_REQUIRED=1 EVALSTOP_REPORT_REQUIRED=1 \
 	  EVALSTOP_PHYSICS_REQUIRED=1 EVALSTOP_ROS_INSTALL=$(ROS_INSTALL) $(PY) -m pytest --deselect $(SIM_POLICY_LAUNCH)
+
+# The quick tier for development (docs/testing.md; a few minutes): the lint gates, then every test
+# that needs neither ROS nor a network namespace and is not marked slow, on all cores (pytest-xdist).
+# `make test` runs everything.
+CHECK_MARKERS := not ros and not netns and not slow
+check: venv lint
+	$(PY) -m pytest -p no:cacheprovider -q -n auto -m "$(CHECK_MARKERS)"
 
 # The gates that keep the code as it is: ruff over the tree, mypy --strict over the ROS-free
 # core (stats, session, audit; pyproject.toml [tool.ruff], [tool.mypy]).
