@@ -36,19 +36,62 @@ _LONG_TIMEOUTS = {"test/runner/test_openpi_compat.py": 1500, "test/nodes/test_ro
                   "test/launch/test_ros2_launch.py::test_eval_launch_sim_policy_finishes_within_ten_minutes": 1800}
 
 
+#: tests outside those directories that need the ROS build or rclpy without the ``ros_env`` fixture
+_ROS_TESTS = {"test/audit/test_interfaces.py": ("test_definitions_hash_like_rosidl", "test_recorder_qos_equals_the_publishers")}
+#: the Monte Carlo checks of a statistical claim (Type-I error, family-wise error, coverage,
+#: power), by file and function: listed here rather than decorated, so that the tier stays in
+#: one place (docs/testing.md); each is seeded and states its bound.
+_MC_TESTS = {
+    "test/stats/test_adastop.py": ("test_fwe_five_agents_n5_k6", "test_fwe_spec_pitfall_p1_designs",
+                                   "test_toy_examples_rejection_rates", "test_mujoco_decision_directions",
+                                   "test_closed_fwe_under_partial_nulls_with_unequal_spreads",
+                                   "test_relabel_fails_the_same_partial_null",
+                                   "test_closed_fwe_under_global_nulls_with_heavy_tails"),
+    "test/stats/test_families_run.py": ("test_fwe_four_policy_nscore_family", "test_fwe_four_policy_step_family",
+                                        "test_iut_every_task_claim_keeps_its_level"),
+    "test/stats/test_lai.py": ("test_type_one_error_monte_carlo",),
+    "test/stats/test_nscore.py": ("test_type_one_error_bernoulli_ties", "test_type_one_error_continuous_equal_means",
+                                  "test_power_sanity_large_gap"),
+    "test/stats/test_savi.py": ("test_type_one_error_worst_case_nulls",),
+    "test/stats/test_wsr.py": ("test_type_one_error_worst_case_nulls",),
+    "test/stats/test_batch.py": ("test_rerunning_a_batch_test_after_every_trial_inflates_type_one",),
+    "test/stats/test_table1_reproduction.py": ("test_table1_bernoulli_within_monte_carlo_error",),
+    "test/stats/test_ranking_pairs.py": ("test_familywise_error_on_the_worst_case_null",
+                                         "test_stratified_run_order_holds_under_a_first_run_advantage"),
+    "test/stats/test_ranking_coverage.py": ("test_intervals_cover_in_the_hard_world", "test_intervals_hold_at_other_levels",
+                                            "test_elo_bootstrap_intervals_run_slightly_short",
+                                            "test_task_model_bootstrap_intervals_cover",
+                                            "test_paired_progress_intervals_cover_and_survive_confounded_evaluators"),
+    "test/active/test_validity.py": ("test_each_task_test_keeps_its_level",
+                                     "test_any_claim_with_bonferroni_over_tasks_keeps_the_family_level",
+                                     "test_pooled_test_loses_its_level_under_adaptive_task_choice"),
+}
+#: tests that take more than about 20 s on an idle 2-core machine (measured with --durations;
+#: docs/testing.md) and are not marked ``slow`` in their own module
+_SLOW_TESTS = {
+    "test/cli/test_cli_rank.py": ("test_categories_with_operator_map",),
+}
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Mark ``ros`` every test that needs the ROS environment (its directory, a doctest of a
-    module importing rclpy, or the ``ros_env`` fixture, which every node-starting fixture uses)
-    and ``netns`` every test that uses the ``netns`` fixture; give the long ones a longer
-    timeout unless they set their own."""
+    module importing rclpy, or the ``ros_env`` fixture, which every node-starting fixture uses),
+    ``netns`` every test that uses the ``netns`` fixture, ``mc`` and ``slow`` the tests listed
+    above; give the long ones a longer timeout unless they set their own."""
     root = pathlib.Path(str(config.rootpath))
     for item in items:
         path = pathlib.Path(str(item.path)).relative_to(root).as_posix() if item.path.is_relative_to(root) else ""
         fixtures = getattr(item, "fixturenames", ())
-        if path.startswith(_ROS_DIRS) or path.startswith(_ROS_DOCTESTS) or "ros_env" in fixtures:
+        function = getattr(getattr(item, "function", None), "__name__", "")
+        if (path.startswith(_ROS_DIRS) or path.startswith(_ROS_DOCTESTS) or "ros_env" in fixtures
+                or function in _ROS_TESTS.get(path, ())):
             item.add_marker(pytest.mark.ros)
         if "netns" in fixtures:
             item.add_marker(pytest.mark.netns)
+        if function in _MC_TESTS.get(path, ()):
+            item.add_marker(pytest.mark.mc)
+        if function in _SLOW_TESTS.get(path, ()):
+            item.add_marker(pytest.mark.slow)
         if item.get_closest_marker("timeout") is None:
             node = f"{path}::{item.name.split('[')[0]}"
             seconds = _LONG_TIMEOUTS.get(node) or _LONG_TIMEOUTS.get(path)
