@@ -1,16 +1,19 @@
 #!/usr/bin/env python3
 """Coverage of every ranking model's intervals in the RoboArena-like hard world, full size (issue 20).
 
-World: :meth:`~evalstop_ros.stats.ranking_eval.ArenaWorld.hard` (15 policies, pairing propensities
-spanning 20x, task types whose weights halve from one to the next, specialists, ~28 % ties, 8 %
-flipped preferences, slider progress), one world (seed 0), ``--reps`` datasets per size.  Each
+Worlds (``--worlds``): ``hard`` = :meth:`~evalstop_ros.stats.ranking_eval.ArenaWorld.hard` (15
+policies, pairing propensities spanning 20x, task types whose weights halve from one to the next,
+specialists, ~28 % ties, 8 % flipped preferences, slider progress), seed 0; ``planted`` =
+:meth:`~evalstop_ros.stats.ranking_eval.ArenaWorld.planted` (7 policies, uniform pairing,
+specialists, ties), seed 0.  ``--reps`` datasets per size.  Each
 model's estimand is its own limit on this world (:func:`interval_coverage`); the table shows
 the coverage of its printed interval at ``--level`` with its Monte Carlo SE (over datasets) and
 the median and smallest ratio, over policies, of mean reported SE to true SD.  The CI-sized
 version is ``test/stats/test_ranking_coverage.py``.
 
-Run: ``.venv/bin/python bench/ranking_coverage.py`` (BT, Davidson, PROG, PAIRED, Elo: a few
-minutes) and ``--models task --reps 16 --sizes 1000`` for the task model with 60 buckets and its
+Run: ``.venv/bin/python bench/ranking_coverage.py --reps 400`` (BT, Davidson, PROG, PAIRED, Elo
+with its default 200 online-bootstrap passes, both worlds, the table of docs/ranking.md: about 24
+minutes on 2 busy cores, most of it the planted world's n = 5000 cells) and ``--models task --reps 16 --sizes 1000`` for the task model with 60 buckets and its
 bootstrap (each dataset costs ``n_boot + 1`` EM fits: about half an hour on 2 busy cores).
 """
 
@@ -40,7 +43,7 @@ def models(n_boot: int) -> dict[str, Callable[[Comparisons], Ranking]]:
     task = TaskModelOptions(partial_weight=1.0, n_boot=n_boot)
     return {
         "bt": fit_bt, "davidson": fit_davidson, "prog": fit_prog, "paired": fit_paired_progress,
-        "elo": lambda d: fit_elo(d, n_boot=n_boot), "task": lambda d: fit_task(d, task).ranking,
+        "elo": fit_elo, "task": lambda d: fit_task(d, task).ranking,
         "task (n_boot 0)": lambda d: fit_task(d, TaskModelOptions(partial_weight=1.0, n_boot=0)).ranking,
     }
 
@@ -50,7 +53,9 @@ def main() -> int:
     parser.add_argument("--models", default="bt,davidson,prog,paired,elo", help="comma-separated (default %(default)s)")
     parser.add_argument("--sizes", default="200,1000,5000", help="comparisons per dataset (default %(default)s)")
     parser.add_argument("--reps", type=int, default=200, help="datasets per cell (default %(default)s)")
-    parser.add_argument("--n-boot", type=int, default=100, help="bootstrap resamples of elo and task (default %(default)s)")
+    parser.add_argument("--n-boot", type=int, default=100, help="bootstrap refits of the task model (default %(default)s)")
+    parser.add_argument("--worlds", default="hard,planted", help="comma-separated, of hard, planted "
+                        "(default %(default)s)")
     parser.add_argument("--level", type=float, default=0.95, help="interval level (default %(default)s)")
     args = parser.parse_args()
     known = models(args.n_boot)
@@ -58,22 +63,27 @@ def main() -> int:
     for name in chosen:
         if name not in known:
             parser.error(f"--models: unknown model {name!r}; known: {', '.join(known)}")
-    world = ArenaWorld.hard(np.random.default_rng(0))
-    print(f"| model | n | coverage at {args.level:g} (SE) | SE/SD median | SE/SD min |")
-    print("|---|---:|---:|---:|---:|")
-    for name in chosen:
-        for size in (int(s) for s in args.sizes.split(",")):
-            start = time.monotonic()
+    worlds = {"hard": ArenaWorld.hard(np.random.default_rng(0)), "planted": ArenaWorld.planted(np.random.default_rng(0))}
+    for world_name in args.worlds.split(","):
+        if world_name not in worlds:
+            parser.error(f"--worlds: unknown world {world_name!r}; known: {', '.join(worlds)}")
+    print(f"| world | model | n | coverage at {args.level:g} (SE) | SE/SD median | SE/SD min | seconds |")
+    print("|---|---|---:|---:|---:|---:|---:|")
+    for world_name in args.worlds.split(","):
+        for name in chosen:
+            for size in (int(s) for s in args.sizes.split(",")):
+                start = time.monotonic()
 
-            def report(done: int, total: int, name: str = name, size: int = size, start: float = start) -> None:
-                if done % max(1, total // 10) == 0:
-                    print(f"{name} n={size}: {done}/{total} datasets ({time.monotonic() - start:.0f} s)",
-                          file=sys.stderr, flush=True)
+                def report(done: int, total: int, name: str = name, size: int = size, start: float = start) -> None:
+                    if done % max(1, total // 10) == 0:
+                        print(f"{world_name} {name} n={size}: {done}/{total} datasets "
+                              f"({time.monotonic() - start:.0f} s)", file=sys.stderr, flush=True)
 
-            got = interval_coverage(world, known[name], size, reps=args.reps, level=args.level, seed=size,
-                                    progress=report)
-            print(f"| {name} | {size} | {got.coverage:.3f} ({got.coverage_se:.3f}) | "
-                  f"{np.median(got.se_ratio):.2f} | {np.min(got.se_ratio):.2f} |", flush=True)
+                got = interval_coverage(worlds[world_name], known[name], size, reps=args.reps, level=args.level,
+                                        seed=size, progress=report)
+                print(f"| {world_name} | {name} | {size} | {got.coverage:.3f} ({got.coverage_se:.3f}) | "
+                      f"{np.median(got.se_ratio):.2f} | {np.min(got.se_ratio):.2f} | "
+                      f"{time.monotonic() - start:.0f} |", flush=True)
     return 0
 
 

@@ -6,8 +6,10 @@ The data come from the planted RoboArena-like world of :mod:`evalstop_ros.stats.
 ``--repeats`` runs each, and reported as a ratio to plain BT measured in the same run (the
 baseline), so the numbers compare across machines:
 
-* ``bt``, ``davidson``: damped Newton with a full 50 x 50 Hessian;
-* ``elo``: one pass (no bootstrap);
+* ``bt``, ``davidson``: damped Newton with a full 50 x 50 Hessian, then the HC2 sandwich and its
+  Bell-McCaffrey df;
+* ``elo``: one pass (no bootstrap); ``elo + SE``: with its online bootstrap (200 weighted passes);
+* ``paired``: least squares, HC2 sandwich and df;
 * ``prog``: per-policy means;
 * ``task``: the EM of seed 001 App. B with Table 1's defaults (T = 60 buckets, 60 iterations),
   with the App. B.4 progress term (``--partial-weight``, default 1 as ``evalstop rank``).
@@ -24,7 +26,15 @@ from collections.abc import Callable
 
 import numpy as np
 
-from evalstop_ros.stats.ranking import Comparisons, Ranking, fit_bt, fit_davidson, fit_elo, fit_prog
+from evalstop_ros.stats.ranking import (
+    Comparisons,
+    Ranking,
+    fit_bt,
+    fit_davidson,
+    fit_elo,
+    fit_paired_progress,
+    fit_prog,
+)
 from evalstop_ros.stats.ranking_eval import ArenaWorld, simulate_arena
 from evalstop_ros.stats.ranking_task import TaskModelOptions, fit_task
 
@@ -55,7 +65,9 @@ def main() -> int:
         "bt": fit_bt,
         "davidson": fit_davidson,
         "elo": lambda d: fit_elo(d, n_boot=0),
+        "elo + SE": fit_elo,  # with its default online bootstrap (200 weighted passes)
         "prog": fit_prog,
+        "paired": fit_paired_progress,
         "task": lambda d: fit_task(d, task).ranking,
     }
     print(f"{args.comparisons} comparisons of {args.policies} policies, best of {args.repeats}")

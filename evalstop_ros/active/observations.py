@@ -37,14 +37,22 @@ def check_observations(policy: ArrayLike, task: ArrayLike, outcomes: ArrayLike, 
     return p, t, y
 
 
+def bin_index(outcomes: ArrayLike, bins: int) -> NDArray[np.int64]:
+    """Bin of each outcome in [0, 1] among ``bins`` equal bins (1.0 falls in the last).
+
+    >>> bin_index([0.0, 0.5, 1.0], 25).tolist()
+    [0, 12, 24]
+    """
+    values = np.asarray(outcomes, dtype=np.float64)
+    return np.minimum((values * bins).astype(np.int64), bins - 1)
+
+
 def average_log_likelihood(q: NDArray[np.float64], y: NDArray[np.float64], *, outcome: str, bins: int) -> float:
     """Average log-likelihood of outcomes ``y`` under predicted bin masses ``q`` (seed 004 §V, Fig. 2).
 
     ``q`` is ``(n, 2)`` for a binary head, ``(n, bins)`` for a binned one; a binned outcome's
     mass is read as the density ``q_b K`` on [0, 1].
     """
-    from .surrogate import bin_index  # the bins of seed 004 App. C (surrogate.py imports this module)
-
     index = y.astype(np.int64) if outcome == "binary" else bin_index(y, bins)
     mass = np.clip(q[np.arange(y.size), index], 1e-12, 1.0)
     density = mass if outcome == "binary" else mass * bins

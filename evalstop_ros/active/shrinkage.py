@@ -19,7 +19,9 @@ and ``sigma^2`` are chosen by maximising the marginal likelihood over a small gr
 Bayes) at every fit.
 
 It has :class:`~.surrogate.Surrogate`'s interface: ``predict(samples=S)`` draws ``S`` posterior
-samples of ``f`` (the uncertainty the EIG of Eq. 1 needs, in place of MC dropout); the binary
+samples of ``f`` (the uncertainty the EIG of seed 004 Eq. 1 needs, in place of MC dropout), drawn
+through the covariance's unique symmetric square root (:meth:`ShrinkageSurrogate.covariance_root`:
+the same draws on any LAPACK build); the binary
 head is ``Bernoulli(clip(f))``, the binned head a Gaussian ``N(f, sigma^2)`` discretised on the
 bins.  ``mean()`` is the posterior mean of ``f`` clipped to [0, 1].
 """
@@ -137,10 +139,23 @@ class ShrinkageSurrogate:
             f = self._mean[None]
         else:
             rng = np.random.default_rng(seed)
-            values, vectors = np.linalg.eigh(self._cov)
-            root = vectors * np.sqrt(np.clip(values, 0.0, None))
-            f = self._mean[None] + rng.standard_normal((samples, m * n)) @ root.T
+            f = self._mean[None] + rng.standard_normal((samples, m * n)) @ self.covariance_root()
         return self._distributions(f).reshape(f.shape[0], m, n, self.bins)
+
+    def covariance_root(self) -> FloatArray:
+        """The unique symmetric positive semi-definite square root ``R`` of the posterior covariance.
+
+        ``f = mean + R z`` with ``z ~ N(0, I)`` draws the posterior (the samples the EIG of seed 004
+        Eq. 1 averages over).  ``R = V diag(sqrt(lambda)) V^T`` is a function of the matrix alone:
+        ``numpy.linalg.eigh`` may return the eigenvectors with other signs, in another order, or
+        in another basis of a repeated eigenvalue on another LAPACK build, and ``R`` is the same
+        (up to rounding) for all of them, so an audit replays the draws on any machine.  (Drawing
+        through ``V diag(sqrt(lambda))`` itself, as before, was not.)  Eigenvalues below 0
+        (rounding of a singular covariance) count as 0.
+        """
+        values, vectors = np.linalg.eigh(self._cov)
+        root = (vectors * np.sqrt(np.clip(values, 0.0, None))) @ vectors.T
+        return np.asarray(0.5 * (root + root.T))
 
     def centres(self) -> FloatArray:
         """The outcome each class stands for: ``(0, 1)``, or the bin centres."""

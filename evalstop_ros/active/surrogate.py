@@ -34,22 +34,12 @@ import torch
 from numpy.typing import ArrayLike, NDArray
 
 from .errors import ActiveError
-from .observations import average_log_likelihood, check_observations
+from .observations import average_log_likelihood, bin_index, check_observations
 
 __all__ = ["OUTCOMES", "Surrogate", "bin_index"]
 
 OUTCOMES = ("binary", "binned")
 Outcome = Literal["binary", "binned"]
-
-
-def bin_index(outcomes: ArrayLike, bins: int) -> NDArray[np.int64]:
-    """Bin of each outcome in [0, 1] among ``bins`` equal bins (1.0 falls in the last).
-
-    >>> bin_index([0.0, 0.5, 1.0], 25).tolist()
-    [0, 12, 24]
-    """
-    values = np.asarray(outcomes, dtype=np.float64)
-    return np.minimum((values * bins).astype(np.int64), bins - 1)
 
 
 class Surrogate:

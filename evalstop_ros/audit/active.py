@@ -1,6 +1,6 @@
 """Audit of ``schedule: active``: re-run every scheduling choice from the journal.
 
-For each ``schedule_choice`` event the scheduler (:func:`~evalstop_ros.active.scheduler.choose_task`)
+For each ``schedule_choice`` event the scheduler (:func:`~evalstop_ros.session.active_schedule.choose_task`)
 is re-run on what the session knew at that moment -- the journaled embeddings, the effective
 scores folded from the events before it, the tests decided so far -- and must give the same
 task, the same acquisition scores (within :data:`SCORE_ATOL`; PyTorch on another CPU may differ
@@ -46,7 +46,7 @@ def check_choices(config: SessionConfig, events: Sequence[Event], plan: Plan) ->
 
     ``plan``: the session's plan with its revealed randomization key (the conditions come from it).
     """
-    from ..active.scheduler import Observation, choose_task  # torch: only for active sessions
+    from ..session.active_schedule import Observation, choose_task  # torch: only for active sessions
 
     problems: list[tuple[str, str]] = []
     tasks = [t.id for t in config.tasks]

@@ -22,7 +22,9 @@ from rosbags.rosbag2 import ReaderError
 from rosbags.typesys import get_types_from_msg
 from rosbags.typesys.store import Typestore
 
+from ..session.blinding import revealed_key
 from ..session.journal import Event
+from ..session.public_view import PublicView, public_config_json
 from .errors import AuditError
 from .interfaces import EVALSTOP_PACKAGE, TOPICS, message_definitions, typestore
 from .journal import event_states, event_statuses
@@ -168,6 +170,7 @@ def _build(source: str, storage: str, messages: list[tuple[int, int, str, Any]],
                     last_comparisons[position] = key
                     statuses.append(_status(index, stamp_ns, "session_status", c))
     stream = tuple(events[seq] for seq in sorted(events))
+    configs, stream, statuses, states = _unblind(chosen, configs, stream, statuses, states)
     positions = tuple(first_seen[e.seq] for e in stream)
     statuses.extend(event_statuses(stream, positions))
     states.extend(event_states(stream, positions))
@@ -179,6 +182,40 @@ def _build(source: str, storage: str, messages: list[tuple[int, int, str, Any]],
         statuses=tuple(statuses), states=tuple(states), topic_counts=tuple(sorted(counts.items())),
         start_ns=min(stamps), end_ns=max(stamps),
     )
+
+
+def _unblind(session_id: str, configs: list[ConfigRecord], stream: tuple[Event, ...], statuses: list[StatusRecord],
+             states: list[StateRecord]) -> tuple[list[ConfigRecord], tuple[Event, ...], list[StatusRecord],
+                                                 list[StateRecord]]:
+    """The records with the policies' real names, when the recording holds the revealed key and the
+    config republished with them (:mod:`evalstop_ros.session.public_view`); else unchanged.
+
+    A ``session_config`` is restored only if it is exactly the public view of the real one (any
+    other difference stays, and the audit reports the change of configuration).
+    """
+    key, _ = revealed_key(stream, session_id)
+    reveal = next((e.seq for e in stream if e.kind == "key_revealed"), None)
+    real: ConfigRecord | None = None
+    for record in reversed(configs):
+        try:
+            policies = [str(p) for p in json.loads(record.config_json)["policies"]]
+        except (ValueError, KeyError, TypeError):
+            continue
+        if not PublicView(policies, key, session_id).is_public(policies):
+            real = record
+            break
+    if key is None or reveal is None or real is None:
+        return configs, stream, statuses, states
+    view = PublicView(json.loads(real.config_json)["policies"], key, session_id)
+    public = public_config_json(real.config_json, view)
+    configs = [c._replace(config_json=real.config_json, config_hash=real.config_hash) if c.config_json == public
+               else c for c in configs]
+    stream = tuple(e if e.seq >= reveal else Event(e.seq, e.stamp_ns, e.kind, e.trial_id,
+                                                   view.restore_event_payload(e.kind, e.payload, real.config_hash))
+                   for e in stream)
+    statuses = [s._replace(policy_a=view.restore(s.policy_a), policy_b=view.restore(s.policy_b)) for s in statuses]
+    states = [s._replace(letters=tuple((view.restore(p), letter) for p, letter in s.letters)) for s in states]
+    return configs, stream, statuses, states
 
 
 def _add_event(events: dict[int, Event], conflicts: list[tuple[int, dict[str, Any], dict[str, Any]]], msg: Any) -> None:

@@ -75,7 +75,7 @@ class ScoreRecord(NamedTuple):
 
     def submission(self) -> dict[str, Any]:
         """The score as the manager journals it (:func:`~evalstop_ros.session.session.score_submission`)."""
-        from ..session.session import score_submission
+        from ..session.limits import score_submission
 
         return score_submission(self.token, self.success, self.progress, self.scorer, self.notes, self.preference,
                                 self.instruction, self.pair_invalid)

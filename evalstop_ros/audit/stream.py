@@ -11,16 +11,27 @@ cut events and recompute the hash chain and the head file; they cannot change th
 * journal events after the recording's last one when the recording reaches the session's end
   (its ``finished``/``aborted`` event): they were never published, so they were added later.
 
+Both sides are compared as published: until the ``key_revealed`` event the manager names the
+policies by stand-ins (:class:`~evalstop_ros.session.public_view.PublicView`, built here from
+the journal's config and key, as the manager builds it), so a journal event before the reveal is
+compared through that view; a recording already turned back into real names
+(:func:`~.bag.read_bag`) goes through the same view, which leaves a public payload unchanged.
+
 Events the recording lacks inside its range (a recorder started late, a lost message) are not
 evidence against the journal: they are counted in a note.
 """
 
 from __future__ import annotations
 
+import json
+import math
+from collections.abc import Callable
+
 from ..session.blinding import seal
 from ..session.journal import Event
+from ..session.public_view import PublicView
 from .model import SessionRecord
-from .verify import Violation
+from .report import Violation
 
 __all__ = ["compare_streams"]
 
@@ -28,10 +39,27 @@ __all__ = ["compare_streams"]
 END_KINDS = ("finished", "aborted")
 
 
-def _published(event: Event) -> tuple[str, int | None, dict[str, object]]:
+Published = Callable[[Event], tuple[str, int | None, dict[str, object]]]
+
+
+def published_form(journal: SessionRecord) -> Published:
     """What must agree: kind, trial and the payload as published (header stamps are not compared:
-    a recorder may re-stamp, and a stamp carries no result)."""
-    return event.kind, event.trial_id, seal(event.kind, event.payload)
+    a recorder may re-stamp, and a stamp carries no result), through the journal's public view
+    for the events before its ``key_revealed``."""
+    reveal = next((e.seq for e in journal.events if e.kind == "key_revealed"), math.inf)
+    try:
+        policies = json.loads(journal.configs[0].config_json)["policies"] if journal.configs else []
+    except (ValueError, KeyError, TypeError):
+        policies = []
+    key = bytes.fromhex(journal.plan_key) if journal.plan_key else None
+    view = PublicView([str(p) for p in policies], key, journal.session_id) if policies else None
+
+    def published(event: Event) -> tuple[str, int | None, dict[str, object]]:
+        payload = seal(event.kind, event.payload)
+        if view is not None and event.seq < reveal:
+            payload = view.event_payload(event.kind, payload)
+        return event.kind, event.trial_id, payload
+    return published
 
 
 def _describe(event: Event) -> str:
@@ -54,6 +82,7 @@ def compare_streams(journal: SessionRecord, recording: SessionRecord) -> tuple[l
         notes.append("the recording has no session_event stream: the journal was not compared event by event")
         return violations, notes
     journaled = {e.seq: e for e in journal.events}
+    _published = published_form(journal)
     for event, position in zip(recording.events, recording.event_positions):
         mine = journaled.get(event.seq)
         if mine is None:
@@ -64,7 +93,7 @@ def compare_streams(journal: SessionRecord, recording: SessionRecord) -> tuple[l
         elif _published(mine) != _published(event):
             violations.append(Violation(
                 "stream_mismatch", () if event.trial_id is None else (event.trial_id,),
-                f"event {event.seq}: the journal holds {_describe(mine)} {seal(mine.kind, mine.payload)}, the "
+                f"event {event.seq}: the journal holds {_describe(mine)} {_published(mine)[2]}, the "
                 f"recording {_describe(event)} {event.payload} (edited after it was published)", position,
                 event.stamp_ns))
     last = max(e.seq for e in recording.events)

@@ -115,7 +115,7 @@ def _when(stamp_ns: int) -> str:
 
 
 def _published(test: ComparisonAudit) -> str:
-    from ..audit.verify import fmt
+    from ..audit.report import fmt
     from ..stats.sequential import Decision
 
     pub = test.published
@@ -130,7 +130,7 @@ def _published(test: ComparisonAudit) -> str:
 
 def format_report(report: AuditReport) -> list[str]:
     """The human-readable audit (what ``evalstop audit`` prints without ``--json``)."""
-    from ..audit.verify import fmt
+    from ..audit.report import fmt
 
     rec, cfg = report.record, report.config
     summary = report.to_dict()["counts"]

@@ -55,17 +55,17 @@ never far from the best and immune to graders who see some policies more than ot
 best when every evaluator grades all policies alike, and collapses when not; bt/davidson need
 no progress scores; task is slow (its bootstrap) and nowhere clearly better; elo is never best.
 
-intervals: score -+ z(level) se.  Every model's intervals are checked by simulation to cover at
-the printed level (docs/ranking.md); --n-boot 0 with the task model falls back to an SE that is
-too narrow, and then no interval is printed."""
+intervals: score -+ z(level) se, with Student's t instead of z for bt, davidson and paired
+(Bell-McCaffrey df of their small-sample-corrected sandwich SE, small for rarely compared
+policies) and prog (rollouts - 1 df).  Every model's intervals are checked by simulation to cover
+at the printed level, at 200 comparisons as at 5000 (docs/ranking.md); --n-boot 0 with the task
+model falls back to an SE that is too narrow, and then no interval is printed."""
 EPILOG = """\
 example:
   evalstop rank examples/arena_ab.csv --json
   evalstop rank examples/arena_ab.csv --model prog --level 0.9
 
 exit status: 0 ranking printed, 2 usage or input error."""
-#: Below this many comparisons a policy's sandwich / bootstrap interval undercovers (docs/ranking.md).
-FEW_GAMES = 30
 MODELS = ("bt", "davidson", "elo", "prog", "paired", "task")
 
 
@@ -202,7 +202,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"{rank:>4}  {ranking.policies[k]:<{width}}  {score:>8.3f}  {se:>7}  {low_high:>17}  {played:>5}  {rate:>8}")
     if shown:
         z = float(norm.ppf(0.5 + args.level / 2.0))
-        print(f"\n{_percent(args.level)} intervals: score -+ {z:.2f} se, se by {ranking.se_method}; "
+        quantile = f"{z:.2f}" if ranking.df is None else f"t(df) (Student t, each policy's df; {z:.2f} as df grows)"
+        print(f"\n{_percent(args.level)} intervals: score -+ {quantile} se, se by {ranking.se_method}; "
               "coverage checked by simulation (docs/ranking.md)")
     else:
         print(f"\nno intervals: se by {ranking.se_method}; it covers only ~80 % where a 95 % interval is claimed "
@@ -213,11 +214,6 @@ def run(args: argparse.Namespace) -> int:
     for k in order:
         cells = [f"{wins[k, c] / games[k, c]:.2f} ({games[k, c]})" if games[k, c] else "-" for c in order]
         print(f"{ranking.policies[k]:<{width}}" + "".join(f"  {text:>{cell}}" for text in cells))
-    few = [ranking.policies[k] for k in order if 0 < int(games[k].sum()) < FEW_GAMES]
-    if shown and few and ranking.model != "prog":
-        print(f"\nnote: {', '.join(few)} played fewer than {FEW_GAMES} comparisons; there the {_percent(args.level)} "
-              f"intervals cover less than stated (about 91 % at 95 % in the hard world of docs/ranking.md); "
-              "prog's t intervals hold")
     if categories is not None:
         print("\nper task category (anytime-valid 95% intervals): policy  games  win rate [interval]  progress [interval]")
         for row in categories["rates"]:

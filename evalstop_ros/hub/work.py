@@ -32,14 +32,18 @@ import time
 from typing import Any
 
 from ..session.publishing import OK, WARN, Diagnostic
-from ..session.session import PendingTrial, ScoreOutcome
+from ..session.values import STATE_CODES as SESSION_STATE_CODES
+from ..session.values import PendingTrial, ScoreOutcome, SessionState
 from .errors import HubError
 from .station import ARMS, StationClient
 
 __all__ = ["ARMS", "COMMANDS", "STATE_CODES", "StationWork", "WorkStatus"]
 
 #: ``WorkStatus.state`` -> ``SessionStatus.STATE_*`` (msg/SessionStatus.msg).
-STATE_CODES = {"waiting_for_work": 1, "running": 1, "paused": 2, "finished": 3, "aborted": 4}
+#: Station state -> ``SessionStatus.STATE_*``: a session's (:data:`~evalstop_ros.session.values.STATE_CODES`), and
+#: ``waiting_for_work`` as running.
+STATE_CODES = {**{state.value: code for state, code in SESSION_STATE_CODES.items() if state is not SessionState.IDLE},
+               "waiting_for_work": SESSION_STATE_CODES[SessionState.RUNNING]}
 #: Commands of :meth:`StationWork.control` (the manager's ``session_control``).
 COMMANDS = ("pause", "resume", "abort")
 

@@ -15,8 +15,11 @@ Example::
 
     $ evalstop_demo --rates 0.5,0.8
     evalstop demo: session demo-20250611-101500, ROS_DOMAIN_ID 17 ...
-    trial   2 | policy_a vs policy_b  success/step n=1 CONTINUE  progress/nscore n=1 p=1 CONTINUE
+    trial   2 | policy:2 vs policy:1  success/step n=1 CONTINUE  progress/nscore n=1 p=1 CONTINUE
     ...
+
+(While the session runs the manager names the policies by sealed stand-ins,
+``evalstop_ros.session.public_view``; the final summary names them.)
 """
 
 from __future__ import annotations

@@ -35,6 +35,11 @@ A trial whose automatic score was lost with the crash (run recorded, score not) 
 With ``hub_url`` set the node runs no local session: it is a station of an evaluation hub
 (:mod:`.hub_mode`, docs/hub.md).
 
+Until the session's key is revealed at its end, every operator-reachable output (the topics
+above, ``/diagnostics``, the session's log lines) names the policies only by the stand-ins of
+:class:`~evalstop_ros.session.public_view.PublicView` (``policy:1`` ... in a sealed order); at
+the reveal the node publishes ``session_config`` and every comparison again with the real names.
+
 When the session ends the node keeps serving its final status (a lab dashboard can still
 read it), unless ``exit_on_finish`` is set (the demo and tests), then it exits with status 0.
 """
@@ -77,8 +82,10 @@ from ..session import (
     load_config,
 )
 from ..session.journal import Event, journal_directory
+from ..session.limits import LOG_BURST, LOG_WINDOW_S, RateLimit, bounded
+from ..session.public_view import PUBLIC_TOPICS, PublicView
 from ..session.publishing import SessionPublisher, diagnostics
-from ..session.session import LOG_BURST, LOG_WINDOW_S, RateLimit, ScoreOutcome, bounded
+from ..session.values import FINAL, ScoreOutcome
 from ._common import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, declare, parameter_error, ros_context
 from .hub_mode import HubMode, hub_mode
 from .quick_log import QuickNode
@@ -87,7 +94,6 @@ from .runner_link import HELD, RunnerLink, RunResult
 
 __all__ = ["EvaluationManager", "main"]
 
-FINAL = (SessionState.FINISHED, SessionState.ABORTED)
 #: Parameters fixed for the life of a session (a change is refused while one is active).
 SESSION_PARAMETERS = ("alpha", "method", "n_max", "confirm_reset", "config_file", "session_id", "journal_dir",
                       "runner_action")
@@ -117,9 +123,10 @@ def check_parameter(name: str, value: Any) -> str:
 class _RosLogHandler(logging.Handler):
     """Forwards the session layer's Python log records to the node's ROS logger."""
 
-    def __init__(self, node: QuickNode) -> None:
+    def __init__(self, node: QuickNode, public: Callable[[str], str]) -> None:
         super().__init__(logging.INFO)
         self._logger = node.get_logger()
+        self._public = public  # policy ids -> stand-ins while the session runs (session/public_view.py)
 
     #: Session records the node logs itself, with more context (the ROS trial id and scorer).
     SKIP = frozenset({"score for trial %s rejected: %s"})
@@ -129,7 +136,7 @@ class _RosLogHandler(logging.Handler):
             return
         severity = (LoggingSeverity.ERROR if record.levelno >= logging.ERROR else
                     LoggingSeverity.WARN if record.levelno >= logging.WARNING else LoggingSeverity.INFO)
-        self._logger.log_from(severity, record.getMessage(), record.funcName, record.pathname, record.lineno)
+        self._logger.log_from(severity, self._public(record.getMessage()), record.funcName, record.pathname, record.lineno)
 
 
 class EvaluationManager(QuickNode):
@@ -230,7 +237,10 @@ class EvaluationManager(QuickNode):
         self.create_timer(1.0, self._publish_diagnostics)
         self.create_timer(WATCH_PERIOD, self._watch)
 
-        self._log_handler = _RosLogHandler(self)
+        #: Policy ids -> stand-ins on every operator channel until the key is revealed (session/public_view.py).
+        self._view: PublicView | None = None
+        self._revealed = False
+        self._log_handler = _RosLogHandler(self, self._public_text)
         session_log = logging.getLogger("evalstop_ros.session")
         session_log.addHandler(self._log_handler)
         session_log.setLevel(logging.INFO)
@@ -262,6 +272,8 @@ class EvaluationManager(QuickNode):
     def _send(self, topic: str, fields: dict[str, Any], stamp_ns: int | None) -> None:
         """Publish ``fields`` (from :class:`SessionPublisher`) on ``topic``."""
         cls, publisher = self._outputs[topic]
+        if self._view is not None and not self._revealed and topic in PUBLIC_TOPICS:
+            fields = self._view.fields(topic, fields)  # before the key is revealed: stand-ins, never policy ids
         if "comparisons" in fields:
             fields = {**fields, "comparisons": [ComparisonStatus(**c) for c in fields["comparisons"]]}
         msg = cls(**fields)
@@ -272,9 +284,17 @@ class EvaluationManager(QuickNode):
                 msg.header.stamp.sec, msg.header.stamp.nanosec = divmod(int(stamp_ns), 1_000_000_000)
         publisher.publish(msg)
 
+    def _public_text(self, text: str) -> str:
+        """``text`` as the operator may read it (policy ids replaced until the key is revealed)."""
+        return text if self._view is None or self._revealed else self._view.text(text)
+
     def _on_commit(self, event: Event) -> None:
         assert self.session is not None
         self._publisher.event(self.session.session_id, event)
+        if event.kind == "key_revealed" and not self._revealed:
+            # the end: from now on the real names; the latched config again, the comparisons follow (status)
+            self._revealed = True
+            self._publisher.config(self.session, __version__)
 
     # -- parameters -------------------------------------------------------------------------
     def _active(self) -> bool:
@@ -303,7 +323,13 @@ class EvaluationManager(QuickNode):
         return load_config(path, alpha=self.alpha or None, n_max=self.n_max or None, method=self.method or None,
                            confirm_reset=self.confirm_reset or None)
 
-    def _journal_path(self, session_id: str) -> pathlib.Path:
+    @property
+    def publisher(self) -> SessionPublisher:
+        """What this node publishes about its session (or, in hub mode, its station's work)."""
+        return self._publisher
+
+    def journal_path(self, session_id: str) -> pathlib.Path:
+        """The journal file of session ``session_id`` (under ``journal_dir``, a directory only the user may write)."""
         base = self.journal_dir or os.path.join(
             os.environ.get("ROS_HOME", os.path.expanduser("~/.ros")), "evalstop")
         return journal_directory(base) / f"{session_id}.db"  # 0700, refused if others can write it
@@ -331,7 +357,7 @@ class EvaluationManager(QuickNode):
         session_id = session_id or (
             f"{pathlib.Path(config_path).stem}-{datetime.datetime.now(datetime.UTC):%Y%m%d-%H%M%S}")
         try:
-            path = self._journal_path(session_id)
+            path = self.journal_path(session_id)
             resumed = path.exists()
             session = EvaluationSession.open(path, config, session_id, durable=self.journal_fsync)
         except SessionError as err:
@@ -345,6 +371,7 @@ class EvaluationManager(QuickNode):
             self._link.cancel()
             self._link.destroy()
         self._link = RunnerLink(self, self._runner_name, limits=self.runner_limits, on_done=self._run_done)
+        self._view, self._revealed = PublicView(config.policies, session.plan.key, session_id), False
         self._publisher.reset()
         self._publisher.config(session, __version__)
         for event in session.events():  # the whole journal again after a restart (same seq)
@@ -620,9 +647,10 @@ class EvaluationManager(QuickNode):
                           *((f"messages_rejected_{cause}", str(n)) for cause, n in gate.rejected.items()))
         for d in diagnostics(self.session, node=self.get_name(), hardware_id=self._runner_name or "runner",
                              runner=runner, max_attempts=self.max_attempts, extra=authentication):
+            public = self._public_text
             array.status.append(DiagnosticStatus(
-                level=bytes([d.level]), name=d.name, message=d.message, hardware_id=d.hardware_id,
-                values=[KeyValue(key=k, value=v) for k, v in d.values]))
+                level=bytes([d.level]), name=public(d.name), message=public(d.message), hardware_id=d.hardware_id,
+                values=[KeyValue(key=k, value=v if k == "session_id" else public(v)) for k, v in d.values]))
         self._diagnostics_pub.publish(array)
 
     def _end(self) -> None:

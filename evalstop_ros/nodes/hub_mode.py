@@ -73,7 +73,7 @@ def hub_mode(node: EvaluationManager) -> HubMode | None:
         key = read_key(key_file or None)
     except HubError as err:
         raise ValueError(f"hub mode: {err}") from err
-    directory = node._journal_path(f"hub-{station_id}").with_suffix("")
+    directory = node.journal_path(f"hub-{station_id}").with_suffix("")
     work = StationWork(StationClient(hub_url, key, directory, timeout=5.0), station_id, trials=trials,
                        max_faults=node.max_attempts)
     return HubMode(node, work, node.runner_action or "run_trial", run_timeout)
@@ -91,7 +91,7 @@ class HubMode:
             f"hub mode: station {work.station_id!r} of hub {work.client.hub_url}, runner '{runner_name}', "
             f"local journal {work.client.journal_path}"
             + (f", {work.trials} trials" if work.trials else ""))
-        node._publisher.reset()
+        node.publisher.reset()
         work.start()
         node.create_timer(TICK, self._tick)
 
@@ -105,7 +105,7 @@ class HubMode:
             return
         trial = self.work.pending_trial()
         if trial is not None:
-            self.node._publisher.request(trial)
+            self.node.publisher.request(trial)
             if self._link.trial is None and self.work.awaiting() == "run" and not self.work.paused:
                 self._link.start(trial)
         elif self._link.trial is not None:
@@ -116,7 +116,7 @@ class HubMode:
     def _publish_status(self) -> None:
         fields = self.work.status_fields(self.work.status())
         if fields != self._status:
-            self.node._send("session_status", fields, None)
+            self.node.publisher.station_status(fields)
             self._status = fields
 
     def _done(self, trial: PendingTrial, result: RunResult) -> None:
@@ -154,7 +154,7 @@ class HubMode:
             self.node.get_logger().info(f"trial {trial_id} scored by {scorer[:64]!r}")
         elif not outcome.accepted:
             self.node.get_logger().warning(f"score for trial {trial_id} rejected: {outcome.reason}")
-        self.node._publisher.ack(self.work.session_id, trial_id, outcome)
+        self.node.publisher.ack(self.work.session_id, trial_id, outcome)
 
     # -- status -----------------------------------------------------------------------------
     def publish_diagnostics(self, publisher: Any) -> None:
@@ -175,7 +175,7 @@ class HubMode:
         """Every trial is journaled and uploaded: say so, and exit with ``exit_on_finish``."""
         self._ended = True
         self._publish_status()
-        self.node._publisher.end(self.work.session_id)
+        self.node.publisher.end(self.work.session_id)
         status = self.work.status()
         self.node.get_logger().info(
             f"hub station {self.work.station_id} {status.state}: {status.trials_done} trials, {status.results_acked} "

@@ -3,7 +3,9 @@
 :mod:`.config` validates the pre-registered design (:class:`SessionConfig`, from YAML),
 :mod:`.plan` derives every random choice from its seed, :mod:`.journal` is the append-only
 SQLite log, and :mod:`.session` is the journaled state machine the manager node drives
-(:class:`EvaluationSession`); a session survives ``kill -9`` by replaying its journal.
+(:class:`EvaluationSession`; its replay in :mod:`.replay`, edits in :mod:`.edits`, schedule in
+:mod:`.schedule`, value types in :mod:`.values`, submission limits in :mod:`.limits`; the
+protocol in docs/protocol.md); a session survives ``kill -9`` by replaying its journal.
 :mod:`.analysis` holds the live tests (Bonferroni, sequential Holm, multi-task, AdaStop) and
 :mod:`.offline` re-runs them from a journal with the statistics core's own drivers.
 """

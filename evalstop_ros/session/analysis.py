@@ -30,8 +30,9 @@ import numpy as np
 from numpy.typing import NDArray
 
 from ..stats.adastop import AdaStop, AdaStopResult
+from ..stats.engine import directional_tests, feed_pair
 from ..stats.families import Comparison, compact_letter_display
-from ..stats.holm import DirectionalTests, SequentialHolm, side_alpha
+from ..stats.holm import SequentialHolm
 from ..stats.multitask import MultiTaskResult, combine_tasks
 from ..stats.registry import make_process
 from ..stats.sequential import Decision, PairedProcess, SequentialResult
@@ -242,16 +243,17 @@ class HolmTest(PairedTest):
     """One comparison x metric under sequential Holm: a one-sided process per direction.
 
     Each directional hypothesis (``"two-sided"``: "B better" and "A better"; one-sided: one) is
-    an e-process at ``side_alpha = metric alpha / H`` (``H`` hypotheses in the metric's family),
+    an e-process at ``metric alpha / H`` (``H`` hypotheses in the metric's family;
+    :func:`~evalstop_ros.stats.engine.directional_tests`),
     exactly as :class:`~evalstop_ros.stats.families.FamilyProcess` builds them.  The test may be
     fed ahead of its family's analysis (its pairs arrive at other times than its neighbours');
     :attr:`trajectory` keeps every side's p-value after each pair so the family can analyse
     step ``n`` with the values after exactly ``n`` pairs.  Its decision is set by the family.
     """
 
-    def __init__(self, index: int, comparison: Comparison, metric: MetricConfig, *, alpha: float,
-                 side_alpha: float, n_max: int, seed: int) -> None:
-        self.side_alpha = side_alpha
+    def __init__(self, index: int, comparison: Comparison, metric: MetricConfig, *, alpha: float, m: int,
+                 n_max: int, seed: int) -> None:
+        self.m = m  # comparisons in the metric's family
         #: p-value of every side after each fed pair.
         self.trajectory: list[tuple[float, ...]] = []
         #: The family's decision and its step (``None`` while open or out of budget).
@@ -262,9 +264,9 @@ class HolmTest(PairedTest):
         super().__init__(index, comparison, metric, task=None, alpha=alpha, n_max=n_max, seed=seed)
 
     def _fresh(self) -> PairedProcess:
-        self.directional = DirectionalTests(self.metric.method, side_alpha=self.side_alpha,
-                                            alternative=self.metric.alternative, n_max=self.n_max, seed=self.seed,
-                                            bins=self.metric.bins or 2)
+        self.directional = directional_tests(self.metric.method, family_alpha=self.metric.alpha or 0.0, m=self.m,
+                                             alternative=self.metric.alternative, n_max=self.n_max, seed=self.seed,
+                                             bins=self.metric.bins or 2)
         self.trajectory = []
         return self.directional.processes[0]
 
@@ -287,8 +289,7 @@ class HolmTest(PairedTest):
         return float(self.directional.evalue()[0])
 
     def _feed(self, pair: FedPair) -> None:
-        self.directional.update(np.array([pair[2]]), np.array([pair[3]]))
-        self.trajectory.append(tuple(float(p) for p in self.directional.side_pvalues()[:, 0]))
+        self.trajectory.append(feed_pair(self.directional, pair[2], pair[3])[0])
         self.fed.append(pair)
 
     def _restart(self) -> None:
@@ -522,8 +523,7 @@ def build_tests(config: SessionConfig, plan: Plan) -> tuple[list[Test], list[Hol
     if config.correction == "holm":
         m = len(config.comparison_list())
         holm_tests = [
-            HolmTest(i, k.comparison, k.metric, alpha=k.alpha, n_max=config.n_max,
-                     side_alpha=side_alpha(k.metric.alpha or 0.0, m, k.metric.alternative),
+            HolmTest(i, k.comparison, k.metric, alpha=k.alpha, n_max=config.n_max, m=m,
                      seed=plan.step_seed(k.comparison_index, k.metric_index))
             for i, k in enumerate(keys)
         ]

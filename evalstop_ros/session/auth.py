@@ -238,7 +238,7 @@ def signed_score_problem(keys: Mapping[str, bytes], session_id: str, trial_id: i
     (:func:`~.session.score_fields`) and checks the MAC of its ``auth`` entry with ``keys``
     (:func:`read_keys`).
     """
-    from .session import score_fields  # the whole session only on the audit's path
+    from .limits import score_fields
     entry, submission = payload.get("auth"), payload.get("submission")
     if not isinstance(entry, Mapping) or not isinstance(submission, Mapping):
         return "it carries no signature"

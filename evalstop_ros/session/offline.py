@@ -25,7 +25,7 @@ import os
 
 import numpy as np
 
-from ..stats.holm import DirectionalTests, SequentialHolm, side_alpha
+from ..stats.engine import directional_tests, directional_trajectory, holm_decisions
 from ..stats.multitask import MultiTaskResult
 from ..stats.registry import run_test
 from ..stats.sequential import SequentialResult
@@ -97,32 +97,20 @@ def _holm(config: SessionConfig, metric: MetricConfig, pairs: list[tuple[np.ndar
     """
     m = len(pairs)
     family_alpha = metric.alpha or 0.0
-    engine = SequentialHolm(m, alpha=family_alpha, alternative=metric.alternative, n_max=config.n_max)
-    trajectories: list[list[tuple[float, ...]]] = []
-    pvalues: list[list[float]] = []
-    evalues: list[list[float]] = []
-    for a, b in pairs:
-        tests = DirectionalTests(metric.method, alternative=metric.alternative,
-                                 side_alpha=side_alpha(family_alpha, m, metric.alternative),
-                                 n_max=config.n_max, bins=metric.bins or 2)
-        trajectory, p, e = [], [], []
-        for n in range(min(a.size, config.n_max)):
-            tests.update(a[n:n + 1], b[n:n + 1])
-            trajectory.append(tuple(float(v) for v in tests.side_pvalues()[:, 0]))
-            p.append(float(tests.pvalue()[0]))
-            e.append(float(tests.evalue()[0]))
-        trajectories.append(trajectory)
-        pvalues.append(p)
-        evalues.append(e)
-    engine.run(trajectories)
+    trajectories = [
+        directional_trajectory(
+            directional_tests(metric.method, family_alpha=family_alpha, m=m, alternative=metric.alternative,
+                              n_max=config.n_max, bins=metric.bins or 2),
+            a, b, min(a.size, config.n_max))
+        for a, b in pairs
+    ]
     results = []
-    for j in range(m):
-        decision, stop = engine.outcome(j)
-        used = stop if stop is not None else engine.step
+    for t, (decision, stop, used) in zip(trajectories, holm_decisions(
+            trajectories, alpha=family_alpha, alternative=metric.alternative, n_max=config.n_max)):
         results.append(SequentialResult(
             method=metric.method, alpha=config.comparison_alpha(metric), alternative=metric.alternative,
-            decision=decision, stopping_trial=stop, n_observed=used, pvalues=np.array(pvalues[j][:used]),
-            evalues=np.array(evalues[j][:used])))
+            decision=decision, stopping_trial=stop, n_observed=used, pvalues=np.array(t.pvalues[:used]),
+            evalues=np.array(t.evalues[:used])))
     return results
 
 

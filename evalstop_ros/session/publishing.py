@@ -33,6 +33,10 @@ comparison are withheld (NaN) on ``session_status``, ``comparison_status`` and `
 with the operator's own scores by label they would link labels to policies.  Once the session
 has finished or was aborted every row is published again, with its means; the journal keeps the
 scores, so the audit recomputes everything.
+
+The mappings here name the real policies; until the session's key is revealed the node sends
+them through :class:`~.public_view.PublicView` (policy ids replaced by sealed stand-ins), and
+after the reveal publishes ``session_config`` again.
 """
 
 from __future__ import annotations
@@ -40,22 +44,24 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any
 
 from .blinding import seal
 from .journal import Event
-from .session import ClaimSnapshot, ComparisonSnapshot, EvaluationSession, PendingTrial, ScoreOutcome, SessionState
+from .session import EvaluationSession
+from .values import (
+    FINAL,
+    STATE_CODES,
+    ClaimSnapshot,
+    ComparisonSnapshot,
+    PendingTrial,
+    ScoreOutcome,
+    SessionState,
+)
 
 __all__ = ["STATE_CODES", "Diagnostic", "SessionPublisher", "diagnostics"]
 
-#: SessionState -> ``SessionStatus.STATE_*`` (msg/SessionStatus.msg).
-STATE_CODES: Mapping[SessionState, int] = {
-    SessionState.IDLE: 0, SessionState.RUNNING: 1, SessionState.PAUSED: 2, SessionState.FINISHED: 3,
-    SessionState.ABORTED: 4,
-}
-#: States after which the per-policy means are published.
-FINAL = frozenset({SessionState.FINISHED, SessionState.ABORTED})
 #: Journal kinds after which the comparisons (and letters) may have changed.
 SCORE_CHANGES = frozenset({"score_accepted", "post_decision_score", "correction", "void", "decision"})
 
@@ -128,6 +134,11 @@ class SessionPublisher:
         if key != self._request:
             self._send("trial_request", request_fields(trial), None)
             self._request = key
+
+    def station_status(self, fields: Fields) -> None:
+        """Publish ``SessionStatus`` fields built by a hub station's work
+        (:meth:`~evalstop_ros.hub.work.StationWork.status_fields`)."""
+        self._send("session_status", fields, None)
 
     def end(self, session_id: str) -> None:
         """``trial_request`` with ``trial_id`` 0: nothing is pending any more."""

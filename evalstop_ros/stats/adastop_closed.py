@@ -151,6 +151,12 @@ class ClosedAdaStop:
                     inside = [pair_index[frozenset((a, c))] for i, a in enumerate(block) for c in block[i + 1 :]
                               if frozenset((a, c)) in pair_index]
                     self.block_pairs[block] = np.asarray(sorted(inside), dtype=np.intp)
+        #: per block: the block-local columns (first, second agent) of its comparisons
+        self._block_columns: dict[tuple[int, ...], list[tuple[int, int]]] = {}
+        for block, inside_pairs in self.block_pairs.items():
+            column = {l: c for c, l in enumerate(block)}
+            self._block_columns[block] = [(column[self.comparisons[int(j)][0]], column[self.comparisons[int(j)][1]])
+                                          for j in inside_pairs]
         #: per partition: the comparisons it implies, and per comparison the partitions implying it
         self.implies = [np.concatenate([self.block_pairs[b] for b in blocks]) for blocks in self.partitions]
         self.holding: list[list[int]] = [[] for _ in self.comparisons]
@@ -169,54 +175,66 @@ class ClosedAdaStop:
         self.keys = np.empty((n_interims, self.b, size), dtype=dtype)
         self.keys[:, 0] = np.arange(size)  # path 0: the identity
         self.keys[:, 1:] = np.argsort(np.argsort(drawn, axis=-1), axis=-1).transpose(1, 0, 2)
+        #: the same keys position-major, ``(K, L N, B)``: a block's rows are contiguous
+        self.keys_by_position = np.ascontiguousarray(self.keys.transpose(0, 2, 1))
         self.crossed = np.zeros(len(self.partitions), dtype=bool)
         self.crossed_at = np.zeros(len(self.partitions), dtype=np.int64)
         self.alive = np.ones((len(self.partitions), self.b), dtype=bool)
         self.spent = np.zeros(len(self.partitions))
         self.boundary = np.full(len(self.partitions), math.inf)
-        #: per block: running (B, |block|) sums and sums of squares of the scores each agent receives
+        #: per block: running (|block|, B) sums and sums of squares of the scores each agent receives
         self._sums: dict[tuple[int, ...], tuple[NDArray[np.float64], NDArray[np.float64]]] = {}
         self._centre: float | None = None
         self.interim = 0
 
     def _block_stats(self, block: tuple[int, ...], scores: NDArray[np.float64], k: int) -> NDArray[np.float64]:
-        """``(B,)`` largest studentized statistic of the block's comparisons, after interim ``k``."""
-        n = self.n
+        """``(B,)`` largest studentized statistic of the block's comparisons, after interim ``k``.
+
+        The permutation law of :math:`\\max_{j \\in I(\\pi)} S_j` restricted to one block (seed
+        002 Eq. 8 per pair); it is computed once per block and interim and shared by every
+        partition (intersection) that holds the block.
+        """
+        n, width, b = self.n, len(block), self.b
         positions = np.concatenate([np.arange(l * n, (l + 1) * n) for l in block])
-        keys = self.keys[k - 1][:, positions]
-        # agent c of the block receives the positions whose key ranks in [cN, (c+1)N).  Each sum is
-        # its own masked sum in position order (einsum's loop, not BLAS): paths that deal an agent
-        # the same scores get bit-identical sums, so ties with the identity (the same or the
-        # mirrored assignment) are exact ties, counted as no exceedance on every machine.
-        cuts = np.sort(keys, axis=1)[:, n::n]  # (B, |block| - 1) smallest key of slots 1..
-        slot = np.zeros(keys.shape, dtype=np.int8)
-        for c in range(len(block) - 1):
-            slot += keys >= cuts[:, c : c + 1]
+        # agent c of the block receives the positions whose key ranks in [cN, (c+1)N)
+        cuts = np.sort(self.keys[k - 1][:, positions], axis=1)[:, n::n].T.copy()  # (|block| - 1, B)
+        keys = self.keys_by_position[k - 1][positions]  # (|block| N, B)
+        slot = (keys >= cuts[0]).view(np.int8).copy() if width > 1 else np.zeros(keys.shape, dtype=np.int8)
+        for c in range(1, width - 1):
+            slot += keys >= cuts[c]
+        # Each agent's sum adds its scores one by one in position order (bincount's loop over the
+        # position-major bins): paths that deal an agent the same scores get bit-identical sums,
+        # so ties with the identity (the same or the mirrored assignment) are exact ties, counted
+        # as no exceedance on every machine.
+        bins = slot.astype(np.intp)
+        bins *= b
+        bins += np.arange(b)
         z = scores.reshape(-1)[positions]
-        zz = np.stack([z, np.square(z)], axis=1)  # (w, 2)
-        sums = np.empty((self.b, len(block), 2))
-        for c in range(len(block)):
-            sums[:, c] = np.einsum("bw,wk->bk", (slot == c).astype(np.float64), zz)
-        s, q = sums[:, :, 0], sums[:, :, 1]
+        weights = np.bincount(bins.ravel(), weights=np.repeat(z, b), minlength=width * b)  # float64 with weights
+        s = np.asarray(weights, dtype=np.float64).reshape(width, b)
+        weights = np.bincount(bins.ravel(), weights=np.repeat(np.square(z), b), minlength=width * b)
+        q = np.asarray(weights, dtype=np.float64).reshape(width, b)
         if block in self._sums:
             s_run, q_run = self._sums[block]
             s, q = s + s_run, q + q_run
         self._sums[block] = (s, q)
-        column = {l: c for c, l in enumerate(block)}
-        stat = np.zeros(self.b)
+        stat = np.zeros(b)
         total = 2 * k * n
-        for j in self.block_pairs[block]:
-            a, c = (column[l] for l in self.comparisons[int(j)])
-            diff = s[:, a] - s[:, c]
-            squares = q[:, a] + q[:, c] - np.square(s[:, a] + s[:, c]) / total
-            spread = squares > _SPREAD_RTOL * (q[:, a] + q[:, c])  # else the pair's scores are all equal
+        for a, c in self._block_columns[block]:
+            pooled = q[a] + q[c]
+            squares = pooled - np.square(s[a] + s[c]) / total
+            spread = squares > _SPREAD_RTOL * pooled  # else the pair's scores are all equal
             with np.errstate(divide="ignore", invalid="ignore"):
-                studentized = np.where(spread, np.abs(diff) / np.sqrt(np.maximum(squares, 0.0)), 0.0)
+                studentized = np.where(spread, np.abs(s[a] - s[c]) / np.sqrt(np.maximum(squares, 0.0)), 0.0)
             np.maximum(stat, studentized, out=stat)
         return stat
 
     def update(self, block: NDArray[np.float64]) -> NDArray[np.bool_]:
-        """Analyse interim ``k`` (``block``: ``(L, N)`` scores); return the comparisons rejected so far."""
+        """Analyse interim ``k`` (``block``: ``(L, N)`` scores); return the comparisons rejected so far.
+
+        Each open partition's boundary spends ``alpha`` linearly over the surviving paths (seed 002
+        Eqs. 10-12); the boundary is an order statistic, found by selection (``np.partition``).
+        """
         k = self.interim + 1
         if self._centre is None:  # the statistics are shift-invariant: centre for numerical accuracy
             used = sorted({l for pair in self.comparisons for l in pair})
@@ -238,8 +256,9 @@ class ClosedAdaStop:
             if allowed <= 0:
                 continue
             values = m[alive]
-            ordered = -np.sort(-values)
-            boundary = float(ordered[min(allowed, ordered.size - 1)])
+            # the (allowed)-th largest (0-based) of the surviving paths, or their smallest
+            rank = values.size - 1 - min(allowed, values.size - 1)
+            boundary = float(np.partition(values, rank)[rank])
             self.boundary[p] = boundary
             self.spent[p] += np.count_nonzero(values > boundary) / self.b
             if m[0] > boundary:

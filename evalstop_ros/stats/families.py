@@ -46,8 +46,9 @@ from collections.abc import Collection, Hashable, Mapping, Sequence
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from .engine import directional_tests
 from .errors import StatsInputError
-from .holm import DirectionalTests, SequentialHolm, side_alpha
+from .holm import SequentialHolm, side_alpha
 from .sequential import Decision
 from .validation import check_alpha, check_positive_int
 
@@ -506,8 +507,8 @@ class FamilyProcess:
         else:
             self.comparison_alpha = side_alpha(self.alpha, m, alternative)
             self._directional = [
-                DirectionalTests(method, side_alpha=self.comparison_alpha, alternative=alternative,
-                                 lanes=self.n_sequences, seed=seed_of(j), **options)
+                directional_tests(method, family_alpha=self.alpha, m=m, alternative=alternative,
+                                  lanes=self.n_sequences, seed=seed_of(j), **options)
                 for j in range(m)
             ]
             self._holm = SequentialHolm(m, alpha=self.alpha, alternative=alternative, n_max=self.n_max,

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from scipy import linalg
 
 from evalstop_ros.active import ActiveError
 from evalstop_ros.active.embeddings import policy_embeddings, task_embeddings
@@ -106,3 +107,48 @@ def test_algorithm_1_runs_on_the_shrinkage_surrogate() -> None:
                           mc_samples=5, surrogate_kind="shrinkage")
     assert trace.cost[-1] >= 30.0 and np.all(np.isfinite(trace.l1)) and np.all(np.isfinite(trace.log_likelihood))
     assert trace.l1[-1] < trace.l1[0]
+
+
+def _root_from_basis(values: np.ndarray, vectors: np.ndarray) -> np.ndarray:
+    return (vectors * np.sqrt(np.clip(values, 0.0, None))) @ vectors.T
+
+
+def test_posterior_draws_do_not_depend_on_the_eigenvector_basis() -> None:
+    # seed 004 Eq. 1's EIG averages over posterior draws; an audit on another machine replays
+    # them.  eigh's eigenvectors are unique only up to sign, order and (for a repeated eigenvalue)
+    # rotation inside the eigenspace -- all LAPACK-dependent.  The draws go through the unique
+    # symmetric square root, which is the same for every such basis.
+    prior = ShrinkageSurrogate(3, TASKS)  # exchangeable policies: repeated eigenvalues
+    fitted = ShrinkageSurrogate(3, TASKS)
+    fitted.fit([0, 0, 1, 2, 2], [0, 2, 1, 3, 3], [1.0, 0.0, 1.0, 0.0, 1.0])
+    for model, repeated in ((prior, True), (fitted, False)):
+        _check_basis_free(model, repeated)
+
+
+def _check_basis_free(model: ShrinkageSurrogate, repeated: bool) -> None:
+    cov = model._cov
+    root = model.covariance_root()
+    assert np.allclose(root @ root, cov, atol=1e-12)
+    # another square root computed another way (Schur-based, no eigh): the same matrix
+    assert np.allclose(root, np.real(linalg.sqrtm(cov)), atol=1e-6)
+    values, vectors = np.linalg.eigh(cov)
+    if repeated:
+        assert np.any((np.diff(values) < 1e-12) & (values[1:] > 1e-6)), "no repeated eigenvalue to rotate"
+    rng = np.random.default_rng(0)
+    # another basis: flip signs, permute, and rotate inside every (numerically) repeated eigenspace
+    basis = vectors * rng.choice([-1.0, 1.0], size=values.size)
+    groups = np.split(np.arange(values.size), np.flatnonzero(np.diff(values) > 1e-12) + 1)
+    for group in groups:
+        if group.size > 1:
+            q, _ = np.linalg.qr(rng.normal(size=(group.size, group.size)))
+            basis[:, group] = basis[:, group] @ q
+    order = rng.permutation(values.size)
+    other = _root_from_basis(values[order], basis[:, order])
+    # the old factor V diag(sqrt(lambda)) changes with the basis: the draws would differ
+    assert not np.allclose(vectors * np.sqrt(np.clip(values, 0, None)), basis[:, order] * np.sqrt(np.clip(values[order], 0, None)))
+    assert np.allclose(other, root, atol=1e-12)
+    draws = model.predict(samples=4, seed=3)
+    z = np.random.default_rng(3).standard_normal((4, root.shape[0]))
+    expected = np.clip(model._mean[None] + z @ other, 1e-3, 1 - 1e-3).reshape(4, 3, 4)
+    assert np.allclose(draws[..., 1], expected, atol=1e-12)
+    assert np.array_equal(model.predict(samples=4, seed=3), draws)  # the same seed draws the same samples

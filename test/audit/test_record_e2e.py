@@ -163,6 +163,23 @@ def test_recorded_operator_session_audits(start_node: Any, probe: Any, recorder:
     assert [(c["metric"], c["decision"], c["stopping_trial"] or 0) for c in payload["comparisons"]] == \
         [(c.metric, ("CONTINUE", "B_BETTER", "A_BETTER", "BUDGET_EXHAUSTED")[c.decision], c.stopping_trial)
          for c in final.comparisons]
+    # the stream names the policies by stand-ins until the reveal (session/public_view.py); the bag's audit
+    # restores them from the revealed key and the republished config, the journal compares through the same view
+    from evalstop_ros.audit.bag import read_bag
+    from evalstop_ros.session.journal import read_journal
+
+    events = read_journal(tmp_path / "journals" / "e2e.db").events
+    reveal = next(e.seq for e in events if e.kind == "key_revealed")
+    published = [m for m in _session_events(bag) if m[0] < reveal]
+    values = [v for _, text in published for v in _strings(json.loads(text))]  # (keys are field names)
+    assert published and not any("policy_a" in v or "policy_b" in v for v in values)
+    assert "policy:1" in values and "policy:2" in values
+    assert {(c["policy_a"], c["policy_b"]) for c in payload["comparisons"]} == {("policy_a", "policy_b")}
+    assert {e.payload.get("policy_a") for e in read_bag(bag).events if e.kind == "decision"} == {"policy_a"}
+    done = _audit(str(tmp_path / "journals" / "e2e.db"), "--against", str(bag))
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "audit: VERIFIED" in done.stdout.splitlines()[-1]
+    assert "journal compared with the recorded session_event stream" in done.stdout
 
     # the same real bag, one operator score altered, rewritten as sqlite3: fails naming that trial
     target = payload["counts"]["trials_scored"] // 4
@@ -172,6 +189,27 @@ def test_recorded_operator_session_audits(start_node: Any, probe: Any, recorder:
     report = json.loads(done.stdout)
     assert done.returncode == 1 and not report["verified"]
     assert {t for v in report["violations"] for t in v["trial_ids"]} == {target}, report["violations"]
+
+
+def _session_events(bag: pathlib.Path) -> list[tuple[int, str]]:
+    """``(seq, payload_json)`` of every ``session_event`` message of ``bag``, as recorded."""
+    from rosbags.highlevel import AnyReader
+
+    from evalstop_ros.audit.interfaces import typestore
+
+    with AnyReader([bag], default_typestore=typestore()) as reader:
+        return [(int(msg.seq), str(msg.payload_json)) for msg in (
+            reader.deserialize(raw, c.msgtype) for c, _, raw in reader.messages()
+            if c.msgtype.endswith("/SessionEvent"))]
+
+
+def _strings(value: Any) -> list[str]:
+    """Every string value inside a JSON value (not the keys)."""
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        value = list(value.values())
+    return [s for v in value for s in _strings(v)] if isinstance(value, list) else []
 
 
 def _flip(topic: str, msg: Any, trial_id: int) -> Any:

@@ -85,6 +85,19 @@ def comparison_key(c: Any) -> tuple[Any, ...]:
     return (c.policy_a, c.policy_b, c.metric, c.method, c.n, c.decision, c.stopping_trial)
 
 
+def public_view(journal_path: pathlib.Path) -> Any:
+    """The session's :class:`~evalstop_ros.session.public_view.PublicView`, as the journal's owner
+    rebuilds it (its config and key): ``.restore(name)`` turns a stand-in back into the policy."""
+    import json
+
+    from evalstop_ros.session.journal import read_journal
+    from evalstop_ros.session.public_view import PublicView
+
+    journal = read_journal(journal_path)
+    return PublicView(json.loads(journal.config_json)["policies"], bytes.fromhex(journal.plan_key),
+                      journal.session_id)
+
+
 def final_status(probe: Any, statuses: list[Any], timeout: float = 120.0) -> Any:
     """Spin until a FINISHED/ABORTED SessionStatus arrives in ``statuses``; return it."""
     from evalstop.msg import SessionStatus

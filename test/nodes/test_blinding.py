@@ -16,7 +16,7 @@ from collections import defaultdict
 from typing import Any
 
 import pytest
-from nodes_support import final_status, write_config
+from nodes_support import final_status, public_view, write_config
 
 pytestmark = pytest.mark.usefixtures("ros_env")
 
@@ -109,14 +109,17 @@ def test_an_eavesdropper_cannot_unblind_labels_before_the_end(start_node: Any, p
     final = next(s for s in reversed(topics["session_status"]) if s.state in over)
     assert all(math.isfinite(c.mean_a) and math.isfinite(c.mean_b) for c in final.comparisons)
 
+    view = public_view(tmp_path / "journals" / "s1.db")  # stand-ins until the reveal, then the real names
+
     def rows() -> dict[tuple[str, ...], list[Any]]:
         out: dict[tuple[str, ...], list[Any]] = defaultdict(list)
         for c in topics["comparison_status"]:
-            out[(c.policy_a, c.policy_b, c.metric, c.task)].append(c)
+            out[(view.restore(c.policy_a), view.restore(c.policy_b), c.metric, c.task)].append(c)
         return out
 
     probe.spin_until(lambda: len(rows()) == len(final.comparisons)
                      and all(math.isfinite(r[-1].mean_a) for r in rows().values()), 10.0, "the final comparisons")
     for published in rows().values():
         assert all(math.isnan(c.mean_a) and math.isnan(c.mean_b) for c in published[:-1])
+        assert all(c.policy_a.startswith("policy:") for c in published[:-1]) and published[-1].policy_a in config.policies
         assert math.isfinite(published[-1].mean_b)

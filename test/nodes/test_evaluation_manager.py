@@ -9,7 +9,7 @@ import re
 from typing import Any
 
 import pytest
-from nodes_support import final_status, same_float, write_config
+from nodes_support import final_status, public_view, same_float, write_config
 
 pytestmark = pytest.mark.usefixtures("ros_env")
 
@@ -72,13 +72,21 @@ def test_paired_session_reaches_the_decision_of_the_offline_analysis(
     assert names[0] == "evaluation_manager: session" and len(names) == 1 + len(final.comparisons)
     # session_config and session_event replay the journal exactly (a recording is self-contained)
     journal = read_journal(tmp_path / "journals" / "s1.db")
-    (config_msg,) = topics["config"]
+    # ... through the public view until the key is revealed (session/public_view.py), then with the real names
+    from evalstop_ros.session.public_view import public_config_json
+
+    view = public_view(tmp_path / "journals" / "s1.db")
+    probe.spin_until(lambda: len(topics["config"]) >= 2, 10.0, "the config again, after the reveal")
+    first, config_msg = topics["config"][0], topics["config"][-1]
     assert (config_msg.session_id, config_msg.config_json, config_msg.config_hash) == \
         ("s1", journal.config_json, journal.config_hash)
+    assert first.config_json == public_config_json(journal.config_json, view) != journal.config_json
     probe.spin_until(lambda: len(topics["event"]) >= len(journal.events), 10.0, "every journal event")
     from evalstop_ros.session.blinding import seal
+    reveal = next(e.seq for e in journal.events if e.kind == "key_revealed")
     assert [(e.seq, e.kind, e.trial_id, json.loads(e.payload_json)) for e in topics["event"]] == \
-        [(e.seq, e.kind, e.trial_id or 0, seal(e.kind, e.payload)) for e in journal.events]  # requests sealed
+        [(e.seq, e.kind, e.trial_id or 0, view.event_payload(e.kind, seal(e.kind, e.payload)) if e.seq < reveal
+          else seal(e.kind, e.payload)) for e in journal.events]  # requests sealed, stand-ins until the reveal
 
 
 def test_three_policies_drop_the_decided_policy(start_node: Any, probe: Any, tmp_path: pathlib.Path) -> None:
@@ -99,12 +107,15 @@ def test_three_policies_drop_the_decided_policy(start_node: Any, probe: Any, tmp
     assert by_pair[("policy_a", "policy_b")].decision == 1 and by_pair[("policy_a", "policy_c")].decision == 1
     assert by_pair[("policy_b", "policy_c")].n > max(by_pair[("policy_a", "policy_b")].n,
                                                      by_pair[("policy_a", "policy_c")].n)
+    view = public_view(tmp_path / "journals" / "s1.db")  # the running statuses name stand-ins only
     running = [s for s in topics["status"] if s.state == 1]
-    assert any(list(s.active_policies) == ["policy_b", "policy_c"] for s in running), \
-        f"policy_a never dropped: {sorted({tuple(s.active_policies) for s in running})} in {len(running)} statuses"
+    assert not {p for s in running for p in s.active_policies} & {"policy_a", "policy_b", "policy_c"}
+    active = [[view.restore(p) for p in s.active_policies] for s in running]
+    assert any(sorted(a) == ["policy_b", "policy_c"] for a in active), \
+        f"policy_a never dropped: {sorted({tuple(a) for a in active})} in {len(running)} statuses"
     # once dropped, never back
-    dropped_at = next(i for i, s in enumerate(running) if "policy_a" not in s.active_policies)
-    assert all("policy_a" not in s.active_policies for s in running[dropped_at:])
+    dropped_at = next(i for i, a in enumerate(active) if "policy_a" not in a)
+    assert all("policy_a" not in a for a in active[dropped_at:])
     assert final.letters, "letters for three scored policies"
 
 
@@ -324,6 +335,7 @@ def test_bad_config_exits_with_status_2_leaves_no_journal_and_the_id_stays_usabl
     write_config(config, n_max=4, metrics=[{"name": "success", "method": "nscore", "alpha": 0.05}])  # fixed
     topics = _subscribe_all(probe)
     fixed = start_node("evaluation_manager", params=params)
+    probe.hear(timeout=120.0)  # else a fast session can end, and the manager exit, before the probe matched
     start_node("sim_robot", params={"duration": 0.0})
     final = final_status(probe, topics["status"])
     assert fixed.wait(timeout=120.0) == 0 and final.session_id == params["session_id"]

@@ -13,7 +13,7 @@ import pathlib
 from typing import Any
 
 import pytest
-from nodes_support import final_status, same_float, write_config
+from nodes_support import final_status, public_view, same_float, write_config
 
 pytestmark = pytest.mark.usefixtures("ros_env")
 
@@ -80,9 +80,13 @@ def test_four_policies_sequential_holm_matches_the_offline_analysis(
     assert decisions[("agent_2", "agent_3")] == 3, "0.45 vs 0.5 should not decide within 30 pairs"
     assert all(decisions[(a, "agent_4")] == 1 for a in policies[:3]), decisions
     # agent_4 left the rotation once its three comparisons were decided, and never came back
+    # (the running statuses name stand-ins only: session/public_view.py)
+    view = public_view(tmp_path / "journals" / "s1.db")
     running = [s for s in topics["status"] if s.state == 1]
-    dropped_at = next(i for i, s in enumerate(running) if s.active_policies and "agent_4" not in s.active_policies)
-    assert all("agent_4" not in s.active_policies for s in running[dropped_at:])
+    active = [[view.restore(p) for p in s.active_policies] for s in running]
+    assert not {p for s in running for p in s.active_policies} & set(policies) and any("agent_4" in a for a in active)
+    dropped_at = next(i for i, a in enumerate(active) if a and "agent_4" not in a)
+    assert all("agent_4" not in a for a in active[dropped_at:])
     assert all(list(s.active_tasks) == ["push"] for s in running)
     # comparison_status carried every final decision
     expected = {(c.policy_a, c.policy_b, c.decision) for c in tests}

@@ -251,11 +251,14 @@ def test_jumps_are_rate_limited_on_the_ros2_arm_and_out_of_limit_chunks_never_pu
 
 def test_nothing_on_any_topic_names_the_policy_or_its_server(
         start_node: Any, probe: Any, tmp_path: pathlib.Path, openpi: OpenpiServers) -> None:
-    """A subscriber to every topic (and /rosout) while a policy server fails with a text that names the
-    policy and its address: none of that text, and no server address, appears anywhere before the session
-    ends; /rosout and the action's topics carry no policy id at all (the manager's own topics name the
-    compared policies by design: the session's config, not which label is which)."""
+    """A subscriber to every topic (and /rosout, /diagnostics, the latched ones) while a policy server fails
+    with a text that names the policy and its address: none of that text, no server address and no policy
+    id appears anywhere before the session ends -- the manager's own topics name the policies by their
+    sealed stand-ins (session/public_view.py); once the session ends (abort) and the key is revealed, the
+    latched session_config and the comparisons carry the real names."""
+    from evalstop.msg import SessionConfig as SessionConfigMsg
     from evalstop.msg import SessionStatus
+    from evalstop.srv import SessionControl
     from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 
     from evalstop_ros import qos
@@ -300,14 +303,33 @@ def test_nothing_on_any_topic_names_the_policy_or_its_server(
         "journal_fsync": False, "max_attempts": 2})
     probe.spin_until(lambda: statuses and statuses[-1].state == SessionStatus.STATE_PAUSED, 120.0, "paused")
     probe.spin_for(1.0)
-    assert "/rosout" in subscribed and any(t.endswith("session_event") for t in subscribed), sorted(subscribed)
-    assert any(t == "/rosout" for t, _ in heard)
-    for word in ("pi0_fast_droid", "crashed", str(bad), str(good), "Traceback"):
-        leaks = [t for t, raw in heard if word.encode() in raw]
+    probe.spin_until(lambda: any(t == "/diagnostics" for t, _ in heard), 30.0, "diagnostics")
+    manager_topics = ("session_config", "session_event", "session_status", "comparison_status", "trial_request")
+    for name in (*manager_topics, "/rosout", "/diagnostics"):
+        assert any(t.endswith(name) for t in subscribed), (name, sorted(subscribed))
+    for name in ("session_config", "session_event", "comparison_status", "/rosout", "/diagnostics"):
+        assert any(t.endswith(name) for t, _ in heard), (name, sorted({t for t, _ in heard}))
+    before_end = list(heard)
+    for word in ("pi0_fast_droid", "crashed", str(bad), str(good), "Traceback", "bad_vla", "good_vla"):
+        leaks = [t for t, raw in before_end if word.encode() in raw]
         assert not leaks, f"{word!r} on {sorted(set(leaks))}"
-    # the policy ids are the manager's to publish (its config, comparisons): never from the runner's side
-    runner_side = [raw for t, raw in heard if t == "/rosout" or "/_action/" in t]
-    assert runner_side and not any(b"bad_vla" in raw or b"good_vla" in raw for raw in runner_side)
-    for log in (runner.output, manager.output):
-        assert "pi0_fast_droid" not in log and str(bad) not in log
+    # the manager's topics name the policies by their stand-ins
+    assert any(b"policy:1" in raw and b"policy:2" in raw for t, raw in before_end if t.endswith("session_config"))
+    assert any(b"policy:" in raw for t, raw in before_end if t.endswith("comparison_status"))
+    logs_before_end = (runner.output, manager.output)
+    for log in logs_before_end:
+        for word in ("pi0_fast_droid", str(bad), "bad_vla", "good_vla"):
+            assert word not in log, word
+
+    # the end: the key is revealed, the latched config and every comparison again with the real names
+    abort = SessionControl.Request(command=SessionControl.Request.COMMAND_ABORT, reason="end of the test")
+    assert probe.call(SessionControl, "session_control", abort).ok
+    probe.spin_until(lambda: statuses[-1].state == SessionStatus.STATE_ABORTED, 60.0, "aborted")
+    configs = probe.collect(SessionConfigMsg, "session_config", qos.LATCHED_QOS)  # a late subscriber
+    probe.spin_until(lambda: configs and "bad_vla" in configs[-1].config_json, 30.0, "the real config, latched")
+    assert "policy:1" not in configs[-1].config_json
+    probe.spin_until(lambda: any(t.endswith("comparison_status") and b"bad_vla" in raw
+                                 for t, raw in heard[len(before_end):]), 30.0, "the comparisons with their real names")
+    assert {(c.policy_a, c.policy_b) for c in statuses[-1].comparisons} <= {("bad_vla", "good_vla"),
+                                                                             ("good_vla", "bad_vla")}
     assert manager.stop() == 0 and runner.stop() == 0

@@ -9,7 +9,7 @@ import tracemalloc
 import session_sim as sim
 
 from evalstop_ros.session import EvaluationSession
-from evalstop_ros.session.session import LOG_BURST, NOTES_CHARS
+from evalstop_ros.session.limits import LOG_BURST, NOTES_CHARS
 
 #: Stated bounds: each rejection adds at most this much to the journal, whatever was sent ...
 JOURNAL_BYTES_PER_REJECTION = 2048

@@ -511,3 +511,45 @@ def test_closed_ties_are_exact():
     block = np.random.default_rng(4).normal(size=(3, 3))
     assert np.unique(engine._block_stats((0, 1), block, 1)).size == 10
     assert np.unique(engine._block_stats((0, 1, 2), block, 1)).size == math.factorial(9) // 6**3 // 6
+
+
+# -- the closed engine's speed-up (issue 20) changed no result: traces recorded before it ----------
+_CLOSED_TRACES = {  # sha256 (first 16 hex) of every interim's per-partition boundaries, spent level,
+    # crossings, surviving paths and decisions, recorded with the einsum implementation (eb1b121)
+    "null5": "7a5b21c94de7393f", "spread4": "7ae9dd0e59b1de2c", "shift4": "c76c9bb9c050f7fa",
+    "star6": "1911ee8d6f3a7f4d", "ties4": "9d7f717ed4ed1a3b", "all7": "c95f7178e028d07f",
+    "mixed3": "437945e2de54373a",
+}
+
+
+def _closed_trace_cases():
+    rng = np.random.default_rng(20)
+    yield "null5", 5, 5, 6, 2000, 0, None, rng.normal(size=(30, 5))
+    yield "spread4", 4, 4, 5, 3000, 7, None, rng.normal(size=(20, 4)) * np.array([0.1, 0.1, 1, 1])
+    yield "shift4", 4, 3, 4, 1000, 3, None, rng.normal(size=(12, 4)) + np.array([0, 0, 1.5, 3.0])
+    yield ("star6", 6, 4, 3, 1500, 11, [(0, j) for j in range(1, 6)],
+           rng.normal(size=(12, 6)) + np.array([0, 2, 0, 2, 0, 0.5]))
+    yield "ties4", 4, 5, 3, 800, 5, None, rng.integers(0, 3, size=(15, 4)).astype(float)
+    yield "all7", 7, 3, 3, 600, 2, None, rng.standard_t(3, size=(9, 7)) + np.array([0, 0, 0, 1, 1, 2, 4.0])
+    yield "mixed3", 3, 5, 4, 999, 1, [(0, 1), (1, 2)], rng.normal(size=(20, 3)) * np.array([1, 0.2, 3])
+
+
+def test_closed_engine_is_bit_identical_to_the_recorded_traces():
+    # seed 002 Alg. 3 per partition; the bincount summation reproduces the old einsum's sums bit for bit
+    import hashlib
+    import json
+
+    for name, agents, n, k_max, b, seed, comparisons, scores in _closed_trace_cases():
+        test = AdaStop(agents, n_per_interim=n, n_interims=k_max, comparisons=comparisons, n_permutations=b, seed=seed)
+        trace = []
+        for k in range(k_max):
+            if test.is_finished:
+                break
+            block = np.full((agents, n), np.nan)
+            block[test.active] = scores[k * n : (k + 1) * n].T[test.active]
+            result = test.update(block)
+            c = test._closed
+            trace.append({"boundary": [float(x).hex() for x in c.boundary], "spent": [float(x).hex() for x in c.spent],
+                          "crossed": c.crossed.astype(int).tolist(), "alive": int(c.alive.sum()),
+                          "decisions": list(result.decisions)})
+        assert hashlib.sha256(json.dumps(trace).encode()).hexdigest()[:16] == _CLOSED_TRACES[name], name

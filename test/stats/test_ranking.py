@@ -16,7 +16,16 @@ from scipy import optimize
 from scipy.special import expit, log_expit
 
 from evalstop_ros.stats.errors import StatsInputError
-from evalstop_ros.stats.ranking import ELO_K, Comparisons, comparisons, fit_bt, fit_davidson, fit_elo, fit_prog
+from evalstop_ros.stats.ranking import (
+    ELO_K,
+    Comparisons,
+    comparisons,
+    fit_bt,
+    fit_davidson,
+    fit_elo,
+    fit_paired_progress,
+    fit_prog,
+)
 
 
 def small_arena(seed: int = 0, m: int = 400, n: int = 5) -> tuple[Comparisons, NDArray[np.float64]]:
@@ -88,9 +97,10 @@ def test_bt_matches_an_independent_maximisation_and_is_centred() -> None:
     assert abs(fit.scores.sum()) < 1e-9
 
 
-def test_bt_se_is_the_centred_sandwich() -> None:
+def test_bt_se_is_the_centred_hc2_sandwich() -> None:
     # H from a finite-difference Hessian of the penalised objective, K from finite-difference
-    # gradients of each comparison's own log-likelihood (issue 20: the sandwich H^-1 K H^-1)
+    # gradients of each comparison's own log-likelihood, each divided by 1 - h_n with the GLM
+    # leverage h_n = w_n x_n^T H^-1 x_n, w_n = p_n (1 - p_n) (issue 20: HC2, MacKinnon & White 1985)
     data, _ = small_arena(seed=1)
     fit = fit_bt(data, l2=0.01)
     hessian = optimize.approx_fprime(
@@ -101,10 +111,46 @@ def test_bt_se_is_the_centred_sandwich() -> None:
         for n in range(len(data))
     ])
     inverse = np.linalg.inv(hessian)
+    p = expit(fit.scores[data.i] - fit.scores[data.j])
+    x = np.zeros((len(data), 5))
+    x[np.arange(len(data)), data.i], x[np.arange(len(data)), data.j] = 1.0, -1.0
+    leverage = p * (1 - p) * np.einsum("nk,kl,nl->n", x, inverse, x)
+    assert 0.0 < leverage.min() and leverage.sum() == pytest.approx(4.0, abs=0.01)  # trace of the hat: N - 1 identified
     centre = np.eye(5) - 0.2
-    expected = np.sqrt(np.diag(centre @ inverse @ per_row.T @ per_row @ inverse @ centre))
+    kernel = per_row.T @ (per_row / (1.0 - leverage)[:, None])
+    expected = np.sqrt(np.diag(centre @ inverse @ kernel @ inverse @ centre))
     np.testing.assert_allclose(fit.se, expected, rtol=2e-3)
-    assert fit.se_method.startswith("sandwich") and fit.calibrated
+    assert fit.se_method.startswith("HC2 sandwich") and fit.calibrated
+    assert fit.df is not None and np.all(fit.df > 50)  # 400 balanced comparisons: t is nearly normal
+
+
+def test_paired_hc2_and_bell_mccaffrey_df_match_the_matrix_formulas() -> None:
+    # The least-squares model is linear, so HC2 and the Bell-McCaffrey df can be written out with the
+    # full M x M residual maker (Bell & McCaffrey 2002; Imbens & Kolesar 2016, Sec. III) and compared.
+    rng = np.random.default_rng(4)
+    n, m = 5, 40
+    a = rng.integers(0, n - 1, m)
+    b = (a + rng.integers(1, n - 1, m)) % (n - 1)
+    a[:2], b[:2] = (4, 1), (0, 4)  # policy 4 plays only twice: high leverage, few df
+    names = [f"p{k}" for k in range(n)]
+    data = comparisons([names[k] for k in a], [names[k] for k in b], ["A"] * m,
+                       progress_a=rng.uniform(0, 1, m), progress_b=rng.uniform(0, 1, m), policies=names)
+    fit = fit_paired_progress(data)
+    design = np.zeros((m, n))
+    design[np.arange(m), data.i], design[np.arange(m), data.j] = 1.0, -1.0
+    y = data.progress_a - data.progress_b
+    inverse = np.linalg.inv(design.T @ design + 1e-6 * np.eye(n))
+    hat = design @ inverse @ design.T
+    leverage = np.diag(hat)
+    residual = y - hat @ y
+    maker = np.eye(m) - hat
+    centre = np.eye(n) - 1.0 / n
+    for p in range(n):
+        weights = (design @ inverse @ centre[:, p]) ** 2 / (1.0 - leverage)
+        assert fit.se[p] == pytest.approx(math.sqrt(np.sum(weights * residual**2)), rel=1e-6)
+        quad = maker @ np.diag(weights) @ maker
+        assert fit.df is not None and fit.df[p] == pytest.approx(np.trace(quad) ** 2 / np.trace(quad @ quad), rel=1e-6)
+    assert fit.df[4] < 2.5 < 4 < fit.df[:4].min()  # the rarely compared policy gets the widest t
 
 
 def test_bt_ranks_the_planted_order() -> None:

@@ -8,9 +8,9 @@ The choice is a pure function of
 * the effective scores so far, in trial order, and the round number,
 
 so the audit (:mod:`evalstop_ros.audit.active`) re-runs it from the journal and checks every
-``schedule_choice`` event.  The surrogate (``active.surrogate``) is fitted afresh to all the data
-at every choice: the shrinkage model (:class:`~.shrinkage.ShrinkageSurrogate`) in closed form,
-the MLP (:class:`~.surrogate.Surrogate`) re-initialised from a seed fixed by the session seed.
+``schedule_choice`` event.  The surrogate (:mod:`evalstop_ros.active.surrogate`) is fitted afresh to all the data
+at every choice: the shrinkage model (:class:`~evalstop_ros.active.shrinkage.ShrinkageSurrogate`) in closed form,
+the MLP (:class:`~evalstop_ros.active.surrogate.Surrogate`) re-initialised from a seed fixed by the session seed.
 Its predictive samples (posterior draws, or MC-dropout passes) are seeded by the round, and the
 epsilon draw and tie breaks come from the generator ``default_rng([seed, 8, round])`` -- the
 plan's stream scheme (:mod:`evalstop_ros.session.plan`).  Before any score (round 1), and under
@@ -27,12 +27,12 @@ from collections.abc import Sequence
 import numpy as np
 from numpy.typing import NDArray
 
-from ..session.config import SessionConfig
-from .acquisition import expected_information_gain, select
-from .costs import CostModel
-from .embeddings import policy_embeddings, task_embeddings
-from .shrinkage import ShrinkageSurrogate
-from .surrogate import Surrogate
+from ..active.acquisition import expected_information_gain, select
+from ..active.costs import CostModel
+from ..active.embeddings import policy_embeddings, task_embeddings
+from ..active.shrinkage import ShrinkageSurrogate
+from ..active.surrogate import Surrogate
+from .config import SessionConfig
 
 __all__ = ["STREAM_ACTIVE", "Observation", "TaskChoice", "choose_task", "session_embeddings"]
 
