@@ -1,10 +1,13 @@
 """pytest set-up of the whole tree: the doctests under evalstop_ros (kept out of the installed
 package) and the markers of the test tiers (``ros``, ``netns``; docs/testing.md).
 
-``evalstop_ros/qos.py``, ``evalstop_ros/nodes/`` and ``evalstop_ros/audit/recorder.py`` import rclpy and the generated ``evalstop`` interfaces, which load
-only inside the ROS environment (``tools/ros/env.sh``, as ``make test`` runs pytest). In a
-plain ``pytest`` run without it, their doctests are left out instead of failing to import;
-``make test`` sets ``EVALSTOP_ROS_REQUIRED=1`` so that a broken ROS set-up fails loudly.
+``evalstop_ros/qos.py``, ``evalstop_ros/nodes/``, ``evalstop_ros/audit/recorder.py`` and
+``evalstop_ros/runner/adapters/ros2.py`` import rclpy and the generated ``evalstop`` interfaces,
+which load only inside the ROS environment (``tools/ros/env.sh``, as ``make test`` runs pytest),
+and so do modules under ``test/nodes`` and ``test/launch``. In a plain ``pytest`` run without
+it (``make check``), their doctests and those two test directories (every test there needs the
+ROS environment: marked ``ros`` below) are left out instead of failing to import; ``make test``
+sets ``EVALSTOP_ROS_REQUIRED=1`` so that a broken ROS set-up fails loudly and nothing is left out.
 """
 
 import os
@@ -18,13 +21,15 @@ try:
 except ImportError:
     if os.environ.get("EVALSTOP_ROS_REQUIRED"):
         raise
-    collect_ignore = ["evalstop_ros/qos.py", "evalstop_ros/nodes", "evalstop_ros/audit/recorder.py"]
+    collect_ignore = ["evalstop_ros/qos.py", "evalstop_ros/nodes", "evalstop_ros/audit/recorder.py",
+                      "evalstop_ros/runner/adapters/ros2.py", "test/nodes", "test/launch"]
 
 
 # -- tiers: markers from where a test lives and what it needs (docs/testing.md) ----------------------
 #: doctests of modules that import rclpy (left out above without the ROS environment)
-_ROS_DOCTESTS = ("evalstop_ros/qos.py", "evalstop_ros/nodes/", "evalstop_ros/audit/recorder.py")
-#: every test here runs node executables or ``ros2 launch``
+_ROS_DOCTESTS = ("evalstop_ros/qos.py", "evalstop_ros/nodes/", "evalstop_ros/audit/recorder.py",
+                 "evalstop_ros/runner/adapters/ros2.py")
+#: every test here runs node executables or ``ros2 launch`` (left out above without the ROS environment)
 _ROS_DIRS = ("test/nodes/", "test/launch/")
 #: per-test timeout (pytest-timeout, a hang guard, not a speed goal) where the default of
 #: pyproject.toml (300 s) is too short on a loaded machine: the ROS and network-namespace tests
