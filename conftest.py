@@ -23,6 +23,11 @@ except ImportError:
         raise
     collect_ignore = ["evalstop_ros/qos.py", "evalstop_ros/nodes", "evalstop_ros/audit/recorder.py",
                       "evalstop_ros/runner/adapters/ros2.py", "test/nodes", "test/launch"]
+    # the console scripts that tests run in subprocesses import this tree, not wherever the venv's
+    # editable install points (a venv shared by several worktrees); inside the ROS environment
+    # PYTHONPATH already leads to this tree's build (tools/ros/env.sh)
+    os.environ["PYTHONPATH"] = os.pathsep.join(
+        [str(pathlib.Path(__file__).resolve().parent), *filter(None, [os.environ.get("PYTHONPATH")])])
 
 
 # -- tiers: markers from where a test lives and what it needs (docs/testing.md) ----------------------
