@@ -11,9 +11,10 @@ default, hub.sqlite). Sub-commands:
   analyze        the leaderboard re-computed offline from an exported journal
   station        a simulated station: lease, run, journal locally, upload (sync later)
 
-The leaderboard is at /leaderboard (HTML; a browser signs in there with a viewer or station
-key) and /v1/leaderboard (JSON, with the header Authorization: Bearer KEY); --public-leaderboard
-serves both without a key.
+The leaderboard is at /leaderboard (HTML; a browser signs in there with a viewer key) and
+/v1/leaderboard (JSON, with the header Authorization: Bearer KEY of a viewer); station keys are
+refused (403), so that stations stay blind to their arms. --public-leaderboard serves both to
+anyone, stations included, which weakens that blinding.
 """
 
 from __future__ import annotations
@@ -71,7 +72,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                        help="level of each pairwise test (default %(default)s); with m pairs the family-wise error is "
                        "at most m x alpha (the leaderboard says which decisions hold at alpha / m)")
     serve.add_argument("--ranker", choices=("winrate", "bt"), default="winrate", help="ranking model (default %(default)s)")
-    serve.add_argument("--public-leaderboard", action="store_true", help="serve the leaderboard without a key")
+    serve.add_argument("--public-leaderboard", action="store_true", help="serve the leaderboard without a key, to anyone including stations (weakens blinding)")
     serve.add_argument("--seed", type=seed_type, default=None, help="seed of the pair draws")
     policy = sub.add_parser("add-policy", help="register a policy")
     policy.add_argument("--db", default=DEFAULT_DB, help="postgresql:// URL or SQLite path (default %(default)s)")

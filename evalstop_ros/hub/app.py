@@ -7,10 +7,10 @@ Endpoints (every one needs ``Authorization: Bearer <key>``; the leaderboard may 
 ``POST /v1/tickets/resolve``               station   the runner's policy-server addresses for a live lease
 ``POST /v1/assignments/{id}/renew``        station   extend a live lease (heartbeat of a long trial)
 ``POST /v1/assignments/{id}/result``       station   report the scores once (idempotent by ``upload_id``)
-``GET  /v1/leaderboard``                   any       ranking and pairwise sequential tests (JSON)
-``GET  /leaderboard``                      any       the same as an HTML page (a browser without a key
+``GET  /v1/leaderboard``                   viewer    ranking and pairwise sequential tests (JSON)
+``GET  /leaderboard``                      viewer    the same as an HTML page (a browser without a key
                                                      gets a sign-in form, 401)
-``POST /leaderboard/login``                -         form field ``key``: sets an HttpOnly cookie, back to the page
+``POST /leaderboard/login``                -         form field ``key`` (a viewer key): sets an HttpOnly cookie
 ``GET  /v1/journal?after=SEQ``             viewer    the global journal (policy names included)
 ``GET  /v1/status``                        any       counts of assignments and results
 =========================================  ========  ====================================================
@@ -19,8 +19,13 @@ A browser cannot send the ``Authorization`` header, so ``/leaderboard`` also acc
 the HttpOnly, SameSite=Strict cookie ``evalstop_hub_key`` that the sign-in form sets (path
 ``/leaderboard``, :data:`~.page.COOKIE_DAYS` days); the JSON API takes the header only.
 
-Work sent to stations names the arms ``A`` and ``B`` only: policy names and server addresses
-stay in the hub, and the addresses reach the runner through the lease's one-off ticket.
+Blinding (issue #23): work sent to stations names the arms ``A`` and ``B`` only; policy names and
+server addresses stay in the hub, and the addresses reach the runner through the lease's runner
+ticket, which resolves once. A station key reads nothing that names a policy: the leaderboard
+(JSON and page) and the journal answer 403 to it, since a station reading the leaderboard
+before and after its own upload would learn which policy was its arm A. ``--public-leaderboard``
+opens the leaderboard (not the journal) to anyone, stations included, and so gives up that part
+of the blinding; it is an explicit opt-in for a public evaluation.
 Bodies above ``max_body`` bytes are refused (413) before they are read; malformed JSON and
 out-of-range fields give 400 with the reason; nothing is written by a refused request.
 """
@@ -194,9 +199,14 @@ def create_app(store: HubStore, settings: HubSettings = HubSettings()) -> FastAP
             raise HubError(f"{who[0]!r} is a {who[1]} key; only stations take work", 403)
         return who[0]
 
+    def viewer(who: tuple[str, str], what: str) -> None:
+        if who[1] != "viewer":
+            raise HubError(f"{who[0]!r} is a {who[1]} key; {what} names the policies, so only viewer keys may "
+                           "read it (a station must stay blind to its arms)", 403)
+
     def reader(request: Request) -> None:
         if not settings.public_leaderboard:
-            caller(request.headers.get("authorization"))
+            viewer(caller(request.headers.get("authorization")), "the leaderboard")
 
     @app.post("/v1/work")
     def work(station_id: Annotated[str, Depends(station)]) -> dict[str, Any]:
@@ -228,10 +238,10 @@ def create_app(store: HubStore, settings: HubSettings = HubSettings()) -> FastAP
             header = request.headers.get("authorization")
             token = header.removeprefix("Bearer ").strip() if header else request.cookies.get(COOKIE)
             try:
-                store.authenticate(token)
+                viewer(store.authenticate(token), "the leaderboard")
             except HubError as err:
                 error = "" if token is None else f"that key was refused: {err}"
-                return HTMLResponse(render_login(error=error), status_code=401)
+                return HTMLResponse(render_login(error=error), status_code=err.status)
         return HTMLResponse(render_page(board.get()))
 
     @app.post("/leaderboard/login", response_class=HTMLResponse)
@@ -239,9 +249,9 @@ def create_app(store: HubStore, settings: HubSettings = HubSettings()) -> FastAP
         form = urllib.parse.parse_qs((await request.body()).decode("utf-8", "replace"))
         key = (form.get("key") or [""])[0].strip()
         try:
-            await asyncio.to_thread(store.authenticate, key or None)
+            viewer(await asyncio.to_thread(store.authenticate, key or None), "the leaderboard")
         except HubError as err:
-            return HTMLResponse(render_login(error=f"that key was refused: {err}"), status_code=401)
+            return HTMLResponse(render_login(error=f"that key was refused: {err}"), status_code=err.status)
         done = RedirectResponse("/leaderboard", status_code=303)
         done.set_cookie(COOKIE, key, max_age=COOKIE_DAYS * 86400, path="/leaderboard", httponly=True,
                         samesite="strict", secure=request.url.scheme == "https")
@@ -249,8 +259,7 @@ def create_app(store: HubStore, settings: HubSettings = HubSettings()) -> FastAP
 
     @app.get("/v1/journal")
     def journal(who: Annotated[tuple[str, str], Depends(caller)], after: int = 0) -> list[dict[str, Any]]:
-        if who[1] != "viewer":
-            raise HubError("the journal names the policies; only viewer keys may read it", 403)
+        viewer(who, "the journal")
         return [e.to_dict() for e in store.journal(after=after)]
 
     @app.get("/v1/status", dependencies=[Depends(caller)])
