@@ -28,13 +28,13 @@ from contextlib import contextmanager
 from typing import Any
 
 from .errors import HubError
+from .schedule import Schedule, choose_pair
 from .schema import VERSION_TABLE, latest_version, migrations
 
 __all__ = ["Assignment", "HubStore", "JournalEntry", "hash_secret", "open_store"]
 
 #: Roles a key can have: a station takes and reports work, a viewer only reads the leaderboard.
 ROLES = ("station", "viewer")
-SCHEDULES = ("need", "uniform")
 
 
 def hash_secret(secret: str) -> str:
@@ -193,17 +193,16 @@ class HubStore:
                 self._expire(run, assignment_id, "lease deadline passed")
         return len(rows)
 
-    def lease(self, station_id: str, lease_seconds: float, tasks: Sequence[str], schedule: str,
+    def lease(self, station_id: str, lease_seconds: float, tasks: Sequence[str], schedule: str | Schedule,
               rng: random.Random) -> tuple[Assignment, str]:
         """Lease the next A/B trial to ``station_id``; returns it and its one-off runner ticket.
 
         A lease the station still holds is abandoned (a restarted station lost it) and requeued.
         Requeued work (an expired lease whose pair was never reported) comes first, oldest first;
-        otherwise a pair is drawn ``by need`` (fewest results and open leases, ties at random) or
-        ``uniform``; which policy is arm A is drawn at random.
+        otherwise :func:`.schedule.choose_pair` draws the pair (``uncertain``, ``need`` or
+        ``uniform``: :mod:`.schedule`); which policy is arm A is drawn at random.
         """
-        if schedule not in SCHEDULES:
-            raise HubError(f"schedule must be one of {SCHEDULES}")
+        schedule = Schedule.of(schedule)
         self.requeue_expired()
         ticket = "tkt_" + secrets.token_urlsafe(24)
         now = self._clock()
@@ -232,21 +231,19 @@ class HubStore:
         return assignment, ticket
 
     @staticmethod
-    def _draw(run: Callable[..., list[tuple[Any, ...]]], tasks: Sequence[str], schedule: str,
+    def _draw(run: Callable[..., list[tuple[Any, ...]]], tasks: Sequence[str], schedule: Schedule,
               rng: random.Random) -> tuple[str, str, str]:
         names = [row[0] for row in run("SELECT name FROM policies ORDER BY name")]
         if len(names) < 2:
             raise HubError("the hub needs at least two registered policies to assign work", 409)
         pairs = [(x, y) for i, x in enumerate(names) for y in names[i + 1:]]
-        if schedule == "need":
-            load: dict[tuple[str, str], int] = {pair: 0 for pair in pairs}
+        load: dict[tuple[str, str], int] = {pair: 0 for pair in pairs}
+        if schedule.name != "uniform":
             for a, b, count in run("SELECT policy_a, policy_b, COUNT(*) FROM assignments "
                                    "WHERE state IN ('leased', 'done') GROUP BY policy_a, policy_b"):
                 key = (a, b) if (a, b) in load else (b, a)
                 load[key] += int(count)
-            least = min(load.values())
-            pairs = [pair for pair in pairs if load[pair] == least]
-        x, y = rng.choice(pairs)
+        x, y = choose_pair(schedule, pairs, load, rng)
         if rng.random() < 0.5:
             x, y = y, x
         return x, y, rng.choice(list(tasks)) if tasks else "default"
