@@ -10,7 +10,8 @@ leaderboard is false is at most ``alpha``, however often it is read (seed 000 §
 validity argument is in :mod:`evalstop_ros.stats.families`, "Which procedures remain valid":
 Holm on anytime-valid p-values at any single analysis time, repeated, keeping its rejections).
 
-The analysis time is one counted result, in journal order.  A local session analyses in rounds
+The analysis time is one counted result, in journal order (a result that lowers no p-value
+changes nothing Holm decides, so the engine is not re-run for it).  A local session analyses in rounds
 (step ``n`` once every open comparison has ``n`` pairs); the hub's pairs arrive unbalanced by
 design (its schedule spends results on the uncertain pairs, decided pairs get none), so it
 analyses the current p-values after each result instead -- the same engine
@@ -68,6 +69,8 @@ class HolmPairs:
         self.sums = np.zeros((self.m, 2))
         #: Per comparison: its own count of results when Holm decided it (0 while open).
         self.n_at_decision = np.zeros(self.m, dtype=np.int64)
+        #: Per comparison: the hub's count of results (the analysis time) when Holm decided it (0 while open).
+        self.decided_at_result = np.zeros(self.m, dtype=np.int64)
         self.results = 0
 
     def add(self, x: str, y: str, score_x: float, score_y: float) -> None:
@@ -76,14 +79,21 @@ class HolmPairs:
         self.results += 1
         self.n[j] += 1
         self.sums[j] += (score_x, score_y)
-        if self.engine.decision[j, 0] == Decision.CONTINUE:  # nothing is read after the stop
-            test = self._tests[j]
-            test.update(np.array([score_x]), np.array([score_y]))
-            self._p[j * self.sides:(j + 1) * self.sides] = test.side_pvalues()
+        if self.engine.decision[j, 0] != Decision.CONTINUE:
+            return  # nothing is read after the stop
+        test = self._tests[j]
+        test.update(np.array([score_x]), np.array([score_y]))
+        rows = slice(j * self.sides, (j + 1) * self.sides)
+        fresh = test.side_pvalues()
+        fell = bool((fresh < self._p[rows]).any())
+        self._p[rows] = fresh
+        if not fell:
+            return  # Holm on the same p-values rejects nothing new (running minima only fall)
         before = self.engine.decision[:, 0].copy()
         self.engine.analyse(self._p)
         newly = (before == Decision.CONTINUE) & (self.engine.decision[:, 0] != Decision.CONTINUE)
         self.n_at_decision[newly] = self.n[newly]
+        self.decided_at_result[newly] = self.results
 
     def decision(self, j: int) -> Decision:
         return Decision(int(self.engine.decision[j, 0]))
@@ -108,7 +118,7 @@ class HolmPairs:
         for j, c in enumerate(self.comparisons):
             n = int(self.n[j])
             decision = self.decision(j).name.lower()
-            stop = int(self.engine.stopping_step[j, 0])
+            stop = int(self.decided_at_result[j])
             out.append({"policy_a": c.policy_a, "policy_b": c.policy_b, "n": n,
                         "mean_a": float(self.sums[j, 0] / n) if n else None,
                         "mean_b": float(self.sums[j, 1] / n) if n else None,

@@ -35,11 +35,13 @@ from .family import HolmPairs
 from .rankings import MODELS, RANKERS, comparisons_of, fit_model, model_rows
 from .schedule import Focus
 
-__all__ = ["ANYTIME_METHODS", "RANKERS", "WARM_UP", "Leaderboard", "Trial", "leaderboard", "trials_of",
+__all__ = ["ANYTIME_METHODS", "RANKERS", "REFIT_EVERY", "WARM_UP", "Leaderboard", "Trial", "leaderboard", "trials_of",
            "win_rate_ranking"]
 
 #: The core's sequential tests valid at any stopping time with no horizon (stats.methods.FACTS).
 ANYTIME_METHODS = frozenset(name for name in METHODS if FACTS[name].pvalue and not FACTS[name].needs_n_max)
+#: Results between two Bradley-Terry refits of the order (or 5 % of the results, if more).
+REFIT_EVERY = 10
 #: Results every pair gets before the ``uncertain`` schedule trusts the ranking's order.
 WARM_UP = 2
 
@@ -128,10 +130,14 @@ class Leaderboard:
         self.as_of: float | None = None
         self._order: list[str] = list(self.policies)
         self._order_n = -1
+        self._claims_key = b""
+        self._claims_cache: dict[frozenset[str], str] = {}
+        self._rebuild()
 
     def _rebuild(self) -> None:
         """A new family over the current policies, every counted result replayed into it."""
         self.family = HolmPairs(self.policies, method=self.method, alpha=self.alpha) if len(self.policies) > 1 else None
+        self._claims_key = b""
         for t in self.trials:
             self._feed(t)
         self._order_n = -1
@@ -169,9 +175,9 @@ class Leaderboard:
     # -- progress and the schedule's focus -------------------------------------------------
     def order(self) -> list[str]:
         """The current order, best first: Bradley-Terry scores (refitted once the results grew by
-        5 %), then adjacent policies swapped wherever sequential Holm decided the other way."""
+        5 % or :data:`REFIT_EVERY`), then adjacent policies swapped wherever sequential Holm decided the other way."""
         n = len(self.trials)
-        if n and (self._order_n < 0 or n - self._order_n >= max(1, self._order_n // 20)):
+        if n and (self._order_n < 0 or n - self._order_n >= max(REFIT_EVERY, self._order_n // 20)):
             fit = fit_model("bt", comparisons_of(self.policies, self.trials))
             self._order = [p for _, p in sorted(zip(-fit.scores, fit.policies))]
             self._order_n = n
@@ -190,6 +196,13 @@ class Leaderboard:
     def _claims(self) -> dict[frozenset[str], str]:
         if self.family is None:
             return {}
+        decided = self.family.engine.decision[:, 0].tobytes()
+        if self._claims_key != decided:
+            self._claims_key, self._claims_cache = decided, self._claims_now()
+        return self._claims_cache
+
+    def _claims_now(self) -> dict[frozenset[str], str]:
+        assert self.family is not None
         return {frozenset((c.policy_a, c.policy_b)): better for j, c in enumerate(self.family.comparisons)
                 if (better := self.family.better(j)) is not None}
 
@@ -213,8 +226,8 @@ class Leaderboard:
         family = self.family
         if family is None:
             return Focus(frozenset(), frozenset())
-        open_ = frozenset((c.policy_a, c.policy_b) for j, c in enumerate(family.comparisons)
-                          if family.better(j) is None)
+        claims = self._claims()
+        open_ = frozenset((c.policy_a, c.policy_b) for c in family.comparisons if c.pair not in claims)
         if int(family.n.min()) < WARM_UP:
             return Focus(open_, open_)
         order = self.order()
