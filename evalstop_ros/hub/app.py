@@ -166,6 +166,12 @@ class _Board:
                 self._snapshot_key = key
             return self._snapshot
 
+    def progress(self) -> dict[str, Any]:
+        """Whether the ranking is settled or the budget spent (:meth:`~.leaderboard.Leaderboard.progress`)."""
+        with self._lock:
+            self._catch_up()
+            return self._board.progress()
+
     def schedule(self, name: str) -> Schedule:
         """The schedule of the next lease (``uncertain`` with the board's current focus)."""
         if name != "uncertain":
