@@ -6,7 +6,8 @@ hypotheses ("y better", "x better"), each tested by a one-sided anytime-valid pr
 ``alpha / 2m`` (:class:`~evalstop_ros.stats.holm.DirectionalTests`, :func:`~evalstop_ros.stats.holm.side_alpha`),
 and after every counted result :class:`~evalstop_ros.stats.holm.SequentialHolm` analyses all
 ``2m`` running-minimum p-values at once: the probability that *any* "better" claim on the
-leaderboard is false is at most ``alpha``, however often it is read (seed 000 §VI-B; the
+leaderboard is false is at most ``alpha``, however often it is read (seed 000 §VI-B; seed 003
+footnote 5: a multi-policy comparison is its pairwise comparisons examined simultaneously; the
 validity argument is in :mod:`evalstop_ros.stats.families`, "Which procedures remain valid":
 Holm on anytime-valid p-values at any single analysis time, repeated, keeping its rejections).
 
