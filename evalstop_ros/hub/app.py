@@ -7,7 +7,8 @@ Endpoints (every one needs ``Authorization: Bearer <key>``; the leaderboard may 
 ``POST /v1/tickets/resolve``               station   the runner's policy-server addresses for a live lease
 ``POST /v1/assignments/{id}/renew``        station   extend a live lease (heartbeat of a long trial)
 ``POST /v1/assignments/{id}/result``       station   report the scores once (idempotent by ``upload_id``)
-``GET  /v1/leaderboard``                   viewer    ranking and pairwise sequential tests (JSON)
+``GET  /v1/leaderboard``                   viewer    rankings (all models, SEs, intervals), every pair's state
+                                                     under sequential Holm, progress (settled / budget) (JSON)
 ``GET  /leaderboard``                      viewer    the same as an HTML page (a browser without a key
                                                      gets a sign-in form, 401)
 ``POST /leaderboard/login``                -         form field ``key`` (a viewer key): sets an HttpOnly cookie
@@ -51,6 +52,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from .errors import HubError
 from .leaderboard import Leaderboard
 from .page import COOKIE_DAYS, render_login, render_page
+from .rankings import MODELS
+from .schedule import Schedule
 from .store import HubStore, JournalEntry
 
 __all__ = ["COOKIE", "HubSettings", "create_app"]
@@ -69,10 +72,12 @@ class HubSettings:
 
     tasks: tuple[str, ...] = ("default",)
     lease_seconds: float = 60.0
-    schedule: str = "need"
+    schedule: str = "uncertain"
     method: str = "nscore"
     alpha: float = 0.05
-    ranker: str = "winrate"
+    ranker: str = "bt"
+    models: tuple[str, ...] = MODELS
+    budget: int = 0
     public_leaderboard: bool = False
     max_body: int = 64 * 1024
     seed: int | None = None
@@ -138,25 +143,47 @@ class BodyLimit:
 
 
 class _Board:
-    """The live leaderboard, fed the journal entries added since the last request."""
+    """The live leaderboard, fed the journal entries added since it was last read: the page and
+    ``/v1/leaderboard`` read its snapshot (recomputed once per new result), the ``uncertain``
+    schedule its :meth:`~.leaderboard.Leaderboard.focus` before every lease."""
 
     def __init__(self, store: HubStore, settings: HubSettings) -> None:
         self._store = store
         self._lock = threading.Lock()
         self._board = Leaderboard(store.policies(), method=settings.method, alpha=settings.alpha,
-                                  ranker=settings.ranker)
+                                  ranker=settings.ranker, models=settings.models, budget=settings.budget)
         self._seq = 0
         self._snapshot: dict[str, Any] | None = None
+        self._snapshot_key = (-1, -1)
+
+    def _catch_up(self) -> None:
+        new: list[JournalEntry] = self._store.journal(after=self._seq)
+        if new:
+            self._seq = new[-1].seq
+            self._board.add([e.to_dict() for e in new])
 
     def get(self) -> dict[str, Any]:
         with self._lock:
-            new: list[JournalEntry] = self._store.journal(after=self._seq)
-            if new:
-                self._seq = new[-1].seq
-                self._board.add([e.to_dict() for e in new])
-            if new or self._snapshot is None:
+            self._catch_up()
+            key = (len(self._board.trials), len(self._board.policies))
+            if self._snapshot is None or self._snapshot_key != key:
                 self._snapshot = self._board.snapshot()
+                self._snapshot_key = key
             return self._snapshot
+
+    def progress(self) -> dict[str, Any]:
+        """Whether the ranking is settled or the budget spent (:meth:`~.leaderboard.Leaderboard.progress`)."""
+        with self._lock:
+            self._catch_up()
+            return self._board.progress()
+
+    def schedule(self, name: str) -> Schedule:
+        """The schedule of the next lease (``uncertain`` with the board's current focus)."""
+        if name != "uncertain":
+            return Schedule(name)
+        with self._lock:
+            self._catch_up()
+            return Schedule(name, self._board.focus())
 
 
 async def _sweep_leases(store: HubStore, every: float) -> None:
@@ -210,7 +237,8 @@ def create_app(store: HubStore, settings: HubSettings = HubSettings()) -> FastAP
 
     @app.post("/v1/work")
     def work(station_id: Annotated[str, Depends(station)]) -> dict[str, Any]:
-        assignment, ticket = store.lease(station_id, settings.lease_seconds, settings.tasks, settings.schedule, rng)
+        assignment, ticket = store.lease(station_id, settings.lease_seconds, settings.tasks,
+                                         board.schedule(settings.schedule), rng)
         return {"assignment_id": assignment.assignment_id, "task": assignment.task, "arms": ["A", "B"],
                 "lease_deadline": assignment.lease_deadline, "lease_seconds": settings.lease_seconds,
                 "runner_ticket": ticket}

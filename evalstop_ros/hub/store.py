@@ -37,13 +37,13 @@ from contextlib import contextmanager
 from typing import Any
 
 from .errors import HubError
+from .schedule import Schedule, choose_pair
 from .schema import VERSION_TABLE, latest_version, migrations
 
 __all__ = ["Assignment", "HubStore", "JournalEntry", "Run", "draw_pair", "hash_secret", "open_store"]
 
 #: Roles a key can have: a station takes and reports work, a viewer only reads the leaderboard.
 ROLES = ("station", "viewer")
-SCHEDULES = ("need", "uniform")
 #: Key of PostgreSQL's transaction-scoped advisory lock that orders journal appends (and migrations).
 JOURNAL_LOCK = 0x65766A6F  # "evjo"
 MIGRATION_LOCK = 0x65766D67  # "evmg"
@@ -104,25 +104,23 @@ class Run:
         self.load[key] = self.load.get(key, 0) + delta
 
 
-def draw_pair(run: Run, tasks: Sequence[str], schedule: str, rng: random.Random) -> tuple[str, str, str]:
+def draw_pair(run: Run, tasks: Sequence[str], schedule: Schedule, rng: random.Random) -> tuple[str, str, str]:
     """The pair and task of a new (not requeued) assignment, as ``(arm A, arm B, task)``.
 
-    ``need`` draws among the pairs with the fewest leased and reported assignments (table
-    ``pair_load``, one row per pair), ``uniform`` any pair; ties and the arm order at random.
-    This is the hub's only pair choice (a scheduler replaces this function).
+    :func:`.schedule.choose_pair` chooses among the pairs, from their leased and reported
+    assignments (table ``pair_load``, one row per pair, read without row locks); the arm order
+    and the task at random. This is the hub's only pair choice.
     """
     names = [row[0] for row in run("SELECT name FROM policies ORDER BY name")]
     if len(names) < 2:
         raise HubError("the hub needs at least two registered policies to assign work", 409)
     pairs = [(x, y) for i, x in enumerate(names) for y in names[i + 1:]]
-    if schedule == "need":
-        load: dict[tuple[str, str], int] = {pair: 0 for pair in pairs}
+    load: dict[tuple[str, str], int] = {pair: 0 for pair in pairs}
+    if schedule.name != "uniform":
         for low, high, n in run("SELECT policy_low, policy_high, load FROM pair_load"):
             if (low, high) in load:
                 load[(low, high)] = int(n)
-        least = min(load.values())
-        pairs = [pair for pair in pairs if load[pair] == least]
-    x, y = rng.choice(pairs)
+    x, y = choose_pair(schedule, pairs, load, rng)
     if rng.random() < 0.5:
         x, y = y, x
     return x, y, rng.choice(list(tasks)) if tasks else "default"
@@ -287,16 +285,16 @@ class HubStore:
         return self._expire_where(run, "state = 'leased' AND lease_deadline < ?", (self._clock(),),
                                   "lease deadline passed", wait=False)
 
-    def lease(self, station_id: str, lease_seconds: float, tasks: Sequence[str], schedule: str,
+    def lease(self, station_id: str, lease_seconds: float, tasks: Sequence[str], schedule: str | Schedule,
               rng: random.Random) -> tuple[Assignment, str]:
         """Lease the next A/B trial to ``station_id``; returns it and its one-off runner ticket.
 
         A lease the station still holds is abandoned (a restarted station lost it) and requeued.
         Requeued work (an expired lease whose pair was never reported) comes first, oldest first;
-        otherwise :func:`draw_pair` chooses the pair and arm order.
+        otherwise :func:`draw_pair` chooses the pair (``uncertain``, ``need`` or ``uniform``:
+        :mod:`.schedule`) and the arm order.
         """
-        if schedule not in SCHEDULES:
-            raise HubError(f"schedule must be one of {SCHEDULES}")
+        schedule = Schedule.of(schedule)
         ticket = "tkt_" + secrets.token_urlsafe(24)
         now = self._clock()
         with self._tx() as run:
