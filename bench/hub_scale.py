@@ -21,12 +21,9 @@ and the lease latency after 100 000 assignments against a fresh hub.
 from __future__ import annotations
 
 import argparse
-import json
 import pathlib
 import shutil
-import socket
 import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -34,31 +31,12 @@ import urllib.error
 import urllib.request
 from typing import Any
 
+from hub_throughput import CLI, POSTGRES_SH, _pct, _port, _post  # bench/ is on sys.path when run as a script
+
 from evalstop_ros.hub.store import open_store
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
-CLI = [sys.executable, "-c", "import sys; from evalstop_ros.cli.main import main; sys.exit(main(sys.argv[1:]))"]
-POSTGRES_SH = REPO / "tools" / "hub" / "postgres.sh"
 POLICIES = {"alpha": 0.8, "beta": 0.5, "gamma": 0.3}
-
-
-def _port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _post(url: str, key: str, body: dict[str, Any] | None = None) -> tuple[Any, float]:
-    start = time.perf_counter()
-    req = urllib.request.Request(url, data=json.dumps(body or {}).encode(), method="POST",
-                                 headers={"Authorization": f"Bearer {key}", "Content-Type": "application/json"})
-    with urllib.request.urlopen(req, timeout=120) as answer:
-        payload = json.loads(answer.read())
-    return payload, time.perf_counter() - start
-
-
-def _pct(values: list[float], q: float) -> float:
-    return sorted(values)[min(len(values) - 1, int(q * len(values)))] * 1000
 
 
 def _start_hub(db: str, workdir: pathlib.Path, n: int, viewer: str) -> tuple[subprocess.Popen[bytes], str]:
