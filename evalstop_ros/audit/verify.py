@@ -35,7 +35,7 @@ import json
 from collections.abc import Mapping, Sequence
 
 from ..session.analysis import letters
-from ..session.config import ConfigError, SessionConfig, config_diff, parse_config
+from ..session.config import ConfigError, SessionConfig, config_diff, parse_journaled_config
 
 # The session's offline analysis on a trial book: the same rows as ``offline_decisions`` /
 # ``offline_claims``, which take a journal path (the audit folds bags, and books as of each edit).
@@ -80,7 +80,7 @@ def _resolve_config(record: SessionRecord, given: SessionConfig | None) -> tuple
             violations.append(Violation("config_changed", (), f"configuration changed mid-session ({c.origin}): "
                                         f"{'; '.join(changes) or 'hash only'}", c.position, c.stamp_ns))
     try:
-        config = parse_config(json.loads(first.config_json), f"{first.origin} of {record.source}")
+        config = parse_journaled_config(json.loads(first.config_json), f"{first.origin} of {record.source}")
     except (ConfigError, json.JSONDecodeError) as err:
         raise AuditError(f"{record.source}: the recorded configuration is invalid: {err}") from err
     if given is not None and given.config_hash != config.config_hash:

@@ -256,7 +256,8 @@ class ActiveScheduleConfig(_Model):
     #: Eq. 1) or ``mlp`` (seed 004's network, :mod:`evalstop_ros.active.surrogate`, MC dropout).
     #: The study of docs/active.md (issue 20) found the shrinkage surrogate's L1 lower in 7 of 9
     #: cells and never worse beyond 1 SE.  ``random-task`` fits no surrogate.  Journals of sessions
-    #: run before this key existed fitted the MLP (their configuration has no ``surrogate``).
+    #: run before this key existed fitted the MLP (their configuration has no ``surrogate``); they
+    #: resume with ``surrogate: mlp`` written out (:func:`parse_journaled_config`).
     surrogate: Literal["shrinkage", "mlp"] = "shrinkage"
     #: The metric the surrogate models (default: the first metric); ``success`` uses the
     #: Bernoulli head, ``progress`` the binned head.
@@ -619,6 +620,9 @@ class SessionConfig(_Model):
         for key, default in _OMITTED_AT_DEFAULT.items():
             if data.get(key) == default:
                 del data[key]
+        active = data.get("active")
+        if isinstance(active, dict) and active.get("surrogate") == LEGACY_SURROGATE:
+            del active["surrogate"]  # the form of the journals written before the key existed
         return data
 
     def canonical_json(self) -> str:
@@ -703,6 +707,24 @@ def format_validation_error(err: ValidationError) -> str:
         if not (e["type"] == "too_short" and any(len(f) > len(e["loc"]) and f[: len(e["loc"])] == tuple(e["loc"]) for f in failed))
     ]
     return "; ".join(_describe(e) for e in kept)
+
+
+#: The surrogate of the active sessions journaled before ``active.surrogate`` existed (issue 20):
+#: :meth:`SessionConfig.to_dict` leaves it out, :func:`parse_journaled_config` puts it back.
+LEGACY_SURROGATE = "mlp"
+
+
+def parse_journaled_config(data: object, source: str = "<journal>") -> SessionConfig:
+    """:func:`parse_config` of a journaled canonical dump (:meth:`SessionConfig.to_dict`).
+
+    An ``active`` block without ``surrogate`` is a journal of the MLP surrogate (seed 004's network):
+    sessions journaled before the shrinkage surrogate became the default, and new ones that chose
+    ``surrogate: mlp``, whose dump omits it so that their hash equals the old form. A user's file
+    without the key means the default, ``shrinkage``; a journal without it means ``mlp``.
+    """
+    if isinstance(data, Mapping) and isinstance(data.get("active"), Mapping) and "surrogate" not in data["active"]:
+        data = {**data, "active": {**data["active"], "surrogate": LEGACY_SURROGATE}}
+    return parse_config(data, source)
 
 
 def parse_config(data: object, source: str = "<config>") -> SessionConfig:

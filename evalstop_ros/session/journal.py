@@ -702,10 +702,10 @@ def read_journal(path: str | os.PathLike[str], *, raw: bool = False) -> JournalC
 def _owner_view(events: tuple[Event, ...], meta: dict[str, str]) -> tuple[Event, ...]:
     """The events with their sealed fields restored by the journal's own key (as the session replays them)."""
     from .blinding import unseal  # blinding reads journal events: imported here, not at the top
-    from .config import ConfigError, parse_config
+    from .config import ConfigError, parse_journaled_config
 
     try:
-        config = parse_config(json.loads(meta["config_json"]), "<journal meta>")
+        config = parse_journaled_config(json.loads(meta["config_json"]), "<journal meta>")
         return tuple(unseal(events, config, bytes.fromhex(meta["plan_key"]), meta["session_id"]))
     except (ConfigError, KeyError, ValueError):
         return events  # a damaged meta row: the rows as stored (the audit reports the damage)

@@ -12,6 +12,7 @@ from evalstop_ros.audit import verify
 from evalstop_ros.audit.journal import read_journal_record
 from evalstop_ros.session.active_schedule import Observation, choose_task, session_embeddings
 from evalstop_ros.session.config import ConfigError, parse_config
+from evalstop_ros.session.errors import JournalError
 from evalstop_ros.session.session import EvaluationSession
 
 TASKS = ["open the drawer", "close the drawer", "pick up the cube", "push the button"]
@@ -148,3 +149,26 @@ def test_defaults_follow_the_study_and_enter_the_hash() -> None:
     assert '"surrogate":"shrinkage"' in config.canonical_json()
     explicit = parse_config(_config(strategy="cost-task-eig"))
     assert explicit.config_hash != parse_config(_config(strategy="random-task")).config_hash
+
+
+def test_a_journal_from_before_the_surrogate_key_resumes_and_audits(tmp_path: pathlib.Path) -> None:
+    """Active sessions journaled before ``active.surrogate`` existed fitted the MLP (seed 004) and their
+    canonical config has no ``surrogate``. An MLP session is journaled in that form (so its hash is the
+    old one): it resumes from a file that says ``surrogate: mlp``, and the audit replays it on the MLP,
+    while a user's file without the key still means the shrinkage default (issue 20)."""
+    import json
+
+    from evalstop_ros.session.config import parse_journaled_config
+
+    path = tmp_path / "journal.db"
+    _run(path, 12, surrogate="mlp")
+    stored = json.loads(read_journal_record(path).configs[0].config_json)
+    assert "surrogate" not in stored["active"]  # the canonical form of the journals before the key
+    assert parse_journaled_config(stored).active_settings().surrogate == "mlp"
+    assert parse_config(stored).active_settings().surrogate == "shrinkage"  # a user's file: the default
+    with EvaluationSession.open(path, parse_config(_config(surrogate="mlp")), "s1") as resumed:
+        assert resumed.next_trial() is not None
+    with pytest.raises(JournalError, match="different configuration"):
+        EvaluationSession.open(path, parse_config(_config(surrogate="shrinkage")), "s1")
+    report = verify(read_journal_record(path))
+    assert report.verified, [v.message for v in report.violations]
