@@ -172,9 +172,11 @@ def test_operator_ends_an_episode_and_presses_the_emergency_stop(
         servers = tmp_path / "servers.yaml"
         servers.write_text(yaml.safe_dump({"policy_servers": {p: {"host": "127.0.0.1", "port": server.port}
                                                               for p in ("policy_a", "policy_b")}}))
-        # 15 Hz and 2000 steps: a rollout lasts until the operator ends it
+        # 15 Hz and 2000 steps, and not ended when the sim's task is done (the good policy can
+        # reach it within seconds): a rollout lasts until the operator ends it
         runner = start_node("policy_runner", params={"servers_file": str(servers), "max_steps": 2000,
-                                                     "timeout": 600.0, "key_file": str(clients["auto:runner"])})
+                                                     "timeout": 600.0, "key_file": str(clients["auto:runner"]),
+                                                     "sim.end_on_success": False})
         start_node("evaluation_manager", params={"config_file": str(config), "session_id": "tty",
                                                  "journal_dir": str(tmp_path), "journal_fsync": False,
                                                  "operator_keys_file": str(manager_keys)})

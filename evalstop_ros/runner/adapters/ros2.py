@@ -9,7 +9,10 @@ for ``joint_velocity``, reached after ``dt``), or a ``std_msgs/Float64MultiArray
 action values (``command_type: array``). ``stop`` sends a hold (the last joint positions, zero
 velocity); ``reset`` sends ``home`` (default all zeros) as a position command reached no faster
 than the velocity limits allow (a trajectory point that far in time; with ``command_type: array``,
-rate-limited steps of ``dt``). The node that owns the subscriptions must be spinning
+rate-limited steps of ``dt``). Whatever publishes (a rollout step, a hold, a home step), no two
+commands are stamped closer than ``dt / 2``: the spacing is kept on the clock that stamps them, at
+the moment of stamping, so a thread delayed between the rollout's own spacing and the publish
+cannot bunch two commands. The node that owns the subscriptions must be spinning
 (policy_runner's executor does that).
 
 Limits (:class:`~..guard.CommandLimits`): given as ``limits`` (policy_runner builds them from its
@@ -69,6 +72,8 @@ class Ros2Arm:
         self.dt, self.stale_after, self.command_type = dt, stale_after, command_type
         self.home = np.asarray(home if home is not None else np.zeros(8), dtype=np.float64)
         self._lock = threading.Lock()
+        self._send_lock = threading.Lock()      # one publish at a time, spaced (module docstring)
+        self._last_sent = -1 << 62              # ns on the node's clock
         self._joints: tuple[float, np.ndarray] | None = None
         self._images: dict[str, np.ndarray] = {}
         self._node = node
@@ -139,9 +144,18 @@ class Ros2Arm:
                            gripper_position=state[7:8])
 
     def _publish(self, values: np.ndarray, action_space: str, duration: float | None = None) -> None:
+        with self._send_lock:
+            clock = self._node.get_clock()
+            wait = self._last_sent + int(self.dt * 5e8) - clock.now().nanoseconds
+            if wait > 0:
+                time.sleep(wait * 1e-9)
+            now = clock.now()
+            self._last_sent = now.nanoseconds
+            self._publisher.publish(self._message(values, action_space, duration, now.to_msg()))
+
+    def _message(self, values: np.ndarray, action_space: str, duration: float | None, stamp: Any) -> Any:
         if self.command_type == "array":
-            self._publisher.publish(Float64MultiArray(data=[float(v) for v in values]))
-            return
+            return Float64MultiArray(data=[float(v) for v in values])
         point = JointTrajectoryPoint()
         if action_space == "joint_velocity":
             point.velocities = [float(v) for v in values]
@@ -151,8 +165,8 @@ class Ros2Arm:
         seconds = int(duration)
         point.time_from_start = Duration(sec=seconds, nanosec=int((duration - seconds) * 1e9))
         trajectory = JointTrajectory(joint_names=self.joint_names, points=[point])
-        trajectory.header.stamp = self._node.get_clock().now().to_msg()   # when it was sent
-        self._publisher.publish(trajectory)
+        trajectory.header.stamp = stamp   # when it was sent
+        return trajectory
 
     def act(self, action: np.ndarray, action_space: str) -> None:
         self._publish(np.asarray(action, dtype=np.float64), action_space)
