@@ -89,7 +89,8 @@ class HubProcess:
         self.proc: subprocess.Popen[bytes] | None = None
         self.starts = 0
 
-    def start(self, deadline: float = 60.0) -> None:
+    def start(self, deadline: float = 180.0) -> None:
+        """Start the hub and wait until it answers (the deadline allows a loaded CI machine)."""
         self.starts += 1
         with open(self.workdir / f"hub-{self.starts}.log", "wb") as log:
             self.proc = subprocess.Popen([*CLI, "hub", "serve", "--db", self.db, "--host", self.host, "--port", str(self.port), *self.extra],
