@@ -151,11 +151,11 @@ def test_ros_stations_survive_kills_and_every_result_counts_once(
     # the live stations run out of work: each finished its lease and waits, retrying
     probe.spin_until(lambda: all(s.records()[-1]["kind"] != "leased" for s in live), 120,
                      "the live stations to finish their leases while the hub is down")
-    probe.spin_until(lambda: statuses and statuses[-1].state_name == "hub:waiting_for_work", 30,
+    probe.spin_until(lambda: statuses and statuses[-1].state_name == "hub:waiting_for_work", 60,
                      "the first station's status: waiting for work")
     probe.spin_until(lambda: any(
         st.level == bytes([1]) and "unreachable" in st.message and "hub station" in st.name
-        for d in diagnostics for st in d.status), 30, "a WARN diagnostic of the first station while the hub is down")
+        for d in diagnostics for st in d.status), 60, "a WARN diagnostic of the first station while the hub is down")
 
     # 3. hub and the killed manager come back; everyone finishes
     hub.start()
