@@ -120,14 +120,17 @@ def test_ros_stations_survive_kills_and_every_result_counts_once(
         r["assignment_id"] for r in records if r["kind"] == "result"}
 
     # 2. kill the hub while the first station holds an assignment it cannot have finished: paused
-    #    with arm A pending, arm B cannot start (an arm A run in flight ends and is scored). Resumed
-    #    once the hub is down, it finishes the assignment, journals the result and keeps it until
-    #    the hub is back.
+    #    with an arm still to run (arm A, or arm B when the pause came while arm A ran: that run
+    #    ends and is scored, arm B cannot start). Resumed once the hub is down, it finishes the
+    #    assignment, journals the result and keeps it until the hub is back.
     probe.spin_until(lambda: results_at_hub() >= 6, 120, "6 results at the hub")
     pause = SessionControl.Request(command=SessionControl.Request.COMMAND_PAUSE, reason="hold a lease")
     assert probe.call(SessionControl, "session_control", pause).ok
-    probe.spin_until(lambda: any(s.state_name.startswith("hub:paused") and s.pending_trial_id % 2 for s in statuses[-1:]),
-                     60, "the first station paused with arm A of an assignment pending")
+    def paused_before_a_run() -> bool:  # the pending trial's goal was never sent: nothing in flight
+        return any(s.state_name == "hub:paused:awaiting_run" and s.pending_trial_id
+                   and f"trial {s.pending_trial_id} (label" not in stations[0].log() for s in statuses[-1:])
+
+    probe.spin_until(paused_before_a_run, 120, "the first station paused with an arm of an assignment still to run")
     assert stations[0].records()[-1]["kind"] == "leased"
     hub.kill()
     resumed = probe.call(SessionControl, "session_control",
