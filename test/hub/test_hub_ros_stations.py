@@ -79,7 +79,10 @@ def hub_setup(postgres: PostgresCluster, tmp_path: pathlib.Path, start_node: Cal
     keys = {name: store.add_station(name) for name in NAMES}
     viewer = store.add_station("viewer", "viewer")
     store.close()
-    hub = HubProcess(db, viewer, tmp_path, ["--lease-seconds", "30", "--tasks", "towel,cup", "--seed", "0"])
+    # Leases outlive the hub's outage even on a loaded machine, where its restart takes minutes (a
+    # lease that expired meanwhile is handed out again and the result kept for it refused); the
+    # killed manager's lease is requeued when the restarted one asks for work.
+    hub = HubProcess(db, viewer, tmp_path, ["--lease-seconds", "900", "--tasks", "towel,cup", "--seed", "0"])
     base = int(ros_env["ROS_DOMAIN_ID"])  # the first station shares the test's domain
     stations = [RosStation(name, base + i, hub.url, keys[name], tmp_path, start_node) for i, name in enumerate(NAMES)]
     try:
