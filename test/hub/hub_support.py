@@ -92,7 +92,7 @@ class HubProcess:
         self.proc: subprocess.Popen[bytes] | None = None
         self.starts = 0
 
-    def start(self, deadline: float = 180.0) -> None:
+    def start(self, deadline: float = 300.0) -> None:
         """Start the hub and wait until it answers (the deadline allows a loaded CI machine)."""
         self.starts += 1
         with open(self.workdir / f"hub-{self.starts}.log", "wb") as log:
