@@ -29,6 +29,6 @@ setup(
                     # policy_runner: openpi's wire protocol (WebSocket + msgpack), episode videos (ffmpeg)
                     "runner": ["websockets>=13", "msgpack>=1.0", "imageio-ffmpeg>=0.5"],
                     # evalstop hub: the HTTP service and PostgreSQL
-                    "hub": ["fastapi>=0.110", "uvicorn>=0.29", "psycopg[binary]>=3.1"]},
+                    "hub": ["fastapi>=0.110", "uvicorn>=0.29", "psycopg[binary]>=3.1", "psycopg-pool==3.3.3"]},
     entry_points={"console_scripts": ["evalstop = evalstop_ros.cli.main:main"]},
 )

@@ -15,6 +15,7 @@ operator's view) names the arms ``A`` and ``B`` only.
 
 from __future__ import annotations
 
+import http.client
 import json
 import os
 import pathlib
@@ -86,21 +87,27 @@ class StationClient:
     # -- HTTP -----------------------------------------------------------------------------
     def request(self, method: str, path: str, body: Mapping[str, Any] | None = None) -> Any:
         """JSON request to the hub. A refusal raises :class:`HubError` with the hub's status and
-        reason; an unreachable hub raises :class:`HubError` with status 503."""
+        reason; an unreachable hub raises :class:`HubError` with status 503 -- also a hub that
+        died in the middle of its answer (a torn status line, body or JSON document), so a
+        station retries instead of crashing. Every wait is bounded by ``timeout`` seconds."""
         data = None if body is None else json.dumps(body).encode()
         req = urllib.request.Request(self.hub_url + path, data=data, method=method,
                                      headers={"Authorization": f"Bearer {self._key}", "Content-Type": "application/json"})
         try:
             with urllib.request.urlopen(req, timeout=self.timeout) as answer:
-                return json.loads(answer.read() or b"null")
+                payload = answer.read()
         except urllib.error.HTTPError as err:
             try:
                 reason = json.loads(err.read()).get("error", err.reason)
-            except (ValueError, AttributeError):
+            except (ValueError, AttributeError, OSError, http.client.HTTPException):
                 reason = err.reason
             raise HubError(f"hub refused {method} {path}: {reason}", err.code) from err
-        except (urllib.error.URLError, OSError) as err:
-            raise HubError(f"hub {self.hub_url} unreachable: {getattr(err, 'reason', err)}", 503) from err
+        except (urllib.error.URLError, OSError, http.client.HTTPException) as err:
+            raise HubError(f"hub {self.hub_url} unreachable: {getattr(err, 'reason', None) or err}", 503) from err
+        try:
+            return json.loads(payload or b"null")
+        except ValueError as err:
+            raise HubError(f"hub {self.hub_url} unreachable: its answer to {method} {path} was cut short", 503) from err
 
     # -- local journal --------------------------------------------------------------------
     def _append(self, record: Mapping[str, Any]) -> None:
