@@ -151,10 +151,9 @@ demo-hub-ros: venv ros
 
 # The report tests render HTML in Debian's headless Chromium (installed here if missing); the physics
 # tests need robosuite and EGL (tools/install_physics.sh): required, never skipped, under make test.
-# The ROS tests under Jazzy first (test/nodes, test/launch), then the whole suite under Kilted: the
-# tests without ROS or a network namespace on all cores (pytest-xdist), then those and the few
-# marked serial one at a time (node processes, DDS discovery and wall-clock deadlines need the CPU
-# they wait for; docs/testing.md).
+# The ROS tests under Jazzy first (test/nodes, test/launch), then the whole suite under Kilted, one
+# test at a time (node processes, DDS discovery and wall-clock deadlines need the CPU they wait for;
+# `make check` runs the quick tier on all cores; docs/testing.md).
 # EVALSTOP_ROS_TARGET / EVALSTOP_ROS_INSTALL: the build the ROS fixtures keep up to date and run.
 # The robot:=sim_policy session (minutes: real-time rollouts at 15 Hz) runs once, under Jazzy.
 SIM_POLICY_LAUNCH := test/launch/test_ros2_launch.py::test_eval_launch_sim_policy_finishes_within_ten_minutes
@@ -165,10 +164,7 @@ test: venv ros-tools ros ros-jazzy lint
 	  EVALSTOP_ROS_INSTALL=$(JAZZY_INSTALL) $(JAZZY_PY) -m pytest -p no:cacheprovider $(JAZZY_TESTS)
 	$(ROS_ENV) EVALSTOP_ROS_REQUIRED=1 EVALSTOP_LAUNCH_REQUIRED=1 EVALSTOP_REPORT_REQUIRED=1 \
 	  EVALSTOP_PHYSICS_REQUIRED=1 EVALSTOP_ROS_INSTALL=$(ROS_INSTALL) $(PY) -m pytest -p no:cacheprovider \
-	  -n auto -m "not ros and not netns and not serial"
-	$(ROS_ENV) EVALSTOP_ROS_REQUIRED=1 EVALSTOP_LAUNCH_REQUIRED=1 EVALSTOP_REPORT_REQUIRED=1 \
-	  EVALSTOP_PHYSICS_REQUIRED=1 EVALSTOP_ROS_INSTALL=$(ROS_INSTALL) $(PY) -m pytest -p no:cacheprovider \
-	  -m "ros or netns or serial" --deselect $(SIM_POLICY_LAUNCH)
+	  --deselect $(SIM_POLICY_LAUNCH)
 
 # The quick tier for development (docs/testing.md; a few minutes): the lint gates, then every test
 # that needs neither ROS nor a network namespace and is not marked slow, on all cores (pytest-xdist),

@@ -43,6 +43,9 @@ _ROS_DIRS = ("test/nodes/", "test/launch/")
 #: robot:=sim_policy launch (minutes of 15 Hz rollouts) take longer still.
 _ROS_TIMEOUT = 900
 _LONG_TIMEOUTS = {"test/runner/test_openpi_compat.py": 1500, "test/nodes/test_robosuite_session.py": 1500,
+                  # hubs and stations killed and restarted: a hub restart alone took minutes on a loaded machine
+                  "test/hub/test_hub_two_processes.py": 1800, "test/hub/test_hub_ros_stations.py": 1800,
+                  "test/hub/test_hub_stations.py": 1800,
                   "test/launch/test_ros2_launch.py::test_eval_launch_sim_policy_finishes_within_ten_minutes": 1800}
 
 
@@ -80,6 +83,7 @@ _MC_TESTS = {
 #: docs/testing.md) and are not marked ``slow`` in their own module
 _SLOW_TESTS = {
     "test/cli/test_cli_rank.py": ("test_categories_with_operator_map",),
+    "test/hub/test_hub_two_processes.py": ("test_two_hubs_on_one_database_count_every_result_once_under_sigkill",),
 }
 #: tests without ROS whose wall-clock deadlines are sized for one test at a time and that failed
 #: beside other workers under ``pytest -n auto`` on a loaded 2-core machine: run after the
@@ -89,6 +93,7 @@ _SLOW_TESTS = {
 _SERIAL_TESTS = {
     "test/runner/test_episode.py": ("test_the_loop_keeps_its_rate",),
     "test/hub/test_hub_stations.py": ("test_stations_survive_kills_and_every_result_counts_once",),
+    "test/hub/test_hub_two_processes.py": ("test_two_hubs_on_one_database_count_every_result_once_under_sigkill",),
     "test/hub/test_hub_leaderboard.py": ("test_leaderboard_page_in_headless_chromium",),
 }
 
