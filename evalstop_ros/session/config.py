@@ -5,7 +5,7 @@ seed 000 §V: everything that defines the tests is fixed before the first trial)
 loaded from YAML with :func:`load_config`, validated once at that boundary, and stored verbatim
 in the session journal as :meth:`SessionConfig.canonical_json`.  Resuming a journal with a
 configuration whose :attr:`SessionConfig.config_hash` differs is refused
-(:class:`~evalstop_ros.session.journal.Journal`), with :func:`config_diff` naming what changed.
+(:class:`~evalstop_ros.session.journal.Journal`), with :func:`~.config_input.config_diff` naming what changed.
 
 Defaults that depend on other fields are *resolved at validation* and appear in the canonical
 dump: a metric's ``method`` (success -> ``step``, progress -> ``nscore``; ``adastop`` under
@@ -513,7 +513,7 @@ def load_config(path: str | pathlib.Path, *, alpha: float | None = None, n_max: 
     """Load and validate a session configuration from a YAML file, with optional overrides.
 
     ``alpha``, ``n_max``, ``method`` and ``confirm_reset`` override the file
-    (:func:`apply_overrides`); the evaluation manager passes its parameters of the same names.
+    (:func:`~.config_input.apply_overrides`); the evaluation manager passes its parameters of the same names.
 
     Raises
     ------

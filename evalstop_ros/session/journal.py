@@ -3,7 +3,7 @@
 Format (tables, kinds, the hash chain): :mod:`.journal_format`; file modes: :mod:`.journal_files`.
 
 Integrity: every event stores ``hash = SHA-256(previous hash, seq, stamp, kind, trial, payload)``
-(:func:`chain_hash`), the first one chained to a genesis hash of the ``meta`` rows, so an event
+(:func:`~.journal_format.chain_hash`), the first one chained to a genesis hash of the ``meta`` rows, so an event
 edited after the fact (by someone who dropped the triggers) breaks the chain at that event.
 After each append the head ``(seq, hash)`` is written to ``<path>.head`` (:mod:`.journal_head`):
 reopening checks the whole chain and that the database reaches the head, so a copy without its
@@ -27,7 +27,7 @@ Privacy: the journal holds the randomization key, so only its owner may read it.
 a journal (the database, its ``-wal`` and ``-shm`` files, which SQLite creates with the
 database's mode, ``.head`` and ``.lock``) is created or tightened to mode 0600 whatever the
 umask, and a journal in a directory other users can write (they could replace or remove its
-files) is refused (:func:`check_directory`); :func:`journal_directory` creates a directory
+files) is refused (:func:`~.journal_files.check_directory`); :func:`~.journal_files.journal_directory` creates a directory
 0700.
 
 The stored configuration is the exact validated one (its canonical JSON); opening an existing

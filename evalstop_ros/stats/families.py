@@ -73,7 +73,7 @@ class Comparison:
 
     @property
     def pair(self) -> frozenset[str]:
-        """The unordered pair, as :func:`compact_letter_display` takes it in ``differs``."""
+        """The unordered pair, as :func:`~.letters.compact_letter_display` takes it in ``differs``."""
         return frozenset((self.policy_a, self.policy_b))
 
 
@@ -209,7 +209,7 @@ class FamilyResult:
     rounds: int
 
     def differs(self) -> set[frozenset[str]]:
-        """The pairs separated by a claim, as :func:`compact_letter_display` takes them."""
+        """The pairs separated by a claim, as :func:`~.letters.compact_letter_display` takes them."""
         return {
             c.pair for c, d in zip(self.comparisons, self.decisions) if d in (Decision.A_BETTER, Decision.B_BETTER)
         }
