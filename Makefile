@@ -54,7 +54,7 @@ JAZZY_ENV     := EVALSTOP_VENV=$(JAZZY_VENV) EVALSTOP_INSTALL=$(JAZZY_INSTALL) .
 JAZZY_TESTS   := test/nodes test/launch \
   --deselect test/nodes/test_robosuite_session.py::test_a_physics_session_stops_for_the_competent_policy_and_audits_verified
 
-.PHONY: venv ros ros-tools ros-jazzy demo demo-policy demo-physics demo-hub demo-hub-ros test lint bench tables clean
+.PHONY: venv ros ros-tools ros-jazzy demo demo-policy demo-physics demo-hub demo-hub-ros test check lint bench tables clean
 
 venv: $(STAMP)
 
@@ -151,7 +151,9 @@ demo-hub-ros: venv ros
 
 # The report tests render HTML in Debian's headless Chromium (installed here if missing); the physics
 # tests need robosuite and EGL (tools/install_physics.sh): required, never skipped, under make test.
-# The ROS tests under Jazzy first (test/nodes, test/launch), then the whole suite under Kilted.
+# The ROS tests under Jazzy first (test/nodes, test/launch), then the whole suite under Kilted, one
+# test at a time (node processes, DDS discovery and wall-clock deadlines need the CPU they wait for;
+# `make check` runs the quick tier on all cores; docs/testing.md).
 # EVALSTOP_ROS_TARGET / EVALSTOP_ROS_INSTALL: the build the ROS fixtures keep up to date and run.
 # The robot:=sim_policy session (minutes: real-time rollouts at 15 Hz) runs once, under Jazzy.
 SIM_POLICY_LAUNCH := test/launch/test_ros2_launch.py::test_eval_launch_sim_policy_finishes_within_ten_minutes
@@ -161,7 +163,16 @@ test: venv ros-tools ros ros-jazzy lint
 	$(JAZZY_ENV) EVALSTOP_ROS_REQUIRED=1 EVALSTOP_LAUNCH_REQUIRED=1 EVALSTOP_ROS_TARGET=ros-jazzy \
 	  EVALSTOP_ROS_INSTALL=$(JAZZY_INSTALL) $(JAZZY_PY) -m pytest -p no:cacheprovider $(JAZZY_TESTS)
 	$(ROS_ENV) EVALSTOP_ROS_REQUIRED=1 EVALSTOP_LAUNCH_REQUIRED=1 EVALSTOP_REPORT_REQUIRED=1 \
-	  EVALSTOP_PHYSICS_REQUIRED=1 EVALSTOP_ROS_INSTALL=$(ROS_INSTALL) $(PY) -m pytest --deselect $(SIM_POLICY_LAUNCH)
+	  EVALSTOP_PHYSICS_REQUIRED=1 EVALSTOP_ROS_INSTALL=$(ROS_INSTALL) $(PY) -m pytest -p no:cacheprovider \
+	  --deselect $(SIM_POLICY_LAUNCH)
+
+# The quick tier for development (docs/testing.md; a few minutes): the lint gates, then every test
+# that needs neither ROS nor a network namespace and is not marked slow, on all cores (pytest-xdist),
+# then the serial ones among them one at a time. `make test` runs everything.
+CHECK_MARKERS := not ros and not netns and not slow
+check: venv lint
+	$(PY) -m pytest -p no:cacheprovider -q -n auto -m "$(CHECK_MARKERS) and not serial"
+	$(PY) -m pytest -p no:cacheprovider -q -m "$(CHECK_MARKERS) and serial"
 
 # The gates that keep the code as it is: ruff over the tree, mypy --strict over the ROS-free
 # core (stats, session, audit; pyproject.toml [tool.ruff], [tool.mypy]).

@@ -17,8 +17,9 @@ setup(
     install_requires=["numpy>=1.24", "scipy>=1.11", "highspy>=1.7", "pydantic>=2", "tqdm>=4.60", "pyyaml>=6", "orjson>=3.9",
                       # session journals: AES-GCM sealing of runner error texts (session/blinding.py)
                       "cryptography>=42"],
-    # test: pytest, and the gates `make test` runs first (ruff; mypy --strict with the stubs)
-    extras_require={"test": ["pytest>=7", "ruff", "mypy", "scipy-stubs", "types-PyYAML", "types-tqdm"], "report": ["matplotlib>=3.7", "rosbags>=0.11"],
+    # test: pytest (a timeout on every test, parallel workers for `make check`), and the gates
+    # `make test` runs first (ruff; mypy --strict with the stubs)
+    extras_require={"test": ["pytest>=7", "pytest-timeout>=2.3", "pytest-xdist>=3.5", "ruff", "mypy", "scipy-stubs", "types-PyYAML", "types-tqdm"], "report": ["matplotlib>=3.7", "rosbags>=0.11"],
                     "audit": ["rosbags>=0.11"],
                     # task categories of A/B instructions (evalstop rank --categories) and schedule:
                     # active (seed 004): CPU PyTorch (2.13.0 resolves to the CPU build here) and the
@@ -28,6 +29,6 @@ setup(
                     # policy_runner: openpi's wire protocol (WebSocket + msgpack), episode videos (ffmpeg)
                     "runner": ["websockets>=13", "msgpack>=1.0", "imageio-ffmpeg>=0.5"],
                     # evalstop hub: the HTTP service and PostgreSQL
-                    "hub": ["fastapi>=0.110", "uvicorn>=0.29", "psycopg[binary]>=3.1"]},
+                    "hub": ["fastapi>=0.110", "uvicorn>=0.29", "psycopg[binary]>=3.1", "psycopg-pool==3.3.3"]},
     entry_points={"console_scripts": ["evalstop = evalstop_ros.cli.main:main"]},
 )

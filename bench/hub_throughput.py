@@ -46,7 +46,7 @@ def _post(url: str, key: str, body: dict[str, Any] | None = None) -> tuple[Any, 
     start = time.perf_counter()
     req = urllib.request.Request(url, data=json.dumps(body or {}).encode(), method="POST",
                                  headers={"Authorization": f"Bearer {key}", "Content-Type": "application/json"})
-    with urllib.request.urlopen(req, timeout=60) as answer:
+    with urllib.request.urlopen(req, timeout=120) as answer:
         payload = json.loads(answer.read())
     return payload, time.perf_counter() - start
 

@@ -12,7 +12,8 @@ and optionally ``task``, ``valid`` and ``explanation``.  One row per A/B pair (s
 
 Every error names the file, the line (header = line 1) and the offending value.
 
-:func:`load_ab` also reads a ``design: ab`` session from its journal (``.db``) or a rosbag of it
+:func:`load_ab` also reads a hub's journal export (``evalstop hub export``, JSON lines:
+:func:`load_hub_export`) and a ``design: ab`` session from its journal (``.db``) or a rosbag of it
 (directory, ``.mcap`` or ``.db3``): the same journal events either way, folded by
 :func:`evalstop_ros.session.ab.ab_rounds`.
 """
@@ -53,11 +54,54 @@ class ABTable:
 
 
 def load_ab(path: str) -> ABTable:
-    """A/B comparisons from a CSV file, a session journal or a rosbag (module docstring)."""
+    """A/B comparisons from a CSV file, a hub export, a session journal or a rosbag (module docstring)."""
     source = pathlib.Path(path)
+    if source.suffix.lower() == ".jsonl" or (source.is_file() and _starts_with_json(source)):
+        return load_hub_export(path)
     if source.suffix.lower() == ".csv" or (source.is_file() and source.suffix.lower() not in (".db", ".mcap", ".db3")):
         return load_ab_csv(path)
     return _load_session(path)
+
+
+def _starts_with_json(source: pathlib.Path) -> bool:
+    try:
+        with source.open("rb") as handle:
+            return handle.read(1) == b"{"
+    except OSError:
+        return False
+
+
+def load_hub_export(path: str) -> ABTable:
+    """The results of a hub's journal export (``evalstop hub export``: JSON lines ``{seq, at, kind,
+    body}``), as the hub's leaderboard reads them (:func:`evalstop_ros.hub.rankings.comparisons_of`):
+    arm A's and arm B's policy, the higher score preferred (equal: a tie), both scores as progress,
+    the result's task.  Policies registered without a result are left out (they have no data)."""
+    from ..hub.leaderboard import trials_of
+    from ..hub.rankings import comparisons_of
+
+    entries = []
+    try:
+        with open(path, encoding="utf-8") as handle:
+            for line_no, line in enumerate(handle, 1):
+                if not line.strip():
+                    continue
+                try:
+                    entry = json.loads(line)
+                except ValueError as err:
+                    raise CliError(f"{path}:{line_no}: not a JSON line of a hub export: {err}") from err
+                if not isinstance(entry, dict) or "kind" not in entry or not isinstance(entry.get("body"), dict):
+                    raise CliError(f"{path}:{line_no}: not a hub journal entry (expected kind and body)")
+                entries.append(entry)
+    except OSError as err:
+        raise CliError(f"cannot read {path!r}: {err.strerror}") from err
+    try:
+        trials = trials_of(entries)
+    except (KeyError, TypeError, ValueError) as err:
+        raise CliError(f"{path}: a result entry lacks a field or has a bad value ({err})") from err
+    if not trials:
+        raise CliError(f"{path}: the hub export holds no result")
+    policies = sorted({t.policy_a for t in trials} | {t.policy_b for t in trials})
+    return ABTable(path, comparisons_of(policies, trials), 0, ("",) * len(trials))
 
 
 def _load_session(path: str) -> ABTable:

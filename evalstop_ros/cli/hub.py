@@ -11,9 +11,10 @@ default, hub.sqlite). Sub-commands:
   analyze        the leaderboard re-computed offline from an exported journal
   station        a simulated station: lease, run, journal locally, upload (sync later)
 
-The leaderboard is at /leaderboard (HTML; a browser signs in there with a viewer or station
-key) and /v1/leaderboard (JSON, with the header Authorization: Bearer KEY); --public-leaderboard
-serves both without a key.
+The leaderboard is at /leaderboard (HTML; a browser signs in there with a viewer key) and
+/v1/leaderboard (JSON, with the header Authorization: Bearer KEY of a viewer); station keys are
+refused (403), so that stations stay blind to their arms. --public-leaderboard serves both to
+anyone, stations included, which weakens that blinding.
 """
 
 from __future__ import annotations
@@ -26,6 +27,8 @@ import sys
 from typing import Any
 
 from ..hub.errors import HubError
+from ..hub.rankings import MODELS, RANKERS, parse_models
+from ..hub.schedule import SCHEDULES
 from . import EXIT_UNAVAILABLE
 from ._common import CliError, bounded_int, count_type, print_json, seed_type
 
@@ -63,15 +66,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     serve.add_argument("--port", type=bounded_int(0, 65535), default=8765, help="TCP port to listen on (default %(default)s)")
     serve.add_argument("--tasks", default="default", help="comma-separated task/scene suggestions")
     serve.add_argument("--lease-seconds", type=float, default=60.0, help="lease length (default %(default)s)")
-    serve.add_argument("--schedule", choices=("need", "uniform"), default="need",
-                       help="how the next pair is drawn: need (among the pairs with the fewest assignments so far) or "
-                       "uniform (any pair; default %(default)s)")
+    serve.add_argument("--schedule", choices=SCHEDULES, default=SCHEDULES[0],
+                       help="how the next pair is drawn: uncertain (decided pairs leave; the open pairs adjacent in "
+                       "the current ranking first), need (the pairs with the fewest assignments so far) or uniform "
+                       "(any pair, RoboArena's pairing); default %(default)s; docs/hub_study.md")
     serve.add_argument("--method", default="nscore", help="pairwise anytime-valid test (default %(default)s)")
-    serve.add_argument("--alpha", type=float, default=0.05,
-                       help="level of each pairwise test (default %(default)s); with m pairs the family-wise error is "
-                       "at most m x alpha (the leaderboard says which decisions hold at alpha / m)")
-    serve.add_argument("--ranker", choices=("winrate", "bt"), default="winrate", help="ranking model (default %(default)s)")
-    serve.add_argument("--public-leaderboard", action="store_true", help="serve the leaderboard without a key")
+    _analysis_arguments(serve)
+    serve.add_argument("--public-leaderboard", action="store_true",
+                       help="serve the leaderboard without a key, to anyone including stations (weakens blinding)")
     serve.add_argument("--seed", type=seed_type, default=None, help="seed of the pair draws")
     policy = sub.add_parser("add-policy", help="register a policy")
     policy.add_argument("--db", default=DEFAULT_DB, help="postgresql:// URL or SQLite path (default %(default)s)")
@@ -91,10 +93,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     analyze = sub.add_parser("analyze", help="leaderboard of an exported journal, offline")
     analyze.add_argument("journal", help="JSON-lines journal from `evalstop hub export`")
     analyze.add_argument("--method", default="nscore", help="pairwise anytime-valid test (default %(default)s)")
-    analyze.add_argument("--alpha", type=float, default=0.05,
-                         help="level of each pairwise test (default %(default)s); see hub serve --help")
-    analyze.add_argument("--ranker", choices=("winrate", "bt"), default="winrate",
-                         help="ranking model: win rate or Bradley-Terry (default %(default)s)")
+    _analysis_arguments(analyze)
     analyze.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
     run = sub.add_parser("station", help="run a simulated station against a hub")
     run.add_argument("--hub", required=True, help="hub URL, e.g. http://127.0.0.1:8765")
@@ -104,6 +103,37 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     run.add_argument("--trial-seconds", type=float, default=0.2,
                      help="simulated trial length in s (default %(default)s)")
     run.add_argument("--seed", type=seed_type, default=None, help="seed of the simulated outcomes (default: random)")
+
+
+def _analysis_arguments(parser: argparse.ArgumentParser) -> None:
+    """The leaderboard's options, shared by serve and analyze (their defaults must agree)."""
+    parser.add_argument("--alpha", type=_alpha, default=0.05,
+                        help="family-wise level of the pairwise claims over all P(P-1)/2 pairs, sequential Holm "
+                        "(default %(default)s); the rankings' intervals are at 1 - alpha")
+    parser.add_argument("--ranker", choices=RANKERS, default="bt",
+                        help="model of the primary ranking (default %(default)s); winrate: raw win rate")
+    parser.add_argument("--models", type=_models, default=MODELS,
+                        help="ranking models shown with SEs and intervals, comma-separated or 'all' (default all: "
+                        f"{','.join(MODELS)}); task fits 100 bootstrap refits, slow on large hubs")
+    parser.add_argument("--budget", type=bounded_int(0, 10**9), default=0,
+                        help="results after which the evaluation is reported finished (default 0: no budget)")
+
+
+def _alpha(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not 0.0 < value < 1.0:
+        raise argparse.ArgumentTypeError(f"must lie in (0, 1); found {text}")
+    return value
+
+
+def _models(text: str) -> tuple[str, ...]:
+    try:
+        return parse_models(text)
+    except HubError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
 
 
 def run(args: argparse.Namespace) -> int:
@@ -123,7 +153,7 @@ def _serve(args: argparse.Namespace) -> int:
     store = open_store(args.db)
     settings = HubSettings(tasks=tuple(t for t in args.tasks.split(",") if t), lease_seconds=args.lease_seconds,
                            schedule=args.schedule, method=args.method, alpha=args.alpha, ranker=args.ranker,
-                           public_leaderboard=args.public_leaderboard, seed=args.seed)
+                           models=args.models, budget=args.budget, public_leaderboard=args.public_leaderboard, seed=args.seed)
     app = create_app(store, settings)
     problem = _cannot_listen(args.host, args.port)
     if problem:
@@ -216,17 +246,24 @@ def _analyze(args: argparse.Namespace) -> int:
 
     entries = load_journal(args.journal)
     policies = sorted(e["body"]["policy"] for e in entries if e["kind"] == "policy_added")
-    board = leaderboard(policies, entries, method=args.method, alpha=args.alpha, ranker=args.ranker)
+    board = leaderboard(policies, entries, method=args.method, alpha=args.alpha, ranker=args.ranker,
+                        models=args.models, budget=args.budget)
     if args.json:
         print_json(board)
         return 0
     print(f"{board['n_results']} results; ranking by {board['ranker']}")
     for row in board["ranking"]:
         rate = "-" if row["win_rate"] is None else f"{row['win_rate']:.3f}"
-        print(f"{row['rank']:>3}. {row['policy']:<24} win rate {rate}  ({row['trials']} trials)")
+        band = "" if row.get("low") is None else f"  score {row['score']:.3f} [{row['low']:.3f}, {row['high']:.3f}]"
+        print(f"{row['rank']:>3}. {row['policy']:<24} win rate {rate}  ({row['trials']} trials){band}")
+    family = board["family"]
+    print(f"pairwise claims: sequential Holm over all {family['pairs']} pairs at family-wise level {board['alpha']:g}")
     for pair in board["pairs"]:
         print(f"{pair['policy_a']} vs {pair['policy_b']}: n {pair['n']}, {pair['decision']}"
               + (f" ({pair['better']} better)" if pair["better"] else ""))
+    progress = board["progress"]
+    print(f"finished: {progress['reason']}" if progress["finished"] else
+          f"not finished: {sum(not a['decided'] for a in progress['adjacent'])} adjacent pair(s) still open")
     return 0
 
 

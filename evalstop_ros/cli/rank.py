@@ -38,7 +38,9 @@ Fit a ranking model to A/B comparisons and print the leaderboard: score, standar
 rank per policy (best first).  RESULTS is a CSV with the header
 policy_a,policy_b,preference,progress_a,progress_b[,task][,valid]: preference A, B or tie,
 progress on the 0-100 scale (empty = not recorded), valid 1/0 (only valid pairs count);
-or the journal (.db) or a rosbag of a `design: ab` session (complete rounds only).
+or a hub's journal export (`evalstop hub export`, JSON lines: each result's higher score
+preferred, scores as progress, its task); or the journal (.db) or a rosbag of a `design: ab`
+session (complete rounds only).
 
 models (seed 001, RoboArena, Sec. 3.2 and App. B):
   bt        Bradley-Terry MLE with L2 (ties = half a win); score = log-ability, sum 0
@@ -64,6 +66,7 @@ EPILOG = """\
 example:
   evalstop rank examples/arena_ab.csv --json
   evalstop rank examples/arena_ab.csv --model prog --level 0.9
+  evalstop hub export --db hub.sqlite -o journal.jsonl && evalstop rank journal.jsonl --model task
 
 exit status: 0 ranking printed, 2 usage or input error."""
 MODELS = ("bt", "davidson", "elo", "prog", "paired", "task")
@@ -71,7 +74,8 @@ MODELS = ("bt", "davidson", "elo", "prog", "paired", "task")
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Declare the options of ``evalstop rank``."""
-    parser.add_argument("results", help="CSV of A/B comparisons, or an A/B session's journal (.db) or rosbag")
+    parser.add_argument("results", help="CSV of A/B comparisons, a hub export (.jsonl), or an A/B session's journal "
+                        "(.db) or rosbag")
     parser.add_argument("--model", choices=MODELS, default="paired",
                         help="ranking model (default %(default)s: the study in docs/ranking_study.md)")
     parser.add_argument("--l2", type=float, default=1e-2, help="L2 penalty of bt and davidson (default %(default)s)")

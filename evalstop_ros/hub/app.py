@@ -7,10 +7,11 @@ Endpoints (every one needs ``Authorization: Bearer <key>``; the leaderboard may 
 ``POST /v1/tickets/resolve``               station   the runner's policy-server addresses for a live lease
 ``POST /v1/assignments/{id}/renew``        station   extend a live lease (heartbeat of a long trial)
 ``POST /v1/assignments/{id}/result``       station   report the scores once (idempotent by ``upload_id``)
-``GET  /v1/leaderboard``                   any       ranking and pairwise sequential tests (JSON)
-``GET  /leaderboard``                      any       the same as an HTML page (a browser without a key
+``GET  /v1/leaderboard``                   viewer    rankings (all models, SEs, intervals), every pair's state
+                                                     under sequential Holm, progress (settled / budget) (JSON)
+``GET  /leaderboard``                      viewer    the same as an HTML page (a browser without a key
                                                      gets a sign-in form, 401)
-``POST /leaderboard/login``                -         form field ``key``: sets an HttpOnly cookie, back to the page
+``POST /leaderboard/login``                -         form field ``key`` (a viewer key): sets an HttpOnly cookie
 ``GET  /v1/journal?after=SEQ``             viewer    the global journal (policy names included)
 ``GET  /v1/status``                        any       counts of assignments and results
 =========================================  ========  ====================================================
@@ -19,8 +20,13 @@ A browser cannot send the ``Authorization`` header, so ``/leaderboard`` also acc
 the HttpOnly, SameSite=Strict cookie ``evalstop_hub_key`` that the sign-in form sets (path
 ``/leaderboard``, :data:`~.page.COOKIE_DAYS` days); the JSON API takes the header only.
 
-Work sent to stations names the arms ``A`` and ``B`` only: policy names and server addresses
-stay in the hub, and the addresses reach the runner through the lease's one-off ticket.
+Blinding (issue #23): work sent to stations names the arms ``A`` and ``B`` only; policy names and
+server addresses stay in the hub, and the addresses reach the runner through the lease's runner
+ticket, which resolves once. A station key reads nothing that names a policy: the leaderboard
+(JSON and page) and the journal answer 403 to it, since a station reading the leaderboard
+before and after its own upload would learn which policy was its arm A. ``--public-leaderboard``
+opens the leaderboard (not the journal) to anyone, stations included, and so gives up that part
+of the blinding; it is an explicit opt-in for a public evaluation.
 Bodies above ``max_body`` bytes are refused (413) before they are read; malformed JSON and
 out-of-range fields give 400 with the reason; nothing is written by a refused request.
 """
@@ -46,6 +52,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from .errors import HubError
 from .leaderboard import Leaderboard
 from .page import COOKIE_DAYS, render_login, render_page
+from .rankings import MODELS
+from .schedule import Schedule
 from .store import HubStore, JournalEntry
 
 __all__ = ["COOKIE", "HubSettings", "create_app"]
@@ -64,10 +72,12 @@ class HubSettings:
 
     tasks: tuple[str, ...] = ("default",)
     lease_seconds: float = 60.0
-    schedule: str = "need"
+    schedule: str = "uncertain"
     method: str = "nscore"
     alpha: float = 0.05
-    ranker: str = "winrate"
+    ranker: str = "bt"
+    models: tuple[str, ...] = MODELS
+    budget: int = 0
     public_leaderboard: bool = False
     max_body: int = 64 * 1024
     seed: int | None = None
@@ -133,25 +143,47 @@ class BodyLimit:
 
 
 class _Board:
-    """The live leaderboard, fed the journal entries added since the last request."""
+    """The live leaderboard, fed the journal entries added since it was last read: the page and
+    ``/v1/leaderboard`` read its snapshot (recomputed once per new result), the ``uncertain``
+    schedule its :meth:`~.leaderboard.Leaderboard.focus` before every lease."""
 
     def __init__(self, store: HubStore, settings: HubSettings) -> None:
         self._store = store
         self._lock = threading.Lock()
         self._board = Leaderboard(store.policies(), method=settings.method, alpha=settings.alpha,
-                                  ranker=settings.ranker)
+                                  ranker=settings.ranker, models=settings.models, budget=settings.budget)
         self._seq = 0
         self._snapshot: dict[str, Any] | None = None
+        self._snapshot_key = (-1, -1)
+
+    def _catch_up(self) -> None:
+        new: list[JournalEntry] = self._store.journal(after=self._seq)
+        if new:
+            self._seq = new[-1].seq
+            self._board.add([e.to_dict() for e in new])
 
     def get(self) -> dict[str, Any]:
         with self._lock:
-            new: list[JournalEntry] = self._store.journal(after=self._seq)
-            if new:
-                self._seq = new[-1].seq
-                self._board.add([e.to_dict() for e in new])
-            if new or self._snapshot is None:
+            self._catch_up()
+            key = (len(self._board.trials), len(self._board.policies))
+            if self._snapshot is None or self._snapshot_key != key:
                 self._snapshot = self._board.snapshot()
+                self._snapshot_key = key
             return self._snapshot
+
+    def progress(self) -> dict[str, Any]:
+        """Whether the ranking is settled or the budget spent (:meth:`~.leaderboard.Leaderboard.progress`)."""
+        with self._lock:
+            self._catch_up()
+            return self._board.progress()
+
+    def schedule(self, name: str) -> Schedule:
+        """The schedule of the next lease (``uncertain`` with the board's current focus)."""
+        if name != "uncertain":
+            return Schedule(name)
+        with self._lock:
+            self._catch_up()
+            return Schedule(name, self._board.focus())
 
 
 async def _sweep_leases(store: HubStore, every: float) -> None:
@@ -194,13 +226,19 @@ def create_app(store: HubStore, settings: HubSettings = HubSettings()) -> FastAP
             raise HubError(f"{who[0]!r} is a {who[1]} key; only stations take work", 403)
         return who[0]
 
+    def viewer(who: tuple[str, str], what: str) -> None:
+        if who[1] != "viewer":
+            raise HubError(f"{who[0]!r} is a {who[1]} key; {what} names the policies, so only viewer keys may "
+                           "read it (a station must stay blind to its arms)", 403)
+
     def reader(request: Request) -> None:
         if not settings.public_leaderboard:
-            caller(request.headers.get("authorization"))
+            viewer(caller(request.headers.get("authorization")), "the leaderboard")
 
     @app.post("/v1/work")
     def work(station_id: Annotated[str, Depends(station)]) -> dict[str, Any]:
-        assignment, ticket = store.lease(station_id, settings.lease_seconds, settings.tasks, settings.schedule, rng)
+        assignment, ticket = store.lease(station_id, settings.lease_seconds, settings.tasks,
+                                         board.schedule(settings.schedule), rng)
         return {"assignment_id": assignment.assignment_id, "task": assignment.task, "arms": ["A", "B"],
                 "lease_deadline": assignment.lease_deadline, "lease_seconds": settings.lease_seconds,
                 "runner_ticket": ticket}
@@ -228,10 +266,10 @@ def create_app(store: HubStore, settings: HubSettings = HubSettings()) -> FastAP
             header = request.headers.get("authorization")
             token = header.removeprefix("Bearer ").strip() if header else request.cookies.get(COOKIE)
             try:
-                store.authenticate(token)
+                viewer(store.authenticate(token), "the leaderboard")
             except HubError as err:
                 error = "" if token is None else f"that key was refused: {err}"
-                return HTMLResponse(render_login(error=error), status_code=401)
+                return HTMLResponse(render_login(error=error), status_code=err.status)
         return HTMLResponse(render_page(board.get()))
 
     @app.post("/leaderboard/login", response_class=HTMLResponse)
@@ -239,9 +277,9 @@ def create_app(store: HubStore, settings: HubSettings = HubSettings()) -> FastAP
         form = urllib.parse.parse_qs((await request.body()).decode("utf-8", "replace"))
         key = (form.get("key") or [""])[0].strip()
         try:
-            await asyncio.to_thread(store.authenticate, key or None)
+            viewer(await asyncio.to_thread(store.authenticate, key or None), "the leaderboard")
         except HubError as err:
-            return HTMLResponse(render_login(error=f"that key was refused: {err}"), status_code=401)
+            return HTMLResponse(render_login(error=f"that key was refused: {err}"), status_code=err.status)
         done = RedirectResponse("/leaderboard", status_code=303)
         done.set_cookie(COOKIE, key, max_age=COOKIE_DAYS * 86400, path="/leaderboard", httponly=True,
                         samesite="strict", secure=request.url.scheme == "https")
@@ -249,8 +287,7 @@ def create_app(store: HubStore, settings: HubSettings = HubSettings()) -> FastAP
 
     @app.get("/v1/journal")
     def journal(who: Annotated[tuple[str, str], Depends(caller)], after: int = 0) -> list[dict[str, Any]]:
-        if who[1] != "viewer":
-            raise HubError("the journal names the policies; only viewer keys may read it", 403)
+        viewer(who, "the journal")
         return [e.to_dict() for e in store.journal(after=after)]
 
     @app.get("/v1/status", dependencies=[Depends(caller)])

@@ -1,34 +1,49 @@
-"""Rankings and sequential tests over every station's results, from the hub's journal.
+"""The leaderboard over every station's results, from the hub's journal.
 
 One class, :class:`Leaderboard`, turns the journal's ``result`` entries (in journal order) into
 the leaderboard; the hub feeds it its live journal as it grows and ``evalstop hub analyze`` an
-exported one (:func:`leaderboard`), so the two agree by construction and the test compares them.
+exported one (:func:`leaderboard`), so the two agree by construction and the tests compare them.
 
-* Per pair of policies, the A/B trials oriented ``(x, y)`` with ``x < y`` by name are fed in
-  journal order to the statistics core's own sequential process (:func:`~evalstop_ros.stats.registry.make_process`,
-  N-SCORE by default: anytime-valid, so reading it after every upload keeps its guarantee;
-  seed ``000_*`` N-SCORE, Theorem 1).
-* The ranking: by default policies ordered by their win rate over all their A/B trials (a win 1,
-  a tie 1/2; RoboArena seed ``001_*`` reports the same raw statistic next to its Bradley-Terry
-  scores); ``bt`` fits Bradley-Terry with the core's ``stats.ranking.fit_bt``. :data:`RANKERS`
-  is the hook where further models plug in.
+* **Comparisons**: all ``P (P - 1) / 2`` policy pairs form one family under sequential Holm at
+  family-wise level ``alpha`` (:class:`~.family.HolmPairs`: the statistics core's
+  :class:`~evalstop_ros.stats.holm.SequentialHolm` and
+  :class:`~evalstop_ros.stats.holm.DirectionalTests`, the engine of a local K-policy session;
+  seed ``000_*`` §VI-B).  A "better" claim anywhere on the board is false with probability at
+  most ``alpha``, however often the board is read.
+* **Rankings**: the primary ranking (``ranker``: ``winrate`` or a model of :mod:`.rankings`) and
+  every model of ``models`` (Bradley-Terry, Davidson, Elo, PROG, paired progress, the task-aware
+  model of seed ``001_*`` Sec. 3.2) with SEs and intervals; each policy's win rate and mean
+  score also carry an anytime-valid interval (:func:`~evalstop_ros.stats.ranking.group_summary`).
+* **Progress** (:meth:`Leaderboard.progress`): the current order (Bradley-Terry, with adjacent
+  policies swapped where Holm decided otherwise), which adjacent pairs are decided, and whether
+  the ranking is settled (every adjacent pair decided) or the budget of results spent; the
+  ``uncertain`` schedule takes its :class:`~.schedule.Focus` from here (:meth:`Leaderboard.focus`).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-import numpy as np
-
 from ..stats.methods import FACTS
-from ..stats.registry import METHODS, make_process
-from ..stats.sequential import Decision
+from ..stats.ranking import group_summary
+from ..stats.registry import METHODS
 from .errors import HubError
+from .family import HolmPairs
+from .rankings import MODELS, RANKERS, comparisons_of, fit_model, model_rows
+from .schedule import Focus
 
-__all__ = ["RANKERS", "Leaderboard", "Trial", "intervals", "leaderboard", "trials_of", "win_rate_ranking"]
+__all__ = ["ANYTIME_METHODS", "RANKERS", "REFIT_EVERY", "WARM_UP", "Leaderboard", "Trial", "leaderboard", "trials_of",
+           "win_rate_ranking"]
+
+#: The core's sequential tests valid at any stopping time with no horizon (stats.methods.FACTS).
+ANYTIME_METHODS = frozenset(name for name in METHODS if FACTS[name].pvalue and not FACTS[name].needs_n_max)
+#: Results between two Bradley-Terry refits of the order (or 5 % of the results, if more).
+REFIT_EVERY = 10
+#: Results every pair gets before the ``uncertain`` schedule trusts the ranking's order.
+WARM_UP = 2
 
 
 @dataclasses.dataclass(frozen=True)
@@ -59,6 +74,7 @@ def win_rate_ranking(policies: Sequence[str], trials: Sequence[Trial]) -> list[d
             wins[me] = wins.get(me, 0.0) + (1.0 if mine > theirs else 0.5 if mine == theirs else 0.0)
             played[me] = played.get(me, 0) + 1
             total[me] = total.get(me, 0.0) + mine
+
     def order(p: str) -> tuple[float, float, str]:
         return (-wins[p] / played[p], -total[p] / played[p], p) if played[p] else (1.0, 1.0, p)
 
@@ -67,136 +83,194 @@ def win_rate_ranking(policies: Sequence[str], trials: Sequence[Trial]) -> list[d
             for rank, p in enumerate(sorted(wins, key=order), 1)]
 
 
-def bt_ranking(policies: Sequence[str], trials: Sequence[Trial]) -> list[dict[str, Any]]:
-    """Policies by Bradley-Terry log-ability (:func:`~evalstop_ros.stats.ranking.fit_bt`, RoboArena
-    seed ``001_*`` §3), the higher score of a trial preferred, equal scores a tie; the win-rate
-    columns are kept beside it."""
-    from ..stats.ranking import Comparisons, fit_bt
-
-    names = tuple(sorted(policies))
-    index = {name: k for k, name in enumerate(names)}
-    rows = win_rate_ranking(names, trials)
+def _intervals(policies: Sequence[str], trials: Sequence[Trial], alpha: float) -> dict[str, dict[str, float | None]]:
+    """Per policy, the anytime-valid ``1 - alpha`` intervals of its win rate and mean score."""
     if not trials:
-        return rows
-    outcome = [2 if t.score_a > t.score_b else 1 if t.score_a == t.score_b else 0 for t in trials]
-    data = Comparisons(names, np.array([index[t.policy_a] for t in trials]), np.array([index[t.policy_b] for t in trials]),
-                       np.array(outcome), np.array([t.score_a for t in trials]), np.array([t.score_b for t in trials]),
-                       tuple(t.task for t in trials))
-    fit = fit_bt(data)
-    score = {name: float(fit.scores[k]) for k, name in enumerate(names)}
-    rows.sort(key=lambda row: (-score[row["policy"]], row["policy"]))
-    for rank, row in enumerate(rows, 1):
-        row["rank"] = rank
-        row["bt_score"] = score[row["policy"]]
-    return rows
-
-
-def intervals(policies: Sequence[str], trials: Sequence[Trial], alpha: float) -> dict[str, dict[str, float | None]]:
-    """Per policy, the anytime-valid ``1 - alpha`` intervals of its win rate and mean score over
-    all its A/B trials (:func:`~evalstop_ros.stats.ranking.group_summary`, one group): valid
-    however long the hub has run and whenever the page is read."""
-    from ..stats.ranking import Comparisons, group_summary
-
-    names = tuple(sorted(policies))
-    index = {name: k for k, name in enumerate(names)}
-    if not trials or len(names) < 2:
         return {}
-    data = Comparisons(names, np.array([index[t.policy_a] for t in trials]),
-                       np.array([index[t.policy_b] for t in trials]),
-                       np.array([2 if t.score_a > t.score_b else 1 if t.score_a == t.score_b else 0 for t in trials]),
-                       np.array([t.score_a for t in trials]), np.array([t.score_b for t in trials]),
-                       tuple(t.task for t in trials))
 
     def finite(value: float) -> float | None:
         return None if math.isnan(value) else float(value)
 
+    data = comparisons_of(policies, trials)
     return {row.policy: {"win_low": finite(row.win_low), "win_high": finite(row.win_high),
-                         "score_low": finite(row.progress_low), "score_high": finite(row.progress_high),
-                         "interval_level": 1 - alpha}
+                         "score_low": finite(row.progress_low), "score_high": finite(row.progress_high)}
             for row in group_summary(data, ["all"] * len(trials), alpha=alpha)}
-
-
-#: Ranking methods by name (``--ranker``); more models of stats/ranking can register here.
-RANKERS: dict[str, Callable[[Sequence[str], Sequence[Trial]], list[dict[str, Any]]]] = {
-    "winrate": win_rate_ranking, "bt": bt_ranking}
-
-
-#: The core's sequential tests valid at any stopping time with no horizon (stats.methods.FACTS).
-ANYTIME_METHODS = frozenset(name for name in METHODS if FACTS[name].pvalue and not FACTS[name].needs_n_max)
-
-
-class _PairTest:
-    """The anytime-valid test of one policy pair, fed trial by trial (the core's process)."""
-
-    def __init__(self, method: str, alpha: float) -> None:
-        self.process = make_process(method, 1, alpha=alpha, alternative="two-sided", n_max=None)
-        self.n = 0
-        self.sum_a = 0.0
-        self.sum_b = 0.0
-
-    def add(self, score_a: float, score_b: float) -> None:
-        self.n += 1
-        self.sum_a += score_a
-        self.sum_b += score_b
-        if self.process.decision[0] == Decision.CONTINUE:  # nothing is read after the first stop
-            self.process.update(np.array([score_a]), np.array([score_b]))
-
-    def row(self, x: str, y: str) -> dict[str, Any]:
-        decision = Decision(int(self.process.decision[0])).name.lower()
-        pvalue = float(self.process.pvalue()[0])
-        return {"policy_a": x, "policy_b": y, "n": self.n, "mean_a": self.sum_a / self.n, "mean_b": self.sum_b / self.n,
-                "decision": decision, "better": {"b_better": y, "a_better": x}.get(decision),
-                "stopping_trial": int(self.process.stopping_trial[0]), "pvalue": None if math.isnan(pvalue) else pvalue}
 
 
 class Leaderboard:
     """The leaderboard, built incrementally from journal entries: :meth:`add` then :meth:`snapshot`.
 
-    Each pair's test is the statistics core's process (:func:`~evalstop_ros.stats.registry.make_process`),
-    fed the pair's trials oriented ``(x, y)`` by name in journal order, so a refresh costs the
-    new results only; it equals :func:`~evalstop_ros.stats.registry.run_test` on the whole
-    sequence (checked by the tests).
+    :param policies: The hub's registered policies (more are taken from ``policy_added`` entries).
+    :param method: Anytime-valid method of the pairwise tests (``nscore``, ``wsr``, ``savi``).
+    :param alpha: Family-wise level over all pairs; also ``1 - level`` of the intervals.
+    :param ranker: Primary ranking: ``winrate`` or a model of :data:`~.rankings.MODELS`.
+    :param models: Ranking models fitted for :meth:`snapshot` (with SEs and intervals).
+    :param budget: Results after which the evaluation is over (0: no budget).
     """
 
     def __init__(self, policies: Sequence[str], *, method: str = "nscore", alpha: float = 0.05,
-                 ranker: str = "winrate") -> None:
+                 ranker: str = "bt", models: Sequence[str] = MODELS, budget: int = 0) -> None:
         if method not in ANYTIME_METHODS:
             raise HubError(f"the hub reads its pairwise tests after every result, so it needs an anytime-valid "
                            f"test without a horizon; choose one of {sorted(ANYTIME_METHODS)}")
         if ranker not in RANKERS:
-            raise HubError(f"unknown ranker {ranker!r}; known: {sorted(RANKERS)}")
-        self.policies = list(policies)
-        self.method, self.alpha, self.ranker = method, alpha, ranker
+            raise HubError(f"unknown ranker {ranker!r}; known: {', '.join(RANKERS)}")
+        unknown = [m for m in models if m not in MODELS]
+        if unknown:
+            raise HubError(f"unknown ranking model(s) {unknown}; known: {', '.join(MODELS)}")
+        if not 0.0 < alpha < 1.0:
+            raise HubError(f"alpha must lie in (0, 1); found {alpha!r}")
+        if budget < 0:
+            raise HubError(f"the budget is a number of results >= 0; found {budget!r}")
+        self.policies = sorted(set(policies))
+        self.method, self.alpha, self.ranker, self.models, self.budget = method, alpha, ranker, tuple(models), budget
         self.trials: list[Trial] = []
-        self._pairs: dict[tuple[str, str], _PairTest] = {}
+        self.family: HolmPairs | None = None
+        self.as_of_seq = 0
+        self.as_of: float | None = None
+        self._order: list[str] = list(self.policies)
+        self._order_n = -1
+        self._claims_key = b""
+        self._claims_cache: dict[frozenset[str], str] = {}
+        self._rebuild()
+
+    def _rebuild(self) -> None:
+        """A new family over the current policies, every counted result replayed into it."""
+        self.family = HolmPairs(self.policies, method=self.method, alpha=self.alpha) if len(self.policies) > 1 else None
+        self._claims_key = b""
+        for t in self.trials:
+            self._feed(t)
+        self._order_n = -1
+
+    def _feed(self, t: Trial) -> None:
+        if self.family is not None:
+            if t.policy_a < t.policy_b:
+                self.family.add(t.policy_a, t.policy_b, t.score_a, t.score_b)
+            else:
+                self.family.add(t.policy_b, t.policy_a, t.score_b, t.score_a)
 
     def add(self, entries: Iterable[Mapping[str, Any]]) -> None:
-        """Feed journal entries (only ``result`` and ``policy_added`` ones matter)."""
+        """Feed journal entries in order (only ``policy_added`` and ``result`` ones matter)."""
         for entry in entries:
-            if entry["kind"] == "policy_added" and entry["body"]["policy"] not in self.policies:
-                self.policies.append(entry["body"]["policy"])
-        for t in trials_of(entries):
-            self.trials.append(t)
-            x, y, sx, sy = (t.policy_a, t.policy_b, t.score_a, t.score_b) if t.policy_a < t.policy_b else \
-                (t.policy_b, t.policy_a, t.score_b, t.score_a)
-            if (x, y) not in self._pairs:
-                self._pairs[(x, y)] = _PairTest(self.method, self.alpha)
-            self._pairs[(x, y)].add(sx, sy)
+            body = entry["body"]
+            if entry["kind"] == "result":  # the board is as of its last counted result
+                self.as_of_seq = int(entry.get("seq", self.as_of_seq + 1))
+                self.as_of = float(entry["at"]) if "at" in entry else self.as_of
+            if entry["kind"] == "policy_added" and body["policy"] not in self.policies:
+                self.policies = sorted([*self.policies, body["policy"]])
+                self._rebuild()
+            elif entry["kind"] == "result":
+                (t,) = trials_of([entry])
+                new = {t.policy_a, t.policy_b} - set(self.policies)
+                self.trials.append(t)
+                if new:  # a result for a policy the journal never registered (a partial export)
+                    self.policies = sorted([*self.policies, *new])
+                    self._rebuild()
+                else:
+                    if self.family is None:
+                        self._rebuild()
+                    else:
+                        self._feed(t)
+
+    # -- progress and the schedule's focus -------------------------------------------------
+    def order(self) -> list[str]:
+        """The current order, best first: Bradley-Terry scores (refitted once the results grew by
+        5 % or :data:`REFIT_EVERY`), then adjacent policies swapped wherever sequential Holm decided the other way."""
+        n = len(self.trials)
+        if n and (self._order_n < 0 or n - self._order_n >= max(REFIT_EVERY, self._order_n // 20)):
+            fit = fit_model("bt", comparisons_of(self.policies, self.trials))
+            self._order = [p for _, p in sorted(zip(-fit.scores, fit.policies))]
+            self._order_n = n
+        order = [p for p in self._order if p in self.policies] + [p for p in self.policies if p not in self._order]
+        better = self._claims()
+        for _ in range(len(order)):
+            swapped = False
+            for k in range(len(order) - 1):
+                if better.get(frozenset(order[k:k + 2])) == order[k + 1]:
+                    order[k], order[k + 1] = order[k + 1], order[k]
+                    swapped = True
+            if not swapped:
+                break
+        return order
+
+    def _claims(self) -> dict[frozenset[str], str]:
+        if self.family is None:
+            return {}
+        decided = self.family.engine.decision[:, 0].tobytes()
+        if self._claims_key != decided:
+            self._claims_key, self._claims_cache = decided, self._claims_now()
+        return self._claims_cache
+
+    def _claims_now(self) -> dict[frozenset[str], str]:
+        assert self.family is not None
+        return {frozenset((c.policy_a, c.policy_b)): better for j, c in enumerate(self.family.comparisons)
+                if (better := self.family.better(j)) is not None}
+
+    def progress(self) -> dict[str, Any]:
+        """Whether the ranking is settled (every adjacent pair of :meth:`order` decided, in its
+        direction) or the budget spent, with the adjacent pairs' states (JSON-ready)."""
+        order = self.order()
+        claims = self._claims()
+        adjacent = [{"better": order[k], "worse": order[k + 1],
+                     "decided": claims.get(frozenset(order[k:k + 2])) == order[k]} for k in range(len(order) - 1)]
+        settled = bool(adjacent) and all(a["decided"] for a in adjacent)
+        spent = self.budget > 0 and len(self.trials) >= self.budget
+        reason = ("every adjacent pair is decided" if settled else
+                  f"the budget of {self.budget} results is spent" if spent else "")
+        return {"order": order, "adjacent": adjacent, "settled": settled, "budget": self.budget or None,
+                "budget_spent": spent, "finished": settled or spent, "reason": reason, "n_results": len(self.trials)}
+
+    def focus(self) -> Focus:
+        """The ``uncertain`` schedule's view: open pairs, and the open adjacent pairs of :meth:`order`
+        (every open pair during the warm-up, :data:`WARM_UP` results per pair)."""
+        family = self.family
+        if family is None:
+            return Focus(frozenset(), frozenset())
+        claims = self._claims()
+        open_ = frozenset((c.policy_a, c.policy_b) for c in family.comparisons if c.pair not in claims)
+        if int(family.n.min()) < WARM_UP:
+            return Focus(open_, open_)
+        order = self.order()
+        adjacent = {tuple(sorted(order[k:k + 2])) for k in range(len(order) - 1)}
+        return Focus(open_, frozenset(pair for pair in open_ if pair in adjacent))
+
+    # -- the board -------------------------------------------------------------------------
+    def rankings(self) -> dict[str, dict[str, Any]]:
+        """Every model of ``models`` fitted to the counted results (empty before the first result)."""
+        if not self.trials or len(self.policies) < 2:
+            return {}
+        data = comparisons_of(self.policies, self.trials)
+        return {model: model_rows(model, data, 1.0 - self.alpha) for model in self.models}
 
     def snapshot(self) -> dict[str, Any]:
-        """The leaderboard now: ranking (with each policy's anytime-valid intervals) plus one
-        sequential test per pair (JSON-ready)."""
-        ranking = RANKERS[self.ranker](sorted(self.policies), self.trials)
-        bands = intervals(sorted(self.policies), self.trials, self.alpha)
+        """The leaderboard now (JSON-ready): primary ranking with intervals, every model's ranking,
+        every pair's state under sequential Holm, what the family-wise level covers, and progress."""
+        models = self.rankings()
+        ranking = win_rate_ranking(self.policies, self.trials)
+        bands = _intervals(self.policies, self.trials, self.alpha)
         for row in ranking:
             row.update(bands.get(row["policy"], {}))
-        return {"n_results": len(self.trials), "method": self.method, "alpha": self.alpha, "ranker": self.ranker,
-                "ranking": ranking, "pairs": [test.row(x, y) for (x, y), test in sorted(self._pairs.items())]}
+        if self.ranker != "winrate" and self.trials:
+            chosen = models.get(self.ranker) or model_rows(self.ranker, comparisons_of(self.policies, self.trials),
+                                                           1.0 - self.alpha)
+            model = {row["policy"]: row for row in chosen["rows"]}
+            ranking.sort(key=lambda row: model[row["policy"]]["rank"])
+            for rank, row in enumerate(ranking, 1):
+                m = model[row["policy"]]
+                row.update(rank=rank, score=m["score"], se=m["se"], low=m["low"], high=m["high"])
+        family = self.family
+        statement = family.statement() if family is not None else {
+            "procedure": "sequential Holm", "pairs": 0, "hypotheses": 0, "alpha": self.alpha, "method": self.method}
+        return {"n_results": len(self.trials), "as_of_seq": self.as_of_seq, "as_of": self.as_of,
+                "method": self.method, "alpha": self.alpha, "ranker": self.ranker, "ranking": ranking,
+                "models": models, "family": statement, "pairs": family.rows() if family is not None else [],
+                "progress": self.progress()}
 
 
 def leaderboard(policies: Sequence[str], entries: Iterable[Mapping[str, Any]], *, method: str = "nscore",
-                alpha: float = 0.05, ranker: str = "winrate") -> dict[str, Any]:
+                alpha: float = 0.05, ranker: str = "bt", models: Sequence[str] = MODELS,
+                budget: int = 0) -> dict[str, Any]:
     """The leaderboard of the journal ``entries`` in one go (what ``evalstop hub analyze`` prints)."""
-    board = Leaderboard(policies, method=method, alpha=alpha, ranker=ranker)
+    board = Leaderboard(policies, method=method, alpha=alpha, ranker=ranker, models=models, budget=budget)
     board.add(list(entries))
     return board.snapshot()

@@ -3,6 +3,14 @@
 Each migration is applied once, in order, inside one transaction, and recorded in
 ``schema_version``; :func:`migrations` yields the statements of the versions a store still
 lacks. The two dialects differ only in the auto-numbered key of the journal.
+
+Version 2 makes every query of a lease, an upload and a ticket an index look-up, so that the
+cost of ``POST /v1/work`` does not grow with the leases ever made (issue #23): an expired
+lease that was handed out again is marked ``requeued`` (the queue of requeued work is then the
+``expired`` rows, oldest first, instead of a scan for expired rows without a successor), a
+unique index on ``requeue_of`` lets an expired lease be handed out again at most once, the
+per-pair load of the ``need`` schedule is kept in ``pair_load`` instead of being counted over
+all assignments, and a runner ticket records when it was used (single use).
 """
 
 from __future__ import annotations
@@ -45,6 +53,25 @@ MIGRATIONS: tuple[tuple[int, tuple[str, ...]], ...] = (
             at DOUBLE PRECISION NOT NULL,
             kind TEXT NOT NULL,
             body TEXT NOT NULL)""",
+    )),
+    (2, (
+        "ALTER TABLE assignments ADD COLUMN ticket_used_at DOUBLE PRECISION",
+        "UPDATE assignments SET state = 'requeued' WHERE state = 'expired' AND assignment_id IN "
+        "(SELECT requeue_of FROM assignments WHERE requeue_of IS NOT NULL)",
+        "CREATE UNIQUE INDEX assignments_requeue_of ON assignments(requeue_of)",
+        "CREATE UNIQUE INDEX assignments_ticket ON assignments(ticket_hash)",
+        "CREATE INDEX assignments_station ON assignments(station_id, state)",
+        "CREATE INDEX assignments_queue ON assignments(state, created_at, assignment_id)",
+        "CREATE UNIQUE INDEX stations_key ON stations(key_hash)",
+        """CREATE TABLE pair_load (
+            policy_low TEXT NOT NULL,
+            policy_high TEXT NOT NULL,
+            load INTEGER NOT NULL,
+            PRIMARY KEY (policy_low, policy_high))""",
+        "INSERT INTO pair_load (policy_low, policy_high, load) "
+        "SELECT CASE WHEN policy_a < policy_b THEN policy_a ELSE policy_b END, "
+        "CASE WHEN policy_a < policy_b THEN policy_b ELSE policy_a END, COUNT(*) "
+        "FROM assignments WHERE state IN ('leased', 'done') GROUP BY 1, 2",
     )),
 )
 

@@ -6,9 +6,18 @@ with ``?`` placeholders and translated for psycopg. Every state change is one tr
 also appends to ``journal``; the journal's ``result`` entries are the hub's record of truth, from
 which the leaderboard is computed (:mod:`.leaderboard`), online and offline alike.
 
-The store serialises its transactions with one lock over one connection: a hub runs as one
-process, and the lock makes the lease/requeue/idempotent-upload rules race-free without
-database-specific locking.
+Concurrency (issue #23). On PostgreSQL the store holds a connection pool (psycopg_pool) and
+takes no process-wide lock, so several hub processes serve one database: each transaction runs
+on its own connection (READ COMMITTED) and claims the rows it changes with row locks -- expired
+leases and requeued work with ``FOR UPDATE SKIP LOCKED`` (two processes never take the same
+row), an assignment being reported or renewed with ``FOR UPDATE`` -- and uploads are made
+idempotent by the unique keys of ``results`` (``ON CONFLICT DO NOTHING``). Runner tickets are
+spent by one ``UPDATE ... WHERE ticket_used_at IS NULL RETURNING``. Journal entries are written
+last in a transaction, under a transaction-scoped advisory lock, so that their sequence numbers
+follow the commit order (a reader that has seen entry ``n`` never later finds an entry below
+``n``). Row locks are taken in one order (station, assignments, pair loads sorted by pair, journal
+lock), so transactions cannot deadlock. SQLite is for one process: one connection, one lock and
+``BEGIN IMMEDIATE``.
 """
 
 from __future__ import annotations
@@ -28,18 +37,25 @@ from contextlib import contextmanager
 from typing import Any
 
 from .errors import HubError
+from .schedule import Schedule, choose_pair
 from .schema import VERSION_TABLE, latest_version, migrations
 
-__all__ = ["Assignment", "HubStore", "JournalEntry", "hash_secret", "open_store"]
+__all__ = ["Assignment", "HubStore", "JournalEntry", "Run", "draw_pair", "hash_secret", "open_store"]
 
 #: Roles a key can have: a station takes and reports work, a viewer only reads the leaderboard.
 ROLES = ("station", "viewer")
-SCHEDULES = ("need", "uniform")
+#: Key of PostgreSQL's transaction-scoped advisory lock that orders journal appends (and migrations).
+JOURNAL_LOCK = 0x65766A6F  # "evjo"
+MIGRATION_LOCK = 0x65766D67  # "evmg"
 
 
 def hash_secret(secret: str) -> str:
     """SHA-256 of a high-entropy secret (API key or runner ticket); only hashes are stored."""
     return hashlib.sha256(secret.encode("utf-8")).hexdigest()
+
+
+def _pair(a: str, b: str) -> tuple[str, str]:
+    return (a, b) if a < b else (b, a)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -68,14 +84,64 @@ class JournalEntry:
         return {"seq": self.seq, "at": self.at, "kind": self.kind, "body": self.body}
 
 
-class HubStore:
-    """Policies, stations, assignments, results and journal in one database."""
+class Run:
+    """One transaction's statement runner: ``run(sql, *params) -> rows``. Journal entries and
+    changes of pair load are collected and written at commit (see the module docstring)."""
 
-    def __init__(self, connection: Any, dialect: str, clock: Callable[[], float] = time.time) -> None:
-        self._conn = connection
+    def __init__(self, cursor: Any, translate: Callable[[str], str]) -> None:
+        self._cur = cursor
+        self._translate = translate
+        self.entries: list[tuple[float, str, str]] = []
+        self.load: dict[tuple[str, str], int] = {}
+
+    def __call__(self, sql: str, *params: Any) -> list[tuple[Any, ...]]:
+        self._cur.execute(self._translate(sql), params)
+        return list(self._cur.fetchall()) if self._cur.description is not None else []
+
+    def add_load(self, a: str, b: str, delta: int) -> None:
+        """Change the load (leased and done assignments) of the pair ``{a, b}`` at commit."""
+        key = _pair(a, b)
+        self.load[key] = self.load.get(key, 0) + delta
+
+
+def draw_pair(run: Run, tasks: Sequence[str], schedule: Schedule, rng: random.Random) -> tuple[str, str, str]:
+    """The pair and task of a new (not requeued) assignment, as ``(arm A, arm B, task)``.
+
+    :func:`.schedule.choose_pair` chooses among the pairs, from their leased and reported
+    assignments (table ``pair_load``, one row per pair, read without row locks); the arm order
+    and the task at random. This is the hub's only pair choice.
+    """
+    names = [row[0] for row in run("SELECT name FROM policies ORDER BY name")]
+    if len(names) < 2:
+        raise HubError("the hub needs at least two registered policies to assign work", 409)
+    pairs = [(x, y) for i, x in enumerate(names) for y in names[i + 1:]]
+    load: dict[tuple[str, str], int] = {pair: 0 for pair in pairs}
+    if schedule.name != "uniform":
+        for low, high, n in run("SELECT policy_low, policy_high, load FROM pair_load"):
+            if (low, high) in load:
+                load[(low, high)] = int(n)
+    x, y = choose_pair(schedule, pairs, load, rng)
+    if rng.random() < 0.5:
+        x, y = y, x
+    return x, y, rng.choice(list(tasks)) if tasks else "default"
+
+
+class HubStore:
+    """Policies, stations, assignments, results and journal in one database.
+
+    ``connect`` is an SQLite connection (one process) or a psycopg_pool ``ConnectionPool``
+    (PostgreSQL, any number of processes).
+    """
+
+    def __init__(self, connect: Any, dialect: str, clock: Callable[[], float] = time.time) -> None:
+        self._db = connect
         self.dialect = dialect
         self._clock = clock
-        self._lock = threading.RLock()
+        self._lock = threading.RLock()  # SQLite only: one connection
+        pg = dialect == "postgresql"
+        #: Row-lock clauses (SQLite locks the whole database with BEGIN IMMEDIATE instead).
+        self._for_update = " FOR UPDATE" if pg else ""
+        self._skip_locked = " FOR UPDATE SKIP LOCKED" if pg else ""
         self._migrate()
 
     # -- plumbing -------------------------------------------------------------------------
@@ -83,33 +149,50 @@ class HubStore:
         return sql.replace("?", "%s") if self.dialect == "postgresql" else sql
 
     @contextmanager
-    def _tx(self) -> Iterator[Callable[..., list[tuple[Any, ...]]]]:
-        """One transaction; yields ``run(sql, *params) -> rows``. Rolls back on any error."""
-        with self._lock:
-            cur = self._conn.cursor()
-
-            def run(sql: str, *params: Any) -> list[tuple[Any, ...]]:
-                cur.execute(self._sql(sql), params)
-                return list(cur.fetchall()) if cur.description is not None else []
-
-            try:
-                if self.dialect == "sqlite":
-                    cur.execute("BEGIN IMMEDIATE")
+    def _tx(self) -> Iterator[Run]:
+        """One transaction; yields a :class:`Run`. Rolls back on any error."""
+        if self.dialect == "postgresql":
+            with self._db.connection() as conn, conn.transaction(), conn.cursor() as cur:
+                run = Run(cur, self._sql)
                 yield run
+                self._flush(run)
+            return
+        with self._lock:
+            cur = self._db.cursor()
+            try:
+                cur.execute("BEGIN IMMEDIATE")
+                run = Run(cur, self._sql)
+                yield run
+                self._flush(run)
             except BaseException:
-                self._conn.rollback()
+                self._db.rollback()
                 raise
             else:
-                self._conn.commit()
+                self._db.commit()
             finally:
                 cur.close()
 
-    def _journal(self, run: Callable[..., list[tuple[Any, ...]]], kind: str, body: dict[str, Any]) -> None:
-        run("INSERT INTO journal (at, kind, body) VALUES (?, ?, ?)", self._clock(), kind,
-            json.dumps(body, sort_keys=True))
+    def _flush(self, run: Run) -> None:
+        """Write the transaction's pair-load changes (sorted by pair) and journal entries (under
+        the journal lock, so sequence numbers follow the commit order)."""
+        for (low, high), delta in sorted(run.load.items()):
+            if delta:
+                run("INSERT INTO pair_load (policy_low, policy_high, load) VALUES (?, ?, ?) "
+                    "ON CONFLICT (policy_low, policy_high) DO UPDATE SET load = pair_load.load + excluded.load",
+                    low, high, delta)
+        if run.entries:
+            if self.dialect == "postgresql":
+                run("SELECT pg_advisory_xact_lock(?)", JOURNAL_LOCK)
+            for at, kind, body in run.entries:
+                run("INSERT INTO journal (at, kind, body) VALUES (?, ?, ?)", at, kind, body)
+
+    def _journal(self, run: Run, kind: str, body: dict[str, Any]) -> None:
+        run.entries.append((self._clock(), kind, json.dumps(body, sort_keys=True)))
 
     def _migrate(self) -> None:
         with self._tx() as run:
+            if self.dialect == "postgresql":  # two hub processes starting on a fresh database
+                run("SELECT pg_advisory_xact_lock(?)", MIGRATION_LOCK)
             run(VERSION_TABLE)
             current = run("SELECT COALESCE(MAX(version), 0) FROM schema_version")[0][0]
             if current > latest_version():
@@ -125,7 +208,7 @@ class HubStore:
 
     def close(self) -> None:
         with self._lock:
-            self._conn.close()
+            self._db.close()
 
     # -- registry -------------------------------------------------------------------------
     def add_policy(self, name: str, server_address: str) -> None:
@@ -133,9 +216,9 @@ class HubStore:
         if not name or not server_address:
             raise HubError("a policy needs a name and a policy-server address")
         with self._tx() as run:
-            if run("SELECT 1 FROM policies WHERE name = ?", name):
+            if not run("INSERT INTO policies (name, server_address, created_at) VALUES (?, ?, ?) "
+                       "ON CONFLICT (name) DO NOTHING RETURNING name", name, server_address, self._clock()):
                 raise HubError(f"policy {name!r} is already registered", 409)
-            run("INSERT INTO policies (name, server_address, created_at) VALUES (?, ?, ?)", name, server_address, self._clock())
             self._journal(run, "policy_added", {"policy": name})
 
     def policies(self) -> list[str]:
@@ -150,22 +233,20 @@ class HubStore:
             raise HubError("a station id is 1 to 64 characters")
         key = "esk_" + secrets.token_urlsafe(32)
         with self._tx() as run:
-            if run("SELECT 1 FROM stations WHERE station_id = ?", station_id):
+            if not run("INSERT INTO stations (station_id, key_hash, role, revoked, created_at) VALUES (?, ?, ?, 0, ?) "
+                       "ON CONFLICT (station_id) DO NOTHING RETURNING station_id",
+                       station_id, hash_secret(key), role, self._clock()):
                 raise HubError(f"station {station_id!r} is already registered", 409)
-            run("INSERT INTO stations (station_id, key_hash, role, revoked, created_at) VALUES (?, ?, ?, 0, ?)",
-                station_id, hash_secret(key), role, self._clock())
             self._journal(run, "station_added", {"station": station_id, "role": role})
         return key
 
     def revoke_station(self, station_id: str) -> None:
         """Revoke a station's key; its open leases are requeued at once."""
         with self._tx() as run:
-            if not run("SELECT 1 FROM stations WHERE station_id = ?", station_id):
+            if not run("UPDATE stations SET revoked = 1 WHERE station_id = ? RETURNING station_id", station_id):
                 raise HubError(f"no station {station_id!r}", 404)
-            run("UPDATE stations SET revoked = 1 WHERE station_id = ?", station_id)
             self._journal(run, "station_revoked", {"station": station_id})
-            for (assignment_id,) in run("SELECT assignment_id FROM assignments WHERE station_id = ? AND state = 'leased'", station_id):
-                self._expire(run, assignment_id, "station revoked")
+            self._expire_where(run, "station_id = ? AND state = 'leased'", (station_id,), "station revoked", wait=True)
 
     def authenticate(self, key: str | None) -> tuple[str, str]:
         """``(station_id, role)`` of a valid, unrevoked key; :class:`HubError` 401 otherwise."""
@@ -181,107 +262,110 @@ class HubStore:
         return str(station_id), str(role)
 
     # -- leases ---------------------------------------------------------------------------
-    def _expire(self, run: Callable[..., list[tuple[Any, ...]]], assignment_id: str, reason: str) -> None:
-        run("UPDATE assignments SET state = 'expired' WHERE assignment_id = ?", assignment_id)
-        self._journal(run, "requeued", {"assignment": assignment_id, "reason": reason})
+    def _expire_where(self, run: Run, where: str, params: tuple[Any, ...], reason: str, wait: bool) -> int:
+        """Expire the leased assignments matching ``where`` in one statement; journal each.
+
+        ``wait=False`` skips rows another transaction holds (the deadline sweep, run by every
+        hub process); ``wait=True`` waits for them (a station's own or revoked leases)."""
+        lock = self._for_update if wait else self._skip_locked
+        rows = run(f"UPDATE assignments SET state = 'expired' WHERE assignment_id IN "
+                   f"(SELECT assignment_id FROM assignments WHERE {where} ORDER BY assignment_id{lock}) "
+                   f"AND state = 'leased' RETURNING assignment_id, policy_a, policy_b", *params)
+        for assignment_id, policy_a, policy_b in sorted(rows):
+            run.add_load(str(policy_a), str(policy_b), -1)
+            self._journal(run, "requeued", {"assignment": assignment_id, "reason": reason})
+        return len(rows)
 
     def requeue_expired(self) -> int:
         """Expire every lease past its deadline; their pairs go back to the queue. Returns how many."""
         with self._tx() as run:
-            rows = run("SELECT assignment_id FROM assignments WHERE state = 'leased' AND lease_deadline < ?", self._clock())
-            for (assignment_id,) in rows:
-                self._expire(run, assignment_id, "lease deadline passed")
-        return len(rows)
+            return self._expire_deadlines(run)
 
-    def lease(self, station_id: str, lease_seconds: float, tasks: Sequence[str], schedule: str,
+    def _expire_deadlines(self, run: Run) -> int:
+        return self._expire_where(run, "state = 'leased' AND lease_deadline < ?", (self._clock(),),
+                                  "lease deadline passed", wait=False)
+
+    def lease(self, station_id: str, lease_seconds: float, tasks: Sequence[str], schedule: str | Schedule,
               rng: random.Random) -> tuple[Assignment, str]:
         """Lease the next A/B trial to ``station_id``; returns it and its one-off runner ticket.
 
         A lease the station still holds is abandoned (a restarted station lost it) and requeued.
         Requeued work (an expired lease whose pair was never reported) comes first, oldest first;
-        otherwise a pair is drawn ``by need`` (fewest results and open leases, ties at random) or
-        ``uniform``; which policy is arm A is drawn at random.
+        otherwise :func:`draw_pair` chooses the pair (``uncertain``, ``need`` or ``uniform``:
+        :mod:`.schedule`) and the arm order.
         """
-        if schedule not in SCHEDULES:
-            raise HubError(f"schedule must be one of {SCHEDULES}")
-        self.requeue_expired()
+        schedule = Schedule.of(schedule)
         ticket = "tkt_" + secrets.token_urlsafe(24)
         now = self._clock()
         with self._tx() as run:
-            for (abandoned,) in run("SELECT assignment_id FROM assignments WHERE station_id = ? AND state = 'leased'", station_id):
-                self._expire(run, abandoned, "station asked for new work (restarted)")
-            requeued = run(
-                "SELECT a.assignment_id, a.policy_a, a.policy_b, a.task FROM assignments a "
-                "WHERE a.state = 'expired' AND NOT EXISTS "
-                "(SELECT 1 FROM assignments b WHERE b.requeue_of = a.assignment_id) ORDER BY a.created_at, a.assignment_id LIMIT 1")
+            # one lease at a time per station, even with requests to two hub processes
+            run(f"SELECT 1 FROM stations WHERE station_id = ?{self._for_update}", station_id)
+            self._expire_deadlines(run)
+            self._expire_where(run, "station_id = ? AND state = 'leased'", (station_id,),
+                               "station asked for new work (restarted)", wait=True)
+            requeued = run("SELECT assignment_id, policy_a, policy_b, task FROM assignments WHERE state = 'expired' "
+                           f"ORDER BY created_at, assignment_id LIMIT 1{self._skip_locked}")
             if requeued:
                 requeue_of, policy_a, policy_b, task = requeued[0]
+                run("UPDATE assignments SET state = 'requeued' WHERE assignment_id = ?", requeue_of)
             else:
                 requeue_of = None
-                policy_a, policy_b, task = self._draw(run, tasks, schedule, rng)
+                policy_a, policy_b, task = draw_pair(run, tasks, schedule, rng)
             assignment = Assignment(uuid.uuid4().hex, station_id, str(policy_a), str(policy_b), str(task), "leased",
                                     now + lease_seconds)
             run("INSERT INTO assignments (assignment_id, station_id, policy_a, policy_b, task, state, lease_deadline, "
                 "ticket_hash, requeue_of, created_at) VALUES (?, ?, ?, ?, ?, 'leased', ?, ?, ?, ?)",
                 assignment.assignment_id, station_id, assignment.policy_a, assignment.policy_b, assignment.task,
                 assignment.lease_deadline, hash_secret(ticket), requeue_of, now)
+            run.add_load(assignment.policy_a, assignment.policy_b, +1)
             self._journal(run, "assigned", {"assignment": assignment.assignment_id, "station": station_id,
                                             "policy_a": assignment.policy_a, "policy_b": assignment.policy_b,
                                             "task": assignment.task, "requeue_of": requeue_of,
                                             "lease_deadline": assignment.lease_deadline})
         return assignment, ticket
 
-    @staticmethod
-    def _draw(run: Callable[..., list[tuple[Any, ...]]], tasks: Sequence[str], schedule: str,
-              rng: random.Random) -> tuple[str, str, str]:
-        names = [row[0] for row in run("SELECT name FROM policies ORDER BY name")]
-        if len(names) < 2:
-            raise HubError("the hub needs at least two registered policies to assign work", 409)
-        pairs = [(x, y) for i, x in enumerate(names) for y in names[i + 1:]]
-        if schedule == "need":
-            load: dict[tuple[str, str], int] = {pair: 0 for pair in pairs}
-            for a, b, count in run("SELECT policy_a, policy_b, COUNT(*) FROM assignments "
-                                   "WHERE state IN ('leased', 'done') GROUP BY policy_a, policy_b"):
-                key = (a, b) if (a, b) in load else (b, a)
-                load[key] += int(count)
-            least = min(load.values())
-            pairs = [pair for pair in pairs if load[pair] == least]
-        x, y = rng.choice(pairs)
-        if rng.random() < 0.5:
-            x, y = y, x
-        return x, y, rng.choice(list(tasks)) if tasks else "default"
-
     def renew(self, station_id: str, assignment_id: str, lease_seconds: float) -> float:
         """Extend a live lease of ``station_id`` to ``now + lease_seconds`` (a long trial's
         heartbeat); returns the new deadline. A lease already expired cannot be renewed (410)."""
-        assignment = self.assignment_for(station_id, assignment_id)
-        deadline = self._clock() + lease_seconds
         with self._tx() as run:
-            state, old = run("SELECT state, lease_deadline FROM assignments WHERE assignment_id = ?", assignment_id)[0]
-            if state != "leased" or float(old) < self._clock():
-                raise HubError(f"the lease of assignment {assignment.assignment_id!r} is no longer live ({state})", 410)
+            rows = run(f"SELECT state, lease_deadline FROM assignments WHERE assignment_id = ? AND station_id = ?"
+                       f"{self._for_update}", assignment_id, station_id)
+            if not rows:
+                raise HubError(f"no assignment {assignment_id!r} for station {station_id!r}", 404)
+            state, old = rows[0]
+            now = self._clock()
+            if state != "leased" or float(old) < now:
+                raise HubError(f"the lease of assignment {assignment_id!r} is no longer live ({state})", 410)
+            deadline = now + lease_seconds
             run("UPDATE assignments SET lease_deadline = ? WHERE assignment_id = ?", deadline, assignment_id)
         return deadline
 
     def assignment_for(self, station_id: str, assignment_id: str) -> Assignment:
         """The station's own assignment; another station's id is as unknown as a made-up one."""
         with self._tx() as run:
-            rows = run("SELECT assignment_id, station_id, policy_a, policy_b, task, state, lease_deadline "
-                       "FROM assignments WHERE assignment_id = ? AND station_id = ?", assignment_id, station_id)
+            return self._assignment(run, station_id, assignment_id, "")
+
+    def _assignment(self, run: Run, station_id: str, assignment_id: str, lock: str) -> Assignment:
+        rows = run("SELECT assignment_id, station_id, policy_a, policy_b, task, state, lease_deadline "
+                   f"FROM assignments WHERE assignment_id = ? AND station_id = ?{lock}", assignment_id, station_id)
         if not rows:
             raise HubError(f"no assignment {assignment_id!r} for station {station_id!r}", 404)
         r = rows[0]
         return Assignment(str(r[0]), str(r[1]), str(r[2]), str(r[3]), str(r[4]), str(r[5]), float(r[6]))
 
     def resolve_ticket(self, station_id: str, ticket: str) -> dict[str, str]:
-        """The policy-server addresses of arms A and B for the runner ticket of a live lease."""
+        """The policy-server addresses of arms A and B for the runner ticket of a live lease.
+
+        A ticket resolves once: it is spent by the same statement that checks it, so of two
+        concurrent requests (to one or two hub processes) exactly one gets the addresses."""
         with self._tx() as run:
-            rows = run("SELECT p.server_address, q.server_address, a.state, a.lease_deadline FROM assignments a "
-                       "JOIN policies p ON p.name = a.policy_a JOIN policies q ON q.name = a.policy_b "
-                       "WHERE a.ticket_hash = ? AND a.station_id = ?", hash_secret(ticket), station_id)
-        if not rows or rows[0][2] != "leased" or float(rows[0][3]) < self._clock():
-            raise HubError("unknown or expired runner ticket", 401)
-        return {"A": str(rows[0][0]), "B": str(rows[0][1])}
+            rows = run("UPDATE assignments SET ticket_used_at = ? WHERE ticket_hash = ? AND station_id = ? "
+                       "AND state = 'leased' AND lease_deadline >= ? AND ticket_used_at IS NULL "
+                       "RETURNING policy_a, policy_b", self._clock(), hash_secret(ticket), station_id, self._clock())
+            if not rows:
+                raise HubError("unknown or expired runner ticket (or one already used: a ticket resolves once)", 401)
+            addresses = dict(run("SELECT name, server_address FROM policies WHERE name IN (?, ?)", *rows[0]))
+        return {"A": str(addresses[rows[0][0]]), "B": str(addresses[rows[0][1]])}
 
     # -- results --------------------------------------------------------------------------
     def submit(self, station_id: str, assignment_id: str, upload_id: str, score_a: float, score_b: float) -> str:
@@ -292,29 +376,44 @@ class HubStore:
         assignment and a second result for an assignment are refused (409) and write nothing.
         A late result for an expired lease (a station cut off from the hub, syncing later) counts
         while its trial has not been handed out again; once it has, the result is refused (410).
+        The assignment's row is locked first, so concurrent uploads of one result (retries sent to
+        two hub processes) are decided one after the other; the unique keys of ``results`` are the
+        last word for an upload id reused on another assignment at the same moment.
         """
         body = {"assignment": assignment_id, "upload_id": upload_id, "score_a": score_a, "score_b": score_b}
         body_hash = hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
-        assignment = self.assignment_for(station_id, assignment_id)
         with self._tx() as run:
-            previous = run("SELECT assignment_id, body_hash FROM results WHERE upload_id = ?", upload_id)
-            if previous:
-                if previous[0][0] == assignment_id and previous[0][1] == body_hash:
-                    return "duplicate"
-                raise HubError(f"upload {upload_id!r} was already used for a different result; nothing written", 409)
-            if run("SELECT 1 FROM results WHERE assignment_id = ?", assignment_id):
-                raise HubError(f"assignment {assignment_id!r} already has a result (another upload id); nothing written", 409)
-            state = run("SELECT state FROM assignments WHERE assignment_id = ?", assignment_id)[0][0]
-            if state == "expired" and run("SELECT 1 FROM assignments WHERE requeue_of = ?", assignment_id):
+            assignment = self._assignment(run, station_id, assignment_id, self._for_update)
+            verdict = self._previous_upload(run, assignment_id, upload_id, body_hash)
+            if verdict is not None:
+                return verdict
+            if assignment.state == "requeued":
                 raise HubError(f"the lease of assignment {assignment_id!r} expired and its trial was given to another "
                                "station; result not counted", 410)
-            run("INSERT INTO results (assignment_id, upload_id, station_id, body_hash, received_at) VALUES (?, ?, ?, ?, ?)",
-                assignment_id, upload_id, station_id, body_hash, self._clock())
+            if not run("INSERT INTO results (assignment_id, upload_id, station_id, body_hash, received_at) "
+                       "VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING RETURNING assignment_id",
+                       assignment_id, upload_id, station_id, body_hash, self._clock()):
+                # another transaction took this upload id for another assignment meanwhile
+                return self._previous_upload(run, assignment_id, upload_id, body_hash) or "duplicate"
             run("UPDATE assignments SET state = 'done' WHERE assignment_id = ?", assignment_id)
+            if assignment.state == "expired":
+                run.add_load(assignment.policy_a, assignment.policy_b, +1)
             self._journal(run, "result", {"assignment": assignment_id, "station": station_id, "upload_id": upload_id,
                                           "policy_a": assignment.policy_a, "policy_b": assignment.policy_b,
                                           "task": assignment.task, "score_a": score_a, "score_b": score_b})
         return "recorded"
+
+    @staticmethod
+    def _previous_upload(run: Run, assignment_id: str, upload_id: str, body_hash: str) -> str | None:
+        """``"duplicate"`` for a retry, :class:`HubError` 409 for a conflicting upload, else ``None``."""
+        previous = run("SELECT assignment_id, body_hash FROM results WHERE upload_id = ?", upload_id)
+        if previous:
+            if previous[0][0] == assignment_id and previous[0][1] == body_hash:
+                return "duplicate"
+            raise HubError(f"upload {upload_id!r} was already used for a different result; nothing written", 409)
+        if run("SELECT 1 FROM results WHERE assignment_id = ?", assignment_id):
+            raise HubError(f"assignment {assignment_id!r} already has a result (another upload id); nothing written", 409)
+        return None
 
     # -- reading --------------------------------------------------------------------------
     def journal(self, after: int = 0, kinds: Sequence[str] | None = None) -> list[JournalEntry]:
@@ -332,19 +431,25 @@ class HubStore:
         return out
 
 
-def open_store(database: str | os.PathLike[str], clock: Callable[[], float] = time.time) -> HubStore:
-    """Open (and migrate) the store at ``database``: ``postgresql://...`` or an SQLite path."""
+def open_store(database: str | os.PathLike[str], clock: Callable[[], float] = time.time,
+               pool_size: int = 8) -> HubStore:
+    """Open (and migrate) the store at ``database``: ``postgresql://...`` (a pool of up to
+    ``pool_size`` connections) or an SQLite path."""
     text = str(database)
     if text.startswith(("postgresql://", "postgres://")):
         try:
             import psycopg
+            from psycopg_pool import ConnectionPool, PoolTimeout
         except ImportError as err:  # pragma: no cover - the hub extra is installed by make venv
-            raise HubError("PostgreSQL needs psycopg 3: pip install 'evalstop[hub]'") from err
+            raise HubError("PostgreSQL needs psycopg 3 and psycopg-pool: pip install 'evalstop[hub]'") from err
+        pool = ConnectionPool(text, min_size=1, max_size=max(1, pool_size), kwargs={"autocommit": True},
+                              open=False, name="evalstop-hub")
         try:
-            conn = psycopg.connect(text)
-        except psycopg.Error as err:
+            pool.open(wait=True, timeout=15.0)
+        except (PoolTimeout, psycopg.Error) as err:
+            pool.close()
             raise HubError(f"cannot connect to {text}: {err}") from err
-        return HubStore(conn, "postgresql", clock)
+        return HubStore(pool, "postgresql", clock)
     return _open_sqlite(text, clock)
 
 

@@ -1,4 +1,12 @@
-"""Fixtures of the CLI tests: they run the installed ``evalstop`` console script."""
+"""Fixtures of the CLI tests: ``evalstop`` runs the CLI in-process, ``evalstop_script`` the
+installed console script.
+
+Most cases call :func:`evalstop_ros.cli.main.main` with their arguments in this process (its
+output captured by ``capsys``, its exit status the return value or a ``SystemExit`` code): the
+same parser, dispatch and error handling as the console script, without a fresh interpreter and
+a fresh scipy import per case. One test per verb runs the real console script in a subprocess
+(``evalstop_script``), as do the pipe and signal tests of test_cli_output.py and the examples.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +16,7 @@ import pathlib
 import shutil
 import subprocess
 import sys
+import warnings
 from collections.abc import Callable
 
 import orjson
@@ -29,8 +38,9 @@ def step_cache(tmp_path_factory: pytest.TempPathFactory) -> pathlib.Path:
 
 
 @pytest.fixture
-def evalstop(step_cache: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> Callable[..., subprocess.CompletedProcess[str]]:
-    """``evalstop(*args)`` runs the console script and returns the completed process.
+def evalstop_script(step_cache: pathlib.Path, monkeypatch: pytest.MonkeyPatch
+                    ) -> Callable[..., subprocess.CompletedProcess[str]]:
+    """``evalstop_script(*args)`` runs the installed console script and returns the completed process.
 
     The script and the in-process core (used for the expected values) share the STEP cache
     ``$EVALSTOP_CACHE_DIR``: the session's, unless a test sets its own first.
@@ -40,6 +50,33 @@ def evalstop(step_cache: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> Calla
 
     def run(*args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run([script, *args], capture_output=True, text=True, env=dict(os.environ), timeout=300, check=False)
+
+    return run
+
+
+@pytest.fixture
+def evalstop(step_cache: pathlib.Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+             ) -> Callable[..., subprocess.CompletedProcess[str]]:
+    """``evalstop(*args)`` runs ``evalstop ARGS`` in this process; the result as a completed process.
+
+    The exit status is what :func:`~evalstop_ros.cli.main.main` returns (or the code of a
+    ``SystemExit`` it lets through); stdout and stderr are what it wrote. Warnings take
+    Python's default action, as in the console script (pytest turns them into errors).
+    """
+    monkeypatch.setenv("EVALSTOP_CACHE_DIR", str(step_cache))
+    from evalstop_ros.cli.main import main
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        capsys.readouterr()  # what the test printed before
+        with warnings.catch_warnings():
+            warnings.resetwarnings()
+            warnings.simplefilter("default")
+            try:
+                status = main(list(args))
+            except SystemExit as done:
+                status = done.code if isinstance(done.code, int) else (0 if done.code is None else 1)
+        out, err = capsys.readouterr()
+        return subprocess.CompletedProcess(["evalstop", *args], status, out, err)
 
     return run
 

@@ -29,8 +29,8 @@ def write_csv(path: pathlib.Path, scores=SCORES, names=NAMES, index=False, blank
     return str(path)
 
 
-def test_json_equals_core(evalstop, tmp_path, stdout_json):
-    payload = stdout_json(evalstop("adastop", write_csv(tmp_path / "s.csv"), *DESIGN, "--json"))
+def test_json_equals_core(evalstop_script, tmp_path, stdout_json):
+    payload = stdout_json(evalstop_script("adastop", write_csv(tmp_path / "s.csv"), *DESIGN, "--json"))
     expected = adastop_test(SCORES, n_per_interim=5, n_interims=6, alpha=0.05, agent_names=NAMES)
     core = expected.to_dict()
     assert {k: payload[k] for k in core} == core

@@ -54,9 +54,9 @@ def test_nscore_json_equals_core(evalstop, tmp_path, options, expected, stdout_j
     assert payload["validity"] == "anytime-valid"
 
 
-def test_step_json_equals_core(evalstop, tmp_path, stdout_json):
+def test_step_json_equals_core(evalstop_script, tmp_path, stdout_json):
     args = ("analyze", wide_csv(tmp_path), "--method", "step", "--alpha", "0.05", "--n-max", "45", "--seed", "7", "--json")
-    payload = stdout_json(evalstop(*args))
+    payload = stdout_json(evalstop_script(*args))
     assert payload["result"] == step_test(A, B, alpha=0.05, n_max=45, seed=7).to_dict()
     assert payload["result"]["decision"] == "b_better"
     assert payload["settings"] == {"n_max": 45, "seed": 7, "bins": 2, "c": 0.95}

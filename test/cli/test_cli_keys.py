@@ -7,8 +7,8 @@ import os
 from evalstop_ros.session.auth import read_identity, read_keys
 
 
-def test_new_keys_write_the_manager_file_and_one_per_operator(evalstop, tmp_path):
-    proc = evalstop("keys", "new", "alice", "auto:runner", "--dir", str(tmp_path / "k"))
+def test_new_keys_write_the_manager_file_and_one_per_operator(evalstop_script, tmp_path):
+    proc = evalstop_script("keys", "new", "alice", "auto:runner", "--dir", str(tmp_path / "k"))
     assert proc.returncode == 0, proc.stderr
     keys = read_keys(tmp_path / "k" / "operators.keys")
     assert sorted(keys) == ["alice", "auto:runner"]

@@ -9,8 +9,8 @@ from evalstop_ros import __version__
 from evalstop_ros.cli.main import main
 
 
-def test_version(evalstop):
-    proc = evalstop("--version")
+def test_version(evalstop_script):
+    proc = evalstop_script("--version")
     assert (proc.returncode, proc.stdout, proc.stderr) == (0, f"evalstop {__version__}\n", "")
 
 
@@ -25,8 +25,8 @@ def test_help_lists_verbs_and_exit_codes(evalstop):
         assert f"\n  {code}" in codes, code
 
 
-def test_no_verb_is_a_usage_error(evalstop):
-    proc = evalstop()
+def test_no_verb_is_a_usage_error(evalstop_script):
+    proc = evalstop_script()
     assert proc.returncode == 2 and proc.stdout == ""
     assert "the following arguments are required" in proc.stderr
 

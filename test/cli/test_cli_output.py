@@ -78,26 +78,26 @@ def test_long_runs_say_up_front_how_long(step_cache: pathlib.Path) -> None:
     assert first.startswith("evalstop simulate: this will take about ") and "20000 sequences" in first, first
 
 
-def test_busy_port_is_one_line_and_exit_3(evalstop: Run, tmp_path: pathlib.Path) -> None:
+def test_busy_port_is_one_line_and_exit_3(evalstop_script: Run, tmp_path: pathlib.Path) -> None:
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        done = evalstop("hub", "serve", "--db", str(tmp_path / "hub.sqlite"), "--port", str(port))
+        done = evalstop_script("hub", "serve", "--db", str(tmp_path / "hub.sqlite"), "--port", str(port))
     assert done.returncode == EXIT_UNAVAILABLE
     assert done.stdout == ""
     assert done.stderr == (f"evalstop hub serve: error: cannot listen on 127.0.0.1:{port}: the port is in use "
                            "(another hub or program; pick another --port)\n")
 
 
-def test_exit_codes_of_the_verbs(evalstop: Run, tmp_path: pathlib.Path) -> None:
-    assert evalstop("step", "oc", "--n-max", "100", "--alpha", "0.05", "--p0", "0.3", "--p1", "0.6").returncode == \
+def test_exit_codes_of_the_verbs(evalstop_script: Run, tmp_path: pathlib.Path) -> None:
+    assert evalstop_script("step", "oc", "--n-max", "100", "--alpha", "0.05", "--p0", "0.3", "--p1", "0.6").returncode == \
         EXIT_OK
-    bad = evalstop("analyze", str(tmp_path / "missing.csv"), "--method", "nscore", "--alpha", "0.05")
+    bad = evalstop_script("analyze", str(tmp_path / "missing.csv"), "--method", "nscore", "--alpha", "0.05")
     assert bad.returncode == EXIT_USAGE and bad.stderr.count("\n") == 1 and "Traceback" not in bad.stderr
-    assert evalstop("rank", "--model", "nope", "x.csv").returncode == EXIT_USAGE
-    assert evalstop("keys", "new", "alice", "alice", "--dir", str(tmp_path)).returncode == EXIT_USAGE
-    audit_missing = evalstop("audit", str(tmp_path / "nothing"))
+    assert evalstop_script("rank", "--model", "nope", "x.csv").returncode == EXIT_USAGE
+    assert evalstop_script("keys", "new", "alice", "alice", "--dir", str(tmp_path)).returncode == EXIT_USAGE
+    audit_missing = evalstop_script("audit", str(tmp_path / "nothing"))
     assert audit_missing.returncode == EXIT_USAGE
     assert EXIT_CHECK_FAILED == 1  # step check / audit failures: test_cli_step, test/audit
 

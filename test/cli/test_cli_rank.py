@@ -70,8 +70,8 @@ def test_json_equals_the_core(evalstop, tmp_path, stdout_json, model, core):
             assert (got["low"], got["high"]) == pytest.approx((low[k], high[k]), rel=1e-9)
 
 
-def test_human_output_is_a_leaderboard(evalstop, tmp_path):
-    proc = evalstop("rank", arena_csv(tmp_path), "--model", "bt")
+def test_human_output_is_a_leaderboard(evalstop_script, tmp_path):
+    proc = evalstop_script("rank", arena_csv(tmp_path), "--model", "bt")
     assert proc.returncode == 0 and proc.stderr == ""
     lines = proc.stdout.splitlines()
     assert lines[0].endswith("7 valid comparisons of 3 policies (1 invalid set aside); model bt")

@@ -36,11 +36,11 @@ def test_json_equals_core(evalstop, method, dist_args, model, stdout_json):
     assert payload["summary"]["power"] > 0.5  # a real effect was simulated
 
 
-def test_null_prints_no_power(evalstop, stdout_json):
+def test_null_prints_no_power(evalstop_script, stdout_json):
     args = ["simulate", "--method", "nscore", "--p0", "0.5", "--p1", "0.5", "--n-max", "30", "--alpha", "0.05", "--reps", "100"]
-    payload = stdout_json(evalstop(*args, "--json"))
+    payload = stdout_json(evalstop_script(*args, "--json"))
     assert payload["summary"]["power"] is None and payload["summary"]["power_se"] is None
-    proc = evalstop(*args)
+    proc = evalstop_script(*args)
     assert proc.returncode == 0
     lines = proc.stdout.splitlines()
     assert lines[2].split()[:2] == ["power", "-"]

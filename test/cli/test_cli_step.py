@@ -44,12 +44,12 @@ def test_synthesize_human_output(evalstop):
     assert lines[3].startswith("time ") and lines[3].endswith(" s")
 
 
-def test_check_passes_and_equals_core(evalstop, stdout_json):
-    payload = stdout_json(evalstop("step", "check", "--n-max", str(N_MAX), "--alpha", "0.05", "--grid-size", "300", "--json"))
+def test_check_passes_and_equals_core(evalstop_script, stdout_json):
+    payload = stdout_json(evalstop_script("step", "check", "--n-max", str(N_MAX), "--alpha", "0.05", "--grid-size", "300", "--json"))
     report = check_type1(load_table(N_MAX, 0.025), grid_size=300)
     assert payload["max_fpr"] == report.max_fpr and payload["argmax_p"] == report.argmax_p
     assert payload["passes"] is True and payload["max_fpr"] <= 0.025
-    human = evalstop("step", "check", "--n-max", str(N_MAX), "--alpha", "0.05", "--grid-size", "300")
+    human = evalstop_script("step", "check", "--n-max", str(N_MAX), "--alpha", "0.05", "--grid-size", "300")
     assert human.returncode == 0
     assert human.stdout.splitlines()[-1] == "PASS: bound alpha = 0.025"
 

@@ -57,8 +57,11 @@ class PostgresCluster:
 
 
 def call(url: str, method: str = "GET", key: str | None = None, body: Any = None, raw: bytes | None = None,
-         timeout: float = 10.0) -> tuple[int, Any]:
-    """(status, decoded JSON or text) of one HTTP request; never raises for an HTTP status."""
+         timeout: float = 120.0) -> tuple[int, Any]:
+    """(status, decoded JSON or text) of one HTTP request; never raises for an HTTP status.
+
+    The default timeout allows a loaded CI machine: the leaderboard refits its ranking models
+    (about a CPU second for 72 results), and a hub at low priority may get a few % of a core."""
     data = raw if raw is not None else (None if body is None else json.dumps(body).encode())
     headers = {"Content-Type": "application/json"}
     if key:
@@ -76,7 +79,7 @@ def call(url: str, method: str = "GET", key: str | None = None, body: Any = None
 
 
 def cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*CLI, *args], capture_output=True, text=True, timeout=120, env=env, check=False)
+    return subprocess.run([*CLI, *args], capture_output=True, text=True, timeout=600, env=env, check=False)
 
 
 class HubProcess:
@@ -89,7 +92,8 @@ class HubProcess:
         self.proc: subprocess.Popen[bytes] | None = None
         self.starts = 0
 
-    def start(self, deadline: float = 60.0) -> None:
+    def start(self, deadline: float = 300.0) -> None:
+        """Start the hub and wait until it answers (the deadline allows a loaded CI machine)."""
         self.starts += 1
         with open(self.workdir / f"hub-{self.starts}.log", "wb") as log:
             self.proc = subprocess.Popen([*CLI, "hub", "serve", "--db", self.db, "--host", self.host, "--port", str(self.port), *self.extra],

@@ -17,7 +17,6 @@ from hub_support import HubProcess, call
 from evalstop_ros.hub.errors import HubError
 from evalstop_ros.hub.leaderboard import leaderboard
 from evalstop_ros.hub.store import open_store
-from evalstop_ros.stats.registry import run_test
 
 
 def _entries(trials: list[tuple[str, str, float, float]]) -> list[dict[str, object]]:
@@ -25,25 +24,13 @@ def _entries(trials: list[tuple[str, str, float, float]]) -> list[dict[str, obje
             for a, b, sa, sb in trials]
 
 
-def test_pair_test_is_the_core_test_on_oriented_pairs() -> None:
-    rng = random.Random(5)
-    trials = []
-    for _ in range(60):
-        x, y = float(rng.random() < 0.9), float(rng.random() < 0.3)
-        trials.append(("good", "bad", x, y) if rng.random() < 0.5 else ("bad", "good", y, x))
-    board = leaderboard(["bad", "good"], _entries(trials))
-    xs = [t[3] if t[0] == "good" else t[2] for t in trials]  # oriented (bad, good) by name
-    ys = [t[2] if t[0] == "good" else t[3] for t in trials]
-    core = run_test("nscore", xs, ys, alpha=0.05)
-    (pair,) = board["pairs"]
-    assert (pair["policy_a"], pair["policy_b"], pair["n"]) == ("bad", "good", 60)
-    assert pair["decision"] == core.decision.name.lower() == "b_better" and pair["better"] == "good"
-    assert pair["stopping_trial"] == core.stopping_trial
-    assert [row["policy"] for row in board["ranking"]] == ["good", "bad"]
-    bt = leaderboard(["bad", "good"], _entries(trials), ranker="bt")["ranking"]
-    assert [row["policy"] for row in bt] == ["good", "bad"] and bt[0]["bt_score"] > bt[1]["bt_score"]
+def test_the_board_refuses_tests_that_need_a_horizon_and_unknown_models() -> None:
     with pytest.raises(HubError, match="anytime-valid test without a horizon"):
         leaderboard(["a"], [], method="step")
+    with pytest.raises(HubError, match="unknown ranker"):
+        leaderboard(["a", "b"], [], ranker="glicko")
+    with pytest.raises(HubError, match="unknown ranking model"):
+        leaderboard(["a", "b"], [], models=("glicko",))
 
 
 def _hub_with_results(tmp_path: pathlib.Path) -> tuple[str, str]:
@@ -82,19 +69,28 @@ def test_leaderboard_page_in_headless_chromium(chromium: Any, tmp_path: pathlib.
     shown = re.findall(r'<tr class="policy" data-policy="(\w+)" data-rank="(\d+)">', page)
     assert shown == [(row["policy"], str(row["rank"])) for row in board["ranking"]]
     assert len(re.findall(r'<tr class="pair"', page)) == 3
-    assert "45 results counted" in page and re.search(r"As of \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC", page)
-    assert "Family-wise error: each of the 3 pairwise tests runs at alpha = 0.05" in page
+    assert "45 results counted" in page and re.search(r"Computed at \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC, as of result 45", page)
+    assert "Family-wise error: all 3 pairs of the 3 policies (P(P-1)/2 = 3, 6 directional hypotheses)" in page
+    assert board["family"] == {"procedure": "sequential Holm", "pairs": 3, "hypotheses": 6, "alpha": 0.05,
+                               "side_alpha": 0.05 / 6, "method": "nscore",
+                               "analysis": "after every counted result, in journal order"}
+    assert set(board["models"]) == {"paired", "bt", "davidson", "elo", "prog", "task"}
+    for name, model in board["models"].items():  # every model: score, SE and interval, shown on the page
+        assert f'id="model-{name}"' in page and len(model["rows"]) == 3
+        for row in model["rows"]:
+            assert row["se"] > 0 and row["low"] < row["score"] < row["high"]
+            assert f"[{row['low']:.3f}, {row['high']:.3f}]" in page
     for row in board["ranking"]:  # intervals from stats.ranking, three decimals, around the rate
         assert row["win_low"] <= row["win_rate"] <= row["win_high"]
         assert f"[{row['win_low']:.3f}, {row['win_high']:.3f}]" in page and f">{row['win_rate']:.3f}<" in page
-    assert page.count("<circle ") == 3 and '<svg viewBox="0 0 640' in page  # the ranking plot
+    assert page.count("<circle ") == 6 and page.count('<svg viewBox="0 0 640') == 2  # model score + win rate plots
     # the page as a browser lays it out at this width: no horizontal overflow
     root = tmp_path / "site"
     root.mkdir()
     (root / "leaderboard.html").write_text(page)
     result = measure(chromium, root, serve_directory(root), "leaderboard.html", width, height, tmp_path / "profile-dom")
     assert result["scrollWidth"] <= result["innerWidth"] and result["wide"] == [], result["wide"]
-    assert "alpha" in result["text"] and "Pairwise sequential tests" in result["text"]
+    assert "alpha" in result["text"] and "Pairs under sequential Holm" in result["text"]
     from matplotlib import image
 
     pixels = image.imread(shot)[..., :3]

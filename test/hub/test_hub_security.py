@@ -3,8 +3,12 @@ gets a clear error and changes nothing in the store or the journal."""
 
 from __future__ import annotations
 
+import concurrent.futures
 import json
 import pathlib
+import threading
+import urllib.error
+import urllib.request
 from collections.abc import Iterator
 from typing import Any
 
@@ -96,3 +100,48 @@ def test_bad_payloads_are_refused(hub: dict[str, Any]) -> None:
     _refused(hub, 400, "Extra inputs are not permitted", path, key, body={"upload_id": "upload-0001", "score_a": 1, "score_b": 0, "policy": "x"})
     _refused(hub, 413, "request body over", path, key, raw=b"{" + b" " * (10 * 1024 * 1024) + b"}")
     assert call(hub["url"] + "/v1/status", key=key) == (200, {"leased": 1, "results": 0})
+
+
+#: Every endpoint that names a policy (issue #23, blinding): (method, path, body).
+NAMING_ENDPOINTS = (("GET", "/v1/leaderboard", None), ("GET", "/leaderboard", None), ("GET", "/v1/journal", None))
+
+
+def test_station_keys_cannot_read_what_names_a_policy(hub: dict[str, Any]) -> None:
+    """A station reading the leaderboard before and after its upload would learn its arms: every
+    endpoint that names a policy answers 403 to a station key and 200 to a viewer key."""
+    status, work = call(hub["url"] + "/v1/work", "POST", key=hub["keys"]["s1"])
+    assert status == 200
+    upload = {"upload_id": "upload-0001", "score_a": 1.0, "score_b": 0.0}
+    assert call(hub["url"] + f"/v1/assignments/{work['assignment_id']}/result", "POST", key=hub["keys"]["s1"],
+                body=upload)[0] == 200
+    for method, path, body in NAMING_ENDPOINTS:
+        status, answer = call(hub["url"] + path, method, key=hub["keys"]["s1"], body=body)
+        assert status == 403, (path, answer)
+        assert "alpha" not in str(answer) and "beta" not in str(answer)
+        assert call(hub["url"] + path, method, key=hub["keys"]["viewer"], body=body)[0] == 200, path
+    # the page's sign-in form refuses a station key too (no cookie is set)
+    login = urllib.request.Request(hub["url"] + "/leaderboard/login", method="POST",
+                                   data=f"key={hub['keys']['s1']}".encode())
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(login, timeout=10)
+    assert refused.value.code == 403 and "Set-Cookie" not in refused.value.headers
+    assert "only viewer keys" in refused.value.read().decode()
+    # what a station may read names no policy
+    status, counts = call(hub["url"] + "/v1/status", key=hub["keys"]["s1"])
+    assert status == 200 and "alpha" not in json.dumps(counts)
+
+
+def test_runner_ticket_resolves_exactly_once_under_concurrent_requests(hub: dict[str, Any]) -> None:
+    """Runner tickets are single use: of eight simultaneous resolutions exactly one succeeds."""
+    status, work = call(hub["url"] + "/v1/work", "POST", key=hub["keys"]["s1"])
+    assert status == 200
+    start = threading.Barrier(8)
+
+    def resolve(_: int) -> int:
+        start.wait(timeout=30)
+        return call(hub["url"] + "/v1/tickets/resolve", "POST", key=hub["keys"]["s1"],
+                    body={"ticket": work["runner_ticket"]}, timeout=30)[0]
+
+    with concurrent.futures.ThreadPoolExecutor(8) as pool:
+        statuses = sorted(pool.map(resolve, range(8)))
+    assert statuses == [200] + [401] * 7

