@@ -42,6 +42,7 @@ examples:
   evalstop hub serve --db hub.sqlite --port 8765 --tasks towel,cup
   evalstop hub station --hub http://127.0.0.1:8765 --key-file lab1.key --dir lab1 --trials 20
   evalstop hub export --db hub.sqlite -o journal.jsonl && evalstop hub analyze journal.jsonl --json
+  evalstop rank journal.jsonl --model paired
 
 (sim://success=P is a simulated policy, what `hub station` runs; a real policy server is
 registered by its address, e.g. tcp://10.0.0.5:8000, and run by a ROS station.)

@@ -58,15 +58,15 @@ best when every evaluator grades all policies alike, and collapses when not; bt/
 no progress scores; task is slow (its bootstrap) and nowhere clearly better; elo is never best.
 
 intervals: score -+ z(level) se, with Student's t instead of z for bt, davidson and paired
-(Bell-McCaffrey df of their small-sample-corrected sandwich SE, small for rarely compared
-policies) and prog (rollouts - 1 df).  Every model's intervals are checked by simulation to cover
+(Satterthwaite df of their small-sample-corrected sandwich SE, with the residuals' kurtosis;
+small for rarely compared policies); prog uses Hall's skewness-corrected t (rollouts - 1 df,
+asymmetric: progress is skewed near 0 and 1).  Every model's intervals are checked by simulation to cover
 at the printed level, at 200 comparisons as at 5000 (docs/ranking.md); --n-boot 0 with the task
 model falls back to an SE that is too narrow, and then no interval is printed."""
 EPILOG = """\
 example:
   evalstop rank examples/arena_ab.csv --json
   evalstop rank examples/arena_ab.csv --model prog --level 0.9
-  evalstop hub export --db hub.sqlite -o journal.jsonl && evalstop rank journal.jsonl --model task
 
 exit status: 0 ranking printed, 2 usage or input error."""
 MODELS = ("bt", "davidson", "elo", "prog", "paired", "task")

@@ -15,8 +15,10 @@ idempotent by the unique keys of ``results`` (``ON CONFLICT DO NOTHING``). Runne
 spent by one ``UPDATE ... WHERE ticket_used_at IS NULL RETURNING``. Journal entries are written
 last in a transaction, under a transaction-scoped advisory lock, so that their sequence numbers
 follow the commit order (a reader that has seen entry ``n`` never later finds an entry below
-``n``). Row locks are taken in one order (station, assignments, pair loads sorted by pair, journal
-lock), so transactions cannot deadlock. SQLite is for one process: one connection, one lock and
+``n``). Row locks are taken in one order (station, its own assignments, pair loads sorted by pair,
+journal lock) and rows of other stations only with ``SKIP LOCKED``, never waited for, so
+transactions cannot deadlock; should the database still abort one (a deadlock or serialisation
+failure, a lost connection), the request is answered 503 and the station retries it. SQLite is for one process: one connection, one lock and
 ``BEGIN IMMEDIATE``.
 """
 
@@ -152,10 +154,16 @@ class HubStore:
     def _tx(self) -> Iterator[Run]:
         """One transaction; yields a :class:`Run`. Rolls back on any error."""
         if self.dialect == "postgresql":
-            with self._db.connection() as conn, conn.transaction(), conn.cursor() as cur:
-                run = Run(cur, self._sql)
-                yield run
-                self._flush(run)
+            import psycopg
+            from psycopg_pool import PoolTimeout
+
+            try:
+                with self._db.connection() as conn, conn.transaction(), conn.cursor() as cur:
+                    run = Run(cur, self._sql)
+                    yield run
+                    self._flush(run)
+            except (psycopg.OperationalError, PoolTimeout) as err:  # deadlock, serialisation, lost connection
+                raise HubError(f"the hub's database aborted the request, nothing written ({err}); retry", 503) from err
             return
         with self._lock:
             cur = self._db.cursor()
@@ -300,9 +308,12 @@ class HubStore:
         with self._tx() as run:
             # one lease at a time per station, even with requests to two hub processes
             run(f"SELECT 1 FROM stations WHERE station_id = ?{self._for_update}", station_id)
-            self._expire_deadlines(run)
+            # Its own rows first (waiting for them), then other stations' expired rows, skipped
+            # when locked: waiting for its own rows while holding another station's would close
+            # a cycle with that station's lease doing the same (PostgreSQL: "deadlock detected").
             self._expire_where(run, "station_id = ? AND state = 'leased'", (station_id,),
                                "station asked for new work (restarted)", wait=True)
+            self._expire_deadlines(run)
             requeued = run("SELECT assignment_id, policy_a, policy_b, task FROM assignments WHERE state = 'expired' "
                            f"ORDER BY created_at, assignment_id LIMIT 1{self._skip_locked}")
             if requeued:

@@ -110,6 +110,11 @@ class HubProcess:
             time.sleep(0.1)
         raise AssertionError("hub did not answer within the deadline")
 
+    def logs(self, tail: int = 4000) -> str:
+        """The end of each run's output (uvicorn's access lines and any traceback), for a failure message."""
+        return "".join(f"\n--- {self.url}, start {n}:\n" + (self.workdir / f"hub-{n}.log").read_text(errors="replace")[-tail:]
+                       for n in range(1, self.starts + 1))
+
     def kill(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
             self.proc.kill()

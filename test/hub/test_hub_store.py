@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import random
+import threading
+import time
 from collections.abc import Callable, Iterator
 
 import pytest
+from hub_support import PostgresCluster
 
 from evalstop_ros.hub.errors import HubError
 from evalstop_ros.hub.schema import latest_version
-from evalstop_ros.hub.store import HubStore, hash_secret
+from evalstop_ros.hub.store import Assignment, HubStore, hash_secret
 from evalstop_ros.hub.store import open_store as _open_store
 
 Opener = Callable[..., HubStore]
@@ -194,3 +197,60 @@ def test_migration_2_keeps_the_queue_and_load_of_a_v1_database(open_store: Opene
     with pytest.raises(HubError, match="given to another station"):
         store.submit("s1", "x", "upload-x-late", 1.0, 0.0)
     assert store.submit("s2", work.assignment_id, "upload-w", 1.0, 0.0) == "recorded"
+
+
+def test_a_lease_never_waits_for_its_own_rows_while_holding_another_stations(
+        open_store: Opener, postgres: PostgresCluster) -> None:
+    """Two hub processes lease to two stations whose leases both expired (a hub was down): each
+    sweep takes the other station's expired row, each lease also expires its station's own row.
+    A lease that swept first and then waited for its own row closed a cycle with the other lease
+    (PostgreSQL aborted one: a 500 to a station). Here a second transaction plays the other lease:
+    it holds s1's row, and asks for s2's row while s1's lease waits; nothing may be aborted."""
+    import psycopg
+
+    db = postgres.new_database()
+    clock = Clock()
+    store, _, _ = _hub(open_store, db, clock)
+    own = store.lease("s1", 10.0, ["towel"], "uniform", random.Random(0))[0].assignment_id
+    other = store.lease("s2", 10.0, ["towel"], "uniform", random.Random(1))[0].assignment_id
+    clock.now += 60.0  # both leases are past their deadline
+    outcome: dict[str, object] = {}
+
+    def lease_s1() -> None:
+        try:
+            outcome["lease"] = store.lease("s1", 10.0, ["towel"], "uniform", random.Random(2))[0]
+        except Exception as err:  # noqa: BLE001 - reported by the assertion below
+            outcome["lease"] = err
+
+    with psycopg.connect(db, autocommit=True) as rival, psycopg.connect(db, autocommit=True) as watcher:
+        with rival.transaction():
+            rival.execute("SET LOCAL lock_timeout = '60s'")
+            rival.execute("SELECT 1 FROM assignments WHERE assignment_id = %s FOR UPDATE", (own,))
+            thread = threading.Thread(target=lease_s1, daemon=True)
+            thread.start()
+            end = time.monotonic() + 60
+            while not watcher.execute("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+                                      "AND datname = current_database()").fetchone()[0]:  # type: ignore[index]
+                assert time.monotonic() < end and thread.is_alive(), f"the lease did not wait for s1's row: {outcome}"
+                time.sleep(0.05)
+            rival.execute("SELECT 1 FROM assignments WHERE assignment_id = %s FOR UPDATE", (other,))
+        thread.join(60)
+    assert isinstance(outcome.get("lease"), Assignment), outcome
+    assert {e.body["assignment"] for e in store.journal(kinds=["requeued"])} == {own, other}
+
+
+def test_a_connection_lost_mid_request_is_a_503_to_retry(open_store: Opener, postgres: PostgresCluster) -> None:
+    """The database ends the hub's connections (a failover, an administrator): the request in
+    flight is answered 503 (stations retry it), not 500, and the next request succeeds."""
+    import psycopg
+
+    db = postgres.new_database()
+    store, _, _ = _hub(open_store, db, Clock())
+    with psycopg.connect(db, autocommit=True) as admin:
+        ended = admin.execute("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+                              "WHERE datname = current_database() AND pid <> pg_backend_pid()").fetchone()
+    assert ended is not None and ended[0] >= 1
+    with pytest.raises(HubError) as refused:
+        store.lease("s1", 10.0, ["towel"], "uniform", random.Random(0))
+    assert refused.value.status == 503 and "retry" in str(refused.value)
+    assert store.lease("s1", 10.0, ["towel"], "uniform", random.Random(0))[0].station_id == "s1"

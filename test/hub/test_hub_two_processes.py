@@ -112,7 +112,7 @@ def test_two_hubs_on_one_database_count_every_result_once_under_sigkill(
         victim.start()
     for station in stations:
         assert station.proc is not None
-        assert station.proc.wait(timeout=400) == 0, station.log()
+        assert station.proc.wait(timeout=400) == 0, station.log() + "".join(hub.logs() for hub in hubs)
 
     status, entries = call(hubs[0].url + "/v1/journal", key=hubs[0].key)
     assert status == 200
