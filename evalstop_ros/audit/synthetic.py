@@ -27,6 +27,7 @@ from rosbags.rosbag2 import StoragePlugin, Writer
 
 from .. import __version__
 from ..session import EvaluationSession, SessionConfig
+from ..session.driver import Action, TrialDriver, Verdict
 from ..session.journal import Journal
 from ..session.publishing import SessionPublisher
 from .interfaces import TOPICS, rosbags_qos, typestore
@@ -177,7 +178,8 @@ def simulated_key(session_id: str) -> bytes:
 
 def _drive(session: EvaluationSession, rec: _Recorder, lab: SimulatedLab,
            edits: Mapping[int, Callable[[EvaluationSession], object]], scorer: str, max_trials: int | None) -> None:
-    """Run the session as the manager node does, publishing through the same :class:`SessionPublisher`."""
+    """Run the session through the manager node's trial loop (:class:`~evalstop_ros.session.driver.TrialDriver`:
+    its fault limit and automatic scoring), publishing through the same :class:`SessionPublisher`."""
     publisher, session_id = rec.publisher, session.session_id
     publisher.config(session, __version__)
     for event in session.events():  # the config event, journaled when the session was created
@@ -185,36 +187,44 @@ def _drive(session: EvaluationSession, rec: _Recorder, lab: SimulatedLab,
     session.on_commit = lambda event: publisher.event(session_id, event)
     session.start()
     publisher.status(session)
-    auto = session.config.scoring == "auto"
+    driver = TrialDriver(session)
     rounds: dict[int, tuple[str, float]] = {}  # design ab: the round's first scored (label, progress)
     while True:
-        trial = session.next_trial()
-        if trial is None or (max_trials is not None and trial.trial_id > max_trials):
+        upcoming = driver.advance()
+        trial = upcoming.trial
+        if upcoming.action in (Action.DONE, Action.WAIT) or trial is None:
+            break  # over, or paused at the fault limit (an unfinished recording)
+        if max_trials is not None and trial.trial_id > max_trials:
             break
         publisher.request(trial)
         publisher.status(session)
-        if session.status().awaiting == "reset":  # confirm_reset: the simulated operator reset the scene
+        if upcoming.action is Action.RESET:  # confirm_reset: the simulated operator reset the scene
             session.confirm_reset(trial.trial_id, trial.attempt)
-            publisher.status(session)
-        ok = not lab.run_fails(trial.trial_id, trial.attempt)
-        session.record_runner_result(trial.trial_id, ok, 1.0, "" if ok else "simulated runner fault")
-        if not ok:
             publisher.status(session)
             continue
         success, progress = lab.outcome(trial.policy_id, trial.trial_id)
-        name = "auto:run_trial" if auto else scorer
         preference = ""
         if session.config.design == "ab":
             earlier = rounds.setdefault(trial.round, (trial.label, progress))
             if earlier[0] != trial.label:
                 preference = lab.preference(earlier, (trial.label, progress))
-        if not auto:
+        if upcoming.action is Action.RUN:
+            ok = not lab.run_fails(trial.trial_id, trial.attempt)
+            verdict = driver.run_done(trial, ok, 1.0, "" if ok else "simulated runner fault",
+                                      auto_score=(success, progress) if driver.auto else None)
+            if verdict.verdict not in (Verdict.RAN, Verdict.OPERATOR):  # a fault: retried, or paused at the limit
+                publisher.status(session)
+                continue
+        auto = driver.submit_held()
+        if auto is not None:
+            publisher.ack(session_id, trial.trial_id, auto.outcome)
+        else:  # the operator scores it
             rec.send("trial_score", {"trial_id": trial.trial_id, "token": trial.token, "success": success,
-                                     "progress": progress, "preference": preference, "notes": "", "scorer": name,
+                                     "progress": progress, "preference": preference, "notes": "", "scorer": scorer,
                                      "instruction": "", "pair_invalid": False, "counter": 0, "mac": ""})
-        outcome = session.submit_score(trial.trial_id, trial.token, success, progress, name, "",
-                                       preference=preference)
-        publisher.ack(session_id, trial.trial_id, outcome)
+            outcome = session.submit_score(trial.trial_id, trial.token, success, progress, scorer, "",
+                                           preference=preference)
+            publisher.ack(session_id, trial.trial_id, outcome)
         if trial.trial_id in edits:
             edits[trial.trial_id](session)
         publisher.status(session)

@@ -77,6 +77,7 @@ from .config_input import apply_overrides, format_validation_error, read_config_
 from .config_sections import (
     ADASTOP,
     DEFAULT_METRICS,
+    LEGACY_MAX_ATTEMPTS,
     MAX_POLICIES,
     ActiveScheduleConfig,
     AdaStopConfig,
@@ -430,6 +431,9 @@ class SessionConfig(ConfigModel):
             for key, legacy in LEGACY_ACTIVE.items():
                 if active.get(key) == legacy:
                     del active[key]
+        runner = data.get("runner")
+        if isinstance(runner, dict) and runner.get("max_attempts") == LEGACY_MAX_ATTEMPTS:
+            del runner["max_attempts"]  # the limit of every journal written before the field existed
         return data
 
     def canonical_json(self) -> str:
@@ -509,11 +513,13 @@ def parse_config(data: object, source: str = "<config>") -> SessionConfig:
 
 
 def load_config(path: str | pathlib.Path, *, alpha: float | None = None, n_max: int | None = None,
-                method: str | None = None, confirm_reset: bool | None = None) -> SessionConfig:
+                method: str | None = None, confirm_reset: bool | None = None,
+                max_attempts: int | None = None) -> SessionConfig:
     """Load and validate a session configuration from a YAML file, with optional overrides.
 
-    ``alpha``, ``n_max``, ``method`` and ``confirm_reset`` override the file
-    (:func:`~.config_input.apply_overrides`); the evaluation manager passes its parameters of the same names.
+    ``alpha``, ``n_max``, ``method`` and ``confirm_reset`` override the file, ``max_attempts``
+    fills in ``runner.max_attempts`` where it has none (:func:`~.config_input.apply_overrides`);
+    the evaluation manager passes its parameters of the same names.
 
     Raises
     ------
@@ -521,7 +527,7 @@ def load_config(path: str | pathlib.Path, *, alpha: float | None = None, n_max: 
         If the file cannot be read, is not YAML, or does not validate.
     """
     data = apply_overrides(read_config_file(path), alpha=alpha, n_max=n_max, method=method,
-                           confirm_reset=confirm_reset)
+                           confirm_reset=confirm_reset, max_attempts=max_attempts)
     return parse_config(data, str(path))
 
 

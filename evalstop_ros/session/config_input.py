@@ -75,7 +75,8 @@ def format_validation_error(err: ValidationError, root: type[BaseModel]) -> str:
 
 
 def apply_overrides(data: object, *, alpha: float | None = None, n_max: int | None = None,
-                    method: str | None = None, confirm_reset: bool | None = None) -> object:
+                    method: str | None = None, confirm_reset: bool | None = None,
+                    max_attempts: int | None = None) -> object:
     """A parsed configuration with the pre-registration overrides of a launch applied.
 
     ``alpha`` replaces the session's level (and drops per-metric levels, which would otherwise
@@ -90,6 +91,8 @@ def apply_overrides(data: object, *, alpha: float | None = None, n_max: int | No
     {'metrics': [{'name': 'success', 'method': 'savi'}], 'n_max': 40}
     >>> apply_overrides({"seed": 1}, confirm_reset=True)
     {'seed': 1, 'confirm_reset': True}
+    >>> apply_overrides({"runner": {"max_attempts": 2}}, max_attempts=5), apply_overrides({}, max_attempts=5)
+    ({'runner': {'max_attempts': 2}}, {'runner': {'max_attempts': 5}})
     """
     if not isinstance(data, Mapping):
         return data
@@ -107,6 +110,9 @@ def apply_overrides(data: object, *, alpha: float | None = None, n_max: int | No
         result["metrics"] = [{**m, "method": method} if isinstance(m, Mapping) else m for m in metrics]
     if confirm_reset is not None:
         result["confirm_reset"] = confirm_reset
+    runner = result.get("runner", {})
+    if max_attempts is not None and isinstance(runner, Mapping) and "max_attempts" not in runner:
+        result["runner"] = {**runner, "max_attempts": max_attempts}
     return result
 
 

@@ -215,6 +215,11 @@ class ActiveScheduleConfig(ConfigModel):
     task_groups: dict[Identifier, Annotated[str, StringConstraints(min_length=1)]] = Field(default_factory=dict)
 
 
+#: The fault limit of the sessions journaled before ``runner.max_attempts`` existed (the manager's
+#: default then): :meth:`~.config.SessionConfig.to_dict` leaves it out, so their hash is unchanged.
+LEGACY_MAX_ATTEMPTS = 3
+
+
 class RunnerConfig(ConfigModel):
     """The robot-side action server that executes one trial."""
 
@@ -222,4 +227,8 @@ class RunnerConfig(ConfigModel):
     action_name: Annotated[str, StringConstraints(min_length=1)] = "run_trial"
     #: Seconds the manager waits for one trial's result before counting it as a failed run.
     timeout_s: float = Field(default=300.0, gt=0, le=TIMEOUT_LIMIT_S, allow_inf_nan=False)
+    #: Runner faults in a row on one trial before the session pauses (a session rule,
+    #: :class:`~.driver.TrialDriver`); the evaluation manager's ``max_attempts`` parameter fills it
+    #: in when the file does not set it, so the journaled configuration always holds the limit.
+    max_attempts: int = Field(default=LEGACY_MAX_ATTEMPTS, ge=1, le=1000)
 

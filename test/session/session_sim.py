@@ -1,4 +1,5 @@
-"""Helpers of the session tests: configurations, a deterministic simulated lab, and a driver.
+"""Helpers of the session tests: configurations, a deterministic simulated lab, and a driver
+(the manager's trial loop, :class:`~evalstop_ros.session.driver.TrialDriver`).
 
 Also runnable as a script (``python session_sim.py JOURNAL SESSION_ID [SCENARIO]``): it drives a
 crash test's session (:data:`SCENARIOS`) until the end, so that the test can SIGKILL it at any point.
@@ -11,7 +12,8 @@ import sys
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from evalstop_ros.session import EvaluationSession, ScoreOutcome, SessionConfig, parse_config
+from evalstop_ros.session import EvaluationSession, ScoreOutcome, SessionConfig, SessionError, parse_config
+from evalstop_ros.session.driver import Action, TrialDriver
 
 BASE: dict[str, Any] = {
     "policies": ["pi0", "pi1"],
@@ -79,18 +81,32 @@ def run_fails(trial_id: int, attempt: int, every: int) -> bool:
 def step(session: EvaluationSession, rates: Lab, *, fail_every: int = 0,
          resend: Callable[[int], bool] = lambda trial_id: False,
          sent: dict[str, tuple[int, str, bool, float]] | None = None) -> ScoreOutcome | None:
-    """One operator/runner action on ``session``; ``None`` once the session is over.
+    """One operator/runner action on ``session`` through the manager's trial loop
+    (:class:`~evalstop_ros.session.driver.TrialDriver`); ``None`` once the session is over.
 
-    Runs the pending trial if it has no successful run, otherwise scores it.  ``resend(t)``
-    true means the score of trial ``t`` is sent twice (a retransmission).  ``sent["last"]`` is
-    set to each score just before it is sent.
+    Runs the pending trial if the loop says so (journaling its runner result, the fault limit
+    applied), confirms its reset if it waits for one, otherwise scores it.  ``resend(t)`` true
+    means the score of trial ``t`` is sent twice (a retransmission).  ``sent["last"]`` is set to
+    each score just before it is sent.
+
+    Raises
+    ------
+    SessionError
+        If the session is idle or paused (no trial can be issued).
     """
-    trial = session.next_trial()
-    if trial is None:
+    driver = TrialDriver(session)
+    upcoming = driver.advance()
+    if upcoming.action is Action.DONE:
         return None
-    if session.status().awaiting == "run":
+    if upcoming.action is Action.WAIT or upcoming.trial is None:
+        raise SessionError(f"cannot step: session {session.session_id!r} is {session.state.value}")
+    trial = upcoming.trial
+    if upcoming.action is Action.RESET:
+        confirmed = session.confirm_reset(trial.trial_id, trial.attempt)
+        return ScoreOutcome(confirmed.applied, False, "reset")
+    if upcoming.action is Action.RUN:
         ok = not run_fails(trial.trial_id, trial.attempt, fail_every)
-        session.record_runner_result(trial.trial_id, ok, 1.5, "" if ok else "arm fault")
+        driver.run_done(trial, ok, 1.5, "" if ok else "arm fault")
         return ScoreOutcome(True, False, "ran")
     if callable(rates):
         success, progress = rates(trial.policy_id, trial.trial_id)
