@@ -6,8 +6,9 @@ unit-tested without DDS) and the session's answers back into messages:
 * publishes the pending trial, blinded, on ``trial_request`` (latched: a late operator
   terminal still sees it; ``trial_id`` 0 once nothing is pending);
 * sends it to the runner as a ``RunTrial`` goal (``runner_action``; retried after a runner
-  fault, the session paused after ``max_attempts`` faults in a row, or as soon as more than one
-  runner serves the action, :meth:`~.runner_link.RunnerLink.duplicate`);
+  fault, the session paused after ``runner.max_attempts`` faults in a row -- the journaled
+  config's, filled in from the ``max_attempts`` parameter when the file has none -- or as soon as
+  more than one runner serves the action, :meth:`~.runner_link.RunnerLink.duplicate`);
 * records scores from ``trial_score`` -- the operator's, or, when the session config says
   ``scoring: auto``, the runner's own ``auto_success``/``auto_progress``, which the manager
   submits itself as scorer ``auto:<runner action>`` -- and answers every score on
@@ -28,9 +29,11 @@ responses) are signed for the operator.  Without it the manager refuses to start
 ``allow_unsigned`` is false (eval.launch.py's default for ``robot:=droid`` and ``widowx``);
 otherwise it warns at start-up and reports ``authentication: off`` in ``/diagnostics``.
 
-Crash safety comes from the session journal (``journal_dir/<session_id>.db``): started again
-with the same ``session_id`` the manager replays it and carries on from the pending trial.
-A trial whose automatic score was lost with the crash (run recorded, score not) is run again.
+The trial loop and its rules (the fault limit, held automatic scores, the operator's fallback
+when an automatic score is missing or invalid) are :class:`~evalstop_ros.session.driver.TrialDriver`'s,
+decided from the journal alone: crash safety comes from the session journal
+(``journal_dir/<session_id>.db``): started again with the same ``session_id`` the manager replays
+it and carries on from the pending trial with the same decisions.
 
 With ``hub_url`` set the node runs no local session: it is a station of an evaluation hub
 (:mod:`.hub_mode`, docs/hub.md).
@@ -50,7 +53,6 @@ import contextlib
 import datetime
 import gc
 import logging
-import math
 import os
 import pathlib
 from collections.abc import Callable
@@ -65,7 +67,6 @@ from rcl_interfaces.msg import SetParametersResult
 from rclpy.duration import Duration
 from rclpy.exceptions import ParameterException
 from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
-from rclpy.logging import LoggingSeverity
 from rclpy.parameter import Parameter
 from rclpy.qos import QoSProfile
 from rclpy.task import Future
@@ -81,127 +82,35 @@ from ..session import (
     auth,
     load_config,
 )
+from ..session.driver import Action, TrialDriver, Verdict
 from ..session.journal import Event
 from ..session.journal_files import journal_directory
 from ..session.limits import LOG_BURST, LOG_WINDOW_S, RateLimit, bounded
 from ..session.public_view import PUBLIC_TOPICS, PublicView
 from ..session.publishing import SessionPublisher, diagnostics
 from ..session.values import FINAL, ScoreOutcome
-from ._common import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, declare, parameter_error, ros_context
+from ._common import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, parameter_error, ros_context
 from .hub_mode import HubMode, hub_mode
-from .quick_log import QuickNode
+from .manager_parameters import SESSION_PARAMETERS, ManagerParameters, check_parameter, declare_manager_parameters
+from .manager_services import apply_control, apply_correction, control_command
+from .quick_log import QuickNode, SessionLogHandler
 from .realtime import declare_thread_priority
 from .runner_link import HELD, RunnerLink, RunResult
 
 __all__ = ["EvaluationManager", "main"]
 
-#: Parameters fixed for the life of a session (a change is refused while one is active).
-SESSION_PARAMETERS = ("alpha", "method", "n_max", "confirm_reset", "config_file", "session_id", "journal_dir",
-                      "runner_action")
 #: How often the watchdog looks at the goal in flight (s).
 WATCH_PERIOD = 0.2
 
 
-def check_parameter(name: str, value: Any) -> str:
-    """Why ``value`` is not valid for parameter ``name`` ("" if it is); applied at start-up and on set.
-
-    >>> check_parameter("alpha", 1.0)
-    "`alpha` must lie in (0, 1), or be 0 for the config's; found 1.0"
-    >>> check_parameter("alpha", 0.0), check_parameter("max_attempts", 0)
-    ('', '`max_attempts` must be >= 1; found 0')
-    """
-    if name == "alpha" and not (value == 0.0 or 0.0 < value < 1.0):
-        return f"`alpha` must lie in (0, 1), or be 0 for the config's; found {value!r}"
-    if name == "n_max" and value < 0:
-        return f"`n_max` must be >= 1, or 0 for the config's; found {value!r}"
-    if name == "max_attempts" and value < 1:
-        return f"`max_attempts` must be >= 1; found {value!r}"
-    if name in ("goal_response_timeout", "exit_linger") and not (math.isfinite(value) and value > 0):
-        return f"`{name}` must be a number of seconds > 0; found {value!r}"
-    return ""
-
-
-class _RosLogHandler(logging.Handler):
-    """Forwards the session layer's Python log records to the node's ROS logger."""
-
-    def __init__(self, node: QuickNode, public: Callable[[str], str]) -> None:
-        super().__init__(logging.INFO)
-        self._logger = node.get_logger()
-        self._public = public  # policy ids -> stand-ins while the session runs (session/public_view.py)
-
-    #: Session records the node logs itself, with more context (the ROS trial id and scorer).
-    SKIP = frozenset({"score for trial %s rejected: %s"})
-
-    def emit(self, record: logging.LogRecord) -> None:
-        if record.msg in self.SKIP:
-            return
-        severity = (LoggingSeverity.ERROR if record.levelno >= logging.ERROR else
-                    LoggingSeverity.WARN if record.levelno >= logging.WARNING else LoggingSeverity.INFO)
-        self._logger.log_from(severity, self._public(record.getMessage()), record.funcName, record.pathname, record.lineno)
-
-
-class EvaluationManager(QuickNode):
+class EvaluationManager(ManagerParameters, QuickNode):
     """Drives an evaluation session: trials out, runner goals, scores in, status out."""
 
     def __init__(self, *, latched_qos: QoSProfile, comparison_qos: QoSProfile, event_qos: QoSProfile,
                  journal_qos: QoSProfile, diagnostics_qos: QoSProfile) -> None:
         super().__init__("evaluation_manager")
         declare_thread_priority(self)
-        self.config_file: str = declare(
-            self, "config_file", "", "Session config (YAML) started at launch (auto_start) or by start_session.")
-        self.session_id: str = declare(
-            self, "session_id", "",
-            "Session id; the journal is journal_dir/<session_id>.db. Reusing an id resumes that session. "
-            "Empty: <config name>-<UTC time>.")
-        self.journal_dir: str = declare(
-            self, "journal_dir", "", "Directory of the session journals (empty: $ROS_HOME/evalstop or ~/.ros/evalstop).")
-        self.runner_action: str = declare(
-            self, "runner_action", "", "RunTrial action of the robot's runner (empty: the config's runner.action_name).")
-        self.auto_start: bool = declare(
-            self, "auto_start", True, "Start (or resume) the session from config_file at launch.")
-        self.exit_on_finish: bool = declare(
-            self, "exit_on_finish", False, "Exit (status 0) once the session is finished or aborted.")
-        self.exit_linger: float = declare(
-            self, "exit_linger", 2.0,
-            "With exit_on_finish: seconds to keep serving the final (latched) status before exiting, "
-            "so that subscribers still being discovered receive it.", float_range=(0.001, 3600.0))
-        self.max_attempts: int = declare(
-            self, "max_attempts", 3,
-            "Runner faults in a row on one trial before the session pauses; also the sends of a goal "
-            "without a response before that counts as a fault.", int_range=(1, 1000))
-        self.goal_response_timeout: float = declare(
-            self, "goal_response_timeout", 5.0,
-            "Seconds to wait for the runner's answer to a goal (or for a finished goal's result) before "
-            "sending it again: DDS can lose responses.", float_range=(0.05, 600.0))
-        self.operator_keys_file: str = declare(
-            self, "operator_keys_file", "",
-            "Key file of the authorized operators (`OPERATOR HEXKEY` lines): scores, corrections and session "
-            "control must be signed (docs/integrity.md). Empty: NOT authenticated.", read_only=True)
-        self.allow_unsigned: bool = declare(
-            self, "allow_unsigned", True,
-            "Start without operator_keys_file (unsigned scores and controls). eval.launch.py sets it false for the "
-            "real robots (droid, widowx): the lab must make keys (`evalstop keys new`) or say allow_unsigned:=true.",
-            read_only=True)
-        self.journal_fsync: bool = declare(
-            self, "journal_fsync", True,
-            "fsync every journal append (survives a power cut); false survives a killed process only.")
-        # Pre-registered test settings: overrides of the config before a session starts, fixed after.
-        self.alpha: float = declare(
-            self, "alpha", 0.0, "Override of the config's session alpha, in (0, 1) (0: keep the config's).",
-            float_range=(0.0, 1.0))
-        self.method: str = declare(
-            self, "method", "", "Override of every metric's sequential method, e.g. 'nscore' (empty: the config's).")
-        self.n_max: int = declare(
-            self, "n_max", 0, "Override of the config's trial budget per comparison (0: keep the config's).",
-            int_range=(0, 1_000_000))
-        self.confirm_reset: bool = declare(
-            self, "confirm_reset", False,
-            "Ask the operator to confirm each scene reset before the robot starts, even if the config does not "
-            "(sets the config's confirm_reset: part of the pre-registered design). False: the config's setting.")
-        for name in ("alpha", "n_max", "max_attempts", "goal_response_timeout", "exit_linger"):
-            problem = check_parameter(name, getattr(self, name))
-            if problem:
-                raise ValueError(problem)
+        declare_manager_parameters(self)
         self.add_on_set_parameters_callback(self._on_set_parameters)
         if not self.operator_keys_file and not self.allow_unsigned:
             raise ValueError("no `operator_keys_file`, and `allow_unsigned` is false (the default of eval.launch.py on "
@@ -241,7 +150,7 @@ class EvaluationManager(QuickNode):
         #: Policy ids -> stand-ins on every operator channel until the key is revealed (session/public_view.py).
         self._view: PublicView | None = None
         self._revealed = False
-        self._log_handler = _RosLogHandler(self, self._public_text)
+        self._log_handler = SessionLogHandler(self, self._public_text)
         session_log = logging.getLogger("evalstop_ros.session")
         session_log.addHandler(self._log_handler)
         session_log.setLevel(logging.INFO)
@@ -252,7 +161,7 @@ class EvaluationManager(QuickNode):
         self.session: EvaluationSession | None = None
         self._link: RunnerLink | None = None  # the session's runner: the goal in flight and its deadlines
         self._runner_name = ""
-        self._operator_trial = 0  # auto-scoring session, but this trial waits for an operator score
+        self._driver: TrialDriver | None = None  # the session's trial loop (session/driver.py)
         self._ended = False
         self._reject_log = RateLimit(LOG_BURST, LOG_WINDOW_S)  # a flood of bad scores cannot flood the log
         self._auth_log = RateLimit(LOG_BURST, LOG_WINDOW_S)  # nor a flood of unauthenticated messages
@@ -320,9 +229,10 @@ class EvaluationManager(QuickNode):
 
     # -- starting ---------------------------------------------------------------------------
     def _load_config(self, path: str) -> SessionConfig:
-        """The config at ``path`` with this node's alpha/method/n_max overrides applied."""
+        """The config at ``path`` with this node's alpha/method/n_max overrides applied (and its
+        ``max_attempts`` where the file sets no ``runner.max_attempts``)."""
         return load_config(path, alpha=self.alpha or None, n_max=self.n_max or None, method=self.method or None,
-                           confirm_reset=self.confirm_reset or None)
+                           confirm_reset=self.confirm_reset or None, max_attempts=self.max_attempts)
 
     @property
     def publisher(self) -> SessionPublisher:
@@ -366,8 +276,9 @@ class EvaluationManager(QuickNode):
             return False, str(err)
         if self.session is not None:
             self.session.close()
-        self.session, self._ended, self._operator_trial = session, False, 0
+        self.session, self._ended = session, False
         self._runner_name = self.runner_action or config.runner.action_name
+        self._driver = TrialDriver(session, self._runner_name)
         if self._link is not None:
             self._link.cancel()
             self._link.destroy()
@@ -390,37 +301,20 @@ class EvaluationManager(QuickNode):
 
     # -- the trial loop ---------------------------------------------------------------------
     def _advance(self) -> None:
-        """Move the session on: submit a held automatic score, issue/run the pending trial, or wrap up."""
-        session = self.session
-        if session is None:
+        """Move the session on (:meth:`TrialDriver.advance`): acknowledge a held automatic score it
+        submitted, publish the pending trial, send it to the runner, or wrap up."""
+        session, driver = self.session, self._driver
+        if session is None or driver is None:
             return
-        if session.state == SessionState.RUNNING and self._running is None:
-            held = session.held_auto_score()
-            if held is not None and held[0].trial_id != self._operator_trial and session.config.scoring == "auto":
-                trial, success, progress = held
-                outcome = self._submit(trial.trial_id, trial.token, success, progress,
-                                       scorer=f"auto:{self._runner_name}", notes="", preference="")
-                if not outcome.accepted:
-                    self._operator_trial = trial.trial_id  # the operator scores it instead
-        if session.state == SessionState.RUNNING and self._running is None:
-            try:
-                trial = session.next_trial()
-            except SessionError as err:  # not expected while RUNNING; keep the node alive
-                self.get_logger().error(f"cannot issue a trial: {err}")
-                trial = None
-            if trial is not None:
-                self._publisher.request(trial)
-                status = session.status()
-                if status.awaiting == "run":
-                    self._start_run(trial)
-                elif status.awaiting == "reset":
-                    pass  # the operator resets the scene, then confirms it (session_control CONFIRM_RESET)
-                elif session.config.scoring == "auto" and trial.trial_id != self._operator_trial:
-                    # A recorded run without its automatic score (a runner that did not score it, or
-                    # a journal from before scores were journaled with the run): run it again
-                    # (journaled as a second runner result); the decision to re-run ignores the outcome.
-                    self.get_logger().info(f"trial {trial.trial_id}: automatic score missing; running it again")
-                    self._start_run(trial)
+        upcoming = driver.advance(runner_busy=self._running is not None)
+        if upcoming.auto is not None:
+            self._ack(upcoming.auto.trial.trial_id, upcoming.auto.outcome, scorer=driver.auto_scorer)
+        if upcoming.trial is not None:
+            self._publisher.request(upcoming.trial)
+        if upcoming.action is Action.RUN and upcoming.trial is not None:
+            self._start_run(upcoming.trial)
+        # RESET: the operator resets the scene, then confirms it (session_control CONFIRM_RESET);
+        # SCORE: the operator's trial_score
         self._publisher.status(session)
         if session.state in FINAL and not self._ended:
             self._end()
@@ -431,9 +325,10 @@ class EvaluationManager(QuickNode):
         return None if self._link is None else self._link.trial
 
     def runner_limits(self) -> tuple[float, int]:
-        """``(goal_response_timeout, max_attempts)`` as set now (both may change live): the limits of
-        every :class:`~.runner_link.RunnerLink` of this node."""
-        return self.goal_response_timeout, self.max_attempts
+        """``(goal_response_timeout, max_attempts)``: the limits of every :class:`~.runner_link.RunnerLink`
+        of this node (the timeout as set now; the session's journaled fault limit, else the parameter)."""
+        limit = self._driver.max_attempts if self._driver is not None else self.max_attempts
+        return self.goal_response_timeout, limit
 
     def _start_run(self, trial: PendingTrial) -> None:
         """Send the trial to the runner, or wait for the runner to appear (the watchdog retries)."""
@@ -459,31 +354,17 @@ class EvaluationManager(QuickNode):
         link.watch(session.config.runner.timeout_s)
 
     def _run_done(self, trial: PendingTrial, result: RunResult) -> None:
-        """Journal the run's result; pause after ``max_attempts`` faults in a row; move on."""
-        session = self.session
-        if session is None:
+        """Journal the run's result and apply the session's rules (:meth:`TrialDriver.run_done`); move on."""
+        if self._driver is None:
             return
-        ok, duration, message, auto_score = result.ok, result.duration, result.message, result.auto_score
-        pending = session.pending_trial()
-        if pending is None or pending.trial_id != trial.trial_id or session.state in FINAL:
-            self.get_logger().info(f"trial {trial.trial_id}: runner result ignored (the trial is no longer pending)")
-            self._advance()
-            return
-        duration = duration if math.isfinite(duration) and duration >= 0 else 0.0
-        session.record_runner_result(trial.trial_id, ok, duration, message, auto_score=auto_score)
-        if not ok and session.runner_faults >= self.max_attempts and session.state == SessionState.RUNNING:
-            faults = session.runner_faults
-            # the runner's category and error id only: its full text may name the policy (sealed in the journal)
-            session.pause(f"runner failed {faults} times in a row on trial {trial.trial_id}: {session.runner_message}")
-            self.get_logger().error(
-                f"session paused: runner failed {faults} times on trial {trial.trial_id}; "
-                "fix the robot, then resume (session_control) or void the trial (correct_score)")
-        elif ok and auto_score is not None and session.state == SessionState.PAUSED:
-            self.get_logger().info(f"trial {trial.trial_id}: automatic score held until the session resumes")
-        elif ok and session.config.scoring == "auto" and auto_score is None:
-            self._operator_trial = trial.trial_id
-            self.get_logger().warning(
-                f"trial {trial.trial_id}: scoring is 'auto' but the runner returned no score; waiting for trial_score")
+        verdict = self._driver.run_done(trial, result.ok, result.duration, result.message,
+                                        auto_score=result.auto_score)
+        if verdict.verdict is Verdict.PAUSED:
+            self.get_logger().error(verdict.message)
+        elif verdict.verdict is Verdict.OPERATOR:
+            self.get_logger().warning(verdict.message)
+        elif verdict.message:
+            self.get_logger().info(verdict.message)
         self._advance()
 
     def _cancel_run(self) -> None:
@@ -519,6 +400,11 @@ class EvaluationManager(QuickNode):
             outcome = self.session.submit_score(int(trial_id), token, bool(success), float(progress), scorer, notes,
                                                 preference=preference, instruction=instruction,
                                                 pair_invalid=bool(pair_invalid))
+        self._ack(trial_id, outcome, scorer=scorer, check=check)
+        return outcome
+
+    def _ack(self, trial_id: int, outcome: ScoreOutcome, *, scorer: str, check: auth.Check | None = None) -> None:
+        """Answer a score on ``score_ack`` (signed for an authenticated operator); log a rejection."""
         if not outcome.accepted and self._reject_log.allow():  # the reason on score_ack; bounded, rate-limited
             self.get_logger().warning(f"score for trial {trial_id} (scorer {bounded(scorer)!r}) rejected: "
                                       f"{outcome.reason}{self._reject_log.suppressed()}")
@@ -528,7 +414,6 @@ class EvaluationManager(QuickNode):
         else:
             self._publisher.ack(session_id, trial_id, outcome, scorer=check.operator, counter=check.counter,
                                 mac=lambda fields: self._gate.sign_answer("trial_score", session_id, check, fields))
-        return outcome
 
     # -- authentication ---------------------------------------------------------------------
     def _authenticate(self, kind: str, msg: Any) -> auth.Check:
@@ -569,61 +454,23 @@ class EvaluationManager(QuickNode):
         return response
 
     def _on_session_control(self, request: SessionControl.Request, response: SessionControl.Response) -> None:
-        """Pause, resume or abort; a request sent again (its answer was lost) gets the same answer."""
-        session = self.session
-        names = {SessionControl.Request.COMMAND_PAUSE: "pause", SessionControl.Request.COMMAND_RESUME: "resume",
-                 SessionControl.Request.COMMAND_ABORT: "abort",
-                 SessionControl.Request.COMMAND_CONFIRM_RESET: "confirm_reset"}
-        command = names.get(request.command)
+        """Pause, resume, abort or confirm a reset (:func:`~.manager_services.apply_control`)."""
+        command, response.message = control_command(request.command)
         if command is None:
-            response.ok, response.message = False, (f"unknown command {request.command} (1 pause, 2 resume, 3 abort, "
-                                                    "4 confirm reset)")
+            response.ok = False
         elif self._hub is not None:
             response.ok, response.message = self._hub.control(command, request.reason)
-        elif session is None:
-            response.ok, response.message = False, "no session"
-        elif command == "confirm_reset":
-            outcome = session.confirm_reset(int(request.trial_id), int(request.attempt))
-            response.ok, response.message = outcome.applied, outcome.reason
         else:
-            try:
-                if command == "pause":
-                    session.pause(request.reason)
-                elif command == "resume":
-                    session.resume()
-                else:
-                    session.abort(request.reason)
-                    self._cancel_run()
-            except SessionError as err:
-                response.ok, response.message = False, str(err)
-            else:
-                response.ok, response.message = True, f"session {session.session_id} {session.state.value}"
+            response.ok, response.message = apply_control(self.session, command, request)
+            if response.ok and command == "abort":
+                self._cancel_run()
         if not response.ok:
             self.get_logger().warning(f"session_control {command or request.command} refused: {response.message}")
 
     def _on_correct_score(self, request: CorrectScore.Request, response: CorrectScore.Response) -> None:
+        """Correct, void or undo a score (:func:`~.manager_services.apply_correction`)."""
         session = self.session
-        reason = request.reason.strip()
-        if reason and request.scorer:
-            reason = f"{reason} (by {request.scorer})"
-        if session is None:
-            response.ok, response.message = False, "no session"
-        elif request.action == CorrectScore.Request.ACTION_CORRECT:
-            outcome = session.correct_score(int(request.trial_id), bool(request.success), float(request.progress), reason)
-            response.ok, response.message = outcome.applied, outcome.reason
-        elif request.action == CorrectScore.Request.ACTION_VOID:
-            outcome = session.void_score(int(request.trial_id), reason)
-            response.ok, response.message = outcome.applied, outcome.reason
-        elif request.action == CorrectScore.Request.ACTION_UNDO:
-            if request.trial_id:
-                response.ok = False
-                response.message = ("ACTION_UNDO takes trial_id 0 (it voids the latest score); "
-                                    "use ACTION_VOID for a given trial")
-            else:
-                outcome = session.undo_last(reason)
-                response.ok, response.message = outcome.applied, outcome.reason
-        else:
-            response.ok, response.message = False, f"unknown action {request.action} (1 correct, 2 void, 3 undo)"
+        response.ok, response.message = apply_correction(session, request)
         if not response.ok:
             self.get_logger().warning(f"correct_score refused for trial {request.trial_id}: {response.message}")
         elif self._running is not None and session is not None:
@@ -647,7 +494,7 @@ class EvaluationManager(QuickNode):
                           ("messages_rejected", str(gate.rejected_total)),
                           *((f"messages_rejected_{cause}", str(n)) for cause, n in gate.rejected.items()))
         for d in diagnostics(self.session, node=self.get_name(), hardware_id=self._runner_name or "runner",
-                             runner=runner, max_attempts=self.max_attempts, extra=authentication):
+                             runner=runner, max_attempts=self.runner_limits()[1], extra=authentication):
             public = self._public_text
             array.status.append(DiagnosticStatus(
                 level=bytes([d.level]), name=public(d.name), message=public(d.message), hardware_id=d.hardware_id,

@@ -8,12 +8,16 @@ score and its status.  :class:`QuickLogger` takes the caller from the frame itse
 object's function, file and current line, which is all rcutils prints) and hands the message to
 rcutils as rclpy does; messages with filters (``once``, ``throttle_duration_sec``,
 ``skip_first``) take rclpy's own path, which keys the filters by caller.
+
+:class:`SessionLogHandler` forwards the session layer's Python log records to a node's logger.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
+from collections.abc import Callable
 from types import FrameType
 from typing import Any
 
@@ -65,3 +69,22 @@ class QuickNode(Node):
         if self._quick_logger is None:
             self._quick_logger = QuickLogger(super().get_logger().name)
         return self._quick_logger
+
+
+class SessionLogHandler(logging.Handler):
+    """Forwards the session layer's Python log records to the node's ROS logger."""
+
+    def __init__(self, node: QuickNode, public: Callable[[str], str]) -> None:
+        super().__init__(logging.INFO)
+        self._logger = node.get_logger()
+        self._public = public  # policy ids -> stand-ins while the session runs (session/public_view.py)
+
+    #: Session records the node logs itself, with more context (the ROS trial id and scorer).
+    SKIP = frozenset({"score for trial %s rejected: %s"})
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if record.msg in self.SKIP:
+            return
+        severity = (LoggingSeverity.ERROR if record.levelno >= logging.ERROR else
+                    LoggingSeverity.WARN if record.levelno >= logging.WARNING else LoggingSeverity.INFO)
+        self._logger.log_from(severity, self._public(record.getMessage()), record.funcName, record.pathname, record.lineno)
