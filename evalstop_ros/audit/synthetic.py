@@ -6,10 +6,12 @@ returns the messages the manager would have published, in order, as rosbags mess
 :func:`write_bag` writes them as a rosbag2 bag (sqlite3 or mcap) with the rosbags writer.
 
 What is published, and when, comes from :class:`~evalstop_ros.session.publishing.SessionPublisher`,
-the module ``evaluation_manager`` itself publishes through; this module only drives the session
-as the node does and turns the field mappings into rosbags messages.  With ``scoring: operator``
-the operator's scores travel on ``trial_score``; with ``auto`` the manager takes the runner's
-score, which only the journal stream shows.
+the module ``evaluation_manager`` itself publishes through; the trial loop is the node's own,
+:class:`~evalstop_ros.session.driver.TrialDriver` (its fault limit, held and missing automatic
+scores), so a recording shows what the node decides; this module only plays the lab and the
+operator and turns the field mappings into rosbags messages.  With ``scoring: operator`` the
+operator's scores travel on ``trial_score``; with ``auto`` the runner's score is journaled with
+its result and submitted by the loop, which only the journal stream shows.
 """
 
 from __future__ import annotations

@@ -83,7 +83,7 @@ from ..session import (
     load_config,
 )
 from ..session.driver import Action, TrialDriver, Verdict
-from ..session.journal import Event
+from ..session.journal import Event, journaled_fault_limit
 from ..session.journal_files import journal_directory
 from ..session.limits import LOG_BURST, LOG_WINDOW_S, RateLimit, bounded
 from ..session.public_view import PUBLIC_TOPICS, PublicView
@@ -170,8 +170,8 @@ class EvaluationManager(ManagerParameters, QuickNode):
         self._hub: HubMode | None = hub_mode(self)
         if self._hub is None and self.auto_start and self.config_file:
             # a bad config raises ConfigError here, before any journal exists: one FATAL line, exit 2 (main)
-            config = self._load_config(self.config_file)
-            ok, message = self.start_session(self.session_id, self.config_file, config=config)
+            self._load_config(self.config_file, self.max_attempts)
+            ok, message = self.start_session(self.session_id, self.config_file)
             if not ok:
                 raise SessionError(message)
         elif self._hub is None:
@@ -228,11 +228,11 @@ class EvaluationManager(ManagerParameters, QuickNode):
         return SetParametersResult(successful=True)
 
     # -- starting ---------------------------------------------------------------------------
-    def _load_config(self, path: str) -> SessionConfig:
-        """The config at ``path`` with this node's alpha/method/n_max overrides applied (and its
-        ``max_attempts`` where the file sets no ``runner.max_attempts``)."""
+    def _load_config(self, path: str, max_attempts: int) -> SessionConfig:
+        """The config at ``path`` with this node's alpha/method/n_max/confirm_reset overrides applied,
+        and ``max_attempts`` where the file sets no ``runner.max_attempts``."""
         return load_config(path, alpha=self.alpha or None, n_max=self.n_max or None, method=self.method or None,
-                           confirm_reset=self.confirm_reset or None, max_attempts=self.max_attempts)
+                           confirm_reset=self.confirm_reset or None, max_attempts=max_attempts)
 
     @property
     def publisher(self) -> SessionPublisher:
@@ -245,13 +245,13 @@ class EvaluationManager(ManagerParameters, QuickNode):
             os.environ.get("ROS_HOME", os.path.expanduser("~/.ros")), "evalstop")
         return journal_directory(base) / f"{session_id}.db"  # 0700, refused if others can write it
 
-    def start_session(self, session_id: str, config_path: str, *,
-                      config: SessionConfig | None = None) -> tuple[bool, str]:
+    def start_session(self, session_id: str, config_path: str) -> tuple[bool, str]:
         """Start (or resume from its journal) a session; returns ``(ok, message)``.
 
-        ``config``: the configuration of ``config_path``, already loaded.  Every value is
-        validated before the journal is opened: a refused configuration leaves no journal, so
-        its session id can be used once the file is fixed.
+        Every value is validated before the journal is opened: a refused configuration leaves no
+        journal, so its session id can be used once the file is fixed.  A file without
+        ``runner.max_attempts`` gets the resumed journal's limit, or for a new session the
+        ``max_attempts`` parameter.
         """
         if self._hub is not None:
             return False, "hub mode: the hub assigns the work; no local session can be started"
@@ -260,16 +260,19 @@ class EvaluationManager(ManagerParameters, QuickNode):
             return False, f"session {self.session.session_id!r} is {self.session.state.value}; abort it first"
         if not config_path:
             return False, "no config: set `config_path` or the `config_file` parameter"
-        try:
-            config = config or self._load_config(config_path)
-        except ConfigError as err:
-            self.get_logger().error(f"session not started: invalid config {err}")
-            return False, f"invalid config {err}"
         session_id = session_id or (
             f"{pathlib.Path(config_path).stem}-{datetime.datetime.now(datetime.UTC):%Y%m%d-%H%M%S}")
         try:
             path = self.journal_path(session_id)
             resumed = path.exists()
+            config = self._load_config(config_path, journaled_fault_limit(path) if resumed else self.max_attempts)
+        except ConfigError as err:
+            self.get_logger().error(f"session not started: invalid config {err}")
+            return False, f"invalid config {err}"
+        except SessionError as err:
+            self.get_logger().error(f"session {session_id!r} not started: {err}")
+            return False, str(err)
+        try:
             session = EvaluationSession.open(path, config, session_id, durable=self.journal_fsync)
         except SessionError as err:
             self.get_logger().error(f"session {session_id!r} not started: {err}")

@@ -51,6 +51,7 @@ from typing import Any
 
 from .config import SessionConfig
 from .config_input import config_diff
+from .config_sections import LEGACY_MAX_ATTEMPTS
 from .errors import JournalError
 from .journal_files import COMPANIONS, check_directory, discard, open_private, private_file
 from .journal_format import (
@@ -479,3 +480,27 @@ def _owner_view(events: tuple[Event, ...], meta: dict[str, str]) -> tuple[Event,
         return tuple(unseal(events, config, bytes.fromhex(meta["plan_key"]), meta["session_id"]))
     except (ConfigError, KeyError, ValueError):
         return events  # a damaged meta row: the rows as stored (the audit reports the damage)
+
+
+def journaled_fault_limit(path: str | os.PathLike[str]) -> int:
+    """``runner.max_attempts`` of the configuration journaled in ``path`` (read without the events):
+    a resumed session keeps its fault limit whatever the manager's default is now.  A journal
+    written before the field existed has the limit of then, 3 (:data:`~.config_sections.LEGACY_MAX_ATTEMPTS`).
+
+    Raises
+    ------
+    JournalError
+        If the file is not a readable session journal.
+    """
+    file = pathlib.Path(path)
+    Journal._check_file(file)
+    try:
+        connection = connect(file, read_only=True)
+        try:
+            meta = read_meta(connection)
+        finally:
+            connection.close()
+        runner = json.loads(meta["config_json"]).get("runner") if meta else None
+        return int((runner or {}).get("max_attempts", LEGACY_MAX_ATTEMPTS))
+    except (sqlite3.Error, KeyError, ValueError, TypeError, AttributeError) as err:
+        raise JournalError(f"journal {str(file)!r}: cannot read its configuration: {err}") from err

@@ -62,7 +62,9 @@ def test_manager_killed_at_random_points_loses_nothing(start_node: Any, probe: A
 
     for name in ("straight", "killed"):
         (tmp_path / name).mkdir()
-        Journal.open(tmp_path / name / "crash.db", "crash", load_config(config), plan_key=bytes(range(32))).close()
+        # the fault limit is journaled: the managers' max_attempts parameter does not change a resumed session's
+        Journal.open(tmp_path / name / "crash.db", "crash", load_config(config, max_attempts=1000),
+                     plan_key=bytes(range(32))).close()
 
     def manager(journal_dir: pathlib.Path) -> Any:
         # no exit_on_finish: the final status is read from the running manager, then Ctrl-C
@@ -111,7 +113,7 @@ def test_manager_killed_at_random_points_loses_nothing(start_node: Any, probe: A
     for a, b in zip(final.comparisons, reference.comparisons):
         assert same_float(a.pvalue, b.pvalue) and same_float(a.evalue, b.evalue)
         assert same_float(a.mean_a, b.mean_a) and same_float(a.mean_b, b.mean_b)
-    offline = offline_decisions(load_config(config), tmp_path / "killed" / "crash.db")
+    offline = offline_decisions(load_config(config, max_attempts=1000), tmp_path / "killed" / "crash.db")
     for live, o in zip(final.comparisons, offline):
         assert (live.decision, live.n) == (int(o.result.decision), o.result.n_observed)
         assert same_float(live.pvalue, o.result.pvalue)

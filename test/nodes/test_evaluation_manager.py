@@ -393,8 +393,10 @@ def test_a_runner_text_reaches_no_operator_channel_of_the_manager(
     published += [f"{s.message} {[(v.key, v.value) for v in s.values]}" for a in topics["diagnostics"] for s in a.status]
     published += [final.state_name]
     assert published and not [text for text in published if "injected" in text or "failure_probability" in text]
-    results = [e for e in read_journal(pathlib.Path(_manager_params(tmp_path, config)["journal_dir"]) / "s1.db").events
-               if e.kind == "runner_result"]
+    journal = read_journal(pathlib.Path(_manager_params(tmp_path, config)["journal_dir"]) / "s1.db")
+    # the config file sets no limit: the max_attempts parameter filled it in, journaled with the session
+    assert json.loads(journal.config_json)["runner"]["max_attempts"] == 2
+    results = [e for e in journal.events if e.kind == "runner_result"]
     assert len(results) == 2 and all(re.fullmatch(r"robot fault \(error [0-9a-f]{8}\): injected \(failure_probability 1\)", r.payload["detail"]) for r in results)
     # the manager made its journal directory private, and every journal file, while the session runs
     journals = pathlib.Path(_manager_params(tmp_path, config)["journal_dir"])

@@ -13,6 +13,7 @@ from evalstop_ros.audit import audit
 from evalstop_ros.session import EvaluationSession, SessionConfig, SessionState, read_journal
 from evalstop_ros.session.config_input import apply_overrides
 from evalstop_ros.session.driver import Action, TrialDriver, Verdict
+from evalstop_ros.session.journal import journaled_fault_limit
 
 FAST = {"metrics": [{"name": "success", "method": "nscore"}]}
 
@@ -50,6 +51,7 @@ def test_a_journal_of_the_legacy_limit_resumes_and_audits_verified(tmp_path: pat
         for _ in range(9):
             sim.step(session, {"pi0": 0.3, "pi1": 0.7})
     assert read_journal(path).config_hash == sim.make_config(**FAST).config_hash
+    assert journaled_fault_limit(path) == 3  # what the manager resumes it with, whatever its parameter says
     with open_session(path, sim.make_config(**FAST, runner={"max_attempts": 3})) as session:
         assert TrialDriver(session).max_attempts == 3
         sim.drive(session, {"pi0": 0.3, "pi1": 0.7})
@@ -83,7 +85,7 @@ def test_the_fault_limit_pauses_at_the_journaled_max_attempts(tmp_path: pathlib.
         fourth = driver.advance()
         assert fourth.trial is not None
         assert driver.run_done(fourth.trial, False, 1.0, "arm fault").verdict is Verdict.PAUSED
-    assert kinds(path).count("paused") == 2
+    assert kinds(path).count("paused") == 2 and journaled_fault_limit(path) == 2
     report = audit(path)
     assert report.verified, [v.message for v in report.violations]
 
