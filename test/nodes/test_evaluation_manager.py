@@ -6,6 +6,7 @@ import json
 import math
 import pathlib
 import re
+import time
 from typing import Any
 
 import pytest
@@ -287,6 +288,44 @@ def test_automatic_score_is_held_while_paused_and_survives_a_crash(
     assert "automatic score missing" not in restarted.output
     assert not any(f"trial {held} (label" in line and "runner goal sent" in line
                    for line in restarted.output.splitlines())
+    assert restarted.stop() == 0
+
+
+def test_an_auto_scored_run_without_its_score_waits_for_the_operator_across_a_restart(
+        start_node: Any, probe: Any, tmp_path: pathlib.Path) -> None:
+    """``scoring: auto`` but the runner sends no score: the trial waits for trial_score, and after
+    a kill -9 the restarted manager still waits (the rule is the journal's: session/driver.py), it
+    does not run the trial again; the max_attempts parameter is refused while the session runs."""
+    from evalstop.msg import SessionStatus, TrialRequest, TrialScore
+    from rclpy.parameter import Parameter
+
+    from evalstop_ros import qos
+
+    config = write_config(tmp_path / "auto.yaml", scoring="auto")
+    statuses = probe.collect(SessionStatus, "session_status", qos.STATUS_QOS)
+    start_node("sim_robot", params={"auto_score": False, "duration": 0.0})
+    params = _manager_params(tmp_path, config)
+    manager = start_node("evaluation_manager", params=params)
+    manager.wait_for(r"trial 1: scoring is 'auto' but the runner returned no score; waiting for trial_score")
+    result = probe.set_parameters("evaluation_manager", [Parameter("max_attempts", value=5)])[0]
+    assert not result.successful and result.reason.startswith("cannot change `max_attempts` while session 's1'")
+    manager.kill()
+    probe.spin_for(0.5)  # deliver what the killed process sent, then forget it
+    statuses.clear()
+    restarted = start_node("evaluation_manager", params=params)
+    restarted.wait_for(r"session s1 resumed from its journal \(running, 0 trials scored\)")
+    restarted.wait_for(r"trial 1: scoring is 'auto' but the runner returned no score; waiting for the operator's score")
+    requests = probe.collect(TrialRequest, "trial_request", qos.TRIAL_REQUEST_QOS)
+    token = probe.spin_until(lambda: next((r.token for r in requests if r.trial_id == 1), None), 20.0, "trial 1")
+    scores = probe.node.create_publisher(TrialScore, "trial_score", qos.SCORE_QOS)
+    deadline = time.monotonic() + 30.0
+    while not re.search(r"trial 1 \(label \w+\) scored", restarted.output):  # re-sent: DDS may lose it
+        assert time.monotonic() < deadline, restarted.output
+        scores.publish(TrialScore(trial_id=1, token=token, success=True, progress=1.0, scorer="tester"))
+        probe.spin_for(0.5)
+    restarted.wait_for(r"trial 1 \(label \w+\) scored: success=1")
+    restarted.wait_for(r"trial 2 \(label \w+, attempt 1\): runner goal sent")
+    assert not any(line for line in restarted.output.splitlines() if "trial 1 (label" in line and "runner goal sent" in line)
     assert restarted.stop() == 0
 
 
