@@ -223,8 +223,11 @@ def stop_all(hub: HubProcess, stations: Sequence[Station]) -> None:
     hub.stop()
 
 
-def offline_equals_online(hub: HubProcess, db: str, workdir: pathlib.Path) -> dict[str, Any]:
-    """Assert the hub's leaderboard equals `evalstop hub analyze` of `evalstop hub export`; return it."""
+def offline_equals_online(hub: HubProcess, db: str, workdir: pathlib.Path,
+                          stations: Sequence[pathlib.Path] = ()) -> dict[str, Any]:
+    """Assert the hub's leaderboard equals `evalstop hub analyze` of `evalstop hub export`, and
+    that `evalstop audit` of the export against that leaderboard and the ``stations``' journals
+    verifies; return the leaderboard."""
     export = workdir / "journal.jsonl"
     exported = cli("hub", "export", "--db", db, "-o", str(export))
     assert exported.returncode == 0, exported.stderr
@@ -233,4 +236,8 @@ def offline_equals_online(hub: HubProcess, db: str, workdir: pathlib.Path) -> di
     status, online = call(hub.url + "/v1/leaderboard", key=hub.key)
     assert status == 200
     assert json.loads(offline.stdout) == online
+    board = workdir / "leaderboard.json"
+    board.write_text(json.dumps(online))
+    audited = cli("audit", str(export), "--against", str(board), *(f"--station={d}" for d in stations))
+    assert audited.returncode == 0 and audited.stdout.strip().endswith("VERIFIED"), audited.stdout + audited.stderr
     return dict(online)

@@ -78,7 +78,7 @@ def test_station_cut_off_past_its_lease_syncs_later(netns: dict[str, str], postg
         results = check_counted_once(entries, stations)
         requeued = {e["body"]["assignment"] for e in entries if e["kind"] == "requeued"}
         assert requeued & _leased(remote), "the cut-off station's lease was not requeued"
-        online = offline_equals_online(hub, db, tmp_path)
+        online = offline_equals_online(hub, db, tmp_path, [s.dir for s in stations])
         assert online["n_results"] == len(results)
     finally:
         stop_all(hub, stations)

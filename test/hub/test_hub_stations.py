@@ -89,7 +89,7 @@ def test_stations_survive_kills_and_every_result_counts_once(setup: tuple[HubPro
 
     check_lost_lease_redone_once(entries, lost_lease, results)
 
-    online = offline_equals_online(hub, db, tmp_path)
+    online = offline_equals_online(hub, db, tmp_path, [s.dir for s in stations])
     assert online["n_results"] == len(results)
     rate = {row["policy"]: row["win_rate"] for row in online["ranking"]}
     assert rate["alpha"] > rate["gamma"]

@@ -131,5 +131,5 @@ def test_two_hubs_on_one_database_count_every_result_once_under_sigkill(
         store.close()
     check_no_lease_held_twice(entries)
     for hub in hubs:
-        online = offline_equals_online(hub, db, tmp_path)
+        online = offline_equals_online(hub, db, tmp_path, [s.dir for s in stations])
         assert online["n_results"] == len(results)
