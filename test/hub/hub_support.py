@@ -13,8 +13,10 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
+
+from evalstop_ros.hub.store import open_store
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 POSTGRES_SH = REPO / "tools" / "hub" / "postgres.sh"
@@ -80,6 +82,20 @@ def call(url: str, method: str = "GET", key: str | None = None, body: Any = None
 
 def cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run([*CLI, *args], capture_output=True, text=True, timeout=600, env=env, check=False)
+
+
+def register_hub(db: str, success: Mapping[str, float], stations: Sequence[str],
+                 viewer: str = "viewer") -> tuple[dict[str, str], str]:
+    """Register simulated policies (``sim://success=P``), stations and a leaderboard viewer in the
+    hub database ``db``; returns the stations' keys by name and the viewer's key."""
+    store = open_store(db)
+    try:
+        for name, p in success.items():
+            store.add_policy(name, f"sim://success={p}")
+        keys = {name: store.add_station(name) for name in stations}
+        return keys, store.add_station(viewer, "viewer")
+    finally:
+        store.close()
 
 
 class HubProcess:

@@ -15,10 +15,9 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from hub_support import HubProcess, Station, call, cli, stop_all
+from hub_support import HubProcess, Station, call, cli, register_hub, stop_all
 
 from evalstop_ros.hub.chain import GENESIS, body_text, link
-from evalstop_ros.hub.store import open_store
 
 
 @pytest.fixture(scope="module")
@@ -26,12 +25,7 @@ def record(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]
     """A finished hub run: its export, the saved leaderboard and the two stations' directories."""
     root = tmp_path_factory.mktemp("hub_audit")
     db = str(root / "hub.sqlite")
-    store = open_store(db)
-    for name, p in {"alpha": 0.9, "beta": 0.5, "gamma": 0.1}.items():
-        store.add_policy(name, f"sim://success={p}")
-    keys = {name: store.add_station(name) for name in ("s1", "s2")}
-    viewer = store.add_station("viewer", "viewer")
-    store.close()
+    keys, viewer = register_hub(db, {"alpha": 0.9, "beta": 0.5, "gamma": 0.1}, ("s1", "s2"))
     hub = HubProcess(db, viewer, root, ["--tasks", "towel,cup", "--seed", "3"])
     stations = [Station(name, hub.url, root, key, n) for n, (name, key) in enumerate(keys.items())]
     try:
