@@ -26,16 +26,9 @@ from collections.abc import Callable
 
 import numpy as np
 
-from evalstop_ros.stats.ranking import (
-    Comparisons,
-    Ranking,
-    fit_bt,
-    fit_davidson,
-    fit_elo,
-    fit_paired_progress,
-    fit_prog,
-)
+from evalstop_ros.stats.ranking import Comparisons, Ranking
 from evalstop_ros.stats.ranking_eval import ArenaWorld, simulate_arena
+from evalstop_ros.stats.ranking_fits import fit_bt, fit_davidson, fit_elo, fit_paired_progress, fit_prog
 from evalstop_ros.stats.ranking_task import TaskModelOptions, fit_task
 
 GOAL_TASK_S = 60.0

@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import argparse
 
-from evalstop_ros.stats.ranking import fit_bt, fit_davidson, fit_elo, fit_prog
 from evalstop_ros.stats.ranking_eval import ArenaWorld, efficiency_curve
+from evalstop_ros.stats.ranking_fits import fit_bt, fit_davidson, fit_elo, fit_prog
 from evalstop_ros.stats.ranking_task import TaskModelOptions, fit_task
 
 WORLDS = {

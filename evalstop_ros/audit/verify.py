@@ -134,11 +134,11 @@ def verify(record: SessionRecord, *, config: SessionConfig | None = None, key: b
             v.violate("decision_unpublished", [], f"{v.label(index)}: the recomputation gives {res.decision.name} at "
                       f"pair {res.stopping_trial or res.n_observed}, but no published state carries a decision",
                       data=False)
-        tests.append(ComparisonAudit(
+        tests.append(ComparisonAudit.recomputed(
+            result=res, values_a=computed.values_a[:used], values_b=computed.values_b[:used],
             index=index, policy_a=comparison.policy_a, policy_b=comparison.policy_b, metric=metric.name,
             method=metric.method, alternative=metric.alternative, alpha=v.alphas[index],
             seed=v.plan.step_seed(ci, mi), trials_a=computed.trials_a[:used], trials_b=computed.trials_b[:used],
-            values_a=computed.values_a[:used], values_b=computed.values_b[:used], result=res,
             published=last.get(index), checked=checked.get(index, 0), reproduced=reproduced[index],
             step=v.step_replay(index, computed) if metric.method == "step" else None, task=task,
         ))

@@ -25,6 +25,7 @@ import json
 import math
 import pathlib
 
+from ..hub.export import is_hub_export
 from ..stats.ranking import PREFERENCES, Comparisons, comparisons
 from ._common import CliError, read_csv_rows
 from .data import parse_number
@@ -56,19 +57,11 @@ class ABTable:
 def load_ab(path: str) -> ABTable:
     """A/B comparisons from a CSV file, a hub export, a session journal or a rosbag (module docstring)."""
     source = pathlib.Path(path)
-    if source.suffix.lower() == ".jsonl" or (source.is_file() and _starts_with_json(source)):
+    if source.suffix.lower() == ".jsonl" or is_hub_export(source):
         return load_hub_export(path)
     if source.suffix.lower() == ".csv" or (source.is_file() and source.suffix.lower() not in (".db", ".mcap", ".db3")):
         return load_ab_csv(path)
     return _load_session(path)
-
-
-def _starts_with_json(source: pathlib.Path) -> bool:
-    try:
-        with source.open("rb") as handle:
-            return handle.read(1) == b"{"
-    except OSError:
-        return False
 
 
 def load_hub_export(path: str) -> ABTable:
@@ -76,24 +69,15 @@ def load_hub_export(path: str) -> ABTable:
     body}``), as the hub's leaderboard reads them (:func:`evalstop_ros.hub.rankings.comparisons_of`):
     arm A's and arm B's policy, the higher score preferred (equal: a tie), both scores as progress,
     the result's task.  Policies registered without a result are left out (they have no data)."""
+    from ..hub.errors import HubError
+    from ..hub.export import read_export
     from ..hub.leaderboard import trials_of
     from ..hub.rankings import comparisons_of
 
-    entries = []
     try:
-        with open(path, encoding="utf-8") as handle:
-            for line_no, line in enumerate(handle, 1):
-                if not line.strip():
-                    continue
-                try:
-                    entry = json.loads(line)
-                except ValueError as err:
-                    raise CliError(f"{path}:{line_no}: not a JSON line of a hub export: {err}") from err
-                if not isinstance(entry, dict) or "kind" not in entry or not isinstance(entry.get("body"), dict):
-                    raise CliError(f"{path}:{line_no}: not a hub journal entry (expected kind and body)")
-                entries.append(entry)
-    except OSError as err:
-        raise CliError(f"cannot read {path!r}: {err.strerror}") from err
+        entries = read_export(path)
+    except HubError as err:
+        raise CliError(str(err)) from err
     try:
         trials = trials_of(entries)
     except (KeyError, TypeError, ValueError) as err:

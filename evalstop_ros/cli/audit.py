@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import json
 import math
+import pathlib
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
@@ -31,6 +33,11 @@ EPILOG = """\
 example:
   evalstop audit session_bag/ --json
 
+A hub export (`evalstop hub export`, JSON lines) is audited as the hub's record: its hash chain,
+the protocol of every lease and result, each station's uploads against the station's own journal
+(--station DIR, repeatable) and, with --against a saved /v1/leaderboard, every published decision
+and the ranking re-derived (docs/hub.md).
+
 exit status: 0 everything verifies, 1 a violation or an unreproduced decision,
 2 usage or input error (unreadable source, no configuration in the bag and no --config)."""
 
@@ -43,7 +50,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "its operator signed (docs/integrity.md)")
     parser.add_argument("--against", default=None, metavar="SOURCE",
                         help="the other record of the session (a bag for a journal, the journal for a bag): "
-                        "compare the journal with the recorded session_event stream event by event")
+                        "compare the journal with the recorded session_event stream event by event; for a hub "
+                        "export, a saved /v1/leaderboard (JSON) to re-derive")
+    parser.add_argument("--station", action="append", default=[], metavar="DIR",
+                        help="hub export only: a station's directory (its station.jsonl), checked against the hub's "
+                        "results (repeatable)")
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of the report")
 
 
@@ -102,11 +113,47 @@ def load(args: argparse.Namespace) -> AuditReport:
 
 def run(args: argparse.Namespace) -> int:
     """Audit the source; 0 when everything verifies, 1 otherwise."""
+    from ..hub.export import is_hub_export
+
+    if is_hub_export(args.source):
+        return _run_hub(args)
+    if args.station:
+        raise CliError("--station is for a hub export (evalstop hub export); the source is not one")
     report = load(args)
     if args.json:
         print_json(report.to_dict())
     else:
         print("\n".join(format_report(report)))
+    return 0 if report.verified else 1
+
+
+def _run_hub(args: argparse.Namespace) -> int:
+    """Audit a hub export (:mod:`evalstop_ros.hub.audit`)."""
+    from ..hub.audit import audit_export
+    from ..hub.errors import HubError
+
+    try:
+        against = json.loads(pathlib.Path(args.against).read_text(encoding="utf-8")) if args.against else None
+        report = audit_export(args.source, args.station, against)
+    except (OSError, ValueError) as err:
+        raise CliError(f"cannot read the leaderboard {args.against}: {err}") from err
+    except HubError as err:
+        raise CliError(str(err)) from err
+    if args.json:
+        print_json(report.to_dict())
+        return 0 if report.verified else 1
+    stations = f", {len(report.stations)} station journal(s)" if report.stations else ""
+    print(f"evalstop audit: hub export {report.source}: {report.entries} entries, {report.results} results{stations}")
+    for problem in report.problems:
+        print(f"  VIOLATION {problem}")
+    board = report.board
+    if board:
+        family = board["family"]
+        print(f"  leaderboard{' (checked against the published one)' if args.against else ' re-derived'}: "
+              f"{board['n_results']} results, {' > '.join(r['policy'] for r in board['ranking'])}; "
+              f"{sum(p['better'] is not None for p in board['pairs'])} of {family['pairs']} pairs decided "
+              f"(sequential Holm, family-wise level {board['alpha']:g})")
+    print("VERIFIED" if report.verified else f"NOT VERIFIED: {len(report.problems)} problem(s)")
     return 0 if report.verified else 1
 
 

@@ -24,7 +24,6 @@ import json
 import os
 import pathlib
 import sys
-from typing import Any
 
 from ..hub.errors import HubError
 from ..hub.rankings import MODELS, RANKERS, parse_models
@@ -232,20 +231,11 @@ def _export(args: argparse.Namespace) -> int:
     return 0
 
 
-def load_journal(path: str) -> list[dict[str, Any]]:
-    """The entries of an exported journal file."""
-    try:
-        return [json.loads(line) for line in pathlib.Path(path).read_text(encoding="utf-8").splitlines() if line]
-    except OSError as err:
-        raise CliError(f"cannot read {path!r}: {err.strerror}") from err
-    except ValueError as err:
-        raise CliError(f"{path!r} is not a JSON-lines journal: {err}") from err
-
-
 def _analyze(args: argparse.Namespace) -> int:
+    from ..hub.export import read_export
     from ..hub.leaderboard import leaderboard
 
-    entries = load_journal(args.journal)
+    entries = read_export(args.journal)
     policies = sorted(e["body"]["policy"] for e in entries if e["kind"] == "policy_added")
     board = leaderboard(policies, entries, method=args.method, alpha=args.alpha, ranker=args.ranker,
                         models=args.models, budget=args.budget)

@@ -18,16 +18,9 @@ from scipy.stats import norm
 
 from ..limits import COUNT_LIMIT
 from ..stats.errors import StatsInputError
-from ..stats.ranking import (
-    Comparisons,
-    Ranking,
-    fit_bt,
-    fit_davidson,
-    fit_elo,
-    fit_paired_progress,
-    fit_prog,
-    group_summary,
-)
+from ..stats.ranking import Comparisons, Ranking
+from ..stats.ranking_fits import fit_bt, fit_davidson, fit_elo, fit_paired_progress, fit_prog
+from ..stats.ranking_groups import group_summary
 from ..stats.ranking_task import TaskModelOptions, fit_task
 from ._common import CliError, bounded_int, print_json, seed_type
 from .ab_data import ABTable, load_ab

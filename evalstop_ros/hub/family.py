@@ -31,8 +31,9 @@ from typing import Any
 
 import numpy as np
 
+from ..stats.engine import directional_tests, feed_pair, sequential_holm
 from ..stats.families import comparison_pairs
-from ..stats.holm import HOLM_SIDES, DirectionalTests, SequentialHolm, side_alpha
+from ..stats.holm import HOLM_SIDES, side_alpha
 from ..stats.sequential import Decision
 
 __all__ = ["ALTERNATIVE", "HolmPairs"]
@@ -62,9 +63,9 @@ class HolmPairs:
         self.sides = len(HOLM_SIDES[ALTERNATIVE])
         self.hypotheses = self.m * self.sides
         self.side_alpha = side_alpha(alpha, self.m, ALTERNATIVE)
-        self._tests = [DirectionalTests(method, side_alpha=self.side_alpha, alternative=ALTERNATIVE, n_max=None, bins=2)
+        self._tests = [directional_tests(method, family_alpha=alpha, m=self.m, alternative=ALTERNATIVE, n_max=None, bins=2)
                        for _ in self.comparisons]
-        self.engine = SequentialHolm(self.m, alpha=alpha, alternative=ALTERNATIVE, n_max=None)
+        self.engine = sequential_holm(self.m, alpha=alpha, alternative=ALTERNATIVE, n_max=None)
         self._p = np.ones((self.hypotheses, 1))
         self.n = np.zeros(self.m, dtype=np.int64)
         self.sums = np.zeros((self.m, 2))
@@ -82,10 +83,8 @@ class HolmPairs:
         self.sums[j] += (score_x, score_y)
         if self.engine.decision[j, 0] != Decision.CONTINUE:
             return  # nothing is read after the stop
-        test = self._tests[j]
-        test.update(np.array([score_x]), np.array([score_y]))
         rows = slice(j * self.sides, (j + 1) * self.sides)
-        fresh = test.side_pvalues()
+        fresh = np.array(feed_pair(self._tests[j], score_x, score_y)[0])[:, None]
         fell = bool((fresh < self._p[rows]).any())
         self._p[rows] = fresh
         if not fell:

@@ -13,7 +13,7 @@ exported one (:func:`leaderboard`), so the two agree by construction and the tes
 * **Rankings**: the primary ranking (``ranker``: ``winrate`` or a model of :mod:`.rankings`) and
   every model of ``models`` (Bradley-Terry, Davidson, Elo, PROG, paired progress, the task-aware
   model of seed ``001_*`` Sec. 3.2) with SEs and intervals; each policy's win rate and mean
-  score also carry an anytime-valid interval (:func:`~evalstop_ros.stats.ranking.group_summary`).
+  score also carry an anytime-valid interval (:func:`~evalstop_ros.stats.ranking_groups.group_summary`).
 * **Progress** (:meth:`Leaderboard.progress`): the current order (Bradley-Terry, with adjacent
   policies swapped where Holm decided otherwise), which adjacent pairs are decided, and whether
   the ranking is settled (every adjacent pair decided) or the budget of results spent; the
@@ -28,7 +28,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from ..stats.methods import FACTS
-from ..stats.ranking import group_summary
+from ..stats.ranking_groups import group_summary
 from ..stats.registry import METHODS
 from .errors import HubError
 from .family import HolmPairs

@@ -47,7 +47,7 @@ def comparisons_of(policies: Sequence[str], trials: Sequence[Trial]) -> Comparis
 
 def fit_model(model: str, data: Comparisons, *, seed: int = 0) -> Ranking:
     """Fit ``model`` with ``evalstop rank``'s defaults (Elo: 200 bootstrap resamples; task: 100)."""
-    from ..stats.ranking import fit_bt, fit_davidson, fit_elo, fit_paired_progress, fit_prog
+    from ..stats.ranking_fits import fit_bt, fit_davidson, fit_elo, fit_paired_progress, fit_prog
     from ..stats.ranking_task import TaskModelOptions, fit_task
 
     if model == "bt":

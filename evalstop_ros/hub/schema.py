@@ -11,6 +11,10 @@ lease that was handed out again is marked ``requeued`` (the queue of requeued wo
 unique index on ``requeue_of`` lets an expired lease be handed out again at most once, the
 per-pair load of the ``need`` schedule is kept in ``pair_load`` instead of being counted over
 all assignments, and a runner ticket records when it was used (single use).
+
+Version 3 chains the journal (:mod:`.chain`): each entry stores the SHA-256 link over the one
+before it and itself, so an export is tamper-evident and ``evalstop audit`` can verify it; the
+store computes the links of the entries an older database already holds when it migrates.
 """
 
 from __future__ import annotations
@@ -72,6 +76,9 @@ MIGRATIONS: tuple[tuple[int, tuple[str, ...]], ...] = (
         "SELECT CASE WHEN policy_a < policy_b THEN policy_a ELSE policy_b END, "
         "CASE WHEN policy_a < policy_b THEN policy_b ELSE policy_a END, COUNT(*) "
         "FROM assignments WHERE state IN ('leased', 'done') GROUP BY 1, 2",
+    )),
+    (3, (
+        "ALTER TABLE journal ADD COLUMN hash TEXT",
     )),
 )
 

@@ -88,7 +88,8 @@ class StationClient:
     def request(self, method: str, path: str, body: Mapping[str, Any] | None = None) -> Any:
         """JSON request to the hub. A refusal raises :class:`HubError` with the hub's status and
         reason; an unreachable hub raises :class:`HubError` with status 503 -- also a hub that
-        died in the middle of its answer (a torn status line, body or JSON document), so a
+        died in the middle of its answer (a torn status line, body or JSON document) and any
+        5xx answer (a hub or a load balancer in front of several that cannot answer now), so a
         station retries instead of crashing. Every wait is bounded by ``timeout`` seconds."""
         data = None if body is None else json.dumps(body).encode()
         req = urllib.request.Request(self.hub_url + path, data=data, method=method,
@@ -101,6 +102,9 @@ class StationClient:
                 reason = json.loads(err.read()).get("error", err.reason)
             except (ValueError, AttributeError, OSError, http.client.HTTPException):
                 reason = err.reason
+            if err.code >= 500:  # a hub that cannot answer now (a load balancer's 502/504 too): retried
+                raise HubError(f"hub {self.hub_url} unavailable: {method} {path} answered {err.code} ({reason})",
+                               503) from err
             raise HubError(f"hub refused {method} {path}: {reason}", err.code) from err
         except (urllib.error.URLError, OSError, http.client.HTTPException) as err:
             raise HubError(f"hub {self.hub_url} unreachable: {getattr(err, 'reason', None) or err}", 503) from err

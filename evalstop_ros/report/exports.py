@@ -114,9 +114,8 @@ def decision_rows(report: AuditReport) -> list[dict[str, Any]]:
             "method": test.method, "alternative": test.alternative, "alpha": test.alpha,
             "decision": res.decision.name, "stopping_trial": res.stopping_trial or None, "pairs": res.n_observed,
             "decided_at": iso_time(max(stamps)) if stamps else None, "pvalue": _number(res.pvalue),
-            "evalue": _number(float(res.evalues[-1])) if res.evalues.size else None,
-            "mean_a_at_stop": _number(float(test.values_a.mean())) if test.values_a.size else None,
-            "mean_b_at_stop": _number(float(test.values_b.mean())) if test.values_b.size else None,
+            "evalue": _number(test.evalue), "mean_a_at_stop": _number(test.mean_a),
+            "mean_b_at_stop": _number(test.mean_b),
             "published_decision": published, "reproduced": int(test.reproduced),
         })
     return rows

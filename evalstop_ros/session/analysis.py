@@ -30,7 +30,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from ..stats.adastop import AdaStop, AdaStopResult
-from ..stats.engine import directional_tests, feed_pair
+from ..stats.engine import directional_tests, feed_pair, sequential_holm
 from ..stats.families import Comparison
 from ..stats.holm import SequentialHolm
 from ..stats.multitask import MultiTaskResult, combine_tasks
@@ -329,7 +329,7 @@ class HolmFamily:
         self.engine = self._engine()
 
     def _engine(self) -> SequentialHolm:
-        return SequentialHolm(len(self.tests), alpha=self.alpha, alternative=self.alternative, n_max=self.n_max)
+        return sequential_holm(len(self.tests), alpha=self.alpha, alternative=self.alternative, n_max=self.n_max)
 
     def resolve(self) -> None:
         """Analyse every step the members' pairs allow (again from the first after a rebuild)."""

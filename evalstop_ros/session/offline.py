@@ -25,7 +25,7 @@ import os
 
 import numpy as np
 
-from ..stats.engine import directional_tests, directional_trajectory, holm_decisions
+from ..stats.engine import directional_trajectory, holm_decisions
 from ..stats.multitask import MultiTaskResult
 from ..stats.registry import run_test
 from ..stats.sequential import SequentialResult
@@ -101,10 +101,8 @@ def _holm(config: SessionConfig, metric: MetricConfig, pairs: list[tuple[np.ndar
     m = len(pairs)
     family_alpha = metric.alpha or 0.0
     trajectories = [
-        directional_trajectory(
-            directional_tests(metric.method, family_alpha=family_alpha, m=m, alternative=metric.alternative,
-                              n_max=config.n_max, bins=metric.bins or 2),
-            a, b, min(a.size, config.n_max))
+        directional_trajectory(metric.method, a, b, min(a.size, config.n_max), family_alpha=family_alpha, m=m,
+                               alternative=metric.alternative, n_max=config.n_max, bins=metric.bins or 2)
         for a, b in pairs
     ]
     results = []

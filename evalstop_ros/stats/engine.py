@@ -4,11 +4,13 @@ Sequential Holm (:mod:`.holm`, seed 001 §4 with Holm's step-down across compari
 of a metric's ``m`` comparisons with one one-sided anytime-valid process per direction, each at
 ``alpha / (m S)`` (:func:`~.holm.side_alpha`).  The live session (:class:`HolmTest` in
 :mod:`evalstop_ros.session.analysis`), the Monte Carlo family (:class:`~.families.FamilyProcess`),
-the offline re-analysis of a journal (:mod:`evalstop_ros.session.offline`) and the audit
-(:mod:`evalstop_ros.audit.recompute`) all build these tests with :func:`directional_tests` and
-feed them one pair at a time with :func:`feed_pair`; the batch users take the whole trajectory
-with :func:`directional_trajectory` and the family's decisions with :func:`holm_decisions`.
-Nothing here knows a session: the inputs are scores, levels and options.
+the offline re-analysis of a journal (:mod:`evalstop_ros.session.offline`), the audit
+(:mod:`evalstop_ros.audit.recompute`) and the hub's family of pairs (:mod:`evalstop_ros.hub.family`)
+all build these tests with :func:`directional_tests` and their analyses with
+:func:`sequential_holm`, and feed the tests one pair at a time with :func:`feed_pair`; the batch
+users take the whole trajectory with :func:`directional_trajectory` and the family's decisions
+with :func:`holm_decisions`.  Nothing here knows a session: the inputs are scores, levels and
+options.
 """
 
 from __future__ import annotations
@@ -22,7 +24,14 @@ from numpy.typing import NDArray
 from .holm import DirectionalTests, SequentialHolm, side_alpha
 from .sequential import Decision
 
-__all__ = ["Trajectory", "directional_tests", "directional_trajectory", "feed_pair", "holm_decisions"]
+__all__ = [
+    "Trajectory",
+    "directional_tests",
+    "directional_trajectory",
+    "feed_pair",
+    "holm_decisions",
+    "sequential_holm",
+]
 
 
 def directional_tests(method: str, *, family_alpha: float, m: int, alternative: str, lanes: int = 1,
@@ -36,9 +45,23 @@ def directional_tests(method: str, *, family_alpha: float, m: int, alternative: 
     >>> d = directional_tests("nscore", family_alpha=0.05, m=2, alternative="two-sided", n_max=None, bins=2)
     >>> [p.alpha for p in d.processes]
     [0.0125, 0.0125]
+    >>> d.update(np.ones(1), np.zeros(1)); d.side_pvalues().shape, float(d.pvalue()[0]) <= 1.0
+    ((2, 1), True)
     """
     return DirectionalTests(method, side_alpha=side_alpha(family_alpha, m, alternative), alternative=alternative,
                             lanes=lanes, **options)
+
+
+def sequential_holm(m: int, *, alpha: float, alternative: str, n_max: int | None, lanes: int = 1) -> SequentialHolm:
+    """The analyses of sequential Holm over ``m`` comparisons at family-wise level ``alpha``
+    (:class:`~.holm.SequentialHolm`: Holm's step-down over the ``m S`` directional p-values at
+    every step; after step ``n_max``, if given, the open comparisons are ``BUDGET_EXHAUSTED``).
+
+    >>> holm = sequential_holm(2, alpha=0.05, alternative="two-sided", n_max=None)
+    >>> holm.analyse(np.array([[0.001], [0.9], [0.04], [0.5]])); holm.outcome(0), holm.outcome(1)
+    ((<Decision.B_BETTER: 1>, 1), (<Decision.CONTINUE: 0>, None))
+    """
+    return SequentialHolm(m, alpha=alpha, alternative=alternative, n_max=n_max, lanes=lanes)
 
 
 def feed_pair(tests: DirectionalTests, score_a: float, score_b: float) -> tuple[tuple[float, ...], float, float]:
@@ -64,9 +87,10 @@ class Trajectory:
     fresh_e: float
 
 
-def directional_trajectory(tests: DirectionalTests, scores_a: NDArray[np.float64], scores_b: NDArray[np.float64],
-                           limit: int) -> Trajectory:
-    """Feed ``tests`` (fresh, one lane) the first ``limit`` pairs of ``scores_a``/``scores_b``."""
+def directional_trajectory(method: str, scores_a: NDArray[np.float64], scores_b: NDArray[np.float64], limit: int, *,
+                           family_alpha: float, m: int, alternative: str, **options: float | int | None) -> Trajectory:
+    """Fresh :func:`directional_tests` (one lane) fed the first ``limit`` pairs of ``scores_a``/``scores_b``."""
+    tests = directional_tests(method, family_alpha=family_alpha, m=m, alternative=alternative, lanes=1, **options)
     fresh_p, fresh_e = float(tests.pvalue()[0]), float(tests.evalue()[0])
     sides, pvalues, evalues = [], [], []
     for n in range(limit):
@@ -81,7 +105,7 @@ def holm_decisions(trajectories: Sequence[Trajectory], *, alpha: float, alternat
                    n_max: int | None) -> list[tuple[Decision, int | None, int]]:
     """Sequential Holm over the comparisons' trajectories: per comparison its decision, stopping
     step (``None`` if none) and the pairs it consumed (up to its stop, or the last step analysed)."""
-    engine = SequentialHolm(len(trajectories), alpha=alpha, alternative=alternative, n_max=n_max)
+    engine = sequential_holm(len(trajectories), alpha=alpha, alternative=alternative, n_max=n_max)
     engine.run([t.sides for t in trajectories])
     out = []
     for j in range(len(trajectories)):

@@ -45,9 +45,9 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from .engine import directional_tests
+from .engine import directional_tests, sequential_holm
 from .errors import StatsInputError
-from .holm import SequentialHolm, side_alpha
+from .holm import side_alpha
 from .letters import compact_letter_display
 from .sequential import Decision
 from .validation import check_alpha, check_policies, check_positive_int
@@ -385,8 +385,8 @@ class FamilyProcess:
                                   lanes=self.n_sequences, seed=seed_of(j), **options)
                 for j in range(m)
             ]
-            self._holm = SequentialHolm(m, alpha=self.alpha, alternative=alternative, n_max=self.n_max,
-                                        lanes=self.n_sequences)
+            self._holm = sequential_holm(m, alpha=self.alpha, alternative=alternative, n_max=self.n_max,
+                                         lanes=self.n_sequences)
         shape = (m, self.n_sequences)
         self.n = 0
         self.decision = np.zeros(shape, dtype=np.int8)

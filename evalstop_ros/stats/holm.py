@@ -114,9 +114,8 @@ class DirectionalTests:
     :param options: ``n_max``, ``seed``, ``bins``, ``c`` of
         :func:`~evalstop_ros.stats.registry.make_process`.
 
-    >>> d = DirectionalTests("nscore", side_alpha=0.0125, alternative="two-sided", n_max=None, bins=2)
-    >>> d.update(np.ones(1), np.zeros(1)); d.side_pvalues().shape, float(d.pvalue()[0]) <= 1.0
-    ((2, 1), True)
+    Built by :func:`evalstop_ros.stats.engine.directional_tests` (the family's level split over
+    its hypotheses), which shows an example.
     """
 
     def __init__(self, method: str, *, side_alpha: float, alternative: str, lanes: int = 1,

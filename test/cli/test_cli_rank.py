@@ -7,7 +7,8 @@ import pathlib
 import numpy as np
 import pytest
 
-from evalstop_ros.stats.ranking import comparisons, fit_bt, fit_davidson, fit_elo, fit_paired_progress, fit_prog
+from evalstop_ros.stats.ranking import comparisons
+from evalstop_ros.stats.ranking_fits import fit_bt, fit_davidson, fit_elo, fit_paired_progress, fit_prog
 from evalstop_ros.stats.ranking_task import TaskModelOptions, fit_task
 
 HEADER = "policy_a,policy_b,preference,progress_a,progress_b,task,valid\n"

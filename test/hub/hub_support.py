@@ -13,8 +13,10 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
+
+from evalstop_ros.hub.store import open_store
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 POSTGRES_SH = REPO / "tools" / "hub" / "postgres.sh"
@@ -80,6 +82,20 @@ def call(url: str, method: str = "GET", key: str | None = None, body: Any = None
 
 def cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run([*CLI, *args], capture_output=True, text=True, timeout=600, env=env, check=False)
+
+
+def register_hub(db: str, success: Mapping[str, float], stations: Sequence[str],
+                 viewer: str = "viewer") -> tuple[dict[str, str], str]:
+    """Register simulated policies (``sim://success=P``), stations and a leaderboard viewer in the
+    hub database ``db``; returns the stations' keys by name and the viewer's key."""
+    store = open_store(db)
+    try:
+        for name, p in success.items():
+            store.add_policy(name, f"sim://success={p}")
+        keys = {name: store.add_station(name) for name in stations}
+        return keys, store.add_station(viewer, "viewer")
+    finally:
+        store.close()
 
 
 class HubProcess:
@@ -223,8 +239,11 @@ def stop_all(hub: HubProcess, stations: Sequence[Station]) -> None:
     hub.stop()
 
 
-def offline_equals_online(hub: HubProcess, db: str, workdir: pathlib.Path) -> dict[str, Any]:
-    """Assert the hub's leaderboard equals `evalstop hub analyze` of `evalstop hub export`; return it."""
+def offline_equals_online(hub: HubProcess, db: str, workdir: pathlib.Path,
+                          stations: Sequence[pathlib.Path] = ()) -> dict[str, Any]:
+    """Assert the hub's leaderboard equals `evalstop hub analyze` of `evalstop hub export`, and
+    that `evalstop audit` of the export against that leaderboard and the ``stations``' journals
+    verifies; return the leaderboard."""
     export = workdir / "journal.jsonl"
     exported = cli("hub", "export", "--db", db, "-o", str(export))
     assert exported.returncode == 0, exported.stderr
@@ -233,4 +252,8 @@ def offline_equals_online(hub: HubProcess, db: str, workdir: pathlib.Path) -> di
     status, online = call(hub.url + "/v1/leaderboard", key=hub.key)
     assert status == 200
     assert json.loads(offline.stdout) == online
+    board = workdir / "leaderboard.json"
+    board.write_text(json.dumps(online))
+    audited = cli("audit", str(export), "--against", str(board), *(f"--station={d}" for d in stations))
+    assert audited.returncode == 0 and audited.stdout.strip().endswith("VERIFIED"), audited.stdout + audited.stderr
     return dict(online)

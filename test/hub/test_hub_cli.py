@@ -30,4 +30,4 @@ def test_station_without_key_and_bad_journal_are_usage_errors(tmp_path: pathlib.
     bad = tmp_path / "journal.jsonl"
     bad.write_text("{not json\n")
     done = cli("hub", "analyze", str(bad))
-    assert done.returncode == 2 and "is not a JSON-lines journal" in done.stderr
+    assert done.returncode == 2 and f"{bad}:1: not a JSON line of a hub export" in done.stderr

@@ -13,7 +13,7 @@ import re
 from typing import Any
 
 import numpy as np
-from hub_support import HubProcess, call
+from hub_support import HubProcess, call, register_hub
 
 from evalstop_ros.hub.leaderboard import WARM_UP, Leaderboard, leaderboard
 from evalstop_ros.hub.page import render_page
@@ -157,12 +157,8 @@ def test_hub_on_postgresql_settles_a_planted_ranking(postgres: Any, tmp_path: An
     handed out after the result that decided it; the page says so."""
     db = postgres.new_database()
     rates = {"hi": 0.95, "mid": 0.5, "lo": 0.05}
-    store = open_store(db)
-    for name, rate in rates.items():
-        store.add_policy(name, f"sim://success={rate}")
-    key = store.add_station("s1")
-    viewer = store.add_station("board", "viewer")
-    store.close()
+    keys, viewer = register_hub(db, rates, ["s1"], "board")
+    key = keys["s1"]
     hub = HubProcess(db, viewer, tmp_path, ["--seed", "4", "--models", "bt"])
     hub.start()
     rng = random.Random(8)

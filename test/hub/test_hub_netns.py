@@ -20,11 +20,10 @@ from hub_support import (
     check_counted_once,
     ip,
     offline_equals_online,
+    register_hub,
     stop_all,
     wait_for,
 )
-
-from evalstop_ros.hub.store import open_store
 
 LEASE_SECONDS = 3.0
 
@@ -44,12 +43,7 @@ def _requeued(url: str, viewer: str) -> set[str]:
 def test_station_cut_off_past_its_lease_syncs_later(netns: dict[str, str], postgres: PostgresCluster,
                                                   tmp_path: pathlib.Path) -> None:
     db = postgres.new_database()
-    store = open_store(db)
-    for name, p in {"alpha": 0.8, "beta": 0.4}.items():
-        store.add_policy(name, f"sim://success={p}")
-    keys = {name: store.add_station(name) for name in ("remote", "local")}
-    viewer = store.add_station("viewer", "viewer")
-    store.close()
+    keys, viewer = register_hub(db, {"alpha": 0.8, "beta": 0.4}, ("remote", "local"))
     hub = HubProcess(db, viewer, tmp_path, ["--lease-seconds", str(LEASE_SECONDS)], host=netns["host_ip"])
     remote = Station("remote", hub.url, tmp_path, keys["remote"], 1, prefix=["ip", "netns", "exec", netns["ns"]])
     local = Station("local", hub.url, tmp_path, keys["local"], 2)
@@ -78,7 +72,7 @@ def test_station_cut_off_past_its_lease_syncs_later(netns: dict[str, str], postg
         results = check_counted_once(entries, stations)
         requeued = {e["body"]["assignment"] for e in entries if e["kind"] == "requeued"}
         assert requeued & _leased(remote), "the cut-off station's lease was not requeued"
-        online = offline_equals_online(hub, db, tmp_path)
+        online = offline_equals_online(hub, db, tmp_path, [s.dir for s in stations])
         assert online["n_results"] == len(results)
     finally:
         stop_all(hub, stations)

@@ -26,12 +26,11 @@ from hub_support import (
     ip,
     iter_lines,
     offline_equals_online,
+    register_hub,
     stop_all,
     wait_for,
 )
 from nodes_support import NodeProcess
-
-from evalstop_ros.hub.store import open_store
 
 LEASE_SECONDS = 3.0
 LIB = REPO / "build" / "ros" / "install" / "lib" / "evalstop"
@@ -70,12 +69,7 @@ def _requeued(url: str, viewer: str) -> set[str]:
 def test_ros_station_cut_off_past_its_lease_syncs_later(netns: dict[str, str], postgres: PostgresCluster,
                                                       tmp_path: pathlib.Path, ros_env: dict[str, str]) -> None:
     db = postgres.new_database()
-    store = open_store(db)
-    for name, p in POLICIES.items():
-        store.add_policy(name, f"sim://success={p}")
-    keys = {name: store.add_station(name) for name in ("remote", "local")}
-    viewer = store.add_station("viewer", "viewer")
-    store.close()
+    keys, viewer = register_hub(db, POLICIES, ("remote", "local"))
     hub = HubProcess(db, viewer, tmp_path, ["--lease-seconds", str(LEASE_SECONDS)], host=netns["host_ip"])
     local = Station("local", hub.url, tmp_path, keys["local"], 2)
     remote = _RemoteStation(tmp_path / "stations" / "hub-remote")

@@ -26,9 +26,8 @@ from hub_support import (
     check_lost_lease_redone_once,
     iter_lines,
     offline_equals_online,
+    register_hub,
 )
-
-from evalstop_ros.hub.store import open_store
 
 POLICIES = {"heron": 0.85, "walrus": 0.5, "osprey": 0.2}
 #: A/B trials each station runs.
@@ -73,12 +72,7 @@ class RosStation:
 def hub_setup(postgres: PostgresCluster, tmp_path: pathlib.Path, start_node: Callable[..., Any],
               ros_env: dict[str, str]) -> Iterator[tuple[HubProcess, list[RosStation], str]]:
     db = postgres.new_database()
-    store = open_store(db)
-    for name, p in POLICIES.items():
-        store.add_policy(name, f"sim://success={p}")
-    keys = {name: store.add_station(name) for name in NAMES}
-    viewer = store.add_station("viewer", "viewer")
-    store.close()
+    keys, viewer = register_hub(db, POLICIES, NAMES)
     # Leases outlive the hub's outage even on a loaded machine, where its restart takes minutes (a
     # lease that expired meanwhile is handed out again and the result kept for it refused); the
     # killed manager's lease is requeued when the restarted one asks for work.
@@ -204,12 +198,8 @@ def test_operator_scores_pause_and_resume_a_ros_station(
     from evalstop_ros import qos
 
     db = str(tmp_path / "hub.sqlite")
-    store = open_store(db)
-    for name, p in POLICIES.items():
-        store.add_policy(name, f"sim://success={p}")
-    key = store.add_station("lab")
-    viewer = store.add_station("viewer", "viewer")
-    store.close()
+    keys, viewer = register_hub(db, POLICIES, ["lab"])
+    key = keys["lab"]
     hub = HubProcess(db, viewer, tmp_path, ["--lease-seconds", "30", "--tasks", "towel"])
     hub.start()
     try:

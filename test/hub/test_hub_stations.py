@@ -23,11 +23,10 @@ from hub_support import (
     check_counted_once,
     check_lost_lease_redone_once,
     offline_equals_online,
+    register_hub,
     stop_all,
     wait_for,
 )
-
-from evalstop_ros.hub.store import open_store
 
 POLICIES = {"alpha": 0.85, "beta": 0.5, "gamma": 0.2}
 
@@ -35,12 +34,7 @@ POLICIES = {"alpha": 0.85, "beta": 0.5, "gamma": 0.2}
 @pytest.fixture
 def setup(postgres: PostgresCluster, tmp_path: pathlib.Path) -> Iterator[tuple[HubProcess, list[Station], str]]:
     db = postgres.new_database()
-    store = open_store(db)
-    for name, p in POLICIES.items():
-        store.add_policy(name, f"sim://success={p}")
-    keys = {name: store.add_station(name) for name in ("s1", "s2", "s3")}
-    viewer = store.add_station("viewer", "viewer")
-    store.close()
+    keys, viewer = register_hub(db, POLICIES, ("s1", "s2", "s3"))
     hub = HubProcess(db, viewer, tmp_path, ["--lease-seconds", "3", "--tasks", "towel,cup", "--seed", "0"])
     stations = [Station(name, hub.url, tmp_path, key, seed) for seed, (name, key) in enumerate(keys.items())]
     try:
@@ -89,7 +83,7 @@ def test_stations_survive_kills_and_every_result_counts_once(setup: tuple[HubPro
 
     check_lost_lease_redone_once(entries, lost_lease, results)
 
-    online = offline_equals_online(hub, db, tmp_path)
+    online = offline_equals_online(hub, db, tmp_path, [s.dir for s in stations])
     assert online["n_results"] == len(results)
     rate = {row["policy"]: row["win_rate"] for row in online["ranking"]}
     assert rate["alpha"] > rate["gamma"]

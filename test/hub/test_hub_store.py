@@ -10,6 +10,7 @@ from collections.abc import Callable, Iterator
 import pytest
 from hub_support import PostgresCluster
 
+from evalstop_ros.hub.chain import check_chain
 from evalstop_ros.hub.errors import HubError
 from evalstop_ros.hub.schema import latest_version
 from evalstop_ros.hub.store import Assignment, HubStore, hash_secret
@@ -158,6 +159,8 @@ def _v1_database(database: str) -> None:
          "('y', 's2', 'beta', 'alpha', 't', 'done', 2, 'hy', 'x', 2), "
          f"('z', 's1', 'alpha', 'beta', 't', 'leased', 1e12, '{hash_secret('tkt_zzzzzzzz')}', NULL, 3)", ()),
         ("INSERT INTO results VALUES ('y', 'upload-y', 's2', 'b', 2)", ()),
+        ("INSERT INTO journal (at, kind, body) VALUES (0.5, 'policy_added', '{\"policy\": \"alpha\"}'), "
+         "(0.75, 'policy_added', '{\"policy\": \"beta\"}')", ()),
     ]
     statements = [VERSION_TABLE, *(sql.format(serial=SERIAL[dialect]) for sql in MIGRATIONS[0][1])]
     if dialect == "sqlite":
@@ -179,12 +182,13 @@ def _v1_database(database: str) -> None:
             pg.execute(sql, params)
 
 
-def test_migration_2_keeps_the_queue_and_load_of_a_v1_database(open_store: Opener, database: str) -> None:
+def test_migrations_2_and_3_keep_the_queue_load_and_journal_of_a_v1_database(open_store: Opener, database: str) -> None:
     """Schema v2 (issue #23) marks a lease already handed out again as ``requeued`` (it is not
-    handed out a second time) and fills ``pair_load`` with the leased and reported assignments."""
+    handed out a second time) and fills ``pair_load`` with the leased and reported assignments;
+    v3 links the journal entries already written into the hash chain new entries continue."""
     _v1_database(database)
     store = open_store(database, Clock())
-    assert store.schema_version() == latest_version() == 2
+    assert store.schema_version() == latest_version() == 3
     assert store.counts() == {"requeued": 1, "done": 1, "leased": 1, "results": 1}
     with store._tx() as run:
         assert run("SELECT policy_low, policy_high, load FROM pair_load") == [("alpha", "beta", 2)]
@@ -197,6 +201,11 @@ def test_migration_2_keeps_the_queue_and_load_of_a_v1_database(open_store: Opene
     with pytest.raises(HubError, match="given to another station"):
         store.submit("s1", "x", "upload-x-late", 1.0, 0.0)
     assert store.submit("s2", work.assignment_id, "upload-w", 1.0, 0.0) == "recorded"
+    exported = [e.to_dict() for e in store.journal()]
+    assert [e["kind"] for e in exported] == ["policy_added", "policy_added", "assigned", "result"]
+    assert check_chain(exported) is None
+    exported[0]["body"]["policy"] = "gamma"
+    assert "entry seq 1 (policy_added) does not match the hash chain" in str(check_chain(exported))
 
 
 def test_a_lease_never_waits_for_its_own_rows_while_holding_another_stations(
@@ -219,7 +228,7 @@ def test_a_lease_never_waits_for_its_own_rows_while_holding_another_stations(
     def lease_s1() -> None:
         try:
             outcome["lease"] = store.lease("s1", 10.0, ["towel"], "uniform", random.Random(2))[0]
-        except Exception as err:  # noqa: BLE001 - reported by the assertion below
+        except Exception as err:  # reported by the assertion below
             outcome["lease"] = err
 
     with psycopg.connect(db, autocommit=True) as rival, psycopg.connect(db, autocommit=True) as watcher:

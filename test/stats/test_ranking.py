@@ -16,16 +16,8 @@ from scipy import optimize
 from scipy.special import expit, log_expit
 
 from evalstop_ros.stats.errors import StatsInputError
-from evalstop_ros.stats.ranking import (
-    ELO_K,
-    Comparisons,
-    comparisons,
-    fit_bt,
-    fit_davidson,
-    fit_elo,
-    fit_paired_progress,
-    fit_prog,
-)
+from evalstop_ros.stats.ranking import Comparisons, comparisons
+from evalstop_ros.stats.ranking_fits import ELO_K, fit_bt, fit_davidson, fit_elo, fit_paired_progress, fit_prog
 
 
 def small_arena(seed: int = 0, m: int = 400, n: int = 5) -> tuple[Comparisons, NDArray[np.float64]]:
@@ -264,7 +256,7 @@ def test_table_is_best_first_with_json_types() -> None:
 
 
 def test_group_summary_by_hand() -> None:
-    from evalstop_ros.stats.ranking import group_summary
+    from evalstop_ros.stats.ranking_groups import group_summary
 
     data = comparisons(["a", "a", "b"], ["b", "c", "c"], ["A", "tie", "B"],
                        progress_a=[1.0, 0.5, 0.2], progress_b=[0.0, 0.5, 0.9])

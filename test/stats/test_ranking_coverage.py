@@ -20,8 +20,8 @@ import dataclasses
 import numpy as np
 import pytest
 
-from evalstop_ros.stats.ranking import fit_bt, fit_davidson, fit_elo, fit_paired_progress, fit_prog
 from evalstop_ros.stats.ranking_eval import ArenaWorld, interval_coverage, pearson, simulate_arena
+from evalstop_ros.stats.ranking_fits import fit_bt, fit_davidson, fit_elo, fit_paired_progress, fit_prog
 from evalstop_ros.stats.ranking_task import TaskModelOptions, fit_task
 
 HARD = ArenaWorld.hard(np.random.default_rng(0))

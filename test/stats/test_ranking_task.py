@@ -12,8 +12,9 @@ import numpy as np
 import pytest
 
 from evalstop_ros.stats.errors import StatsInputError
-from evalstop_ros.stats.ranking import Comparisons, fit_bt, fit_davidson, fit_elo, fit_prog
+from evalstop_ros.stats.ranking import Comparisons
 from evalstop_ros.stats.ranking_eval import ArenaWorld, mmrv, pearson, simulate_arena
+from evalstop_ros.stats.ranking_fits import fit_bt, fit_davidson, fit_elo, fit_prog
 from evalstop_ros.stats.ranking_task import (
     TaskModelOptions,
     _Design,

@@ -1,0 +1,182 @@
+"""Audit of a hub export: the hash chain, the protocol, every station's uploads, the leaderboard.
+
+``evalstop audit journal.jsonl`` (an ``evalstop hub export``) checks, without the hub:
+
+* **the chain** (:mod:`.chain`): no entry edited, removed, inserted or reordered;
+* **the protocol**: every result belongs to an assignment handed out to the station that
+  reports it, with the assignment's policies and task; one result per assignment; no result for
+  a lease whose trial had been handed out again; every policy registered;
+* **each station** (``--station DIR``, the directory of ``evalstop hub station``): every upload
+  the hub acknowledged holds, in the hub's journal, the scores the station journaled before it
+  uploaded (an edited upload is named by its upload id), and the hub counts no upload of the
+  station that the station never made;
+* **the leaderboard** (``--against board.json``, a saved ``/v1/leaderboard``): re-derived from
+  the entries up to its ``as_of_seq`` with its method, level, ranker and models, by the code the
+  hub runs (:func:`.leaderboard.leaderboard`): the same results, order, pair decisions.
+
+Without ``--against`` the re-derived leaderboard of the whole export is reported.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import pathlib
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from .chain import check_chain
+from .errors import HubError
+from .export import read_export
+from .leaderboard import leaderboard
+from .rankings import MODELS
+
+__all__ = ["HubAudit", "audit_export"]
+
+
+@dataclasses.dataclass
+class HubAudit:
+    """What :func:`audit_export` found: ``problems`` empty means VERIFIED."""
+
+    source: str
+    entries: int
+    results: int
+    stations: list[str]
+    problems: list[str]
+    board: dict[str, Any]
+
+    @property
+    def verified(self) -> bool:
+        return not self.problems
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": "hub export", "source": self.source, "verified": self.verified, "entries": self.entries,
+                "results": self.results, "stations": self.stations, "problems": self.problems, "leaderboard": self.board}
+
+
+def _protocol(entries: Sequence[Mapping[str, Any]]) -> list[str]:
+    problems: list[str] = []
+    policies: set[str] = set()
+    assigned: dict[str, Mapping[str, Any]] = {}
+    handed_again: set[str] = set()
+    reported: set[str] = set()
+    for e in entries:
+        body, seq = e["body"], e["seq"]
+        if e["kind"] == "policy_added":
+            policies.add(body["policy"])
+        elif e["kind"] == "assigned":
+            unknown = {body["policy_a"], body["policy_b"]} - policies
+            if unknown:
+                problems.append(f"entry seq {seq}: assignment {body['assignment']} names unregistered {sorted(unknown)}")
+            if body.get("requeue_of"):
+                handed_again.add(body["requeue_of"])
+            assigned[body["assignment"]] = body
+        elif e["kind"] == "result":
+            name = body["assignment"]
+            lease = assigned.get(name)
+            if lease is None:
+                problems.append(f"entry seq {seq}: result (upload {body['upload_id']}) for assignment {name}, "
+                                "never handed out")
+                continue
+            fields = ("station", "policy_a", "policy_b", "task")
+            wrong = [f for f in fields if lease[f] != body[f]]
+            if wrong:
+                problems.append(f"entry seq {seq}: result (upload {body['upload_id']}) differs from its assignment "
+                                f"{name} in {', '.join(wrong)}")
+            if name in reported:
+                problems.append(f"entry seq {seq}: a second result for assignment {name} (upload {body['upload_id']})")
+            if name in handed_again:
+                problems.append(f"entry seq {seq}: result (upload {body['upload_id']}) for assignment {name}, whose "
+                                "trial had been handed out again")
+            reported.add(name)
+    return problems
+
+
+def _station(directory: pathlib.Path, results: Mapping[str, Mapping[str, Any]]) -> tuple[str, list[str]]:
+    """``(station id, problems)`` of one station's local journal against the hub's results."""
+    path = directory / "station.jsonl" if directory.is_dir() else directory
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as err:
+        raise HubError(f"cannot read the station journal {path}: {err.strerror}") from err
+    records = []
+    for line in text.splitlines():
+        try:
+            records.append(json.loads(line))
+        except ValueError:
+            break  # a torn last line: the station was killed while writing it
+    acked = {r["upload_id"] for r in records if r.get("kind") == "ack"}
+    sent = {r["upload_id"]: r for r in records if r.get("kind") == "result"}
+    problems = []
+    ids = sorted({str(results[u]["station"]) for u in sent if u in results})
+    station = ids[0] if len(ids) == 1 else "?"
+    if len(ids) > 1:
+        problems.append(f"{path}: its uploads are counted for several stations at the hub: {ids}")
+    for upload, record in sent.items():
+        theirs = results.get(upload)
+        if theirs is None:
+            if upload in acked:
+                problems.append(f"{path}: upload {upload} was acknowledged but the hub's journal has no such result")
+            continue
+        mine = (record["assignment_id"], float(record["score_a"]), float(record["score_b"]))
+        held = (theirs["assignment"], float(theirs["score_a"]), float(theirs["score_b"]))
+        if mine != held:
+            problems.append(f"{path}: upload {upload} edited: the station journaled assignment {mine[0]}, "
+                            f"A {mine[1]:g}, B {mine[2]:g}; the hub's journal holds assignment {held[0]}, "
+                            f"A {held[1]:g}, B {held[2]:g}")
+    for upload, body in results.items():
+        if body["station"] == station and upload not in sent:
+            problems.append(f"{path}: the hub counts upload {upload} of station {station}, which the station "
+                            "never journaled")
+    return station, problems
+
+
+def _against(entries: Sequence[Mapping[str, Any]], policies: Sequence[str], published: Mapping[str, Any]) -> list[str]:
+    """The published leaderboard against the one re-derived from the entries it had seen."""
+    try:
+        upto = int(published["as_of_seq"])
+        board = leaderboard(policies, [e for e in entries if e["seq"] <= upto], method=published["method"],
+                            alpha=float(published["alpha"]), ranker=published["ranker"],
+                            models=tuple(published.get("models") or MODELS),
+                            budget=int((published.get("progress") or {}).get("budget") or 0))
+    except (KeyError, TypeError, ValueError) as err:
+        raise HubError(f"the leaderboard to check against is not a hub leaderboard: {err}") from err
+    problems = []
+    if board["n_results"] != published.get("n_results"):
+        problems.append(f"leaderboard: {published.get('n_results')} results published, {board['n_results']} in the "
+                        f"journal up to seq {upto}")
+    order = [row["policy"] for row in board["ranking"]]
+    if order != [row.get("policy") for row in published.get("ranking", [])]:
+        problems.append(f"leaderboard: published order {[r.get('policy') for r in published.get('ranking', [])]}, "
+                        f"re-derived {order}")
+    decided = {(p["policy_a"], p["policy_b"]): (p["decision"], p["better"]) for p in board["pairs"]}
+    for pair in published.get("pairs", []):
+        key = (str(pair.get("policy_a")), str(pair.get("policy_b")))
+        claim = (pair.get("decision"), pair.get("better"))
+        if decided.get(key) != claim:
+            problems.append(f"leaderboard: {key[0]} vs {key[1]} published {claim}, re-derived {decided.get(key)}")
+    return problems
+
+
+def audit_export(path: str | pathlib.Path, stations: Sequence[str | pathlib.Path] = (),
+                 against: Mapping[str, Any] | None = None) -> HubAudit:
+    """Audit the export at ``path`` (see the module docstring); input errors raise :class:`HubError`."""
+    entries = read_export(path)
+    problems = []
+    broken = check_chain(entries)
+    if broken is not None:
+        problems.append(broken)
+    problems += _protocol(entries)
+    results = {e["body"]["upload_id"]: e["body"] for e in entries if e["kind"] == "result"}
+    names = []
+    for directory in stations:
+        name, found = _station(pathlib.Path(directory), results)
+        names.append(name)
+        problems += found
+    policies = sorted(e["body"]["policy"] for e in entries if e["kind"] == "policy_added")
+    if against is not None:
+        problems += _against(entries, policies, against)
+        board = dict(against)
+    else:
+        board = leaderboard(policies, entries) if len(policies) >= 2 else {}
+    return HubAudit(str(path), len(entries), len(results), names, problems, board)

@@ -1,0 +1,133 @@
+"""`evalstop audit` of a hub export (issue #23): the hash chain, the protocol, each station's
+uploads against its own journal, and the published leaderboard re-derived.
+
+A real hub process on SQLite and two simulated station processes produce the record; then it is
+tampered with as an insider would: an exported entry edited, an upload's scores changed with the
+chain recomputed (only the station's journal can tell), a counted result removed, a published
+decision changed. Each is named; the untouched record verifies.
+"""
+
+from __future__ import annotations
+
+import json
+import pathlib
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from hub_support import HubProcess, Station, call, cli, register_hub, stop_all
+
+from evalstop_ros.hub.chain import GENESIS, body_text, link
+
+
+@pytest.fixture(scope="module")
+def record(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+    """A finished hub run: its export, the saved leaderboard and the two stations' directories."""
+    root = tmp_path_factory.mktemp("hub_audit")
+    db = str(root / "hub.sqlite")
+    keys, viewer = register_hub(db, {"alpha": 0.9, "beta": 0.5, "gamma": 0.1}, ("s1", "s2"))
+    hub = HubProcess(db, viewer, root, ["--tasks", "towel,cup", "--seed", "3"])
+    stations = [Station(name, hub.url, root, key, n) for n, (name, key) in enumerate(keys.items())]
+    try:
+        hub.start()
+        for station in stations:
+            station.start()
+        for station in stations:
+            assert station.proc is not None and station.proc.wait(timeout=600) == 0, station.log()
+        export = root / "journal.jsonl"
+        assert cli("hub", "export", "--db", db, "-o", str(export)).returncode == 0
+        status, board = call(hub.url + "/v1/leaderboard", key=viewer)
+        assert status == 200
+        saved = root / "leaderboard.json"
+        saved.write_text(json.dumps(board))
+        yield {"root": root, "export": export, "board": saved, "stations": [s.dir for s in stations]}
+    finally:
+        stop_all(hub, stations)
+
+
+def _audit(export: pathlib.Path, *extra: str) -> tuple[int, dict[str, Any]]:
+    done = cli("audit", str(export), "--json", *extra)
+    assert done.returncode in (0, 1), done.stderr
+    return done.returncode, json.loads(done.stdout)
+
+
+def _entries(export: pathlib.Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in export.read_text().splitlines()]
+
+
+def _write(path: pathlib.Path, entries: list[dict[str, Any]], rechain: bool) -> pathlib.Path:
+    """Write ``entries`` as an export; ``rechain``: recompute every link, as a forger who knows
+    the algorithm would."""
+    previous = GENESIS
+    for entry in entries:
+        if rechain:
+            entry["hash"] = previous = link(previous, entry["at"], entry["kind"], body_text(entry["body"]))
+    path.write_text("".join(json.dumps(e, sort_keys=True) + "\n" for e in entries))
+    return path
+
+
+def test_the_untouched_record_verifies(record: dict[str, Any]) -> None:
+    stations = [f"--station={d}" for d in record["stations"]]
+    status, report = _audit(record["export"], "--against", str(record["board"]), *stations)
+    assert status == 0 and report["verified"] and report["problems"] == []
+    assert report["results"] == 24 and sorted(report["stations"]) == ["s1", "s2"]
+    done = cli("audit", str(record["export"]), *stations)
+    assert done.returncode == 0 and done.stdout.strip().endswith("VERIFIED")
+    assert "24 results, 2 station journal(s)" in done.stdout
+
+
+def test_an_edited_entry_breaks_the_chain(record: dict[str, Any]) -> None:
+    entries = _entries(record["export"])
+    result = next(e for e in entries if e["kind"] == "result")
+    result["body"]["score_a"] = 1.0 - result["body"]["score_a"]
+    status, report = _audit(_write(record["root"] / "edited.jsonl", entries, rechain=False))
+    assert status == 1
+    assert report["problems"] == [f"entry seq {result['seq']} (result) does not match the hash chain: edited, or an "
+                                  "entry before it was removed or changed"]
+
+
+def test_a_forged_upload_is_named_by_its_station(record: dict[str, Any]) -> None:
+    entries = _entries(record["export"])
+    result = next(e for e in entries if e["kind"] == "result" and e["body"]["station"] == "s2")
+    upload = result["body"]["upload_id"]
+    result["body"]["score_b"] = 1.0 - result["body"]["score_b"]
+    forged = _write(record["root"] / "forged.jsonl", entries, rechain=True)
+    assert _audit(forged)[0] == 0  # a chain recomputed by the forger holds: the stations' journals are the witness
+    status, report = _audit(forged, *(f"--station={d}" for d in record["stations"]))
+    assert status == 1 and len(report["problems"]) == 1
+    assert f"upload {upload} edited" in report["problems"][0] and "station.jsonl" in report["problems"][0]
+
+
+def test_a_removed_result_is_missed_by_its_station(record: dict[str, Any]) -> None:
+    entries = _entries(record["export"])
+    dropped = next(e for e in entries if e["kind"] == "result" and e["body"]["station"] == "s1")
+    kept = [e for e in entries if e is not dropped]
+    status, report = _audit(_write(record["root"] / "dropped.jsonl", kept, rechain=True),
+                            *(f"--station={d}" for d in record["stations"]))
+    assert status == 1
+    assert report["problems"] == [f"{record['stations'][0] / 'station.jsonl'}: upload {dropped['body']['upload_id']} "
+                                  "was acknowledged but the hub's journal has no such result"]
+
+
+def test_a_published_decision_that_the_journal_does_not_give_is_named(record: dict[str, Any]) -> None:
+    board = json.loads(record["board"].read_text())
+    board["ranking"] = board["ranking"][::-1]
+    board["pairs"][0]["decision"], board["pairs"][0]["better"] = "a_better", board["pairs"][0]["policy_a"]
+    altered = record["root"] / "altered.json"
+    altered.write_text(json.dumps(board))
+    status, report = _audit(record["export"], "--against", str(altered))
+    assert status == 1
+    assert any(p.startswith("leaderboard: published order") for p in report["problems"])
+    pair = board["pairs"][0]
+    assert any(p.startswith(f"leaderboard: {pair['policy_a']} vs {pair['policy_b']} published") for p in report["problems"])
+
+
+def test_a_result_for_work_never_handed_out_is_a_protocol_violation(record: dict[str, Any]) -> None:
+    entries = _entries(record["export"])
+    result = next(e for e in entries if e["kind"] == "result")
+    entries.append({"seq": entries[-1]["seq"] + 1, "at": entries[-1]["at"] + 1, "kind": "result",
+                    "body": {**result["body"], "assignment": "made-up", "upload_id": "upload-made-up"}})
+    status, report = _audit(_write(record["root"] / "extra.jsonl", entries, rechain=True))
+    assert status == 1
+    assert report["problems"] == [f"entry seq {entries[-1]['seq']}: result (upload upload-made-up) for assignment "
+                                  "made-up, never handed out"]
