@@ -3,7 +3,9 @@
 Starts a throw-away PostgreSQL cluster (tools/hub/postgres.sh, installing Debian's postgresql
 if missing), registers three simulated policies and three stations, serves the hub, runs the
 three stations as separate processes, prints the leaderboard, re-computes it offline from the
-exported journal and checks that both agree. Everything it started is stopped at the end.
+exported journal and checks that both agree, then audits the export (its hash chain, the
+protocol, the stations' uploads against their own journals, the leaderboard re-derived:
+``evalstop audit``). Everything it started is stopped at the end.
 
 With ``--ros-stations`` (``make demo-hub-ros``; needs ``make ros`` and the ROS environment of
 ``tools/ros/env.sh``) each station is an ``evaluation_manager`` in hub mode and a ``sim_robot``,
@@ -156,6 +158,14 @@ def main() -> int:
             print("MISMATCH between the hub's leaderboard and the offline analysis of its journal", file=sys.stderr)
             return 1
         print("the hub's leaderboard equals the offline analysis of its journal")
+        saved = root / "leaderboard.json"
+        saved.write_text(json.dumps(board))
+        stations = [] if args.ros_stations else [f"--station={root / s}" for s in STATIONS]
+        audit = subprocess.run([*CLI, "audit", str(journal), "--against", str(saved), *stations],
+                               capture_output=True, text=True, check=False)
+        print(audit.stdout.rstrip() or audit.stderr.rstrip())
+        if audit.returncode != 0:
+            return 1
         if args.keep:
             shutil.copytree(root, args.keep, dirs_exist_ok=True, ignore=shutil.ignore_patterns("postgres"))
         return 0
