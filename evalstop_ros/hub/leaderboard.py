@@ -35,8 +35,8 @@ from .family import HolmPairs
 from .rankings import MODELS, RANKERS, comparisons_of, fit_model, model_rows
 from .schedule import Focus
 
-__all__ = ["ANYTIME_METHODS", "RANKERS", "REFIT_EVERY", "WARM_UP", "Leaderboard", "Trial", "leaderboard", "trials_of",
-           "win_rate_ranking"]
+__all__ = ["ANYTIME_METHODS", "RANKERS", "REFIT_EVERY", "WARM_UP", "Leaderboard", "Trial", "leaderboard", "refit_point",
+           "trials_of", "win_rate_ranking"]
 
 #: The core's sequential tests valid at any stopping time with no horizon (stats.methods.FACTS).
 ANYTIME_METHODS = frozenset(name for name in METHODS if FACTS[name].pvalue and not FACTS[name].needs_n_max)
@@ -44,6 +44,21 @@ ANYTIME_METHODS = frozenset(name for name in METHODS if FACTS[name].pvalue and n
 REFIT_EVERY = 10
 #: Results every pair gets before the ``uncertain`` schedule trusts the ranking's order.
 WARM_UP = 2
+
+
+def refit_point(n: int) -> int:
+    """How many of ``n`` results the order is fitted on: the last of 1, then steps of
+    :data:`REFIT_EVERY` or 5 % (whichever is more), not above ``n``.  A function of ``n`` alone,
+    so the live board -- whose order is asked for at every lease, after any number of new
+    results -- and an offline analysis of the same journal fit the same results.
+
+    >>> [refit_point(n) for n in (0, 1, 10, 11, 25, 230)]
+    [0, 1, 1, 11, 21, 221]
+    """
+    m = 1 if n else 0
+    while m and m + max(REFIT_EVERY, m // 20) <= n:
+        m += max(REFIT_EVERY, m // 20)
+    return m
 
 
 @dataclasses.dataclass(frozen=True)
@@ -174,13 +189,13 @@ class Leaderboard:
 
     # -- progress and the schedule's focus -------------------------------------------------
     def order(self) -> list[str]:
-        """The current order, best first: Bradley-Terry scores (refitted once the results grew by
-        5 % or :data:`REFIT_EVERY`), then adjacent policies swapped wherever sequential Holm decided the other way."""
-        n = len(self.trials)
-        if n and (self._order_n < 0 or n - self._order_n >= max(REFIT_EVERY, self._order_n // 20)):
-            fit = fit_model("bt", comparisons_of(self.policies, self.trials))
+        """The current order, best first: Bradley-Terry scores of the first :func:`refit_point`
+        results, then adjacent policies swapped wherever sequential Holm decided the other way."""
+        m = refit_point(len(self.trials))
+        if m and m != self._order_n:
+            fit = fit_model("bt", comparisons_of(self.policies, self.trials[:m]))
             self._order = [p for _, p in sorted(zip(-fit.scores, fit.policies))]
-            self._order_n = n
+            self._order_n = m
         order = [p for p in self._order if p in self.policies] + [p for p in self.policies if p not in self._order]
         better = self._claims()
         for _ in range(len(order)):

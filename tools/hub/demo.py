@@ -74,6 +74,8 @@ def _run_ros_stations(hub_url: str, root: pathlib.Path, trials: int, domain: int
     """Each station: sim_robot and evaluation_manager in hub mode, in ROS domain ``domain + i``."""
     if not (ROS_LIB / "evaluation_manager").exists():
         raise SystemExit(f"no ROS build in {ROS_LIB.parent.parent}: run `make ros` (or `make demo-hub-ros`)")
+    # The stations' journals in a directory of their own: the manager makes its journal directory
+    # owner-only (0700), which would lock PostgreSQL's server user out of the cluster under root.
     started: list[tuple[str, subprocess.Popen[bytes], subprocess.Popen[bytes]]] = []
     try:
         for i, name in enumerate(STATIONS):
@@ -85,7 +87,8 @@ def _run_ros_stations(hub_url: str, root: pathlib.Path, trials: int, domain: int
                 manager = subprocess.Popen([
                     str(ROS_LIB / "evaluation_manager"), "--ros-args", "-p", f"hub_url:={hub_url}",
                     "-p", f"station_id:={name}", "-p", f"hub_key_file:={root / f'{name}.key'}",
-                    "-p", f"hub_trials:={trials}", "-p", f"journal_dir:={root}", "-p", "exit_on_finish:=true"],
+                    "-p", f"hub_trials:={trials}", "-p", f"journal_dir:={root / 'journals'}",
+                    "-p", "exit_on_finish:=true"],
                     env=env, stdout=log, stderr=subprocess.STDOUT)
             started.append((name, robot, manager))
         for name, _, manager in started:
