@@ -174,7 +174,10 @@ def test_ros_stations_survive_kills_and_every_result_counts_once(
     check_lost_lease_redone_once(entries, lost_lease, results)
 
     online = offline_equals_online(hub, db, tmp_path)
-    assert online["n_results"] == len(results) == len(stations) * TRIALS
+    # Every station ran TRIALS trials; a result is refused (410) only where its lease had been
+    # handed out again -- the killed station's trial in hand, when another station redid it first.
+    refused = sum(r["kind"] == "rejected" for station in stations for r in station.records())
+    assert refused <= 1 and online["n_results"] == len(results) == len(stations) * TRIALS - refused
     rate = {row["policy"]: row["win_rate"] for row in online["ranking"]}
     assert rate["heron"] > rate["osprey"]
 
