@@ -134,9 +134,10 @@ def _run_hub(args: argparse.Namespace) -> int:
 
     try:
         against = json.loads(pathlib.Path(args.against).read_text(encoding="utf-8")) if args.against else None
-        report = audit_export(args.source, args.station, against)
     except (OSError, ValueError) as err:
         raise CliError(f"cannot read the leaderboard {args.against}: {err}") from err
+    try:
+        report = audit_export(args.source, args.station, against)
     except HubError as err:
         raise CliError(str(err)) from err
     if args.json:

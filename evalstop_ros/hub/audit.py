@@ -20,7 +20,6 @@ Without ``--against`` the re-derived leaderboard of the whole export is reported
 from __future__ import annotations
 
 import dataclasses
-import json
 import pathlib
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -30,6 +29,7 @@ from .errors import HubError
 from .export import read_export
 from .leaderboard import leaderboard
 from .rankings import MODELS
+from .station import JOURNAL, read_journal
 
 __all__ = ["HubAudit", "audit_export"]
 
@@ -94,17 +94,11 @@ def _protocol(entries: Sequence[Mapping[str, Any]]) -> list[str]:
 
 def _station(directory: pathlib.Path, results: Mapping[str, Mapping[str, Any]]) -> tuple[str, list[str]]:
     """``(station id, problems)`` of one station's local journal against the hub's results."""
-    path = directory / "station.jsonl" if directory.is_dir() else directory
+    path = directory / JOURNAL if directory.is_dir() else directory
     try:
-        text = path.read_text(encoding="utf-8")
+        records = read_journal(path)
     except OSError as err:
         raise HubError(f"cannot read the station journal {path}: {err.strerror}") from err
-    records = []
-    for line in text.splitlines():
-        try:
-            records.append(json.loads(line))
-        except ValueError:
-            break  # a torn last line: the station was killed while writing it
     acked = {r["upload_id"] for r in records if r.get("kind") == "ack"}
     sent = {r["upload_id"]: r for r in records if r.get("kind") == "result"}
     problems = []

@@ -70,6 +70,18 @@ def read_key(key_file: str | None) -> str:
     return key
 
 
+def read_journal(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
+    """A station's local journal (``station.jsonl``), in order; a torn last line (a station killed
+    mid-write) is ignored. :class:`OSError` if it cannot be read."""
+    out = []
+    for line in pathlib.Path(path).read_text(encoding="utf-8").splitlines():
+        try:
+            out.append(json.loads(line))
+        except ValueError:
+            break
+    return out
+
+
 class StationClient:
     """HTTP client of one station with a crash-safe local journal of its results."""
 
@@ -121,16 +133,8 @@ class StationClient:
             os.fsync(out.fileno())
 
     def records(self) -> list[dict[str, Any]]:
-        """The local journal; a torn last line (killed mid-write) is ignored."""
-        if not self.journal_path.exists():
-            return []
-        out = []
-        for line in self.journal_path.read_text(encoding="utf-8").splitlines():
-            try:
-                out.append(json.loads(line))
-            except ValueError:
-                break
-        return out
+        """The local journal (:func:`read_journal`)."""
+        return read_journal(self.journal_path) if self.journal_path.exists() else []
 
     def pending(self) -> list[dict[str, Any]]:
         """Results journaled locally and not yet settled with the hub, in order."""

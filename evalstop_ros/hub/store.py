@@ -18,8 +18,8 @@ follow the commit order (a reader that has seen entry ``n`` never later finds an
 ``n``). Row locks are taken in one order (station, its own assignments, pair loads sorted by pair,
 journal lock) and rows of other stations only with ``SKIP LOCKED``, never waited for, so
 transactions cannot deadlock; should the database still abort one (a deadlock or serialisation
-failure, a lost connection), the request is answered 503 and the station retries it. SQLite is for one process: one connection, one lock and
-``BEGIN IMMEDIATE``.
+failure, a lost connection), the request is answered 503 and the station retries it. SQLite is
+for one process: one connection, one lock and ``BEGIN IMMEDIATE``.
 """
 
 from __future__ import annotations
