@@ -151,12 +151,14 @@ class ClosedAdaStop:
                     inside = [pair_index[frozenset((a, c))] for i, a in enumerate(block) for c in block[i + 1 :]
                               if frozenset((a, c)) in pair_index]
                     self.block_pairs[block] = np.asarray(sorted(inside), dtype=np.intp)
-        #: per block: the block-local columns (first, second agent) of its comparisons
-        self._block_columns: dict[tuple[int, ...], list[tuple[int, int]]] = {}
+        #: per block: the block-local columns of the first and of the second agents of its comparisons
+        self._block_columns: dict[tuple[int, ...], tuple[NDArray[np.intp], NDArray[np.intp]]] = {}
         for block, inside_pairs in self.block_pairs.items():
             column = {l: c for c, l in enumerate(block)}
-            self._block_columns[block] = [(column[self.comparisons[int(j)][0]], column[self.comparisons[int(j)][1]])
-                                          for j in inside_pairs]
+            self._block_columns[block] = (
+                np.asarray([column[self.comparisons[int(j)][0]] for j in inside_pairs], dtype=np.intp),
+                np.asarray([column[self.comparisons[int(j)][1]] for j in inside_pairs], dtype=np.intp),
+            )
         #: per partition: the comparisons it implies, and per comparison the partitions implying it
         self.implies = [np.concatenate([self.block_pairs[b] for b in blocks]) for blocks in self.partitions]
         self.holding: list[list[int]] = [[] for _ in self.comparisons]
@@ -170,13 +172,23 @@ class ClosedAdaStop:
         #: random keys of the positions: sorting a block's positions by key relabels the block
         drawn = np.random.default_rng(seed).random((self.b - 1, n_interims, size))
         # the keys are the ranks of the uniform draws (same order, no ties, small integers: fast
-        # to sort and compare); interim-major, one contiguous slab per interim
+        # to compare); the ranks invert the sorting permutation (a scatter, not a second sort)
         dtype = np.int16 if size < 2**15 else np.int32
-        self.keys = np.empty((n_interims, self.b, size), dtype=dtype)
-        self.keys[:, 0] = np.arange(size)  # path 0: the identity
-        self.keys[:, 1:] = np.argsort(np.argsort(drawn, axis=-1), axis=-1).transpose(1, 0, 2)
-        #: the same keys position-major, ``(K, L N, B)``: a block's rows are contiguous
-        self.keys_by_position = np.ascontiguousarray(self.keys.transpose(0, 2, 1))
+        order = np.argsort(drawn, axis=-1)
+        ranks = np.empty(order.shape, dtype=dtype)
+        np.put_along_axis(ranks, order, np.arange(size, dtype=dtype), axis=-1)
+        #: the keys position-major, ``(K, L N, B)``: a block's rows are contiguous, path 0 the identity
+        self.keys = np.empty((n_interims, size, self.b), dtype=dtype)
+        self.keys[:, :, 0] = np.arange(size)
+        self.keys[:, :, 1:] = ranks.transpose(1, 2, 0)
+        #: within-block ranks need at most ``L N - 1``: the smallest integer type that holds them
+        self._count_dtype = np.int8 if size <= 127 else dtype
+        #: ``(L, L N, B)`` per interim: how many of agent ``a``'s positions have a smaller key
+        self._counts: tuple[int, NDArray[np.integer]] | None = None
+        #: per block: its positions, and the path index ``b`` (added to ``slot * B`` for bincount)
+        self._positions = {block: np.concatenate([np.arange(l * n_per_interim, (l + 1) * n_per_interim)
+                                                  for l in block]) for block in self.block_pairs}
+        self._path_index = np.arange(self.b, dtype=np.intp)
         self.crossed = np.zeros(len(self.partitions), dtype=bool)
         self.crossed_at = np.zeros(len(self.partitions), dtype=np.int64)
         self.alive = np.ones((len(self.partitions), self.b), dtype=bool)
@@ -195,39 +207,49 @@ class ClosedAdaStop:
         partition (intersection) that holds the block.
         """
         n, width, b = self.n, len(block), self.b
-        positions = np.concatenate([np.arange(l * n, (l + 1) * n) for l in block])
-        # agent c of the block receives the positions whose key ranks in [cN, (c+1)N)
-        cuts = np.sort(self.keys[k - 1][:, positions], axis=1)[:, n::n].T.copy()  # (|block| - 1, B)
-        keys = self.keys_by_position[k - 1][positions]  # (|block| N, B)
-        slot = (keys >= cuts[0]).view(np.int8).copy() if width > 1 else np.zeros(keys.shape, dtype=np.int8)
-        for c in range(1, width - 1):
-            slot += keys >= cuts[c]
+        positions = self._positions[block]
+        # Agent c of the block receives the positions whose key ranks in [cN, (c+1)N) among the
+        # block's: a position's rank in the block is the sum over the block's agents of how many of
+        # their positions have a smaller key (counted once per interim for all blocks, no sort).
+        counts = self._interim_counts(k)
+        rank = counts[block[0]][positions]
+        for l in block[1:]:
+            rank += counts[l][positions]
+        # bin of (agent c, path p): c B + p
+        bins = np.take((np.arange(width * n) // n) * b, rank)
+        bins += self._path_index
         # Each agent's sum adds its scores one by one in position order (bincount's loop over the
         # position-major bins): paths that deal an agent the same scores get bit-identical sums,
         # so ties with the identity (the same or the mirrored assignment) are exact ties, counted
         # as no exceedance on every machine.
-        bins = slot.astype(np.intp)
-        bins *= b
-        bins += np.arange(b)
         z = scores.reshape(-1)[positions]
-        weights = np.bincount(bins.ravel(), weights=np.repeat(z, b), minlength=width * b)  # float64 with weights
-        s = np.asarray(weights, dtype=np.float64).reshape(width, b)
-        weights = np.bincount(bins.ravel(), weights=np.repeat(np.square(z), b), minlength=width * b)
-        q = np.asarray(weights, dtype=np.float64).reshape(width, b)
+        flat = bins.ravel()
+        s = np.bincount(flat, weights=np.repeat(z, b), minlength=width * b).reshape(width, b)
+        q = np.bincount(flat, weights=np.repeat(np.square(z), b), minlength=width * b).reshape(width, b)
         if block in self._sums:
             s_run, q_run = self._sums[block]
-            s, q = s + s_run, q + q_run
+            s += s_run
+            q += q_run
         self._sums[block] = (s, q)
-        stat = np.zeros(b)
-        total = 2 * k * n
-        for a, c in self._block_columns[block]:
-            pooled = q[a] + q[c]
-            squares = pooled - np.square(s[a] + s[c]) / total
-            spread = squares > _SPREAD_RTOL * pooled  # else the pair's scores are all equal
-            with np.errstate(divide="ignore", invalid="ignore"):
-                studentized = np.where(spread, np.abs(s[a] - s[c]) / np.sqrt(np.maximum(squares, 0.0)), 0.0)
-            np.maximum(stat, studentized, out=stat)
-        return stat
+        first, second = self._block_columns[block]
+        pooled = q[first] + q[second]
+        squares = pooled - np.square(s[first] + s[second]) / (2 * k * n)
+        spread = squares > _SPREAD_RTOL * pooled  # else the pair's scores are all equal
+        with np.errstate(divide="ignore", invalid="ignore"):
+            studentized = np.where(spread, np.abs(s[first] - s[second]) / np.sqrt(np.maximum(squares, 0.0)), 0.0)
+        return np.asarray(studentized.max(axis=0), dtype=np.float64)
+
+    def _interim_counts(self, k: int) -> NDArray[np.integer]:
+        """``(L, L N, B)``: per agent and position, how many of the agent's positions rank lower."""
+        if self._counts is not None and self._counts[0] == k:
+            return self._counts[1]
+        keys, n = self.keys[k - 1], self.n
+        counts = np.zeros((self.n_agents, *keys.shape), dtype=self._count_dtype)
+        for l in sorted({l for pair in self.comparisons for l in pair}):
+            for row in keys[l * n : (l + 1) * n]:
+                counts[l] += keys > row
+        self._counts = (k, counts)
+        return counts
 
     def update(self, block: NDArray[np.float64]) -> NDArray[np.bool_]:
         """Analyse interim ``k`` (``block``: ``(L, N)`` scores); return the comparisons rejected so far.
