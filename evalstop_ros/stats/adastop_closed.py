@@ -174,9 +174,10 @@ class ClosedAdaStop:
         # the keys are the ranks of the uniform draws (same order, no ties, small integers: fast
         # to compare); the ranks invert the sorting permutation (a scatter, not a second sort)
         dtype = np.int16 if size < 2**15 else np.int32
-        order = np.argsort(drawn, axis=-1)
-        ranks = np.empty(order.shape, dtype=dtype)
-        np.put_along_axis(ranks, order, np.arange(size, dtype=dtype), axis=-1)
+        order = np.argsort(drawn, axis=-1).reshape(-1, size)
+        order += np.arange(0, order.size, size)[:, None]  # flat index of each row's sorted positions
+        ranks = np.empty(drawn.shape, dtype=dtype)
+        ranks.reshape(-1)[order.reshape(-1)] = np.tile(np.arange(size, dtype=dtype), len(order))
         #: the keys position-major, ``(K, L N, B)``: a block's rows are contiguous, path 0 the identity
         self.keys = np.empty((n_interims, size, self.b), dtype=dtype)
         self.keys[:, :, 0] = np.arange(size)
@@ -185,7 +186,7 @@ class ClosedAdaStop:
         self._count_dtype = np.int8 if size <= 127 else dtype
         #: ``(L, L N, B)`` per interim: how many of agent ``a``'s positions have a smaller key
         self._counts: tuple[int, NDArray[np.integer]] | None = None
-        #: per block: its positions, and the path index ``b`` (added to ``slot * B`` for bincount)
+        #: per block: its positions; and the path indices
         self._positions = {block: np.concatenate([np.arange(l * n_per_interim, (l + 1) * n_per_interim)
                                                   for l in block]) for block in self.block_pairs}
         self._path_index = np.arange(self.b, dtype=np.intp)
@@ -194,8 +195,9 @@ class ClosedAdaStop:
         self.alive = np.ones((len(self.partitions), self.b), dtype=bool)
         self.spent = np.zeros(len(self.partitions))
         self.boundary = np.full(len(self.partitions), math.inf)
-        #: per block: running (|block|, B) sums and sums of squares of the scores each agent receives
-        self._sums: dict[tuple[int, ...], tuple[NDArray[np.float64], NDArray[np.float64]]] = {}
+        #: per block: running (B, |block|) sums (real) and sums of squares (imaginary) of the scores
+        #: each agent receives
+        self._sums: dict[tuple[int, ...], NDArray[np.complex128]] = {}
         self._centre: float | None = None
         self.interim = 0
 
@@ -215,28 +217,43 @@ class ClosedAdaStop:
         rank = counts[block[0]][positions]
         for l in block[1:]:
             rank += counts[l][positions]
-        # bin of (agent c, path p): c B + p
-        bins = np.take((np.arange(width * n) // n) * b, rank)
-        bins += self._path_index
-        # Each agent's sum adds its scores one by one in position order (bincount's loop over the
-        # position-major bins): paths that deal an agent the same scores get bit-identical sums,
-        # so ties with the identity (the same or the mirrored assignment) are exact ties, counted
-        # as no exceedance on every machine.
+        slot = np.greater_equal(rank, n).view(np.int8)
+        for c in range(2, width):
+            slot += rank >= c * n
+        # Each agent's sum adds its scores one by one in position order: ``np.add.at`` adds one
+        # position's score to its agent's bin ``path * |block| + agent`` on every path, position
+        # after position, and the complex weights carry the scores (real part) and their squares
+        # (imaginary part) through one pass, each part added exactly as a float.  Paths that deal
+        # an agent the same scores get bit-identical sums, so ties with the identity (the same or
+        # the mirrored assignment) are exact ties, counted as no exceedance on every machine.
+        bins = np.add(slot, self._path_index * width, dtype=np.intp)
         z = scores.reshape(-1)[positions]
-        flat = bins.ravel()
-        s = np.bincount(flat, weights=np.repeat(z, b), minlength=width * b).reshape(width, b)
-        q = np.bincount(flat, weights=np.repeat(np.square(z), b), minlength=width * b).reshape(width, b)
+        weights = np.empty(z.size, dtype=np.complex128)
+        weights.real, weights.imag = z, np.square(z)
+        sums = np.zeros((b, width), dtype=np.complex128)  # (path, agent): sum + 1j * sum of squares
+        flat = sums.reshape(-1)
+        for row, weight in zip(bins, weights, strict=True):
+            np.add.at(flat, row, weight)
         if block in self._sums:
-            s_run, q_run = self._sums[block]
-            s += s_run
-            q += q_run
-        self._sums[block] = (s, q)
+            sums += self._sums[block]
+        self._sums[block] = sums
+        s = np.ascontiguousarray(sums.real.T)  # (agent, path)
+        q = np.ascontiguousarray(sums.imag.T)
         first, second = self._block_columns[block]
-        pooled = q[first] + q[second]
-        squares = pooled - np.square(s[first] + s[second]) / (2 * k * n)
-        spread = squares > _SPREAD_RTOL * pooled  # else the pair's scores are all equal
-        with np.errstate(divide="ignore", invalid="ignore"):
-            studentized = np.where(spread, np.abs(s[first] - s[second]) / np.sqrt(np.maximum(squares, 0.0)), 0.0)
+        if width == 2:  # one comparison: views, no copies
+            s_one, s_two, q_one, q_two = s[:1], s[1:], q[:1], q[1:]
+        else:
+            s_one, s_two, q_one, q_two = s[first], s[second], q[first], q[second]
+        pooled = q_one + q_two  # (comparison, path)
+        squares = s_one + s_two
+        np.square(squares, out=squares)
+        squares /= 2 * k * n
+        np.subtract(pooled, squares, out=squares)
+        pooled *= _SPREAD_RTOL
+        spread = squares > pooled  # else the pair's scores are all equal
+        difference = np.abs(s_one - s_two)
+        np.sqrt(squares, out=squares, where=spread)
+        studentized = np.divide(difference, squares, out=np.zeros(squares.shape), where=spread)
         return np.asarray(studentized.max(axis=0), dtype=np.float64)
 
     def _interim_counts(self, k: int) -> NDArray[np.integer]:
