@@ -124,6 +124,14 @@ class ClosedAdaStop:
     positions of a block by key and dealing them ``N`` per agent is a uniform relabeling of that
     block, independent across disjoint blocks, so one draw serves every partition (Hemerik and
     Goeman 2018: a random subset of the group that contains the identity keeps the test exact).
+
+    Cost (issue 20): nothing is sorted per block.  Once per interim, for every agent and position,
+    the number of the agent's positions with a smaller key is counted; a position's rank inside a
+    block is the sum of these counts over the block's agents, and the rank says which agent
+    receives it.  Each agent's sum and sum of squares then add its scores in position order (one
+    ``np.add.at`` per position over all paths, complex weights carrying both), so the result is
+    bit for bit that of sorting and summing path by path (``test_adastop.py`` checks it against
+    such a plain reference).
     """
 
     def __init__(
@@ -250,8 +258,13 @@ class ClosedAdaStop:
         squares /= 2 * k * n
         np.subtract(pooled, squares, out=squares)
         pooled *= _SPREAD_RTOL
-        spread = squares > pooled  # else the pair's scores are all equal
-        difference = np.abs(s_one - s_two)
+        spread = squares > pooled  # else the pair's scores are all equal: statistic 0
+        difference = np.subtract(s_one, s_two)
+        np.abs(difference, out=difference)
+        if spread.all():  # the usual case: no masked (slower) passes
+            np.sqrt(squares, out=squares)
+            np.divide(difference, squares, out=difference)
+            return np.asarray(difference.max(axis=0), dtype=np.float64)
         np.sqrt(squares, out=squares, where=spread)
         studentized = np.divide(difference, squares, out=np.zeros(squares.shape), where=spread)
         return np.asarray(studentized.max(axis=0), dtype=np.float64)
