@@ -59,6 +59,9 @@ __all__ = ["MAX_PARTITIONS", "ClosedAdaStop", "closed_partitions"]
 MAX_PARTITIONS = 1000
 #: Slack (in permutation counts) of ``floor(level * B)``: the spent level is a sum of ratios.
 _COUNT_TOL = 1e-9
+#: Largest ``N`` whose within-block ranks are counted by direct key comparisons (cost ``N`` passes
+#: per agent); above, by running counts over the ranks (a few passes, independent of ``N``).
+_COUNT_BY_COMPARISON_MAX = 12
 #: Pooled sums of squares below this fraction of the raw ones are rounding noise: equal scores.
 _SPREAD_RTOL = 1e-12
 
@@ -190,6 +193,15 @@ class ClosedAdaStop:
         self.keys = np.empty((n_interims, size, self.b), dtype=dtype)
         self.keys[:, :, 0] = np.arange(size)
         self.keys[:, :, 1:] = ranks.transpose(1, 2, 0)
+        #: ``(K, L N, B)``: the agent whose position holds each rank, for counting by running
+        #: sums when ``N`` is large (:meth:`_interim_counts`)
+        self._owner: NDArray[np.integer] | None = None
+        if n_per_interim > _COUNT_BY_COMPARISON_MAX:
+            self._owner = np.empty((n_interims, size, self.b), dtype=np.int8 if n_agents <= 127 else np.int16)
+            self._owner[:, :, 0] = np.arange(size) // n_per_interim
+            order -= np.arange(0, order.size, size)[:, None]
+            order //= n_per_interim
+            self._owner[:, :, 1:] = order.reshape(drawn.shape).transpose(1, 2, 0)
         #: within-block ranks need at most ``L N - 1``: the smallest integer type that holds them
         self._count_dtype = np.int8 if size <= 127 else dtype
         #: ``(L, L N, B)`` per interim: how many of agent ``a``'s positions have a smaller key
@@ -270,14 +282,31 @@ class ClosedAdaStop:
         return np.asarray(studentized.max(axis=0), dtype=np.float64)
 
     def _interim_counts(self, k: int) -> NDArray[np.integer]:
-        """``(L, L N, B)``: per agent and position, how many of the agent's positions rank lower."""
+        """``(L, L N, B)``: per agent and position, how many of the agent's positions rank lower.
+
+        Up to :data:`_COUNT_BY_COMPARISON_MAX` scores per interim, by comparing every position's
+        key with each of the agent's ``N`` keys; above, by a running count over the ranks of the
+        positions the agent holds, read back at each position's rank (``O(L N B)`` per agent).
+        """
         if self._counts is not None and self._counts[0] == k:
             return self._counts[1]
         keys, n = self.keys[k - 1], self.n
         counts = np.zeros((self.n_agents, *keys.shape), dtype=self._count_dtype)
-        for l in sorted({l for pair in self.comparisons for l in pair}):
-            for row in keys[l * n : (l + 1) * n]:
-                counts[l] += keys > row
+        agents = sorted({l for pair in self.comparisons for l in pair})
+        if self._owner is None:
+            for l in agents:
+                for row in keys[l * n : (l + 1) * n]:
+                    counts[l] += keys > row
+        else:
+            owner = self._owner[k - 1]
+            at_rank = keys.astype(np.intp)  # flat index of (rank of position p, path) in (L N, B)
+            at_rank *= self.b
+            at_rank += self._path_index
+            for l in agents:
+                held = owner == l
+                below = np.cumsum(held, axis=0, dtype=self._count_dtype)
+                below -= held  # agent l's positions at strictly smaller ranks
+                np.take(below.reshape(-1), at_rank, out=counts[l])
         self._counts = (k, counts)
         return counts
 

@@ -645,3 +645,21 @@ def test_closed_engine_matches_the_plain_reference(agents, n, k_max, b, seed, co
     want = _reference_closed_trace(test.comparisons, agents, n, k_max, b, 0.2, seed, blocks)
     assert got == want
     assert any(any(step[2]) for step in got) and not all(got[-1][2])  # some but not all tests crossed
+
+
+@pytest.mark.parametrize("n", [3, 13])  # both ways of counting (direct comparisons, running counts)
+def test_closed_engine_within_block_counts_follow_the_keys(n):
+    from evalstop_ros.stats import adastop_closed
+
+    assert 3 <= adastop_closed._COUNT_BY_COMPARISON_MAX < 13
+    engine = adastop_closed.ClosedAdaStop([(0, 1), (1, 2), (0, 3)], n_agents=5, n_per_interim=n, n_interims=2,
+                                          alpha=0.1, n_permutations=50, seed=8)
+    assert (engine._owner is None) == (n <= adastop_closed._COUNT_BY_COMPARISON_MAX)
+    for k in (1, 2):
+        keys = engine.keys[k - 1].astype(int)  # (positions, paths): a permutation of the ranks per path
+        assert (np.sort(keys, axis=0) == np.arange(5 * n)[:, None]).all() and (keys[:, 0] == np.arange(5 * n)).all()
+        counts = engine._interim_counts(k)
+        for agent in range(4):
+            own = keys[agent * n : (agent + 1) * n]
+            assert np.array_equal(counts[agent], (own[:, None, :] < keys[None]).sum(axis=0)), (k, agent)
+        assert not counts[4].any()  # agent 4 is in no comparison
