@@ -281,18 +281,21 @@ class ClosedAdaStop:
         studentized = np.divide(difference, squares, out=np.zeros(squares.shape), where=spread)
         return np.asarray(studentized.max(axis=0), dtype=np.float64)
 
-    def _interim_counts(self, k: int) -> NDArray[np.integer]:
+    def _interim_counts(self, k: int, agents: Sequence[int] | None = None) -> NDArray[np.integer]:
         """``(L, L N, B)``: per agent and position, how many of the agent's positions rank lower.
 
         Up to :data:`_COUNT_BY_COMPARISON_MAX` scores per interim, by comparing every position's
         key with each of the agent's ``N`` keys; above, by a running count over the ranks of the
         positions the agent holds, read back at each position's rank (``O(L N B)`` per agent).
+        Only ``agents`` are counted (default: every agent of a comparison); the rows of the others
+        stay 0.  Computed once per interim.
         """
         if self._counts is not None and self._counts[0] == k:
             return self._counts[1]
         keys, n = self.keys[k - 1], self.n
         counts = np.zeros((self.n_agents, *keys.shape), dtype=self._count_dtype)
-        agents = sorted({l for pair in self.comparisons for l in pair})
+        if agents is None:
+            agents = sorted({l for pair in self.comparisons for l in pair})
         if self._owner is None:
             for l in agents:
                 for row in keys[l * n : (l + 1) * n]:
@@ -305,7 +308,7 @@ class ClosedAdaStop:
             for l in agents:
                 held = owner == l
                 below = np.cumsum(held, axis=0, dtype=self._count_dtype)
-                below -= held  # agent l's positions at strictly smaller ranks
+                np.subtract(below, held, out=below)  # agent l's positions at strictly smaller ranks
                 np.take(below.reshape(-1), at_rank, out=counts[l])
         self._counts = (k, counts)
         return counts
@@ -325,6 +328,7 @@ class ClosedAdaStop:
         needed = {b for p in open_parts for b in self.partitions[p]}
         for stale in set(self._sums) - needed:
             del self._sums[stale]
+        self._interim_counts(k, sorted({l for b in needed for l in b}))  # the agents still relabeled
         stats = {b: self._block_stats(b, scores, k) for b in sorted(needed)}
         self.boundary[:] = math.inf
         for p in open_parts:
