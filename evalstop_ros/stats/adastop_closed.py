@@ -246,7 +246,9 @@ class ClosedAdaStop:
         # (imaginary part) through one pass, each part added exactly as a float.  Paths that deal
         # an agent the same scores get bit-identical sums, so ties with the identity (the same or
         # the mirrored assignment) are exact ties, counted as no exceedance on every machine.
-        bins = np.add(slot, self._path_index * width, dtype=np.intp)
+        index_type = np.int32 if b * width < 2**31 else np.intp  # narrower indices: faster np.add.at
+        bins = slot.astype(index_type)
+        bins += np.arange(0, b * width, width, dtype=index_type)
         z = scores.reshape(-1)[positions]
         weights = np.empty(z.size, dtype=np.complex128)
         weights.real, weights.imag = z, np.square(z)
