@@ -262,7 +262,7 @@ class ClosedAdaStop:
         s = np.ascontiguousarray(sums.real.T)  # (agent, path)
         q = np.ascontiguousarray(sums.imag.T)
         first, second = self._block_columns[block]
-        if width == 2:  # one comparison: views, no copies
+        if width == 2:  # one comparison (its statistic is symmetric in the two agents): views, no copies
             s_one, s_two, q_one, q_two = s[:1], s[1:], q[:1], q[1:]
         else:
             s_one, s_two, q_one, q_two = s[first], s[second], q[first], q[second]
