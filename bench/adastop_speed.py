@@ -83,7 +83,10 @@ def main() -> None:
     args = parser.parse_args()
     scores = np.random.default_rng(0).normal(size=(N * K, L))
     print(f"AdaStop, {L} agents, N = {N}, K = {K}, B = {B}, all pairs, null data (all interims run); best of {args.repeat}")
+    load_before = os.getloadavg()[0]
     ours = {p: time_ours(scores, args.repeat, p) for p in ("closed", "relabel", "split")}
+    print(f"load average (1 min) {load_before:.2f} before, {os.getloadavg()[0]:.2f} after, {os.cpu_count()} CPUs; "
+          f"closed / relabel = {ours['closed'] / ours['relabel']:.1f}, closed / split = {ours['closed'] / ours['split']:.1f}")
     package, source = time_package(scores, args.repeat)
     print(f"{'implementation':<34} {'time [s]':>9} {'goal < 1 s':>11} {'speed-up vs package':>20}")
     for permutation, seconds in ours.items():

@@ -59,6 +59,9 @@ __all__ = ["MAX_PARTITIONS", "ClosedAdaStop", "closed_partitions"]
 MAX_PARTITIONS = 1000
 #: Slack (in permutation counts) of ``floor(level * B)``: the spent level is a sum of ratios.
 _COUNT_TOL = 1e-9
+#: Largest ``N`` whose within-block ranks are counted by direct key comparisons (cost ``N`` passes
+#: per agent); above, by running counts over the ranks (a few passes, independent of ``N``).
+_COUNT_BY_COMPARISON_MAX = 12
 #: Pooled sums of squares below this fraction of the raw ones are rounding noise: equal scores.
 _SPREAD_RTOL = 1e-12
 
@@ -124,6 +127,14 @@ class ClosedAdaStop:
     positions of a block by key and dealing them ``N`` per agent is a uniform relabeling of that
     block, independent across disjoint blocks, so one draw serves every partition (Hemerik and
     Goeman 2018: a random subset of the group that contains the identity keeps the test exact).
+
+    Cost (issue 20): nothing is sorted per block.  Once per interim, for every agent and position,
+    the number of the agent's positions with a smaller key is counted; a position's rank inside a
+    block is the sum of these counts over the block's agents, and the rank says which agent
+    receives it.  Each agent's sum and sum of squares then add its scores in position order (one
+    ``np.add.at`` per position over all paths, complex weights carrying both), so the result is
+    bit for bit that of sorting and summing path by path (``test_adastop.py`` checks it against
+    such a plain reference).
     """
 
     def __init__(
@@ -151,12 +162,14 @@ class ClosedAdaStop:
                     inside = [pair_index[frozenset((a, c))] for i, a in enumerate(block) for c in block[i + 1 :]
                               if frozenset((a, c)) in pair_index]
                     self.block_pairs[block] = np.asarray(sorted(inside), dtype=np.intp)
-        #: per block: the block-local columns (first, second agent) of its comparisons
-        self._block_columns: dict[tuple[int, ...], list[tuple[int, int]]] = {}
+        #: per block: the block-local columns of the first and of the second agents of its comparisons
+        self._block_columns: dict[tuple[int, ...], tuple[NDArray[np.intp], NDArray[np.intp]]] = {}
         for block, inside_pairs in self.block_pairs.items():
             column = {l: c for c, l in enumerate(block)}
-            self._block_columns[block] = [(column[self.comparisons[int(j)][0]], column[self.comparisons[int(j)][1]])
-                                          for j in inside_pairs]
+            self._block_columns[block] = (
+                np.asarray([column[self.comparisons[int(j)][0]] for j in inside_pairs], dtype=np.intp),
+                np.asarray([column[self.comparisons[int(j)][1]] for j in inside_pairs], dtype=np.intp),
+            )
         #: per partition: the comparisons it implies, and per comparison the partitions implying it
         self.implies = [np.concatenate([self.block_pairs[b] for b in blocks]) for blocks in self.partitions]
         self.holding: list[list[int]] = [[] for _ in self.comparisons]
@@ -170,20 +183,41 @@ class ClosedAdaStop:
         #: random keys of the positions: sorting a block's positions by key relabels the block
         drawn = np.random.default_rng(seed).random((self.b - 1, n_interims, size))
         # the keys are the ranks of the uniform draws (same order, no ties, small integers: fast
-        # to sort and compare); interim-major, one contiguous slab per interim
+        # to compare); the ranks invert the sorting permutation (a scatter, not a second sort)
         dtype = np.int16 if size < 2**15 else np.int32
-        self.keys = np.empty((n_interims, self.b, size), dtype=dtype)
-        self.keys[:, 0] = np.arange(size)  # path 0: the identity
-        self.keys[:, 1:] = np.argsort(np.argsort(drawn, axis=-1), axis=-1).transpose(1, 0, 2)
-        #: the same keys position-major, ``(K, L N, B)``: a block's rows are contiguous
-        self.keys_by_position = np.ascontiguousarray(self.keys.transpose(0, 2, 1))
+        order = np.argsort(drawn, axis=-1).reshape(-1, size)
+        order += np.arange(0, order.size, size)[:, None]  # flat index of each row's sorted positions
+        ranks = np.empty(drawn.shape, dtype=dtype)
+        ranks.reshape(-1)[order.reshape(-1)] = np.tile(np.arange(size, dtype=dtype), len(order))
+        #: the keys position-major, ``(K, L N, B)``: a block's rows are contiguous, path 0 the identity
+        self.keys = np.empty((n_interims, size, self.b), dtype=dtype)
+        self.keys[:, :, 0] = np.arange(size)
+        self.keys[:, :, 1:] = ranks.transpose(1, 2, 0)
+        #: ``(K, L N, B)``: the agent whose position holds each rank, for counting by running
+        #: sums when ``N`` is large (:meth:`_interim_counts`)
+        self._owner: NDArray[np.integer] | None = None
+        if n_per_interim > _COUNT_BY_COMPARISON_MAX:
+            self._owner = np.empty((n_interims, size, self.b), dtype=np.int8 if n_agents <= 127 else np.int16)
+            self._owner[:, :, 0] = np.arange(size) // n_per_interim
+            order -= np.arange(0, order.size, size)[:, None]
+            order //= n_per_interim
+            self._owner[:, :, 1:] = order.reshape(drawn.shape).transpose(1, 2, 0)
+        #: within-block ranks need at most ``L N - 1``: the smallest integer type that holds them
+        self._count_dtype = np.int8 if size <= 127 else dtype
+        #: ``(L, L N, B)`` per interim: how many of agent ``a``'s positions have a smaller key
+        self._counts: tuple[int, NDArray[np.integer]] | None = None
+        #: per block: its positions; and the path indices
+        self._positions = {block: np.concatenate([np.arange(l * n_per_interim, (l + 1) * n_per_interim)
+                                                  for l in block]) for block in self.block_pairs}
+        self._path_index = np.arange(self.b, dtype=np.intp)
         self.crossed = np.zeros(len(self.partitions), dtype=bool)
         self.crossed_at = np.zeros(len(self.partitions), dtype=np.int64)
         self.alive = np.ones((len(self.partitions), self.b), dtype=bool)
         self.spent = np.zeros(len(self.partitions))
         self.boundary = np.full(len(self.partitions), math.inf)
-        #: per block: running (|block|, B) sums and sums of squares of the scores each agent receives
-        self._sums: dict[tuple[int, ...], tuple[NDArray[np.float64], NDArray[np.float64]]] = {}
+        #: per block: running (B, |block|) sums (real) and sums of squares (imaginary) of the scores
+        #: each agent receives
+        self._sums: dict[tuple[int, ...], NDArray[np.complex128]] = {}
         self._centre: float | None = None
         self.interim = 0
 
@@ -195,39 +229,91 @@ class ClosedAdaStop:
         partition (intersection) that holds the block.
         """
         n, width, b = self.n, len(block), self.b
-        positions = np.concatenate([np.arange(l * n, (l + 1) * n) for l in block])
-        # agent c of the block receives the positions whose key ranks in [cN, (c+1)N)
-        cuts = np.sort(self.keys[k - 1][:, positions], axis=1)[:, n::n].T.copy()  # (|block| - 1, B)
-        keys = self.keys_by_position[k - 1][positions]  # (|block| N, B)
-        slot = (keys >= cuts[0]).view(np.int8).copy() if width > 1 else np.zeros(keys.shape, dtype=np.int8)
-        for c in range(1, width - 1):
-            slot += keys >= cuts[c]
-        # Each agent's sum adds its scores one by one in position order (bincount's loop over the
-        # position-major bins): paths that deal an agent the same scores get bit-identical sums,
-        # so ties with the identity (the same or the mirrored assignment) are exact ties, counted
-        # as no exceedance on every machine.
-        bins = slot.astype(np.intp)
-        bins *= b
-        bins += np.arange(b)
+        positions = self._positions[block]
+        # Agent c of the block receives the positions whose key ranks in [cN, (c+1)N) among the
+        # block's: a position's rank in the block is the sum over the block's agents of how many of
+        # their positions have a smaller key (counted once per interim for all blocks, no sort).
+        counts = self._interim_counts(k)
+        rank = counts[block[0]][positions]
+        for l in block[1:]:
+            rank += counts[l][positions]
+        slot = np.greater_equal(rank, n).view(np.int8)
+        for c in range(2, width):
+            slot += rank >= c * n
+        # Each agent's sum adds its scores one by one in position order: ``np.add.at`` adds one
+        # position's score to its agent's bin ``path * |block| + agent`` on every path, position
+        # after position, and the complex weights carry the scores (real part) and their squares
+        # (imaginary part) through one pass, each part added exactly as a float.  Paths that deal
+        # an agent the same scores get bit-identical sums, so ties with the identity (the same or
+        # the mirrored assignment) are exact ties, counted as no exceedance on every machine.
+        index_type = np.int32 if b * width < 2**31 else np.intp  # narrower indices: faster np.add.at
+        bins = slot.astype(index_type)
+        bins += np.arange(0, b * width, width, dtype=index_type)
         z = scores.reshape(-1)[positions]
-        weights = np.bincount(bins.ravel(), weights=np.repeat(z, b), minlength=width * b)  # float64 with weights
-        s = np.asarray(weights, dtype=np.float64).reshape(width, b)
-        weights = np.bincount(bins.ravel(), weights=np.repeat(np.square(z), b), minlength=width * b)
-        q = np.asarray(weights, dtype=np.float64).reshape(width, b)
+        weights = np.empty(z.size, dtype=np.complex128)
+        weights.real, weights.imag = z, np.square(z)
+        sums = np.zeros((b, width), dtype=np.complex128)  # (path, agent): sum + 1j * sum of squares
+        flat = sums.reshape(-1)
+        for row, weight in zip(bins, weights, strict=True):
+            np.add.at(flat, row, weight)
         if block in self._sums:
-            s_run, q_run = self._sums[block]
-            s, q = s + s_run, q + q_run
-        self._sums[block] = (s, q)
-        stat = np.zeros(b)
-        total = 2 * k * n
-        for a, c in self._block_columns[block]:
-            pooled = q[a] + q[c]
-            squares = pooled - np.square(s[a] + s[c]) / total
-            spread = squares > _SPREAD_RTOL * pooled  # else the pair's scores are all equal
-            with np.errstate(divide="ignore", invalid="ignore"):
-                studentized = np.where(spread, np.abs(s[a] - s[c]) / np.sqrt(np.maximum(squares, 0.0)), 0.0)
-            np.maximum(stat, studentized, out=stat)
-        return stat
+            sums += self._sums[block]
+        self._sums[block] = sums
+        s = np.ascontiguousarray(sums.real.T)  # (agent, path)
+        q = np.ascontiguousarray(sums.imag.T)
+        first, second = self._block_columns[block]
+        if width == 2:  # one comparison (its statistic is symmetric in the two agents): views, no copies
+            s_one, s_two, q_one, q_two = s[:1], s[1:], q[:1], q[1:]
+        else:
+            s_one, s_two, q_one, q_two = s[first], s[second], q[first], q[second]
+        pooled = q_one + q_two  # (comparison, path)
+        squares = s_one + s_two
+        np.square(squares, out=squares)
+        squares /= 2 * k * n
+        np.subtract(pooled, squares, out=squares)
+        pooled *= _SPREAD_RTOL
+        spread = squares > pooled  # else the pair's scores are all equal: statistic 0
+        difference = np.subtract(s_one, s_two)
+        np.abs(difference, out=difference)
+        if spread.all():  # the usual case: no masked (slower) passes
+            np.sqrt(squares, out=squares)
+            np.divide(difference, squares, out=difference)
+            return np.asarray(difference.max(axis=0), dtype=np.float64)
+        np.sqrt(squares, out=squares, where=spread)
+        studentized = np.divide(difference, squares, out=np.zeros(squares.shape), where=spread)
+        return np.asarray(studentized.max(axis=0), dtype=np.float64)
+
+    def _interim_counts(self, k: int, agents: Sequence[int] | None = None) -> NDArray[np.integer]:
+        """``(L, L N, B)``: per agent and position, how many of the agent's positions rank lower.
+
+        Up to :data:`_COUNT_BY_COMPARISON_MAX` scores per interim, by comparing every position's
+        key with each of the agent's ``N`` keys; above, by a running count over the ranks of the
+        positions the agent holds, read back at each position's rank (``O(L N B)`` per agent).
+        Only ``agents`` are counted (default: every agent of a comparison); the rows of the others
+        stay 0.  Computed once per interim.
+        """
+        if self._counts is not None and self._counts[0] == k:
+            return self._counts[1]
+        keys, n = self.keys[k - 1], self.n
+        counts = np.zeros((self.n_agents, *keys.shape), dtype=self._count_dtype)
+        if agents is None:
+            agents = sorted({l for pair in self.comparisons for l in pair})
+        if self._owner is None:
+            for l in agents:
+                for row in keys[l * n : (l + 1) * n]:
+                    counts[l] += keys > row
+        else:
+            owner = self._owner[k - 1]
+            at_rank = keys.astype(np.intp)  # flat index of (rank of position p, path) in (L N, B)
+            at_rank *= self.b
+            at_rank += self._path_index
+            for l in agents:
+                held = owner == l
+                below = np.cumsum(held, axis=0, dtype=self._count_dtype)
+                np.subtract(below, held, out=below)  # agent l's positions at strictly smaller ranks
+                np.take(below.reshape(-1), at_rank, out=counts[l])
+        self._counts = (k, counts)
+        return counts
 
     def update(self, block: NDArray[np.float64]) -> NDArray[np.bool_]:
         """Analyse interim ``k`` (``block``: ``(L, N)`` scores); return the comparisons rejected so far.
@@ -244,6 +330,7 @@ class ClosedAdaStop:
         needed = {b for p in open_parts for b in self.partitions[p]}
         for stale in set(self._sums) - needed:
             del self._sums[stale]
+        self._interim_counts(k, sorted({l for b in needed for l in b}))  # the agents still relabeled
         stats = {b: self._block_stats(b, scores, k) for b in sorted(needed)}
         self.boundary[:] = math.inf
         for p in open_parts:

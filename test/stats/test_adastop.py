@@ -553,3 +553,118 @@ def test_closed_engine_is_bit_identical_to_the_recorded_traces():
                           "crossed": c.crossed.astype(int).tolist(), "alive": int(c.alive.sum()),
                           "decisions": list(result.decisions)})
         assert hashlib.sha256(json.dumps(trace).encode()).hexdigest()[:16] == _CLOSED_TRACES[name], name
+
+
+# -- the closed engine against a plain reference (issue 20, speed-ups must change no bit) -----------
+def _reference_closed_trace(comparisons, agents, n, k_max, b, alpha, seed, blocks):
+    """The closed scheme of docs/adastop.md written out path by path in plain Python floats.
+
+    Paths: path 0 the identity, path ``i >= 1`` sorts each block's positions by the seed's uniform
+    draws ``[i - 1, k]`` and deals them ``N`` per agent (block agents in index order); each agent's
+    sum adds its scores in position order from 0.0.  Boundaries: seed 002 Eqs. (10)-(12) per partition.
+    """
+    from evalstop_ros.stats.adastop_closed import closed_partitions
+
+    partitions = closed_partitions(comparisons)
+    draws = np.random.default_rng(seed).random((b - 1, k_max, agents * n))
+    used = sorted({l for pair in comparisons for l in pair})
+    all_blocks = sorted({blk for part in partitions for blk in part})
+    inside = {blk: [j for j, (l1, l2) in enumerate(comparisons) if l1 in blk and l2 in blk] for blk in all_blocks}
+    running = {blk: [[[0.0, 0.0] for _ in blk] for _ in range(b)] for blk in all_blocks}
+    crossed, spent, alive = [False] * len(partitions), [0.0] * len(partitions), [[True] * b for _ in partitions]
+    centre, trace = None, []
+    for k in range(1, len(blocks) + 1):
+        block = blocks[k - 1]
+        if centre is None:
+            centre = float(block[used].mean())
+        z = [float(x - centre) if math.isfinite(x) else 0.0 for x in block.reshape(-1)]
+        stat = {}
+        for blk in all_blocks:
+            positions = [l * n + i for l in blk for i in range(n)]
+            stat[blk] = []
+            for path in range(b):
+                ranked = positions if path == 0 else sorted(positions, key=lambda p: draws[path - 1, k - 1, p])
+                owner = {p: ranked.index(p) // n for p in positions}
+                for c in range(len(blk)):
+                    s = q = 0.0
+                    for p in positions:  # position order
+                        if owner[p] == c:
+                            s += z[p]
+                            q += z[p] * z[p]
+                    running[blk][path][c] = [s + running[blk][path][c][0], q + running[blk][path][c][1]]
+                best = 0.0
+                for j in inside[blk]:
+                    (sa, qa), (sc, qc) = (running[blk][path][blk.index(l)] for l in comparisons[j])
+                    pooled = qa + qc
+                    squares = pooled - (sa + sc) * (sa + sc) / (2 * k * n)
+                    if squares > 1e-12 * pooled:
+                        best = max(best, abs(sa - sc) / math.sqrt(max(squares, 0.0)))
+                stat[blk].append(best)
+        boundaries = []
+        for p, part in enumerate(partitions):
+            boundary = math.inf
+            allowed = math.floor((k * alpha / k_max - spent[p]) * b + 1e-9)
+            if not crossed[p] and allowed > 0:
+                m = [max(stat[blk][path] for blk in part) for path in range(b)]
+                values = sorted((m[path] for path in range(b) if alive[p][path]), reverse=True)
+                boundary = values[min(allowed, len(values) - 1)]
+                spent[p] += sum(v > boundary for v in values) / b
+                if m[0] > boundary:
+                    crossed[p] = True
+                alive[p] = [a and m[path] <= boundary for path, a in enumerate(alive[p])]
+            boundaries.append(boundary)
+        rejected = [all(crossed[p] for p, part in enumerate(partitions) if any(j in inside[blk] for blk in part))
+                    for j in range(len(comparisons))]
+        trace.append((boundaries, list(spent), list(crossed), [sum(a) for a in alive], rejected))
+    return trace
+
+
+@pytest.mark.parametrize(
+    ("agents", "n", "k_max", "b", "seed", "comparisons", "shift", "spread"),
+    [
+        (3, 3, 3, 120, 0, None, [0, 0, 2.5], [1, 1, 1]),
+        (4, 2, 3, 90, 5, None, [0, 0, 0, 2.5], [0.1, 0.1, 1, 1]),
+        (4, 3, 2, 100, 9, [(0, 1), (0, 2), (0, 3)], [0, 3, 0, 1], [1, 1, 1, 1]),
+        (3, 4, 2, 80, 2, [(0, 1), (1, 2)], [0, 0, 4], [1, 0.2, 0.5]),
+    ],
+)
+def test_closed_engine_matches_the_plain_reference(agents, n, k_max, b, seed, comparisons, shift, spread):
+    # every partition's boundary, spent level, crossing and surviving paths, bit for bit, and the decisions
+    rng = np.random.default_rng(seed + 100)
+    test = AdaStop(agents, n_per_interim=n, n_interims=k_max, comparisons=comparisons, n_permutations=b,
+                   seed=seed, alpha=0.2)
+    engine = test._closed
+    blocks, got = [], []
+    for _ in range(k_max):
+        if test.is_finished:
+            break
+        block = np.full((agents, n), np.nan)
+        block[test.active] = (rng.normal(size=(agents, n)) * np.array(spread)[:, None] + np.array(shift)[:, None])[
+            test.active]
+        if len(blocks) == 1:
+            block[0, 0] = block[1, 0]  # a tie across agents
+        blocks.append(block)
+        res = test.update(block)
+        got.append((engine.boundary.tolist(), engine.spent.tolist(), engine.crossed.tolist(),
+                    engine.alive.sum(axis=1).tolist(), [d in ("larger", "smaller") for d in res.decisions]))
+    want = _reference_closed_trace(test.comparisons, agents, n, k_max, b, 0.2, seed, blocks)
+    assert got == want
+    assert any(any(step[2]) for step in got) and not all(got[-1][2])  # some but not all tests crossed
+
+
+@pytest.mark.parametrize("n", [3, 13])  # both ways of counting (direct comparisons, running counts)
+def test_closed_engine_within_block_counts_follow_the_keys(n):
+    from evalstop_ros.stats import adastop_closed
+
+    assert 3 <= adastop_closed._COUNT_BY_COMPARISON_MAX < 13
+    engine = adastop_closed.ClosedAdaStop([(0, 1), (1, 2), (0, 3)], n_agents=5, n_per_interim=n, n_interims=2,
+                                          alpha=0.1, n_permutations=50, seed=8)
+    assert (engine._owner is None) == (n <= adastop_closed._COUNT_BY_COMPARISON_MAX)
+    for k in (1, 2):
+        keys = engine.keys[k - 1].astype(int)  # (positions, paths): a permutation of the ranks per path
+        assert (np.sort(keys, axis=0) == np.arange(5 * n)[:, None]).all() and (keys[:, 0] == np.arange(5 * n)).all()
+        counts = engine._interim_counts(k)
+        for agent in range(4):
+            own = keys[agent * n : (agent + 1) * n]
+            assert np.array_equal(counts[agent], (own[:, None, :] < keys[None]).sum(axis=0)), (k, agent)
+        assert not counts[4].any()  # agent 4 is in no comparison
