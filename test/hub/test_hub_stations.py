@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 from hub_support import (
+    POLICIES,
     HubProcess,
     PostgresCluster,
     Station,
@@ -27,8 +28,6 @@ from hub_support import (
     stop_all,
     wait_for,
 )
-
-POLICIES = {"alpha": 0.85, "beta": 0.5, "gamma": 0.2}
 
 
 @pytest.fixture

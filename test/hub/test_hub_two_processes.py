@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 from hub_support import (
+    POLICIES,
     HubProcess,
     PostgresCluster,
     Station,
@@ -27,8 +28,6 @@ from hub_support import (
 )
 
 from evalstop_ros.hub.store import open_store
-
-POLICIES = {"alpha": 0.85, "beta": 0.5, "gamma": 0.2}
 
 
 @pytest.fixture
