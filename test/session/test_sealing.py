@@ -52,8 +52,13 @@ def _fail_once_then_run(session: EvaluationSession, published: list[tuple[str, d
         pass
 
 
-def test_the_journal_files_hold_no_policy_id_and_no_runner_text_while_the_session_runs(tmp_path):
-    path = tmp_path / "s1.db"
+@pytest.fixture
+def path(tmp_path: pathlib.Path) -> pathlib.Path:
+    """The journal of session ``s1``, alone in its directory (so :func:`_bytes` sees only its files)."""
+    return tmp_path / "s1.db"
+
+
+def test_the_journal_files_hold_no_policy_id_and_no_runner_text_while_the_session_runs(tmp_path, path):
     published: list[tuple[str, dict]] = []
     with _open(path, published) as session:
         session.start()
@@ -76,8 +81,7 @@ def test_the_journal_files_hold_no_policy_id_and_no_runner_text_while_the_sessio
         assert next(e for e in session.events() if e.kind == "trial_requested").payload["policy_id"] == trial.policy_id
 
 
-def test_a_resumed_session_replays_the_sealed_journal_and_the_audit_restores_everything(tmp_path):
-    path = tmp_path / "s1.db"
+def test_a_resumed_session_replays_the_sealed_journal_and_the_audit_restores_everything(tmp_path, path):
     published: list[tuple[str, dict]] = []
     with _open(path, published) as session:
         session.start()
@@ -100,8 +104,7 @@ def test_a_resumed_session_replays_the_sealed_journal_and_the_audit_restores_eve
         path, _config(), "s1", durable=False).events()]
 
 
-def test_a_wrong_key_opens_nothing(tmp_path):
-    path = tmp_path / "s1.db"
+def test_a_wrong_key_opens_nothing(path):
     with _open(path) as session:
         session.start()
         trial = session.next_trial()
