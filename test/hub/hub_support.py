@@ -218,7 +218,7 @@ class Station:
 def hub_journal(url: str, viewer: str) -> list[dict[str, Any]]:
     """The hub's journal entries (``GET /v1/journal`` with the viewer key)."""
     status, entries = call(url + "/v1/journal", key=viewer)
-    assert status == 200
+    assert status == 200, entries
     return list(entries)
 
 
