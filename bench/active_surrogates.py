@@ -16,11 +16,11 @@ Run (the table in docs/active.md): ``.venv/bin/python bench/active_surrogates.py
 from __future__ import annotations
 
 import argparse
-import pathlib
 import sys
 import time
 
 import numpy as np
+from _common import emit_table  # bench/ is on sys.path when run as a script
 
 from evalstop_ros.active.loop import SURROGATES, run_selection
 from evalstop_ros.active.world import make_world
@@ -68,10 +68,7 @@ def main() -> int:
             lines.append(f"| {setting} | {strategy} | {cell(l1['mlp'])} | {cell(l1['shrinkage'])} | {cell(diff)} |")
             print(lines[-1], flush=True)
     text = "\n".join(lines)
-    print(text)
-    if args.write:
-        pathlib.Path(args.write).write_text(text + "\n", encoding="utf-8")
-    return 0
+    return emit_table(text, args.write)
 
 
 if __name__ == "__main__":

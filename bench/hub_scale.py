@@ -27,34 +27,12 @@ import subprocess
 import tempfile
 import threading
 import time
-import urllib.error
-import urllib.request
 from typing import Any
 
-from hub_throughput import CLI, POSTGRES_SH, _pct, _port, _post  # bench/ is on sys.path when run as a script
-
-from evalstop_ros.hub.store import open_store
+from _common import run_concurrently  # bench/ is on sys.path when run as a script
+from hub_throughput import POSTGRES_SH, _pct, _post, register, start_hub, start_postgres
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
-POLICIES = {"alpha": 0.8, "beta": 0.5, "gamma": 0.3}
-
-
-def _start_hub(db: str, workdir: pathlib.Path, n: int, viewer: str) -> tuple[subprocess.Popen[bytes], str]:
-    port = _port()
-    url = f"http://127.0.0.1:{port}"
-    with open(workdir / f"hub{n}.log", "wb") as log:
-        proc = subprocess.Popen([*CLI, "hub", "serve", "--db", db, "--port", str(port), "--lease-seconds", "600"],
-                                stdout=log, stderr=subprocess.STDOUT)
-    deadline = time.monotonic() + 90
-    while True:
-        try:
-            urllib.request.urlopen(urllib.request.Request(url + "/v1/status", headers={"Authorization": f"Bearer {viewer}"}),
-                                   timeout=2)
-            return proc, url
-        except OSError:
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise SystemExit(f"hub {n} did not start: {(workdir / f'hub{n}.log').read_text()}") from None
-            time.sleep(0.2)
 
 
 def load(urls: list[str], keys: list[str], rounds: int, tag: str) -> dict[str, Any]:
@@ -80,13 +58,7 @@ def load(urls: list[str], keys: list[str], rounds: int, tag: str) -> dict[str, A
             with lock:
                 errors.append(f"station {i}: {err}")
 
-    threads = [threading.Thread(target=station, args=(i,)) for i in range(len(keys))]
-    start = time.perf_counter()
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    wall = time.perf_counter() - start
+    wall = run_concurrently(station, len(keys))
     if errors:
         raise SystemExit(f"{len(errors)} station(s) failed, e.g. {errors[0]}")
     return {"results": len(lat["upload"]), "wall": wall, **lat}
@@ -147,23 +119,11 @@ def main() -> int:
     cluster = root / "postgres"
     hubs: list[subprocess.Popen[bytes]] = []
     try:
-        subprocess.run([str(POSTGRES_SH), "install"], check=True)
-        base = subprocess.run([str(POSTGRES_SH), "start", str(cluster), str(_port())], check=True,
-                              capture_output=True, text=True).stdout.strip()
-        import psycopg
-
-        with psycopg.connect(base, autocommit=True) as conn:
-            conn.execute("CREATE DATABASE bench_scale")
-        db = base.rsplit("/", 1)[0] + "/bench_scale"
-        store = open_store(db)
-        for name, p in POLICIES.items():
-            store.add_policy(name, f"sim://success={p}")
-        keys = [store.add_station(f"st{i:03d}") for i in range(args.stations)]
-        viewer = store.add_station("viewer", "viewer")
-        store.close()
+        [db] = start_postgres(cluster, ["bench_scale"])
+        keys, viewer = register(db, [f"st{i:03d}" for i in range(args.stations)])
         urls = []
         for n in range(2):
-            proc, url = _start_hub(db, root, n, viewer)
+            proc, url = start_hub(db, root, f"hub{n}", viewer)
             hubs.append(proc)
             urls.append(url)
         print(f"PostgreSQL 15, 2 hub processes, {args.stations} stations x {args.rounds} leases per phase", flush=True)

@@ -25,7 +25,10 @@ import tempfile
 import threading
 import time
 import urllib.request
+from collections.abc import Sequence
 from typing import Any
+
+from _common import run_concurrently  # bench/ is on sys.path when run as a script
 
 from evalstop_ros.hub.app import HubSettings, _Board
 from evalstop_ros.hub.store import HubStore, open_store
@@ -34,6 +37,8 @@ REPO = pathlib.Path(__file__).resolve().parents[1]
 
 CLI = [sys.executable, "-c", "import sys; from evalstop_ros.cli.main import main; sys.exit(main(sys.argv[1:]))"]
 POSTGRES_SH = REPO / "tools" / "hub" / "postgres.sh"
+#: Simulated policies (``sim://success=P``) of the hub benches.
+POLICIES = {"alpha": 0.8, "beta": 0.5, "gamma": 0.3}
 
 
 def _port() -> int:
@@ -55,28 +60,58 @@ def _pct(values: list[float], q: float) -> float:
     return sorted(values)[min(len(values) - 1, int(q * len(values)))] * 1000
 
 
-def throughput(db: str, stations: int, per_station: int, workdir: pathlib.Path) -> None:
+def start_postgres(cluster: pathlib.Path, databases: Sequence[str]) -> list[str]:
+    """A throw-away PostgreSQL cluster in ``cluster`` (tools/hub/postgres.sh; stop it with
+    ``postgres.sh stop``) with the empty ``databases``; their URLs."""
+    subprocess.run([str(POSTGRES_SH), "install"], check=True)
+    base = subprocess.run([str(POSTGRES_SH), "start", str(cluster), str(_port())], check=True,
+                          capture_output=True, text=True).stdout.strip()
+    import psycopg
+
+    with psycopg.connect(base, autocommit=True) as conn:
+        for name in databases:
+            conn.execute(f"CREATE DATABASE {name}")
+    return [base.rsplit("/", 1)[0] + "/" + name for name in databases]
+
+
+def register(db: str, stations: Sequence[str]) -> tuple[list[str], str]:
+    """``POLICIES``, the ``stations`` and a leaderboard viewer in the hub database ``db``; (the
+    stations' keys, the viewer's key)."""
     store = open_store(db)
-    for name, p in (("alpha", 0.8), ("beta", 0.5), ("gamma", 0.3)):
+    for name, p in POLICIES.items():
         store.add_policy(name, f"sim://success={p}")
-    keys = [store.add_station(f"bench{i:03d}") for i in range(stations)]
+    keys = [store.add_station(name) for name in stations]
     viewer = store.add_station("viewer", "viewer")
     store.close()
+    return keys, viewer
+
+
+def start_hub(db: str, workdir: pathlib.Path, name: str, viewer: str, deadline: float = 90.0
+              ) -> tuple[subprocess.Popen[bytes], str]:
+    """``evalstop hub serve`` on ``db`` at a free port, output in ``workdir/<name>.log``, once it answers
+    ``/v1/status`` for the ``viewer`` key within ``deadline`` s; (the process, its URL)."""
     port = _port()
     url = f"http://127.0.0.1:{port}"
-    with open(workdir / "hub.log", "wb") as log:
-        hub = subprocess.Popen([*CLI, "hub", "serve", "--db", db, "--port", str(port), "--lease-seconds", "600"],
-                               stdout=log, stderr=subprocess.STDOUT)
+    log_path = workdir / f"{name}.log"
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen([*CLI, "hub", "serve", "--db", db, "--port", str(port), "--lease-seconds", "600"],
+                                stdout=log, stderr=subprocess.STDOUT)
+    end = time.monotonic() + deadline
+    while True:
+        try:
+            urllib.request.urlopen(urllib.request.Request(url + "/v1/status", headers={"Authorization": f"Bearer {viewer}"}),
+                                   timeout=2)
+            return proc, url
+        except OSError:
+            if proc.poll() is not None or time.monotonic() > end:
+                raise SystemExit(f"{name} did not start: {log_path.read_text()}") from None
+            time.sleep(0.2)
+
+
+def throughput(db: str, stations: int, per_station: int, workdir: pathlib.Path) -> None:
+    keys, viewer = register(db, [f"bench{i:03d}" for i in range(stations)])
+    hub, url = start_hub(db, workdir, "hub", viewer)
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                urllib.request.urlopen(urllib.request.Request(url + "/v1/status", headers={"Authorization": f"Bearer {viewer}"}), timeout=2)
-                break
-            except OSError:
-                if time.monotonic() > deadline:
-                    raise SystemExit("hub did not start") from None
-                time.sleep(0.2)
         lease_lat: list[float] = []
         upload_lat: list[float] = []
         lock = threading.Lock()
@@ -91,13 +126,7 @@ def throughput(db: str, stations: int, per_station: int, workdir: pathlib.Path) 
                     lease_lat.append(t_lease)
                     upload_lat.append(t_upload)
 
-        threads = [threading.Thread(target=station, args=(i,)) for i in range(stations)]
-        start = time.perf_counter()
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-        wall = time.perf_counter() - start
+        wall = run_concurrently(station, stations)
     finally:
         hub.terminate()
         hub.wait(timeout=30)
@@ -153,15 +182,7 @@ def main() -> int:
     cluster = root / "postgres"
     try:
         if args.postgres:
-            subprocess.run([str(POSTGRES_SH), "install"], check=True)
-            base = subprocess.run([str(POSTGRES_SH), "start", str(cluster), str(_port())], check=True,
-                                  capture_output=True, text=True).stdout.strip()
-            import psycopg
-
-            with psycopg.connect(base, autocommit=True) as conn:
-                conn.execute("CREATE DATABASE bench_tp")
-                conn.execute("CREATE DATABASE bench_refresh")
-            dbs = (base.rsplit("/", 1)[0] + "/bench_tp", base.rsplit("/", 1)[0] + "/bench_refresh")
+            dbs = tuple(start_postgres(cluster, ["bench_tp", "bench_refresh"]))
         else:
             dbs = (str(root / "tp.sqlite"), str(root / "refresh.sqlite"))
         print(f"database: {'PostgreSQL 15' if args.postgres else 'SQLite'}")

@@ -29,6 +29,7 @@ import sys
 import time
 
 import numpy as np
+from _common import goal_verdicts  # bench/ is on sys.path when run as a script
 
 
 def _per_second(call: object, count: int) -> float:
@@ -99,8 +100,7 @@ def main() -> int:
               f"{out['observe_ms_224'] / 2:.1f} ms per frame")
         print(f"end to end: a 75-action trial (5 s simulated) in {out['trial_s']:.1f} s, "
               f"{out['trial_inference_s']:.2f} s of it inference; success {int(out['trial_success'])}")
-        for goal, ok in goals.items():
-            print(f"{'PASS' if ok else 'FAIL'}: {goal}")
+        return goal_verdicts(goals)
     return 0 if all(goals.values()) else 1
 
 

@@ -25,12 +25,12 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import pathlib
 import sys
 import time
 from collections.abc import Callable
 
 import numpy as np
+from _common import emit_table  # bench/ is on sys.path when run as a script
 from scipy import stats
 
 from evalstop_ros.stats.ranking import Comparisons, Ranking
@@ -129,10 +129,7 @@ def main() -> int:
     if args.reps < 2:
         parser.error(f"--reps must be at least 2; found {args.reps}")
     text = table(study(args.reps, args.seed), args.reps, args.seed)
-    print(text)
-    if args.write:
-        pathlib.Path(args.write).write_text(text + "\n", encoding="utf-8")
-    return 0
+    return emit_table(text, args.write)
 
 
 if __name__ == "__main__":

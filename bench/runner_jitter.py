@@ -27,6 +27,7 @@ import json
 import time
 
 import numpy as np
+from _common import goal_verdicts  # bench/ is on sys.path when run as a script
 
 from evalstop_ros.runner.adapters.base import EpisodeInfo
 from evalstop_ros.runner.adapters.sim import SimArm
@@ -83,8 +84,7 @@ def main() -> int:
               f"{ms['runner_jitter_p99'] / max(ms['bare_jitter_p99'], 1e-6):.2f}")
         print(f"  overhead excl. inference  p50 {ms['overhead_p50']:.3f} p99 {ms['overhead_p99']:.3f} ms "
               f"({100 * ms['overhead_p99'] / (1e3 * period):.1f} % of the period)")
-        for name, ok in goals.items():
-            print(f"  goal {name}: {'PASS' if ok else 'FAIL'}")
+        return goal_verdicts(goals, indent="  ")
     return 0 if all(goals.values()) else 1
 
 

@@ -34,53 +34,38 @@ __all__ = [
     "describe",
 ]
 
+
+def _reliable(durability: DurabilityPolicy, depth: int | None = None) -> QoSProfile:
+    """A reliable profile with ``durability``, keeping the last ``depth`` messages (``None``: keep all)."""
+    if depth is None:
+        return QoSProfile(history=HistoryPolicy.KEEP_ALL, reliability=ReliabilityPolicy.RELIABLE, durability=durability)
+    return QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=depth, reliability=ReliabilityPolicy.RELIABLE,
+                      durability=durability)
+
+
 #: Late joiners get the last message (the pending trial, the latest status).
-LATCHED_QOS = QoSProfile(
-    history=HistoryPolicy.KEEP_LAST,
-    depth=1,
-    reliability=ReliabilityPolicy.RELIABLE,
-    durability=DurabilityPolicy.TRANSIENT_LOCAL,
-)
+LATCHED_QOS = _reliable(DurabilityPolicy.TRANSIENT_LOCAL, 1)
 #: Every message matters and none is replayed: scores and acks. KEEP_ALL, so a burst that
 #: outruns the reader is throttled by reliable flow control instead of overwriting unread
 #: scores (with KEEP_LAST 100, bench/latency.py lost 760 of 1000 back-to-back scores).
-EVENT_QOS = QoSProfile(
-    history=HistoryPolicy.KEEP_ALL,
-    reliability=ReliabilityPolicy.RELIABLE,
-    durability=DurabilityPolicy.VOLATILE,
-)
+EVENT_QOS = _reliable(DurabilityPolicy.VOLATILE)
 
 #: ``trial_request``: the pending trial, latched for a late operator terminal.
 TRIAL_REQUEST_QOS = LATCHED_QOS
 #: ``session_status``: the latest session status, latched.
 STATUS_QOS = LATCHED_QOS
 #: ``comparison_status``: per-pair updates, latched deep enough for 66 pairs (12 policies).
-COMPARISON_QOS = QoSProfile(
-    history=HistoryPolicy.KEEP_LAST,
-    depth=66,
-    reliability=ReliabilityPolicy.RELIABLE,
-    durability=DurabilityPolicy.TRANSIENT_LOCAL,
-)
+COMPARISON_QOS = _reliable(DurabilityPolicy.TRANSIENT_LOCAL, 66)
 #: ``session_config``: the pre-registered design of the running session, latched.
 CONFIG_QOS = LATCHED_QOS
 #: ``session_event``: every journal event as committed; a late recorder gets the last 1000.
-JOURNAL_EVENT_QOS = QoSProfile(
-    history=HistoryPolicy.KEEP_LAST,
-    depth=1000,
-    reliability=ReliabilityPolicy.RELIABLE,
-    durability=DurabilityPolicy.TRANSIENT_LOCAL,
-)
+JOURNAL_EVENT_QOS = _reliable(DurabilityPolicy.TRANSIENT_LOCAL, 1000)
 #: ``trial_score``: operator and automatic scores.
 SCORE_QOS = EVENT_QOS
 #: ``score_ack``: the manager's answer to each score.
 SCORE_ACK_QOS = EVENT_QOS
 #: ``/diagnostics``: as diagnostic_aggregator and rqt_robot_monitor expect.
-DIAGNOSTICS_QOS = QoSProfile(
-    history=HistoryPolicy.KEEP_LAST,
-    depth=10,
-    reliability=ReliabilityPolicy.RELIABLE,
-    durability=DurabilityPolicy.VOLATILE,
-)
+DIAGNOSTICS_QOS = _reliable(DurabilityPolicy.VOLATILE, 10)
 
 
 def describe(profile: QoSProfile) -> str:

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import argparse
 import time
+from collections.abc import Callable
+from typing import Any
 
 from ..stats.step import (
     StepTable,
@@ -41,55 +43,45 @@ error, or compute its exact power and expected stopping time at (p0, p1); `check
 synthesize and cache a missing table first.  --alpha and --alternative mean what they mean
 for `evalstop analyze --method step`: a two-sided test at alpha uses the table at alpha/2
 per direction."""
-EPILOG = """\
-examples:
-  evalstop step synthesize --n-max 100 --alpha 0.05
-  evalstop step check --n-max 100 --alpha 0.05 --grid-size 1000
-  evalstop step oc --n-max 100 --alpha 0.05 --p0 0.35 --p1 0.65
+#: One example per sub-verb: in its own --help and, all three, in ``evalstop step --help``.
+EXAMPLES = {
+    "synthesize": "evalstop step synthesize --n-max 100 --alpha 0.05",
+    "check": "evalstop step check --n-max 100 --alpha 0.05 --grid-size 1000",
+    "oc": "evalstop step oc --n-max 100 --alpha 0.05 --p0 0.35 --p1 0.65",
+}
+EPILOG = ("examples:\n" + "".join(f"  {example}\n" for example in EXAMPLES.values())
+          + "\nexit status: 0 done, 1 `check` found max Type-I error > alpha, 2 usage or input error.")
 
-exit status: 0 done, 1 `check` found max Type-I error > alpha, 2 usage or input error."""
 
-
-def _common_options(parser: argparse.ArgumentParser) -> None:
+def _verb(verbs: Any, name: str, run: Callable[[argparse.Namespace], int], help: str, description: str
+          ) -> argparse.ArgumentParser:
+    """The sub-verb ``name`` (running ``run``) with the options every sub-verb takes: --n-max,
+    --alpha/--alternative, --json; its example (:data:`EXAMPLES`) ends its --help."""
+    parser: argparse.ArgumentParser = verbs.add_parser(
+        name, help=help, description=description, epilog=f"example:\n  {EXAMPLES[name]}",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--n-max", type=n_max_type, required=True, help="horizon N_max (trials per policy)")
     add_alpha_alternative(parser)
     parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.set_defaults(step_run=run)
+    return parser
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Declare ``evalstop step`` and its three sub-verbs."""
     verbs = parser.add_subparsers(dest="step_verb", metavar="{synthesize,check,oc}", required=True)
-    synthesize = verbs.add_parser(
-        "synthesize", help="synthesize a table into the user cache",
-        description="Synthesize the STEP table for (n_max, alpha) and write it to the user cache.",
-        epilog="example:\n  evalstop step synthesize --n-max 100 --alpha 0.05",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    _common_options(synthesize)
+    synthesize = _verb(verbs, "synthesize", _synthesize, "synthesize a table into the user cache",
+                       "Synthesize the STEP table for (n_max, alpha) and write it to the user cache.")
     synthesize.add_argument("--force", action="store_true", help="synthesize even if the table is shipped or cached")
-    synthesize.set_defaults(step_run=_synthesize)
-
-    check = verbs.add_parser(
-        "check", help="exact worst-case Type-I error over a dense null grid",
-        description="Compute P(false claim) exactly at GRID_SIZE null points p0 = p1 and report the "
-        "maximum; exit 1 if it exceeds the table's alpha.",
-        epilog="example:\n  evalstop step check --n-max 100 --alpha 0.05 --grid-size 1000",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    _common_options(check)
+    check = _verb(verbs, "check", _check, "exact worst-case Type-I error over a dense null grid",
+                  "Compute P(false claim) exactly at GRID_SIZE null points p0 = p1 and report the "
+                  "maximum; exit 1 if it exceeds the table's alpha.")
     check.add_argument("--grid-size", type=count_type, default=1000, help="null points checked (default %(default)s)")
-    check.set_defaults(step_run=_check)
-
-    oc = verbs.add_parser(
-        "oc", help="exact power and expected stopping time at (p0, p1)",
-        description="Exact P(B better), P(A better) and E[min(stop, n_max)] by forward propagation.",
-        epilog="example:\n  evalstop step oc --n-max 100 --alpha 0.05 --p0 0.35 --p1 0.65",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    _common_options(oc)
+    oc = _verb(verbs, "oc", _oc, "exact power and expected stopping time at (p0, p1)",
+               "Exact P(B better), P(A better) and E[min(stop, n_max)] by forward propagation.")
     oc.add_argument("--p0", type=float, required=True, help="success probability of policy A")
     oc.add_argument("--p1", type=float, required=True, help="success probability of policy B")
-    oc.set_defaults(step_run=_oc)
 
 
 def run(args: argparse.Namespace) -> int:

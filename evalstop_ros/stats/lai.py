@@ -19,9 +19,8 @@ from numpy.typing import ArrayLike, NDArray
 from scipy import special
 
 from ._betting import SIDES, check_trial
-from .errors import StatsInputError
 from .sequential import Decision, SequentialResult, run_sequence
-from .validation import check_alpha, check_alternative, check_binary, check_positive_int
+from .validation import check_alpha, check_alternative, check_binary, check_positive, check_positive_int
 
 __all__ = ["LaiProcess", "lai_test", "calibrate_lai_c", "lai_boundary", "lai_g", "lai_h0"]
 
@@ -252,12 +251,7 @@ class LaiProcess:
         if c is None:
             c = calibrate_lai_c(self.alpha, self.n_max, self.alternative)
         else:
-            try:
-                c = float(c)
-            except (TypeError, ValueError) as err:
-                raise StatsInputError(f"`c` must be a positive number; found {c!r}") from err
-            if not (math.isfinite(c) and c > 0.0):
-                raise StatsInputError(f"`c` must be a positive number; found {c!r}")
+            c = check_positive(c, "c")
         self.c = c
         self.sides = SIDES[self.alternative]
         #: ``boundary[m]``: smallest winning count that stops after ``m`` discordant pairs.

@@ -21,7 +21,7 @@ from tqdm import tqdm
 
 from .errors import StatsInputError
 from .sequential import Decision, PairedProcess, run_batch
-from .validation import check_positive_int
+from .validation import check_positive, check_positive_int
 
 #: ``sampler(rng, shape) -> (scores_a, scores_b)``, each of ``shape`` with values in [0, 1].
 Sampler = Callable[[np.random.Generator, tuple[int, int]], tuple[NDArray[np.float64], NDArray[np.float64]]]
@@ -158,12 +158,7 @@ def continuous_beta(mean_a: float, mean_b: float, concentration: float) -> Score
         if m in (0.0, 1.0):
             raise StatsInputError(f"`{name}` must lie strictly inside (0, 1) for a Beta law; found {value!r}")
         means.append(m)
-    try:
-        kappa = float(concentration)
-    except (TypeError, ValueError) as err:
-        raise StatsInputError(f"`concentration` must be a positive number; found {concentration!r}") from err
-    if not (math.isfinite(kappa) and kappa > 0.0):
-        raise StatsInputError(f"`concentration` must be a positive number; found {concentration!r}")
+    kappa = check_positive(concentration, "concentration")
     ma, mb = means
 
     def draw(rng: np.random.Generator, shape: tuple[int, int]) -> tuple[NDArray[np.float64], NDArray[np.float64]]:

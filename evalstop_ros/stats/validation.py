@@ -46,6 +46,17 @@ def check_alternative(alternative: str) -> str:
     return alternative
 
 
+def check_positive(value: float, name: str) -> float:
+    """Return ``value`` as a float after checking it is a finite number ``> 0``."""
+    try:
+        number = float(value)
+    except (TypeError, ValueError) as err:
+        raise StatsInputError(f"`{name}` must be a positive number; found {value!r}") from err
+    if not (math.isfinite(number) and number > 0.0):
+        raise StatsInputError(f"`{name}` must be a positive number; found {value!r}")
+    return number
+
+
 def check_positive_int(value: int, name: str) -> int:
     """Return ``value`` as an int after checking it is a positive integer."""
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:

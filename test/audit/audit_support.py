@@ -1,4 +1,5 @@
-"""Helpers of the audit and report tests: a session config, recordings, and one-message tampering.
+"""Helpers of the audit and report tests: a session config, recordings, one-message tampering, and
+the installed ``evalstop`` console script (for the CLI tests too).
 
 Recordings come from :func:`evalstop_ros.audit.synthetic.simulate_recording` (a real
 EvaluationSession, the messages evaluation_manager publishes) and are written as real bags with
@@ -10,8 +11,12 @@ from __future__ import annotations
 import dataclasses
 import json
 import pathlib
+import shutil
+import sys
 from collections.abc import Sequence
 from typing import Any
+
+import pytest
 
 from evalstop_ros.audit.interfaces import typestore
 from evalstop_ros.audit.synthetic import Message, SimulatedLab, simulate_recording, write_bag
@@ -34,6 +39,15 @@ BASE: dict[str, Any] = {
 RATES = {"policy_a": 0.3, "policy_b": 0.8}
 #: A trial whose score both tests consumed (round 4, well before either stop).
 TAMPERED = 7
+
+
+def console_script() -> str:
+    """The installed ``evalstop`` console script: beside this interpreter, else on ``$PATH``."""
+    beside = pathlib.Path(sys.executable).with_name("evalstop")
+    found = str(beside) if beside.is_file() else shutil.which("evalstop")
+    if found is None:
+        pytest.fail("the `evalstop` console script is not installed (pip install -e .)")
+    return found
 
 
 def make_config(**overrides: Any) -> SessionConfig:

@@ -5,27 +5,18 @@ from __future__ import annotations
 import json
 import os
 import pathlib
-import shutil
 import subprocess
-import sys
 from collections.abc import Callable
 
 import orjson
 import pytest
-
-
-def _script() -> str:
-    beside = pathlib.Path(sys.executable).with_name("evalstop")
-    found = str(beside) if beside.is_file() else shutil.which("evalstop")
-    if found is None:
-        pytest.fail("the `evalstop` console script is not installed (pip install -e .)")
-    return found
+from audit_support import console_script
 
 
 @pytest.fixture
 def evalstop(tmp_path_factory: pytest.TempPathFactory) -> Callable[..., subprocess.CompletedProcess[str]]:
     """``evalstop(*args)`` runs the console script and returns the completed process."""
-    script = _script()
+    script = console_script()
     env = {**os.environ, "EVALSTOP_CACHE_DIR": str(tmp_path_factory.mktemp("step-cache"))}
 
     def run(*args: str) -> subprocess.CompletedProcess[str]:

@@ -13,22 +13,13 @@ from __future__ import annotations
 import json
 import os
 import pathlib
-import shutil
 import subprocess
-import sys
 import warnings
 from collections.abc import Callable
 
 import orjson
 import pytest
-
-
-def _script() -> str:
-    beside = pathlib.Path(sys.executable).with_name("evalstop")
-    found = str(beside) if beside.is_file() else shutil.which("evalstop")
-    if found is None:
-        pytest.fail("the `evalstop` console script is not installed (pip install -e .)")
-    return found
+from audit_support import console_script
 
 
 @pytest.fixture(scope="session")
@@ -46,7 +37,7 @@ def evalstop_script(step_cache: pathlib.Path, monkeypatch: pytest.MonkeyPatch
     ``$EVALSTOP_CACHE_DIR``: the session's, unless a test sets its own first.
     """
     monkeypatch.setenv("EVALSTOP_CACHE_DIR", str(step_cache))
-    script = _script()
+    script = console_script()
 
     def run(*args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run([script, *args], capture_output=True, text=True, env=dict(os.environ), timeout=300, check=False)

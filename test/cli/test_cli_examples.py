@@ -27,15 +27,14 @@ import re
 import shlex
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import textwrap
-import time
 from collections.abc import Iterator
 
 import pytest
 import yaml
+from runner_support import free_port, wait_for_port
 
 from evalstop_ros.audit.synthetic import SimulatedLab, simulate_recording, write_bag
 from evalstop_ros.cli.main import build_parser
@@ -112,12 +111,6 @@ def workdir(tmp_path_factory: pytest.TempPathFactory) -> pathlib.Path:
     return root
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def _environment(cache: pathlib.Path) -> dict[str, str]:
     env = dict(os.environ)
     env["PATH"] = f"{pathlib.Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
@@ -128,18 +121,6 @@ def _environment(cache: pathlib.Path) -> dict[str, str]:
 def _run(command: str, cwd: pathlib.Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     return subprocess.run(["bash", "-o", "pipefail", "-c", command], cwd=cwd, env=env, capture_output=True,
                           text=True, timeout=600, check=False)
-
-
-def _wait_for_port(port: int, proc: subprocess.Popen[str], timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        assert proc.poll() is None, proc.communicate()[1]
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=1.0):
-                return
-        except OSError:
-            time.sleep(0.2)
-    pytest.fail(f"hub serve did not listen on {port} within {timeout} s")
 
 
 def _stop(proc: subprocess.Popen[str], how: int | None = signal.SIGINT, timeout: float = 60.0) -> tuple[int, str]:
@@ -156,7 +137,7 @@ def _stop(proc: subprocess.Popen[str], how: int | None = signal.SIGINT, timeout:
 
 def _run_examples(examples: list[tuple[str, str]], cwd: pathlib.Path, env: dict[str, str],
                   record_env: dict[str, str]) -> None:
-    port = _free_port()
+    port = free_port()
     hub: subprocess.Popen[str] | None = None
     failures = []
     for where, command in examples:
@@ -166,7 +147,7 @@ def _run_examples(examples: list[tuple[str, str]], cwd: pathlib.Path, env: dict[
             if hub is None:
                 hub = subprocess.Popen(["bash", "-c", f"exec {command}"], cwd=cwd, env=env, text=True,
                                        stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-                _wait_for_port(port, hub)
+                wait_for_port(port, hub)
             continue
         if command.startswith("evalstop record"):
             status, err = _record(command, cwd, record_env)

@@ -5,16 +5,18 @@ from __future__ import annotations
 import json
 import os
 import pathlib
+import random
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
+
+from runner_support import free_port
 
 from evalstop_ros.hub.store import open_store
 
@@ -22,12 +24,6 @@ REPO = pathlib.Path(__file__).resolve().parents[2]
 POSTGRES_SH = REPO / "tools" / "hub" / "postgres.sh"
 #: Run the evalstop CLI in a child process with this interpreter.
 CLI = [sys.executable, "-c", "import sys; from evalstop_ros.cli.main import main; sys.exit(main(sys.argv[1:]))"]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 class PostgresCluster:
@@ -96,6 +92,24 @@ def register_hub(db: str, success: Mapping[str, float], stations: Sequence[str],
         return keys, store.add_station(viewer, "viewer")
     finally:
         store.close()
+
+
+def submit_simulated(db: str, success: Mapping[str, float], n: int, tasks: Sequence[str], schedule: str, seed: int,
+                     score: Callable[[random.Random, float], float]) -> str:
+    """A hub database ``db`` with simulated policies, station ``s1`` and a viewer (:func:`register_hub`),
+    and ``n`` results of ``s1``: each lease (``schedule``, over ``tasks``) scored ``score(rng, P)`` per arm
+    (``P`` its policy's success rate, ``rng`` seeded ``seed``); returns the viewer's key."""
+    _, viewer = register_hub(db, success, ["s1"])
+    store = open_store(db)
+    try:
+        rng = random.Random(seed)
+        for i in range(n):
+            work, _ = store.lease("s1", 60.0, list(tasks), schedule, rng)
+            scores = [score(rng, success[p]) for p in (work.policy_a, work.policy_b)]
+            store.submit("s1", work.assignment_id, f"upload-{i:05d}", *scores)
+    finally:
+        store.close()
+    return viewer
 
 
 class HubProcess:
@@ -170,6 +184,8 @@ def iter_lines(path: pathlib.Path) -> Iterator[dict[str, Any]]:
 
 #: Trials each simulated station runs.
 TRIALS = 12
+#: Success rates of the three simulated policies (``sim://success=P``) of the station tests.
+POLICIES = {"alpha": 0.85, "beta": 0.5, "gamma": 0.2}
 
 
 class Station:
@@ -199,11 +215,33 @@ class Station:
         return "".join((self.dir.parent / f"{self.name}-{i}.log").read_text() for i in range(1, self.runs + 1))
 
 
+def hub_journal(url: str, viewer: str) -> list[dict[str, Any]]:
+    """The hub's journal entries (``GET /v1/journal`` with the viewer key)."""
+    status, entries = call(url + "/v1/journal", key=viewer)
+    assert status == 200, entries
+    return list(entries)
+
+
+def requeued(entries: Sequence[Mapping[str, Any]]) -> set[str]:
+    """The assignments the hub's journal ``entries`` say were requeued."""
+    return {e["body"]["assignment"] for e in entries if e["kind"] == "requeued"}
+
+
+def leased(station: Any) -> set[str]:
+    """The assignments ``station`` (anything with ``records()``, its local journal) has leased."""
+    return {r["assignment_id"] for r in station.records() if r["kind"] == "leased"}
+
+
+def mid_lease(station: Any) -> bool:
+    """``station`` has counted two results at least and is in the middle of a lease (its last record)."""
+    records = station.records()
+    return sum(r["kind"] == "result" for r in records) >= 2 and bool(records[-1]["kind"] == "leased")
+
+
 def check_lost_lease_redone_once(entries: list[dict[str, Any]], lost_lease: Any, results: list[dict[str, Any]]) -> None:
     """The lease of a killed station was requeued, and exactly one of it and its requeued copies
     (transitively: a copy may expire again while the hub is down) has a counted result."""
-    requeued = {e["body"]["assignment"] for e in entries if e["kind"] == "requeued"}
-    assert lost_lease in requeued
+    assert lost_lease in requeued(entries)
     lineage = {lost_lease}
     for e in entries:
         if e["kind"] == "assigned" and e["body"]["requeue_of"] in lineage:

@@ -13,7 +13,7 @@ import re
 from typing import Any
 
 import numpy as np
-from hub_support import HubProcess, call, register_hub
+from hub_support import HubProcess, call, hub_journal, register_hub
 
 from evalstop_ros.hub.leaderboard import WARM_UP, Leaderboard, leaderboard
 from evalstop_ros.hub.page import render_page
@@ -181,7 +181,7 @@ def test_hub_on_postgresql_settles_a_planted_ranking(postgres: Any, tmp_path: An
         page = call(hub.url + "/leaderboard", key=viewer)[1]
         assert "Finished: every adjacent pair is decided" in page
         assert re.search(r"all 3 pairs of the 3 policies .* sequential Holm at level 0.05", page)
-        journal = call(hub.url + "/v1/journal", key=viewer)[1]
+        journal = hub_journal(hub.url, viewer)
     finally:
         hub.stop()
     results = [e for e in journal if e["kind"] == "result"]

@@ -12,11 +12,10 @@ from typing import Any
 
 import pytest
 from browser import WIDTHS, measure, screenshot
-from hub_support import HubProcess, call
+from hub_support import HubProcess, call, submit_simulated
 
 from evalstop_ros.hub.errors import HubError
 from evalstop_ros.hub.leaderboard import Leaderboard, leaderboard
-from evalstop_ros.hub.store import open_store
 
 
 def _entries(trials: list[tuple[str, str, float, float]]) -> list[dict[str, object]]:
@@ -64,18 +63,8 @@ def test_the_board_refuses_tests_that_need_a_horizon_and_unknown_models() -> Non
 def _hub_with_results(tmp_path: pathlib.Path) -> tuple[str, str]:
     """A hub database with three policies and 45 results; (db, a viewer key)."""
     db = str(tmp_path / "hub.sqlite")
-    store = open_store(db)
-    success = {"alpha": 0.9, "beta": 0.5, "gamma": 0.1}
-    for name, p in success.items():
-        store.add_policy(name, f"sim://success={p}")
-    store.add_station("s1")
-    rng = random.Random(7)
-    for i in range(45):
-        work, _ = store.lease("s1", 60.0, ["towel"], "need", rng)
-        scores = [float(rng.random() < success[p]) for p in (work.policy_a, work.policy_b)]
-        store.submit("s1", work.assignment_id, f"upload-{i:05d}", *scores)
-    viewer = store.add_station("viewer", "viewer")
-    store.close()
+    viewer = submit_simulated(db, {"alpha": 0.9, "beta": 0.5, "gamma": 0.1}, 45, ["towel"], "need", 7,
+                              lambda rng, p: float(rng.random() < p))
     return db, viewer
 
 

@@ -16,28 +16,19 @@ from hub_support import (
     HubProcess,
     PostgresCluster,
     Station,
-    call,
     check_counted_once,
+    hub_journal,
     ip,
+    leased,
+    mid_lease,
     offline_equals_online,
     register_hub,
+    requeued,
     stop_all,
     wait_for,
 )
 
 LEASE_SECONDS = 3.0
-
-
-def _leased(station: Station) -> set[str]:
-    """The assignments ``station`` has leased (its local journal)."""
-    return {r["assignment_id"] for r in station.records() if r["kind"] == "leased"}
-
-
-def _requeued(url: str, viewer: str) -> set[str]:
-    """The assignments the hub's journal says were requeued."""
-    status, entries = call(url + "/v1/journal", key=viewer)
-    assert status == 200
-    return {e["body"]["assignment"] for e in entries if e["kind"] == "requeued"}
 
 
 def test_station_cut_off_past_its_lease_syncs_later(netns: dict[str, str], postgres: PostgresCluster,
@@ -53,25 +44,19 @@ def test_station_cut_off_past_its_lease_syncs_later(netns: dict[str, str], postg
         for station in stations:
             station.start()
 
-        def mid_lease() -> bool:
-            records = remote.records()
-            return sum(r["kind"] == "result" for r in records) >= 2 and bool(records[-1]["kind"] == "leased")
-
-        wait_for(mid_lease, 120, "the remote station to be in the middle of a lease")
+        wait_for(lambda: mid_lease(remote), 120, "the remote station to be in the middle of a lease")
         ip("link", "set", netns["host_if"], "down")
         wait_for(lambda: "hub unreachable" in remote.log(), 20 * LEASE_SECONDS, "the remote station to notice the cut")
         # the cut lasts until the hub has requeued the cut-off station's lease (a few leases)
-        wait_for(lambda: bool(_requeued(hub.url, viewer) & _leased(remote)), 20 * LEASE_SECONDS,
+        wait_for(lambda: bool(requeued(hub_journal(hub.url, viewer)) & leased(remote)), 20 * LEASE_SECONDS,
                  "the hub to requeue the cut-off station's lease")
         ip("link", "set", netns["host_if"], "up")
         for station in stations:
             assert station.proc is not None
             assert station.proc.wait(timeout=300) == 0, station.log()
-        status, entries = call(hub.url + "/v1/journal", key=viewer)
-        assert status == 200
+        entries = hub_journal(hub.url, viewer)
         results = check_counted_once(entries, stations)
-        requeued = {e["body"]["assignment"] for e in entries if e["kind"] == "requeued"}
-        assert requeued & _leased(remote), "the cut-off station's lease was not requeued"
+        assert requeued(entries) & leased(remote), "the cut-off station's lease was not requeued"
         online = offline_equals_online(hub, db, tmp_path, [s.dir for s in stations])
         assert online["n_results"] == len(results)
     finally:

@@ -4,28 +4,17 @@ from __future__ import annotations
 
 import json
 import pathlib
-import random
 
 import pytest
-from hub_support import cli
+from hub_support import POLICIES, cli, submit_simulated
 
 from evalstop_ros.hub.leaderboard import leaderboard
-from evalstop_ros.hub.store import open_store
 
 
 def _export(tmp_path: pathlib.Path) -> pathlib.Path:
     db = str(tmp_path / "hub.sqlite")
-    store = open_store(db)
-    success = {"alpha": 0.85, "beta": 0.5, "gamma": 0.2}
-    for name, p in success.items():
-        store.add_policy(name, f"sim://success={p}")
-    store.add_station("s1")
-    rng = random.Random(11)
-    for i in range(90):
-        work, _ = store.lease("s1", 60.0, ["towel", "cup"], "uniform", rng)
-        scores = [round(rng.random() * success[p], 2) for p in (work.policy_a, work.policy_b)]  # partial progress
-        store.submit("s1", work.assignment_id, f"upload-{i:05d}", *scores)
-    store.close()
+    submit_simulated(db, POLICIES, 90, ["towel", "cup"], "uniform", 11,
+                     lambda rng, p: round(rng.random() * p, 2))  # partial progress
     out = tmp_path / "journal.jsonl"
     done = cli("hub", "export", "--db", db, "-o", str(out))
     assert done.returncode == 0, done.stderr

@@ -21,12 +21,15 @@ from hub_support import (
     HubProcess,
     PostgresCluster,
     Station,
-    call,
     check_counted_once,
+    hub_journal,
     ip,
     iter_lines,
+    leased,
+    mid_lease,
     offline_equals_online,
     register_hub,
+    requeued,
     stop_all,
     wait_for,
 )
@@ -54,18 +57,6 @@ class _RemoteStation:
         return list(iter_lines(self.dir / "station.jsonl"))
 
 
-def _leased(station: _RemoteStation) -> set[str]:
-    """The assignments ``station`` has leased (its local journal)."""
-    return {r["assignment_id"] for r in station.records() if r["kind"] == "leased"}
-
-
-def _requeued(url: str, viewer: str) -> set[str]:
-    """The assignments the hub's journal says were requeued."""
-    status, entries = call(url + "/v1/journal", key=viewer)
-    assert status == 200
-    return {e["body"]["assignment"] for e in entries if e["kind"] == "requeued"}
-
-
 def test_ros_station_cut_off_past_its_lease_syncs_later(netns: dict[str, str], postgres: PostgresCluster,
                                                       tmp_path: pathlib.Path, ros_env: dict[str, str]) -> None:
     db = postgres.new_database()
@@ -86,11 +77,7 @@ def test_ros_station_cut_off_past_its_lease_syncs_later(netns: dict[str, str], p
         nodes.append(manager)
         local.start()
 
-        def mid_lease() -> bool:
-            records = remote.records()
-            return sum(r["kind"] == "result" for r in records) >= 2 and records[-1]["kind"] == "leased"
-
-        wait_for(mid_lease, 120, "the ROS station to be in the middle of a lease")
+        wait_for(lambda: mid_lease(remote), 120, "the ROS station to be in the middle of a lease")
         ip("link", "set", netns["host_if"], "down")
         wait_for(lambda: "unreachable" in manager.output, 20 * LEASE_SECONDS, "the ROS station to notice the cut")
 
@@ -101,18 +88,16 @@ def test_ros_station_cut_off_past_its_lease_syncs_later(netns: dict[str, str], p
 
         wait_for(lambda: bool(kept()), 60, "the ROS station to journal its trial while cut off")
         # the cut lasts until the hub has requeued the cut-off station's lease (a few leases)
-        wait_for(lambda: bool(_requeued(hub.url, viewer) & _leased(remote)), 20 * LEASE_SECONDS,
+        wait_for(lambda: bool(requeued(hub_journal(hub.url, viewer)) & leased(remote)), 20 * LEASE_SECONDS,
                  "the hub to requeue the cut-off station's lease")
         ip("link", "set", netns["host_if"], "up")
         assert manager.proc.wait(timeout=300) == 0, manager.output
         assert local.proc is not None and local.proc.wait(timeout=300) == 0, local.log()
 
-        status, entries = call(hub.url + "/v1/journal", key=viewer)
-        assert status == 200
+        entries = hub_journal(hub.url, viewer)
         results = check_counted_once(entries, [remote], trials=TRIALS)
         check_counted_once(entries, [local])
-        requeued = {e["body"]["assignment"] for e in entries if e["kind"] == "requeued"}
-        assert requeued & _leased(remote), "the cut-off station's lease was not requeued"
+        assert requeued(entries) & leased(remote), "the cut-off station's lease was not requeued"
         online = offline_equals_online(hub, db, tmp_path)
         assert online["n_results"] == len(results)
         assert not any(secret in manager.output for secret in (*POLICIES, "sim://"))

@@ -24,6 +24,7 @@ from hub_support import (
     call,
     check_counted_once,
     check_lost_lease_redone_once,
+    hub_journal,
     iter_lines,
     offline_equals_online,
     register_hub,
@@ -164,8 +165,7 @@ def test_ros_stations_survive_kills_and_every_result_counts_once(
         probe.spin_until(lambda s=station: s.manager.proc.poll() is not None, 180, f"station {station.name} to finish")
         assert station.manager.proc.returncode == 0, station.manager.tail()
 
-    status, entries = call(hub.url + "/v1/journal", key=hub.key)
-    assert status == 200, entries
+    entries = hub_journal(hub.url, hub.key)
     results = check_counted_once(entries, stations, trials=TRIALS)
     assert results_at_hub() == len(results)
     counted = {r["upload_id"] for r in results}
@@ -259,8 +259,7 @@ def test_operator_scores_pause_and_resume_a_ros_station(
             assert score(trial_id, request.token, trial_id == 4, 0.5).accepted
         assert manager.wait(120) == 0
         probe.spin_until(lambda: statuses[-1].state == SessionStatus.STATE_FINISHED, 20, "the finished status")
-        status, entries = call(hub.url + "/v1/journal", key=hub.key)
-        assert status == 200
+        entries = hub_journal(hub.url, hub.key)
         assert [(e["body"]["score_a"], e["body"]["score_b"]) for e in entries if e["kind"] == "result"] == [(0.5, 1.0)] * 2
         assert not any(secret in str(r) for r in requests for secret in (*POLICIES, "sim://"))
     finally:

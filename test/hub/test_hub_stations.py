@@ -12,23 +12,22 @@ from __future__ import annotations
 import pathlib
 import signal
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
 from hub_support import (
+    POLICIES,
     HubProcess,
     PostgresCluster,
     Station,
     call,
     check_counted_once,
     check_lost_lease_redone_once,
+    hub_journal,
     offline_equals_online,
     register_hub,
     stop_all,
     wait_for,
 )
-
-POLICIES = {"alpha": 0.85, "beta": 0.5, "gamma": 0.2}
 
 
 @pytest.fixture
@@ -41,12 +40,6 @@ def setup(postgres: PostgresCluster, tmp_path: pathlib.Path) -> Iterator[tuple[H
         yield hub, stations, db
     finally:
         stop_all(hub, stations)
-
-
-def _journal(hub: HubProcess) -> list[dict[str, Any]]:
-    status, entries = call(hub.url + "/v1/journal", key=hub.key)
-    assert status == 200, entries
-    return list(entries)
 
 
 def test_stations_survive_kills_and_every_result_counts_once(setup: tuple[HubProcess, list[Station], str],
@@ -77,7 +70,7 @@ def test_stations_survive_kills_and_every_result_counts_once(setup: tuple[HubPro
         assert station.proc is not None
         assert station.proc.wait(timeout=300) == 0, station.log()
 
-    entries = _journal(hub)
+    entries = hub_journal(hub.url, hub.key)
     results = check_counted_once(entries, stations)
     assert call(hub.url + "/v1/status", key=hub.key)[1]["results"] == len(results)
 

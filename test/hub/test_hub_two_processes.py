@@ -15,11 +15,13 @@ from typing import Any
 
 import pytest
 from hub_support import (
+    POLICIES,
     HubProcess,
     PostgresCluster,
     Station,
     call,
     check_counted_once,
+    hub_journal,
     offline_equals_online,
     register_hub,
     stop_all,
@@ -27,8 +29,6 @@ from hub_support import (
 )
 
 from evalstop_ros.hub.store import open_store
-
-POLICIES = {"alpha": 0.85, "beta": 0.5, "gamma": 0.2}
 
 
 @pytest.fixture
@@ -114,9 +114,8 @@ def test_two_hubs_on_one_database_count_every_result_once_under_sigkill(
     # no request may have ended in an exception (uvicorn logs each with its traceback).
     for hub in hubs:
         assert "Traceback" not in hub.logs(tail=10**9), hub.logs()
-    status, entries = call(hubs[0].url + "/v1/journal", key=hubs[0].key)
-    assert status == 200
-    assert call(hubs[1].url + "/v1/journal", key=hubs[1].key)[1] == entries
+    entries = hub_journal(hubs[0].url, hubs[0].key)
+    assert hub_journal(hubs[1].url, hubs[1].key) == entries
     seqs = [e["seq"] for e in entries]
     assert seqs == sorted(set(seqs))
     results = check_counted_once(entries, stations)

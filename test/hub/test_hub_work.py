@@ -13,7 +13,7 @@ import time
 from collections.abc import Iterator
 
 import pytest
-from hub_support import HubProcess, call, register_hub, wait_for
+from hub_support import HubProcess, call, hub_journal, register_hub, requeued, wait_for
 
 from evalstop_ros.hub.errors import HubError
 from evalstop_ros.hub.station import StationClient
@@ -137,8 +137,7 @@ def test_pause_resume_abort(hub: tuple[HubProcess, dict[str, str]], tmp_path: pa
             trial = work.pending_trial() or trial
         wait_for(lambda: (work.pending_trial() or trial).round == 2, 30, "new work after giving one up")
         assert work.status().assignment_id != given_up
-        entries = call(process.url + "/v1/journal", key=process.key)[1]
-        assert given_up in {e["body"]["assignment"] for e in entries if e["kind"] == "requeued"}
+        assert given_up in requeued(hub_journal(process.url, process.key))
 
         assert work.control("abort", "robot broken")[0]
         assert work.pending_trial() is None and work.status().state == "aborted"

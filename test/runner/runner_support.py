@@ -1,4 +1,6 @@
-"""Helpers of the runner tests: the separate openpi venv, free ports, waiting for a server."""
+"""Helpers of the runner tests: the separate openpi venv, free ports, waiting for a server.
+
+``free_port`` and ``wait_for_port`` serve the hub and CLI tests too (``test/runner`` is on pytest's path)."""
 
 from __future__ import annotations
 
@@ -7,6 +9,7 @@ import pathlib
 import socket
 import subprocess
 import time
+from typing import Any
 
 import pytest
 
@@ -25,17 +28,20 @@ def openpi_python() -> pathlib.Path:
 
 
 def free_port() -> int:
+    """A TCP port of 127.0.0.1 that nothing listens on now."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
 
 
-def wait_for_port(port: int, process: subprocess.Popen[bytes] | None = None, timeout: float = 60.0) -> None:
-    """Poll until something listens on 127.0.0.1:``port``."""
+def wait_for_port(port: int, process: subprocess.Popen[Any] | None = None, timeout: float = 60.0) -> None:
+    """Poll until something listens on 127.0.0.1:``port``; fail at once if ``process`` (the server) exits,
+    with its stderr when it is a pipe (else: see its log)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if process is not None and process.poll() is not None:
-            pytest.fail(f"server exited with {process.returncode} (see its log)")
+            err = process.communicate()[1] if process.stderr is not None else "(see its log)"
+            pytest.fail(f"server exited with {process.returncode}: {err!s}")
         try:
             with socket.create_connection(("127.0.0.1", port), timeout=0.5):
                 return

@@ -128,6 +128,16 @@ def drive(session: EvaluationSession, rates: Lab, **options: Any) -> None:
         pass
 
 
+def audit_verified(source: Any, **options: Any) -> Any:
+    """``evalstop_ros.audit.audit(source, **options)``, asserted verified (its violations' messages
+    otherwise); the report."""
+    from evalstop_ros.audit import audit  # not at import: the crash tests run this module as a script
+
+    report = audit(source, **options)
+    assert report.verified, [v.message for v in report.violations]
+    return report
+
+
 def adastop_lab(policy: str, trial_id: int) -> tuple[bool, float]:
     """The lab of the AdaStop sessions (:data:`ADASTOP_MEANS`)."""
     return progress_outcome(policy, trial_id, ADASTOP_MEANS)

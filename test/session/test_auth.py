@@ -13,8 +13,16 @@ from evalstop_ros.session import EvaluationSession
 from evalstop_ros.session.auth import AuthError, Gate, Signer, new_keys, read_identity, read_keys, write_keys
 
 
+class _Message:
+    """The rosidl message API the signer reads: the field names (types are not needed here)."""
+
+    @classmethod
+    def get_fields_and_field_types(cls) -> dict[str, str]:
+        return {f.name: "" for f in dataclasses.fields(cls)}
+
+
 @dataclasses.dataclass
-class Score:
+class Score(_Message):
     """Stands in for a TrialScore (a mapping-like record with the same field names)."""
 
     trial_id: int = 1
@@ -29,13 +37,9 @@ class Score:
     counter: int = 0
     mac: str = ""
 
-    @staticmethod
-    def get_fields_and_field_types() -> dict[str, str]:
-        return {f.name: "" for f in dataclasses.fields(Score)}
-
 
 @dataclasses.dataclass
-class Ack:
+class Ack(_Message):
     session_id: str = "s1"
     trial_id: int = 1
     accepted: bool = True
@@ -43,10 +47,6 @@ class Ack:
     scorer: str = ""
     counter: int = 0
     mac: str = ""
-
-    @staticmethod
-    def get_fields_and_field_types() -> dict[str, str]:
-        return {f.name: "" for f in dataclasses.fields(Ack)}
 
 
 @pytest.fixture
@@ -205,8 +205,7 @@ def test_the_audit_counts_refusals_and_flags_an_accepted_replay(tmp_path: pathli
     from evalstop_ros.audit import audit
 
     _signed_session(tmp_path / "good.db", [10, 11, 12, 13])
-    report = audit(tmp_path / "good.db")
-    assert report.verified, report.violations
+    report = sim.audit_verified(tmp_path / "good.db")
     assert "requests signed by operator(s) alice (counters increase)" in report.notes
     assert any("1 message(s) refused before reaching the session" in note for note in report.notes)
 

@@ -5,13 +5,14 @@ plan's key), a runner's free text is reduced to a category and an id and journal
 
 from __future__ import annotations
 
+import contextlib
 import pathlib
 import re
+from collections.abc import Iterator
 
 import pytest
 import session_sim as sim
 
-from evalstop_ros.audit import audit
 from evalstop_ros.session import EvaluationSession
 from evalstop_ros.session.blinding import seal, unseal
 from evalstop_ros.session.journal import read_journal
@@ -32,6 +33,16 @@ def _config():
     return sim.make_config(policies=POLICIES, metrics=[{"name": "success", "method": "nscore"}], n_max=6)
 
 
+@contextlib.contextmanager
+def _open(path: pathlib.Path, published: list[tuple[str, dict]] | None = None) -> Iterator[EvaluationSession]:
+    """Session ``s1`` of :func:`_config` at ``path``; with ``published``, every committed event is
+    appended to it sealed, as evaluation_manager publishes it on ``session_event``."""
+    with EvaluationSession.open(path, _config(), "s1", durable=False) as session:
+        if published is not None:
+            session.on_commit = lambda e: published.append((e.kind, seal(e.kind, e.payload)))
+        yield session
+
+
 def _fail_once_then_run(session: EvaluationSession, published: list[tuple[str, dict]]) -> None:
     trial = session.next_trial()
     assert trial is not None
@@ -41,11 +52,15 @@ def _fail_once_then_run(session: EvaluationSession, published: list[tuple[str, d
         pass
 
 
-def test_the_journal_files_hold_no_policy_id_and_no_runner_text_while_the_session_runs(tmp_path):
-    path = tmp_path / "s1.db"
+@pytest.fixture
+def path(tmp_path: pathlib.Path) -> pathlib.Path:
+    """The journal of session ``s1``, alone in its directory (so :func:`_bytes` sees only its files)."""
+    return tmp_path / "s1.db"
+
+
+def test_the_journal_files_hold_no_policy_id_and_no_runner_text_while_the_session_runs(tmp_path, path):
     published: list[tuple[str, dict]] = []
-    with EvaluationSession.open(path, _config(), "s1", durable=False) as session:
-        session.on_commit = lambda e: published.append((e.kind, seal(e.kind, e.payload)))
+    with _open(path, published) as session:
         session.start()
         trial = session.next_trial()
         assert trial is not None and trial.policy_id in POLICIES  # the session itself knows
@@ -66,21 +81,17 @@ def test_the_journal_files_hold_no_policy_id_and_no_runner_text_while_the_sessio
         assert next(e for e in session.events() if e.kind == "trial_requested").payload["policy_id"] == trial.policy_id
 
 
-def test_a_resumed_session_replays_the_sealed_journal_and_the_audit_restores_everything(tmp_path):
-    path = tmp_path / "s1.db"
+def test_a_resumed_session_replays_the_sealed_journal_and_the_audit_restores_everything(tmp_path, path):
     published: list[tuple[str, dict]] = []
-    with EvaluationSession.open(path, _config(), "s1", durable=False) as session:
-        session.on_commit = lambda e: published.append((e.kind, seal(e.kind, e.payload)))
+    with _open(path, published) as session:
         session.start()
         first = session.next_trial()
-    with EvaluationSession.open(path, _config(), "s1", durable=False) as session:  # replays the sealed rows
-        session.on_commit = lambda e: published.append((e.kind, seal(e.kind, e.payload)))
+    with _open(path, published) as session:  # replays the sealed rows
         assert session.next_trial() == first
         _fail_once_then_run(session, published)
         assert session.state.value == "finished"
     assert b'"policy_id"' not in _bytes(tmp_path)
-    report = audit(path)
-    assert report.verified, report.violations
+    report = sim.audit_verified(path)
     assert any("revealed at the end" in note for note in report.notes)
     (failed,) = [e for e in report.record.events if e.kind == "runner_result" and not e.payload["ok"]]
     assert failed.payload["detail"] == LEAK and OPERATOR_FORM.fullmatch(failed.payload["message"])
@@ -93,9 +104,8 @@ def test_a_resumed_session_replays_the_sealed_journal_and_the_audit_restores_eve
         path, _config(), "s1", durable=False).events()]
 
 
-def test_a_wrong_key_opens_nothing(tmp_path):
-    path = tmp_path / "s1.db"
-    with EvaluationSession.open(path, _config(), "s1", durable=False) as session:
+def test_a_wrong_key_opens_nothing(path):
+    with _open(path) as session:
         session.start()
         trial = session.next_trial()
         session.record_runner_result(trial.trial_id, False, 1.0, LEAK)

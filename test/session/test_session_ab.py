@@ -14,11 +14,12 @@ import pathlib
 import shutil
 import subprocess
 import sys
+from typing import Any
 
 import pytest
 
 from evalstop_ros.audit.synthetic import SimulatedLab, simulate_recording, write_bag
-from evalstop_ros.session import EvaluationSession, offline_decisions
+from evalstop_ros.session import EvaluationSession, PendingTrial, ScoreOutcome, offline_decisions
 from evalstop_ros.session.ab import ab_rounds
 from evalstop_ros.session.blinding import revealed_key
 from evalstop_ros.session.config import ConfigError, parse_config
@@ -98,21 +99,25 @@ def test_rounds_become_comparisons_with_preferences(tmp_path: pathlib.Path) -> N
         ab_rounds(parse_config({"policies": ["a", "b"], "seed": 1, "tasks": TASKS}), contents.events)
 
 
+def _run_and_score(session: EvaluationSession, *score: Any, **options: Any) -> tuple[PendingTrial, ScoreOutcome]:
+    """The next trial runs (the runner reports success) and is scored ``submit_score(trial, token, *score,
+    **options)``; (the trial, the score's outcome)."""
+    trial = session.next_trial()
+    assert trial is not None
+    session.record_runner_result(trial.trial_id, True, 1.0, "")
+    return trial, session.submit_score(trial.trial_id, trial.token, *score, **options)
+
+
 def test_a_round_without_both_scores_or_a_preference_is_set_aside(tmp_path: pathlib.Path) -> None:
     config = ab_config()
     with Journal.open(tmp_path / "s.db", "s", config, durable=False) as journal:
         session = EvaluationSession(config, journal, "s")
         session.start()
         for number in range(3):
-            first = session.next_trial()
-            assert first is not None
-            session.record_runner_result(first.trial_id, True, 1.0, "")
-            session.submit_score(first.trial_id, first.token, True, 1.0, "op", "")
-            second = session.next_trial()
-            assert second is not None and second.round == first.round
-            session.record_runner_result(second.trial_id, True, 1.0, "")
+            first, _ = _run_and_score(session, True, 1.0, "op", "")
             preference = {0: first.label, 1: "", 2: "="}[number]
-            session.submit_score(second.trial_id, second.token, False, 0.3, "op", f"note {number}", preference=preference)
+            second, _ = _run_and_score(session, False, 0.3, "op", f"note {number}", preference=preference)
+            assert second.round == first.round
         third = session.next_trial()  # round 4: only its first trial runs
         assert third is not None
         events = session.events()  # the owner's view (the rows seal the policies)
@@ -219,17 +224,12 @@ def test_a_pair_judged_not_valid_counts_in_no_test_and_no_ranking(tmp_path: path
         session = EvaluationSession(config, journal, "s")
         session.start()
         for number in range(4):
-            first = session.next_trial()
-            assert first is not None
-            session.record_runner_result(first.trial_id, True, 1.0, "")
-            assert session.submit_score(first.trial_id, first.token, True, 1.0, "op", "",
-                                        instruction=f"stack block {number}").accepted
-            second = session.next_trial()
-            assert second is not None and second.round == first.round
-            session.record_runner_result(second.trial_id, True, 1.0, "")
+            first, scored = _run_and_score(session, True, 1.0, "op", "", instruction=f"stack block {number}")
+            assert scored.accepted
             invalid = number in (1, 2)
-            assert session.submit_score(second.trial_id, second.token, False, 0.2, "op", f"why {number}",
-                                        preference=first.label, pair_invalid=invalid).accepted
+            second, scored = _run_and_score(session, False, 0.2, "op", f"why {number}", preference=first.label,
+                                            pair_invalid=invalid)
+            assert scored.accepted and second.round == first.round
             # an invalid round adds no pair to its comparison's tests
             assert sum(c.n for c in session.comparisons()) == [1, 1, 1, 2][number] * len(config.metrics)
         events = session.events()  # the owner's view (the rows seal the policies)

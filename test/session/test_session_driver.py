@@ -9,7 +9,6 @@ import pathlib
 
 import session_sim as sim
 
-from evalstop_ros.audit import audit
 from evalstop_ros.session import EvaluationSession, SessionConfig, SessionState, read_journal
 from evalstop_ros.session.config_input import apply_overrides
 from evalstop_ros.session.driver import Action, TrialDriver, Verdict
@@ -56,8 +55,7 @@ def test_a_journal_of_the_legacy_limit_resumes_and_audits_verified(tmp_path: pat
         assert TrialDriver(session).max_attempts == 3
         sim.drive(session, {"pi0": 0.3, "pi1": 0.7})
         assert session.state == SessionState.FINISHED
-    report = audit(path)
-    assert report.verified, [v.message for v in report.violations]
+    sim.audit_verified(path)
 
 
 def test_the_fault_limit_pauses_at_the_journaled_max_attempts(tmp_path: pathlib.Path) -> None:
@@ -86,8 +84,7 @@ def test_the_fault_limit_pauses_at_the_journaled_max_attempts(tmp_path: pathlib.
         assert fourth.trial is not None
         assert driver.run_done(fourth.trial, False, 1.0, "arm fault").verdict is Verdict.PAUSED
     assert kinds(path).count("paused") == 2 and journaled_fault_limit(path) == 2
-    report = audit(path)
-    assert report.verified, [v.message for v in report.violations]
+    sim.audit_verified(path)
 
 
 def test_a_crash_between_the_last_fault_and_the_pause_pauses_on_resume(tmp_path: pathlib.Path) -> None:

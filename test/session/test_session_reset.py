@@ -84,8 +84,7 @@ def test_a_confirmed_session_audits_and_reanalyses_alike(tmp_path: pathlib.Path)
         live = [(c.decision, c.stopping_trial) for c in session.comparisons()]
         config = session.config
     assert [(o.result.decision, o.result.stopping_trial) for o in offline_decisions(config, path)] == live
-    report = audit(path)
-    assert report.verified, [v.message for v in report.violations]
+    sim.audit_verified(path)
 
 
 def test_the_audit_names_a_run_without_a_confirmed_reset(tmp_path: pathlib.Path) -> None:
@@ -163,5 +162,4 @@ def test_a_recorded_confirm_reset_session_audits_from_its_bag(tmp_path: pathlib.
     events = [m.msg for m in messages if m.topic == "session_event"]
     runs = [e.trial_id for e in events if e.kind == "runner_result"]
     assert runs and runs == [e.trial_id for e in events if e.kind == "reset_confirmed"]
-    report = audit(write_bag(tmp_path / "bag", messages, storage="mcap"))
-    assert report.verified, [v.message for v in report.violations]
+    sim.audit_verified(write_bag(tmp_path / "bag", messages, storage="mcap"))
