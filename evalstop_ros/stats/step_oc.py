@@ -21,7 +21,7 @@ from .step_occupancy import Occupancy
 from .step_table import StepTable
 
 #: Points propagated together (memory ~ chunk x N_max x band x 8 bytes x 2).
-_CHUNK = 128
+_CHUNK = 32
 
 
 @dataclasses.dataclass(frozen=True)
@@ -40,8 +40,15 @@ class StepOC:
     expected_stop: NDArray[np.float64]
 
 
-def _propagate(table: StepTable, p0: NDArray[np.float64], p1: NDArray[np.float64]) -> tuple[NDArray[np.float64], ...]:
-    occupancy = Occupancy(p0, p1, table.n_max)
+#: Row floor of :func:`check_type1`'s propagation: the mass it drops is added to the reject
+#: probability (a rigorous upper bound; at most about ``N_max^2`` times this, ~1e-10 at 500).
+TYPE1_FLOOR = 1e-15
+
+
+def _propagate(table: StepTable, p0: NDArray[np.float64], p1: NDArray[np.float64],
+               floor: float = 0.0) -> tuple[NDArray[np.float64], ...]:
+    """Rejected, accepted (each plus the dropped mass, :class:`~.step_occupancy.Occupancy`) and the stopping-time sum."""
+    occupancy = Occupancy(p0, p1, table.n_max, floor=floor)
     rejected = np.zeros(p0.size)
     accepted = np.zeros(p0.size)
     stop_sum = np.zeros(p0.size)
@@ -53,7 +60,7 @@ def _propagate(table: StepTable, p0: NDArray[np.float64], p1: NDArray[np.float64
         accepted += a
         stop_sum += n * (r + a)
     stop_sum += table.n_max * (1.0 - rejected - accepted)
-    return rejected, accepted, stop_sum
+    return rejected + occupancy.dropped, accepted + occupancy.dropped, stop_sum
 
 
 def operating_characteristics(
@@ -62,8 +69,13 @@ def operating_characteristics(
     p1: ArrayLike,
     *,
     progress: Callable[[int], None] | None = None,
+    floor: float = 0.0,
 ) -> StepOC:
     """Exact decision probabilities and expected stopping time of ``table`` at ``(p0, p1)``.
+
+    ``floor`` > 0 drops rows of negligible mass (:class:`~.step_occupancy.Occupancy`): both
+    decision probabilities are then upper bounds, each above the exact value by at most the
+    dropped mass, and ``expected_stop`` within ``N_max`` times it.
 
     Examples
     --------
@@ -80,7 +92,7 @@ def operating_characteristics(
             raise StatsInputError(f"`{name}` must lie in [0, 1]; found {bad!r}")
     parts = []
     for start in range(0, p0_arr.size, _CHUNK):
-        parts.append(_propagate(table, p0_arr[start : start + _CHUNK], p1_arr[start : start + _CHUNK]))
+        parts.append(_propagate(table, p0_arr[start : start + _CHUNK], p1_arr[start : start + _CHUNK], floor))
         if progress is not None:
             progress(min(start + _CHUNK, p0_arr.size))
     rejected, accepted, stop = (np.concatenate(column) for column in zip(*parts))
@@ -118,9 +130,11 @@ def check_type1(
 ) -> Type1Report:
     """Max over a dense diagonal grid of P(RejectNull) -- STEP's exact worst-case Type-I error.
 
-    By the mirror symmetry the AcceptNull error on the diagonal is identical.
+    By the mirror symmetry the AcceptNull error on the diagonal is identical.  Propagated with
+    the row floor :data:`TYPE1_FLOOR`: the reported maximum is a rigorous upper bound, above the
+    exact one by the dropped mass only (below 1e-9 at ``N_max`` 500), and several times faster.
     """
     grid = dense_null_grid(grid_size)
-    oc = operating_characteristics(table, grid, grid, progress=progress)
+    oc = operating_characteristics(table, grid, grid, progress=progress, floor=TYPE1_FLOOR)
     worst = int(np.argmax(oc.power_b_better))
     return Type1Report(table.n_max, table.alpha, grid_size, float(oc.power_b_better[worst]), float(grid[worst]))

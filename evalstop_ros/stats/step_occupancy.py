@@ -9,6 +9,14 @@ for ``B`` parameter points at once.  One step applies the dynamics of Eq. 5,
 
 as two in-place one-dimensional updates (first ``z1``, then ``z0``), so the peak memory is two
 copies of the band.  The band widens on demand when mass reaches its edge.
+
+With a ``floor`` > 0 the propagation also keeps only the rows ``a`` (successes of policy A)
+that hold mass: a row whose mass is below ``floor`` at every point is removed and its mass added
+to :attr:`Occupancy.dropped`.  Whatever that mass would have done later, it can stop in the reject
+region at most once, so ``rejected + dropped`` is a rigorous upper bound of the reject
+probability (:func:`~.step_oc.check_type1` uses it); at ``floor`` 0 nothing is dropped and the
+propagation is exact.  Under a null the mass of ``S0 ~ Bin(n, p)`` lives within a few standard
+deviations of ``n p``, so most rows go (a several-fold speed-up at ``N_max`` 500).
 """
 
 from __future__ import annotations
@@ -32,9 +40,12 @@ class Occupancy:
         ``(B,)`` success probabilities of policy A (pi_0) and policy B (pi_1).
     n_max:
         Horizon; fixes the ``a`` extent of the arrays.
+    floor:
+        Rows of less mass than this at every point are dropped into :attr:`dropped` (module
+        docstring); 0 (default) keeps every row: exact.
     """
 
-    def __init__(self, p0: NDArray[np.float64], p1: NDArray[np.float64], n_max: int) -> None:
+    def __init__(self, p0: NDArray[np.float64], p1: NDArray[np.float64], n_max: int, *, floor: float = 0.0) -> None:
         self.p0 = np.asarray(p0, dtype=np.float64)[:, None, None]
         self.p1 = np.asarray(p1, dtype=np.float64)[:, None, None]
         self.n_max = n_max
@@ -42,6 +53,11 @@ class Occupancy:
         self.half_width = 4
         self.mass = np.zeros((self.p0.shape[0], n_max + 2, 2 * self.half_width + 1))
         self.mass[:, 0, self.half_width] = 1.0
+        self.floor = floor
+        #: Rows ``lo .. hi`` hold every unstopped mass not dropped.
+        self.lo, self.hi = 0, 0
+        #: Per point, the mass dropped with its rows (0 at ``floor`` 0).
+        self.dropped = np.zeros(self.p0.shape[0])
 
     def _widen(self) -> None:
         extra = _WIDEN_BY
@@ -54,9 +70,10 @@ class Occupancy:
         edge = self.mass[:, : self.n + 1, [0, 2 * h]]
         if self.half_width < self.n + 1 and edge.any():
             self._widen()
+        rows = slice(self.lo, self.hi + 2)
         for start in range(0, self.mass.shape[0], _POINTS_PER_PASS):
             part = slice(start, start + _POINTS_PER_PASS)
-            q, p0, p1 = self.mass[part, : self.n + 2], self.p0[part], self.p1[part]
+            q, p0, p1 = self.mass[part, rows], self.p0[part], self.p1[part]
             # z1 ~ Ber(p1): g -> g + 1
             moved = q[:, :, :-1] * p1
             q *= 1.0 - p1
@@ -66,6 +83,20 @@ class Occupancy:
             q *= 1.0 - p0
             q[:, 1:, :-1] += moved
         self.n += 1
+        self.hi += 1
+        if self.floor > 0.0:
+            self._drop_empty_rows()
+
+    def _drop_empty_rows(self) -> None:
+        """Move the rows at either end of ``lo .. hi`` below :attr:`floor` at every point into :attr:`dropped`."""
+        row_mass = self.mass[:, self.lo : self.hi + 1].sum(axis=2)  # (B, rows)
+        keep = np.flatnonzero((row_mass >= self.floor).any(axis=0))
+        first, last = (int(keep[0]), int(keep[-1])) if keep.size else (row_mass.shape[1], -1)
+        gone = np.r_[0:first, last + 1 : row_mass.shape[1]]
+        if gone.size:
+            self.dropped += row_mass[:, gone].sum(axis=1)
+            self.mass[:, self.lo + gone] = 0.0
+            self.lo, self.hi = self.lo + first, max(self.lo + last, self.lo + first)
 
     def reject_block(self, gaps: int) -> NDArray[np.float64]:
         """View ``(B, n + 1, gaps)`` of the mass on states ``g = 1..gaps`` (policy B ahead)."""

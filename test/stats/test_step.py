@@ -55,6 +55,22 @@ def test_exact_type1_of_shipped_tables_on_dense_null_grid(n_max, alpha):
     assert report.max_fpr >= 0.95 * alpha, f"budget barely spent: {report}"  # STEP spends its budget
 
 
+def test_dropping_negligible_rows_bounds_the_decision_probabilities_from_above():
+    """check_type1's row floor (seed 003 Eq. 5 propagated on the rows holding mass only): every
+    decision probability is at least the exact one and above it by no more than the dropped mass."""
+    table = load_table(100, 0.05)
+    grid = np.linspace(0.02, 0.98, 49)
+    exact = operating_characteristics(table, grid, grid)
+    for floor in (1e-15, 1e-6):
+        bound = operating_characteristics(table, grid, grid, floor=floor)
+        for field in ("power_b_better", "power_a_better"):
+            excess = getattr(bound, field) - getattr(exact, field)
+            assert excess.min() >= -1e-12, (floor, field)
+            assert excess.max() <= 101 * 101 * floor, (floor, field)
+    # a floor that drops something visible (1e-6) raises the bound: the dropped mass is counted
+    assert (operating_characteristics(table, grid, grid, floor=1e-6).power_b_better - exact.power_b_better).max() > 1e-9
+
+
 def test_type1_check_detects_an_invalid_table():
     """The exact check must fail a table whose weights were replaced by 1 (pitfall 5: invalid)."""
     table = load_table(50, 0.05)
