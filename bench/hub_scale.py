@@ -82,8 +82,8 @@ def report(name: str, out: dict[str, Any]) -> None:
         print(f"  {what:6s} p50 {_pct(out[what], 0.5):7.1f} ms  p99 {_pct(out[what], 0.99):7.1f} ms")
 
 
-def seed(db: str, n: int) -> int:
-    """Bulk-insert ``n`` assignments (every twentieth expired and handed out again as the next
+def seed(db: str, n: int, stations: int) -> int:
+    """Bulk-insert ``n`` assignments, spread over the ``stations`` registered ones (every twentieth expired and handed out again as the next
     one), the results of those reported, and their pair loads; returns the assignment count."""
     import psycopg
 
@@ -91,11 +91,11 @@ def seed(db: str, n: int) -> int:
         conn.execute(
             "INSERT INTO assignments (assignment_id, station_id, policy_a, policy_b, task, state, lease_deadline, "
             "ticket_hash, requeue_of, created_at, ticket_used_at) "
-            "SELECT 'seed' || i, 'st' || lpad((i %% 200)::text, 3, '0'), "
+            "SELECT 'seed' || i, 'st' || lpad((i %% %s)::text, 3, '0'), "
             "(ARRAY['alpha','beta','gamma'])[1 + i %% 3], (ARRAY['beta','gamma','alpha'])[1 + i %% 3], 'towel', "
             "CASE WHEN i %% 20 = 0 THEN 'requeued' ELSE 'done' END, i, md5('seed' || i), "
             "CASE WHEN i %% 20 = 1 THEN 'seed' || (i - 1) END, i, i "
-            "FROM generate_series(1, %s) AS i", (n,))
+            "FROM generate_series(1, %s) AS i", (stations, n))
         conn.execute("INSERT INTO results (assignment_id, upload_id, station_id, body_hash, received_at) "
                      "SELECT assignment_id, 'up-' || assignment_id, station_id, md5(assignment_id), created_at "
                      "FROM assignments WHERE state = 'done' AND assignment_id LIKE 'seed%%'")
@@ -114,6 +114,8 @@ def main() -> int:
     parser.add_argument("--seed-assignments", type=int, default=100_000)
     parser.add_argument("--serial", type=int, default=200, help="leases of the lone station in each phase")
     args = parser.parse_args()
+    if not 1 <= args.stations <= 1000:
+        parser.error("--stations must lie in 1..1000 (station ids st000..st999)")
     root = pathlib.Path(tempfile.mkdtemp(prefix="evalstop-hub-scale-"))
     root.chmod(0o711)
     cluster = root / "postgres"
@@ -132,7 +134,7 @@ def main() -> int:
         report("fresh hub", fresh)
         alone_fresh = serial(urls[0], keys[0], args.serial, "alone-fresh")
         start = time.perf_counter()
-        total = seed(db, args.seed_assignments)
+        total = seed(db, args.seed_assignments, args.stations)
         print(f"seeded to {total} assignments in {time.perf_counter() - start:.1f} s", flush=True)
         after = load(urls, keys, args.rounds, "after")
         report(f"after {total} assignments", after)
