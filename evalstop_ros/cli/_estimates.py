@@ -13,8 +13,8 @@ __all__ = ["ANNOUNCE_SECONDS", "announce", "simulate_seconds", "step_check_secon
 
 #: Estimates below this many seconds are not announced.
 ANNOUNCE_SECONDS = 10.0
-#: s per (null grid point x n_max^2) of the exact Type-I check (n_max 100: 5 s, 200: 20 s at grid 1000).
-_CHECK = 5.0e-7
+#: s per (null grid point x n_max^2) of the exact Type-I check (n_max 100: 1.3 s, 200: 5 s, 500: 30 s at grid 1000).
+_CHECK = 1.3e-7
 #: s per n_max^3 of a STEP table synthesis (n_max 120: 3.4 s; 500: about 4 min).
 _SYNTHESIS = 2.0e-6
 #: s per simulated score, per method (N-SCORE: per score and bin).

@@ -76,7 +76,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     synthesize.add_argument("--force", action="store_true", help="synthesize even if the table is shipped or cached")
     check = _verb(verbs, "check", _check, "exact worst-case Type-I error over a dense null grid",
                   "Compute P(false claim) exactly at GRID_SIZE null points p0 = p1 and report the "
-                  "maximum; exit 1 if it exceeds the table's alpha.")
+                  "maximum (states of negligible mass, below 1e-15, are counted as false claims: an "
+                  "upper bound); exit 1 if it exceeds the table's alpha.")
     check.add_argument("--grid-size", type=count_type, default=1000, help="null points checked (default %(default)s)")
     oc = _verb(verbs, "oc", _oc, "exact power and expected stopping time at (p0, p1)",
                "Exact P(B better), P(A better) and E[min(stop, n_max)] by forward propagation.")
