@@ -151,32 +151,36 @@ demo-hub-ros: venv ros
 
 # The report tests render HTML in Debian's headless Chromium (installed here if missing); the physics
 # tests need robosuite and EGL (tools/install_physics.sh): required, never skipped, under make test.
-# Under Kilted the whole suite, under Jazzy the ROS tests (test/nodes, test/launch). The Jazzy run
-# goes beside the Kilted one (a ROS test mostly waits for node processes and DDS: the two share the
-# 2 cores well; their DDS domains and namespaces differ, test/conftest.py) and its log is printed
-# when it ends; the tests marked `serial` (wall-clock deadlines sized for one test at a time) run
-# after both, alone. Node processes, DDS discovery and deadlines need the CPU they wait for, so
-# each run is one test at a time (`make check` runs the quick tier on all cores; docs/testing.md).
+# Three runs side by side, each one test at a time: under Kilted the tests without ROS, under Kilted
+# the ROS tests (test/nodes, test/launch and every test with a node process), under Jazzy the ROS
+# tests. A ROS test mostly waits for node processes and DDS (the load stayed near 0.2 through them
+# when run alone), so the runs share the 2 cores; their DDS domains and namespaces differ
+# (test/conftest.py). The two ROS runs write logs, printed when they end. Then the tests marked
+# `serial` (wall-clock deadlines sized for a machine running nothing else) run alone
+# (`make check` runs the quick tier on all cores; docs/testing.md).
 # EVALSTOP_ROS_TARGET / EVALSTOP_ROS_INSTALL: the build the ROS fixtures keep up to date and run.
 # The robot:=sim_policy session (minutes: real-time rollouts at 15 Hz) runs once, under Jazzy.
 SIM_POLICY_LAUNCH := test/launch/test_ros2_launch.py::test_eval_launch_sim_policy_finishes_within_ten_minutes
 KILTED_TEST := $(ROS_ENV) EVALSTOP_ROS_REQUIRED=1 EVALSTOP_LAUNCH_REQUIRED=1 EVALSTOP_REPORT_REQUIRED=1 \
   EVALSTOP_PHYSICS_REQUIRED=1 EVALSTOP_ROS_INSTALL=$(ROS_INSTALL) $(PY) -m pytest -p no:cacheprovider \
   --deselect $(SIM_POLICY_LAUNCH)
-JAZZY_LOG := build/test-jazzy.log
+TEST_LOGS := build/test-logs
 test: venv ros-tools ros ros-jazzy lint
 	tools/install_chromium.sh
 	tools/install_physics.sh $(VENV)
-	@echo "== ROS tests under Jazzy: running beside the Kilted run, log $(JAZZY_LOG) (printed when it ends)"
-	@( $(JAZZY_ENV) EVALSTOP_ROS_REQUIRED=1 EVALSTOP_LAUNCH_REQUIRED=1 EVALSTOP_ROS_TARGET=ros-jazzy \
+	@mkdir -p $(TEST_LOGS); \
+	echo "== the ROS tests under Jazzy and under Kilted run beside this one: logs in $(TEST_LOGS), printed when they end"; \
+	( $(JAZZY_ENV) EVALSTOP_ROS_REQUIRED=1 EVALSTOP_LAUNCH_REQUIRED=1 EVALSTOP_ROS_TARGET=ros-jazzy \
 	  EVALSTOP_ROS_INSTALL=$(JAZZY_INSTALL) $(JAZZY_PY) -m pytest -p no:cacheprovider $(JAZZY_TESTS) \
-	  > $(JAZZY_LOG) 2>&1 ) & jazzy=$$!; \
-	echo "== the whole suite under Kilted (but the serial tests)"; \
-	( $(KILTED_TEST) -m "not serial" ); kilted=$$?; \
-	wait $$jazzy; jazzy=$$?; echo "== ROS tests under Jazzy (exit status $$jazzy)"; cat $(JAZZY_LOG); \
+	  > $(TEST_LOGS)/jazzy-ros.log 2>&1 ) & jazzy=$$!; \
+	( $(KILTED_TEST) -m "ros and not serial" > $(TEST_LOGS)/kilted-ros.log 2>&1 ) & ros=$$!; \
+	echo "== the tests without ROS under Kilted"; \
+	( $(KILTED_TEST) -m "not ros and not serial" ); rest=$$?; \
+	wait $$ros; ros=$$?; echo "== the ROS tests under Kilted (exit status $$ros)"; cat $(TEST_LOGS)/kilted-ros.log; \
+	wait $$jazzy; jazzy=$$?; echo "== the ROS tests under Jazzy (exit status $$jazzy)"; cat $(TEST_LOGS)/jazzy-ros.log; \
 	echo "== the serial tests under Kilted, alone"; \
 	( $(KILTED_TEST) -m serial ); serial=$$?; \
-	test $$kilted -eq 0 && test $$jazzy -eq 0 && test $$serial -eq 0
+	test $$rest -eq 0 && test $$ros -eq 0 && test $$jazzy -eq 0 && test $$serial -eq 0
 
 # The quick tier for development (docs/testing.md; a few minutes): the lint gates, then every test
 # that needs neither ROS nor a network namespace and is not marked slow, on all cores (pytest-xdist),

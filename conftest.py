@@ -12,8 +12,17 @@ sets ``EVALSTOP_ROS_REQUIRED=1`` so that a broken ROS set-up fails loudly and no
 
 import os
 import pathlib
+import signal
 
 import pytest
+
+# A shell starts a background job (`make test` runs three test runs side by side) with SIGINT and
+# SIGQUIT ignored, and every process inherits an ignored signal through exec: `ros2 launch` and the
+# nodes the tests start would then never see the Ctrl-C that stops them (the launch tests failed
+# so). A Python handler is reset to the default on exec, so the children start with the default.
+for _signal in (signal.SIGINT, signal.SIGQUIT):
+    if signal.getsignal(_signal) == signal.SIG_IGN:
+        signal.signal(_signal, signal.default_int_handler if _signal == signal.SIGINT else signal.SIG_DFL)
 
 try:
     import rclpy  # noqa: F401

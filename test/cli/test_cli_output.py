@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import pathlib
+import re
 import socket
 import subprocess
 import sys
@@ -68,10 +69,10 @@ def _first_stderr_line(args: list[str], step_cache: pathlib.Path) -> str:
 
 def test_long_runs_say_up_front_how_long(step_cache: pathlib.Path) -> None:
     """``step check --n-max 500`` and a large ``simulate``: the estimate is the first line."""
-    assert step_check_seconds(500, 1000) >= 60 > step_check_seconds(100, 1000)
+    assert step_check_seconds(500, 1000) >= ANNOUNCE_SECONDS > step_check_seconds(100, 1000)
     assert simulate_seconds("nscore", 500, 20000, 2) < ANNOUNCE_SECONDS  # the README's: nothing to announce
     first = _first_stderr_line(["step", "check", "--n-max", "500", "--alpha", "0.05", "--json"], step_cache)
-    assert first.startswith("evalstop step: this will take about ") and "min" in first, first
+    assert re.match(r"evalstop step: this will take about \d+-\d+ s \(", first), first
     assert "grid x n_max^2" in first
     first = _first_stderr_line(["simulate", "--method", "nscore", "--p0", "0.5", "--p1", "0.5", "--n-max", "10000",
                                 "--reps", "20000", "--bins", "21", "--alpha", "0.05", "--json"], step_cache)
