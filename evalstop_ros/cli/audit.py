@@ -147,6 +147,8 @@ def _run_hub(args: argparse.Namespace) -> int:
     print(f"evalstop audit: hub export {report.source}: {report.entries} entries, {report.results} results{stations}")
     for problem in report.problems:
         print(f"  VIOLATION {problem}")
+    for note in report.notes:
+        print(f"  note: {note}")
     board = report.board
     if board:
         family = board["family"]

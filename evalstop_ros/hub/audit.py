@@ -6,7 +6,10 @@
 * **the protocol**: every result belongs to an assignment handed out to the station that
   reports it, with the assignment's policies and task; one result per assignment; no result for
   a lease whose trial had been handed out again; every policy registered;
-* **each station** (``--station DIR``, the directory of ``evalstop hub station``): every upload
+* **each station** (``--station DIR``, the directory of ``evalstop hub station``): its journal's
+  hash chain (:func:`.chain.check_records`: the first edited, removed or reordered record, by
+  line number; a journal written before stations chained is reported as unchained, a note, not a
+  problem), and every upload
   the hub acknowledged holds, in the hub's journal, the scores the station journaled before it
   uploaded (an edited upload is named by its upload id), and the hub counts no upload of the
   station that the station never made;
@@ -24,7 +27,7 @@ import pathlib
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .chain import check_chain
+from .chain import check_chain, check_records
 from .errors import HubError
 from .export import read_export
 from .leaderboard import leaderboard
@@ -44,6 +47,8 @@ class HubAudit:
     stations: list[str]
     problems: list[str]
     board: dict[str, Any]
+    #: What is worth saying and is not a problem (a station journal written before chaining).
+    notes: list[str] = dataclasses.field(default_factory=list)
 
     @property
     def verified(self) -> bool:
@@ -51,7 +56,8 @@ class HubAudit:
 
     def to_dict(self) -> dict[str, Any]:
         return {"kind": "hub export", "source": self.source, "verified": self.verified, "entries": self.entries,
-                "results": self.results, "stations": self.stations, "problems": self.problems, "leaderboard": self.board}
+                "results": self.results, "stations": self.stations, "problems": self.problems, "notes": self.notes,
+                "leaderboard": self.board}
 
 
 def _protocol(entries: Sequence[Mapping[str, Any]]) -> list[str]:
@@ -92,8 +98,10 @@ def _protocol(entries: Sequence[Mapping[str, Any]]) -> list[str]:
     return problems
 
 
-def _station(directory: pathlib.Path, results: Mapping[str, Mapping[str, Any]]) -> tuple[str, list[str]]:
-    """``(station id, problems)`` of one station's local journal against the hub's results."""
+def _station(directory: pathlib.Path,
+             results: Mapping[str, Mapping[str, Any]]) -> tuple[str, list[str], list[str]]:
+    """``(station id, problems, notes)`` of one station's local journal: its chain, and its
+    results against the hub's."""
     path = directory / JOURNAL if directory.is_dir() else directory
     try:
         records = read_journal(path)
@@ -101,7 +109,13 @@ def _station(directory: pathlib.Path, results: Mapping[str, Mapping[str, Any]]) 
         raise HubError(f"cannot read the station journal {path}: {err.strerror}") from err
     acked = {r["upload_id"] for r in records if r.get("kind") == "ack"}
     sent = {r["upload_id"]: r for r in records if r.get("kind") == "result"}
-    problems = []
+    problems, notes = [], []
+    unchained, broken = check_records(records)
+    if broken is not None:
+        problems.append(f"{path}: {broken}")
+    if unchained:
+        notes.append(f"{path}: the first {unchained} of {len(records)} record(s) are unchained (written before "
+                     "stations chained their journals); they cannot be checked for edits")
     ids = sorted({str(results[u]["station"]) for u in sent if u in results})
     station = ids[0] if len(ids) == 1 else "?"
     if len(ids) > 1:
@@ -122,7 +136,7 @@ def _station(directory: pathlib.Path, results: Mapping[str, Mapping[str, Any]]) 
         if body["station"] == station and upload not in sent:
             problems.append(f"{path}: the hub counts upload {upload} of station {station}, which the station "
                             "never journaled")
-    return station, problems
+    return station, problems, notes
 
 
 def _against(entries: Sequence[Mapping[str, Any]], policies: Sequence[str], published: Mapping[str, Any]) -> list[str]:
@@ -162,15 +176,16 @@ def audit_export(path: str | pathlib.Path, stations: Sequence[str | pathlib.Path
         problems.append(broken)
     problems += _protocol(entries)
     results = {e["body"]["upload_id"]: e["body"] for e in entries if e["kind"] == "result"}
-    names = []
+    names, notes = [], []
     for directory in stations:
-        name, found = _station(pathlib.Path(directory), results)
+        name, found, noted = _station(pathlib.Path(directory), results)
         names.append(name)
         problems += found
+        notes += noted
     policies = sorted(e["body"]["policy"] for e in entries if e["kind"] == "policy_added")
     if against is not None:
         problems += _against(entries, policies, against)
         board = dict(against)
     else:
         board = leaderboard(policies, entries) if len(policies) >= 2 else {}
-    return HubAudit(str(path), len(entries), len(results), names, problems, board)
+    return HubAudit(str(path), len(entries), len(results), names, problems, board, notes)

@@ -6,6 +6,13 @@ their link is computed here. The sequence number is not hashed: the chain itself
 order, so a deleted, inserted, reordered or edited entry breaks the link of that entry and
 :func:`check_chain` names the first one (seed 001 Sec. 3.1: every result of a distributed
 evaluation must be accounted for; the chain makes an export tamper-evident).
+
+A station's local journal (``station.jsonl``) is chained by the same :func:`link`: a record's
+``at``, ``kind`` and the rest of its fields (without ``hash``, as :func:`body_text`) are its
+time, kind and body (:func:`record_link`). A journal written before stations chained their
+records starts with records without ``hash``; those are *unchained* (old data, reported, not an
+error), and the chain starts from :data:`GENESIS` at the first hashed record, after which every
+record must carry its link (:func:`check_records`).
 """
 
 from __future__ import annotations
@@ -15,7 +22,7 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-__all__ = ["GENESIS", "body_text", "check_chain", "link"]
+__all__ = ["GENESIS", "body_text", "check_chain", "check_records", "link", "record_link"]
 
 #: The link before the first entry.
 GENESIS = "0" * 64
@@ -47,3 +54,31 @@ def check_chain(entries: Iterable[Mapping[str, Any]]) -> str | None:
                     "before it was removed or changed")
         previous, last_seq = expected, seq
     return None
+
+
+def record_link(previous: str, record: Mapping[str, Any]) -> str:
+    """The link of a station journal record (its fields but ``hash``) after ``previous``."""
+    body = {k: v for k, v in record.items() if k not in ("at", "kind", "hash")}
+    return link(previous, record.get("at", 0.0), str(record.get("kind")), body_text(body))
+
+
+def check_records(records: Iterable[Mapping[str, Any]]) -> tuple[int, str | None]:
+    """``(unchained, problem)`` of a station journal: how many leading records carry no ``hash``
+    (written before stations chained their journals), and ``None`` when every record from the
+    first hashed one on links to the one before it (the first to :data:`GENESIS`), else the first
+    record (line number, kind and upload id) that breaks the chain."""
+    previous: str | None = None
+    unchained = 0
+    for line, record in enumerate(records, start=1):
+        if previous is None and "hash" not in record:
+            unchained += 1
+            continue
+        previous = previous or GENESIS
+        expected = record_link(previous, record) if isinstance(record.get("at"), (int, float)) else None
+        if record.get("hash") != expected:
+            upload = f", upload {record['upload_id']}" if "upload_id" in record else ""
+            how = "has no hash" if "hash" not in record else "does not match the hash chain"
+            return unchained, (f"line {line} ({record.get('kind')}{upload}) {how}: edited, or a record before it "
+                               "was removed or changed")
+        previous = expected
+    return unchained, None

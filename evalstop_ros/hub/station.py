@@ -1,7 +1,8 @@
 """A station's side of the hub, without ROS: ask for work, run it, journal locally, upload.
 
-:class:`StationClient` keeps a local append-only journal (JSON lines, flushed and fsync'ed)
-and writes every result there *before* uploading it. :meth:`StationClient.sync` uploads the
+:class:`StationClient` keeps a local append-only journal (JSON lines, flushed and fsync'ed,
+hash-chained like the hub's journal: each record's ``hash`` links it to the one before, see
+:func:`.chain.check_records`) and writes every result there *before* uploading it. :meth:`StationClient.sync` uploads the
 results not yet acknowledged, in journal order, each with its own ``upload_id``, so a retry
 after a lost answer or a hub restart is acknowledged by the hub as a duplicate and counted
 once. When the hub is unreachable the results stay in the local journal and the next
@@ -20,6 +21,7 @@ import json
 import os
 import pathlib
 import random
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -27,6 +29,7 @@ import uuid
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from .chain import GENESIS, record_link
 from .errors import HubError
 
 __all__ = ["ARMS", "SIM_ADDRESS", "StationClient", "read_key", "run_station", "sim_address_rate", "sim_runner"]
@@ -92,6 +95,8 @@ class StationClient:
         self.directory = pathlib.Path(directory)
         self.directory.mkdir(parents=True, exist_ok=True)
         self.journal_path = self.directory / JOURNAL
+        self._append_lock = threading.Lock()  # the hub thread and the node append to one chain
+        self._last_hash: str | None = None  # link of the last record, once read
 
     def __repr__(self) -> str:  # never shows the key
         return f"StationClient({self.hub_url!r}, directory={str(self.directory)!r})"
@@ -126,11 +131,23 @@ class StationClient:
             raise HubError(f"hub {self.hub_url} unreachable: its answer to {method} {path} was cut short", 503) from err
 
     # -- local journal --------------------------------------------------------------------
-    def _append(self, record: Mapping[str, Any]) -> None:
-        with open(self.journal_path, "a", encoding="utf-8") as out:
-            out.write(json.dumps(record, sort_keys=True) + "\n")
-            out.flush()
-            os.fsync(out.fileno())
+    def append(self, record: Mapping[str, Any]) -> dict[str, Any]:
+        """Append ``record`` (its ``kind`` and fields) to the local journal with its time ``at``
+        and its ``hash``, the link to the record before (:func:`.chain.record_link`; the first
+        hashed record of a journal links to :data:`.chain.GENESIS`, records of a journal written
+        before stations chained stay unchained before it). Flushed and fsync'ed; returns it."""
+        with self._append_lock:
+            if self._last_hash is None:
+                hashed = [r["hash"] for r in self.records() if isinstance(r.get("hash"), str)]
+                self._last_hash = hashed[-1] if hashed else GENESIS
+            full = {**record, "at": time.time()}
+            full["hash"] = record_link(self._last_hash, full)
+            with open(self.journal_path, "a", encoding="utf-8") as out:
+                out.write(json.dumps(full, sort_keys=True) + "\n")
+                out.flush()
+                os.fsync(out.fileno())
+            self._last_hash = full["hash"]
+        return full
 
     def records(self) -> list[dict[str, Any]]:
         """The local journal (:func:`read_journal`)."""
@@ -153,14 +170,14 @@ class StationClient:
         addresses = self.request("POST", "/v1/tickets/resolve", {"ticket": work["runner_ticket"]})
         if not isinstance(addresses, dict) or any(not isinstance(addresses.get(arm), str) for arm in ARMS):
             raise HubError("the hub's ticket answer has no address for arms A and B", 502)
-        self._append({"kind": "leased", "assignment_id": work["assignment_id"], "task": work["task"],
+        self.append({"kind": "leased", "assignment_id": work["assignment_id"], "task": work["task"],
                       "lease_deadline": work["lease_deadline"]})
         return {arm: addresses[arm] for arm in ARMS}
 
     def record_result(self, assignment_id: str, score_a: float, score_b: float) -> str:
         """Journal a result locally (before any upload); returns its upload id."""
         upload_id = uuid.uuid4().hex
-        self._append({"kind": "result", "assignment_id": assignment_id, "upload_id": upload_id,
+        self.append({"kind": "result", "assignment_id": assignment_id, "upload_id": upload_id,
                       "score_a": score_a, "score_b": score_b})
         return upload_id
 
@@ -180,9 +197,9 @@ class StationClient:
                     return len(pending) - i
                 if err.status != 410:
                     raise
-                self._append({"kind": "rejected", "upload_id": record["upload_id"], "reason": str(err)})
+                self.append({"kind": "rejected", "upload_id": record["upload_id"], "reason": str(err)})
                 continue
-            self._append({"kind": "ack", "upload_id": record["upload_id"], "status": answer["status"]})
+            self.append({"kind": "ack", "upload_id": record["upload_id"], "status": answer["status"]})
         return 0
 
 

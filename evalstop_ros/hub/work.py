@@ -98,19 +98,35 @@ class StationWork:
         uploaded; 0 for no limit.
     :param max_faults: Runner faults in a row on one trial after which the assignment is given
         up (the hub requeues it when the station asks for new work).
+
+    The first start journals ``trials`` and ``max_faults`` as a ``rules`` record; a restart on the
+    same journal keeps those (a changed parameter is logged and ignored), as a session keeps its
+    journaled ``runner.max_attempts``. ``pause``/``resume``/``abort`` are journaled as ``control``
+    records (a restart comes back paused or aborted), each runner fault as a ``fault`` record
+    (assignment, arm, attempt) and an assignment given up as ``given_up``.
     """
 
     def __init__(self, client: StationClient, station_id: str, *, trials: int = 0, max_faults: int = 3,
                  retry_min: float = 0.2, retry_max: float = 3.0) -> None:
         if trials < 0 or max_faults < 1 or not (0 < retry_min <= retry_max):
             raise HubError("trials must be >= 0, max_faults >= 1 and 0 < retry_min <= retry_max")
-        self.client, self.station_id, self.trials, self.max_faults = client, station_id, trials, max_faults
+        self.client, self.station_id = client, station_id
         self.session_id = f"hub:{station_id}"
+        records = client.records()
+        rules = next((r for r in records if r.get("kind") == "rules"), None)
+        if rules is None:  # the first start: the parameters become the journaled rules
+            client.append({"kind": "rules", "max_faults": max_faults, "trials": trials})
+            self.trials, self.max_faults = trials, max_faults
+        else:  # a restart keeps the journaled rules, like a session's runner.max_attempts
+            self.trials, self.max_faults = int(rules["trials"]), int(rules["max_faults"])
+            if (self.trials, self.max_faults) != (trials, max_faults):
+                log.warning("station %s: its journal %s holds max_faults %d, trials %d; the parameters "
+                            "(max_faults %d, trials %d) are ignored", station_id, client.journal_path,
+                            self.max_faults, self.trials, max_faults, trials)
         self.retry_min, self.retry_max = retry_min, retry_max
         self._lock = threading.Lock()
         self._wake = threading.Event()
         self._stop = threading.Event()
-        records = client.records()
         self._done = sum(r["kind"] == "result" for r in records)
         self._round = sum(r["kind"] == "leased" for r in records)
         self._assignment: _Assignment | None = None
@@ -120,6 +136,14 @@ class StationWork:
         self._finished = False
         self._paused = ""  # the reason, while paused
         self._aborted = ""  # the reason, once aborted: no new work; what is journaled is still uploaded
+        for r in records:  # a restarted station comes back paused or aborted, as its journal says
+            if r.get("kind") == "control":
+                if r["command"] == "pause":
+                    self._paused = r["reason"]
+                elif r["command"] == "resume":
+                    self._paused = ""
+                else:
+                    self._aborted = r["reason"]
         self._counts: tuple[int, tuple[int, int, int]] = (-1, (0, 0, 0))  # journal size -> pending/acked/rejected
         self._thread = threading.Thread(target=self._loop, name=f"hub-{station_id}", daemon=True)
 
@@ -157,14 +181,16 @@ class StationWork:
         with self._lock:
             if self._aborted:
                 return False, f"station {self.station_id} is aborted ({self._aborted})"
+            if command == "resume" and not self._paused:
+                return False, f"station {self.station_id} is not paused"
+            reason = reason or ("" if command == "resume" else f"{command}d by the operator")
+            self.client.append({"kind": "control", "command": command, "reason": reason})  # journaled first
             if command == "pause":
-                self._paused = reason or "paused by the operator"
+                self._paused = reason
             elif command == "resume":
-                if not self._paused:
-                    return False, f"station {self.station_id} is not paused"
                 self._paused = ""
             else:
-                self._aborted, self._assignment, self._leased = reason or "aborted by the operator", None, None
+                self._aborted, self._assignment, self._leased = reason, None, None
         log.warning("station %s: %s%s", self.station_id, command, f" ({reason})" if reason else "")
         self._wake.set()
         return True, f"station {self.station_id} {'running' if command == 'resume' else command + 'd'}"
@@ -287,8 +313,11 @@ class StationWork:
                 a.ran.add(trial.label)
                 return True
             a.faults += 1
+            self.client.append({"kind": "fault", "assignment_id": a.assignment_id, "arm": trial.label,
+                                "attempt": a.attempts[trial.label], "message": message})
             a.attempts[trial.label] += 1
             if a.faults >= self.max_faults:
+                self.client.append({"kind": "given_up", "assignment_id": a.assignment_id, "faults": a.faults})
                 log.error("assignment %s given up: the runner failed %d times in a row (%s); the hub requeues it",
                           a.assignment_id, a.faults, message)
                 self._assignment = None

@@ -11,13 +11,15 @@ from __future__ import annotations
 
 import json
 import pathlib
+import shutil
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from hub_support import HubProcess, Station, call, cli, register_hub, stop_all
 
-from evalstop_ros.hub.chain import GENESIS, body_text, link
+from evalstop_ros.hub.chain import GENESIS, body_text, check_records, link
+from evalstop_ros.hub.station import StationClient, read_journal
 
 
 @pytest.fixture(scope="module")
@@ -69,7 +71,7 @@ def _write(path: pathlib.Path, entries: list[dict[str, Any]], rechain: bool) -> 
 def test_the_untouched_record_verifies(record: dict[str, Any]) -> None:
     stations = [f"--station={d}" for d in record["stations"]]
     status, report = _audit(record["export"], "--against", str(record["board"]), *stations)
-    assert status == 0 and report["verified"] and report["problems"] == []
+    assert status == 0 and report["verified"] and report["problems"] == [] and report["notes"] == []
     assert report["results"] == 24 and sorted(report["stations"]) == ["s1", "s2"]
     done = cli("audit", str(record["export"]), *stations)
     assert done.returncode == 0 and done.stdout.strip().endswith("VERIFIED")
@@ -131,3 +133,73 @@ def test_a_result_for_work_never_handed_out_is_a_protocol_violation(record: dict
     assert status == 1
     assert report["problems"] == [f"entry seq {entries[-1]['seq']}: result (upload upload-made-up) for assignment "
                                   "made-up, never handed out"]
+
+
+def _station_copy(record: dict[str, Any], name: str, records: list[dict[str, Any]] | None = None) -> pathlib.Path:
+    """A copy of station s1's directory (its journal replaced by ``records`` if given)."""
+    copy = record["root"] / name
+    shutil.copytree(record["stations"][0], copy)
+    if records is not None:
+        (copy / "station.jsonl").write_text("".join(json.dumps(r, sort_keys=True) + "\n" for r in records))
+    return copy
+
+
+def test_each_station_journal_is_hash_chained(record: dict[str, Any]) -> None:
+    for directory in record["stations"]:
+        records = read_journal(directory / "station.jsonl")
+        assert {r["kind"] for r in records} >= {"leased", "result", "ack"}
+        assert check_records(records) == (0, None)
+        assert all(isinstance(r["hash"], str) and len(r["hash"]) == 64 for r in records)
+
+
+def test_an_edited_or_reordered_station_record_is_named(record: dict[str, Any]) -> None:
+    """Any record, not only a result: a ``leased`` line's task edited, an ``ack`` line removed,
+    two lines swapped -- each named by its line number; the hub's side still agrees."""
+    records = read_journal(record["stations"][0] / "station.jsonl")
+    line = next(i for i, r in enumerate(records) if r["kind"] == "leased" and i > 0)
+    edited = [dict(r) for r in records]
+    edited[line]["task"] = "elsewhere"
+    status, report = _audit(record["export"], f"--station={_station_copy(record, 's1-edited', edited)}")
+    assert status == 1 and len(report["problems"]) == 1
+    assert f"line {line + 1} (leased) does not match the hash chain" in report["problems"][0]
+
+    ack = next(i for i, r in enumerate(records) if r["kind"] == "ack")
+    removed = records[:ack] + records[ack + 1:]
+    status, report = _audit(record["export"], f"--station={_station_copy(record, 's1-removed', removed)}")
+    assert status == 1
+    assert report["problems"] == [f"{record['root'] / 's1-removed' / 'station.jsonl'}: line {ack + 1} "
+                                  f"({removed[ack]['kind']}{', upload ' + removed[ack]['upload_id'] if 'upload_id' in removed[ack] else ''}) "
+                                  "does not match the hash chain: edited, or a record before it was removed or changed"]
+
+    swapped = list(records)
+    swapped[1], swapped[2] = swapped[2], swapped[1]
+    status, report = _audit(record["export"], f"--station={_station_copy(record, 's1-swapped', swapped)}")
+    assert status == 1 and "line 2 (" in report["problems"][0]
+
+
+def test_an_old_unchained_journal_audits_with_a_note(record: dict[str, Any]) -> None:
+    """A journal written before stations chained (no ``hash``, no ``at``) still audits: a note,
+    not a problem; records appended to it start a chain from GENESIS at the first hashed one."""
+    old = [{k: v for k, v in r.items() if k not in ("hash", "at")}
+           for r in read_journal(record["stations"][0] / "station.jsonl")]
+    copy = _station_copy(record, "s1-old", old)
+    status, report = _audit(record["export"], f"--station={copy}")
+    assert status == 0 and report["verified"] and report["stations"] == ["s1"]
+    assert report["notes"] == [f"{copy / 'station.jsonl'}: the first {len(old)} of {len(old)} record(s) are "
+                               "unchained (written before stations chained their journals); they cannot be checked "
+                               "for edits"]
+    done = cli("audit", str(record["export"]), f"--station={copy}")
+    assert done.returncode == 0 and "note: " in done.stdout and done.stdout.strip().endswith("VERIFIED")
+
+    client = StationClient("http://127.0.0.1:9", "unused", copy)
+    first = client.append({"kind": "control", "command": "pause", "reason": "lunch"})
+    client.append({"kind": "control", "command": "resume", "reason": ""})
+    assert first["hash"] == link(GENESIS, first["at"], "control", body_text({"command": "pause", "reason": "lunch"}))
+    assert check_records(client.records()) == (len(old), None)
+    assert _audit(record["export"], f"--station={copy}")[0] == 0
+    # an old record edited stays unseen (it is unchained); a new one edited is named
+    journal = client.records()
+    journal[-1]["reason"] = "coffee"
+    (copy / "station.jsonl").write_text("".join(json.dumps(r, sort_keys=True) + "\n" for r in journal))
+    status, report = _audit(record["export"], f"--station={copy}")
+    assert status == 1 and f"line {len(old) + 2} (control) does not match" in report["problems"][0]

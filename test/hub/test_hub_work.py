@@ -8,6 +8,7 @@ up after repeated runner faults (the hub requeues it), and abort.
 
 from __future__ import annotations
 
+import logging
 import pathlib
 import time
 from collections.abc import Iterator
@@ -15,6 +16,7 @@ from collections.abc import Iterator
 import pytest
 from hub_support import HubProcess, call, hub_journal, register_hub, requeued, wait_for
 
+from evalstop_ros.hub.chain import check_records
 from evalstop_ros.hub.errors import HubError
 from evalstop_ros.hub.station import StationClient
 from evalstop_ros.hub.work import StationWork
@@ -32,8 +34,9 @@ def hub(tmp_path: pathlib.Path) -> Iterator[tuple[HubProcess, dict[str, str]]]:
         process.stop()
 
 
-def _work(hub: HubProcess, key: str, directory: pathlib.Path, name: str, trials: int) -> StationWork:
-    work = StationWork(StationClient(hub.url, key, directory, timeout=2.0), name, trials=trials, max_faults=3,
+def _work(hub: HubProcess, key: str, directory: pathlib.Path, name: str, trials: int,
+          max_faults: int = 3) -> StationWork:
+    work = StationWork(StationClient(hub.url, key, directory, timeout=2.0), name, trials=trials, max_faults=max_faults,
                        retry_min=0.05, retry_max=0.3)
     work.start()
     return work
@@ -147,3 +150,54 @@ def test_pause_resume_abort(hub: tuple[HubProcess, dict[str, str]], tmp_path: pa
         assert work.control("jump")[0] is False
     finally:
         work.close()
+
+
+def test_a_restarted_station_keeps_its_journaled_rules_and_controls(hub: tuple[HubProcess, dict[str, str]],
+                                                                    tmp_path: pathlib.Path,
+                                                                    caplog: pytest.LogCaptureFixture) -> None:
+    """The first start journals ``rules`` (max_faults, trials); a restart with other parameters
+    keeps them (and says so), and comes back paused or aborted as its journal says. Faults, the
+    assignment given up and every control are journaled, all in one hash chain."""
+    process, keys = hub
+    directory = tmp_path / "s1"
+    work = _work(process, keys["s1"], directory, "s1", trials=0, max_faults=2)
+    try:
+        wait_for(lambda: work.pending_trial() is not None, 30, "an assignment")
+        assert work.control("pause", "gripper check")[0]
+    finally:
+        work.close()
+    with caplog.at_level(logging.WARNING, logger="evalstop_ros.session.hub"):
+        work = _work(process, keys["s1"], directory, "s1", trials=5, max_faults=5)
+    try:
+        assert (work.max_faults, work.trials) == (2, 0)
+        assert any("max_faults 2" in r.getMessage() and "ignored" in r.getMessage() for r in caplog.records)
+        assert work.paused and work.status().state == "paused"
+        assert work.diagnostics(work.status(), node="n", hardware_id="r", runner="")[0].message == \
+            "paused (gripper check)"
+        assert work.control("resume")[0] and not work.paused
+        wait_for(lambda: work.pending_trial() is not None, 30, "an assignment after the restart")
+        trial = work.pending_trial()
+        assert trial is not None
+        given_up = work.status().assignment_id
+        for attempt in (1, 2):  # the journaled limit: given up after 2 faults, not 5
+            assert trial.attempt == attempt and work.record_run(trial.trial_id, False, "arm stuck")
+            trial = work.pending_trial() or trial
+        assert work.status().assignment_id != given_up
+        assert work.control("abort", "robot broken")[0]
+    finally:
+        work.close()
+    work = _work(process, keys["s1"], directory, "s1", trials=0, max_faults=2)
+    try:
+        assert work.status().state == "aborted" and work.control("resume")[0] is False
+        assert work.pending_trial() is None
+    finally:
+        work.close()
+    records = StationClient(process.url, keys["s1"], directory).records()
+    assert check_records(records) == (0, None)
+    kinds = [r["kind"] for r in records]
+    assert kinds.count("rules") == 1 and records[0] == {**records[0], "kind": "rules", "max_faults": 2, "trials": 0}
+    controls = [(r["command"], r["reason"]) for r in records if r["kind"] == "control"]
+    assert controls == [("pause", "gripper check"), ("resume", ""), ("abort", "robot broken")]
+    faults = [(r["assignment_id"], r["arm"], r["attempt"]) for r in records if r["kind"] == "fault"]
+    assert faults == [(given_up, "A", 1), (given_up, "A", 2)]
+    assert [(r["assignment_id"], r["faults"]) for r in records if r["kind"] == "given_up"] == [(given_up, 2)]
