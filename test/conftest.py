@@ -200,6 +200,22 @@ class RosProbe:
                 pytest.fail(f"timed out after {timeout} s waiting for {what}")
             self.executor.spin_once(timeout_sec=0.05)
 
+    def run_goal(self, client: Any, goal: Any, timeout: float = 30.0,
+                 feedback_callback: Callable[[Any], None] | None = None) -> Any:
+        """Send an action ``goal`` with ``client``, re-sent while DDS drops the goal response (for up
+        to 30 s, as the manager does), and return its result (fail after ``timeout`` s without it)."""
+        deadline = time.monotonic() + 30.0
+        while True:
+            sent = client.send_goal_async(goal, feedback_callback=feedback_callback)
+            try:
+                handle = self.spin_until(lambda s=sent: s.done() and s.result(), 3.0, "goal response")
+                break
+            except pytest.fail.Exception:
+                assert time.monotonic() < deadline, "no goal response within 30 s, re-sent every 3 s"
+        done = handle.get_result_async()
+        self.spin_until(done.done, timeout, "result")
+        return done.result().result
+
     def hear(self, topic: str = "session_status", timeout: float = 30.0) -> None:
         """Spin until a (latched) ``SessionStatus`` arrives on ``topic``: the probe then knows the manager.
 

@@ -12,7 +12,6 @@ import json
 import pathlib
 import re
 import sqlite3
-import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -171,21 +170,6 @@ def test_unreachable_server_fails_the_run_and_the_manager_pauses(
         assert runner.stop() == 0
 
 
-def _run_goal(probe: Any, client: Any, goal: Any) -> Any:
-    """Send ``goal`` (re-sent while DDS drops the goal response, as the manager does) and return its result."""
-    deadline = time.monotonic() + 30.0
-    while True:
-        sent = client.send_goal_async(goal)
-        try:
-            handle = probe.spin_until(lambda s=sent: s.done() and s.result(), 3.0, "goal response")
-            break
-        except pytest.fail.Exception:
-            assert time.monotonic() < deadline
-    done = handle.get_result_async()
-    probe.spin_until(done.done, 30.0, "result")
-    return done.result().result
-
-
 @pytest.mark.parametrize(("kind", "options", "category", "text"), [
     ("good", {"disconnect_after": 3}, "server error", "policy server closed the connection (waiting for action chunk)"),
     ("slow", {"delay": 3.0}, "too slow", "policy server too slow: no action chunk within 0.5 s"),
@@ -204,7 +188,7 @@ def test_server_failures_fail_the_run_with_a_category_and_an_error_id(
             _servers_file(servers, {"good_vla": server.port}), infer_timeout=0.5))
         client = ActionClient(probe.node, RunTrial, "run_trial")
         probe.spin_until(client.server_is_ready, 20.0, "run_trial")
-        result = _run_goal(probe, client, RunTrial.Goal(session_id="s", trial_id=7, policy_id="good_vla",
+        result = probe.run_goal(client, RunTrial.Goal(session_id="s", trial_id=7, policy_id="good_vla",
                                                         task="t", initial_condition="c", attempt=1))
         assert not result.ok and re.fullmatch(FAILED, result.message) and result.message.startswith(category + " ")
         runner.wait_for(rf"trial 7: rollout failed: {re.escape(result.message)}; robot stopped")
@@ -226,7 +210,7 @@ def test_a_goal_sent_again_is_the_same_run(start_node: Any, probe: Any, tmp_path
         probe.spin_until(client.server_is_ready, 20.0, "run_trial")
         goal = RunTrial.Goal(session_id="s", trial_id=5, policy_id="good_vla", task="t", initial_condition="c",
                              attempt=1)
-        results = [_run_goal(probe, client, goal) for _ in range(2)]
+        results = [probe.run_goal(client, goal) for _ in range(2)]
         assert results[0].ok and results[0].auto_scored
         assert (results[0].auto_success, results[0].auto_progress, results[0].duration) == \
             (results[1].auto_success, results[1].auto_progress, results[1].duration)
