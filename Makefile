@@ -183,9 +183,9 @@ test: venv ros-tools ros ros-jazzy lint
 	test $$rest -eq 0 && test $$ros -eq 0 && test $$jazzy -eq 0 && test $$serial -eq 0
 
 # The quick tier for development (docs/testing.md; a few minutes): the lint gates, then every test
-# that needs neither ROS nor a network namespace and is not marked slow, on all cores (pytest-xdist),
+# that needs neither ROS nor a network namespace and is neither slow nor a Monte Carlo check, on all cores (pytest-xdist),
 # then the serial ones among them one at a time. `make test` runs everything.
-CHECK_MARKERS := not ros and not netns and not slow
+CHECK_MARKERS := not ros and not netns and not slow and not mc
 check: venv lint
 	$(PY) -m pytest -p no:cacheprovider -q -n auto -m "$(CHECK_MARKERS) and not serial"
 	$(PY) -m pytest -p no:cacheprovider -q -m "$(CHECK_MARKERS) and serial"

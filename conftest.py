@@ -88,11 +88,15 @@ _MC_TESTS = {
                                      "test_any_claim_with_bonferroni_over_tasks_keeps_the_family_level",
                                      "test_pooled_test_loses_its_level_under_adaptive_task_choice"),
 }
-#: tests that take more than about 20 s on an idle 2-core machine (measured with --durations;
+#: tests that take more than about 10 s on a 2-core machine (measured with --durations;
 #: docs/testing.md) and are not marked ``slow`` in their own module
 _SLOW_TESTS = {
     "test/cli/test_cli_rank.py": ("test_categories_with_operator_map",),
     "test/hub/test_hub_two_processes.py": ("test_two_hubs_on_one_database_count_every_result_once_under_sigkill",),
+    "test/hub/test_hub_stations.py": ("test_stations_survive_kills_and_every_result_counts_once",),
+    "test/session/test_session_ab.py": ("test_rank_from_journal_and_bag_agree",),
+    "test/report/test_report.py": ("test_cli_report",),
+    "test/runner/test_robosuite_adapter.py": ("test_the_competent_policy_lifts_the_cube_and_the_sloppy_one_does_not",),
 }
 #: tests without ROS whose wall-clock deadlines are sized for one test at a time and that failed
 #: beside other workers under ``pytest -n auto`` on a loaded 2-core machine: run after the
