@@ -138,6 +138,7 @@ class StationClient:
         before stations chained stay unchained before it). Flushed and fsync'ed; returns it."""
         with self._append_lock:
             if self._last_hash is None:
+                self._drop_torn_line()
                 hashed = [r["hash"] for r in self.records() if isinstance(r.get("hash"), str)]
                 self._last_hash = hashed[-1] if hashed else GENESIS
             full = {**record, "at": time.time()}
@@ -148,6 +149,18 @@ class StationClient:
                 os.fsync(out.fileno())
             self._last_hash = full["hash"]
         return full
+
+    def _drop_torn_line(self) -> None:
+        """Cut a torn last line (a station killed mid-write: never acknowledged, :func:`read_journal`
+        ignores it), so that the next record starts on a line of its own and is read."""
+        try:
+            with open(self.journal_path, "rb+") as journal:
+                data = journal.read()
+                if data and not data.endswith(b"\n"):
+                    journal.truncate(data.rfind(b"\n") + 1)
+                    os.fsync(journal.fileno())
+        except FileNotFoundError:
+            pass
 
     def records(self) -> list[dict[str, Any]]:
         """The local journal (:func:`read_journal`)."""

@@ -59,6 +59,27 @@ def test_a_lease_is_journaled_once_its_ticket_resolves(hub: tuple[HubProcess, di
     assert (record["kind"], record["assignment_id"], record["task"]) == ("leased", work["assignment_id"], "towel")
 
 
+def test_a_result_journaled_after_a_torn_line_is_read_chained_and_uploaded(
+        hub: tuple[HubProcess, dict[str, str]], tmp_path: pathlib.Path) -> None:
+    """A station killed while writing a journal line leaves it torn; the restarted station's next
+    record must not be glued to it (the reader stops at the first unreadable line, so it and every
+    later record would be lost): the torn line is cut before the first append."""
+    process, keys = hub
+    directory = tmp_path / "s1"
+    client = StationClient(process.url, keys["s1"], directory, timeout=2.0)
+    work = client.lease()
+    client.resolve(work)
+    with open(client.journal_path, "a", encoding="utf-8") as journal:
+        journal.write('{"assignment_id": "' + work["assignment_id"] + '", "kind": "res')  # killed mid-write
+    restarted = StationClient(process.url, keys["s1"], directory, timeout=2.0)
+    upload = restarted.record_result(work["assignment_id"], 1.0, 0.0)
+    assert restarted.sync() == 0
+    records = restarted.records()
+    assert [r["kind"] for r in records] == ["leased", "result", "ack"]
+    assert records[1]["upload_id"] == upload and records[2]["upload_id"] == upload
+    assert check_records(records) == (0, None)
+
+
 def test_trials_scores_and_an_outage(hub: tuple[HubProcess, dict[str, str]], tmp_path: pathlib.Path) -> None:
     process, keys = hub
     work = _work(process, keys["s1"], tmp_path / "s1", "s1", trials=2)
