@@ -131,3 +131,25 @@ def test_no_module_over_600_lines() -> None:
     long = {path for path, n in lengths.items() if n > MAX_LINES}
     assert long <= NOT_YET_SPLIT, f"over {MAX_LINES} lines: {sorted(long - NOT_YET_SPLIT)}"
     assert not NOT_YET_SPLIT - long, f"split now, remove from NOT_YET_SPLIT: {sorted(NOT_YET_SPLIT - long)}"
+
+
+#: The calls that move a trial on: issuing it, journaling its run, taking its held automatic score.
+_LOOP_CALLS = frozenset({"next_trial", "record_runner_result", "held_auto_score"})
+
+
+def _loop_callers() -> set[str]:
+    """The evalstop_ros modules that call a method of :data:`_LOOP_CALLS` (definitions aside)."""
+    out = set()
+    for path in PACKAGE.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                    and node.func.attr in _LOOP_CALLS):
+                out.add(_module_name(path))
+    return out
+
+
+def test_one_trial_loop() -> None:
+    """Issue #22: the manager node (local session and hub mode), the simulated hub station, the
+    audit's synthetic recordings and the session tests all drive ``session/driver.TrialDriver``;
+    no other module issues trials or journals runs itself."""
+    assert _loop_callers() == {"evalstop_ros.session.driver"}

@@ -9,9 +9,9 @@ once. When the hub is unreachable the results stay in the local journal and the 
 :meth:`~StationClient.sync` sends them; nothing is lost when the station itself is killed,
 because a restarted station reads its journal again.
 
-:func:`run_station` is the work loop of a simulated station (``sim://success=P`` policy
-servers), used by ``evalstop hub station``, the demo and the tests. What it prints (the
-operator's view) names the arms ``A`` and ``B`` only.
+A station's work (leases, trials, scores) is :class:`~.work.StationWork`, driven by the session's
+trial loop: by the manager node's hub mode, or by :func:`~.sim_station.run_station` for a
+simulated station.
 """
 
 from __future__ import annotations
@@ -20,19 +20,18 @@ import http.client
 import json
 import os
 import pathlib
-import random
 import threading
 import time
 import urllib.error
 import urllib.request
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from .chain import GENESIS, record_link
 from .errors import HubError
 
-__all__ = ["ARMS", "SIM_ADDRESS", "StationClient", "read_key", "run_station", "sim_address_rate", "sim_runner"]
+__all__ = ["ARMS", "SIM_ADDRESS", "StationClient", "read_key", "sim_address_rate"]
 
 #: Name of the local journal inside a station's directory.
 JOURNAL = "station.jsonl"
@@ -45,7 +44,7 @@ SIM_ADDRESS = "sim://success="
 
 def sim_address_rate(address: str) -> float | None:
     """The success probability ``P`` of a simulated policy server ``sim://success=P`` (``None``:
-    not such an address, or ``P`` not in [0, 1]). Used by :func:`sim_runner` and ``sim_robot``.
+    not such an address, or ``P`` not in [0, 1]). Used by :func:`.sim_station.sim_runner` and ``sim_robot``.
 
     >>> sim_address_rate("sim://success=0.85"), sim_address_rate("policy_a"), sim_address_rate("sim://success=2")
     (0.85, None, None)
@@ -224,62 +223,3 @@ class StationClient:
         except HubError as err:
             if err.status not in (503, 410):
                 raise
-
-
-#: A runner: (policy-server addresses of arms A and B, task, rng, heartbeat) -> (score A, score B).
-Runner = Callable[[Mapping[str, str], str, random.Random, Callable[[], None]], tuple[float, float]]
-
-
-def sim_runner(trial_seconds: float) -> Runner:
-    """A simulated robot: a policy server ``sim://success=P`` succeeds with probability ``P``;
-    it calls ``heartbeat`` after each arm's episode."""
-
-    def run(addresses: Mapping[str, str], task: str, rng: random.Random,
-            heartbeat: Callable[[], None]) -> tuple[float, float]:
-        scores = []
-        for arm in ARMS:
-            rate = sim_address_rate(addresses[arm])
-            if rate is None:
-                raise HubError(f"the simulated runner drives sim://success=P policies only; arm {arm} is not one")
-            scores.append(1.0 if rng.random() < rate else 0.0)
-            time.sleep(trial_seconds / 2)
-            heartbeat()
-        return scores[0], scores[1]
-
-    return run
-
-
-def run_station(client: StationClient, trials: int, runner: Runner, *, seed: int | None = None,
-                retry_seconds: float = 0.5, deadline_seconds: float = 600.0,
-                say: Callable[[str], None] = print) -> int:
-    """Run ``trials`` hub trials (counting earlier runs in the local journal); returns how many
-    results the hub has acknowledged. Retries with back-off while the hub is unreachable."""
-    rng = random.Random(seed)
-    give_up = time.monotonic() + deadline_seconds
-
-    def done() -> int:
-        return sum(1 for r in client.records() if r["kind"] == "result")
-
-    while time.monotonic() < give_up:
-        if client.sync():
-            say(f"hub unreachable; {len(client.pending())} result(s) kept locally, retrying")
-            time.sleep(retry_seconds)
-            continue
-        if done() >= trials:
-            break
-        try:
-            work = client.lease()
-            addresses = client.resolve(work)
-        except HubError as err:
-            if err.status != 503:
-                raise
-            say("hub unreachable; retrying")
-            time.sleep(retry_seconds)
-            continue
-        say(f"trial {done() + 1}/{trials}: task {work['task']}, arms A then B")
-        score_a, score_b = runner(addresses, work["task"], rng, lambda: client.renew(work["assignment_id"]))
-        client.record_result(work["assignment_id"], score_a, score_b)
-        say(f"  scores A {score_a:g}, B {score_b:g}")
-    else:
-        raise HubError(f"station did not finish {trials} trials in {deadline_seconds:g} s")
-    return sum(1 for r in client.records() if r["kind"] == "ack")

@@ -25,15 +25,15 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import math
 import secrets
 import threading
 import time
 from typing import Any
 
 from ..session.publishing import OK, WARN, Diagnostic
+from ..session.runner_messages import operator_text
 from ..session.values import STATE_CODES as SESSION_STATE_CODES
-from ..session.values import PendingTrial, ScoreOutcome, SessionState
+from ..session.values import EditOutcome, PendingTrial, ScoreOutcome, SessionState, TrialRules, score_problem
 from .errors import HubError
 from .station import ARMS, StationClient
 
@@ -46,6 +46,8 @@ STATE_CODES = {**{state.value: code for state, code in SESSION_STATE_CODES.items
                "waiting_for_work": SESSION_STATE_CODES[SessionState.RUNNING]}
 #: Commands of :meth:`StationWork.control` (the manager's ``session_control``).
 COMMANDS = ("pause", "resume", "abort")
+#: ``scoring`` of a station's rules: the runner scores (the operator where it sends no valid score), or the operator.
+SCORING = ("auto", "operator")
 
 #: A child of the session layer's logger, which the manager node forwards to its ROS log.
 log = logging.getLogger("evalstop_ros.session.hub")
@@ -63,8 +65,8 @@ class _Assignment:
     lease_seconds: float
     attempts: dict[str, int] = dataclasses.field(default_factory=lambda: dict.fromkeys(ARMS, 1))
     ran: set[str] = dataclasses.field(default_factory=set)
+    auto: dict[str, tuple[bool, float]] = dataclasses.field(default_factory=dict)  # the runner's scores
     scores: dict[str, float] = dataclasses.field(default_factory=dict)
-    faults: int = 0
     renewed_at: float = dataclasses.field(default_factory=time.monotonic)
 
 
@@ -74,7 +76,8 @@ class WorkStatus:
 
     ``state`` is ``waiting_for_work``, ``running``, ``paused``, ``finished`` or ``aborted`` (a key
     of :data:`STATE_CODES`); ``awaiting`` is ``run`` or ``score`` while there is a trial;
-    ``problem`` the last hub error ("" once the hub answers again).
+    ``problem`` the last hub error ("" once the hub answers again), ``unreachable`` whether it
+    was the hub not answering (rather than refusing).
     """
 
     state: str
@@ -87,42 +90,56 @@ class WorkStatus:
     pending_trial_id: int
     problem: str
     retry_in: float
+    unreachable: bool = False
 
 
 class StationWork:
-    """One station's work loop against a hub; the node drives it, a thread talks to the hub.
+    """One station's work against a hub: a session the trial loop drives, a thread talks to the hub.
 
     :param client: The station's hub client (its directory holds the local journal).
     :param station_id: The station's name (session id ``hub:<station_id>`` of its trials).
     :param trials: Stop after this many A/B trials journaled locally (earlier runs count), all
         uploaded; 0 for no limit.
-    :param max_faults: Runner faults in a row on one trial after which the assignment is given
-        up (the hub requeues it when the station asks for new work).
+    :param max_faults: Runner faults in a row on one trial after which the station pauses (a
+        session's ``runner.max_attempts``).
+    :param scoring: ``auto`` (the runner's score; the operator's where the runner sends no valid
+        one) or ``operator`` (a session's ``scoring``).
 
-    The first start journals ``trials`` and ``max_faults`` as a ``rules`` record; a restart on the
-    same journal keeps those (a changed parameter is logged and ignored), as a session keeps its
-    journaled ``runner.max_attempts``. ``pause``/``resume``/``abort`` are journaled as ``control``
-    records (a restart comes back paused or aborted), each runner fault as a ``fault`` record
-    (assignment, arm, attempt) and an assignment given up as ``given_up``.
+    It is a :class:`~evalstop_ros.session.driver.DrivenSession`: the node (and
+    :func:`~.sim_station.run_station`) drive it with the same :class:`~evalstop_ros.session.driver.TrialDriver`
+    as a local session, so a station keeps a session's rules -- after ``max_faults`` runner faults
+    in a row it pauses, journaled with the reason; the operator resumes (``max_faults`` more runs)
+    or voids the trial (:meth:`void_score`: the assignment is given up and the hub requeues it);
+    an automatic score that came while paused is held until the station runs again; a run without a
+    valid automatic score waits for the operator's.
+
+    The first start journals ``trials``, ``max_faults`` and ``scoring`` as a ``rules`` record; a
+    restart on the same journal keeps those (a changed parameter is logged and ignored), as a
+    session keeps its journaled configuration. ``pause``/``resume``/``abort`` are journaled as
+    ``control`` records (a restart comes back paused or aborted), each runner fault as a ``fault``
+    record (assignment, arm, attempt) and an assignment given up as ``given_up``.
     """
 
     def __init__(self, client: StationClient, station_id: str, *, trials: int = 0, max_faults: int = 3,
-                 retry_min: float = 0.2, retry_max: float = 3.0) -> None:
-        if trials < 0 or max_faults < 1 or not (0 < retry_min <= retry_max):
-            raise HubError("trials must be >= 0, max_faults >= 1 and 0 < retry_min <= retry_max")
+                 scoring: str = "auto", retry_min: float = 0.2, retry_max: float = 3.0) -> None:
+        if trials < 0 or max_faults < 1 or scoring not in SCORING or not (0 < retry_min <= retry_max):
+            raise HubError(f"trials must be >= 0, max_faults >= 1, scoring one of {SCORING} and "
+                           "0 < retry_min <= retry_max")
         self.client, self.station_id = client, station_id
         self.session_id = f"hub:{station_id}"
         records = client.records()
         rules = next((r for r in records if r.get("kind") == "rules"), None)
         if rules is None:  # the first start: the parameters become the journaled rules
-            client.append({"kind": "rules", "max_faults": max_faults, "trials": trials})
-            self.trials, self.max_faults = trials, max_faults
-        else:  # a restart keeps the journaled rules, like a session's runner.max_attempts
+            client.append({"kind": "rules", "max_faults": max_faults, "trials": trials, "scoring": scoring})
+            self.trials, self.max_faults, self.scoring = trials, max_faults, scoring
+        else:  # a restart keeps the journaled rules, like a session's configuration
+            # (a journal from before stations had a scoring rule used the runner's score where it sent one)
             self.trials, self.max_faults = int(rules["trials"]), int(rules["max_faults"])
-            if (self.trials, self.max_faults) != (trials, max_faults):
-                log.warning("station %s: its journal %s holds max_faults %d, trials %d; the parameters "
-                            "(max_faults %d, trials %d) are ignored", station_id, client.journal_path,
-                            self.max_faults, self.trials, max_faults, trials)
+            self.scoring = str(rules.get("scoring", "auto"))
+            if (self.trials, self.max_faults, self.scoring) != (trials, max_faults, scoring):
+                log.warning("station %s: its journal %s holds max_faults %d, trials %d, scoring %s; the parameters "
+                            "(max_faults %d, trials %d, scoring %s) are ignored", station_id, client.journal_path,
+                            self.max_faults, self.trials, self.scoring, max_faults, trials, scoring)
         self.retry_min, self.retry_max = retry_min, retry_max
         self._lock = threading.Lock()
         self._wake = threading.Event()
@@ -132,8 +149,11 @@ class StationWork:
         self._assignment: _Assignment | None = None
         self._leased: dict[str, Any] | None = None  # leased, ticket not resolved yet
         self._problem = ""
+        self._problem_status = 0
         self._retry_at = 0.0
         self._finished = False
+        self._faults = 0  # runner faults in a row on the pending trial, since it was leased or the station resumed
+        self._runner_message = ""
         self._paused = ""  # the reason, while paused
         self._aborted = ""  # the reason, once aborted: no new work; what is journaled is still uploaded
         for r in records:  # a restarted station comes back paused or aborted, as its journal says
@@ -188,7 +208,7 @@ class StationWork:
             if command == "pause":
                 self._paused = reason
             elif command == "resume":
-                self._paused = ""
+                self._paused, self._faults = "", 0
             else:
                 self._aborted, self._assignment, self._leased = reason, None, None
         log.warning("station %s: %s%s", self.station_id, command, f" ({reason})" if reason else "")
@@ -213,6 +233,7 @@ class StationWork:
                 with self._lock:
                     first = not self._problem
                     self._problem, self._retry_at = str(err), time.monotonic() + wait
+                    self._problem_status = err.status
                 if first or failures % 20 == 0:
                     log.warning("%s; %d result(s) kept locally; retrying with back-off", err,
                                 len(self.client.pending()))
@@ -261,13 +282,44 @@ class StationWork:
             if self._aborted:
                 return
             self._round += 1
+            self._faults = 0
             self._assignment = _Assignment(
                 str(work["assignment_id"]), str(work["task"]), self._round, addresses,
                 {arm: secrets.token_hex(6) for arm in ARMS}, float(work.get("lease_seconds") or 60.0))
         log.info("assignment %s leased: task %s, arms A then B (round %d)", work["assignment_id"], work["task"],
                  self._round)
 
-    # -- the node's side --------------------------------------------------------------------
+    # -- the session the trial loop drives (session/driver.py) -------------------------------
+    @property
+    def state(self) -> SessionState:
+        """``running`` (also while waiting for work), ``paused``, ``finished`` or ``aborted``."""
+        with self._lock:
+            return (SessionState.ABORTED if self._aborted else SessionState.FINISHED if self._finished
+                    else SessionState.PAUSED if self._paused else SessionState.RUNNING)
+
+    @property
+    def trial_rules(self) -> TrialRules:
+        """The journaled rules (``max_faults``, ``scoring``) as the trial loop's."""
+        return TrialRules(self.max_faults, self.scoring == "auto", "")
+
+    @property
+    def runner_faults(self) -> int:
+        """Runner faults in a row on the pending trial, since it was leased or the station resumed."""
+        with self._lock:
+            return self._faults
+
+    @property
+    def runner_message(self) -> str:
+        """The last run's message as an operator may see it (a category and an error id)."""
+        with self._lock:
+            return self._runner_message
+
+    def pause(self, reason: str = "") -> None:
+        """Pause (:meth:`control`); the trial loop's fault limit."""
+        ok, message = self.control("pause", reason)
+        if not ok:
+            raise HubError(message, 409)
+
     def pending_trial(self) -> PendingTrial | None:
         """The trial to run or score next (arm A, then B), ``None`` while waiting for work.
 
@@ -275,6 +327,10 @@ class StationWork:
         """
         with self._lock:
             return self._pending()
+
+    def next_trial(self) -> PendingTrial | None:
+        """The pending trial (the hub thread leases the work; ``None`` while there is none)."""
+        return self.pending_trial()
 
     def _pending(self) -> PendingTrial | None:
         a = self._assignment
@@ -296,39 +352,61 @@ class StationWork:
             assert self._assignment is not None
             return "score" if trial.label in self._assignment.ran else "run"
 
-    def record_run(self, trial_id: int, ok: bool, message: str) -> bool:
-        """The runner's result for ``trial_id``; ``False`` if that trial is no longer pending.
-
-        A fault counts against the trial (its next run has the next attempt number); after
-        ``max_faults`` in a row the assignment is given up.
-        """
+    def record_runner_result(self, trial_id: int, ok: bool, duration_s: float, message: str = "", *,
+                             auto_score: tuple[bool, float] | None = None) -> PendingTrial | None:
+        """The runner's result for the pending trial: ``None`` after a successful run (it waits
+        for its score; ``auto_score`` is held for the trial loop), else the trial to run again
+        (next attempt; a ``fault`` record is journaled). :class:`HubError` if ``trial_id`` is not
+        the pending trial."""
         with self._lock:
             trial = self._pending()
-            if trial is None or trial.trial_id != trial_id:
-                return False
+            if trial is None or trial.trial_id != trial_id or self._aborted:
+                raise HubError(f"runner result for trial {trial_id}, which is not the pending trial", 409)
             a = self._assignment
             assert a is not None
+            self._runner_message = operator_text(message, ok)
             if ok:
-                a.faults = 0
                 a.ran.add(trial.label)
-                return True
-            a.faults += 1
+                if auto_score is not None:
+                    a.auto[trial.label] = auto_score
+                return None
+            self._faults += 1
             self.client.append({"kind": "fault", "assignment_id": a.assignment_id, "arm": trial.label,
                                 "attempt": a.attempts[trial.label], "message": message})
             a.attempts[trial.label] += 1
-            if a.faults >= self.max_faults:
-                self.client.append({"kind": "given_up", "assignment_id": a.assignment_id, "faults": a.faults})
-                log.error("assignment %s given up: the runner failed %d times in a row (%s); the hub requeues it",
-                          a.assignment_id, a.faults, message)
-                self._assignment = None
-                self._wake.set()
-            return True
+            return self._pending()
 
-    def submit_score(self, trial_id: int, token: str, success: bool, progress: float, scorer: str) -> ScoreOutcome:
+    def held_auto_score(self) -> tuple[PendingTrial, bool, float] | None:
+        """The pending trial's automatic score from its run, not yet submitted (``None`` if none)."""
+        with self._lock:
+            trial, a = self._pending(), self._assignment
+            if trial is None or a is None or trial.label not in a.ran or trial.label not in a.auto:
+                return None
+            success, progress = a.auto[trial.label]
+            return trial, success, progress
+
+    def void_score(self, trial_id: int, reason: str) -> EditOutcome:
+        """Void the pending trial (``correct_score``'s void, e.g. after the fault limit): its
+        assignment is given up (journaled ``given_up``); the hub requeues it when its lease runs out."""
+        with self._lock:
+            trial, a = self._pending(), self._assignment
+            if trial is None or a is None or trial.trial_id != trial_id:
+                return EditOutcome(False, f"trial {trial_id} is not the pending trial; at a hub station only "
+                                   "the pending trial can be voided", None)
+            self.client.append({"kind": "given_up", "assignment_id": a.assignment_id, "faults": self._faults,
+                                "reason": reason})
+            self._assignment, self._faults = None, 0
+        log.warning("assignment %s given up (%s); the hub requeues it", a.assignment_id, reason or "voided")
+        self._wake.set()
+        return EditOutcome(True, f"trial {trial_id} voided: assignment {a.assignment_id} given up", trial_id)
+
+    def submit_score(self, trial_id: int, token: str, success: bool, progress: float,
+                     operator: str = "") -> ScoreOutcome:
         """Record a score of the pending trial; the second arm's score journals the result and
         has it uploaded. A score resent unchanged is acknowledged as a duplicate."""
-        if not (math.isfinite(progress) and 0.0 <= progress <= 1.0):
-            return ScoreOutcome(False, False, f"progress must lie in [0, 1]; found {progress!r}")
+        problem = score_problem(success, progress)
+        if problem:
+            return ScoreOutcome(False, False, problem)
         score = 1.0 if success else float(progress)
         with self._lock:
             a = self._assignment
@@ -343,14 +421,19 @@ class StationWork:
                 return ScoreOutcome(False, False, f"wrong token for trial {trial_id}")
             if trial.label not in a.ran:
                 return ScoreOutcome(False, False, f"trial {trial_id} has not run yet")
+            if self._paused or self._aborted:
+                return ScoreOutcome(False, False, f"station {self.station_id} is {'aborted' if self._aborted else 'paused'}"
+                                    "; scores are accepted only while it runs")
             a.scores[trial.label] = score
+            self._faults = 0
             if len(a.scores) < len(ARMS):
                 return ScoreOutcome(True, False, "")
             # journaled (fsync'ed) before anything is uploaded; the hub thread uploads it
             self.client.record_result(a.assignment_id, a.scores["A"], a.scores["B"])
             self._done += 1
             self._assignment = None
-        log.info("assignment %s done (scored by %s): result journaled locally, uploading", a.assignment_id, scorer)
+        log.info("assignment %s done (scored by %s): result journaled locally, uploading", a.assignment_id,
+                 operator[:64])
         self._wake.set()
         return ScoreOutcome(True, False, "")
 
@@ -381,7 +464,8 @@ class StationWork:
             return WorkStatus(
                 state, awaiting, self._done, pending, acked, rejected,
                 self._assignment.assignment_id if self._assignment else "", trial.trial_id if trial else 0,
-                problem, max(0.0, self._retry_at - time.monotonic()) if self._problem else 0.0)
+                problem, max(0.0, self._retry_at - time.monotonic()) if self._problem else 0.0,
+                bool(problem) and self._problem_status == 503)
 
     def status_fields(self, status: WorkStatus) -> dict[str, Any]:
         """``session_status`` fields (``state_name`` e.g. ``hub:waiting_for_work``,

@@ -473,6 +473,14 @@ class EvaluationManager(ManagerParameters, QuickNode):
     def _on_correct_score(self, request: CorrectScore.Request, response: CorrectScore.Response) -> None:
         """Correct, void or undo a score (:func:`~.manager_services.apply_correction`)."""
         session = self.session
+        if self._hub is not None:  # a station voids its pending trial only (nodes/hub_mode.py)
+            if request.action == CorrectScore.Request.ACTION_VOID:
+                response.ok, response.message = self._hub.void(int(request.trial_id), request.reason.strip())
+            else:
+                response.ok, response.message = False, "in hub mode only ACTION_VOID of the pending trial applies"
+            if not response.ok:
+                self.get_logger().warning(f"correct_score refused for trial {request.trial_id}: {response.message}")
+            return
         response.ok, response.message = apply_correction(session, request)
         if not response.ok:
             self.get_logger().warning(f"correct_score refused for trial {request.trial_id}: {response.message}")

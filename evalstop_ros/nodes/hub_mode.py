@@ -8,22 +8,27 @@ each result locally first and uploads it, retrying while the hub is unreachable)
 * the pending trial goes out blinded on ``trial_request`` (label ``A`` or ``B`` and the task;
   session id ``hub:<station_id>``) and, as a ``RunTrial`` goal, to the runner -- the goal's
   ``policy_id`` is the arm's policy-server address, which appears in no topic and no log line;
-* a lost goal response is re-sent (same trial and attempt), a runner fault re-runs the trial
+* the trial loop is a session's (:class:`~evalstop_ros.session.driver.TrialDriver` over the
+  :class:`~evalstop_ros.hub.work.StationWork`), with its rules journaled in the station's journal:
+  a lost goal response is re-sent (same trial and attempt), a runner fault re-runs the trial
   (next attempt), a silent or vanished runner times out; after ``max_attempts`` faults in a row
-  the assignment is given up and the hub requeues it;
-* the runner's automatic score (``auto_scored``) is submitted by the manager (scorer
-  ``auto:<runner action>``); otherwise the operator's ``trial_score`` (teleop_scorer) is
-  awaited; every score is answered on ``score_ack``;
-* ``session_control`` pauses (no new run starts; e.g. policy_runner's emergency stop), resumes,
-  or aborts the station (the assignment in progress is given up, no new work is leased, the
-  journaled results are still uploaded, then the node ends as a finished session does);
+  the station pauses, and the operator resumes it or voids the trial (``correct_score``'s
+  ``ACTION_VOID``: the assignment is given up and the hub requeues it);
+* with ``hub_scoring`` ``auto`` the runner's automatic score (``auto_scored``) is submitted by the
+  manager (scorer ``auto:<runner action>``; one that came while paused is held until the station
+  resumes); a run without a valid one, or every run with ``operator``, waits for the operator's
+  ``trial_score`` (teleop_scorer); every score is answered on ``score_ack``;
+* ``session_control`` pauses (no new run starts, no score is taken; e.g. policy_runner's
+  emergency stop), resumes, or aborts the station (the assignment in progress is given up, no new
+  work is leased, the journaled results are still uploaded, then the node ends as a finished
+  session does);
 * ``session_status`` says what the station does (``hub:waiting_for_work``,
   ``hub:running:awaiting_run`` / ``awaiting_score``, ``hub:paused``, ``hub:finished``, ``hub:aborted``); ``/diagnostics`` is
   WARN with the reason and the retry time while the hub is unreachable or refuses.
 
 Parameters (declared by :func:`hub_mode`): ``hub_url``, ``station_id``, ``hub_key_file`` (the
 key is read from that file or ``$EVALSTOP_HUB_KEY``; it is no parameter and is never logged),
-``hub_trials``. The local journal is ``journal_dir/hub-<station_id>/station.jsonl``.
+``hub_trials``, ``hub_scoring``. The local journal is ``journal_dir/hub-<station_id>/station.jsonl``.
 """
 
 from __future__ import annotations
@@ -35,9 +40,9 @@ from evalstop.msg import TrialScore
 
 from ..hub.errors import HubError
 from ..hub.station import StationClient, read_key
-from ..hub.work import StationWork
-from ..session.runner_messages import operator_text
-from ..session.session import PendingTrial
+from ..hub.work import SCORING, StationWork
+from ..session.driver import Action, TrialDriver, Verdict
+from ..session.values import PendingTrial, ScoreOutcome
 from ._common import EXIT_OK, declare
 from .runner_link import RunnerLink, RunResult
 
@@ -61,12 +66,17 @@ def hub_mode(node: EvaluationManager) -> HubMode | None:
     trials: int = declare(node, "hub_trials", 0, "Hub mode: A/B trials to run, counting those already in the "
                           "local journal (0: no limit). With exit_on_finish the node exits once all are uploaded.",
                           int_range=(0, 10_000_000), read_only=True)
+    scoring: str = declare(node, "hub_scoring", "auto", "Hub mode: 'auto' (the runner's score; the operator's "
+                           "where the runner sends no valid one) or 'operator'. Journaled on the station's first "
+                           "start.", read_only=True)
     run_timeout: float = declare(node, "hub_run_timeout", 600.0, "Hub mode: seconds a runner goal may run.",
                                  float_range=(0.1, 86400.0), read_only=True)
     if not hub_url:
         return None
     if not station_id:
         raise ValueError("`station_id` is required with `hub_url`")
+    if scoring not in SCORING:
+        raise ValueError(f"`hub_scoring` must be one of {SCORING}; found {scoring!r}")
     if not hub_url.startswith(("http://", "https://")):
         raise ValueError(f"`hub_url` must be an http:// or https:// URL; found {hub_url!r}")
     try:
@@ -75,7 +85,7 @@ def hub_mode(node: EvaluationManager) -> HubMode | None:
         raise ValueError(f"hub mode: {err}") from err
     directory = node.journal_path(f"hub-{station_id}").with_suffix("")
     work = StationWork(StationClient(hub_url, key, directory, timeout=5.0), station_id, trials=trials,
-                       max_faults=node.max_attempts)
+                       max_faults=node.max_attempts, scoring=scoring)
     return HubMode(node, work, node.runner_action or "run_trial", run_timeout)
 
 
@@ -84,12 +94,13 @@ class HubMode:
 
     def __init__(self, node: EvaluationManager, work: StationWork, runner_name: str, run_timeout: float) -> None:
         self.node, self.work, self.runner_name, self.run_timeout = node, work, runner_name, run_timeout
+        self.driver = TrialDriver(work, runner_name)
         self._link = RunnerLink(node, runner_name, limits=node.runner_limits, on_done=self._done)
         self._status: dict[str, Any] | None = None
         self._ended = False
         node.get_logger().info(
             f"hub mode: station {work.station_id!r} of hub {work.client.hub_url}, runner '{runner_name}', "
-            f"local journal {work.client.journal_path}"
+            f"scoring {work.scoring}, local journal {work.client.journal_path}"
             + (f", {work.trials} trials" if work.trials else ""))
         node.publisher.reset()
         work.start()
@@ -97,16 +108,20 @@ class HubMode:
 
     # -- the loop -------------------------------------------------------------------------
     def _tick(self) -> None:
-        """Publish the pending trial and the status; start, watch or finish the runner goal."""
+        """Move the work on (:meth:`TrialDriver.advance`): publish the pending trial and the
+        status, start or watch the runner goal, acknowledge a held automatic score, finish."""
         if self._ended:
             return
         if self.work.finished:
             self._finish()
             return
+        upcoming = self.driver.advance(runner_busy=self._link.trial is not None)
+        if upcoming.auto is not None:
+            self._ack(upcoming.auto.trial.trial_id, upcoming.auto.outcome, self.driver.auto_scorer)
         trial = self.work.pending_trial()
         if trial is not None:
             self.node.publisher.request(trial)
-            if self._link.trial is None and self.work.awaiting() == "run" and not self.work.paused:
+            if upcoming.action is Action.RUN and self._link.trial is None:
                 self._link.start(trial)
         elif self._link.trial is not None:
             self._link.cancel()  # the assignment was given up
@@ -120,18 +135,21 @@ class HubMode:
             self._status = fields
 
     def _done(self, trial: PendingTrial, result: RunResult) -> None:
-        """The run is over: tell the work; submit an automatic score; move on."""
-        if not self.work.record_run(trial.trial_id, result.ok, result.message):
-            self.node.get_logger().info(f"trial {trial.trial_id}: runner result ignored (no longer pending)")
-        elif not result.ok:
+        """The run is over: the trial loop's rules (:meth:`TrialDriver.run_done`); move on."""
+        verdict = self.driver.run_done(trial, result.ok, result.duration, result.message,
+                                       auto_score=result.auto_score)
+        log = self.node.get_logger()
+        if verdict.verdict is Verdict.PAUSED:
+            log.error(verdict.message)
+        elif verdict.verdict is Verdict.RETRY:
             # a category and an id only: the runner's own words may name the policy (session/runner_messages.py)
-            self.node.get_logger().warning(f"trial {trial.trial_id}: runner fault: "
-                                           f"{operator_text(result.message, result.ok)}")
-        elif result.auto_score is not None:
-            success, progress = result.auto_score
-            self._submit(trial.trial_id, trial.token, success, progress, f"auto:{self.runner_name}")
-        else:
-            self.node.get_logger().info(f"trial {trial.trial_id}: run done; waiting for the operator's score")
+            log.warning(f"trial {trial.trial_id}: runner fault: {self.work.runner_message}")
+        elif verdict.verdict is Verdict.OPERATOR:
+            log.warning(verdict.message)
+        elif verdict.verdict is Verdict.RAN and not self.driver.auto:
+            log.info(f"trial {trial.trial_id}: run done; waiting for the operator's score")
+        elif verdict.message:
+            log.info(verdict.message)
         self._tick()
 
     def control(self, command: str, reason: str) -> tuple[bool, str]:
@@ -142,20 +160,30 @@ class HubMode:
         self._tick()
         return ok, message
 
+    def void(self, trial_id: int, reason: str) -> tuple[bool, str]:
+        """``correct_score``'s void in hub mode: give the pending trial's assignment up (e.g. after
+        the fault limit paused the station); a correction or an undo has nothing to act on here
+        (every result is uploaded as it is journaled)."""
+        outcome = self.work.void_score(trial_id, reason)
+        if outcome.applied and self._link.trial is not None and self._link.trial.trial_id == trial_id:
+            self._link.cancel()
+        self._tick()
+        return outcome.applied, outcome.reason
+
     # -- scores -----------------------------------------------------------------------------
     def on_score(self, msg: TrialScore) -> None:
         """An operator's score (``trial_score``)."""
-        self._submit(int(msg.trial_id), msg.token, bool(msg.success), float(msg.progress), msg.scorer)
+        scorer = msg.scorer
+        outcome = self.work.submit_score(int(msg.trial_id), msg.token, bool(msg.success), float(msg.progress), scorer)
+        self._ack(int(msg.trial_id), outcome, scorer)
         self._tick()
 
-    def _submit(self, trial_id: int, token: str, success: bool, progress: float, scorer: str) -> None:
-        outcome = self.work.submit_score(trial_id, token, success, progress, scorer)
+    def _ack(self, trial_id: int, outcome: ScoreOutcome, scorer: str) -> None:
         if outcome.accepted and not outcome.duplicate:
             self.node.get_logger().info(f"trial {trial_id} scored by {scorer[:64]!r}")
         elif not outcome.accepted:
             self.node.get_logger().warning(f"score for trial {trial_id} rejected: {outcome.reason}")
         self.node.publisher.ack(self.work.session_id, trial_id, outcome)
-
     # -- status -----------------------------------------------------------------------------
     def publish_diagnostics(self, publisher: Any) -> None:
         """``/diagnostics`` of the hub mode (called by the node's 1 s timer)."""

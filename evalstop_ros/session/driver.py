@@ -1,13 +1,16 @@
 """The trial loop: what comes next in a session, and the rules of a runner's result.
 
-:class:`TrialDriver` is the one loop over an :class:`~.session.EvaluationSession` that the
-``evaluation_manager`` node, the audit's simulated recordings (:mod:`evalstop_ros.audit.synthetic`)
-and the session tests all drive.  The caller runs the robot and carries the messages; the driver
-decides, from the journal alone (a restart changes no decision):
+:class:`TrialDriver` is the one loop over a session that the ``evaluation_manager`` node, the
+audit's simulated recordings (:mod:`evalstop_ros.audit.synthetic`) and the session tests drive
+over an :class:`~.session.EvaluationSession`, and a hub station (the manager's hub mode, the
+simulated stations of :func:`evalstop_ros.hub.sim_station.run_station`) over its
+:class:`~evalstop_ros.hub.work.StationWork`: both are a :class:`DrivenSession`, with their
+:class:`~.values.TrialRules` journaled.  The caller runs the robot and carries the messages; the
+driver decides, from the journal alone (a restart changes no decision):
 
-* **the fault limit**: after ``runner.max_attempts`` (journaled configuration) failed runs of
-  one trial in a row the session pauses, journaled with the reason; the operator fixes the robot
-  and resumes (``max_attempts`` more runs) or voids the trial.  A crash between the last fault
+* **the fault limit**: after ``max_attempts`` (journaled) failed runs of one trial in a row the
+  session pauses, journaled with the reason; the operator fixes the robot and resumes
+  (``max_attempts`` more runs) or voids the trial (at a hub station: gives its assignment up).  A crash between the last fault
   and the pause pauses on resume.
 * **automatic scores** (``scoring: auto``): the runner's score, journaled with its result, is
   submitted as scorer ``auto:<runner action>`` while the session runs; one that came while it
@@ -24,14 +27,42 @@ import enum
 import logging
 import math
 from dataclasses import dataclass
+from typing import Any, Protocol
 
 from .errors import SessionError
-from .session import EvaluationSession
-from .values import FINAL, PendingTrial, ScoreOutcome, SessionState
+from .values import FINAL, PendingTrial, ScoreOutcome, SessionState, TrialRules, score_problem
 
-__all__ = ["Action", "AutoScore", "Next", "RunVerdict", "TrialDriver", "Verdict"]
+__all__ = ["Action", "AutoScore", "DrivenSession", "Next", "RunVerdict", "TrialDriver", "Verdict"]
 
 logger = logging.getLogger(__name__)
+
+
+class _Awaiting(Protocol):
+    @property
+    def awaiting(self) -> str | None: ...
+
+
+class DrivenSession(Protocol):
+    """What the driver needs of a session (:class:`~.session.EvaluationSession`,
+    :class:`~evalstop_ros.hub.work.StationWork`); each journals what it is told before it acts."""
+
+    @property
+    def state(self) -> SessionState: ...
+    @property
+    def trial_rules(self) -> TrialRules: ...
+    @property
+    def runner_faults(self) -> int: ...
+    @property
+    def runner_message(self) -> str: ...
+    def status(self) -> _Awaiting: ...
+    def pending_trial(self) -> PendingTrial | None: ...
+    def next_trial(self) -> PendingTrial | None: ...
+    def held_auto_score(self) -> tuple[PendingTrial, bool, float] | None: ...
+    def pause(self, reason: str = "") -> None: ...
+    def record_runner_result(self, trial_id: int, ok: bool, duration_s: float, message: str = "", *,
+                             auto_score: tuple[bool, float] | None = None) -> Any: ...
+    def submit_score(self, trial_id: int, token: str, success: bool, progress: float,
+                     operator: str = "") -> ScoreOutcome: ...
 
 
 class Action(enum.Enum):
@@ -43,7 +74,7 @@ class Action(enum.Enum):
     RESET = "reset"
     #: Wait for the operator's score of ``trial``.
     SCORE = "score"
-    #: Nothing to do: the session is idle or paused, or the runner is busy.
+    #: Nothing to do: the session is idle or paused, the runner is busy, or a station waits for work.
     WAIT = "wait"
     #: The session is finished or aborted.
     DONE = "done"
@@ -96,24 +127,24 @@ class TrialDriver:
 
     :param session: The session (started or resumed by the caller).
     :param runner_action: The runner's action name; automatic scores are journaled with scorer
-        ``auto:<runner_action>`` (default: the config's ``runner.action_name``).
+        ``auto:<runner_action>`` (default: the rules' ``runner_action``).
     """
 
-    def __init__(self, session: EvaluationSession, runner_action: str = "") -> None:
+    def __init__(self, session: DrivenSession, runner_action: str = "") -> None:
         self.session = session
-        self.auto_scorer = f"auto:{runner_action or session.config.runner.action_name}"
+        self.auto_scorer = f"auto:{runner_action or session.trial_rules.runner_action}"
         self._refused: set[int] = set()  # automatic scores the session refused (not expected: values are checked)
         self._told = 0  # the last trial whose operator fallback was logged
 
     @property
     def max_attempts(self) -> int:
-        """The fault limit: failed runs of one trial in a row before the session pauses (journaled config)."""
-        return self.session.config.runner.max_attempts
+        """The fault limit: failed runs of one trial in a row before the session pauses (journaled)."""
+        return self.session.trial_rules.max_attempts
 
     @property
     def auto(self) -> bool:
         """The session is scored by the runner (``scoring: auto``)."""
-        return self.session.config.scoring == "auto"
+        return self.session.trial_rules.auto
 
     def operator_fallback(self) -> str:
         """Why the pending trial, run in an automatically scored session, waits for the operator ("" if it does not)."""
@@ -124,7 +155,7 @@ class TrialDriver:
         if held is None:
             return "scoring is 'auto' but the runner returned no score"
         trial, success, progress = held
-        problem = session._score_problem(success, progress)
+        problem = score_problem(success, progress)
         if problem:
             return f"scoring is 'auto' but the runner's score is invalid ({problem})"
         if trial.trial_id in self._refused:
@@ -152,8 +183,8 @@ class TrialDriver:
         except SessionError as err:  # not expected while RUNNING
             logger.error("cannot issue a trial: %s", err)
             return Next(Action.WAIT, None, auto)
-        if trial is None:
-            return Next(Action.DONE, None, auto)
+        if trial is None:  # over, or a station waiting for work
+            return Next(Action.DONE if session.state in FINAL else Action.WAIT, None, auto)
         awaiting = session.status().awaiting
         if awaiting == "reset":
             return Next(Action.RESET, trial, auto)

@@ -5,9 +5,6 @@ from __future__ import annotations
 
 import copy
 import logging
-import math
-
-import numpy as np
 
 from ..stats.sequential import Decision
 from .analysis import PairedTest
@@ -15,7 +12,7 @@ from .journal import Event
 from .replay import JournalReplay
 from .replay import locked as _locked
 from .trials import TrialRecord
-from .values import EditOutcome, SessionState
+from .values import EditOutcome, SessionState, score_problem
 
 __all__ = ["ScoreEdits"]
 
@@ -40,7 +37,7 @@ class ScoreEdits(JournalReplay):
             return refused
         record = self._book.trials[trial_id]
         assert record.score is not None
-        problem = self._score_problem(success, progress)
+        problem = score_problem(success, progress)
         if problem:
             return EditOutcome(False, problem, trial_id)
         if record.score.success == success and record.score.progress == float(progress):
@@ -150,19 +147,6 @@ class ScoreEdits(JournalReplay):
                     return (f"trial {event.trial_id}: comparison {before.label} was decided {before.decision.name} by "
                             f"sequential Holm at step {until}, and with this change Holm's step-down would decide it "
                             f"{'at step ' + str(stop) if stop else 'otherwise'}; decided comparisons cannot change")
-        return None
-
-    @staticmethod
-    def _score_problem(success: object, progress: object) -> str | None:
-        if not isinstance(success, bool):
-            return f"`success` must be true or false; found {success!r}"
-        if isinstance(progress, bool) or not isinstance(progress, (int, float, np.floating, np.integer)):
-            return f"`progress` must be a number in [0, 1]; found {progress!r}"
-        value = float(progress)
-        if not math.isfinite(value):
-            return f"`progress` must be finite; found {value!r}"
-        if not 0.0 <= value <= 1.0:
-            return f"`progress` must lie in [0, 1]; found {value!r}"
         return None
 
     def _known(self, trial_id: object) -> bool:

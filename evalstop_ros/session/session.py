@@ -57,6 +57,8 @@ from .values import (
     ScoreOutcome,
     SessionState,
     StatusSnapshot,
+    TrialRules,
+    score_problem,
 )
 
 #: The value types and the submission helpers are importable from here too (their home modules
@@ -373,6 +375,12 @@ class EvaluationSession(ScoreEdits):
         return self._runner_message
 
     @property
+    def trial_rules(self) -> TrialRules:
+        """The rules of its trial loop, from the journaled configuration (:class:`~.driver.TrialDriver`)."""
+        runner = self.config.runner
+        return TrialRules(runner.max_attempts, self.config.scoring == "auto", runner.action_name)
+
+    @property
     def runner_faults(self) -> int:
         """Failed runs of the pending trial in a row, since it was requested or the session resumed.
 
@@ -436,7 +444,7 @@ class EvaluationSession(ScoreEdits):
             return self._reject(trial_id, submission, f"session is {self._state.value}; scores are accepted only while it runs")
         if not record.ran_ok:
             return self._reject(trial_id, submission, f"trial {trial_id} has no successful run recorded yet")
-        problem = self._score_problem(success, progress) or self._preference_problem(preference, record.round)
+        problem = score_problem(success, progress) or self._preference_problem(preference, record.round)
         if problem:
             return self._reject(trial_id, submission, problem)
         undecided = [t for t in self._tests if t.feeds(record) and not t.decided]

@@ -8,6 +8,8 @@ import enum
 import math
 from collections.abc import Mapping
 
+import numpy as np
+
 from ..stats.sequential import Decision
 
 __all__ = [
@@ -21,6 +23,8 @@ __all__ = [
     "ScoreOutcome",
     "SessionState",
     "StatusSnapshot",
+    "TrialRules",
+    "score_problem",
 ]
 
 class SessionState(str, enum.Enum):  # noqa: UP042 (str() of a StrEnum member differs)
@@ -40,6 +44,35 @@ STATE_CODES: Mapping[SessionState, int] = {
 }
 #: The states a session never leaves.
 FINAL = frozenset({SessionState.FINISHED, SessionState.ABORTED})
+
+
+@dataclasses.dataclass(frozen=True)
+class TrialRules:
+    """The journaled rules of a trial loop (:class:`~.driver.TrialDriver`), the same for a local
+    session (its ``runner.max_attempts``, ``scoring`` and ``runner.action_name``) and a hub station
+    (its journaled ``rules`` record)."""
+
+    #: Failed runs of one trial in a row after which the loop pauses.
+    max_attempts: int
+    #: The runner scores (``scoring: auto``); the operator scores a run without a valid automatic score.
+    auto: bool
+    #: The runner's action name (automatic scores are journaled as scorer ``auto:<action>``).
+    runner_action: str
+
+
+def score_problem(success: object, progress: object) -> str | None:
+    """Why ``(success, progress)`` is no valid score (``None`` if it is one): ``success`` a bool,
+    ``progress`` a finite number in [0, 1]."""
+    if not isinstance(success, bool):
+        return f"`success` must be true or false; found {success!r}"
+    if isinstance(progress, bool) or not isinstance(progress, (int, float, np.floating, np.integer)):
+        return f"`progress` must be a number in [0, 1]; found {progress!r}"
+    value = float(progress)
+    if not math.isfinite(value):
+        return f"`progress` must be finite; found {value!r}"
+    if not 0.0 <= value <= 1.0:
+        return f"`progress` must lie in [0, 1]; found {value!r}"
+    return None
 
 
 @dataclasses.dataclass(frozen=True)

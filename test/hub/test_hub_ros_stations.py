@@ -118,17 +118,19 @@ def test_ros_stations_survive_kills_and_every_result_counts_once(
         r["assignment_id"] for r in records if r["kind"] == "result"}
 
     # 2. kill the hub while the first station holds an assignment it cannot have finished: paused
-    #    with an arm still to run (arm A, or arm B when the pause came while arm A ran: that run
-    #    ends and is scored, arm B cannot start). Resumed once the hub is down, it finishes the
-    #    assignment, journals the result and keeps it until the hub is back.
+    #    with an arm still to run (arm A or B), or with the score of a run that ended after the
+    #    pause held until it resumes (a session's rule: no score is taken while paused). Resumed
+    #    once the hub is down, it finishes the assignment, journals the result and keeps it until
+    #    the hub is back.
     probe.spin_until(lambda: results_at_hub() >= 6, 120, "6 results at the hub")
     pause = SessionControl.Request(command=SessionControl.Request.COMMAND_PAUSE, reason="hold a lease")
     assert probe.call(SessionControl, "session_control", pause).ok
-    def paused_before_a_run() -> bool:  # the pending trial's goal was never sent: nothing in flight
-        return any(s.state_name == "hub:paused:awaiting_run" and s.pending_trial_id
-                   and f"trial {s.pending_trial_id} (label" not in stations[0].log() for s in statuses[-1:])
+    def paused_holding_a_lease() -> bool:  # nothing in flight: the pending trial's goal was never sent, or it ran
+        return any(s.pending_trial_id and (s.state_name == "hub:paused:awaiting_score" or (
+            s.state_name == "hub:paused:awaiting_run" and f"trial {s.pending_trial_id} (label" not in stations[0].log()))
+            for s in statuses[-1:])
 
-    probe.spin_until(paused_before_a_run, 120, "the first station paused with an arm of an assignment still to run")
+    probe.spin_until(paused_holding_a_lease, 120, "the first station paused in the middle of an assignment")
     held = stations[0].records()
     assert any(r["kind"] == "control" and r["command"] == "pause" for r in held)  # journaled (issue 23)
     assert [r for r in held if r["kind"] != "control"][-1]["kind"] == "leased"
@@ -196,7 +198,8 @@ def test_ros_stations_survive_kills_and_every_result_counts_once(
 def test_operator_scores_pause_and_resume_a_ros_station(
         tmp_path: pathlib.Path, start_node: Callable[..., Any], probe: Any) -> None:
     """A station whose runner does not score: the operator's trial_score (tokens checked, every
-    score answered on score_ack) makes the results; session_control pauses and resumes it."""
+    score answered on score_ack) makes the results; session_control pauses and resumes it, and a
+    score sent while paused is refused, as a session refuses it (the trial loop's rules)."""
     from evalstop.msg import ScoreAck, SessionStatus, TrialRequest, TrialScore
     from evalstop.srv import SessionControl
 
@@ -224,10 +227,11 @@ def test_operator_scores_pause_and_resume_a_ros_station(
             return probe.spin_until(lambda: next((r for r in reversed(requests) if r.trial_id == trial_id), None), 10,
                                     f"the request of trial {trial_id}")
 
-        def score(trial_id: int, token: str, success: bool, progress: float) -> ScoreAck:
-            """Publish the score until its answer arrives (DDS may drop the first one)."""
+        def score(trial_id: int, token: str, success: bool, progress: float, refused: str = "token") -> ScoreAck:
+            """Publish the score until its answer arrives (DDS may drop the first one): accepted, or
+            refused with ``refused`` in the reason."""
             def answer() -> ScoreAck | None:
-                return next((a for a in acks if a.trial_id == trial_id and (a.accepted or "token" in a.reason)), None)
+                return next((a for a in acks if a.trial_id == trial_id and (a.accepted or refused in a.reason)), None)
             acks.clear()
             for _ in range(10):
                 scores.publish(TrialScore(trial_id=trial_id, token=token, success=success, progress=progress,
@@ -252,10 +256,12 @@ def test_operator_scores_pause_and_resume_a_ros_station(
         assert paused.ok, paused.message
         probe.spin_until(lambda: statuses[-1].state_name.startswith("hub:paused"), 20, "the paused status")
         assert statuses[-1].state == SessionStatus.STATE_PAUSED
-        assert score(2, request.token, True, 1.0).accepted  # a trial that ran may be scored while paused
+        refused = score(2, request.token, True, 1.0, refused="paused")  # a session takes no score while paused
+        assert not refused.accepted and refused.reason == "station lab is paused; scores are accepted only while it runs"
         resumed = probe.call(SessionControl, "session_control",
                              SessionControl.Request(command=SessionControl.Request.COMMAND_RESUME))
         assert resumed.ok, resumed.message
+        assert score(2, request.token, True, 1.0).accepted
         for trial_id in (3, 4):
             request = awaiting_score(trial_id)
             assert score(trial_id, request.token, trial_id == 4, 0.5).accepted

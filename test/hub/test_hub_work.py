@@ -2,12 +2,15 @@
 
 Blinded trials (arm A, then B; the address for the runner only), scores checked like the
 session checks them (token, run first, duplicates), the result journaled before the upload,
-kept while the hub is down and uploaded once it is back; pause, resume, giving an assignment
-up after repeated runner faults (the hub requeues it), and abort.
+kept while the hub is down and uploaded once it is back; pause, resume and abort. The station is
+driven by the session's own trial loop (:class:`TrialDriver`), so it keeps a session's rules:
+the fault limit pauses it, a void gives the assignment up (the hub requeues it), an automatic
+score that came while paused is held until it resumes, a run without one waits for the operator.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import pathlib
 import time
@@ -20,6 +23,7 @@ from evalstop_ros.hub.chain import check_records
 from evalstop_ros.hub.errors import HubError
 from evalstop_ros.hub.station import StationClient
 from evalstop_ros.hub.work import StationWork
+from evalstop_ros.session.driver import Action, Next, TrialDriver, Verdict
 
 
 @pytest.fixture
@@ -35,9 +39,9 @@ def hub(tmp_path: pathlib.Path) -> Iterator[tuple[HubProcess, dict[str, str]]]:
 
 
 def _work(hub: HubProcess, key: str, directory: pathlib.Path, name: str, trials: int,
-          max_faults: int = 3) -> StationWork:
+          max_faults: int = 3, scoring: str = "auto") -> StationWork:
     work = StationWork(StationClient(hub.url, key, directory, timeout=2.0), name, trials=trials, max_faults=max_faults,
-                       retry_min=0.05, retry_max=0.3)
+                       scoring=scoring, retry_min=0.05, retry_max=0.3)
     work.start()
     return work
 
@@ -83,6 +87,7 @@ def test_a_result_journaled_after_a_torn_line_is_read_chained_and_uploaded(
 def test_trials_scores_and_an_outage(hub: tuple[HubProcess, dict[str, str]], tmp_path: pathlib.Path) -> None:
     process, keys = hub
     work = _work(process, keys["s1"], tmp_path / "s1", "s1", trials=2)
+    driver = TrialDriver(work, "run_trial")
     try:
         wait_for(lambda: work.pending_trial() is not None, 30, "the first assignment")
         trial = work.pending_trial()
@@ -94,10 +99,13 @@ def test_trials_scores_and_an_outage(hub: tuple[HubProcess, dict[str, str]], tmp
         assert work.status().state == "running" and work.awaiting() == "run"
 
         assert "not run yet" in work.submit_score(1, trial.token, True, 1.0, "op").reason
-        assert work.record_run(1, False, "gripper fault")  # a fault: the trial runs again
+        assert driver.advance() == Next(Action.RUN, trial)
+        assert driver.run_done(trial, False, 1.0, "gripper fault").verdict is Verdict.RETRY  # runs again
         assert work.pending_trial().attempt == 2  # type: ignore[union-attr]
-        assert not work.record_run(7, True, "")  # not the pending trial
-        assert work.record_run(1, True, "") and work.awaiting() == "score"
+        assert driver.run_done(dataclasses.replace(trial, trial_id=7), True, 1.0).verdict is Verdict.IGNORED
+        # scoring auto, but the runner sent no score: the operator scores it
+        assert driver.run_done(trial, True, 1.0).verdict is Verdict.OPERATOR and work.awaiting() == "score"
+        assert driver.advance().action is Action.SCORE
         assert "wrong token" in work.submit_score(1, "0" * 12, True, 1.0, "op").reason
         assert "progress" in work.submit_score(1, trial.token, False, 1.5, "op").reason
         assert work.submit_score(1, trial.token, True, 0.5, "op").accepted
@@ -107,7 +115,7 @@ def test_trials_scores_and_an_outage(hub: tuple[HubProcess, dict[str, str]], tmp
         assert second is not None and (second.trial_id, second.label, second.attempt) == (2, "B", 1)
         assert second.token != trial.token
         assert not work.client.pending()  # nothing journaled before the second arm's score
-        assert work.record_run(2, True, "")
+        assert driver.run_done(second, True, 1.0).verdict is Verdict.OPERATOR
         assert work.submit_score(2, second.token, False, 0.25, "op").accepted
         wait_for(lambda: work.status().results_acked == 1, 30, "the first result acknowledged")
         first = next(r for r in work.client.records() if r["kind"] == "result")
@@ -118,11 +126,12 @@ def test_trials_scores_and_an_outage(hub: tuple[HubProcess, dict[str, str]], tmp
         third = work.pending_trial()
         assert third is not None and (third.trial_id, third.round) == (3, 2)
         process.kill()
-        for _ in ("A", "B"):
+        for _ in ("A", "B"):  # the runner's own scores, submitted by the trial loop
             t = work.pending_trial()
             assert t is not None
-            assert work.record_run(t.trial_id, True, "")
-            assert work.submit_score(t.trial_id, t.token, True, 1.0, "auto:run_trial").accepted
+            assert driver.run_done(t, True, 1.0, auto_score=(True, 1.0)).verdict is Verdict.RAN
+            auto = driver.advance().auto
+            assert auto is not None and auto.trial == t and auto.outcome.accepted
         wait_for(lambda: bool(work.status().problem), 30, "the outage noticed")
         status = work.status()
         assert status.results_pending == 1 and not work.finished and status.state == "waiting_for_work"
@@ -143,6 +152,7 @@ def test_trials_scores_and_an_outage(hub: tuple[HubProcess, dict[str, str]], tmp
 def test_pause_resume_abort(hub: tuple[HubProcess, dict[str, str]], tmp_path: pathlib.Path) -> None:
     process, keys = hub
     work = _work(process, keys["s2"], tmp_path / "s2", "s2", trials=0)
+    driver = TrialDriver(work, "run_trial")
     try:
         wait_for(lambda: work.pending_trial() is not None, 30, "an assignment")
         assert work.control("resume")[0] is False  # not paused
@@ -150,33 +160,96 @@ def test_pause_resume_abort(hub: tuple[HubProcess, dict[str, str]], tmp_path: pa
         status = work.status()
         assert status.state == "paused" and work.status_fields(status)["state_name"] == "hub:paused:awaiting_run"
         assert work.diagnostics(status, node="n", hardware_id="r", runner="")[0].level == 1
+        assert driver.advance().action is Action.WAIT  # no run starts while paused
         assert work.control("resume")[0] and not work.paused
-
-        # a runner that fails max_faults times in a row: the assignment is given up and requeued
-        given_up = work.status().assignment_id
-        trial = work.pending_trial()
-        assert trial is not None
-        for attempt in (1, 2, 3):
-            assert trial.attempt == attempt and work.record_run(trial.trial_id, False, "arm stuck")
-            trial = work.pending_trial() or trial
-        wait_for(lambda: (work.pending_trial() or trial).round == 2, 30, "new work after giving one up")
-        assert work.status().assignment_id != given_up
-        assert given_up in requeued(hub_journal(process.url, process.key))
-
+        abort_work = work.status().assignment_id
         assert work.control("abort", "robot broken")[0]
         assert work.pending_trial() is None and work.status().state == "aborted"
+        assert driver.advance().action is Action.DONE
         wait_for(lambda: work.finished, 30, "the aborted station to be over")
         assert work.status_fields(work.status())["state"] == 4
         assert work.control("resume")[0] is False
         assert work.control("jump")[0] is False
+        assert abort_work not in {r["assignment_id"] for r in work.client.records() if r["kind"] == "result"}
     finally:
         work.close()
+
+
+def test_a_station_keeps_the_rules_of_a_session(hub: tuple[HubProcess, dict[str, str]],
+                                               tmp_path: pathlib.Path) -> None:
+    """The trial loop's rules at a station (session/driver.py): ``max_faults`` runner faults in a
+    row pause it (journaled with the reason); a resume allows ``max_faults`` more runs; a void
+    gives the assignment up and the hub requeues it; an automatic score that came while paused is
+    held, refused to nobody and submitted once the station resumes; an invalid one goes to the
+    operator; ``scoring: operator`` ignores the runner's scores."""
+    process, keys = hub
+    work = _work(process, keys["s2"], tmp_path / "s2", "s2", trials=0, max_faults=2)
+    driver = TrialDriver(work, "run_trial")
+    try:
+        wait_for(lambda: work.pending_trial() is not None, 30, "an assignment")
+        trial = work.pending_trial()
+        assert trial is not None and driver.max_attempts == 2 and driver.auto
+        given_up = work.status().assignment_id
+        assert driver.run_done(trial, False, 0.1, "arm stuck").verdict is Verdict.RETRY
+        trial = work.pending_trial()
+        assert trial is not None and trial.attempt == 2
+        paused = driver.run_done(trial, False, 0.1, "arm stuck")
+        assert paused.verdict is Verdict.PAUSED and work.paused and driver.advance().action is Action.WAIT
+        assert work.control("resume")[0]  # the operator fixed the robot: two more runs
+        trial = work.pending_trial()
+        assert trial is not None and trial.attempt == 3
+        assert driver.run_done(trial, False, 0.1, "arm stuck").verdict is Verdict.RETRY
+        trial = work.pending_trial()
+        assert trial is not None and driver.run_done(trial, False, 0.1, "arm stuck").verdict is Verdict.PAUSED
+        assert not work.void_score(trial.trial_id + 1, "wrong trial").applied
+        assert work.void_score(trial.trial_id, "arm stuck").applied  # the assignment is given up
+        assert work.pending_trial() is None and work.control("resume")[0]
+        wait_for(lambda: work.pending_trial() is not None, 30, "new work after giving one up")
+        assert work.status().assignment_id != given_up
+        wait_for(lambda: given_up in requeued(hub_journal(process.url, process.key)), 60,
+                 "the assignment given up requeued when its lease runs out")
+
+        # a run that ends while paused: its automatic score is held until the station resumes
+        trial = work.pending_trial()
+        assert trial is not None and driver.advance().action is Action.RUN
+        assert work.control("pause", "emergency stop")[0]
+        assert driver.run_done(trial, True, 0.1, auto_score=(True, 1.0)).verdict is Verdict.HELD
+        assert "paused" in work.submit_score(trial.trial_id, trial.token, True, 1.0, "op").reason
+        assert driver.advance() == Next(Action.WAIT)
+        assert work.control("resume")[0]
+        auto = driver.advance().auto
+        assert auto is not None and auto.trial == trial and auto.outcome.accepted
+        # an automatic score out of range: the operator scores the run
+        second = work.pending_trial()
+        assert second is not None and second.label == "B"
+        assert driver.run_done(second, True, 0.1, auto_score=(False, 1.5)).verdict is Verdict.OPERATOR
+        assert driver.advance().action is Action.SCORE and work.awaiting() == "score"
+        assert work.submit_score(second.trial_id, second.token, False, 0.5, "op").accepted
+        records = work.client.records()
+        result = next(r for r in records if r["kind"] == "result")
+        assert (result["score_a"], result["score_b"]) == (1.0, 0.5)
+        pauses = [r["reason"] for r in records if r["kind"] == "control" and r["command"] == "pause"]
+        assert pauses[0].startswith("runner failed 2 times in a row on trial 1") and "arm stuck" not in pauses[0]
+        assert [(r["assignment_id"], r["faults"], r["reason"]) for r in records if r["kind"] == "given_up"] == [
+            (given_up, 2, "arm stuck")]
+    finally:
+        work.close()
+    operator = _work(process, keys["s1"], tmp_path / "s1", "s1", trials=0, scoring="operator")
+    driver = TrialDriver(operator, "run_trial")
+    try:
+        wait_for(lambda: operator.pending_trial() is not None, 30, "an assignment")
+        trial = operator.pending_trial()
+        assert trial is not None and not driver.auto
+        assert driver.run_done(trial, True, 0.1, auto_score=(True, 1.0)).verdict is Verdict.RAN
+        assert driver.advance() == Next(Action.SCORE, trial)  # the runner's score is not used
+    finally:
+        operator.close()
 
 
 def test_a_restarted_station_keeps_its_journaled_rules_and_controls(hub: tuple[HubProcess, dict[str, str]],
                                                                     tmp_path: pathlib.Path,
                                                                     caplog: pytest.LogCaptureFixture) -> None:
-    """The first start journals ``rules`` (max_faults, trials); a restart with other parameters
+    """The first start journals ``rules`` (max_faults, trials, scoring); a restart with other parameters
     keeps them (and says so), and comes back paused or aborted as its journal says. Faults, the
     assignment given up and every control are journaled, all in one hash chain."""
     process, keys = hub
@@ -190,7 +263,7 @@ def test_a_restarted_station_keeps_its_journaled_rules_and_controls(hub: tuple[H
     with caplog.at_level(logging.WARNING, logger="evalstop_ros.session.hub"):
         work = _work(process, keys["s1"], directory, "s1", trials=5, max_faults=5)
     try:
-        assert (work.max_faults, work.trials) == (2, 0)
+        assert (work.max_faults, work.trials, work.scoring) == (2, 0, "auto")
         assert any("max_faults 2" in r.getMessage() and "ignored" in r.getMessage() for r in caplog.records)
         assert work.paused and work.status().state == "paused"
         assert work.diagnostics(work.status(), node="n", hardware_id="r", runner="")[0].message == \
@@ -200,9 +273,11 @@ def test_a_restarted_station_keeps_its_journaled_rules_and_controls(hub: tuple[H
         trial = work.pending_trial()
         assert trial is not None
         given_up = work.status().assignment_id
-        for attempt in (1, 2):  # the journaled limit: given up after 2 faults, not 5
-            assert trial.attempt == attempt and work.record_run(trial.trial_id, False, "arm stuck")
+        driver = TrialDriver(work, "run_trial")
+        for attempt, verdict in ((1, Verdict.RETRY), (2, Verdict.PAUSED)):  # the journaled limit: 2 faults, not 5
+            assert trial.attempt == attempt and driver.run_done(trial, False, 0.1, "arm stuck").verdict is verdict
             trial = work.pending_trial() or trial
+        assert work.void_score(trial.trial_id, "arm stuck").applied
         assert work.status().assignment_id != given_up
         assert work.control("abort", "robot broken")[0]
     finally:
@@ -218,7 +293,9 @@ def test_a_restarted_station_keeps_its_journaled_rules_and_controls(hub: tuple[H
     kinds = [r["kind"] for r in records]
     assert kinds.count("rules") == 1 and records[0] == {**records[0], "kind": "rules", "max_faults": 2, "trials": 0}
     controls = [(r["command"], r["reason"]) for r in records if r["kind"] == "control"]
-    assert controls == [("pause", "gripper check"), ("resume", ""), ("abort", "robot broken")]
+    assert controls[:2] == [("pause", "gripper check"), ("resume", "")] and controls[3] == ("abort", "robot broken")
+    assert controls[2][0] == "pause" and controls[2][1].startswith("runner failed 2 times in a row")
     faults = [(r["assignment_id"], r["arm"], r["attempt"]) for r in records if r["kind"] == "fault"]
     assert faults == [(given_up, "A", 1), (given_up, "A", 2)]
     assert [(r["assignment_id"], r["faults"]) for r in records if r["kind"] == "given_up"] == [(given_up, 2)]
+    assert records[0]["scoring"] == "auto"
