@@ -274,6 +274,56 @@ def test_operator_scores_pause_and_resume_a_ros_station(
         hub.stop()
 
 
+def test_a_runner_that_keeps_failing_pauses_a_ros_station_and_a_void_gives_its_assignment_up(
+        tmp_path: pathlib.Path, start_node: Callable[..., Any], probe: Any) -> None:
+    """The session's fault limit at a station: after ``max_attempts`` runner faults in a row the
+    station pauses, journaled with the reason (the runner's category and id, never its words);
+    ``correct_score``'s void of the pending trial gives its assignment up (journaled, requeued by
+    the hub), any other correction is refused."""
+    from evalstop.msg import SessionStatus
+    from evalstop.srv import CorrectScore, SessionControl
+
+    from evalstop_ros import qos
+
+    db = str(tmp_path / "hub.sqlite")
+    keys, viewer = register_hub(db, POLICIES, ["lab"])
+    hub = HubProcess(db, viewer, tmp_path, ["--lease-seconds", "30", "--tasks", "towel"])
+    hub.start()
+    try:
+        statuses = probe.collect(SessionStatus, "session_status", qos.LATCHED_QOS)
+        (tmp_path / "lab.key").write_text(keys["lab"])
+        start_node("sim_robot", params={"failure_probability": 1.0, "duration": 0.0})
+        start_node("evaluation_manager", params={
+            "hub_url": hub.url, "station_id": "lab", "hub_key_file": str(tmp_path / "lab.key"), "max_attempts": 2,
+            "journal_dir": str(tmp_path / "stations")})
+        status = probe.spin_until(lambda: next((s for s in statuses[-1:] if s.state_name.startswith("hub:paused")),
+                                               None), 60, "the station paused at the fault limit")
+        trial_id = status.pending_trial_id
+        journal = tmp_path / "stations" / "hub-lab" / "station.jsonl"
+        records = list(iter_lines(journal))
+        [pause] = [r for r in records if r["kind"] == "control"]
+        assert pause["command"] == "pause" and pause["reason"].startswith(
+            f"runner failed 2 times in a row on trial {trial_id}: robot fault (error ")
+        assert [(r["arm"], r["attempt"]) for r in records if r["kind"] == "fault"] == [("A", 1), ("A", 2)]
+        [assignment] = [r["assignment_id"] for r in records if r["kind"] == "leased"]
+
+        undo = probe.call(CorrectScore, "correct_score", CorrectScore.Request(action=CorrectScore.Request.ACTION_UNDO))
+        assert not undo.ok and "only ACTION_VOID" in undo.message
+        void = probe.call(CorrectScore, "correct_score", CorrectScore.Request(
+            trial_id=trial_id, action=CorrectScore.Request.ACTION_VOID, reason="gripper broken"))
+        assert void.ok or "is not the pending trial" in void.message, void.message  # or a re-sent request
+        given_up = [r for r in iter_lines(journal) if r["kind"] == "given_up"]
+        assert [(r["assignment_id"], r["faults"], r["reason"]) for r in given_up] == [(assignment, 2, "gripper broken")]
+        resumed = probe.call(SessionControl, "session_control",
+                             SessionControl.Request(command=SessionControl.Request.COMMAND_RESUME))
+        assert resumed.ok or resumed.message.endswith("is not paused"), resumed.message
+        probe.spin_until(lambda: assignment in {e["body"]["assignment"] for e in hub_journal(hub.url, hub.key)
+                                                if e["kind"] == "requeued"}, 60,
+                         "the hub to requeue the assignment given up when the station asks for new work")
+    finally:
+        hub.stop()
+
+
 @pytest.mark.parametrize(("params", "env", "reason"), [
     ({"station_id": ""}, {}, "`station_id` is required with `hub_url`"),
     ({"hub_url": "ftp://hub"}, {}, "`hub_url` must be an http:// or https:// URL"),
