@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Required, TypedDict, Unpack
+from typing import TYPE_CHECKING, TypedDict
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -32,6 +32,9 @@ from .adastop_paths import PaperPaths, all_splits
 from .adastop_result import AdaStopResult
 from .errors import StatsInputError
 from .validation import check_alpha, check_policies, check_positive_int
+
+if TYPE_CHECKING:  # Python 3.11+ (the core runs on 3.10: annotations are not evaluated)
+    from typing import Required, Unpack
 
 __all__ = ["DECISIONS", "PERMUTATIONS", "AdaStop", "AdaStopOptions", "AdaStopResult", "adastop_test"]
 

@@ -41,7 +41,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Mapping, Sequence
-from typing import TypedDict, Unpack
+from typing import TYPE_CHECKING, TypedDict
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -52,6 +52,9 @@ from .holm import side_alpha
 from .letters import compact_letter_display
 from .sequential import Decision
 from .validation import check_alpha, check_policies, check_positive_int
+
+if TYPE_CHECKING:  # Python 3.11+ (the core runs on 3.10: annotations are not evaluated)
+    from typing import Unpack
 
 DESIGNS = ("all-pairs", "vs-baseline")
 SPLITS = ("bonferroni", "sidak")
