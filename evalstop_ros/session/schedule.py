@@ -45,6 +45,7 @@ class ScheduleState:
     position: int = 0
 
 
+@dataclasses.dataclass(eq=False, repr=False)
 class Schedule:
     """The next trial of a session, from its configuration, plan, trial book and tests.
 
@@ -53,18 +54,16 @@ class Schedule:
     the session as it applies journal events.
     """
 
-    def __init__(self, config: SessionConfig, plan: Plan, session_id: str, book: TrialBook,
-                 tests: Sequence[Test], adastop: AdaStopRun | None) -> None:
-        self.config = config
-        self.plan = plan
-        self.session_id = session_id
-        self.book = book
-        self.tests = tests
-        self.adastop = adastop
-        self.state = ScheduleState()
-        #: ``schedule: active``: the journaled embeddings and each round's choice (round -> payload).
-        self.embeddings: dict[str, list[list[float]]] | None = None
-        self.choices: dict[int, dict[str, Any]] = {}
+    config: SessionConfig
+    plan: Plan
+    session_id: str
+    book: TrialBook
+    tests: Sequence[Test]
+    adastop: AdaStopRun | None
+    state: ScheduleState = dataclasses.field(default_factory=ScheduleState, init=False)
+    #: ``schedule: active``: the journaled embeddings and each round's choice (round -> payload).
+    embeddings: dict[str, list[list[float]]] | None = dataclasses.field(default=None, init=False)
+    choices: dict[int, dict[str, Any]] = dataclasses.field(default_factory=dict, init=False)
 
     def add_rerun(self, trial_id: int) -> None:
         """Schedule a re-run of the voided trial ``trial_id``."""

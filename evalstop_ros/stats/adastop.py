@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import TYPE_CHECKING, TypedDict
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -32,7 +33,10 @@ from .adastop_result import AdaStopResult
 from .errors import StatsInputError
 from .validation import check_alpha, check_policies, check_positive_int
 
-__all__ = ["DECISIONS", "PERMUTATIONS", "AdaStop", "AdaStopResult", "adastop_test"]
+if TYPE_CHECKING:  # Python 3.11+ (the core runs on 3.10: annotations are not evaluated)
+    from typing import Required, Unpack
+
+__all__ = ["DECISIONS", "PERMUTATIONS", "AdaStop", "AdaStopOptions", "AdaStopResult", "adastop_test"]
 
 #: Decision vocabulary of one comparison (seed 002 §2; ``"continue"`` while undecided).
 DECISIONS = ("continue", "equal", "larger", "smaller")
@@ -454,18 +458,20 @@ class AdaStop(PaperPaths):
         )
 
 
-def adastop_test(
-    scores: ArrayLike,
-    *,
-    n_per_interim: int,
-    n_interims: int,
-    alpha: float = 0.05,
-    comparisons: Sequence[Sequence[int]] | None = None,
-    n_permutations: int = 10_000,
-    seed: int = 0,
-    agent_names: Sequence[str] | None = None,
-    permutation: str = "closed",
-) -> AdaStopResult:
+class AdaStopOptions(TypedDict, total=False):
+    """The keyword options of :class:`AdaStop`, which :func:`adastop_test` passes on (defaults there)."""
+
+    n_per_interim: Required[int]
+    n_interims: Required[int]
+    alpha: float
+    comparisons: Sequence[Sequence[int]] | None
+    n_permutations: int
+    seed: int
+    agent_names: Sequence[str] | None
+    permutation: str
+
+
+def adastop_test(scores: ArrayLike, **options: Unpack[AdaStopOptions]) -> AdaStopResult:
     """Run AdaStop over scores collected in interim order.
 
     Parameters
@@ -497,11 +503,7 @@ def adastop_test(
     table = np.asarray(scores, dtype=np.float64) if not isinstance(scores, np.ndarray) else scores.astype(np.float64)
     if table.ndim != 2:
         raise StatsInputError(f"`scores` must be a 2-D array (rows x agents); found shape {table.shape}")
-    test = AdaStop(
-        table.shape[1], n_per_interim=n_per_interim, n_interims=n_interims, alpha=alpha,
-        comparisons=comparisons, n_permutations=n_permutations, seed=seed, agent_names=agent_names,
-        permutation=permutation,
-    )
+    test = AdaStop(table.shape[1], **options)
     n = test.n_per_interim
     rows = table.shape[0]
     if rows % n != 0:

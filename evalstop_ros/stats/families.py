@@ -41,6 +41,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, TypedDict
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -51,6 +52,9 @@ from .holm import side_alpha
 from .letters import compact_letter_display
 from .sequential import Decision
 from .validation import check_alpha, check_policies, check_positive_int
+
+if TYPE_CHECKING:  # Python 3.11+ (the core runs on 3.10: annotations are not evaluated)
+    from typing import Unpack
 
 DESIGNS = ("all-pairs", "vs-baseline")
 SPLITS = ("bonferroni", "sidak")
@@ -488,19 +492,21 @@ class FamilyProcess:
         )
 
 
+class FamilyOptions(TypedDict, total=False):
+    """The keyword options of :class:`FamilyProcess` that :func:`run_family` passes on (defaults there)."""
+
+    design: str
+    baseline: str | None
+    correction: str
+    alternative: str
+    n_max: int | None
+    seed: int
+    bins: int
+    c: float
+
+
 def run_family(
-    scores: Mapping[str, ArrayLike],
-    *,
-    method: str,
-    alpha: float,
-    design: str = "all-pairs",
-    baseline: str | None = None,
-    correction: str = "bonferroni",
-    alternative: str = "two-sided",
-    n_max: int | None = None,
-    seed: int = 0,
-    bins: int = 2,
-    c: float = 0.95,
+    scores: Mapping[str, ArrayLike], *, method: str, alpha: float, **options: Unpack[FamilyOptions]
 ) -> FamilyResult:
     """Replay recorded trials of K policies through a :class:`FamilyProcess`, round by round.
 
@@ -534,12 +540,9 @@ def run_family(
         if column.ndim != 1:
             raise StatsInputError(f"`scores` of policy {name!r} must be one-dimensional; found shape {column.shape}")
         columns.append(column)
-    family = FamilyProcess(
-        names, method=method, alpha=alpha, design=design, baseline=baseline, correction=correction,
-        alternative=alternative, n_max=n_max, seed=seed, bins=bins, c=c,
-    )
+    family = FamilyProcess(names, method=method, alpha=alpha, **options)
     longest = max(column.size for column in columns)
-    limit = longest if n_max is None else min(longest, family.n_max or longest)
+    limit = min(longest, family.n_max or longest)
     for n in range(limit):
         row = np.array([column[n] if n < column.size else np.nan for column in columns])
         needed = family.active[:, 0]
