@@ -20,6 +20,7 @@ anyone, stations included, which weakens that blinding.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import pathlib
@@ -92,8 +93,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     export.add_argument("-o", "--output", default="-", help="file (default stdout)")
     analyze = sub.add_parser("analyze", help="leaderboard of an exported journal, offline")
     analyze.add_argument("journal", help="JSON-lines journal from `evalstop hub export`")
-    analyze.add_argument("--method", default="nscore", help="pairwise anytime-valid test (default %(default)s)")
-    _analysis_arguments(analyze)
+    analyze.add_argument("--method", default=None, help="pairwise anytime-valid test (default: the export's)")
+    _analysis_arguments(analyze, journaled=True)
     analyze.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
     run = sub.add_parser("station", help="run a simulated station against a hub")
     run.add_argument("--hub", required=True, help="hub URL, e.g. http://127.0.0.1:8765")
@@ -105,18 +106,28 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     run.add_argument("--seed", type=seed_type, default=None, help="seed of the simulated outcomes (default: random)")
 
 
-def _analysis_arguments(parser: argparse.ArgumentParser) -> None:
-    """The leaderboard's options, shared by serve and analyze (their defaults must agree)."""
-    parser.add_argument("--alpha", type=_alpha, default=0.05,
+def _analysis_arguments(parser: argparse.ArgumentParser, journaled: bool = False) -> None:
+    """The leaderboard's options, shared by serve and analyze: ``serve`` journals them as the hub's
+    evaluation (hub/evaluation.py); ``analyze`` (``journaled``) reads that from the export, and an
+    option given there is a what-if analysis."""
+    given = "the export's journaled evaluation, else "
+
+    def default(value: object) -> object:
+        return None if journaled else value
+
+    parser.add_argument("--alpha", type=_alpha, default=default(0.05),
                         help="family-wise level of the pairwise claims over all P(P-1)/2 pairs, sequential Holm "
-                        "(default %(default)s); the rankings' intervals are at 1 - alpha")
-    parser.add_argument("--ranker", choices=RANKERS, default="bt",
-                        help="model of the primary ranking (default %(default)s); winrate: raw win rate")
-    parser.add_argument("--models", type=_models, default=MODELS,
-                        help="ranking models shown with SEs and intervals, comma-separated or 'all' (default all: "
-                        f"{','.join(MODELS)}); task fits 100 bootstrap refits, slow on large hubs")
-    parser.add_argument("--budget", type=bounded_int(0, 10**9), default=0,
-                        help="results after which the evaluation is reported finished (default 0: no budget)")
+                        f"(default {given if journaled else ''}0.05); the rankings' intervals are at 1 - alpha")
+    parser.add_argument("--ranker", choices=RANKERS, default=default("bt"),
+                        help=f"model of the primary ranking (default {given if journaled else ''}bt); winrate: raw "
+                        "win rate")
+    parser.add_argument("--models", type=_models, default=default(MODELS),
+                        help="ranking models shown with SEs and intervals, comma-separated or 'all' (default "
+                        f"{given if journaled else ''}all: {','.join(MODELS)}); task fits 100 bootstrap refits, slow "
+                        "on large hubs")
+    parser.add_argument("--budget", type=bounded_int(0, 10**9), default=default(0),
+                        help=f"results after which the evaluation is reported finished (default {given if journaled else ''}"
+                        "0: no budget)")
 
 
 def _alpha(text: str) -> float:
@@ -232,13 +243,20 @@ def _export(args: argparse.Namespace) -> int:
 
 
 def _analyze(args: argparse.Namespace) -> int:
+    from ..hub.evaluation import Evaluation, journaled
     from ..hub.export import read_export
-    from ..hub.leaderboard import leaderboard
 
     entries = read_export(args.journal)
     policies = sorted(e["body"]["policy"] for e in entries if e["kind"] == "policy_added")
-    board = leaderboard(policies, entries, method=args.method, alpha=args.alpha, ranker=args.ranker,
-                        models=args.models, budget=args.budget)
+    hub = journaled(entries)
+    options = {name: getattr(args, name) for name in ("method", "alpha", "ranker", "models", "budget")
+               if getattr(args, name) is not None}
+    evaluation = dataclasses.replace(hub or Evaluation(), **options)
+    changed = hub.differences(evaluation) if hub is not None else []
+    if changed:
+        print(f"{args.prog} analyze: a what-if analysis, not the hub's evaluation ({'; '.join(changed)})",
+              file=sys.stderr)
+    board = evaluation.analyse(policies, entries)
     if args.json:
         print_json(board)
         return 0

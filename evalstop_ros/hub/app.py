@@ -50,7 +50,7 @@ from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Resp
 from pydantic import BaseModel, ConfigDict, Field
 
 from .errors import HubError
-from .leaderboard import Leaderboard
+from .evaluation import Evaluation
 from .page import COOKIE_DAYS, render_login, render_page
 from .rankings import MODELS
 from .schedule import Schedule
@@ -81,6 +81,11 @@ class HubSettings:
     public_leaderboard: bool = False
     max_body: int = 64 * 1024
     seed: int | None = None
+
+    def evaluation(self) -> Evaluation:
+        """What of these settings is the hub's journaled evaluation (:mod:`.evaluation`)."""
+        return Evaluation(method=self.method, alpha=self.alpha, ranker=self.ranker, models=tuple(self.models),
+                          budget=self.budget, schedule=self.schedule, tasks=tuple(self.tasks))
 
 
 class ResultUpload(BaseModel):
@@ -150,8 +155,7 @@ class _Board:
     def __init__(self, store: HubStore, settings: HubSettings) -> None:
         self._store = store
         self._lock = threading.Lock()
-        self._board = Leaderboard(store.policies(), method=settings.method, alpha=settings.alpha,
-                                  ranker=settings.ranker, models=settings.models, budget=settings.budget)
+        self._board = settings.evaluation().leaderboard(store.policies())
         self._seq = 0
         self._snapshot: dict[str, Any] | None = None
         self._snapshot_key = (-1, -1)
@@ -195,7 +199,10 @@ async def _sweep_leases(store: HubStore, every: float) -> None:
 
 
 def create_app(store: HubStore, settings: HubSettings = HubSettings()) -> FastAPI:
-    """The hub's ASGI application over ``store``."""
+    """The hub's ASGI application over ``store``. The settings' evaluation is journaled on the
+    first start; a later start with another is refused (:class:`HubError`, :mod:`.evaluation`)."""
+    proposed = settings.evaluation()
+    proposed.settled(Evaluation.from_body(store.settle_evaluation(proposed.body())))
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         sweeper = asyncio.create_task(_sweep_leases(store, max(0.2, settings.lease_seconds / 4)))

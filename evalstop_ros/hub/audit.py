@@ -3,9 +3,13 @@
 ``evalstop audit journal.jsonl`` (an ``evalstop hub export``) checks, without the hub:
 
 * **the chain** (:mod:`.chain`): no entry edited, removed, inserted or reordered;
+* **the evaluation** (:mod:`.evaluation`): one ``evaluation`` entry, journaled before the first
+  result (a hub from before evaluations were journaled has none, or one after its first results:
+  a note); every re-derivation below uses it;
 * **the protocol**: every result belongs to an assignment handed out to the station that
   reports it, with the assignment's policies and task; one result per assignment; no result for
-  a lease whose trial had been handed out again; every policy registered;
+  a lease whose trial had been handed out again; every policy registered; every task one of the
+  evaluation's;
 * **each station** (``--station DIR``, the directory of ``evalstop hub station``): its journal's
   hash chain (:func:`.chain.check_records`: the first edited, removed or reordered record, by
   line number; a journal written before stations chained is reported as unchained, a note, not a
@@ -13,11 +17,12 @@
   the hub acknowledged holds, in the hub's journal, the scores the station journaled before it
   uploaded (an edited upload is named by its upload id), and the hub counts no upload of the
   station that the station never made;
-* **the leaderboard** (``--against board.json``, a saved ``/v1/leaderboard``): re-derived from
-  the entries up to its ``as_of_seq`` with its method, level, ranker and models, by the code the
-  hub runs (:func:`.leaderboard.leaderboard`): the same results, order, pair decisions.
+* **the leaderboard** (``--against board.json``, a saved ``/v1/leaderboard``): published under the
+  journaled evaluation (method, level, ranker, models, budget), and re-derived from the entries up
+  to its ``as_of_seq`` by the code the hub runs (:func:`.leaderboard.leaderboard`): the same
+  results, order, pair decisions.
 
-Without ``--against`` the re-derived leaderboard of the whole export is reported.
+Without ``--against`` the leaderboard of the whole export is re-derived under the journaled evaluation.
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ from typing import Any
 
 from .chain import check_chain, check_records
 from .errors import HubError
+from .evaluation import KIND, Evaluation
 from .export import read_export
 from .leaderboard import leaderboard
 from .rankings import MODELS
@@ -60,7 +66,26 @@ class HubAudit:
                 "leaderboard": self.board}
 
 
-def _protocol(entries: Sequence[Mapping[str, Any]]) -> list[str]:
+def _evaluation(entries: Sequence[Mapping[str, Any]]) -> tuple[Evaluation | None, list[str], list[str]]:
+    """``(the journaled evaluation or None, problems, notes)``."""
+    found = [e for e in entries if e["kind"] == KIND]
+    if not found:
+        return None, [], ["the export journals no evaluation (a hub from before evaluations were journaled): "
+                          "re-derived with `evalstop hub serve`'s defaults"]
+    problems = [f"entry seq {e['seq']}: a second evaluation (the hub journals one, on its first start)"
+                for e in found[1:]]
+    notes = []
+    first_result = next((e["seq"] for e in entries if e["kind"] == "result"), None)
+    if first_result is not None and first_result < found[0]["seq"]:
+        notes.append(f"the evaluation was journaled at seq {found[0]['seq']}, after the first result (seq "
+                     f"{first_result}): a hub from before evaluations were journaled")
+    try:
+        return Evaluation.from_body(found[0]["body"]), problems, notes
+    except HubError as err:
+        return None, [*problems, f"entry seq {found[0]['seq']}: {err}"], notes
+
+
+def _protocol(entries: Sequence[Mapping[str, Any]], tasks: Sequence[str] | None) -> list[str]:
     problems: list[str] = []
     policies: set[str] = set()
     assigned: dict[str, Mapping[str, Any]] = {}
@@ -74,6 +99,9 @@ def _protocol(entries: Sequence[Mapping[str, Any]]) -> list[str]:
             unknown = {body["policy_a"], body["policy_b"]} - policies
             if unknown:
                 problems.append(f"entry seq {seq}: assignment {body['assignment']} names unregistered {sorted(unknown)}")
+            if tasks is not None and body["task"] not in tasks:
+                problems.append(f"entry seq {seq}: assignment {body['assignment']} has task {body['task']!r}, "
+                                f"not one of the evaluation's {list(tasks)}")
             if body.get("requeue_of"):
                 handed_again.add(body["requeue_of"])
             assigned[body["assignment"]] = body
@@ -139,17 +167,25 @@ def _station(directory: pathlib.Path,
     return station, problems, notes
 
 
-def _against(entries: Sequence[Mapping[str, Any]], policies: Sequence[str], published: Mapping[str, Any]) -> list[str]:
-    """The published leaderboard against the one re-derived from the entries it had seen."""
+def _against(entries: Sequence[Mapping[str, Any]], policies: Sequence[str], published: Mapping[str, Any],
+             evaluation: Evaluation | None) -> list[str]:
+    """The published leaderboard against the journaled evaluation and the one re-derived from the entries it had seen."""
+    problems = []
     try:
         upto = int(published["as_of_seq"])
+        if evaluation is not None:
+            shown = {"method": published["method"], "alpha": float(published["alpha"]), "ranker": published["ranker"],
+                     "models": tuple(published.get("models") or MODELS),
+                     "budget": int((published.get("progress") or {}).get("budget") or 0)}
+            problems += [f"leaderboard: published with {name} {value!r}, the hub's journaled evaluation has "
+                         f"{getattr(evaluation, name)!r}" for name, value in shown.items()
+                         if value != getattr(evaluation, name)]
         board = leaderboard(policies, [e for e in entries if e["seq"] <= upto], method=published["method"],
                             alpha=float(published["alpha"]), ranker=published["ranker"],
                             models=tuple(published.get("models") or MODELS),
                             budget=int((published.get("progress") or {}).get("budget") or 0))
     except (KeyError, TypeError, ValueError) as err:
         raise HubError(f"the leaderboard to check against is not a hub leaderboard: {err}") from err
-    problems = []
     if board["n_results"] != published.get("n_results"):
         problems.append(f"leaderboard: {published.get('n_results')} results published, {board['n_results']} in the "
                         f"journal up to seq {upto}")
@@ -174,9 +210,11 @@ def audit_export(path: str | pathlib.Path, stations: Sequence[str | pathlib.Path
     broken = check_chain(entries)
     if broken is not None:
         problems.append(broken)
-    problems += _protocol(entries)
+    evaluation, found, notes = _evaluation(entries)
+    problems += found
+    problems += _protocol(entries, evaluation.tasks if evaluation is not None else None)
     results = {e["body"]["upload_id"]: e["body"] for e in entries if e["kind"] == "result"}
-    names, notes = [], []
+    names: list[str] = []
     for directory in stations:
         name, found, noted = _station(pathlib.Path(directory), results)
         names.append(name)
@@ -184,8 +222,8 @@ def audit_export(path: str | pathlib.Path, stations: Sequence[str | pathlib.Path
         notes += noted
     policies = sorted(e["body"]["policy"] for e in entries if e["kind"] == "policy_added")
     if against is not None:
-        problems += _against(entries, policies, against)
+        problems += _against(entries, policies, against, evaluation)
         board = dict(against)
     else:
-        board = leaderboard(policies, entries) if len(policies) >= 2 else {}
+        board = (evaluation or Evaluation()).analyse(policies, entries) if len(policies) >= 2 else {}
     return HubAudit(str(path), len(entries), len(results), names, problems, board, notes)

@@ -249,6 +249,19 @@ class HubStore:
                 raise HubError(f"policy {name!r} is already registered", 409)
             self._journal(run, "policy_added", {"policy": name})
 
+    def settle_evaluation(self, body: dict[str, Any]) -> dict[str, Any]:
+        """The body of the journal's ``evaluation`` entry (:mod:`.evaluation`), journaling ``body`` as
+        it if the journal has none yet; under the journal lock, so two hub processes starting on one
+        database journal one evaluation."""
+        with self._tx() as run:
+            if self.dialect == "postgresql":
+                run("SELECT pg_advisory_xact_lock(?)", JOURNAL_LOCK)
+            rows = run("SELECT body FROM journal WHERE kind = ? ORDER BY seq LIMIT 1", "evaluation")
+            if rows:
+                return dict(json.loads(rows[0][0]))
+            self._journal(run, "evaluation", body)
+            return body
+
     def policies(self) -> list[str]:
         with self._tx() as run:
             return [row[0] for row in run("SELECT name FROM policies ORDER BY name")]

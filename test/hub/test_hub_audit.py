@@ -135,6 +135,45 @@ def test_a_result_for_work_never_handed_out_is_a_protocol_violation(record: dict
                                   "made-up, never handed out"]
 
 
+def test_the_journaled_evaluation_governs_the_audit(record: dict[str, Any]) -> None:
+    """The hub journals its evaluation once, before any result; a leaderboard published under
+    another level or method, a second evaluation, or work on a task outside the evaluation is
+    named; an export without one (a hub from before) audits under the defaults, with a note."""
+    entries = _entries(record["export"])
+    kinds = [e["kind"] for e in entries]
+    assert kinds.count("evaluation") == 1 and kinds.index("evaluation") < kinds.index("result")
+    assert entries[kinds.index("evaluation")]["body"]["tasks"] == ["towel", "cup"]
+
+    board = json.loads(record["board"].read_text())
+    board["alpha"], board["method"] = 0.2, "wsr"
+    shopped = record["root"] / "shopped.json"
+    shopped.write_text(json.dumps(board))
+    status, report = _audit(record["export"], "--against", str(shopped))
+    assert status == 1 and {"leaderboard: published with method 'wsr', the hub's journaled evaluation has 'nscore'",
+                            "leaderboard: published with alpha 0.2, the hub's journaled evaluation has 0.05"} <= \
+        set(report["problems"])
+
+    again = [dict(e) for e in entries]
+    evaluation = next(e for e in again if e["kind"] == "evaluation")
+    again.append({**evaluation, "seq": again[-1]["seq"] + 1, "at": again[-1]["at"] + 1,
+                  "body": {**evaluation["body"], "alpha": 0.2}})
+    status, report = _audit(_write(record["root"] / "twice.jsonl", again, rechain=True))
+    assert status == 1 and report["problems"] == [f"entry seq {again[-1]['seq']}: a second evaluation (the hub "
+                                                  "journals one, on its first start)"]
+
+    elsewhere = [dict(e) for e in entries]
+    assigned = next(e for e in elsewhere if e["kind"] == "assigned")
+    assigned["body"] = {**assigned["body"], "task": "sofa"}
+    status, report = _audit(_write(record["root"] / "sofa.jsonl", elsewhere, rechain=True))
+    assert status == 1 and (f"entry seq {assigned['seq']}: assignment {assigned['body']['assignment']} has task "
+                            "'sofa', not one of the evaluation's ['towel', 'cup']") in report["problems"]
+
+    before = [e for e in entries if e["kind"] != "evaluation"]
+    status, report = _audit(_write(record["root"] / "before.jsonl", before, rechain=True))
+    assert status == 0 and report["notes"] == ["the export journals no evaluation (a hub from before evaluations "
+                                               "were journaled): re-derived with `evalstop hub serve`'s defaults"]
+
+
 def _station_copy(record: dict[str, Any], name: str, records: list[dict[str, Any]] | None = None) -> pathlib.Path:
     """A copy of station s1's directory (its journal replaced by ``records`` if given)."""
     copy = record["root"] / name

@@ -31,3 +31,39 @@ def test_station_without_key_and_bad_journal_are_usage_errors(tmp_path: pathlib.
     bad.write_text("{not json\n")
     done = cli("hub", "analyze", str(bad))
     assert done.returncode == 2 and f"{bad}:1: not a JSON line of a hub export" in done.stderr
+
+
+def test_the_hub_evaluates_as_it_was_started(tmp_path: pathlib.Path) -> None:
+    """The first start journals the evaluation (method, alpha, ranker, models, budget, schedule,
+    tasks); a later start with another is refused with the differences, nothing served or
+    journaled; ``hub analyze`` reads the export's evaluation, and an option given there is a
+    what-if analysis, said so."""
+    import json
+
+    from hub_support import HubProcess, register_hub
+
+    db = str(tmp_path / "hub.sqlite")
+    _, viewer = register_hub(db, {"alpha": 0.9, "beta": 0.5, "gamma": 0.1}, ("s1",))
+    flags = ["--alpha", "0.1", "--tasks", "towel,cup", "--budget", "40"]
+    hub = HubProcess(db, viewer, tmp_path, flags)
+    hub.start()
+    hub.stop()
+    changed = cli("hub", "serve", "--db", db, "--port", "0", "--alpha", "0.05", "--tasks", "towel,cup", "--budget", "40",
+                  "--schedule", "uniform")
+    assert changed.returncode == 2, changed.stderr
+    assert "the hub's journal holds another evaluation (alpha: journaled 0.1, given 0.05; schedule: journaled " \
+           "'uncertain', given 'uniform')" in changed.stderr
+    hub.start()  # the journaled settings again: served
+    hub.stop()
+    export = tmp_path / "journal.jsonl"
+    assert cli("hub", "export", "--db", db, "-o", str(export)).returncode == 0
+    entries = [json.loads(line) for line in export.read_text().splitlines()]
+    [evaluation] = [e["body"] for e in entries if e["kind"] == "evaluation"]
+    assert evaluation == {"method": "nscore", "alpha": 0.1, "ranker": "bt", "models": ["paired", "bt", "davidson", "elo",
+                          "prog", "task"], "budget": 40, "schedule": "uncertain", "tasks": ["towel", "cup"]}
+    hub_view = cli("hub", "analyze", str(export))
+    assert hub_view.returncode == 0 and hub_view.stderr == ""
+    assert "sequential Holm over all 3 pairs at family-wise level 0.1" in hub_view.stdout
+    what_if = cli("hub", "analyze", str(export), "--alpha", "0.05")
+    assert what_if.returncode == 0 and "family-wise level 0.05" in what_if.stdout
+    assert "a what-if analysis, not the hub's evaluation (alpha: journaled 0.1, given 0.05)" in what_if.stderr
