@@ -14,7 +14,14 @@ import os
 import pathlib
 import signal
 
-import pytest
+# One thread per OpenMP/BLAS pool in every test process (and the node processes it starts): the
+# tests run side by side (`make test`'s three runs, `make check`'s xdist workers) on 2 cores, where
+# pools of spinning threads per process slowed the torch tests of test/active 6x under load (45 s
+# for test_surrogate.py, 8 s with one thread). Set before numpy or torch is imported (they read it then).
+for _pool in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_pool, "1")
+
+import pytest  # noqa: E402
 
 # A shell starts a background job (`make test` runs three test runs side by side) with SIGINT and
 # SIGQUIT ignored, and every process inherits an ignored signal through exec: `ros2 launch` and the
