@@ -30,6 +30,7 @@ import threading
 import time
 from typing import Any
 
+from ..session.errors import SessionError
 from ..session.publishing import OK, WARN, Diagnostic
 from ..session.runner_messages import operator_text
 from ..session.values import STATE_CODES as SESSION_STATE_CODES
@@ -318,7 +319,7 @@ class StationWork:
         """Pause (:meth:`control`); the trial loop's fault limit."""
         ok, message = self.control("pause", reason)
         if not ok:
-            raise HubError(message, 409)
+            raise SessionError(message)
 
     def pending_trial(self) -> PendingTrial | None:
         """The trial to run or score next (arm A, then B), ``None`` while waiting for work.
@@ -356,12 +357,12 @@ class StationWork:
                              auto_score: tuple[bool, float] | None = None) -> PendingTrial | None:
         """The runner's result for the pending trial: ``None`` after a successful run (it waits
         for its score; ``auto_score`` is held for the trial loop), else the trial to run again
-        (next attempt; a ``fault`` record is journaled). :class:`HubError` if ``trial_id`` is not
-        the pending trial."""
+        (next attempt; a ``fault`` record is journaled). :class:`~evalstop_ros.session.errors.SessionError`
+        if ``trial_id`` is not the pending trial (as a session's)."""
         with self._lock:
             trial = self._pending()
             if trial is None or trial.trial_id != trial_id or self._aborted:
-                raise HubError(f"runner result for trial {trial_id}, which is not the pending trial", 409)
+                raise SessionError(f"runner result for trial {trial_id}, which is not the pending trial")
             a = self._assignment
             assert a is not None
             self._runner_message = operator_text(message, ok)

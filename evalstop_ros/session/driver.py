@@ -216,7 +216,10 @@ class TrialDriver:
         if faults < self.max_attempts or session.state != SessionState.RUNNING:
             return False
         # the runner's category and error id only: its full text may name the policy (sealed in the journal)
-        session.pause(f"runner failed {faults} times in a row on trial {trial.trial_id}: {session.runner_message}")
+        try:
+            session.pause(f"runner failed {faults} times in a row on trial {trial.trial_id}: {session.runner_message}")
+        except SessionError:  # paused or ended from another thread meanwhile
+            return session.state not in FINAL  # paused (by someone else): as good as by the limit
         return True
 
     def run_done(self, trial: PendingTrial, ok: bool, duration_s: float, message: str = "", *,
@@ -232,7 +235,10 @@ class TrialDriver:
             return RunVerdict(Verdict.IGNORED, f"trial {trial.trial_id}: runner result ignored "
                               "(the trial is no longer pending)")
         duration = duration_s if math.isfinite(duration_s) and duration_s >= 0 else 0.0
-        session.record_runner_result(trial.trial_id, ok, duration, message, auto_score=auto_score)
+        try:
+            session.record_runner_result(trial.trial_id, ok, duration, message, auto_score=auto_score)
+        except SessionError as err:  # voided or aborted from another thread since the check above
+            return RunVerdict(Verdict.IGNORED, f"trial {trial.trial_id}: runner result ignored ({err})")
         if not ok:
             if self._fault_limit(trial):
                 return RunVerdict(Verdict.PAUSED, f"session paused: runner failed {session.runner_faults} times on "
