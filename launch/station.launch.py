@@ -36,6 +36,9 @@ def generate_launch_description():
         DeclareLaunchArgument('robot', default_value='sim', choices=['sim', 'none'],
                               description='sim: start sim_robot; none: the lab starts its own runner.'),
         DeclareLaunchArgument('runner_action', default_value='run_trial', description='RunTrial action of the runner.'),
+        DeclareLaunchArgument('scoring', default_value='auto', choices=['auto', 'operator'],
+                              description="auto: the runner's score (the operator's where it sends none); "
+                              'operator: teleop_scorer scores every run. Journaled on the first start.'),
         DeclareLaunchArgument('namespace', default_value='', description='Namespace of every node.'),
         DeclareLaunchArgument('journal_dir', default_value='',
                               description='Journal directory (empty: $ROS_HOME/evalstop).'),
@@ -50,6 +53,7 @@ def generate_launch_description():
                 'hub_key_file': ParameterValue(LaunchConfiguration('hub_key_file'), value_type=str),
                 'hub_trials': ParameterValue(LaunchConfiguration('trials'), value_type=int),
                 'runner_action': ParameterValue(LaunchConfiguration('runner_action'), value_type=str),
+                'hub_scoring': ParameterValue(LaunchConfiguration('scoring'), value_type=str),
                 'journal_dir': ParameterValue(LaunchConfiguration('journal_dir'), value_type=str),
                 'exit_on_finish': PythonExpression([LaunchConfiguration('trials'), ' > 0']),
             }],

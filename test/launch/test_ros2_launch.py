@@ -244,6 +244,8 @@ def test_station_launch_runs_the_hubs_trials_and_exits(launch: Any, namespace: s
     assert "evaluation_manager exited" in process.output or "process has finished cleanly" in process.output
     records = list(iter_lines(tmp_path / "stations" / "hub-lab-a" / "station.jsonl"))
     assert records, "the station journaled nothing"
+    assert (records[0]["kind"], records[0]["trials"], records[0]["scoring"]) == ("rules", 4, "auto")  # scoring:=auto
+    assert sum(r["kind"] == "ack" for r in records) == 4
 
 
 def test_demo_launch_reaches_a_decision_and_exits(launch: Any, tmp_path: pathlib.Path) -> None:
