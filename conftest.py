@@ -110,6 +110,20 @@ _SERIAL_TESTS = {
     "test/hub/test_hub_leaderboard.py": ("test_leaderboard_page_in_headless_chromium",),
 }
 
+#: the longest tests (wall time in a `make test` run, pytest-xdist workers beside two other runs):
+#: under pytest-xdist they are handed out first, longest first, so that they do not start near
+#: the end of a run and leave the other workers idle until they finish (xdist hands out the
+#: tests in collection order). Only the order changes, and only under pytest-xdist.
+_LONG_FIRST = {
+    "test/launch/test_ros2_launch.py::test_eval_launch_sim_policy_finishes_within_ten_minutes": 335,
+    "test/nodes/test_robosuite_session.py::test_a_physics_session_stops_for_the_competent_policy_and_audits_verified": 162,
+    "test/cli/test_cli_examples.py::test_help_examples_run": 82,
+    "test/audit/test_record_e2e.py::test_recorded_ab_session_ranks_alike_from_journal_and_bag": 76,
+    "test/nodes/test_crash_recovery.py::test_manager_killed_at_random_points_loses_nothing": 57,
+    "test/nodes/test_lost_messages.py::test_lost_goal_responses_are_re_sent_and_change_nothing": 52,
+    "test/launch/test_ros2_launch.py::test_eval_launch_sim_runs_a_session_that_audits_and_answers_the_ros2_cli": 46,
+}
+
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Mark ``ros`` every test that needs the ROS environment (its directory, a doctest of a
@@ -139,3 +153,5 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
                 seconds = _ROS_TIMEOUT
             if seconds is not None:
                 item.add_marker(pytest.mark.timeout(seconds))
+    if os.environ.get("PYTEST_XDIST_WORKER"):  # every worker collects, and must sort alike
+        items.sort(key=lambda item: -_LONG_FIRST.get(item.nodeid.split("[")[0], 0))
