@@ -119,9 +119,18 @@ _LONG_FIRST = {
     "test/nodes/test_robosuite_session.py::test_a_physics_session_stops_for_the_competent_policy_and_audits_verified": 162,
     "test/cli/test_cli_examples.py::test_help_examples_run": 82,
     "test/audit/test_record_e2e.py::test_recorded_ab_session_ranks_alike_from_journal_and_bag": 76,
+    "test/hub/test_hub_ros_stations.py::test_ros_stations_survive_kills_and_every_result_counts_once": 60,
     "test/nodes/test_crash_recovery.py::test_manager_killed_at_random_points_loses_nothing": 57,
     "test/nodes/test_lost_messages.py::test_lost_goal_responses_are_re_sent_and_change_nothing": 52,
     "test/launch/test_ros2_launch.py::test_eval_launch_sim_runs_a_session_that_audits_and_answers_the_ros2_cli": 46,
+    # the run without ROS (CPU-bound)
+    "test/active/test_surrogate.py::test_binary_head_learns_the_success_rates": 157,
+    "test/active/test_surrogate.py::test_binned_head_learns_a_bimodal_progress": 125,
+    "test/active/test_shrinkage.py::test_lower_error_than_the_mlp_on_the_same_data": 119,
+    "test/stats/test_step.py::test_exact_type1_of_shipped_tables_on_dense_null_grid": 75,
+    "test/active/test_session_active.py::test_audit_replays_every_choice": 48,
+    "test/active/test_session_active.py::test_audit_detects_a_forged_choice": 46,
+    "test/hub/test_hub_netns.py::test_station_cut_off_past_its_lease_syncs_later": 44,
 }
 
 
