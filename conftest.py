@@ -24,6 +24,13 @@ for _signal in (signal.SIGINT, signal.SIGQUIT):
     if signal.getsignal(_signal) == signal.SIG_IGN:
         signal.signal(_signal, signal.default_int_handler if _signal == signal.SIGINT else signal.SIG_DFL)
 
+# A pytest-xdist worker computes on one thread (OpenMP: PyTorch, OpenBLAS of numpy): the workers
+# already share the cores, and the spinning threads of two workers' libraries on 2 cores wasted
+# CPU (test_surrogate.py: 14 s CPU with 2 threads each, 6 s with one). Set before anything
+# imports numpy or torch; node processes the tests start inherit it. The results do not depend on it.
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+
 try:
     import rclpy  # noqa: F401
     from evalstop.msg import SessionStatus  # noqa: F401
@@ -124,12 +131,7 @@ _LONG_FIRST = {
     "test/nodes/test_lost_messages.py::test_lost_goal_responses_are_re_sent_and_change_nothing": 52,
     "test/launch/test_ros2_launch.py::test_eval_launch_sim_runs_a_session_that_audits_and_answers_the_ros2_cli": 46,
     # the run without ROS (CPU-bound)
-    "test/active/test_surrogate.py::test_binary_head_learns_the_success_rates": 157,
-    "test/active/test_surrogate.py::test_binned_head_learns_a_bimodal_progress": 125,
-    "test/active/test_shrinkage.py::test_lower_error_than_the_mlp_on_the_same_data": 119,
     "test/stats/test_step.py::test_exact_type1_of_shipped_tables_on_dense_null_grid": 75,
-    "test/active/test_session_active.py::test_audit_replays_every_choice": 48,
-    "test/active/test_session_active.py::test_audit_detects_a_forged_choice": 46,
     "test/hub/test_hub_netns.py::test_station_cut_off_past_its_lease_syncs_later": 44,
 }
 
