@@ -164,6 +164,7 @@ demo-hub-ros: venv ros
 # distribution; Jazzy's are the second). CI (.ci/run) runs both. Measured on the shared 2-core
 # machine (load 5 from others' tests too): 12 min in all; without ROS 11 min, Kilted ROS 8,
 # Jazzy ROS 6 (one test at a time before: 12, 13 and 14), serial 1; about 22 CPU-minutes in all.
+# ROS_DISTROS=kilted at load 1-3: 10 min 50 s (without ROS 9 min 50 s, Kilted ROS 8 min 20 s).
 # EVALSTOP_ROS_TARGET / EVALSTOP_ROS_INSTALL: the build the ROS fixtures keep up to date and run.
 # The robot:=sim_policy session (minutes: real-time rollouts at 15 Hz) runs once: under Jazzy when
 # it runs, else under Kilted.
