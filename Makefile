@@ -151,35 +151,60 @@ demo-hub-ros: venv ros
 
 # The report tests render HTML in Debian's headless Chromium (installed here if missing); the physics
 # tests need robosuite and EGL (tools/install_physics.sh): required, never skipped, under make test.
-# Three runs side by side, each one test at a time: under Kilted the tests without ROS, under Kilted
-# the ROS tests (test/nodes, test/launch and every test with a node process), under Jazzy the ROS
-# tests. A ROS test mostly waits for node processes and DDS (the load stayed near 0.2 through them
-# when run alone), so the runs share the 2 cores; their DDS domains and namespaces differ
-# (test/conftest.py). The two ROS runs write logs, printed when they end. Then the tests marked
-# `serial` (wall-clock deadlines sized for a machine running nothing else) run alone
-# (`make check` runs the quick tier on all cores; docs/testing.md).
+# Runs side by side: under Kilted the tests without ROS, under Kilted the ROS tests (test/nodes,
+# test/launch and every test with a node process), under Jazzy the ROS tests (test/nodes,
+# test/launch). A ROS test mostly waits for node processes and DDS, so each ROS run has
+# ROS_WORKERS pytest-xdist workers (`--dist loadgroup`: a module marked `xdist_group` stays on one
+# worker); the run without ROS, mostly CPU-bound, has REST_WORKERS. Every pytest process gets its
+# own DDS domains: each run a base (EVALSTOP_TEST_DOMAIN_BASE, 20 domains apart), each worker a
+# block of 4 above it (test/conftest.py), and namespaces carry the pid. The ROS runs write logs,
+# printed when they end. Then the tests marked `serial` (wall-clock deadlines sized for a machine
+# running nothing else) run alone. `make check` runs the quick tier on all cores; docs/testing.md.
+# `make test ROS_DISTROS=kilted`: the whole suite under Kilted only (the ROS tests of one
+# distribution; Jazzy's are the second). CI (.ci/run) runs both. Measured on the shared 2-core
+# machine (load 5 from others' tests too): 12 min in all; without ROS 11 min, Kilted ROS 8,
+# Jazzy ROS 6 (one test at a time before: 12, 13 and 14), serial 1; about 22 CPU-minutes in all.
+# ROS_DISTROS=kilted at load 1-3: 10 min 50 s (without ROS 9 min 50 s, Kilted ROS 8 min 20 s).
 # EVALSTOP_ROS_TARGET / EVALSTOP_ROS_INSTALL: the build the ROS fixtures keep up to date and run.
-# The robot:=sim_policy session (minutes: real-time rollouts at 15 Hz) runs once, under Jazzy.
+# The robot:=sim_policy session (minutes: real-time rollouts at 15 Hz) runs once: under Jazzy when
+# it runs, else under Kilted.
+# TEST_ARGS: more pytest options for every run (e.g. `make test TEST_ARGS=--durations=25`).
+ROS_DISTROS  ?= kilted jazzy
+ROS_WORKERS  ?= 3
+REST_WORKERS ?= 2
+TEST_ARGS    ?=
+ifneq ($(filter-out kilted jazzy,$(ROS_DISTROS))$(if $(filter kilted,$(ROS_DISTROS)),,none),)
+$(error ROS_DISTROS=$(ROS_DISTROS): kilted (the whole suite) and optionally jazzy (its ROS tests too))
+endif
 SIM_POLICY_LAUNCH := test/launch/test_ros2_launch.py::test_eval_launch_sim_policy_finishes_within_ten_minutes
-KILTED_TEST := $(ROS_ENV) EVALSTOP_ROS_REQUIRED=1 EVALSTOP_LAUNCH_REQUIRED=1 EVALSTOP_REPORT_REQUIRED=1 \
-  EVALSTOP_PHYSICS_REQUIRED=1 EVALSTOP_ROS_INSTALL=$(ROS_INSTALL) $(PY) -m pytest -p no:cacheprovider \
-  --deselect $(SIM_POLICY_LAUNCH)
+# $(call KILTED_TEST,DOMAIN_BASE): pytest under Kilted, everything required
+KILTED_TEST = $(ROS_ENV) EVALSTOP_ROS_REQUIRED=1 EVALSTOP_LAUNCH_REQUIRED=1 EVALSTOP_REPORT_REQUIRED=1 \
+  EVALSTOP_PHYSICS_REQUIRED=1 EVALSTOP_ROS_INSTALL=$(ROS_INSTALL) EVALSTOP_TEST_DOMAIN_BASE=$(1) \
+  $(PY) -m pytest -p no:cacheprovider $(TEST_ARGS) \
+  $(if $(filter jazzy,$(ROS_DISTROS)),--deselect $(SIM_POLICY_LAUNCH))
+XDIST = $(if $(filter-out 0 1,$(1)),-n $(1) --dist loadgroup)
 TEST_LOGS := build/test-logs
-test: venv ros-tools ros ros-jazzy lint
+test: venv ros-tools ros $(if $(filter jazzy,$(ROS_DISTROS)),ros-jazzy) lint
 	tools/install_chromium.sh
 	tools/install_physics.sh $(VENV)
-	@mkdir -p $(TEST_LOGS); \
-	echo "== the ROS tests under Jazzy and under Kilted run beside this one: logs in $(TEST_LOGS), printed when they end"; \
-	( $(JAZZY_ENV) EVALSTOP_ROS_REQUIRED=1 EVALSTOP_LAUNCH_REQUIRED=1 EVALSTOP_ROS_TARGET=ros-jazzy \
-	  EVALSTOP_ROS_INSTALL=$(JAZZY_INSTALL) $(JAZZY_PY) -m pytest -p no:cacheprovider $(JAZZY_TESTS) \
-	  > $(TEST_LOGS)/jazzy-ros.log 2>&1 ) & jazzy=$$!; \
-	( $(KILTED_TEST) -m "ros and not serial" > $(TEST_LOGS)/kilted-ros.log 2>&1 ) & ros=$$!; \
+	@mkdir -p $(TEST_LOGS); jazzy=; \
+	echo "== the ROS tests ($(ROS_DISTROS)) run beside this one: logs in $(TEST_LOGS), printed when they end"; \
+	if [ -n "$(filter jazzy,$(ROS_DISTROS))" ]; then \
+	  ( $(JAZZY_ENV) EVALSTOP_ROS_REQUIRED=1 EVALSTOP_LAUNCH_REQUIRED=1 EVALSTOP_ROS_TARGET=ros-jazzy \
+	    EVALSTOP_ROS_INSTALL=$(JAZZY_INSTALL) EVALSTOP_TEST_DOMAIN_BASE=21 $(JAZZY_PY) -m pytest \
+	    -p no:cacheprovider $(TEST_ARGS) $(call XDIST,$(ROS_WORKERS)) $(JAZZY_TESTS) > $(TEST_LOGS)/jazzy-ros.log 2>&1 ) & \
+	  jazzy=$$!; \
+	fi; \
+	( $(call KILTED_TEST,1) $(call XDIST,$(ROS_WORKERS)) -m "ros and not serial" \
+	  > $(TEST_LOGS)/kilted-ros.log 2>&1 ) & ros=$$!; \
 	echo "== the tests without ROS under Kilted"; \
-	( $(KILTED_TEST) -m "not ros and not serial" ); rest=$$?; \
+	( $(call KILTED_TEST,61) $(call XDIST,$(REST_WORKERS)) -m "not ros and not serial" ); rest=$$?; \
 	wait $$ros; ros=$$?; echo "== the ROS tests under Kilted (exit status $$ros)"; cat $(TEST_LOGS)/kilted-ros.log; \
-	wait $$jazzy; jazzy=$$?; echo "== the ROS tests under Jazzy (exit status $$jazzy)"; cat $(TEST_LOGS)/jazzy-ros.log; \
+	if [ -n "$$jazzy" ]; then \
+	  wait $$jazzy; jazzy=$$?; echo "== the ROS tests under Jazzy (exit status $$jazzy)"; cat $(TEST_LOGS)/jazzy-ros.log; \
+	else jazzy=0; fi; \
 	echo "== the serial tests under Kilted, alone"; \
-	( $(KILTED_TEST) -m serial ); serial=$$?; \
+	( $(call KILTED_TEST,41) -m serial ); serial=$$?; \
 	test $$rest -eq 0 && test $$ros -eq 0 && test $$jazzy -eq 0 && test $$serial -eq 0
 
 # The quick tier for development (docs/testing.md; a few minutes): the lint gates, then every test

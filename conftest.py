@@ -31,6 +31,13 @@ for _signal in (signal.SIGINT, signal.SIGQUIT):
     if signal.getsignal(_signal) == signal.SIG_IGN:
         signal.signal(_signal, signal.default_int_handler if _signal == signal.SIGINT else signal.SIG_DFL)
 
+# A pytest-xdist worker computes on one thread (OpenMP: PyTorch, OpenBLAS of numpy): the workers
+# already share the cores, and the spinning threads of two workers' libraries on 2 cores wasted
+# CPU (test_surrogate.py: 14 s CPU with 2 threads each, 6 s with one). Set before anything
+# imports numpy or torch; node processes the tests start inherit it. The results do not depend on it.
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+
 try:
     import rclpy  # noqa: F401
     from evalstop.msg import SessionStatus  # noqa: F401
@@ -117,6 +124,24 @@ _SERIAL_TESTS = {
     "test/hub/test_hub_leaderboard.py": ("test_leaderboard_page_in_headless_chromium",),
 }
 
+#: the longest tests (wall time in a `make test` run, pytest-xdist workers beside two other runs):
+#: under pytest-xdist they are handed out first, longest first, so that they do not start near
+#: the end of a run and leave the other workers idle until they finish (xdist hands out the
+#: tests in collection order). Only the order changes, and only under pytest-xdist.
+_LONG_FIRST = {
+    "test/launch/test_ros2_launch.py::test_eval_launch_sim_policy_finishes_within_ten_minutes": 335,
+    "test/nodes/test_robosuite_session.py::test_a_physics_session_stops_for_the_competent_policy_and_audits_verified": 162,
+    "test/cli/test_cli_examples.py::test_help_examples_run": 82,
+    "test/audit/test_record_e2e.py::test_recorded_ab_session_ranks_alike_from_journal_and_bag": 76,
+    "test/hub/test_hub_ros_stations.py::test_ros_stations_survive_kills_and_every_result_counts_once": 60,
+    "test/nodes/test_crash_recovery.py::test_manager_killed_at_random_points_loses_nothing": 57,
+    "test/nodes/test_lost_messages.py::test_lost_goal_responses_are_re_sent_and_change_nothing": 52,
+    "test/launch/test_ros2_launch.py::test_eval_launch_sim_runs_a_session_that_audits_and_answers_the_ros2_cli": 46,
+    # the run without ROS (CPU-bound)
+    "test/stats/test_step.py::test_exact_type1_of_shipped_tables_on_dense_null_grid": 75,
+    "test/hub/test_hub_netns.py::test_station_cut_off_past_its_lease_syncs_later": 44,
+}
+
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Mark ``ros`` every test that needs the ROS environment (its directory, a doctest of a
@@ -146,3 +171,5 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
                 seconds = _ROS_TIMEOUT
             if seconds is not None:
                 item.add_marker(pytest.mark.timeout(seconds))
+    if os.environ.get("PYTEST_XDIST_WORKER"):  # every worker collects, and must sort alike
+        items.sort(key=lambda item: -_LONG_FIRST.get(item.nodeid.split("[")[0], 0))

@@ -9,8 +9,10 @@ in-process probe node. They need the ROS environment of ``tools/ros/env.sh``, wh
 Isolation from other test processes and other engineers on the same machine:
 
 * ``ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST``: nothing leaves the machine;
-* ``ROS_DOMAIN_ID`` derived from the pid of the test process (each pytest-xdist worker is its
-  own process, so each gets its own domain), overridable with ``EVALSTOP_TEST_DOMAIN_ID``;
+* ``ROS_DOMAIN_ID`` distinct for every concurrent test process of one ``make test``: each run
+  gets a base (``EVALSTOP_TEST_DOMAIN_BASE``) and each pytest-xdist worker a block of domains
+  above it (:func:`ros_domain_id`); a plain ``pytest`` derives it from the pid, and
+  ``EVALSTOP_TEST_DOMAIN_ID`` overrides it;
 * a fresh namespace per test (:func:`namespace`), so tests in one process never cross-talk;
 * ``ROS_LOG_DIR`` under pytest's temporary directory.
 
@@ -48,14 +50,42 @@ LOG_FORMAT = "[{severity}] [{name}]: {message}"
 _namespaces = itertools.count(1)
 
 
-def ros_domain_id() -> int:
-    """The DDS domain of this test process: 1..100 from the pid (or ``EVALSTOP_TEST_DOMAIN_ID``).
+#: Domains one test process uses: its own and up to three more above it (the hub's ROS stations
+#: of test/hub/test_hub_ros_stations.py and test_hub_ros_netns.py, one domain each).
+DOMAINS_PER_PROCESS = 4
+#: Blocks of :data:`DOMAINS_PER_PROCESS` in 1..100: the domain ids Fast DDS can use on Linux are
+#: 0..101 (higher ones reach the ephemeral port range; docs.ros.org, "About Domain ID"), 0 is the
+#: default everyone else uses.
+DOMAIN_BLOCKS = 25
 
-    Each pytest-xdist worker (``PYTEST_XDIST_WORKER``) is a separate process, so the pid
-    separates workers as well as concurrent pytest runs of different engineers.
+
+def _xdist_worker() -> int | None:
+    """The index of this pytest-xdist worker (``PYTEST_XDIST_WORKER=gw3`` -> 3), None outside xdist."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    return int(worker[2:]) if worker.startswith("gw") and worker[2:].isdigit() else None
+
+
+def ros_domain_id() -> int:
+    """The DDS domain of this test process, in 1..97 (it uses this one and the three above it).
+
+    ``EVALSTOP_TEST_DOMAIN_ID`` wins. Otherwise the block of the run plus the pytest-xdist worker
+    index: ``make test`` gives each of its concurrent pytest runs a base of its own
+    (``EVALSTOP_TEST_DOMAIN_BASE``, blocks far enough apart for its workers), so no two of its
+    processes share a domain. A developer's plain ``pytest`` has no base: the block comes from
+    the pid of the run (the controller's, ``os.getppid()``, in a worker), so concurrent runs of
+    different engineers differ unless their pids collide modulo 25, and the workers of one run
+    always differ. (Namespaces carry the pid too, so even a shared domain never cross-talks.)
     """
     override = os.environ.get("EVALSTOP_TEST_DOMAIN_ID")
-    return int(override) if override else 1 + os.getpid() % 100
+    if override:
+        return int(override)
+    worker = _xdist_worker()
+    base = os.environ.get("EVALSTOP_TEST_DOMAIN_BASE")
+    if base:
+        first_block = (int(base) - 1) // DOMAINS_PER_PROCESS
+    else:
+        first_block = (os.getppid() if worker is not None else os.getpid()) % DOMAIN_BLOCKS
+    return 1 + DOMAINS_PER_PROCESS * ((first_block + (worker or 0)) % DOMAIN_BLOCKS)
 
 
 def _ros_importable() -> str:

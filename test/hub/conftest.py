@@ -40,8 +40,11 @@ def netns() -> Iterator[dict[str, str]]:
     if shutil.which("ip") is None:
         pytest.fail("iproute2 (`ip`) is missing")
     tag = os.getpid() % 100000
+    # a /24 of 10.151.0.0 .. 10.200.255.0 from the pid: concurrent test processes (pytest-xdist
+    # workers, the runs of `make test`) differ unless their pids agree modulo 12800
+    subnet = f"10.{151 + (tag // 256) % 50}.{tag % 256}"
     net = {"ns": f"evalstop-hub-{tag}", "host_if": f"esh{tag}h", "ns_if": f"esh{tag}s",
-           "host_ip": f"10.{151 + tag % 50}.{tag % 250}.1", "ns_ip": f"10.{151 + tag % 50}.{tag % 250}.2"}
+           "host_ip": f"{subnet}.1", "ns_ip": f"{subnet}.2"}
     ip("netns", "add", net["ns"])
     try:
         ip("link", "add", net["host_if"], "type", "veth", "peer", "name", net["ns_if"])

@@ -165,7 +165,10 @@ def test_a_5_s_stall_mid_episode_holds_the_arm_and_resumes_without_a_burst(
 def test_a_300_mb_frame_is_refused_with_the_runner_s_memory_bounded(
         start_node: Any, probe: Any, tmp_path: pathlib.Path, openpi: OpenpiServers) -> None:
     port = openpi.start("huge", "--fail-after", "1", "--frame-bytes", str(300 * 10**6))
-    runner = _runner(start_node, tmp_path, {"bad_vla": port, "good_vla": openpi.start("good")})
+    # infer_timeout 60 s: the server packs its 300 MB reply before the first byte leaves, which took
+    # over 10 s beside other test workers on a loaded 2-core machine (the runner then reported "too
+    # slow" before it saw the frame); the refusal and the memory bound below are what is checked
+    runner = _runner(start_node, tmp_path, {"bad_vla": port, "good_vla": openpi.start("good")}, infer_timeout=60.0)
     runner.wait_for(r"serving RunTrial")
     status = pathlib.Path(f"/proc/{runner.proc.pid}/status")
 
@@ -174,7 +177,7 @@ def test_a_300_mb_frame_is_refused_with_the_runner_s_memory_bounded(
 
     assert _run_goal(probe, 1, "good_vla").ok   # a first rollout: the runner's own lazy imports and buffers
     before = peak_kib()
-    result = _run_goal(probe, 2)
+    result = _run_goal(probe, 2, timeout=180.0)
     assert not result.ok and re.fullmatch(r"protocol error \(error [0-9a-f]{8}\)(; recorded in \S+)?",
                                           result.message), result.message
     # stated bound: the runner's peak memory grows by less than the 32 MiB frame limit (903 MB before issue 19;
