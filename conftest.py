@@ -14,10 +14,11 @@ import os
 import pathlib
 import signal
 
-# One thread per OpenMP/BLAS pool in every test process (and the node processes it starts): the
-# tests run side by side (`make test`'s three runs, `make check`'s xdist workers) on 2 cores, where
-# pools of spinning threads per process slowed the torch tests of test/active 6x under load (45 s
-# for test_surrogate.py, 8 s with one thread). Set before numpy or torch is imported (they read it then).
+# One thread per OpenMP/BLAS pool (PyTorch, numpy's OpenBLAS) in every test process and the node
+# processes it starts: the tests run side by side (`make test`'s runs and their pytest-xdist
+# workers, `make check`'s workers) on 2 cores, where the spinning threads of several processes'
+# pools wasted most of the CPU (test_surrogate.py 157 s and test_shrinkage.py 119 s beside the ROS
+# runs; 3 s and 4 s with one thread). Set before numpy or torch is imported (they read it then).
 for _pool in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_pool, "1")
 
@@ -30,13 +31,6 @@ import pytest  # noqa: E402
 for _signal in (signal.SIGINT, signal.SIGQUIT):
     if signal.getsignal(_signal) == signal.SIG_IGN:
         signal.signal(_signal, signal.default_int_handler if _signal == signal.SIGINT else signal.SIG_DFL)
-
-# A pytest-xdist worker computes on one thread (OpenMP: PyTorch, OpenBLAS of numpy): the workers
-# already share the cores, and the spinning threads of two workers' libraries on 2 cores wasted
-# CPU (test_surrogate.py: 14 s CPU with 2 threads each, 6 s with one). Set before anything
-# imports numpy or torch; node processes the tests start inherit it. The results do not depend on it.
-if os.environ.get("PYTEST_XDIST_WORKER"):
-    os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 try:
     import rclpy  # noqa: F401
