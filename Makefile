@@ -207,13 +207,13 @@ test: venv ros-tools ros $(if $(filter jazzy,$(ROS_DISTROS)),ros-jazzy) lint
 	( $(call KILTED_TEST,41) -m serial ); serial=$$?; \
 	test $$rest -eq 0 && test $$ros -eq 0 && test $$jazzy -eq 0 && test $$serial -eq 0
 
-# The quick tier for development (docs/testing.md; a few minutes): the lint gates, then every test
-# that needs neither ROS nor a network namespace and is neither slow nor a Monte Carlo check, on all cores (pytest-xdist),
-# then the serial ones among them one at a time. `make test` runs everything.
-CHECK_MARKERS := not ros and not netns and not slow and not mc
+# The quick tier for development (docs/testing.md; under 3 minutes): the lint gates, then every test
+# that needs neither ROS nor a network namespace and is neither slow nor a Monte Carlo check nor
+# serial (wall-clock deadlines sized for a machine running nothing else), on all cores
+# (pytest-xdist). `make test` runs everything.
+CHECK_MARKERS := not ros and not netns and not slow and not mc and not serial
 check: venv lint
-	$(PY) -m pytest -p no:cacheprovider -q -n auto -m "$(CHECK_MARKERS) and not serial"
-	$(PY) -m pytest -p no:cacheprovider -q -m "$(CHECK_MARKERS) and serial"
+	$(PY) -m pytest -p no:cacheprovider -q -n auto -m "$(CHECK_MARKERS)"
 
 # The gates that keep the code as it is: ruff over the tree, mypy --strict over the ROS-free
 # core (stats, session, audit; pyproject.toml [tool.ruff], [tool.mypy]).

@@ -51,7 +51,6 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from .errors import HubError
 from .evaluation import Evaluation
-from .page import COOKIE_DAYS, render_login, render_page
 from .rankings import MODELS
 from .schedule import Schedule
 from .store import HubStore, JournalEntry
@@ -267,8 +266,12 @@ def create_app(store: HubStore, settings: HubSettings = HubSettings()) -> FastAP
     def leaderboard_json() -> dict[str, Any]:
         return board.get()
 
+    # the pages load matplotlib (through the report's templates and colours, about 1 s): on the
+    # first page served, not when the hub starts
     @app.get("/leaderboard", response_class=HTMLResponse)
     def leaderboard_page(request: Request) -> HTMLResponse:
+        from .page import render_login, render_page
+
         if not settings.public_leaderboard:
             header = request.headers.get("authorization")
             token = header.removeprefix("Bearer ").strip() if header else request.cookies.get(COOKIE)
@@ -281,6 +284,8 @@ def create_app(store: HubStore, settings: HubSettings = HubSettings()) -> FastAP
 
     @app.post("/leaderboard/login", response_class=HTMLResponse)
     async def leaderboard_login(request: Request) -> Response:
+        from .page import COOKIE_DAYS, render_login
+
         form = urllib.parse.parse_qs((await request.body()).decode("utf-8", "replace"))
         key = (form.get("key") or [""])[0].strip()
         try:

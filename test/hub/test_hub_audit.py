@@ -21,6 +21,10 @@ from hub_support import HubProcess, Station, call, cli, register_hub, stop_all
 from evalstop_ros.hub.chain import GENESIS, body_text, check_records, link
 from evalstop_ros.hub.station import StationClient, read_journal
 
+#: One record of a real hub process and two station processes (module fixture) audited many ways,
+#: each audit a console-script run: about 35 s of CPU, left to `make test` (``slow``; docs/testing.md).
+pytestmark = pytest.mark.slow
+
 
 @pytest.fixture(scope="module")
 def record(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
