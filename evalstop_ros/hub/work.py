@@ -1,11 +1,12 @@
-"""A station's hub work as blinded trials, without ROS: the evaluation manager's hub mode.
+"""A station's hub work as blinded trials, without ROS: the session that a station's trial loop drives.
 
-:class:`StationWork` turns the A/B assignments a hub leases to one station into trials for the
-manager node (:class:`~evalstop_ros.session.PendingTrial`, arm ``A`` first, then ``B``), takes
-the runner's results and the scores (the runner's automatic ones or the operator's), journals
-each finished assignment locally first (:class:`~.station.StationClient`'s journal, fsync'ed),
-and uploads it. All hub traffic runs in one background thread, so the node's executor never
-waits on the network:
+:class:`StationWork` turns the A/B assignments a hub leases to one station into trials
+(:class:`~evalstop_ros.session.PendingTrial`, arm ``A`` first, then ``B``) for the session's own
+trial loop (:class:`~evalstop_ros.session.driver.TrialDriver`, in the evaluation manager's hub
+mode and in :func:`~.sim_station.run_station`), takes the runner's results and the scores (the
+runner's automatic ones or the operator's), journals each finished assignment locally first
+(:class:`~.station.StationClient`'s journal, fsync'ed), and uploads it. All hub traffic runs in
+one background thread, so the node's executor never waits on the network:
 
 * while the hub is unreachable (or refuses, e.g. a revoked key) the thread retries with
   exponential back-off (``retry_min`` .. ``retry_max`` seconds), the finished results stay in
