@@ -10,11 +10,13 @@ score that came while paused is held until it resumes, a run without one waits f
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import pathlib
 import time
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from hub_support import HubProcess, call, hub_journal, register_hub, requeued, wait_for
@@ -44,6 +46,18 @@ def _work(hub: HubProcess, key: str, directory: pathlib.Path, name: str, trials:
                        scoring=scoring, retry_min=0.05, retry_max=0.3)
     work.start()
     return work
+
+
+@contextlib.contextmanager
+def _driven(hub: HubProcess, key: str, directory: pathlib.Path, name: str, trials: int,
+            **rules: Any) -> Iterator[tuple[StationWork, TrialDriver]]:
+    """A started station and the session's trial loop over it, once it holds an assignment; closed after."""
+    work = _work(hub, key, directory, name, trials, **rules)
+    try:
+        wait_for(lambda: work.pending_trial() is not None, 30, "an assignment")
+        yield work, TrialDriver(work, "run_trial")
+    finally:
+        work.close()
 
 
 def test_a_lease_is_journaled_once_its_ticket_resolves(hub: tuple[HubProcess, dict[str, str]],
@@ -86,10 +100,7 @@ def test_a_result_journaled_after_a_torn_line_is_read_chained_and_uploaded(
 
 def test_trials_scores_and_an_outage(hub: tuple[HubProcess, dict[str, str]], tmp_path: pathlib.Path) -> None:
     process, keys = hub
-    work = _work(process, keys["s1"], tmp_path / "s1", "s1", trials=2)
-    driver = TrialDriver(work, "run_trial")
-    try:
-        wait_for(lambda: work.pending_trial() is not None, 30, "the first assignment")
+    with _driven(process, keys["s1"], tmp_path / "s1", "s1", trials=2) as (work, driver):
         trial = work.pending_trial()
         assert trial is not None
         assert (trial.session_id, trial.trial_id, trial.round, trial.label, trial.attempt) == ("hub:s1", 1, 1, "A", 1)
@@ -145,16 +156,11 @@ def test_trials_scores_and_an_outage(hub: tuple[HubProcess, dict[str, str]], tmp
         assert work.status().state == "finished" and work.status().results_acked == 2
         assert work.status_fields(work.status())["state"] == 3
         assert call(process.url + "/v1/status", key=process.key)[1]["results"] == 2
-    finally:
-        work.close()
 
 
 def test_pause_resume_abort(hub: tuple[HubProcess, dict[str, str]], tmp_path: pathlib.Path) -> None:
     process, keys = hub
-    work = _work(process, keys["s2"], tmp_path / "s2", "s2", trials=0)
-    driver = TrialDriver(work, "run_trial")
-    try:
-        wait_for(lambda: work.pending_trial() is not None, 30, "an assignment")
+    with _driven(process, keys["s2"], tmp_path / "s2", "s2", trials=0) as (work, driver):
         assert work.control("resume")[0] is False  # not paused
         assert work.control("pause", "emergency stop")[0] and work.paused
         status = work.status()
@@ -171,8 +177,6 @@ def test_pause_resume_abort(hub: tuple[HubProcess, dict[str, str]], tmp_path: pa
         assert work.control("resume")[0] is False
         assert work.control("jump")[0] is False
         assert abort_work not in {r["assignment_id"] for r in work.client.records() if r["kind"] == "result"}
-    finally:
-        work.close()
 
 
 def test_a_station_keeps_the_rules_of_a_session(hub: tuple[HubProcess, dict[str, str]],
@@ -180,13 +184,10 @@ def test_a_station_keeps_the_rules_of_a_session(hub: tuple[HubProcess, dict[str,
     """The trial loop's rules at a station (session/driver.py): ``max_faults`` runner faults in a
     row pause it (journaled with the reason); a resume allows ``max_faults`` more runs; a void
     gives the assignment up and the hub requeues it; an automatic score that came while paused is
-    held, refused to nobody and submitted once the station resumes; an invalid one goes to the
+    held (a score sent while paused is refused) and submitted once it resumes; an invalid one goes to the
     operator; ``scoring: operator`` ignores the runner's scores."""
     process, keys = hub
-    work = _work(process, keys["s2"], tmp_path / "s2", "s2", trials=0, max_faults=2)
-    driver = TrialDriver(work, "run_trial")
-    try:
-        wait_for(lambda: work.pending_trial() is not None, 30, "an assignment")
+    with _driven(process, keys["s2"], tmp_path / "s2", "s2", trials=0, max_faults=2) as (work, driver):
         trial = work.pending_trial()
         assert trial is not None and driver.max_attempts == 2 and driver.auto
         given_up = work.status().assignment_id
@@ -232,18 +233,11 @@ def test_a_station_keeps_the_rules_of_a_session(hub: tuple[HubProcess, dict[str,
         assert pauses[0].startswith("runner failed 2 times in a row on trial 1") and "arm stuck" not in pauses[0]
         assert [(r["assignment_id"], r["faults"], r["reason"]) for r in records if r["kind"] == "given_up"] == [
             (given_up, 2, "arm stuck")]
-    finally:
-        work.close()
-    operator = _work(process, keys["s1"], tmp_path / "s1", "s1", trials=0, scoring="operator")
-    driver = TrialDriver(operator, "run_trial")
-    try:
-        wait_for(lambda: operator.pending_trial() is not None, 30, "an assignment")
+    with _driven(process, keys["s1"], tmp_path / "s1", "s1", trials=0, scoring="operator") as (operator, driver):
         trial = operator.pending_trial()
         assert trial is not None and not driver.auto
         assert driver.run_done(trial, True, 0.1, auto_score=(True, 1.0)).verdict is Verdict.RAN
         assert driver.advance() == Next(Action.SCORE, trial)  # the runner's score is not used
-    finally:
-        operator.close()
 
 
 def test_a_restarted_station_keeps_its_journaled_rules_and_controls(hub: tuple[HubProcess, dict[str, str]],
