@@ -358,7 +358,9 @@ class StationWork:
                              auto_score: tuple[bool, float] | None = None) -> PendingTrial | None:
         """The runner's result for the pending trial: ``None`` after a successful run (it waits
         for its score; ``auto_score`` is held for the trial loop), else the trial to run again
-        (next attempt; a ``fault`` record is journaled). :class:`~evalstop_ros.session.errors.SessionError`
+        (next attempt; a ``fault`` record is journaled with the runner's category and error id only,
+        as a session's journal shows it: the runner's own words may name the policy, and a station
+        has no key to seal them with). :class:`~evalstop_ros.session.errors.SessionError`
         if ``trial_id`` is not the pending trial (as a session's)."""
         with self._lock:
             trial = self._pending()
@@ -374,7 +376,7 @@ class StationWork:
                 return None
             self._faults += 1
             self.client.append({"kind": "fault", "assignment_id": a.assignment_id, "arm": trial.label,
-                                "attempt": a.attempts[trial.label], "message": message})
+                                "attempt": a.attempts[trial.label], "message": self._runner_message})
             a.attempts[trial.label] += 1
             return self._pending()
 

@@ -229,6 +229,8 @@ def test_a_station_keeps_the_rules_of_a_session(hub: tuple[HubProcess, dict[str,
         records = work.client.records()
         result = next(r for r in records if r["kind"] == "result")
         assert (result["score_a"], result["score_b"]) == (1.0, 0.5)
+        faults = [r["message"] for r in records if r["kind"] == "fault"]
+        assert len(faults) == 4 and all(m.startswith("runner error (error ") and "arm stuck" not in m for m in faults)
         pauses = [r["reason"] for r in records if r["kind"] == "control" and r["command"] == "pause"]
         assert pauses[0].startswith("runner failed 2 times in a row on trial 1") and "arm stuck" not in pauses[0]
         assert [(r["assignment_id"], r["faults"], r["reason"]) for r in records if r["kind"] == "given_up"] == [
