@@ -110,23 +110,23 @@ def _analysis_arguments(parser: argparse.ArgumentParser, journaled: bool = False
     """The leaderboard's options, shared by serve and analyze: ``serve`` journals them as the hub's
     evaluation (hub/evaluation.py); ``analyze`` (``journaled``) reads that from the export, and an
     option given there is a what-if analysis."""
-    given = "the export's journaled evaluation, else "
+    given = "the export's journaled evaluation, else " if journaled else ""
 
     def default(value: object) -> object:
         return None if journaled else value
 
     parser.add_argument("--alpha", type=_alpha, default=default(0.05),
                         help="family-wise level of the pairwise claims over all P(P-1)/2 pairs, sequential Holm "
-                        f"(default {given if journaled else ''}0.05); the rankings' intervals are at 1 - alpha")
+                        f"(default {given}0.05); the rankings' intervals are at 1 - alpha")
     parser.add_argument("--ranker", choices=RANKERS, default=default("bt"),
-                        help=f"model of the primary ranking (default {given if journaled else ''}bt); winrate: raw "
+                        help=f"model of the primary ranking (default {given}bt); winrate: raw "
                         "win rate")
     parser.add_argument("--models", type=_models, default=default(MODELS),
                         help="ranking models shown with SEs and intervals, comma-separated or 'all' (default "
-                        f"{given if journaled else ''}all: {','.join(MODELS)}); task fits 100 bootstrap refits, slow "
+                        f"{given}all: {','.join(MODELS)}); task fits 100 bootstrap refits, slow "
                         "on large hubs")
     parser.add_argument("--budget", type=bounded_int(0, 10**9), default=default(0),
-                        help=f"results after which the evaluation is reported finished (default {given if journaled else ''}"
+                        help=f"results after which the evaluation is reported finished (default {given}"
                         "0: no budget)")
 
 
