@@ -416,7 +416,7 @@ def read_store(path: str | os.PathLike[str], spec: JournalSpec) -> StoreContents
                                    "-wal file?)")
             spec.check_type(file, meta)
             events = tuple(iter_events(connection, file))
-            last, _, broken = check_chain(connection, meta, spec.genesis)
+            _, _, broken = check_chain(connection, meta, spec.genesis)
         finally:
             connection.close()
     except sqlite3.Error as err:
@@ -432,6 +432,7 @@ def read_store(path: str | os.PathLike[str], spec: JournalSpec) -> StoreContents
         head_problem = (f"its head file {head_path(file).name!r} is missing: events at the end may have been removed "
                         "without a trace (copy the .db, -wal and .head files together)")
     stored = {e.seq: e.hash for e in events}
+    last = max(stored, default=0)  # the last event stored (an edited one before it is the chain break's)
     if head is not None and head[0] > last:
         truncated = (f"the head file records {head[0]} events but the database holds {last} (a copy without its "
                      "-wal file, or a truncated journal)")
