@@ -11,6 +11,7 @@ import signal
 import sqlite3
 import subprocess
 import sys
+import threading
 import time
 from typing import Any
 
@@ -104,6 +105,33 @@ def test_a_second_writer_is_refused(tmp_path: pathlib.Path) -> None:
         journal.close()
     with pytest.raises(JournalError, match=r"belongs to station 'lab', not 'other'"):
         open_station_journal(tmp_path, "other")
+
+
+def test_two_threads_append_to_one_chain(tmp_path: pathlib.Path) -> None:
+    """The hub thread (acks) and the node's thread (results) append through one writer: every
+    record is there once, in one unbroken chain."""
+    client = StationClient("http://127.0.0.1:9", "unused", tmp_path)
+    client.open_journal("lab")
+
+    def results() -> None:
+        for n in range(100):
+            client.record_result(f"a{n}", 1.0, 0.0)
+
+    def acks() -> None:
+        for n in range(100):
+            client.append({"kind": "ack", "upload_id": f"u{n}", "status": "counted"})
+
+    threads = [threading.Thread(target=results), threading.Thread(target=acks)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    client.close()
+    contents = read_station_journal(tmp_path)
+    assert contents.chain_break is None and (contents.truncated, contents.head_problem) == ("", "")
+    kinds = [r["kind"] for r in contents.records]
+    assert (kinds.count("result"), kinds.count("ack"), [r["seq"] for r in contents.records]) == (100, 100,
+                                                                                                list(range(2, 202)))
 
 
 def test_an_edited_event_is_refused_and_named(tmp_path: pathlib.Path) -> None:
