@@ -146,6 +146,10 @@ class StationJournal:
         """The station's records in order (the events after ``opened``)."""
         return [record_of(e) for e in self.events()[1:]]
 
+    def pragma(self, name: str) -> str:
+        """The value of ``PRAGMA name`` on the writer connection (e.g. ``journal_mode``)."""
+        return self._store.pragma(name)
+
     @property
     def size(self) -> int:
         """Events in the journal (grows with every append)."""

@@ -48,7 +48,7 @@ def test_a_station_journal_is_the_standard_journal(tmp_path: pathlib.Path) -> No
         journal.append("rules", max_faults=3, trials=0, scoring="auto")
         record = journal.append("result", **_result(1))
         assert (record["kind"], record["seq"], record["upload_id"]) == ("result", 3, "u1")
-        assert journal._store.pragma("journal_mode") == "wal" and journal._store.pragma("synchronous") == "2"
+        assert journal.pragma("journal_mode") == "wal" and journal.pragma("synchronous") == "2"
         modes = {p.name: p.stat().st_mode & 0o777 for p in tmp_path.iterdir()}
         assert modes[JOURNAL] == 0o600 and modes[JOURNAL + ".head"] == 0o600 and modes[JOURNAL + ".lock"] == 0o600
         connection = sqlite3.connect(tmp_path / JOURNAL)
