@@ -24,12 +24,12 @@ from hub_support import (
     check_counted_once,
     hub_journal,
     ip,
-    iter_lines,
     leased,
     mid_lease,
     offline_equals_online,
     register_hub,
     requeued,
+    station_records,
     stop_all,
     wait_for,
 )
@@ -54,7 +54,7 @@ class _RemoteStation:
         self.dir = directory
 
     def records(self) -> list[dict[str, Any]]:
-        return list(iter_lines(self.dir / "station.jsonl"))
+        return station_records(self.dir)
 
 
 def test_ros_station_cut_off_past_its_lease_syncs_later(netns: dict[str, str], postgres: PostgresCluster,
