@@ -42,7 +42,6 @@ def test_resynthesis_reproduces_the_shipped_table():
     np.testing.assert_allclose(fresh.exc_weight, shipped.exc_weight, rtol=1e-8, atol=1e-12, err_msg="exc_weight")
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize(("n_max", "alpha"), SHIPPED)
 def test_exact_type1_of_shipped_tables_on_dense_null_grid(n_max, alpha):
     """Max over 1000 diagonal nulls (the worst case, IX-E1) of P(RejectNull) is at most alpha.
