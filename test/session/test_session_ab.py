@@ -127,21 +127,35 @@ def test_a_round_without_both_scores_or_a_preference_is_set_aside(tmp_path: path
     assert rounds.explanations == ("note 0", "note 2")
 
 
-@pytest.mark.parametrize("storage", ["mcap", "sqlite3"])
-def test_rank_from_journal_and_bag_agree(tmp_path: pathlib.Path, storage: str) -> None:
-    _, messages, _ = run_session(tmp_path)
-    bag = write_bag(tmp_path / "bag", messages, storage=storage)
+def _rank(source: pathlib.Path, model: str) -> dict[str, Any]:
+    """``evalstop rank SOURCE --model MODEL --json``, run as the installed script: its JSON."""
     script = shutil.which("evalstop", path=os.path.dirname(sys.executable))
     assert script is not None
-    outputs = {}
+    proc = subprocess.run([script, "rank", str(source), "--model", model, "--json"], capture_output=True,
+                          text=True, timeout=300, check=False)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)
+
+
+@pytest.fixture(scope="module")
+def ranked_journal(tmp_path_factory: pytest.TempPathFactory) -> tuple[list[Any], dict[str, dict[str, Any]]]:
+    """One session's messages and its journal's rankings (``bt``, ``task``): each storage's bag of
+    those messages is ranked against them (the journal is read, never written, by the rankings)."""
+    root = tmp_path_factory.mktemp("ab-rank")
+    _, messages, _ = run_session(root)
+    return messages, {model: _rank(root / "sim.db", model) for model in ("bt", "task")}
+
+
+@pytest.mark.xdist_group("ab-rank")  # one worker: the session and its journal's rankings run once
+@pytest.mark.parametrize("storage", ["mcap", "sqlite3"])
+def test_rank_from_journal_and_bag_agree(ranked_journal: tuple[list[Any], dict[str, dict[str, Any]]],
+                                         tmp_path: pathlib.Path, storage: str) -> None:
+    messages, from_journal = ranked_journal
+    bag = write_bag(tmp_path / "bag", messages, storage=storage)
     for model in ("bt", "task"):
-        for source in (tmp_path / "sim.db", bag):
-            proc = subprocess.run([script, "rank", str(source), "--model", model, "--json"], capture_output=True,
-                                  text=True, timeout=300, check=False)
-            assert proc.returncode == 0, proc.stderr
-            outputs[model, source.name] = json.loads(proc.stdout)
-        assert outputs[model, "sim.db"] == outputs[model, "bag"]
-        assert [row["policy"] for row in outputs[model, "bag"]["ranking"]] == ["a", "b", "c"]
+        from_bag = _rank(bag, model)
+        assert from_journal[model] == from_bag
+        assert [row["policy"] for row in from_bag["ranking"]] == ["a", "b", "c"]
 
 
 def test_fewest_pairing_keeps_the_pairs_balanced(tmp_path: pathlib.Path) -> None:
