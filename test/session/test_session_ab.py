@@ -8,12 +8,11 @@ from a rosbag written from the messages the manager would publish.
 from __future__ import annotations
 
 import collections
+import contextlib
+import io
 import json
-import os
 import pathlib
-import shutil
-import subprocess
-import sys
+import warnings
 from typing import Any
 
 import pytest
@@ -128,13 +127,16 @@ def test_a_round_without_both_scores_or_a_preference_is_set_aside(tmp_path: path
 
 
 def _rank(source: pathlib.Path, model: str) -> dict[str, Any]:
-    """``evalstop rank SOURCE --model MODEL --json``, run as the installed script: its JSON."""
-    script = shutil.which("evalstop", path=os.path.dirname(sys.executable))
-    assert script is not None
-    proc = subprocess.run([script, "rank", str(source), "--model", model, "--json"], capture_output=True,
-                          text=True, timeout=300, check=False)
-    assert proc.returncode == 0, proc.stderr
-    return json.loads(proc.stdout)
+    """``evalstop rank SOURCE --model MODEL --json`` in this process (as test/cli runs its cases; the
+    installed script's own test is in test_cli_rank): its JSON."""
+    from evalstop_ros.cli.main import main
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err), warnings.catch_warnings():
+        warnings.simplefilter("default")  # Python's default action, as in the console script
+        status = main(["rank", str(source), "--model", model, "--json"])
+    assert status == 0, err.getvalue()
+    return json.loads(out.getvalue())
 
 
 @pytest.fixture(scope="module")
