@@ -118,6 +118,16 @@ def dense_null_grid(size: int) -> NDArray[np.float64]:
     return np.sin(theta) ** 2
 
 
+#: Largest ``N_max`` of :func:`diagonal_reject_probability` in :func:`check_type1`: the mass at
+#: ``p = 1/2`` goes down to ``4^-N_max`` and the likelihood ratio up to ``4^N_max``, both inside
+#: float64's normal range (about ``2^±1022``) with room to spare up to here.
+REWEIGHT_MAX_N = 500
+#: Row floor of :func:`check_type1`'s per-point propagation above :data:`REWEIGHT_MAX_N`: the mass it
+#: drops is added to the reject probability (a rigorous upper bound, above the exact value by at
+#: most about ``N_max^2`` times this).
+TYPE1_FLOOR = 1e-15
+
+
 def diagonal_reject_probability(
     table: StepTable,
     p: ArrayLike,
@@ -135,6 +145,9 @@ def diagonal_reject_probability(
     ``floor`` 0, for any number of points at the cost of one.  ``progress`` gets the points done
     in proportion to the steps propagated.
     """
+    if table.n_max > REWEIGHT_MAX_N:
+        raise StatsInputError(f"the likelihood-ratio reweighting holds up to N_max {REWEIGHT_MAX_N} in float64; "
+                              f"found {table.n_max} (operating_characteristics propagates each point)")
     points = np.atleast_1d(np.asarray(p, dtype=np.float64)).ravel()
     if not np.all((points >= 0) & (points <= 1)):
         raise StatsInputError(f"`p` must lie in [0, 1]; found {float(points[~((points >= 0) & (points <= 1))][0])!r}")
@@ -175,11 +188,15 @@ def check_type1(
 ) -> Type1Report:
     """Max over a dense diagonal grid of P(RejectNull) -- STEP's exact worst-case Type-I error.
 
-    By the mirror symmetry the AcceptNull error on the diagonal is identical.  Computed by
-    :func:`diagonal_reject_probability`: exact up to float64 round-off (no dropped mass), one
-    propagation for the whole grid.
+    By the mirror symmetry the AcceptNull error on the diagonal is identical.  Up to ``N_max``
+    :data:`REWEIGHT_MAX_N` (every shipped table) computed by :func:`diagonal_reject_probability`:
+    exact up to float64 round-off, one propagation for the whole grid.  Above it each point is
+    propagated with the row floor :data:`TYPE1_FLOOR`: a rigorous upper bound.
     """
     grid = dense_null_grid(grid_size)
-    reject = diagonal_reject_probability(table, grid, progress=progress)
+    if table.n_max <= REWEIGHT_MAX_N:
+        reject = diagonal_reject_probability(table, grid, progress=progress)
+    else:
+        reject = operating_characteristics(table, grid, grid, progress=progress, floor=TYPE1_FLOOR).power_b_better
     worst = int(np.argmax(reject))
     return Type1Report(table.n_max, table.alpha, grid_size, float(reject[worst]), float(grid[worst]))

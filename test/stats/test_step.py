@@ -117,6 +117,21 @@ def test_one_reweighted_propagation_equals_the_propagation_at_each_null(n_max, p
     np.testing.assert_allclose(diagonal_reject_probability(table, points), exact, rtol=0, atol=1e-15)
 
 
+def test_above_the_reweighting_s_horizon_the_check_propagates_each_point(monkeypatch):
+    """Above REWEIGHT_MAX_N (float64's range for 4^N_max) check_type1 propagates each null with the
+    row floor: an upper bound of the reweighted exact maximum, above it by no more than the dropped mass."""
+    from evalstop_ros.stats import step_oc
+
+    table = load_table(50, 0.05)
+    exact = check_type1(table, grid_size=200)
+    monkeypatch.setattr(step_oc, "REWEIGHT_MAX_N", 49)
+    bound = check_type1(table, grid_size=200)
+    assert exact.max_fpr <= bound.max_fpr + 1e-15
+    assert bound.max_fpr - exact.max_fpr <= 51 * 51 * step_oc.TYPE1_FLOOR
+    with pytest.raises(StatsInputError, match="reweighting holds up to N_max 49"):
+        diagonal_reject_probability(table, [0.5])
+
+
 def test_type1_check_detects_an_invalid_table():
     """The exact check must fail a table whose weights were replaced by 1 (pitfall 5: invalid)."""
     table = load_table(50, 0.05)
