@@ -132,7 +132,6 @@ _LONG_FIRST = {
     "test/nodes/test_lost_messages.py::test_lost_goal_responses_are_re_sent_and_change_nothing": 52,
     "test/launch/test_ros2_launch.py::test_eval_launch_sim_runs_a_session_that_audits_and_answers_the_ros2_cli": 46,
     # the run without ROS (CPU-bound)
-    "test/stats/test_step.py::test_exact_type1_of_shipped_tables_on_dense_null_grid": 75,
     "test/hub/test_hub_netns.py::test_station_cut_off_past_its_lease_syncs_later": 44,
 }
 

@@ -5,7 +5,8 @@ table's reject region and mirrored accept region (:class:`~.step_occupancy.Occup
 probability of each decision by ``N_max`` and ``E[min(τ, N_max)]`` are exact up to float64
 round-off -- no Monte Carlo.  :func:`check_type1` evaluates the reject probability on a dense
 diagonal null grid, the worst case by seed 003 IX-E1 (seed 003 IX-E2: verify between the
-synthesis control points, not only on them).
+synthesis control points, not only on them), from one propagation at ``p = 1/2`` reweighted by
+the likelihood ratio to every grid point (:func:`diagonal_reject_probability`).
 """
 
 from __future__ import annotations
@@ -38,11 +39,6 @@ class StepOC:
     power_b_better: NDArray[np.float64]
     power_a_better: NDArray[np.float64]
     expected_stop: NDArray[np.float64]
-
-
-#: Row floor of :func:`check_type1`'s propagation: the mass it drops is added to the reject
-#: probability (a rigorous upper bound; at most about ``N_max^2`` times this, ~1e-10 at 500).
-TYPE1_FLOOR = 1e-15
 
 
 def _propagate(table: StepTable, p0: NDArray[np.float64], p1: NDArray[np.float64],
@@ -122,6 +118,68 @@ def dense_null_grid(size: int) -> NDArray[np.float64]:
     return np.sin(theta) ** 2
 
 
+#: Largest ``N_max`` of :func:`diagonal_reject_probability` in :func:`check_type1`: the mass at
+#: ``p = 1/2`` goes down to ``4^-N_max`` and the likelihood ratio up to ``4^N_max``, both inside
+#: float64's normal range (about ``2^±1022``) with room to spare up to here.
+REWEIGHT_MAX_N = 500
+#: Row floor of :func:`check_type1`'s per-point propagation above :data:`REWEIGHT_MAX_N`: the mass it
+#: drops is added to the reject probability (a rigorous upper bound, above the exact value by at
+#: most about ``N_max^2`` times this).
+TYPE1_FLOOR = 1e-15
+
+
+def diagonal_reject_probability(
+    table: StepTable,
+    p: ArrayLike,
+    *,
+    progress: Callable[[int], None] | None = None,
+) -> NDArray[np.float64]:
+    """P(RejectNull by N_max) at every null ``p0 = p1 = p``, exactly, from one propagation.
+
+    On the diagonal the probability of a sequence of ``n`` pairs depends on it only through its
+    ``k`` successes out of ``2n``: ``p^k (1 - p)^(2n - k) = 4^-n (2p)^k (2(1 - p))^(2n - k)``.  The
+    weights ``w_n`` do not depend on ``p``, so the mass stopped in each reject state at ``p = 1/2``
+    (Eq. 5, propagated with no floor), summed per ``(successes, failures)``, gives every ``p``
+    by that likelihood ratio.  All terms are positive (no cancellation): the result is exact up to
+    float64 round-off, as the per-point propagation of :func:`operating_characteristics` at
+    ``floor`` 0, for any number of points at the cost of one.  ``progress`` gets the points done
+    in proportion to the steps propagated.
+    """
+    if table.n_max > REWEIGHT_MAX_N:
+        raise StatsInputError(f"the likelihood-ratio reweighting holds up to N_max {REWEIGHT_MAX_N} in float64; "
+                              f"found {table.n_max} (operating_characteristics propagates each point)")
+    points = np.atleast_1d(np.asarray(p, dtype=np.float64)).ravel()
+    if not np.all((points >= 0) & (points <= 1)):
+        raise StatsInputError(f"`p` must lie in [0, 1]; found {float(points[~((points >= 0) & (points <= 1))][0])!r}")
+    n_max = table.n_max
+    occupancy = Occupancy(np.array([0.5]), np.array([0.5]), n_max)
+    stopped = np.zeros((2 * n_max + 1, 2 * n_max + 1))  # [successes, failures] of the 2n trials
+    for n in range(1, n_max + 1):
+        occupancy.advance()
+        weights = table.dense_step(n, min(occupancy.half_width, n))
+        gaps = weights.shape[1]
+        mass = occupancy.reject_block(gaps)[0] * weights  # state (a, a + g): 2a + g successes
+        successes = 2 * np.arange(n + 1)[:, None] + np.arange(1, gaps + 1)[None, :]
+        inside = successes <= 2 * n  # beyond: S1 > n, never reached (no mass)
+        by_successes = np.bincount(successes[inside], weights=mass[inside], minlength=2 * n + 1)
+        k = np.arange(2 * n + 1)
+        stopped[k, 2 * n - k] += by_successes
+        occupancy.stop(weights)
+        if progress is not None:
+            progress(points.size * n // n_max)
+    # the factor of the smaller side is summed first, so that no partial sum overflows:
+    # sum_k (2p)^k stopped[k, j] <= 2 for p <= 1/2 (and the mirror for p > 1/2)
+    exponents = np.arange(2 * n_max + 1)
+    result = np.empty(points.size)
+    low = points <= 0.5
+    for side, first, second, table_side in ((low, 2.0 * points, 2.0 * (1.0 - points), stopped),
+                                            (~low, 2.0 * (1.0 - points), 2.0 * points, stopped.T)):
+        if side.any():
+            partial = (first[side, None] ** exponents) @ table_side
+            result[side] = np.einsum("ij,ij->i", partial, second[side, None] ** exponents)
+    return result
+
+
 def check_type1(
     table: StepTable,
     *,
@@ -130,11 +188,15 @@ def check_type1(
 ) -> Type1Report:
     """Max over a dense diagonal grid of P(RejectNull) -- STEP's exact worst-case Type-I error.
 
-    By the mirror symmetry the AcceptNull error on the diagonal is identical.  Propagated with
-    the row floor :data:`TYPE1_FLOOR`: the reported maximum is a rigorous upper bound, above the
-    exact one by the dropped mass only (below 1e-9 at ``N_max`` 500), and several times faster.
+    By the mirror symmetry the AcceptNull error on the diagonal is identical.  Up to ``N_max``
+    :data:`REWEIGHT_MAX_N` (every shipped table) computed by :func:`diagonal_reject_probability`:
+    exact up to float64 round-off, one propagation for the whole grid.  Above it each point is
+    propagated with the row floor :data:`TYPE1_FLOOR`: a rigorous upper bound.
     """
     grid = dense_null_grid(grid_size)
-    oc = operating_characteristics(table, grid, grid, progress=progress, floor=TYPE1_FLOOR)
-    worst = int(np.argmax(oc.power_b_better))
-    return Type1Report(table.n_max, table.alpha, grid_size, float(oc.power_b_better[worst]), float(grid[worst]))
+    if table.n_max <= REWEIGHT_MAX_N:
+        reject = diagonal_reject_probability(table, grid, progress=progress)
+    else:
+        reject = operating_characteristics(table, grid, grid, progress=progress, floor=TYPE1_FLOOR).power_b_better
+    worst = int(np.argmax(reject))
+    return Type1Report(table.n_max, table.alpha, grid_size, float(reject[worst]), float(grid[worst]))

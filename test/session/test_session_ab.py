@@ -8,12 +8,11 @@ from a rosbag written from the messages the manager would publish.
 from __future__ import annotations
 
 import collections
+import contextlib
+import io
 import json
-import os
 import pathlib
-import shutil
-import subprocess
-import sys
+import warnings
 from typing import Any
 
 import pytest
@@ -127,21 +126,38 @@ def test_a_round_without_both_scores_or_a_preference_is_set_aside(tmp_path: path
     assert rounds.explanations == ("note 0", "note 2")
 
 
+def _rank(source: pathlib.Path, model: str) -> dict[str, Any]:
+    """``evalstop rank SOURCE --model MODEL --json`` in this process (as test/cli runs its cases; the
+    installed script's own test is in test_cli_rank): its JSON."""
+    from evalstop_ros.cli.main import main
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err), warnings.catch_warnings():
+        warnings.simplefilter("default")  # Python's default action, as in the console script
+        status = main(["rank", str(source), "--model", model, "--json"])
+    assert status == 0, err.getvalue()
+    return json.loads(out.getvalue())
+
+
+@pytest.fixture(scope="module")
+def ranked_journal(tmp_path_factory: pytest.TempPathFactory) -> tuple[list[Any], dict[str, dict[str, Any]]]:
+    """One session's messages and its journal's rankings (``bt``, ``task``): each storage's bag of
+    those messages is ranked against them (the journal is read, never written, by the rankings)."""
+    root = tmp_path_factory.mktemp("ab-rank")
+    _, messages, _ = run_session(root)
+    return messages, {model: _rank(root / "sim.db", model) for model in ("bt", "task")}
+
+
+@pytest.mark.xdist_group("ab-rank")  # one worker: the session and its journal's rankings run once
 @pytest.mark.parametrize("storage", ["mcap", "sqlite3"])
-def test_rank_from_journal_and_bag_agree(tmp_path: pathlib.Path, storage: str) -> None:
-    _, messages, _ = run_session(tmp_path)
+def test_rank_from_journal_and_bag_agree(ranked_journal: tuple[list[Any], dict[str, dict[str, Any]]],
+                                         tmp_path: pathlib.Path, storage: str) -> None:
+    messages, from_journal = ranked_journal
     bag = write_bag(tmp_path / "bag", messages, storage=storage)
-    script = shutil.which("evalstop", path=os.path.dirname(sys.executable))
-    assert script is not None
-    outputs = {}
     for model in ("bt", "task"):
-        for source in (tmp_path / "sim.db", bag):
-            proc = subprocess.run([script, "rank", str(source), "--model", model, "--json"], capture_output=True,
-                                  text=True, timeout=300, check=False)
-            assert proc.returncode == 0, proc.stderr
-            outputs[model, source.name] = json.loads(proc.stdout)
-        assert outputs[model, "sim.db"] == outputs[model, "bag"]
-        assert [row["policy"] for row in outputs[model, "bag"]["ranking"]] == ["a", "b", "c"]
+        from_bag = _rank(bag, model)
+        assert from_journal[model] == from_bag
+        assert [row["policy"] for row in from_bag["ranking"]] == ["a", "b", "c"]
 
 
 def test_fewest_pairing_keeps_the_pairs_balanced(tmp_path: pathlib.Path) -> None:

@@ -15,6 +15,7 @@ from evalstop_ros.stats.step import (
     synthesize_table,
     table_alpha,
 )
+from evalstop_ros.stats.step_oc import dense_null_grid, diagonal_reject_probability
 from evalstop_ros.stats.step_table import SHIPPED_DIR, StepTable, find_table, parameter_hash, table_parameters
 
 SHIPPED = [(n, a) for a in (0.05, 0.025, 0.01, 0.005) for n in (50, 100, 200, 500)]
@@ -41,7 +42,6 @@ def test_resynthesis_reproduces_the_shipped_table():
     np.testing.assert_allclose(fresh.exc_weight, shipped.exc_weight, rtol=1e-8, atol=1e-12, err_msg="exc_weight")
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize(("n_max", "alpha"), SHIPPED)
 def test_exact_type1_of_shipped_tables_on_dense_null_grid(n_max, alpha):
     """Max over 1000 diagonal nulls (the worst case, IX-E1) of P(RejectNull) is at most alpha.
@@ -56,7 +56,7 @@ def test_exact_type1_of_shipped_tables_on_dense_null_grid(n_max, alpha):
 
 
 def test_dropping_negligible_rows_bounds_the_decision_probabilities_from_above():
-    """check_type1's row floor (seed 003 Eq. 5 propagated on the rows holding mass only): every
+    """The row floor (seed 003 Eq. 5 propagated on the rows holding mass only): every
     decision probability is at least the exact one and above it by no more than the dropped mass."""
     table = load_table(100, 0.05)
     grid = np.linspace(0.02, 0.98, 49)
@@ -69,6 +69,67 @@ def test_dropping_negligible_rows_bounds_the_decision_probabilities_from_above()
             assert excess.max() <= 101 * 101 * floor, (floor, field)
     # a floor that drops something visible (1e-6) raises the bound: the dropped mass is counted
     assert (operating_characteristics(table, grid, grid, floor=1e-6).power_b_better - exact.power_b_better).max() > 1e-9
+
+
+def _plain_operating_characteristics(table, p0, p1):
+    """Eq. 5 written out on the full ``(S0, S1)`` grid, one point at a time, with the table's
+    ``reject_weight`` and its mirror for AcceptNull (footnote 4): the reference the propagation
+    in ``(a, g)`` band coordinates must reproduce."""
+    size = table.n_max + 1
+    s0, s1 = np.meshgrid(np.arange(size), np.arange(size), indexing="ij")
+    occupancy = np.zeros((size, size))
+    occupancy[0, 0] = 1.0
+    rejected = accepted = stop_sum = 0.0
+    for n in range(1, table.n_max + 1):
+        moved = np.zeros_like(occupancy)
+        for z0, z1 in ((0, 0), (0, 1), (1, 0), (1, 1)):
+            chance = (p0 if z0 else 1.0 - p0) * (p1 if z1 else 1.0 - p1)
+            moved[z0:, z1:] += chance * occupancy[: size - z0, : size - z1]
+        occupancy = moved
+        w_reject = np.where(s1 > s0, table.reject_weight(n, np.minimum(s0, n), np.maximum(s1 - s0, 0)), 0.0)
+        w_accept = w_reject.T  # w_acc(S0, S1) = w_rej(S1, S0)
+        reject, accept = float((occupancy * w_reject).sum()), float((occupancy * w_accept).sum())
+        occupancy = occupancy * (1.0 - w_reject - w_accept)
+        rejected, accepted, stop_sum = rejected + reject, accepted + accept, stop_sum + n * (reject + accept)
+    return rejected, accepted, stop_sum + table.n_max * (1.0 - rejected - accepted)
+
+
+def test_the_banded_propagation_equals_the_plain_one_on_the_full_grid():
+    """operating_characteristics (floor 0: the band, the rows holding mass, the stop on the
+    touched columns only) gives what Eq. 5 on the full (S0, S1) grid gives, to round-off."""
+    table = load_table(50, 0.05)
+    p0 = np.array([0.5, 0.02, 0.97, 0.3, 0.7, 0.45])
+    p1 = np.array([0.5, 0.02, 0.97, 0.5, 0.4, 0.45])
+    oc = operating_characteristics(table, p0, p1)
+    for i in range(p0.size):
+        rejected, accepted, stop = _plain_operating_characteristics(table, p0[i], p1[i])
+        assert abs(oc.power_b_better[i] - rejected) <= 1e-14, (i, oc.power_b_better[i], rejected)
+        assert abs(oc.power_a_better[i] - accepted) <= 1e-14, (i, oc.power_a_better[i], accepted)
+        assert abs(oc.expected_stop[i] - stop) <= 1e-12, (i, oc.expected_stop[i], stop)
+
+
+@pytest.mark.parametrize(("n_max", "points"), [(100, dense_null_grid(300)), (500, dense_null_grid(1000)[[0, 1, 250, 500, 998, 999]])])
+def test_one_reweighted_propagation_equals_the_propagation_at_each_null(n_max, points):
+    """check_type1's likelihood-ratio reweighting of the p = 1/2 propagation (diagonal_reject_probability)
+    equals the exact per-point propagation (floor 0) to 1e-15, at the grid's extreme points too."""
+    table = load_table(n_max, 0.05)
+    exact = operating_characteristics(table, points, points).power_b_better
+    np.testing.assert_allclose(diagonal_reject_probability(table, points), exact, rtol=0, atol=1e-15)
+
+
+def test_above_the_reweighting_s_horizon_the_check_propagates_each_point(monkeypatch):
+    """Above REWEIGHT_MAX_N (float64's range for 4^N_max) check_type1 propagates each null with the
+    row floor: an upper bound of the reweighted exact maximum, above it by no more than the dropped mass."""
+    from evalstop_ros.stats import step_oc
+
+    table = load_table(50, 0.05)
+    exact = check_type1(table, grid_size=200)
+    monkeypatch.setattr(step_oc, "REWEIGHT_MAX_N", 49)
+    bound = check_type1(table, grid_size=200)
+    assert exact.max_fpr <= bound.max_fpr + 1e-15
+    assert bound.max_fpr - exact.max_fpr <= 51 * 51 * step_oc.TYPE1_FLOOR
+    with pytest.raises(StatsInputError, match="reweighting holds up to N_max 49"):
+        diagonal_reject_probability(table, [0.5])
 
 
 def test_type1_check_detects_an_invalid_table():
