@@ -13,7 +13,12 @@ __all__ = ["ANNOUNCE_SECONDS", "announce", "simulate_seconds", "step_check_secon
 
 #: Estimates below this many seconds are not announced.
 ANNOUNCE_SECONDS = 10.0
-#: s per (null grid point x n_max^2) of the exact Type-I check (n_max 100: 1.3 s, 200: 5 s, 500: 30 s at grid 1000).
+#: s per n_max^2 of the exact Type-I check's one propagation at p = 1/2 (n_max up to
+#: :data:`~evalstop_ros.stats.step_oc.REWEIGHT_MAX_N`; 500: 0.25 s) ...
+_PROPAGATE = 1.0e-6
+#: ... and per (null grid point x n_max^2) of its reweighting to the grid (n_max 500: 2.5 s at grid 20 000).
+_REWEIGHT = 5.0e-10
+#: s per (null grid point x n_max^2) of the per-point check above that ``N_max`` (n_max 500: 30 s at grid 1000).
 _CHECK = 1.3e-7
 #: s per n_max^3 of a STEP table synthesis (n_max 120: 3.4 s; 500: about 4 min).
 _SYNTHESIS = 2.0e-6
@@ -24,6 +29,10 @@ _NSCORE_PER_BIN = 0.25e-6
 
 def step_check_seconds(n_max: int, grid_size: int) -> float:
     """Seconds of ``step check`` (the exact check; the table itself not included)."""
+    from ..stats.step_oc import REWEIGHT_MAX_N
+
+    if n_max <= REWEIGHT_MAX_N:
+        return (_PROPAGATE + _REWEIGHT * grid_size) * n_max ** 2
     return _CHECK * grid_size * n_max ** 2
 
 

@@ -122,6 +122,8 @@ def dense_null_grid(size: int) -> NDArray[np.float64]:
 #: ``p = 1/2`` goes down to ``4^-N_max`` and the likelihood ratio up to ``4^N_max``, both inside
 #: float64's normal range (about ``2^±1022``) with room to spare up to here.
 REWEIGHT_MAX_N = 500
+#: Points reweighted at once by :func:`diagonal_reject_probability` (8 MB of powers at ``N_max`` 500).
+_REWEIGHT_BLOCK = 1024
 #: Row floor of :func:`check_type1`'s per-point propagation above :data:`REWEIGHT_MAX_N`: the mass it
 #: drops is added to the reject probability (a rigorous upper bound, above the exact value by at
 #: most about ``N_max^2`` times this).
@@ -169,14 +171,18 @@ def diagonal_reject_probability(
             progress(points.size * n // n_max)
     # the factor of the smaller side is summed first, so that no partial sum overflows:
     # sum_k (2p)^k stopped[k, j] <= 2 for p <= 1/2 (and the mirror for p > 1/2)
+    # (in blocks of :data:`_REWEIGHT_BLOCK` points: the powers take ``8 (2 N_max + 1)`` bytes per point)
     exponents = np.arange(2 * n_max + 1)
     result = np.empty(points.size)
-    low = points <= 0.5
-    for side, first, second, table_side in ((low, 2.0 * points, 2.0 * (1.0 - points), stopped),
-                                            (~low, 2.0 * (1.0 - points), 2.0 * points, stopped.T)):
-        if side.any():
-            partial = (first[side, None] ** exponents) @ table_side
-            result[side] = np.einsum("ij,ij->i", partial, second[side, None] ** exponents)
+    for start in range(0, points.size, _REWEIGHT_BLOCK):
+        block = slice(start, start + _REWEIGHT_BLOCK)
+        here, out = points[block], result[block]
+        low = here <= 0.5
+        for side, first, second, table_side in ((low, 2.0 * here, 2.0 * (1.0 - here), stopped),
+                                                (~low, 2.0 * (1.0 - here), 2.0 * here, stopped.T)):
+            if side.any():
+                partial = (first[side, None] ** exponents) @ table_side
+                out[side] = np.einsum("ij,ij->i", partial, second[side, None] ** exponents)
     return result
 
 

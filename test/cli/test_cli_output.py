@@ -68,10 +68,12 @@ def _first_stderr_line(args: list[str], step_cache: pathlib.Path) -> str:
 
 
 def test_long_runs_say_up_front_how_long(step_cache: pathlib.Path) -> None:
-    """``step check --n-max 500`` and a large ``simulate``: the estimate is the first line."""
-    assert step_check_seconds(500, 1000) >= ANNOUNCE_SECONDS > step_check_seconds(100, 1000)
+    """``step check`` of a large grid and a large ``simulate``: the estimate is the first line."""
+    assert step_check_seconds(600, 1000) >= ANNOUNCE_SECONDS > step_check_seconds(500, 1000)  # per point above 500
+    assert step_check_seconds(500, 200_000) >= ANNOUNCE_SECONDS > step_check_seconds(500, 20_000)
     assert simulate_seconds("nscore", 500, 20000, 2) < ANNOUNCE_SECONDS  # the README's: nothing to announce
-    first = _first_stderr_line(["step", "check", "--n-max", "500", "--alpha", "0.05", "--json"], step_cache)
+    first = _first_stderr_line(["step", "check", "--n-max", "500", "--grid-size", "200000", "--alpha", "0.05",
+                                 "--json"], step_cache)
     assert re.match(r"evalstop step: this will take about \d+-\d+ s \(", first), first
     assert "grid x n_max^2" in first
     first = _first_stderr_line(["simulate", "--method", "nscore", "--p0", "0.5", "--p1", "0.5", "--n-max", "10000",
