@@ -188,12 +188,7 @@ class ComparisonAudit(ComparisonSnapshot):
         """JSON-ready form (no NaN: ``None``)."""
         pub = self.published
         return {
-            "index": self.index, "policy_a": self.policy_a, "policy_b": self.policy_b, "metric": self.metric,
-            "task": self.task,
-            "method": self.method, "alternative": self.alternative, "alpha": self.alpha,
-            "decision": self.decision.name, "stopping_trial": self.stopping_trial, "n": self.n,
-            "pvalue": _finite(self.pvalue), "evalue": _finite(self.evalue),
-            "mean_a": _finite(self.mean_a), "mean_b": _finite(self.mean_b),
+            "index": self.index, **super().to_dict(),
             "published": None if pub is None else {
                 "origin": pub.origin, "decision": _decision_name(pub.decision), "n": pub.n,
                 "stopping_trial": pub.stopping_trial, "pvalue": _finite(pub.pvalue)},

@@ -7,6 +7,7 @@ import dataclasses
 import enum
 import math
 from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 
@@ -244,6 +245,13 @@ class ComparisonSnapshot:
     task:
         The task of a per-task test (non-pooled claim); ``""`` for a test over every task; ``"*"``
         for the summary row of a multi-task claim (:meth:`ClaimSnapshot.as_comparison`).
+    decided_at_result:
+        A hub pair's analysis time of the decision: the hub's count of results when sequential
+        Holm decided it (:class:`~evalstop_ros.hub.family.HolmPairs`); ``None`` while open and
+        for a session's test (its analysis time is its round, ``stopping_trial``).
+
+    The one JSON form of a row is :meth:`to_dict`: the session's audit
+    (``evalstop audit --json``) and the hub's leaderboard (``pairs``) publish it.
     """
 
     policy_a: str
@@ -260,6 +268,20 @@ class ComparisonSnapshot:
     mean_b: float
     stopping_trial: int | None
     task: str = ""
+    decided_at_result: int | None = None
+
+    @property
+    def better(self) -> str | None:
+        """The policy the decision claims better (``B_BETTER``: ``policy_b``), or ``None``."""
+        return {Decision.B_BETTER: self.policy_b, Decision.A_BETTER: self.policy_a}.get(self.decision)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form: every field (``decision`` by name, e.g. ``B_BETTER``; NaN becomes
+        ``None``) and ``better``."""
+        row: dict[str, Any] = {f.name: getattr(self, f.name) for f in dataclasses.fields(ComparisonSnapshot)}
+        row.update({name: None if math.isnan(row[name]) else float(row[name])
+                    for name in ("alpha", "pvalue", "evalue", "mean_a", "mean_b")})
+        return {**row, "n": int(self.n), "decision": Decision(self.decision).name, "better": self.better}
 
 
 @dataclasses.dataclass(frozen=True)
