@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import pathlib
@@ -236,6 +237,32 @@ def mid_lease(station: Any) -> bool:
     """``station`` has counted two results at least and is in the middle of a lease (its last record)."""
     records = station.records()
     return sum(r["kind"] == "result" for r in records) >= 2 and bool(records[-1]["kind"] == "leased")
+
+
+@contextlib.contextmanager
+def cut_off(netns: Mapping[str, str], hub: HubProcess, viewer: str, station: Any, noticed: Callable[[], bool],
+            lease_seconds: float) -> Iterator[None]:
+    """Cut ``station`` (in the network namespace ``netns``) off the hub in the middle of a lease until
+    ``noticed()``, then (after the body, which runs while it is cut off) until the hub has requeued
+    its lease; the link is up again on leaving, whatever happened."""
+    wait_for(lambda: mid_lease(station), 120, f"station {station.name} to be in the middle of a lease")
+    ip("link", "set", netns["host_if"], "down")
+    try:
+        wait_for(noticed, 20 * lease_seconds, f"station {station.name} to notice the cut")
+        yield
+        # the cut lasts until the hub has requeued the cut-off station's lease (a few leases)
+        wait_for(lambda: bool(requeued(hub_journal(hub.url, viewer)) & leased(station)), 20 * lease_seconds,
+                 "the hub to requeue the cut-off station's lease")
+    finally:
+        ip("link", "set", netns["host_if"], "up")
+
+
+def exit_ok(stations: Sequence[Any], timeout: float = 300.0, logs: Callable[[], str] = str) -> None:
+    """Every station's process (``proc``) ends with status 0 within ``timeout`` seconds (else its
+    ``log()`` and ``logs()``)."""
+    for station in stations:
+        assert station.proc is not None
+        assert station.proc.wait(timeout=timeout) == 0, station.log() + logs()
 
 
 def check_lost_lease_redone_once(entries: list[dict[str, Any]], lost_lease: Any, results: list[dict[str, Any]]) -> None:
