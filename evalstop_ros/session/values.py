@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from ..stats.multitask import TaskClaim
 from ..stats.sequential import Decision
 
 __all__ = [
@@ -77,8 +78,9 @@ def score_problem(success: object, progress: object) -> str | None:
 
 
 @dataclasses.dataclass(frozen=True)
-class OperatorPrompt:
-    """What the operator may see about a trial: no policy id, only the blinded label."""
+class _TrialView:
+    """A trial as the operator may see it (the fields of :class:`OperatorPrompt`; see
+    :class:`PendingTrial` for their meaning)."""
 
     session_id: str
     trial_id: int
@@ -93,46 +95,43 @@ class OperatorPrompt:
 
 
 @dataclasses.dataclass(frozen=True)
-class PendingTrial:
-    """The pending trial, for the manager node.
+class OperatorPrompt(_TrialView):
+    """What the operator may see about a trial: no policy id, only the blinded label.  (Not a
+    base of :class:`PendingTrial`: a pending trial is never taken for a prompt.)"""
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class PendingTrial(_TrialView):
+    """The pending trial, for the manager node: what the operator may see, and ``round``,
+    ``policy_id`` and ``rerun_of``.
 
     Attributes
     ----------
     session_id, trial_id:
         Trial ids are 1, 2, 3, ... within the session.
-    round:
-        Scheduling round (each active policy once per round); the interim under ``design: adastop``.
     attempt:
         1 for the first run, +1 after each failed run.
     label:
         Blinded policy label shown to the operator (``X``, ``Y``, ...).
-    policy_id:
-        The policy to run: for the runner only, never for the operator (use
-        :meth:`operator_prompt`).
     task, task_description, initial_condition, reset_instructions:
         Where the trial starts.
     token:
         12 hex characters the score must echo.
-    rerun_of:
-        The voided trial this one replaces, if any.
     round_labels:
         The blinded labels of the policies that run in the trial's round (sorted): what the
         operator may prefer (``preference``) without learning which policy is which.
+    round:
+        Scheduling round (each active policy once per round); the interim under ``design: adastop``.
+    policy_id:
+        The policy to run: for the runner only, never for the operator (use
+        :meth:`operator_prompt`).
+    rerun_of:
+        The voided trial this one replaces, if any.
     """
 
-    session_id: str
-    trial_id: int
     round: int
-    attempt: int
-    label: str
     policy_id: str
-    task: str
-    task_description: str
-    initial_condition: str
-    reset_instructions: str
-    token: str
     rerun_of: int | None = None
-    round_labels: tuple[str, ...] = ()
 
     def operator_prompt(self) -> OperatorPrompt:
         """The request without the policy id."""
@@ -284,30 +283,18 @@ class ComparisonSnapshot:
         return {**row, "n": int(self.n), "decision": Decision(self.decision).name, "better": self.better}
 
 
-@dataclasses.dataclass(frozen=True)
-class ClaimSnapshot:
-    """The multi-task claim of one comparison x metric (non-pooled ``claim``; seed 003 Eq. 11).
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ClaimSnapshot(TaskClaim):
+    """The multi-task claim of one comparison x metric (non-pooled ``claim``; seed 003 Eq. 11):
+    the claim (:class:`~evalstop_ros.stats.multitask.TaskClaim`: ``claim``, ``correction``,
+    ``alpha``, ``alternative``, ``task_alpha``, ``tasks``, ``task_claims``, ``established``) of the
+    session's live task tests, and:
 
     Attributes
     ----------
-    policy_a, policy_b, metric, method, alternative:
+    policy_a, policy_b, metric, method:
         As in :class:`ComparisonSnapshot`; ``alternative`` is the claimed direction
-        (``"greater"``: ``policy_b`` better).
-    claim, correction:
-        ``every``/``any``/``per-task``, and how the level was shared among the tasks.
-    alpha:
-        Level of the claim: the comparison's level (``metric alpha / m``).
-    task_alpha:
-        Level of each task's test (:func:`~evalstop_ros.stats.multitask.task_alpha`).
-    tasks:
-        Task ids, in configuration order.
-    task_claims:
-        Per task, the claim the family licenses (the claimed direction, or ``CONTINUE`` for none):
-        a task test's decision in the claimed direction, or with ``holm`` a rejection of Holm's
-        step-down over the tasks' current p-values.  Under ``every`` with ``iut`` these are
-        components of the intersection-union claim, not claims on their own.
-    established:
-        ``every``/``any``: the claim is made; ``per-task``: some task claim is made.
+        (``"greater"``: ``policy_b`` better), ``alpha`` the comparison's level (``metric alpha / m``).
     final:
         The claim can no longer change (every task test has stopped, or the outcome is settled:
         ``any`` established, ``every`` established or refuted by a task that stopped unclaimed).
@@ -321,14 +308,6 @@ class ClaimSnapshot:
     policy_b: str
     metric: str
     method: str
-    alternative: str
-    claim: str
-    correction: str
-    alpha: float
-    task_alpha: float
-    tasks: tuple[str, ...]
-    task_claims: tuple[Decision, ...]
-    established: bool
     final: bool
     n: int
     mean_a: float
