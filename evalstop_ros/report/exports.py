@@ -84,7 +84,7 @@ def trial_rows(report: AuditReport) -> list[dict[str, Any]]:
     """The rows of ``trials.csv`` (typed: ``None`` for empty)."""
     return [{
         "trial_id": t.trial_id, "round": t.round, "policy": t.policy, "label": t.label, "task": t.task,
-        "initial_condition": t.initial_condition, "attempts": t.attempts, "rerun_of": t.rerun_of,
+        "initial_condition": t.initial_condition, "attempts": t.attempt, "rerun_of": t.rerun_of,
         "requested_at": iso_time(t.requested_ns), "scored_at": iso_time(t.scored_ns) or None,
         "requested_ns": t.requested_ns, "scored_ns": t.scored_ns,
         "success": None if t.success is None else int(t.success), "progress": t.progress, "scorer": t.scorer,

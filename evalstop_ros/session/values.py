@@ -19,6 +19,7 @@ __all__ = [
     "STATE_CODES",
     "ClaimSnapshot",
     "ComparisonSnapshot",
+    "ComparisonState",
     "EditOutcome",
     "OperatorPrompt",
     "PendingTrial",
@@ -217,7 +218,30 @@ class StatusSnapshot:
 
 
 @dataclasses.dataclass(frozen=True)
-class ComparisonSnapshot:
+class ComparisonState:
+    """One test's state as a row: what the session computes (:class:`ComparisonSnapshot`, whose
+    fields these are), and what a recording says was published (the audit's
+    :class:`~evalstop_ros.audit.model.StatusRecord`, which may carry anything: ``alpha`` is
+    ``None`` where the source has no level, ``decision`` the raw code, a code that is no
+    :class:`~evalstop_ros.stats.sequential.Decision` included)."""
+
+    policy_a: str
+    policy_b: str
+    metric: str
+    method: str
+    alpha: float | None
+    n: int
+    decision: int
+    pvalue: float
+    evalue: float
+    mean_a: float
+    mean_b: float
+    stopping_trial: int | None
+    task: str = ""
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ComparisonSnapshot(ComparisonState):
     """One test: a comparison x metric (x task).
 
     Attributes
@@ -250,23 +274,13 @@ class ComparisonSnapshot:
         for a session's test (its analysis time is its round, ``stopping_trial``).
 
     The one JSON form of a row is :meth:`to_dict`: the session's audit
-    (``evalstop audit --json``) and the hub's leaderboard (``pairs``) publish it.
+    (``evalstop audit --json``), its ``decisions.csv`` and the hub's leaderboard (``pairs``)
+    publish it.
     """
 
-    policy_a: str
-    policy_b: str
-    metric: str
-    method: str
     alternative: str
     alpha: float
-    n: int
     decision: Decision
-    pvalue: float
-    evalue: float
-    mean_a: float
-    mean_b: float
-    stopping_trial: int | None
-    task: str = ""
     decided_at_result: int | None = None
 
     @property

@@ -20,11 +20,9 @@ from hub_support import (
     PostgresCluster,
     Station,
     call,
-    check_counted_once,
     check_lost_lease_redone_once,
+    check_results,
     exit_ok,
-    hub_journal,
-    offline_equals_online,
     register_hub,
     stop_all,
     wait_for,
@@ -69,14 +67,9 @@ def test_stations_survive_kills_and_every_result_counts_once(setup: tuple[HubPro
     victim.start()  # the killed station comes back: syncs what it journaled, then works on
     exit_ok(stations)
 
-    entries = hub_journal(hub.url, hub.key)
-    results = check_counted_once(entries, stations)
+    entries, results, online = check_results(hub, hub.key, db, tmp_path, stations)
     assert call(hub.url + "/v1/status", key=hub.key)[1]["results"] == len(results)
-
     check_lost_lease_redone_once(entries, lost_lease, results)
-
-    online = offline_equals_online(hub, db, tmp_path, [s.dir for s in stations])
-    assert online["n_results"] == len(results)
     rate = {row["policy"]: row["win_rate"] for row in online["ranking"]}
     assert rate["alpha"] > rate["gamma"]
     for station in stations:  # the operator's terminal never names a policy or its server
