@@ -237,7 +237,7 @@ def _add_event(events: dict[int, Event], conflicts: list[tuple[int, dict[str, An
 def _status(index: int, stamp_ns: int, origin: str, msg: Any) -> StatusRecord:
     return StatusRecord(
         position=index, stamp_ns=stamp_ns, origin=origin, policy_a=msg.policy_a, policy_b=msg.policy_b,
-        metric=msg.metric, method=msg.method, alpha=float(msg.alpha), n=int(msg.n),
+        metric=msg.metric, method=msg.method, alternative="", alpha=float(msg.alpha), n=int(msg.n),
         decision=int(msg.decision),
         pvalue=float(msg.pvalue), evalue=float(msg.evalue), mean_a=float(msg.mean_a), mean_b=float(msg.mean_b),
         stopping_trial=int(msg.stopping_trial) or None,

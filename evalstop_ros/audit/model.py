@@ -100,7 +100,8 @@ class StatusRecord(ComparisonState):
     as published, and where it was found.
 
     From a ``comparison_status`` message, an entry of a ``session_status`` message, or a
-    ``decision`` journal event (which carries no alpha, means or e-value: ``None``/NaN).
+    ``decision`` journal event (which carries no alpha, means or e-value: ``None``/NaN). Neither
+    carries the test's ``alternative`` (``""``).
     ``decision`` is the raw code (a code that is no decision, -1 for an unknown journaled name,
     shows up as a mismatch); ``task`` is ``""`` in bags recorded before the field existed.
     """

@@ -221,14 +221,15 @@ class StatusSnapshot:
 class ComparisonState:
     """One test's state as a row: what the session computes (:class:`ComparisonSnapshot`, whose
     fields these are), and what a recording says was published (the audit's
-    :class:`~evalstop_ros.audit.model.StatusRecord`, which may carry anything: ``alpha`` is
-    ``None`` where the source has no level, ``decision`` the raw code, a code that is no
-    :class:`~evalstop_ros.stats.sequential.Decision` included)."""
+    :class:`~evalstop_ros.audit.model.StatusRecord`, which may carry anything: ``alternative`` is
+    ``""`` and ``alpha`` ``None`` where the source has none, ``decision`` the raw code, a code
+    that is no :class:`~evalstop_ros.stats.sequential.Decision` included)."""
 
     policy_a: str
     policy_b: str
     metric: str
     method: str
+    alternative: str
     alpha: float | None
     n: int
     decision: int
@@ -278,7 +279,6 @@ class ComparisonSnapshot(ComparisonState):
     publish it.
     """
 
-    alternative: str
     alpha: float
     decision: Decision
     decided_at_result: int | None = None
