@@ -10,10 +10,15 @@
   reports it, with the assignment's policies and task; one result per assignment; no result for
   a lease whose trial had been handed out again; every policy registered; every task one of the
   evaluation's;
-* **each station** (``--station DIR``, the directory of ``evalstop hub station``): its journal's
-  hash chain (:func:`.chain.check_records`: the first edited, removed or reordered record, by
-  line number; a journal written before stations chained is reported as unchained, a note, not a
-  problem), and every upload
+* **each station** (``--station DIR``, the directory of ``evalstop hub station`` or of a ROS
+  station): its journal (``station.db``, :mod:`.station_journal`) checked as a session journal is,
+  by the standard chain check -- the first edited or removed event named, as ``read_journal``'s
+  ``chain_break`` is, and a truncated or rewritten journal by its head file -- and, for a journal
+  migrated from an older station's ``station.jsonl``, its migrated records against the old file's
+  last hash (:func:`.station_journal.migration_problem`); an older station's ``station.jsonl`` not
+  migrated yet is still read and checked by its own chain (:func:`.chain.check_records`: the first
+  edited, removed or reordered record, by line number; a journal written before stations chained
+  is reported as unchained, a note, not a problem); and every upload
   the hub acknowledged holds, in the hub's journal, the scores the station journaled before it
   uploaded (an edited upload is named by its upload id), and the hub counts no upload of the
   station that the station never made;
@@ -32,13 +37,14 @@ import pathlib
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ..session.errors import JournalError
 from .chain import check_chain, check_records
 from .errors import HubError
 from .evaluation import KIND, Evaluation
 from .export import read_export
 from .leaderboard import leaderboard
 from .rankings import MODELS
-from .station import JOURNAL, read_journal
+from .station_journal import JOURNAL, LEGACY, migration_problem, read_legacy, read_station_journal
 
 __all__ = ["HubAudit", "audit_export"]
 
@@ -126,24 +132,51 @@ def _protocol(entries: Sequence[Mapping[str, Any]], tasks: Sequence[str] | None)
     return problems
 
 
+def _station_records(directory: pathlib.Path) -> tuple[pathlib.Path, list[dict[str, Any]], list[str], list[str]]:
+    """``(file, records, problems, notes)`` of a station directory's journal (or a journal file):
+    ``station.db`` by the standard chain check, else an older station's ``station.jsonl`` by its own."""
+    if directory.is_dir():
+        path = directory / JOURNAL
+        legacy = directory / LEGACY if not path.exists() and (directory / LEGACY).exists() else None
+    else:
+        path = directory
+        legacy = directory if directory.suffix in (".jsonl", ".migrated") else None
+    if legacy is not None:
+        try:
+            old = read_legacy(legacy)
+        except OSError as err:
+            raise HubError(f"cannot read the station journal {legacy}: {err.strerror}") from err
+        unchained, broken = check_records(old)
+        return legacy, old, [f"{legacy}: {broken}"] if broken else [], [
+            f"{legacy}: the first {unchained} of {len(old)} record(s) are unchained (written before stations "
+            "chained their journals); they cannot be checked for edits"] if unchained else []
+    try:
+        contents = read_station_journal(path)
+    except JournalError as err:
+        raise HubError(f"cannot read the station journal {path}: {err}") from err
+    problems, notes = [], []
+    if contents.chain_break is not None:
+        edited = contents.chain_break
+        record = next((r for r in contents.records if r["seq"] == edited.seq), {})
+        upload = f" (upload {record['upload_id']})" if "upload_id" in record else ""
+        problems.append(f"{path}: {edited.describe()}{upload}")
+    problems += [f"{path}: {problem}" for problem in (contents.truncated, contents.head_problem,
+                                                      migration_problem(contents)) if problem]
+    migrated = contents.opened.get("migrated")
+    if migrated:
+        notes.append(f"{path}: its first {migrated['records']} record(s) were migrated from an older station's "
+                     f"{migrated['file']}" + (f", of which the first {migrated['unchained']} were unchained (written "
+                                              "before stations chained their journals)" if migrated["unchained"] else ""))
+    return path, contents.records, problems, notes
+
+
 def _station(directory: pathlib.Path,
              results: Mapping[str, Mapping[str, Any]]) -> tuple[str, list[str], list[str]]:
     """``(station id, problems, notes)`` of one station's local journal: its chain, and its
     results against the hub's."""
-    path = directory / JOURNAL if directory.is_dir() else directory
-    try:
-        records = read_journal(path)
-    except OSError as err:
-        raise HubError(f"cannot read the station journal {path}: {err.strerror}") from err
+    path, records, problems, notes = _station_records(directory)
     acked = {r["upload_id"] for r in records if r.get("kind") == "ack"}
     sent = {r["upload_id"]: r for r in records if r.get("kind") == "result"}
-    problems, notes = [], []
-    unchained, broken = check_records(records)
-    if broken is not None:
-        problems.append(f"{path}: {broken}")
-    if unchained:
-        notes.append(f"{path}: the first {unchained} of {len(records)} record(s) are unchained (written before "
-                     "stations chained their journals); they cannot be checked for edits")
     ids = sorted({str(results[u]["station"]) for u in sent if u in results})
     station = ids[0] if len(ids) == 1 else "?"
     if len(ids) > 1:

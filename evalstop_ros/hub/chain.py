@@ -7,7 +7,8 @@ order, so a deleted, inserted, reordered or edited entry breaks the link of that
 :func:`check_chain` names the first one (seed 001 Sec. 3.1: every result of a distributed
 evaluation must be accounted for; the chain makes an export tamper-evident).
 
-A station's local journal (``station.jsonl``) is chained by the same :func:`link`: a record's
+An older station's local journal (``station.jsonl``, before stations kept the standard journal
+of :mod:`.station_journal`, which migrates it) was chained by the same :func:`link`: a record's
 ``at``, ``kind`` and the rest of its fields (without ``hash``, as :func:`body_text`) are its
 time, kind and body (:func:`record_link`). A journal written before stations chained their
 records starts with records without ``hash``; those are *unchained* (old data, reported, not an

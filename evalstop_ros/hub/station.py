@@ -1,13 +1,13 @@
 """A station's side of the hub, without ROS: ask for work, run it, journal locally, upload.
 
-:class:`StationClient` keeps a local append-only journal (JSON lines, flushed and fsync'ed,
-hash-chained like the hub's journal: each record's ``hash`` links it to the one before, see
-:func:`.chain.check_records`) and writes every result there *before* uploading it. :meth:`StationClient.sync` uploads the
-results not yet acknowledged, in journal order, each with its own ``upload_id``, so a retry
-after a lost answer or a hub restart is acknowledged by the hub as a duplicate and counted
-once. When the hub is unreachable the results stay in the local journal and the next
-:meth:`~StationClient.sync` sends them; nothing is lost when the station itself is killed,
-because a restarted station reads its journal again.
+:class:`StationClient` keeps the station's local journal -- the standard journal
+(:mod:`.station_journal`: SQLite, one durable transaction per record, hash-chained, locked against
+a second writer, private), ``DIR/station.db`` -- and writes every result there *before*
+uploading it. :meth:`StationClient.sync` uploads the results not yet acknowledged, in journal
+order, each with its own ``upload_id``, so a retry after a lost answer or a hub restart is
+acknowledged by the hub as a duplicate and counted once. When the hub is unreachable the results
+stay in the local journal and the next :meth:`~StationClient.sync` sends them; nothing is lost
+when the station itself is killed, because a restarted station reads its journal again.
 
 A station's work (leases, trials, scores) is :class:`~.work.StationWork`, driven by the session's
 trial loop: by the manager node's hub mode, or by :func:`~.sim_station.run_station` for a
@@ -20,21 +20,19 @@ import http.client
 import json
 import os
 import pathlib
-import threading
-import time
 import urllib.error
 import urllib.request
 import uuid
 from collections.abc import Mapping
 from typing import Any
 
-from .chain import GENESIS, record_link
+from ..session.errors import JournalError
+from ..session.journal_files import journal_directory
 from .errors import HubError
+from .station_journal import JOURNAL, LEGACY, StationJournal, open_station_journal, read_legacy, read_station_journal
 
-__all__ = ["ARMS", "SIM_ADDRESS", "StationClient", "read_key", "sim_address_rate"]
+__all__ = ["ARMS", "SIM_ADDRESS", "StationClient", "read_key", "read_records", "sim_address_rate"]
 
-#: Name of the local journal inside a station's directory.
-JOURNAL = "station.jsonl"
 #: The two arms of an A/B assignment, run in this order.
 ARMS = ("A", "B")
 KEY_ENV = "EVALSTOP_HUB_KEY"
@@ -72,16 +70,17 @@ def read_key(key_file: str | None) -> str:
     return key
 
 
-def read_journal(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
-    """A station's local journal (``station.jsonl``), in order; a torn last line (a station killed
-    mid-write) is ignored. :class:`OSError` if it cannot be read."""
-    out = []
-    for line in pathlib.Path(path).read_text(encoding="utf-8").splitlines():
-        try:
-            out.append(json.loads(line))
-        except ValueError:
-            break
-    return out
+def read_records(directory: str | os.PathLike[str]) -> list[dict[str, Any]]:
+    """A station's records, read-only (safe while it runs): its journal ``station.db``, else an
+    older station's ``station.jsonl`` (not migrated yet), else none.  :class:`HubError` if the
+    journal cannot be read."""
+    folder = pathlib.Path(directory)
+    try:
+        if (folder / JOURNAL).exists():
+            return read_station_journal(folder / JOURNAL).records
+        return read_legacy(folder / LEGACY) if (folder / LEGACY).exists() else []
+    except (JournalError, OSError) as err:
+        raise HubError(f"cannot read the station journal in {str(folder)!r}: {err}") from err
 
 
 class StationClient:
@@ -91,11 +90,12 @@ class StationClient:
         self.hub_url = hub_url.rstrip("/")
         self._key = key
         self.timeout = timeout
-        self.directory = pathlib.Path(directory)
-        self.directory.mkdir(parents=True, exist_ok=True)
+        try:
+            self.directory = journal_directory(directory)
+        except JournalError as err:
+            raise HubError(f"station directory: {err}") from err
         self.journal_path = self.directory / JOURNAL
-        self._append_lock = threading.Lock()  # the hub thread and the node append to one chain
-        self._last_hash: str | None = None  # link of the last record, once read
+        self._journal: StationJournal | None = None
 
     def __repr__(self) -> str:  # never shows the key
         return f"StationClient({self.hub_url!r}, directory={str(self.directory)!r})"
@@ -130,40 +130,53 @@ class StationClient:
             raise HubError(f"hub {self.hub_url} unreachable: its answer to {method} {path} was cut short", 503) from err
 
     # -- local journal --------------------------------------------------------------------
-    def append(self, record: Mapping[str, Any]) -> dict[str, Any]:
-        """Append ``record`` (its ``kind`` and fields) to the local journal with its time ``at``
-        and its ``hash``, the link to the record before (:func:`.chain.record_link`; the first
-        hashed record of a journal links to :data:`.chain.GENESIS`, records of a journal written
-        before stations chained stay unchained before it). Flushed and fsync'ed; returns it."""
-        with self._append_lock:
-            if self._last_hash is None:
-                self._drop_torn_line()
-                hashed = [r["hash"] for r in self.records() if isinstance(r.get("hash"), str)]
-                self._last_hash = hashed[-1] if hashed else GENESIS
-            full = {**record, "at": time.time()}
-            full["hash"] = record_link(self._last_hash, full)
-            with open(self.journal_path, "a", encoding="utf-8") as out:
-                out.write(json.dumps(full, sort_keys=True) + "\n")
-                out.flush()
-                os.fsync(out.fileno())
-            self._last_hash = full["hash"]
-        return full
-
-    def _drop_torn_line(self) -> None:
-        """Cut a torn last line (a station killed mid-write: never acknowledged, :func:`read_journal`
-        ignores it), so that the next record starts on a line of its own and is read."""
+    def open_journal(self, station_id: str) -> StationJournal:
+        """Open (or create, migrating an older ``station.jsonl``) the local journal of ``station_id``
+        as its writer: a second writer on the directory is refused. :class:`HubError` if it cannot."""
+        if self._journal is not None:
+            if self._journal.station_id != station_id:
+                raise HubError(f"{self.journal_path} is open for station {self._journal.station_id!r}, "
+                               f"not {station_id!r}")
+            return self._journal
         try:
-            with open(self.journal_path, "rb+") as journal:
-                data = journal.read()
-                if data and not data.endswith(b"\n"):
-                    journal.truncate(data.rfind(b"\n") + 1)
-                    os.fsync(journal.fileno())
-        except FileNotFoundError:
-            pass
+            self._journal = open_station_journal(self.directory, station_id)
+        except JournalError as err:
+            raise HubError(f"station journal: {err}") from err
+        return self._journal
+
+    @property
+    def journal(self) -> StationJournal:
+        """The local journal, opened as its writer on first use (the station id: the directory's name)."""
+        return self._journal if self._journal is not None else self.open_journal(self.directory.name)
+
+    def close(self) -> None:
+        """Close the local journal and release its lock (idempotent; a later append opens it again)."""
+        if self._journal is not None:
+            self._journal.close()
+            self._journal = None
+
+    def append(self, record: Mapping[str, Any]) -> dict[str, Any]:
+        """Append ``record`` (its ``kind`` and fields) to the local journal; durable (fsync'ed)
+        and chained when this returns; returns it with its ``seq`` and time ``at``.
+        :class:`HubError` if it cannot be journaled."""
+        fields = {k: v for k, v in record.items() if k != "kind"}
+        try:
+            return self.journal.append(str(record.get("kind")), **fields)
+        except JournalError as err:
+            raise HubError(f"station journal: {err}") from err
 
     def records(self) -> list[dict[str, Any]]:
-        """The local journal (:func:`read_journal`)."""
-        return read_journal(self.journal_path) if self.journal_path.exists() else []
+        """The local journal's records in order (through the writer when open, else read-only: :func:`read_records`)."""
+        if self._journal is not None and not self._journal.closed:
+            try:
+                return self._journal.records()
+            except JournalError as err:
+                raise HubError(f"station journal: {err}") from err
+        return read_records(self.directory)
+
+    def journal_size(self) -> int:
+        """Events in the open journal (grows with every append); -1 when it is not open here."""
+        return self._journal.size if self._journal is not None and not self._journal.closed else -1
 
     def pending(self) -> list[dict[str, Any]]:
         """Results journaled locally and not yet settled with the hub, in order."""

@@ -5,7 +5,8 @@
 trial loop (:class:`~evalstop_ros.session.driver.TrialDriver`, in the evaluation manager's hub
 mode and in :func:`~.sim_station.run_station`), takes the runner's results and the scores (the
 runner's automatic ones or the operator's), journals each finished assignment locally first
-(:class:`~.station.StationClient`'s journal, fsync'ed), and uploads it. All hub traffic runs in
+(:class:`~.station.StationClient`'s journal, the standard journal of :mod:`.station_journal`),
+and uploads it. All hub traffic runs in
 one background thread, so the node's executor never waits on the network:
 
 * while the hub is unreachable (or refuses, e.g. a revoked key) the thread retries with
@@ -129,6 +130,7 @@ class StationWork:
                            "0 < retry_min <= retry_max")
         self.client, self.station_id = client, station_id
         self.session_id = f"hub:{station_id}"
+        client.open_journal(station_id)  # the writer: a second station on the directory is refused
         records = client.records()
         rules = next((r for r in records if r.get("kind") == "rules"), None)
         if rules is None:  # the first start: the parameters become the journaled rules
@@ -175,11 +177,12 @@ class StationWork:
         self._thread.start()
 
     def close(self, timeout: float = 5.0) -> None:
-        """Stop the hub thread (what is journaled stays for the next start)."""
+        """Stop the hub thread and close the local journal (what is journaled stays for the next start)."""
         self._stop.set()
         self._wake.set()
         if self._thread.is_alive():
             self._thread.join(timeout)
+        self.client.close()
 
     @property
     def paused(self) -> bool:
@@ -444,11 +447,8 @@ class StationWork:
     # -- status -----------------------------------------------------------------------------
     def _upload_counts(self) -> tuple[int, int, int]:
         """Results (pending, acknowledged, refused) in the local journal, re-read when it grew."""
-        try:
-            size = self.client.journal_path.stat().st_size
-        except FileNotFoundError:
-            size = 0
-        if size != self._counts[0]:
+        size = self.client.journal_size()
+        if size != self._counts[0] or size < 0:
             records = self.client.records()
             settled = {r["upload_id"]: r["kind"] for r in records if r["kind"] in ("ack", "rejected")}
             results = [r["upload_id"] for r in records if r["kind"] == "result"]

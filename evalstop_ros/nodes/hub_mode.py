@@ -28,7 +28,8 @@ each result locally first and uploads it, retrying while the hub is unreachable)
 
 Parameters (declared by :func:`hub_mode`): ``hub_url``, ``station_id``, ``hub_key_file`` (the
 key is read from that file or ``$EVALSTOP_HUB_KEY``; it is no parameter and is never logged),
-``hub_trials``, ``hub_scoring``. The local journal is ``journal_dir/hub-<station_id>/station.jsonl``.
+``hub_trials``, ``hub_scoring``. The local journal is ``journal_dir/hub-<station_id>/station.db``
+(the standard journal, :mod:`~evalstop_ros.hub.station_journal`; an older ``station.jsonl`` there is migrated).
 """
 
 from __future__ import annotations
@@ -84,8 +85,11 @@ def hub_mode(node: EvaluationManager) -> HubMode | None:
     except HubError as err:
         raise ValueError(f"hub mode: {err}") from err
     directory = node.journal_path(f"hub-{station_id}").with_suffix("")
-    work = StationWork(StationClient(hub_url, key, directory, timeout=5.0), station_id, trials=trials,
-                       max_faults=node.max_attempts, scoring=scoring)
+    try:
+        work = StationWork(StationClient(hub_url, key, directory, timeout=5.0), station_id, trials=trials,
+                           max_faults=node.max_attempts, scoring=scoring)
+    except HubError as err:  # the local journal cannot be opened (another station on it, a broken journal ...)
+        raise ValueError(f"hub mode: {err}") from err
     return HubMode(node, work, node.runner_action or "run_trial", run_timeout)
 
 

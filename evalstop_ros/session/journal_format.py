@@ -1,5 +1,6 @@
 """The journal's format on disk: its tables, event kinds, rows and hash chain (seed 003 §V-A: the
-record an audit re-derives the decisions from; :mod:`.journal` writes and reads it).
+record an audit re-derives the decisions from; :mod:`.journal_store` writes and reads it, for a
+session's journal (:mod:`.journal`) and a hub station's).
 
 Layout (``sqlite3``)::
 
@@ -26,7 +27,7 @@ import hashlib
 import json
 import pathlib
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from .errors import JournalError
@@ -118,8 +119,9 @@ class ChainBreak:
                 "after it was written (or an event before it was removed)")
 
 
-def genesis_hash(meta: dict[str, str]) -> str:
-    """The chain's starting value: SHA-256 of the session id, config hash, key commitment, creation time."""
+def genesis_hash(meta: Mapping[str, str]) -> str:
+    """The chain's starting value of a session journal: SHA-256 of the session id, config hash, key
+    commitment, creation time."""
     text = "\0".join(("evalstop-journal", meta["session_id"], meta["config_hash"], meta.get("key_commitment", ""),
                       meta["created_ns"]))
     return hashlib.sha256(text.encode()).hexdigest()
@@ -180,12 +182,14 @@ def raw_rows(connection: sqlite3.Connection) -> Iterator[tuple[int, int, str, in
     yield from connection.execute("SELECT seq, stamp_ns, kind, trial_id, payload, hash FROM events ORDER BY seq")
 
 
-def check_chain(connection: sqlite3.Connection, meta: dict[str, str]) -> tuple[int, str, ChainBreak | None]:
-    """Walk the hash chain: ``(last seq, last hash, first break or None)``.
+def check_chain(connection: sqlite3.Connection, meta: Mapping[str, str],
+                genesis: Callable[[Mapping[str, str]], str] = genesis_hash) -> tuple[int, str, ChainBreak | None]:
+    """Walk the hash chain from ``genesis(meta)`` (a session journal's by default):
+    ``(last seq, last hash, first break or None)``.
 
     Also a break: a gap in ``seq`` (a deleted row).
     """
-    previous, last = genesis_hash(meta), 0
+    previous, last = genesis(meta), 0
     for seq, stamp_ns, kind, trial_id, payload, digest in raw_rows(connection):
         expected = chain_hash(previous, int(seq), int(stamp_ns), str(kind), trial_id, str(payload))
         if int(seq) != last + 1 or digest != expected:

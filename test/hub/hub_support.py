@@ -20,6 +20,8 @@ from typing import Any
 
 from runner_support import free_port
 
+from evalstop_ros.hub.errors import HubError
+from evalstop_ros.hub.station import read_records
 from evalstop_ros.hub.store import open_store
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
@@ -175,13 +177,17 @@ def wait_for(predicate: Any, deadline: float, what: str) -> None:
     raise AssertionError(f"timed out waiting for {what}")
 
 
-def iter_lines(path: pathlib.Path) -> Iterator[dict[str, Any]]:
-    if path.exists():
-        for line in path.read_text().splitlines():
-            try:
-                yield json.loads(line)
-            except ValueError:
-                return
+def station_records(directory: pathlib.Path) -> list[dict[str, Any]]:
+    """The records of the station journal in ``directory`` (read-only, while the station runs);
+    a journal being created (its file there, its tables not committed yet) is read again."""
+    end = time.monotonic() + 5.0
+    while True:
+        try:
+            return read_records(directory)
+        except HubError:
+            if time.monotonic() > end:
+                raise
+            time.sleep(0.05)
 
 
 #: Trials each simulated station runs.
@@ -211,7 +217,7 @@ class Station:
                 stdout=log, stderr=subprocess.STDOUT)
 
     def records(self) -> list[dict[str, Any]]:
-        return list(iter_lines(self.dir / "station.jsonl"))
+        return station_records(self.dir)
 
     def log(self) -> str:
         return "".join((self.dir.parent / f"{self.name}-{i}.log").read_text() for i in range(1, self.runs + 1))

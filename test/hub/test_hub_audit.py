@@ -12,14 +12,16 @@ from __future__ import annotations
 import json
 import pathlib
 import shutil
+import sqlite3
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from hub_support import HubProcess, Station, call, cli, register_hub, stop_all
 
-from evalstop_ros.hub.chain import GENESIS, body_text, check_records, link
-from evalstop_ros.hub.station import StationClient, read_journal
+from evalstop_ros.hub.chain import GENESIS, body_text, link
+from evalstop_ros.hub.station import StationClient
+from evalstop_ros.hub.station_journal import JOURNAL, LEGACY, read_station_journal
 
 #: One record of a real hub process and two station processes (module fixture) audited many ways,
 #: each audit a console-script run: about 35 s of CPU, left to `make test` (``slow``; docs/testing.md).
@@ -101,7 +103,7 @@ def test_a_forged_upload_is_named_by_its_station(record: dict[str, Any]) -> None
     assert _audit(forged)[0] == 0  # a chain recomputed by the forger holds: the stations' journals are the witness
     status, report = _audit(forged, *(f"--station={d}" for d in record["stations"]))
     assert status == 1 and len(report["problems"]) == 1
-    assert f"upload {upload} edited" in report["problems"][0] and "station.jsonl" in report["problems"][0]
+    assert f"upload {upload} edited" in report["problems"][0] and "station.db" in report["problems"][0]
 
 
 def test_a_removed_result_is_missed_by_its_station(record: dict[str, Any]) -> None:
@@ -111,7 +113,7 @@ def test_a_removed_result_is_missed_by_its_station(record: dict[str, Any]) -> No
     status, report = _audit(_write(record["root"] / "dropped.jsonl", kept, rechain=True),
                             *(f"--station={d}" for d in record["stations"]))
     assert status == 1
-    assert report["problems"] == [f"{record['stations'][0] / 'station.jsonl'}: upload {dropped['body']['upload_id']} "
+    assert report["problems"] == [f"{record['stations'][0] / 'station.db'}: upload {dropped['body']['upload_id']} "
                                   "was acknowledged but the hub's journal has no such result"]
 
 
@@ -178,71 +180,92 @@ def test_the_journaled_evaluation_governs_the_audit(record: dict[str, Any]) -> N
                                                "were journaled): re-derived with `evalstop hub serve`'s defaults"]
 
 
-def _station_copy(record: dict[str, Any], name: str, records: list[dict[str, Any]] | None = None) -> pathlib.Path:
-    """A copy of station s1's directory (its journal replaced by ``records`` if given)."""
+def _station_copy(record: dict[str, Any], name: str, edit: str = "",
+                  legacy: list[dict[str, Any]] | None = None) -> pathlib.Path:
+    """A copy of station s1's directory; ``edit``: SQL run on its journal with the append-only
+    triggers dropped, as an insider would; ``legacy``: its journal replaced by an older station's
+    ``station.jsonl`` holding these records."""
     copy = record["root"] / name
     shutil.copytree(record["stations"][0], copy)
-    if records is not None:
-        (copy / "station.jsonl").write_text("".join(json.dumps(r, sort_keys=True) + "\n" for r in records))
+    if edit:
+        connection = sqlite3.connect(copy / JOURNAL)
+        for table in ("events", "meta"):
+            for action in ("update", "delete"):
+                connection.execute(f"DROP TRIGGER {table}_no_{action}")
+        connection.execute(edit)
+        connection.commit()
+        connection.close()
+    if legacy is not None:
+        for file in copy.glob(JOURNAL + "*"):
+            file.unlink()
+        (copy / LEGACY).write_text("".join(json.dumps(r, sort_keys=True) + "\n" for r in legacy))
     return copy
 
 
-def test_each_station_journal_is_hash_chained(record: dict[str, Any]) -> None:
+def test_each_station_journal_is_the_standard_journal(record: dict[str, Any]) -> None:
     for directory in record["stations"]:
-        records = read_journal(directory / "station.jsonl")
-        assert {r["kind"] for r in records} >= {"leased", "result", "ack"}
-        assert check_records(records) == (0, None)
-        assert all(isinstance(r["hash"], str) and len(r["hash"]) == 64 for r in records)
+        contents = read_station_journal(directory)
+        assert {r["kind"] for r in contents.records} >= {"leased", "result", "ack"}
+        assert (contents.chain_break, contents.truncated, contents.head_problem) == (None, "", "")
+        assert contents.station_id == directory.name and contents.opened == {"station_id": directory.name}
 
 
-def test_an_edited_or_reordered_station_record_is_named(record: dict[str, Any]) -> None:
-    """Any record, not only a result: a ``leased`` line's task edited, an ``ack`` line removed,
-    two lines swapped -- each named by its line number; the hub's side still agrees."""
-    records = read_journal(record["stations"][0] / "station.jsonl")
-    line = next(i for i, r in enumerate(records) if r["kind"] == "leased" and i > 0)
-    edited = [dict(r) for r in records]
-    edited[line]["task"] = "elsewhere"
-    status, report = _audit(record["export"], f"--station={_station_copy(record, 's1-edited', edited)}")
-    assert status == 1 and len(report["problems"]) == 1
-    assert f"line {line + 1} (leased) does not match the hash chain" in report["problems"][0]
+def test_an_edited_or_removed_station_event_is_named(record: dict[str, Any]) -> None:
+    """Any event, not only a result: a ``leased`` event's task edited, an ``ack`` removed from the
+    middle, the last events removed -- each named by the standard chain check (the event, as
+    ``read_journal``'s ``chain_break``) or the head file; the hub's side still agrees."""
+    records = read_station_journal(record["stations"][0]).records
+    leased = next(r for r in records if r["kind"] == "leased" and r["seq"] > 2)
+    edited = _station_copy(record, "s1-edited", "UPDATE events SET payload = json_set(payload, '$.task', 'elsewhere') "
+                                                f"WHERE seq = {leased['seq']}")
+    status, report = _audit(record["export"], f"--station={edited}")
+    assert status == 1 and report["problems"] == [
+        f"{edited / JOURNAL}: event {leased['seq']} (leased) does not match the journal's hash chain: it was edited "
+        "after it was written (or an event before it was removed)"]
 
-    ack = next(i for i, r in enumerate(records) if r["kind"] == "ack")
-    removed = records[:ack] + records[ack + 1:]
-    status, report = _audit(record["export"], f"--station={_station_copy(record, 's1-removed', removed)}")
-    assert status == 1
-    assert report["problems"] == [f"{record['root'] / 's1-removed' / 'station.jsonl'}: line {ack + 1} "
-                                  f"({removed[ack]['kind']}{', upload ' + removed[ack]['upload_id'] if 'upload_id' in removed[ack] else ''}) "
-                                  "does not match the hash chain: edited, or a record before it was removed or changed"]
+    ack = next(r for r in records if r["kind"] == "ack")
+    removed = _station_copy(record, "s1-removed", f"DELETE FROM events WHERE seq = {ack['seq']}")
+    status, report = _audit(record["export"], f"--station={removed}")
+    after = next(r for r in records if r["seq"] == ack["seq"] + 1)
+    upload = f" (upload {after['upload_id']})" if "upload_id" in after else ""
+    assert status == 1 and report["problems"][0] == (
+        f"{removed / JOURNAL}: event {after['seq']} ({after['kind']}) does not match the journal's hash chain: it was "
+        f"edited after it was written (or an event before it was removed){upload}")
 
-    swapped = list(records)
-    swapped[1], swapped[2] = swapped[2], swapped[1]
-    status, report = _audit(record["export"], f"--station={_station_copy(record, 's1-swapped', swapped)}")
-    assert status == 1 and "line 2 (" in report["problems"][0]
+    cut = _station_copy(record, "s1-cut", f"DELETE FROM events WHERE seq > {records[-1]['seq'] - 2}")
+    status, report = _audit(record["export"], f"--station={cut}")
+    assert status == 1 and any("the head file records" in p and "a truncated journal" in p
+                               for p in report["problems"])
 
 
-def test_an_old_unchained_journal_audits_with_a_note(record: dict[str, Any]) -> None:
-    """A journal written before stations chained (no ``hash``, no ``at``) still audits: a note,
-    not a problem; records appended to it start a chain from GENESIS at the first hashed one."""
-    old = [{k: v for k, v in r.items() if k not in ("hash", "at")}
-           for r in read_journal(record["stations"][0] / "station.jsonl")]
-    copy = _station_copy(record, "s1-old", old)
+def test_an_older_station_jsonl_audits_and_is_tied_to_its_migration(record: dict[str, Any]) -> None:
+    """An older station's journal (JSON lines, here from before stations chained: no ``hash``, no
+    ``at``) still audits, with a note; a station started on it migrates it into the standard
+    journal, whose audit ties the migrated records to the old file (kept beside it) and names an
+    event edited after the migration."""
+    old = [{k: v for k, v in r.items() if k not in ("at", "seq")}
+           for r in read_station_journal(record["stations"][0]).records]
+    copy = _station_copy(record, "s1-old", legacy=old)
     status, report = _audit(record["export"], f"--station={copy}")
     assert status == 0 and report["verified"] and report["stations"] == ["s1"]
-    assert report["notes"] == [f"{copy / 'station.jsonl'}: the first {len(old)} of {len(old)} record(s) are "
+    assert report["notes"] == [f"{copy / LEGACY}: the first {len(old)} of {len(old)} record(s) are "
                                "unchained (written before stations chained their journals); they cannot be checked "
                                "for edits"]
     done = cli("audit", str(record["export"]), f"--station={copy}")
     assert done.returncode == 0 and "note: " in done.stdout and done.stdout.strip().endswith("VERIFIED")
 
     client = StationClient("http://127.0.0.1:9", "unused", copy)
-    first = client.append({"kind": "control", "command": "pause", "reason": "lunch"})
-    client.append({"kind": "control", "command": "resume", "reason": ""})
-    assert first["hash"] == link(GENESIS, first["at"], "control", body_text({"command": "pause", "reason": "lunch"}))
-    assert check_records(client.records()) == (len(old), None)
-    assert _audit(record["export"], f"--station={copy}")[0] == 0
-    # an old record edited stays unseen (it is unchained); a new one edited is named
-    journal = client.records()
-    journal[-1]["reason"] = "coffee"
-    (copy / "station.jsonl").write_text("".join(json.dumps(r, sort_keys=True) + "\n" for r in journal))
+    client.open_journal("s1")  # migrates
+    client.append({"kind": "control", "command": "pause", "reason": "lunch"})
+    client.close()
     status, report = _audit(record["export"], f"--station={copy}")
-    assert status == 1 and f"line {len(old) + 2} (control) does not match" in report["problems"][0]
+    assert status == 0 and report["notes"] == [
+        f"{copy / JOURNAL}: its first {len(old)} record(s) were migrated from an older station's {LEGACY}, of which "
+        f"the first {len(old)} were unchained (written before stations chained their journals)"]
+    connection = sqlite3.connect(copy / JOURNAL)
+    connection.execute("DROP TRIGGER events_no_update")
+    connection.execute("UPDATE events SET payload = json_set(payload, '$.reason', 'coffee') WHERE kind = 'control'")
+    connection.commit()
+    connection.close()
+    status, report = _audit(record["export"], f"--station={copy}")
+    assert status == 1 and f"event {len(old) + 2} (control) does not match" in report["problems"][0]

@@ -21,8 +21,8 @@ from hub_support import (
     PostgresCluster,
     check_results,
     exit_ok,
-    iter_lines,
     netns_hub,
+    station_records,
     wait_for,
 )
 from nodes_support import NodeProcess
@@ -46,7 +46,7 @@ class _RemoteStation:
         self.dir = directory
 
     def records(self) -> list[dict[str, Any]]:
-        return list(iter_lines(self.dir / "station.jsonl"))
+        return station_records(self.dir)
 
 
 def test_ros_station_cut_off_past_its_lease_syncs_later(netns: dict[str, str], postgres: PostgresCluster,

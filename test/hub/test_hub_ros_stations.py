@@ -25,9 +25,9 @@ from hub_support import (
     check_counted_once,
     check_lost_lease_redone_once,
     hub_journal,
-    iter_lines,
     offline_equals_online,
     register_hub,
+    station_records,
 )
 
 POLICIES = {"heron": 0.85, "walrus": 0.5, "osprey": 0.2}
@@ -63,7 +63,7 @@ class RosStation:
         return self.managers[-1]
 
     def records(self) -> list[dict[str, Any]]:
-        return list(iter_lines(self.dir / "station.jsonl"))
+        return station_records(self.dir)
 
     def log(self) -> str:
         return "".join(m.output for m in self.managers)
@@ -299,8 +299,8 @@ def test_a_runner_that_keeps_failing_pauses_a_ros_station_and_a_void_gives_its_a
         status = probe.spin_until(lambda: next((s for s in statuses[-1:] if s.state_name.startswith("hub:paused")),
                                                None), 60, "the station paused at the fault limit")
         trial_id = status.pending_trial_id
-        journal = tmp_path / "stations" / "hub-lab" / "station.jsonl"
-        records = list(iter_lines(journal))
+        journal = tmp_path / "stations" / "hub-lab"
+        records = station_records(journal)
         [pause] = [r for r in records if r["kind"] == "control"]
         assert pause["command"] == "pause" and pause["reason"].startswith(
             f"runner failed 2 times in a row on trial {trial_id}: robot fault (error ")
@@ -312,7 +312,7 @@ def test_a_runner_that_keeps_failing_pauses_a_ros_station_and_a_void_gives_its_a
         void = probe.call(CorrectScore, "correct_score", CorrectScore.Request(
             trial_id=trial_id, action=CorrectScore.Request.ACTION_VOID, reason="gripper broken"))
         assert void.ok or "is not the pending trial" in void.message, void.message  # or a re-sent request
-        given_up = [r for r in iter_lines(journal) if r["kind"] == "given_up"]
+        given_up = [r for r in station_records(journal) if r["kind"] == "given_up"]
         assert [(r["assignment_id"], r["faults"], r["reason"]) for r in given_up] == [(assignment, 2, "gripper broken")]
         resumed = probe.call(SessionControl, "session_control",
                              SessionControl.Request(command=SessionControl.Request.COMMAND_RESUME))

@@ -21,9 +21,9 @@ from typing import Any
 import pytest
 from hub_support import HubProcess, call, hub_journal, register_hub, requeued, wait_for
 
-from evalstop_ros.hub.chain import check_records
 from evalstop_ros.hub.errors import HubError
 from evalstop_ros.hub.station import StationClient
+from evalstop_ros.hub.station_journal import read_station_journal
 from evalstop_ros.hub.work import StationWork
 from evalstop_ros.session.driver import Action, Next, TrialDriver, Verdict
 
@@ -77,25 +77,22 @@ def test_a_lease_is_journaled_once_its_ticket_resolves(hub: tuple[HubProcess, di
     assert (record["kind"], record["assignment_id"], record["task"]) == ("leased", work["assignment_id"], "towel")
 
 
-def test_a_result_journaled_after_a_torn_line_is_read_chained_and_uploaded(
-        hub: tuple[HubProcess, dict[str, str]], tmp_path: pathlib.Path) -> None:
-    """A station killed while writing a journal line leaves it torn; the restarted station's next
-    record must not be glued to it (the reader stops at the first unreadable line, so it and every
-    later record would be lost): the torn line is cut before the first append."""
+def test_a_second_station_on_one_directory_is_refused(hub: tuple[HubProcess, dict[str, str]],
+                                                       tmp_path: pathlib.Path) -> None:
+    """One writer per station journal (the standard journal's lock): a second station started on
+    the directory is refused before it leases anything; once the first closes, it starts."""
     process, keys = hub
     directory = tmp_path / "s1"
-    client = StationClient(process.url, keys["s1"], directory, timeout=2.0)
-    work = client.lease()
-    client.resolve(work)
-    with open(client.journal_path, "a", encoding="utf-8") as journal:
-        journal.write('{"assignment_id": "' + work["assignment_id"] + '", "kind": "res')  # killed mid-write
-    restarted = StationClient(process.url, keys["s1"], directory, timeout=2.0)
-    upload = restarted.record_result(work["assignment_id"], 1.0, 0.0)
-    assert restarted.sync() == 0
-    records = restarted.records()
-    assert [r["kind"] for r in records] == ["leased", "result", "ack"]
-    assert records[1]["upload_id"] == upload and records[2]["upload_id"] == upload
-    assert check_records(records) == (0, None)
+    first = _work(process, keys["s1"], directory, "s1", trials=0)
+    try:
+        with pytest.raises(HubError, match=r"station journal: journal .*station\.db' is in use by another process"):
+            StationWork(StationClient(process.url, keys["s1"], directory, timeout=2.0), "s1")
+    finally:
+        first.close()
+    second = StationWork(StationClient(process.url, keys["s1"], directory, timeout=2.0), "s1")
+    second.close()
+    with pytest.raises(HubError, match=r"belongs to station 's1', not 's2'"):
+        StationWork(StationClient(process.url, keys["s2"], directory, timeout=2.0), "s2")
 
 
 def test_trials_scores_and_an_outage(hub: tuple[HubProcess, dict[str, str]], tmp_path: pathlib.Path) -> None:
@@ -284,8 +281,11 @@ def test_a_restarted_station_keeps_its_journaled_rules_and_controls(hub: tuple[H
         assert work.pending_trial() is None
     finally:
         work.close()
+    contents = read_station_journal(directory)
+    assert (contents.chain_break, contents.truncated, contents.head_problem) == (None, "", "")
+    assert contents.station_id == "s1" and contents.opened == {"station_id": "s1"}
     records = StationClient(process.url, keys["s1"], directory).records()
-    assert check_records(records) == (0, None)
+    assert records == contents.records
     kinds = [r["kind"] for r in records]
     assert kinds.count("rules") == 1 and records[0] == {**records[0], "kind": "rules", "max_faults": 2, "trials": 0}
     controls = [(r["command"], r["reason"]) for r in records if r["kind"] == "control"]
