@@ -13,32 +13,29 @@ each trial and decision, and exits once the session is finished; launch then shu
 
 from launch.actions import DeclareLaunchArgument, Shutdown
 from launch.substitutions import LaunchConfiguration, PathJoinSubstitution
-from launch_ros.actions import Node
 from launch_ros.parameter_descriptions import ParameterValue
 from launch_ros.substitutions import FindPackageShare
 
+from evalstop_ros.launch_parts import as_parameters, evalstop_node
 from launch import LaunchDescription
 
 
 def generate_launch_description():
-    manager = Node(
-        package='evalstop', executable='evaluation_manager', name='evaluation_manager',
-        output='screen', emulate_tty=True,
+    manager = evalstop_node(
+        'evaluation_manager',
         # value_type=str: launch_ros would otherwise parse the text as YAML (session_id 0611 -> int)
         parameters=[{
             'config_file': ParameterValue(
                 PathJoinSubstitution([FindPackageShare('evalstop'), 'config', 'eval.yaml']), value_type=str),
-            'session_id': ParameterValue(LaunchConfiguration('session_id'), value_type=str),
-            'journal_dir': ParameterValue(LaunchConfiguration('journal_dir'), value_type=str),
-            'operator_keys_file': ParameterValue(LaunchConfiguration('operator_keys_file'), value_type=str),
+            **as_parameters(str, 'session_id', 'journal_dir', 'operator_keys_file'),
             'exit_on_finish': True,
             'journal_fsync': False,
         }],
         # the session is over (or the manager died): stop sim_robot and end the launch
         on_exit=Shutdown(reason='evaluation_manager exited'),
     )
-    robot = Node(
-        package='evalstop', executable='sim_robot', name='sim_robot', output='screen', emulate_tty=True,
+    robot = evalstop_node(
+        'sim_robot',
         parameters=[{
             'policies': ['policy_a', 'policy_b'],
             # parsed as YAML: a list of floats, an int

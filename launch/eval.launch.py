@@ -26,10 +26,9 @@ policy_runner (its emergency-stop pause) their keys (``evalstop keys new alice a
 from launch.actions import DeclareLaunchArgument, Shutdown
 from launch.conditions import IfCondition
 from launch.substitutions import LaunchConfiguration, PathJoinSubstitution, PythonExpression
-from launch_ros.actions import Node
-from launch_ros.parameter_descriptions import ParameterValue
 from launch_ros.substitutions import FindPackageShare
 
+from evalstop_ros.launch_parts import as_parameters, evalstop_node, session_arguments, typed
 from launch import LaunchDescription
 
 #: robot -> installed session preset (share/evalstop/config/)
@@ -54,9 +53,8 @@ def generate_launch_description():
     preset = PythonExpression([repr(PRESETS), "['", robot, "']"])
     served = PythonExpression(["'", robot, "' in ('sim_policy', 'droid', 'widowx')"])
     policy_servers = [
-        Node(
-            package='evalstop', executable='policy_server', name='policy_server',
-            output='screen',
+        evalstop_node(
+            'policy_server', tty=False,
             arguments=['--policy', kind, '--port', port],
             condition=IfCondition(PythonExpression(["'", robot, "' == 'sim_policy'"])),
         )
@@ -90,11 +88,9 @@ def generate_launch_description():
         DeclareLaunchArgument('config_file',
                               default_value=PathJoinSubstitution([FindPackageShare('evalstop'), 'config', preset]),
                               description='Session config (YAML); default: the preset of `robot`.'),
-        DeclareLaunchArgument('namespace', default_value='', description='Namespace of every node.'),
+        *session_arguments(),
         DeclareLaunchArgument('session_id', default_value='',
                               description='Session id; reuse one to resume its journal. Empty: <config>-<UTC time>.'),
-        DeclareLaunchArgument('journal_dir', default_value='',
-                              description='Journal directory (empty: $ROS_HOME/evalstop).'),
         DeclareLaunchArgument('use_teleop', default_value='false', choices=['true', 'false'],
                               description='Open the operator terminal (teleop_scorer).'),
         DeclareLaunchArgument('teleop_prefix', default_value='xterm -e',
@@ -115,51 +111,40 @@ def generate_launch_description():
         DeclareLaunchArgument('thread_priority', default_value='0',
                               description='SCHED_FIFO priority (1-99) of the manager and the operator terminal '
                                           '(needs CAP_SYS_NICE or an rtprio limit; docs/ros.md); 0: normal scheduling.'),
-        Node(
-            package='evalstop', executable='evaluation_manager', name='evaluation_manager',
-            namespace=namespace, output='screen', emulate_tty=True,
-            # value_type=str: launch_ros would otherwise parse the text as YAML (session_id 0611 -> int)
+        evalstop_node(
+            'evaluation_manager', namespace=namespace,
             parameters=[{
-                'config_file': ParameterValue(LaunchConfiguration('config_file'), value_type=str),
-                'session_id': ParameterValue(LaunchConfiguration('session_id'), value_type=str),
-                'journal_dir': ParameterValue(LaunchConfiguration('journal_dir'), value_type=str),
-                'confirm_reset': LaunchConfiguration('confirm_reset'),
-                'operator_keys_file': ParameterValue(LaunchConfiguration('operator_keys_file'), value_type=str),
-                'allow_unsigned': LaunchConfiguration('allow_unsigned'),
-                'thread_priority': ParameterValue(LaunchConfiguration('thread_priority'), value_type=int),
+                **as_parameters(str, 'config_file', 'session_id', 'journal_dir', 'operator_keys_file'),
+                **as_parameters(int, 'thread_priority'),
+                'confirm_reset': LaunchConfiguration('confirm_reset'), 'allow_unsigned': LaunchConfiguration('allow_unsigned'),
             }],
             # the session lives in the manager: when it exits (finished, aborted, or died),
             # stop the runner and the terminal too. (The runner's or the terminal's death does
             # not end the session: the manager waits for them and pauses after runner faults.)
             on_exit=Shutdown(reason='evaluation_manager exited'),
         ),
-        Node(
-            package='evalstop', executable='sim_robot', name='sim_robot',
-            namespace=namespace, output='screen', emulate_tty=True,
+        evalstop_node(
+            'sim_robot', namespace=namespace,
             # (PythonExpression, not LaunchConfigurationEquals: deprecated since Iron, and
             # EqualsSubstitution does not exist in Humble)
             condition=IfCondition(PythonExpression(["'", robot, "' == 'sim'"])),
         ),
         *policy_servers,
-        Node(
-            package='evalstop', executable='policy_runner', name='policy_runner',
-            namespace=namespace, output='screen', emulate_tty=True,
+        evalstop_node(
+            'policy_runner', namespace=namespace,
             parameters=[{
-                'servers_file': ParameterValue(LaunchConfiguration('servers_file'), value_type=str),
+                'servers_file': typed('servers_file'),
                 'robot': PythonExpression([repr({k: v[0] for k, v in RUNNERS.items()}), "['", robot, "']"]),
                 'action_name': PythonExpression([repr({k: v[1] for k, v in RUNNERS.items()}), "['", robot, "']"]),
                 # a YAML list of strings (launch_ros parses the text); read by the droid adapter only
                 'droid.cameras': LaunchConfiguration('droid_cameras'),
-                'key_file': ParameterValue(LaunchConfiguration('runner_key_file'), value_type=str),
-                'max_steps': ParameterValue(LaunchConfiguration('max_steps'), value_type=int),
+                'key_file': typed('runner_key_file'), 'max_steps': typed('max_steps', int),
             }],
             condition=IfCondition(served),
         ),
-        Node(
-            package='evalstop', executable='teleop_scorer', name='teleop_scorer',
-            namespace=namespace, output='screen', prefix=LaunchConfiguration('teleop_prefix'),
-            parameters=[{'key_file': ParameterValue(LaunchConfiguration('teleop_key_file'), value_type=str),
-                         'thread_priority': ParameterValue(LaunchConfiguration('thread_priority'), value_type=int)}],
+        evalstop_node(
+            'teleop_scorer', tty=False, namespace=namespace, prefix=LaunchConfiguration('teleop_prefix'),
+            parameters=[{'key_file': typed('teleop_key_file'), **as_parameters(int, 'thread_priority')}],
             condition=IfCondition(LaunchConfiguration('use_teleop')),
         ),
     ])

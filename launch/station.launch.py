@@ -17,9 +17,8 @@ each rollout itself; ``robot:=none`` starts no runner (start the lab's ``policy_
 from launch.actions import DeclareLaunchArgument, Shutdown
 from launch.conditions import IfCondition
 from launch.substitutions import LaunchConfiguration, PythonExpression
-from launch_ros.actions import Node
-from launch_ros.parameter_descriptions import ParameterValue
 
+from evalstop_ros.launch_parts import as_parameters, evalstop_node, session_arguments, typed
 from launch import LaunchDescription
 
 
@@ -39,34 +38,22 @@ def generate_launch_description():
         DeclareLaunchArgument('scoring', default_value='auto', choices=['auto', 'operator'],
                               description="auto: the runner's score (the operator's where it sends none); "
                               'operator: teleop_scorer scores every run. Journaled on the first start.'),
-        DeclareLaunchArgument('namespace', default_value='', description='Namespace of every node.'),
-        DeclareLaunchArgument('journal_dir', default_value='',
-                              description='Journal directory (empty: $ROS_HOME/evalstop).'),
+        *session_arguments(),
         DeclareLaunchArgument('sim_duration', default_value='1.0', description='sim_robot: rollout duration (s).'),
         DeclareLaunchArgument('sim_seed', default_value='0', description='sim_robot: seed of the outcomes.'),
-        Node(
-            package='evalstop', executable='evaluation_manager', name='evaluation_manager',
-            namespace=namespace, output='screen', emulate_tty=True,
+        evalstop_node(
+            'evaluation_manager', namespace=namespace,
             parameters=[{
-                'hub_url': ParameterValue(LaunchConfiguration('hub_url'), value_type=str),
-                'station_id': ParameterValue(LaunchConfiguration('station_id'), value_type=str),
-                'hub_key_file': ParameterValue(LaunchConfiguration('hub_key_file'), value_type=str),
-                'hub_trials': ParameterValue(LaunchConfiguration('trials'), value_type=int),
-                'runner_action': ParameterValue(LaunchConfiguration('runner_action'), value_type=str),
-                'hub_scoring': ParameterValue(LaunchConfiguration('scoring'), value_type=str),
-                'journal_dir': ParameterValue(LaunchConfiguration('journal_dir'), value_type=str),
+                **as_parameters(str, 'hub_url', 'station_id', 'hub_key_file', 'runner_action', 'journal_dir'),
+                'hub_trials': typed('trials', int), 'hub_scoring': typed('scoring'),
                 'exit_on_finish': PythonExpression([LaunchConfiguration('trials'), ' > 0']),
             }],
             on_exit=Shutdown(reason='evaluation_manager exited'),
         ),
-        Node(
-            package='evalstop', executable='sim_robot', name='sim_robot',
-            namespace=namespace, output='screen', emulate_tty=True,
-            parameters=[{
-                'action_name': ParameterValue(LaunchConfiguration('runner_action'), value_type=str),
-                'duration': ParameterValue(LaunchConfiguration('sim_duration'), value_type=float),
-                'seed': ParameterValue(LaunchConfiguration('sim_seed'), value_type=int),
-            }],
+        evalstop_node(
+            'sim_robot', namespace=namespace,
+            parameters=[{'action_name': typed('runner_action'), 'duration': typed('sim_duration', float),
+                         'seed': typed('sim_seed', int)}],
             condition=IfCondition(PythonExpression(["'", robot, "' == 'sim'"])),
         ),
     ])

@@ -9,6 +9,7 @@ receive time), which is the order the verifier uses across topics.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import pathlib
@@ -213,7 +214,8 @@ def _unblind(session_id: str, configs: list[ConfigRecord], stream: tuple[Event, 
     stream = tuple(e if e.seq >= reveal else Event(e.seq, e.stamp_ns, e.kind, e.trial_id,
                                                    view.restore_event_payload(e.kind, e.payload, real.config_hash))
                    for e in stream)
-    statuses = [s._replace(policy_a=view.restore(s.policy_a), policy_b=view.restore(s.policy_b)) for s in statuses]
+    statuses = [dataclasses.replace(s, policy_a=view.restore(s.policy_a), policy_b=view.restore(s.policy_b))
+                for s in statuses]
     states = [s._replace(letters=tuple((view.restore(p), letter) for p, letter in s.letters)) for s in states]
     return configs, stream, statuses, states
 
@@ -235,7 +237,7 @@ def _add_event(events: dict[int, Event], conflicts: list[tuple[int, dict[str, An
 def _status(index: int, stamp_ns: int, origin: str, msg: Any) -> StatusRecord:
     return StatusRecord(
         position=index, stamp_ns=stamp_ns, origin=origin, policy_a=msg.policy_a, policy_b=msg.policy_b,
-        metric=msg.metric, method=msg.method, alpha=float(msg.alpha), n=int(msg.n),
+        metric=msg.metric, method=msg.method, alternative="", alpha=float(msg.alpha), n=int(msg.n),
         decision=int(msg.decision),
         pvalue=float(msg.pvalue), evalue=float(msg.evalue), mean_a=float(msg.mean_a), mean_b=float(msg.mean_b),
         stopping_trial=int(msg.stopping_trial) or None,

@@ -46,7 +46,7 @@ def event_statuses(events: Sequence[Event], positions: Sequence[int], *,
         out.append(StatusRecord(
             position=position, stamp_ns=event.stamp_ns, origin=origin, policy_a=str(p.get("policy_a", "")),
             policy_b=str(p.get("policy_b", "")), metric=str(p.get("metric", "")), method=str(p.get("method", "")),
-            alpha=None, n=int(p.get("n", 0)), decision=_decision(p.get("decision")),
+            alternative="", alpha=None, n=int(p.get("n", 0)), decision=_decision(p.get("decision")),
             pvalue=_float(p.get("pvalue")), evalue=_float(p.get("evalue")), mean_a=math.nan, mean_b=math.nan,
             stopping_trial=None if stop is None else int(stop), task=str(p.get("task", "") or ""),
         ))

@@ -19,6 +19,7 @@ import dataclasses
 from typing import Any, NamedTuple
 
 from ..session.journal import Event
+from ..session.values import ComparisonState
 
 __all__ = [
     "AckRecord",
@@ -93,33 +94,21 @@ class AckRecord(NamedTuple):
     reason: str
 
 
-class StatusRecord(NamedTuple):
-    """A published state of one comparison x metric.
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class StatusRecord(ComparisonState):
+    """A published state of one comparison x metric: the row (:class:`~evalstop_ros.session.values.ComparisonState`)
+    as published, and where it was found.
 
     From a ``comparison_status`` message, an entry of a ``session_status`` message, or a
-    ``decision`` journal event (which carries no alpha, means or e-value: ``None``/NaN).
+    ``decision`` journal event (which carries no alpha, means or e-value: ``None``/NaN). Neither
+    carries the test's ``alternative`` (``""``).
+    ``decision`` is the raw code (a code that is no decision, -1 for an unknown journaled name,
+    shows up as a mismatch); ``task`` is ``""`` in bags recorded before the field existed.
     """
 
     position: int
     stamp_ns: int
     origin: str
-    policy_a: str
-    policy_b: str
-    metric: str
-    method: str
-    alpha: float | None
-    n: int
-    #: A :class:`~evalstop_ros.stats.sequential.Decision` value, kept as the raw code (a code that
-    #: is no decision, -1 for an unknown journaled name, shows up as a mismatch).
-    decision: int
-    pvalue: float
-    evalue: float
-    mean_a: float
-    mean_b: float
-    stopping_trial: int | None
-    #: Task of a per-task test (non-pooled claim); ``""`` for a test over every task; ``"*"`` for
-    #: the summary row of a multi-task claim.  ``""`` in bags recorded before the field existed.
-    task: str = ""
 
 
 class StateRecord(NamedTuple):

@@ -12,6 +12,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from ..session.config import SessionConfig
+from ..session.trials import TrialRecord
 from ..session.values import ComparisonSnapshot
 
 # The session's offline analysis on a trial book: the same rows as ``offline_decisions`` /
@@ -188,12 +189,7 @@ class ComparisonAudit(ComparisonSnapshot):
         """JSON-ready form (no NaN: ``None``)."""
         pub = self.published
         return {
-            "index": self.index, "policy_a": self.policy_a, "policy_b": self.policy_b, "metric": self.metric,
-            "task": self.task,
-            "method": self.method, "alternative": self.alternative, "alpha": self.alpha,
-            "decision": self.decision.name, "stopping_trial": self.stopping_trial, "n": self.n,
-            "pvalue": _finite(self.pvalue), "evalue": _finite(self.evalue),
-            "mean_a": _finite(self.mean_a), "mean_b": _finite(self.mean_b),
+            "index": self.index, **super().to_dict(),
             "published": None if pub is None else {
                 "origin": pub.origin, "decision": _decision_name(pub.decision), "n": pub.n,
                 "stopping_trial": pub.stopping_trial, "pvalue": _finite(pub.pvalue)},
@@ -202,31 +198,31 @@ class ComparisonAudit(ComparisonSnapshot):
         }
 
 
-@dataclasses.dataclass(frozen=True)
-class TrialAudit:
-    """One trial as the audit reconstructed it (for reports and the CSV export).
+@dataclasses.dataclass(kw_only=True)
+class TrialAudit(TrialRecord):
+    """One trial as the audit reconstructed it (for reports and the CSV export): the session's
+    record of it (:class:`~evalstop_ros.session.trials.TrialRecord`, as the audit's fold of the
+    journal leaves it), and
 
-    ``success``/``progress`` are the effective score (after corrections; ``None`` if unscored
-    or voided); ``requested_ns``/``scored_ns`` the stamps of the request and the counted score.
+    ``requested_ns``/``scored_ns``, the stamps of the request and the counted score; ``scorer``
+    and ``notes``, who scored it and their notes; ``corrected``, whether its score was corrected.
     """
 
-    trial_id: int
-    round: int
-    policy: str
-    label: str
-    task: str
-    initial_condition: str
-    attempts: int
-    rerun_of: int | None
     requested_ns: int
     scored_ns: int | None
-    success: bool | None
-    progress: float | None
     scorer: str
     notes: str
     corrected: bool
-    voided: bool
-    post_decision: bool
+
+    @property
+    def success(self) -> bool | None:
+        """The effective success (after corrections; ``None`` if unscored or voided)."""
+        return None if self.score is None else self.score.success
+
+    @property
+    def progress(self) -> float | None:
+        """The effective progress (after corrections; ``None`` if unscored or voided)."""
+        return None if self.score is None else self.score.progress
 
 
 @dataclasses.dataclass(frozen=True)

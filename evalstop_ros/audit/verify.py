@@ -30,6 +30,7 @@ earlier (a missing, altered or unrequested score) is named as the cause instead.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 from collections.abc import Mapping, Sequence
@@ -176,14 +177,10 @@ def _trials(v: _Verifier, book: TrialBook) -> list[TrialAudit]:
     corrected = {e.trial_id for e in v.events if e.kind == "correction"}
     out = []
     for record in book.trials.values():
-        score = record.score
         scorer, notes = v.scorers.get(record.trial_id, ("", ""))
         out.append(TrialAudit(
-            trial_id=record.trial_id, round=record.round, policy=record.policy, label=record.label,
-            task=record.task, initial_condition=record.initial_condition, attempts=record.failed_runs + 1,
-            rerun_of=record.rerun_of, requested_ns=v.request_stamps.get(record.trial_id, 0),
-            scored_ns=v.score_stamps.get(record.trial_id), success=None if score is None else score.success,
-            progress=None if score is None else score.progress, scorer=scorer, notes=notes,
-            corrected=record.trial_id in corrected, voided=record.voided, post_decision=record.post_decision,
+            **{f.name: getattr(record, f.name) for f in dataclasses.fields(record)},
+            requested_ns=v.request_stamps.get(record.trial_id, 0), scored_ns=v.score_stamps.get(record.trial_id),
+            scorer=scorer, notes=notes, corrected=record.trial_id in corrected,
         ))
     return out

@@ -229,7 +229,7 @@ def _against(entries: Sequence[Mapping[str, Any]], policies: Sequence[str], publ
     decided = {(p["policy_a"], p["policy_b"]): (p["decision"], p["better"]) for p in board["pairs"]}
     for pair in published.get("pairs", []):
         key = (str(pair.get("policy_a")), str(pair.get("policy_b")))
-        claim = (pair.get("decision"), pair.get("better"))
+        claim = (str(pair.get("decision")).upper(), pair.get("better"))  # (older exports: lower case)
         if decided.get(key) != claim:
             problems.append(f"leaderboard: {key[0]} vs {key[1]} published {claim}, re-derived {decided.get(key)}")
     return problems

@@ -31,15 +31,18 @@ from typing import Any
 
 import numpy as np
 
+from ..session.values import ComparisonSnapshot
 from ..stats.engine import directional_tests, feed_pair, sequential_holm
 from ..stats.families import comparison_pairs
 from ..stats.holm import HOLM_SIDES, side_alpha
 from ..stats.sequential import Decision
 
-__all__ = ["ALTERNATIVE", "HolmPairs"]
+__all__ = ["ALTERNATIVE", "METRIC", "HolmPairs"]
 
 #: Every pair is tested in both directions (either policy may be the better one).
 ALTERNATIVE = "two-sided"
+#: What a pair's test compares: the two arms' scores in [0, 1] of each result.
+METRIC = "score"
 
 
 class HolmPairs:
@@ -102,28 +105,28 @@ class HolmPairs:
         """The pairs with a claim (they leave the schedule)."""
         return {(c.policy_a, c.policy_b) for j, c in enumerate(self.comparisons) if self.decision(j) != Decision.CONTINUE}
 
-    def better(self, j: int) -> str | None:
-        """The policy Holm claims better in comparison ``j``, or ``None``."""
-        c = self.comparisons[j]
-        return {Decision.B_BETTER: c.policy_b, Decision.A_BETTER: c.policy_a}.get(self.decision(j))
-
-    def pvalue(self, j: int) -> float | None:
+    def pvalue(self, j: int) -> float:
         """``min(1, 2 min_s p_s)``: the comparison's two-sided anytime-valid p-value (at its stop once decided)."""
-        value = float(min(1.0, self.sides * self._p[j * self.sides:(j + 1) * self.sides, 0].min()))
-        return None if math.isnan(value) else value
+        return float(min(1.0, self.sides * self._p[j * self.sides:(j + 1) * self.sides, 0].min()))
 
-    def rows(self) -> list[dict[str, Any]]:
-        """One JSON-ready row per pair, in the family's order (pairs without results included)."""
+    def rows(self) -> list[ComparisonSnapshot]:
+        """One row per pair, in the family's order (pairs without results included): the session's
+        row type, published as JSON by :meth:`ComparisonSnapshot.to_dict`.
+
+        ``metric`` is the result's ``score``, ``alpha`` the first Holm threshold (:attr:`side_alpha`),
+        ``n`` and the means count every result of the pair, ``stopping_trial`` is the pair's own
+        count of results at its decision, ``decided_at_result`` the hub's (the analysis time);
+        the anytime-valid processes define no e-value here (NaN).
+        """
         out = []
         for j, c in enumerate(self.comparisons):
             n = int(self.n[j])
-            decision = self.decision(j).name.lower()
-            stop = int(self.decided_at_result[j])
-            out.append({"policy_a": c.policy_a, "policy_b": c.policy_b, "n": n,
-                        "mean_a": float(self.sums[j, 0] / n) if n else None,
-                        "mean_b": float(self.sums[j, 1] / n) if n else None,
-                        "decision": decision, "better": self.better(j), "pvalue": self.pvalue(j),
-                        "decided_at_result": stop or None, "n_at_decision": int(self.n_at_decision[j]) or None})
+            mean_a, mean_b = (self.sums[j] / n) if n else (math.nan, math.nan)
+            out.append(ComparisonSnapshot(
+                policy_a=c.policy_a, policy_b=c.policy_b, metric=METRIC, method=self.method, alternative=ALTERNATIVE,
+                alpha=self.side_alpha, n=n, decision=self.decision(j), pvalue=self.pvalue(j),
+                evalue=math.nan, mean_a=float(mean_a), mean_b=float(mean_b),
+                stopping_trial=int(self.n_at_decision[j]) or None, decided_at_result=int(self.decided_at_result[j]) or None))
         return out
 
     def statement(self) -> dict[str, Any]:

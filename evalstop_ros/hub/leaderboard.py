@@ -218,8 +218,7 @@ class Leaderboard:
 
     def _claims_now(self) -> dict[frozenset[str], str]:
         assert self.family is not None
-        return {frozenset((c.policy_a, c.policy_b)): better for j, c in enumerate(self.family.comparisons)
-                if (better := self.family.better(j)) is not None}
+        return {frozenset((row.policy_a, row.policy_b)): row.better for row in self.family.rows() if row.better is not None}
 
     def progress(self) -> dict[str, Any]:
         """Whether the ranking is settled (every adjacent pair of :meth:`order` decided, in its
@@ -278,7 +277,7 @@ class Leaderboard:
             "procedure": "sequential Holm", "pairs": 0, "hypotheses": 0, "alpha": self.alpha, "method": self.method}
         return {"n_results": len(self.trials), "as_of_seq": self.as_of_seq, "as_of": self.as_of,
                 "method": self.method, "alpha": self.alpha, "ranker": self.ranker, "ranking": ranking,
-                "models": models, "family": statement, "pairs": family.rows() if family is not None else [],
+                "models": models, "family": statement, "pairs": [row.to_dict() for row in family.rows()] if family is not None else [],
                 "progress": self.progress()}
 
 

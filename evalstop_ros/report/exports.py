@@ -14,12 +14,12 @@ import csv
 import datetime
 import importlib
 import importlib.util
-import math
 import pathlib
 from collections.abc import Sequence
 from typing import Any
 
 from ..audit import AuditReport
+from ..session.values import ComparisonSnapshot
 from ..stats.sequential import Decision
 
 __all__ = ["DECISION_COLUMNS", "TRIAL_COLUMNS", "iso_time", "write_exports"]
@@ -58,12 +58,12 @@ DECISION_COLUMNS: tuple[tuple[str, str], ...] = (
     ("alpha", "the test's level after the family-wise split"),
     ("decision", "B_BETTER, A_BETTER, BUDGET_EXHAUSTED or CONTINUE, recomputed from the scores"),
     ("stopping_trial", "the pair (AdaStop: trial of each agent) at which the test stopped; empty if it did not"),
-    ("pairs", "pairs the test consumed (up to its stop)"),
+    ("n", "pairs the test consumed (up to its stop)"),
     ("decided_at", "when the score that made the decision arrived (ISO 8601, UTC; empty if undecided)"),
     ("pvalue", "anytime-valid p-value at the stop or the last pair (two-sided: twice the smaller one-sided)"),
     ("evalue", "e-value at the same point"),
-    ("mean_a_at_stop", "mean of A's metric over the pairs the test consumed"),
-    ("mean_b_at_stop", "mean of B's metric over the same pairs"),
+    ("mean_a", "mean of A's metric over the pairs the test consumed"),
+    ("mean_b", "mean of B's metric over the same pairs"),
     ("published_decision", "the decision the session published last"),
     ("reproduced", "1 if every published state of the test was reproduced"),
 )
@@ -80,15 +80,11 @@ def iso_time(stamp_ns: int | None) -> str:
     return datetime.datetime.fromtimestamp(stamp_ns // 1000 / 1e6, datetime.UTC).isoformat(timespec="microseconds")
 
 
-def _number(value: float) -> float | None:
-    return float(value) if math.isfinite(value) else None
-
-
 def trial_rows(report: AuditReport) -> list[dict[str, Any]]:
     """The rows of ``trials.csv`` (typed: ``None`` for empty)."""
     return [{
         "trial_id": t.trial_id, "round": t.round, "policy": t.policy, "label": t.label, "task": t.task,
-        "initial_condition": t.initial_condition, "attempts": t.attempts, "rerun_of": t.rerun_of,
+        "initial_condition": t.initial_condition, "attempts": t.attempt, "rerun_of": t.rerun_of,
         "requested_at": iso_time(t.requested_ns), "scored_at": iso_time(t.scored_ns) or None,
         "requested_ns": t.requested_ns, "scored_ns": t.scored_ns,
         "success": None if t.success is None else int(t.success), "progress": t.progress, "scorer": t.scorer,
@@ -97,27 +93,21 @@ def trial_rows(report: AuditReport) -> list[dict[str, Any]]:
 
 
 def decision_rows(report: AuditReport) -> list[dict[str, Any]]:
-    """The rows of ``decisions.csv`` (typed: ``None`` for empty)."""
+    """The rows of ``decisions.csv`` (typed: ``None`` for empty): each recomputed test's JSON form
+    (:meth:`~evalstop_ros.session.values.ComparisonSnapshot.to_dict`), when its decision arrived,
+    and what the session published."""
     scored = {t.trial_id: t.scored_ns for t in report.trials}
     rows = []
     for test in report.tests:
-        res = test.result
         pub = test.published
-        stop = res.stopping_trial or 0
+        stop = test.stopping_trial or 0
         decided = [scored.get(i) for ids in (test.trials_a, test.trials_b) if len(ids) >= stop > 0
                    for i in [ids[stop - 1]]]
         stamps = [s for s in decided if s is not None]
         published = None if pub is None else (Decision(pub.decision).name
                                                if pub.decision in Decision._value2member_map_ else str(pub.decision))
-        rows.append({
-            "policy_a": test.policy_a, "policy_b": test.policy_b, "task": test.task, "metric": test.metric,
-            "method": test.method, "alternative": test.alternative, "alpha": test.alpha,
-            "decision": res.decision.name, "stopping_trial": res.stopping_trial or None, "pairs": res.n_observed,
-            "decided_at": iso_time(max(stamps)) if stamps else None, "pvalue": _number(res.pvalue),
-            "evalue": _number(test.evalue), "mean_a_at_stop": _number(test.mean_a),
-            "mean_b_at_stop": _number(test.mean_b),
-            "published_decision": published, "reproduced": int(test.reproduced),
-        })
+        rows.append({**ComparisonSnapshot.to_dict(test), "decided_at": iso_time(max(stamps)) if stamps else None,
+                     "published_decision": published, "reproduced": int(test.reproduced)})
     return rows
 
 

@@ -76,8 +76,8 @@ def write_page(report: AuditReport, figures: Sequence[PageFigure], path: pathlib
         decided = (row["decided_at"] or "-").replace("T", " ").split(".")[0] + (" UTC" if row["decided_at"] else "")
         decisions.append([
             f"{test.policy_a} vs {test.policy_b}{where}", row["metric"], row["method"], row["alternative"],
-            num(row["alpha"], 4), row["decision"], row["stopping_trial"] or "-", row["pairs"], num(row["pvalue"], 4),
-            num(row["evalue"], 3), num(row["mean_a_at_stop"], 3), num(row["mean_b_at_stop"], 3), decided,
+            num(row["alpha"], 4), row["decision"], row["stopping_trial"] or "-", row["n"], num(row["pvalue"], 4),
+            num(row["evalue"], 3), num(row["mean_a"], 3), num(row["mean_b"], 3), decided,
             "yes" if row["reproduced"] else "NO"])
     saved = [(label.replace("\n", " "), used, fixed, f"{fixed - used} ({(fixed - used) / fixed:.0%})" if fixed else "-")
              for label, used, fixed in savings]

@@ -7,9 +7,11 @@ import dataclasses
 import enum
 import math
 from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 
+from ..stats.multitask import TaskClaim
 from ..stats.sequential import Decision
 
 __all__ = [
@@ -17,6 +19,7 @@ __all__ = [
     "STATE_CODES",
     "ClaimSnapshot",
     "ComparisonSnapshot",
+    "ComparisonState",
     "EditOutcome",
     "OperatorPrompt",
     "PendingTrial",
@@ -76,8 +79,9 @@ def score_problem(success: object, progress: object) -> str | None:
 
 
 @dataclasses.dataclass(frozen=True)
-class OperatorPrompt:
-    """What the operator may see about a trial: no policy id, only the blinded label."""
+class _TrialView:
+    """A trial as the operator may see it (the fields of :class:`OperatorPrompt`; see
+    :class:`PendingTrial` for their meaning)."""
 
     session_id: str
     trial_id: int
@@ -92,46 +96,43 @@ class OperatorPrompt:
 
 
 @dataclasses.dataclass(frozen=True)
-class PendingTrial:
-    """The pending trial, for the manager node.
+class OperatorPrompt(_TrialView):
+    """What the operator may see about a trial: no policy id, only the blinded label.  (Not a
+    base of :class:`PendingTrial`: a pending trial is never taken for a prompt.)"""
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class PendingTrial(_TrialView):
+    """The pending trial, for the manager node: what the operator may see, and ``round``,
+    ``policy_id`` and ``rerun_of``.
 
     Attributes
     ----------
     session_id, trial_id:
         Trial ids are 1, 2, 3, ... within the session.
-    round:
-        Scheduling round (each active policy once per round); the interim under ``design: adastop``.
     attempt:
         1 for the first run, +1 after each failed run.
     label:
         Blinded policy label shown to the operator (``X``, ``Y``, ...).
-    policy_id:
-        The policy to run: for the runner only, never for the operator (use
-        :meth:`operator_prompt`).
     task, task_description, initial_condition, reset_instructions:
         Where the trial starts.
     token:
         12 hex characters the score must echo.
-    rerun_of:
-        The voided trial this one replaces, if any.
     round_labels:
         The blinded labels of the policies that run in the trial's round (sorted): what the
         operator may prefer (``preference``) without learning which policy is which.
+    round:
+        Scheduling round (each active policy once per round); the interim under ``design: adastop``.
+    policy_id:
+        The policy to run: for the runner only, never for the operator (use
+        :meth:`operator_prompt`).
+    rerun_of:
+        The voided trial this one replaces, if any.
     """
 
-    session_id: str
-    trial_id: int
     round: int
-    attempt: int
-    label: str
     policy_id: str
-    task: str
-    task_description: str
-    initial_condition: str
-    reset_instructions: str
-    token: str
     rerun_of: int | None = None
-    round_labels: tuple[str, ...] = ()
 
     def operator_prompt(self) -> OperatorPrompt:
         """The request without the policy id."""
@@ -217,7 +218,31 @@ class StatusSnapshot:
 
 
 @dataclasses.dataclass(frozen=True)
-class ComparisonSnapshot:
+class ComparisonState:
+    """One test's state as a row: what the session computes (:class:`ComparisonSnapshot`, whose
+    fields these are), and what a recording says was published (the audit's
+    :class:`~evalstop_ros.audit.model.StatusRecord`, which may carry anything: ``alternative`` is
+    ``""`` and ``alpha`` ``None`` where the source has none, ``decision`` the raw code, a code
+    that is no :class:`~evalstop_ros.stats.sequential.Decision` included)."""
+
+    policy_a: str
+    policy_b: str
+    metric: str
+    method: str
+    alternative: str
+    alpha: float | None
+    n: int
+    decision: int
+    pvalue: float
+    evalue: float
+    mean_a: float
+    mean_b: float
+    stopping_trial: int | None
+    task: str = ""
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ComparisonSnapshot(ComparisonState):
     """One test: a comparison x metric (x task).
 
     Attributes
@@ -244,48 +269,46 @@ class ComparisonSnapshot:
     task:
         The task of a per-task test (non-pooled claim); ``""`` for a test over every task; ``"*"``
         for the summary row of a multi-task claim (:meth:`ClaimSnapshot.as_comparison`).
+    decided_at_result:
+        A hub pair's analysis time of the decision: the hub's count of results when sequential
+        Holm decided it (:class:`~evalstop_ros.hub.family.HolmPairs`); ``None`` while open and
+        for a session's test (its analysis time is its round, ``stopping_trial``).
+
+    The one JSON form of a row is :meth:`to_dict`: the session's audit
+    (``evalstop audit --json``), its ``decisions.csv`` and the hub's leaderboard (``pairs``)
+    publish it.
     """
 
-    policy_a: str
-    policy_b: str
-    metric: str
-    method: str
-    alternative: str
     alpha: float
-    n: int
     decision: Decision
-    pvalue: float
-    evalue: float
-    mean_a: float
-    mean_b: float
-    stopping_trial: int | None
-    task: str = ""
+    decided_at_result: int | None = None
+
+    @property
+    def better(self) -> str | None:
+        """The policy the decision claims better (``B_BETTER``: ``policy_b``), or ``None``."""
+        return {Decision.B_BETTER: self.policy_b, Decision.A_BETTER: self.policy_a}.get(self.decision)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form: every field (``decision`` by name, e.g. ``B_BETTER``; NaN becomes
+        ``None``) and ``better``."""
+        row: dict[str, Any] = {f.name: getattr(self, f.name) for f in dataclasses.fields(ComparisonSnapshot)}
+        row.update({name: None if math.isnan(row[name]) else float(row[name])
+                    for name in ("alpha", "pvalue", "evalue", "mean_a", "mean_b")})
+        return {**row, "n": int(self.n), "decision": Decision(self.decision).name, "better": self.better}
 
 
-@dataclasses.dataclass(frozen=True)
-class ClaimSnapshot:
-    """The multi-task claim of one comparison x metric (non-pooled ``claim``; seed 003 Eq. 11).
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ClaimSnapshot(TaskClaim):
+    """The multi-task claim of one comparison x metric (non-pooled ``claim``; seed 003 Eq. 11):
+    the claim (:class:`~evalstop_ros.stats.multitask.TaskClaim`: ``claim``, ``correction``,
+    ``alpha``, ``alternative``, ``task_alpha``, ``tasks``, ``task_claims``, ``established``) of the
+    session's live task tests, and:
 
     Attributes
     ----------
-    policy_a, policy_b, metric, method, alternative:
+    policy_a, policy_b, metric, method:
         As in :class:`ComparisonSnapshot`; ``alternative`` is the claimed direction
-        (``"greater"``: ``policy_b`` better).
-    claim, correction:
-        ``every``/``any``/``per-task``, and how the level was shared among the tasks.
-    alpha:
-        Level of the claim: the comparison's level (``metric alpha / m``).
-    task_alpha:
-        Level of each task's test (:func:`~evalstop_ros.stats.multitask.task_alpha`).
-    tasks:
-        Task ids, in configuration order.
-    task_claims:
-        Per task, the claim the family licenses (the claimed direction, or ``CONTINUE`` for none):
-        a task test's decision in the claimed direction, or with ``holm`` a rejection of Holm's
-        step-down over the tasks' current p-values.  Under ``every`` with ``iut`` these are
-        components of the intersection-union claim, not claims on their own.
-    established:
-        ``every``/``any``: the claim is made; ``per-task``: some task claim is made.
+        (``"greater"``: ``policy_b`` better), ``alpha`` the comparison's level (``metric alpha / m``).
     final:
         The claim can no longer change (every task test has stopped, or the outcome is settled:
         ``any`` established, ``every`` established or refuted by a task that stopped unclaimed).
@@ -299,14 +322,6 @@ class ClaimSnapshot:
     policy_b: str
     metric: str
     method: str
-    alternative: str
-    claim: str
-    correction: str
-    alpha: float
-    task_alpha: float
-    tasks: tuple[str, ...]
-    task_claims: tuple[Decision, ...]
-    established: bool
     final: bool
     n: int
     mean_a: float

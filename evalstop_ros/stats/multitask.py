@@ -41,7 +41,7 @@ from .methods import FACTS
 from .sequential import Decision, SequentialResult
 from .validation import check_alpha, check_alternative
 
-__all__ = ["CLAIMS", "TASK_CORRECTIONS", "MultiTaskResult", "combine_tasks", "run_multitask", "task_alpha"]
+__all__ = ["CLAIMS", "TASK_CORRECTIONS", "MultiTaskResult", "TaskClaim", "combine_tasks", "run_multitask", "task_alpha"]
 
 #: Claim types, fixed before the data.
 CLAIMS = ("every", "any", "per-task")
@@ -84,8 +84,9 @@ def task_alpha(alpha: float, n_tasks: int, *, claim: str, correction: str | None
 
 
 @dataclasses.dataclass(frozen=True)
-class MultiTaskResult:
-    """Per-task results and the claim they support.
+class TaskClaim:
+    """The claim a family of per-task tests supports (seed 003 Eq. 11), whoever ran the tests:
+    :class:`MultiTaskResult` offline, the session's ``ClaimSnapshot`` live.
 
     Attributes
     ----------
@@ -96,17 +97,12 @@ class MultiTaskResult:
         Level of each task's own test (Holm: its first threshold).
     tasks:
         Task names.
-    results:
-        Each task's :class:`~evalstop_ros.stats.sequential.SequentialResult`.
     task_claims:
         Per task, the decision the family licenses: the task's direction claim, or ``CONTINUE``
         (no claim) -- including decisions of a task's own test that the correction does not keep.
     established:
         ``"every"``/``"any"``: whether the overall claim is made.  ``"per-task"``: whether any
         task claim is made.
-    n_trials:
-        Trials per policy over all tasks: the sum of the tasks' trials read (seed 003 §V-C3: "the
-        sum by column of the stopping times").
     """
 
     claim: str
@@ -115,9 +111,24 @@ class MultiTaskResult:
     alternative: str
     task_alpha: float
     tasks: tuple[str, ...]
-    results: tuple[SequentialResult, ...]
     task_claims: tuple[Decision, ...]
     established: bool
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class MultiTaskResult(TaskClaim):
+    """Per-task results and the claim they support (the fields of :class:`TaskClaim`, and:)
+
+    Attributes
+    ----------
+    results:
+        Each task's :class:`~evalstop_ros.stats.sequential.SequentialResult`.
+    n_trials:
+        Trials per policy over all tasks: the sum of the tasks' trials read (seed 003 §V-C3: "the
+        sum by column of the stopping times").
+    """
+
+    results: tuple[SequentialResult, ...]
     n_trials: int
 
     def to_dict(self) -> dict[str, object]:

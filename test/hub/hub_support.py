@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import json
 import os
 import pathlib
@@ -13,7 +15,7 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 from runner_support import free_port
@@ -244,6 +246,64 @@ def mid_lease(station: Any) -> bool:
     return sum(r["kind"] == "result" for r in records) >= 2 and bool(records[-1]["kind"] == "leased")
 
 
+#: The lease of the network-namespace tests' hub (s): a cut lasts a few leases, not a fixed minute.
+NETNS_LEASE = 3.0
+
+
+@dataclasses.dataclass
+class NetnsHub:
+    """A hub (lease :data:`NETNS_LEASE`) on the host end of the veth pair of the network namespace
+    ``netns``, with the stations ``remote`` (the test's, in the namespace) and ``local`` registered;
+    ``local`` is a simulated station on the host. ``stations`` are stopped at the end."""
+
+    netns: Mapping[str, str]
+    db: str
+    keys: dict[str, str]
+    viewer: str
+    hub: HubProcess
+    local: Station
+    stations: list[Station]
+
+    @contextlib.contextmanager
+    def cut_off(self, station: Any, noticed: Callable[[], bool]) -> Iterator[None]:
+        """Cut ``station`` (in the namespace) off the hub in the middle of a lease until ``noticed()``,
+        then (after the body, which runs while it is cut off) until the hub has requeued its lease;
+        the link is up again on leaving, whatever happened."""
+        wait_for(lambda: mid_lease(station), 120, f"station {station.name} to be in the middle of a lease")
+        ip("link", "set", self.netns["host_if"], "down")
+        try:
+            wait_for(noticed, 20 * NETNS_LEASE, f"station {station.name} to notice the cut")
+            yield
+            wait_for(lambda: bool(requeued(hub_journal(self.hub.url, self.viewer)) & leased(station)),
+                     20 * NETNS_LEASE, "the hub to requeue the cut-off station's lease")
+        finally:
+            ip("link", "set", self.netns["host_if"], "up")
+
+
+@contextlib.contextmanager
+def netns_hub(netns: Mapping[str, str], postgres: PostgresCluster, workdir: pathlib.Path,
+              policies: Mapping[str, float]) -> Iterator[NetnsHub]:
+    """A started :class:`NetnsHub` of ``policies`` (simulated success rates) on a new database."""
+    db = postgres.new_database()
+    keys, viewer = register_hub(db, policies, ("remote", "local"))
+    hub = HubProcess(db, viewer, workdir, ["--lease-seconds", str(NETNS_LEASE)], host=netns["host_ip"])
+    local = Station("local", hub.url, workdir, keys["local"], 2)
+    run = NetnsHub(netns, db, keys, viewer, hub, local, [local])
+    hub.start()
+    try:
+        yield run
+    finally:
+        stop_all(hub, run.stations)
+
+
+def exit_ok(stations: Sequence[Any], timeout: float = 300.0, logs: Callable[[], str] = str) -> None:
+    """Every station's process (``proc``) ends with status 0 within ``timeout`` seconds (else its
+    ``log()`` and ``logs()``)."""
+    for station in stations:
+        assert station.proc is not None
+        assert station.proc.wait(timeout=timeout) == 0, station.log() + logs()
+
+
 def check_lost_lease_redone_once(entries: list[dict[str, Any]], lost_lease: Any, results: list[dict[str, Any]]) -> None:
     """The lease of a killed station was requeued, and exactly one of it and its requeued copies
     (transitively: a copy may expire again while the hub is down) has a counted result."""
@@ -260,7 +320,8 @@ def check_counted_once(entries: list[dict[str, Any]], stations: Sequence[Any], t
                        ) -> list[dict[str, Any]]:
     """Assert every station result is counted once or refused, nothing pending; returns the hub's results.
 
-    ``stations`` have a ``name`` and ``records()`` (the station's local journal), each ``trials`` results."""
+    ``stations`` have a ``name`` and ``records()`` (the station's local journal), each ``trials`` results
+    (or its own ``trials``, where it has that attribute)."""
     results = [e["body"] for e in entries if e["kind"] == "result"]
     uploads = [r["upload_id"] for r in results]
     assert len(uploads) == len(set(uploads)), "a result was counted twice"
@@ -269,9 +330,22 @@ def check_counted_once(entries: list[dict[str, Any]], stations: Sequence[Any], t
         local = {r["upload_id"] for r in records if r["kind"] == "result"}
         acked = {r["upload_id"] for r in records if r["kind"] == "ack"}
         rejected = {r["upload_id"] for r in records if r["kind"] == "rejected"}
-        assert len(local) == trials and acked | rejected == local and not acked & rejected
+        assert len(local) == getattr(station, "trials", trials) and acked | rejected == local and not acked & rejected
         assert {r["upload_id"] for r in results if r["station"] == station.name} == acked
     return results
+
+
+def check_results(hub: HubProcess, viewer: str, db: str, workdir: pathlib.Path, stations: Sequence[Any],
+                  journals: bool = True) -> tuple[list[dict[str, Any]], list[dict[str, Any]], dict[str, Any]]:
+    """The end of a hub test: every station's results counted once or refused (:func:`check_counted_once`),
+    and the hub's leaderboard, which counts them all, equal to the offline analysis of its export, which
+    the audit verifies (with the stations' journals, ``journals``: :func:`offline_equals_online`).
+    Returns the hub's journal, its results and the leaderboard."""
+    entries = hub_journal(hub.url, viewer)
+    results = check_counted_once(entries, stations)
+    online = offline_equals_online(hub, db, workdir, [s.dir for s in stations] if journals else ())
+    assert online["n_results"] == len(results)
+    return entries, results, online
 
 
 def stop_all(hub: HubProcess, stations: Sequence[Station]) -> None:

@@ -120,7 +120,7 @@ def test_a_removed_result_is_missed_by_its_station(record: dict[str, Any]) -> No
 def test_a_published_decision_that_the_journal_does_not_give_is_named(record: dict[str, Any]) -> None:
     board = json.loads(record["board"].read_text())
     board["ranking"] = board["ranking"][::-1]
-    board["pairs"][0]["decision"], board["pairs"][0]["better"] = "a_better", board["pairs"][0]["policy_a"]
+    board["pairs"][0]["decision"], board["pairs"][0]["better"] = "A_BETTER", board["pairs"][0]["policy_a"]
     altered = record["root"] / "altered.json"
     altered.write_text(json.dumps(board))
     status, report = _audit(record["export"], "--against", str(altered))

@@ -7,6 +7,7 @@ evalstop_ros/stats/families.py); the pairing the schedule is compared with is Ro
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import random
 import re
@@ -19,6 +20,7 @@ from evalstop_ros.hub.leaderboard import WARM_UP, Leaderboard, leaderboard
 from evalstop_ros.hub.page import render_page
 from evalstop_ros.hub.schedule import Focus, Schedule, choose_pair
 from evalstop_ros.hub.store import open_store
+from evalstop_ros.session.values import ComparisonSnapshot
 from evalstop_ros.stats.registry import make_process
 
 SIX = [f"p{k}" for k in range(6)]
@@ -49,8 +51,12 @@ def test_two_policies_claim_when_a_direction_reaches_alpha_over_two() -> None:
             break
     (pair,) = board["pairs"]
     assert expected is not None and (pair["policy_a"], pair["policy_b"], pair["n"]) == ("bad", "good", 80)
-    assert pair["decision"] == "b_better" and pair["better"] == "good"
-    assert pair["decided_at_result"] == pair["n_at_decision"] == expected
+    assert pair["decision"] == "B_BETTER" and pair["better"] == "good"
+    assert pair["decided_at_result"] == pair["stopping_trial"] == expected
+    # the session's row type and its one JSON form (session/values.py::ComparisonSnapshot.to_dict)
+    assert set(pair) == {f.name for f in dataclasses.fields(ComparisonSnapshot)} | {"better"}
+    assert (pair["metric"], pair["alternative"], pair["task"], pair["evalue"]) == ("score", "two-sided", "", None)
+    assert pair["alpha"] == board["family"]["side_alpha"]
     assert board["family"]["pairs"] == 1 and board["family"]["hypotheses"] == 2
     assert [row["policy"] for row in board["ranking"]] == ["good", "bad"]
     assert board["ranking"][0]["low"] <= board["ranking"][0]["score"] <= board["ranking"][0]["high"]

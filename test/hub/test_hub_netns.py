@@ -12,52 +12,18 @@ from __future__ import annotations
 
 import pathlib
 
-from hub_support import (
-    HubProcess,
-    PostgresCluster,
-    Station,
-    check_counted_once,
-    hub_journal,
-    ip,
-    leased,
-    mid_lease,
-    offline_equals_online,
-    register_hub,
-    requeued,
-    stop_all,
-    wait_for,
-)
-
-LEASE_SECONDS = 3.0
+from hub_support import PostgresCluster, Station, check_results, exit_ok, netns_hub
 
 
 def test_station_cut_off_past_its_lease_syncs_later(netns: dict[str, str], postgres: PostgresCluster,
                                                   tmp_path: pathlib.Path) -> None:
-    db = postgres.new_database()
-    keys, viewer = register_hub(db, {"alpha": 0.8, "beta": 0.4}, ("remote", "local"))
-    hub = HubProcess(db, viewer, tmp_path, ["--lease-seconds", str(LEASE_SECONDS)], host=netns["host_ip"])
-    remote = Station("remote", hub.url, tmp_path, keys["remote"], 1, prefix=["ip", "netns", "exec", netns["ns"]])
-    local = Station("local", hub.url, tmp_path, keys["local"], 2)
-    stations = [remote, local]
-    hub.start()
-    try:
-        for station in stations:
+    with netns_hub(netns, postgres, tmp_path, {"alpha": 0.8, "beta": 0.4}) as run:
+        remote = Station("remote", run.hub.url, tmp_path, run.keys["remote"], 1,
+                         prefix=["ip", "netns", "exec", netns["ns"]])
+        run.stations.append(remote)
+        for station in run.stations:
             station.start()
-
-        wait_for(lambda: mid_lease(remote), 120, "the remote station to be in the middle of a lease")
-        ip("link", "set", netns["host_if"], "down")
-        wait_for(lambda: "hub unreachable" in remote.log(), 20 * LEASE_SECONDS, "the remote station to notice the cut")
-        # the cut lasts until the hub has requeued the cut-off station's lease (a few leases)
-        wait_for(lambda: bool(requeued(hub_journal(hub.url, viewer)) & leased(remote)), 20 * LEASE_SECONDS,
-                 "the hub to requeue the cut-off station's lease")
-        ip("link", "set", netns["host_if"], "up")
-        for station in stations:
-            assert station.proc is not None
-            assert station.proc.wait(timeout=300) == 0, station.log()
-        entries = hub_journal(hub.url, viewer)
-        results = check_counted_once(entries, stations)
-        assert requeued(entries) & leased(remote), "the cut-off station's lease was not requeued"
-        online = offline_equals_online(hub, db, tmp_path, [s.dir for s in stations])
-        assert online["n_results"] == len(results)
-    finally:
-        stop_all(hub, stations)
+        with run.cut_off(remote, lambda: "hub unreachable" in remote.log()):
+            pass
+        exit_ok(run.stations)
+        check_results(run.hub, run.viewer, run.db, tmp_path, run.stations)

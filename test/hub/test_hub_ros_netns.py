@@ -18,24 +18,15 @@ from typing import Any
 
 from hub_support import (
     REPO,
-    HubProcess,
     PostgresCluster,
-    Station,
-    check_counted_once,
-    hub_journal,
-    ip,
-    leased,
-    mid_lease,
-    offline_equals_online,
-    register_hub,
-    requeued,
+    check_results,
+    exit_ok,
+    netns_hub,
     station_records,
-    stop_all,
     wait_for,
 )
 from nodes_support import NodeProcess
 
-LEASE_SECONDS = 3.0
 LIB = REPO / "build" / "ros" / "install" / "lib" / "evalstop"
 POLICIES = {"heron": 0.8, "osprey": 0.3}
 TRIALS = 6
@@ -49,6 +40,7 @@ def _node(ns: str, executable: str, params: dict[str, Any], env: dict[str, str],
 
 class _RemoteStation:
     name = "remote"
+    trials = TRIALS
 
     def __init__(self, directory: pathlib.Path) -> None:
         self.dir = directory
@@ -59,49 +51,32 @@ class _RemoteStation:
 
 def test_ros_station_cut_off_past_its_lease_syncs_later(netns: dict[str, str], postgres: PostgresCluster,
                                                       tmp_path: pathlib.Path, ros_env: dict[str, str]) -> None:
-    db = postgres.new_database()
-    keys, viewer = register_hub(db, POLICIES, ("remote", "local"))
-    hub = HubProcess(db, viewer, tmp_path, ["--lease-seconds", str(LEASE_SECONDS)], host=netns["host_ip"])
-    local = Station("local", hub.url, tmp_path, keys["local"], 2)
-    remote = _RemoteStation(tmp_path / "stations" / "hub-remote")
-    (tmp_path / "remote.key").write_text(keys["remote"])
-    env = {**ros_env, "ROS_DOMAIN_ID": str(int(ros_env["ROS_DOMAIN_ID"]) + 3)}
-    nodes: list[NodeProcess] = []
-    hub.start()
-    try:
-        nodes.append(_node(netns["ns"], "sim_robot", {"duration": 0.3, "seed": 1}, env, tmp_path / "robot.log"))
-        manager = _node(netns["ns"], "evaluation_manager", {
-            "hub_url": hub.url, "station_id": "remote", "hub_key_file": tmp_path / "remote.key",
-            "hub_trials": TRIALS, "journal_dir": tmp_path / "stations", "exit_on_finish": "true",
-            "exit_linger": 0.5}, env, tmp_path / "manager.log")
-        nodes.append(manager)
-        local.start()
+    with netns_hub(netns, postgres, tmp_path, POLICIES) as run:
+        remote = _RemoteStation(tmp_path / "stations" / "hub-remote")
+        (tmp_path / "remote.key").write_text(run.keys["remote"])
+        env = {**ros_env, "ROS_DOMAIN_ID": str(int(ros_env["ROS_DOMAIN_ID"]) + 3)}
+        nodes: list[NodeProcess] = []
+        try:
+            nodes.append(_node(netns["ns"], "sim_robot", {"duration": 0.3, "seed": 1}, env, tmp_path / "robot.log"))
+            manager = _node(netns["ns"], "evaluation_manager", {
+                "hub_url": run.hub.url, "station_id": "remote", "hub_key_file": tmp_path / "remote.key",
+                "hub_trials": TRIALS, "journal_dir": tmp_path / "stations", "exit_on_finish": "true",
+                "exit_linger": 0.5}, env, tmp_path / "manager.log")
+            nodes.append(manager)
+            run.local.start()
 
-        wait_for(lambda: mid_lease(remote), 120, "the ROS station to be in the middle of a lease")
-        ip("link", "set", netns["host_if"], "down")
-        wait_for(lambda: "unreachable" in manager.output, 20 * LEASE_SECONDS, "the ROS station to notice the cut")
+            def kept() -> set[str]:
+                records = remote.records()
+                settled = {r["upload_id"] for r in records if r["kind"] in ("ack", "rejected")}
+                return {r["upload_id"] for r in records if r["kind"] == "result"} - settled
 
-        def kept() -> set[str]:
-            records = remote.records()
-            settled = {r["upload_id"] for r in records if r["kind"] in ("ack", "rejected")}
-            return {r["upload_id"] for r in records if r["kind"] == "result"} - settled
+            with run.cut_off(remote, lambda: "unreachable" in manager.output):
+                wait_for(lambda: bool(kept()), 60, "the ROS station to journal its trial while cut off")
+            assert manager.proc.wait(timeout=300) == 0, manager.output
+            exit_ok([run.local])
 
-        wait_for(lambda: bool(kept()), 60, "the ROS station to journal its trial while cut off")
-        # the cut lasts until the hub has requeued the cut-off station's lease (a few leases)
-        wait_for(lambda: bool(requeued(hub_journal(hub.url, viewer)) & leased(remote)), 20 * LEASE_SECONDS,
-                 "the hub to requeue the cut-off station's lease")
-        ip("link", "set", netns["host_if"], "up")
-        assert manager.proc.wait(timeout=300) == 0, manager.output
-        assert local.proc is not None and local.proc.wait(timeout=300) == 0, local.log()
-
-        entries = hub_journal(hub.url, viewer)
-        results = check_counted_once(entries, [remote], trials=TRIALS)
-        check_counted_once(entries, [local])
-        assert requeued(entries) & leased(remote), "the cut-off station's lease was not requeued"
-        online = offline_equals_online(hub, db, tmp_path)
-        assert online["n_results"] == len(results)
-        assert not any(secret in manager.output for secret in (*POLICIES, "sim://"))
-    finally:
-        for node in reversed(nodes):
-            node.stop()
-        stop_all(hub, [local])
+            check_results(run.hub, run.viewer, run.db, tmp_path, [remote, run.local], journals=False)
+            assert not any(secret in manager.output for secret in (*POLICIES, "sim://"))
+        finally:
+            for node in reversed(nodes):
+                node.stop()

@@ -20,10 +20,9 @@ from hub_support import (
     PostgresCluster,
     Station,
     call,
-    check_counted_once,
     check_lost_lease_redone_once,
-    hub_journal,
-    offline_equals_online,
+    check_results,
+    exit_ok,
     register_hub,
     stop_all,
     wait_for,
@@ -66,18 +65,11 @@ def test_stations_survive_kills_and_every_result_counts_once(setup: tuple[HubPro
              "the live stations to notice the outage")
     hub.start()
     victim.start()  # the killed station comes back: syncs what it journaled, then works on
-    for station in stations:
-        assert station.proc is not None
-        assert station.proc.wait(timeout=300) == 0, station.log()
+    exit_ok(stations)
 
-    entries = hub_journal(hub.url, hub.key)
-    results = check_counted_once(entries, stations)
+    entries, results, online = check_results(hub, hub.key, db, tmp_path, stations)
     assert call(hub.url + "/v1/status", key=hub.key)[1]["results"] == len(results)
-
     check_lost_lease_redone_once(entries, lost_lease, results)
-
-    online = offline_equals_online(hub, db, tmp_path, [s.dir for s in stations])
-    assert online["n_results"] == len(results)
     rate = {row["policy"]: row["win_rate"] for row in online["ranking"]}
     assert rate["alpha"] > rate["gamma"]
     for station in stations:  # the operator's terminal never names a policy or its server

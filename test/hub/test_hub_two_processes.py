@@ -20,9 +20,9 @@ from hub_support import (
     PostgresCluster,
     Station,
     call,
-    check_counted_once,
+    check_results,
+    exit_ok,
     hub_journal,
-    offline_equals_online,
     register_hub,
     stop_all,
     wait_for,
@@ -106,25 +106,20 @@ def test_two_hubs_on_one_database_count_every_result_once_under_sigkill(
         if n == 0:  # at 15 results no more than one of them can have run all 12 trials
             assert any("hub unreachable" in s.log() for s in stations[0::2])
         victim.start()
-    for station in stations:
-        assert station.proc is not None
-        assert station.proc.wait(timeout=400) == 0, station.log() + "".join(hub.logs() for hub in hubs)
+    exit_ok(stations, 400, lambda: "".join(hub.logs() for hub in hubs))
 
     # Stations retry a 5xx like an outage, so a hub's own failure would go unnoticed by them:
     # no request may have ended in an exception (uvicorn logs each with its traceback).
     for hub in hubs:
         assert "Traceback" not in hub.logs(tail=10**9), hub.logs()
-    entries = hub_journal(hubs[0].url, hubs[0].key)
-    assert hub_journal(hubs[1].url, hubs[1].key) == entries
+    for hub in hubs:  # both hubs give the same journal, and the same leaderboard as its offline analysis
+        entries, results, _ = check_results(hub, hub.key, db, tmp_path, stations)
+        assert hub_journal(hubs[0].url, hubs[0].key) == entries
     seqs = [e["seq"] for e in entries]
     assert seqs == sorted(set(seqs))
-    results = check_counted_once(entries, stations)
     store = open_store(db)
     try:
         assert store.counts()["results"] == len(results)
     finally:
         store.close()
     check_no_lease_held_twice(entries)
-    for hub in hubs:
-        online = offline_equals_online(hub, db, tmp_path, [s.dir for s in stations])
-        assert online["n_results"] == len(results)

@@ -7,7 +7,8 @@ lacks the substitutions :data:`HUMBLE_LACKS`), and no ``PathJoinSubstitution`` j
 Kilted feature, ros2/launch #838, that loads neither in Humble nor in Jazzy). Every executable, parameter
 and launch argument they name must exist: executables in ``scripts/`` (installed by CMakeLists.txt),
 parameters among those the node declares (``declare(self, "name", ...)`` in ``evalstop_ros/nodes/``),
-arguments declared with ``DeclareLaunchArgument``.
+arguments declared with ``DeclareLaunchArgument``. The launch files share ``evalstop_ros/launch_parts.py``
+(``evalstop_node``, ``session_arguments``), read here as the launch files' own text.
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ import yaml
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 LAUNCH_FILES = sorted((REPO / "launch").glob("*.launch.py"))
+#: The module of parts the launch files share (``from evalstop_ros.launch_parts import ...``).
+LAUNCH_PARTS = REPO / "evalstop_ros" / "launch_parts.py"
 
 #: Public launch API present (and not deprecated) in Humble, Jazzy and Kilted.
 PORTABLE_API = {
@@ -73,21 +76,83 @@ def _tree(path: pathlib.Path) -> ast.Module:
 
 
 def _arguments(tree: ast.AST) -> dict[str, ast.Call]:
-    return {str(_const(c.args[0])): c for c in _calls(tree, "DeclareLaunchArgument")}
+    """The launch arguments ``tree`` declares, with those of ``session_arguments()`` where it calls it."""
+    calls = _calls(tree, "DeclareLaunchArgument")
+    if _calls(tree, "session_arguments"):
+        calls += _calls(_tree(LAUNCH_PARTS), "DeclareLaunchArgument")
+    return {str(_const(c.args[0])): c for c in calls}
 
 
-@pytest.mark.parametrize("path", LAUNCH_FILES, ids=lambda p: p.name)
+def _nodes(tree: ast.AST) -> list[tuple[str, ast.Call]]:
+    """``(executable, call)`` of every node ``tree`` starts: ``Node(executable=...)`` or
+    ``evalstop_node(executable, ...)`` (launch_parts: ``Node(package='evalstop', name=executable, ...)``)."""
+    return [(str(_const(_kwarg(c, "executable"))), c) for c in _calls(tree, "Node")] + \
+        [(str(_const(c.args[0])), c) for c in _calls(tree, "evalstop_node")]
+
+
+def _node(tree: ast.AST, executable: str) -> ast.Call:
+    return next(c for name, c in _nodes(tree) if name == executable)
+
+
+def _typed(call: ast.Call) -> dict[str, str]:
+    """The parameters a launch_parts call gives, as the ``ParameterValue`` text it stands for:
+    ``typed('a', T)`` (one, unnamed: key ``""``) or ``as_parameters(T, 'a', 'b')``."""
+    name = getattr(call.func, "id", None)
+    if name == "typed":
+        kind = ast.unparse(call.args[1]) if len(call.args) > 1 else "str"
+        return {"": f"ParameterValue(LaunchConfiguration({ast.unparse(call.args[0])}), value_type={kind})"}
+    assert name == "as_parameters", ast.unparse(call)
+    kind = ast.unparse(call.args[0])
+    return {str(_const(a)): f"ParameterValue(LaunchConfiguration({ast.unparse(a)}), value_type={kind})"
+            for a in call.args[1:]}
+
+
+def _parameters(node: ast.Call) -> dict[str, str]:
+    """Parameter name -> the text of its value, of a node's one parameter dict (``typed``/``as_parameters``
+    resolved)."""
+    params = _kwarg(node, "parameters")
+    assert isinstance(params, ast.List) and len(params.elts) == 1 and isinstance(params.elts[0], ast.Dict), \
+        "parameters must be one dict (checkable)"
+    out: dict[str, str] = {}
+    for key, value in zip(params.elts[0].keys, params.elts[0].values):
+        if key is None:  # **as_parameters(...)
+            assert isinstance(value, ast.Call)
+            out.update(_typed(value))
+        elif isinstance(value, ast.Call) and getattr(value.func, "id", None) == "typed":
+            out[str(_const(key))] = _typed(value)[""]
+        else:
+            out[str(_const(key))] = ast.unparse(value)
+    return out
+
+
+def _configurations(tree: ast.AST) -> set[str]:
+    """The launch arguments ``tree`` reads: ``LaunchConfiguration('a')``, ``typed('a')``, ``as_parameters(T, 'a')``."""
+    return ({str(_const(c.args[0])) for c in [*_calls(tree, "LaunchConfiguration"), *_calls(tree, "typed")]}
+            | {str(_const(a)) for c in _calls(tree, "as_parameters") for a in c.args[1:]})
+
+
+@pytest.mark.parametrize("path", [*LAUNCH_FILES, LAUNCH_PARTS], ids=lambda p: p.name)
 def test_imports_are_portable(path: pathlib.Path) -> None:
     tree = _tree(path)
+    parts = {"evalstop_ros.launch_parts": set(ast.literal_eval(next(
+        n.value for n in _tree(LAUNCH_PARTS).body if isinstance(n, ast.Assign)
+        and getattr(n.targets[0], "id", None) == "__all__")))} if path != LAUNCH_PARTS else {}
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             pytest.fail(f"{path.name}: use `from launch... import ...`, found `import {node.names[0].name}`")
         if isinstance(node, ast.ImportFrom):
-            allowed = PORTABLE_API.get(node.module or "")
+            allowed = {**PORTABLE_API, **parts}.get(node.module or "")
             assert allowed is not None, f"{path.name}: imports from {node.module!r}"
             for alias in node.names:
                 assert alias.name in allowed, f"{path.name}: {node.module}.{alias.name} is not in PORTABLE_API"
-    assert any(isinstance(n, ast.FunctionDef) and n.name == "generate_launch_description" for n in tree.body)
+    if path != LAUNCH_PARTS:
+        assert any(isinstance(n, ast.FunctionDef) and n.name == "generate_launch_description" for n in tree.body)
+
+
+def test_launch_parts_node_is_the_package_node_named_after_its_executable() -> None:
+    (node,) = _calls(_tree(LAUNCH_PARTS), "Node")
+    assert _const(_kwarg(node, "package")) == "evalstop"
+    assert ast.unparse(_kwarg(node, "executable")) == ast.unparse(_kwarg(node, "name")) == "executable"  # type: ignore[arg-type]
 
 
 def test_portable_api_has_nothing_humble_lacks() -> None:
@@ -106,18 +171,15 @@ def test_path_joins_have_no_nested_list(path: pathlib.Path) -> None:
 
 @pytest.mark.parametrize("path", LAUNCH_FILES, ids=lambda p: p.name)
 def test_nodes_name_installed_executables_and_declared_parameters(path: pathlib.Path) -> None:
-    nodes = _calls(_tree(path), "Node")
+    nodes = _nodes(_tree(path))
     assert nodes, f"{path.name} starts no node"
-    for node in nodes:
-        assert _const(_kwarg(node, "package")) == "evalstop"
-        executable = str(_const(_kwarg(node, "executable")))
+    for executable, node in nodes:
+        if getattr(node.func, "id", None) == "Node":
+            assert _const(_kwarg(node, "package")) == "evalstop"
+            assert _const(_kwarg(node, "name")) == executable, "node name = executable (the names the nodes use)"
         assert (REPO / "scripts" / executable).is_file(), f"{path.name}: no executable {executable!r}"
-        assert _const(_kwarg(node, "name")) == executable, "node name = executable (the names the nodes use)"
-        params = _kwarg(node, "parameters")
-        for item in params.elts if isinstance(params, ast.List) else []:
-            assert isinstance(item, ast.Dict), f"{path.name}: parameters must be dicts (checkable)"
-            given = {str(_const(k)) for k in item.keys}
-            unknown = given - _declared_parameters(executable)
+        if _kwarg(node, "parameters") is not None:
+            unknown = set(_parameters(node)) - _declared_parameters(executable)
             assert not unknown, f"{path.name}: {executable} declares no parameter(s) {sorted(unknown)}"
 
 
@@ -125,7 +187,7 @@ def test_nodes_name_installed_executables_and_declared_parameters(path: pathlib.
 def test_every_launch_configuration_is_a_declared_argument(path: pathlib.Path) -> None:
     tree = _tree(path)
     declared = _arguments(tree)
-    used = {str(_const(c.args[0])) for c in _calls(tree, "LaunchConfiguration")}
+    used = _configurations(tree)
     assert used <= set(declared), f"undeclared: {sorted(used - set(declared))}"
     assert set(declared) <= used, f"declared but unused: {sorted(set(declared) - used)}"
     for name, call in declared.items():
@@ -143,10 +205,10 @@ def test_eval_launch_arguments_and_robot_presets() -> None:
     for config in presets.values():
         assert (REPO / "config" / config).is_file(), f"preset {config} is not in config/"
     # only the simulated robot starts sim_robot
-    sim = next(c for c in _calls(tree, "Node") if _const(_kwarg(c, "executable")) == "sim_robot")
+    sim = _node(tree, "sim_robot")
     assert "== 'sim'" in ast.unparse(_kwarg(sim, "condition"))  # type: ignore[arg-type]
     # policy_runner for the served robots, with a servers file per robot preset
-    runner = next(c for c in _calls(tree, "Node") if _const(_kwarg(c, "executable")) == "policy_runner")
+    runner = _node(tree, "policy_runner")
     assert "('sim_policy', 'droid', 'widowx')" in ast.unparse(tree)
     assert runner is not None
     for robot in ("sim_policy", "droid", "widowx"):
@@ -159,9 +221,9 @@ def test_eval_launch_arguments_and_robot_presets() -> None:
 def test_the_launch_ends_when_the_manager_exits(path: pathlib.Path) -> None:
     """Issue 8: the manager's death ends the session, so it ends the launch (``on_exit=Shutdown()``);
     no other node's does (a runner may come back, the operator terminal may be reopened)."""
-    for node in _calls(_tree(path), "Node"):
+    for executable, node in _nodes(_tree(path)):
         on_exit = _kwarg(node, "on_exit")
-        if _const(_kwarg(node, "executable")) == "evaluation_manager":
+        if executable == "evaluation_manager":
             assert isinstance(on_exit, ast.Call) and getattr(on_exit.func, "id", None) == "Shutdown", path.name
         else:
             assert on_exit is None, f"{path.name}: only the manager's exit ends the launch"
@@ -169,11 +231,9 @@ def test_the_launch_ends_when_the_manager_exits(path: pathlib.Path) -> None:
 
 def test_demo_manager_exits_when_the_session_is_decided() -> None:
     tree = _tree(REPO / "launch" / "demo.launch.py")
-    manager = next(c for c in _calls(tree, "Node") if _const(_kwarg(c, "executable")) == "evaluation_manager")
-    params = _kwarg(manager, "parameters")
-    assert isinstance(params, ast.List) and isinstance(params.elts[0], ast.Dict)
-    values = {_const(k): v for k, v in zip(params.elts[0].keys, params.elts[0].values)}
-    assert _const(values["exit_on_finish"]) is True
+    manager = _node(tree, "evaluation_manager")
+    values = _parameters(manager)
+    assert values["exit_on_finish"] == "True"
 
 
 def test_package_runs_its_launch_files_and_tests() -> None:
@@ -205,11 +265,9 @@ def test_droid_cameras_is_a_launch_argument_passed_to_policy_runner() -> None:
     tree = _tree(REPO / "launch" / "eval.launch.py")
     declared = _arguments(tree)
     assert "droid_cameras" in declared
-    runner = next(c for c in _calls(tree, "Node") if _const(_kwarg(c, "executable")) == "policy_runner")
-    params = _kwarg(runner, "parameters")
-    assert isinstance(params, ast.List) and isinstance(params.elts[0], ast.Dict)
-    values = {_const(k): v for k, v in zip(params.elts[0].keys, params.elts[0].values)}
-    assert ast.unparse(values["droid.cameras"]) == "LaunchConfiguration('droid_cameras')"
+    runner = _node(tree, "policy_runner")
+    values = _parameters(runner)
+    assert values["droid.cameras"] == "LaunchConfiguration('droid_cameras')"
     assert "droid.cameras" in _declared_parameters("policy_runner")
 
     default = next(n.value for n in tree.body if isinstance(n, ast.Assign)
@@ -237,11 +295,9 @@ def test_confirm_reset_defaults_on_for_the_real_robots_and_sim_policy() -> None:
                              .replace("repr(CONFIRMED)", repr(repr(ast.literal_eval(confirmed)))))
     for robot, expected in (("sim", "false"), ("sim_policy", "true"), ("droid", "true"), ("widowx", "true")):
         assert eval("".join(parts).replace("{robot}", robot)) == expected  # the launch file's own text
-    manager = next(c for c in _calls(tree, "Node") if _const(_kwarg(c, "executable")) == "evaluation_manager")
-    params = _kwarg(manager, "parameters")
-    assert isinstance(params, ast.List) and isinstance(params.elts[0], ast.Dict)
-    values = {_const(k): v for k, v in zip(params.elts[0].keys, params.elts[0].values)}
-    assert ast.unparse(values["confirm_reset"]) == "LaunchConfiguration('confirm_reset')"
+    manager = _node(tree, "evaluation_manager")
+    values = _parameters(manager)
+    assert values["confirm_reset"] == "LaunchConfiguration('confirm_reset')"
 
 
 def test_thread_priority_reaches_the_manager_and_the_operator_terminal() -> None:
@@ -249,10 +305,8 @@ def test_thread_priority_reaches_the_manager_and_the_operator_terminal() -> None
     tree = _tree(REPO / "launch" / "eval.launch.py")
     assert "thread_priority" in _arguments(tree)
     for executable in ("evaluation_manager", "teleop_scorer"):
-        node = next(c for c in _calls(tree, "Node") if _const(_kwarg(c, "executable")) == executable)
-        params = _kwarg(node, "parameters")
-        assert isinstance(params, ast.List) and isinstance(params.elts[0], ast.Dict)
-        values = {_const(k): v for k, v in zip(params.elts[0].keys, params.elts[0].values)}
-        assert ast.unparse(values["thread_priority"]) == \
+        node = _node(tree, executable)
+        values = _parameters(node)
+        assert values["thread_priority"] == \
             "ParameterValue(LaunchConfiguration('thread_priority'), value_type=int)", executable
         assert "thread_priority" in _declared_parameters(executable)

@@ -220,7 +220,7 @@ def test_eval_launch_real_robot_waits_for_the_operator(launch: Any, ros2: Any, n
 def test_station_launch_runs_the_hubs_trials_and_exits(launch: Any, namespace: str, tmp_path: pathlib.Path) -> None:
     """``station.launch.py`` against a hub (``evalstop hub serve`` on SQLite): ``trials:=4`` A/B trials
     on sim_robot, journaled and uploaded; the manager exits and ends the launch."""
-    from hub_support import HubProcess, iter_lines
+    from hub_support import HubProcess, station_records
 
     from evalstop_ros.hub.store import open_store
 
@@ -242,7 +242,7 @@ def test_station_launch_runs_the_hubs_trials_and_exits(launch: Any, namespace: s
     finally:
         hub.stop()
     assert "evaluation_manager exited" in process.output or "process has finished cleanly" in process.output
-    records = list(iter_lines(tmp_path / "stations" / "hub-lab-a" / "station.jsonl"))
+    records = station_records(tmp_path / "stations" / "hub-lab-a")  # its journal, station.db
     assert records, "the station journaled nothing"
     assert (records[0]["kind"], records[0]["trials"], records[0]["scoring"]) == ("rules", 4, "auto")  # scoring:=auto
     assert sum(r["kind"] == "ack" for r in records) == 4

@@ -100,7 +100,7 @@ def test_trials_csv_has_every_trial(written: Any, three_policy_report: AuditRepo
     assert [d["decision"] for d in decisions] == [t.result.decision.name for t in three_policy_report.tests]
     assert list(decisions[0]) == [name for name, _ in DECISION_COLUMNS]
     for row, test in zip(decisions, three_policy_report.tests):
-        assert float(row["mean_b_at_stop"]) == pytest.approx(test.values_b.mean())
+        assert float(row["mean_b"]) == pytest.approx(test.values_b.mean())
         assert (row["decided_at"] != "") == bool(test.result.stopping_trial)
         if row["decided_at"]:
             assert datetime.datetime.fromisoformat(row["decided_at"]).tzinfo == datetime.UTC
