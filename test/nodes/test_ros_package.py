@@ -69,7 +69,8 @@ def test_package_xml_dependencies(tag: str, names: set[str]) -> None:
 #: it is added here and there.
 MODULE_KEYS: dict[str, str | None] = {
     **{m: m for m in ("rclpy", "rcl_interfaces", "ament_index_python", "action_msgs", "builtin_interfaces",
-                      "diagnostic_msgs", "std_msgs", "std_srvs", "sensor_msgs", "trajectory_msgs")},
+                      "diagnostic_msgs", "std_msgs", "std_srvs", "sensor_msgs", "trajectory_msgs",
+                      "launch", "launch_ros")},  # launch_parts.py, for the package's launch files
     "numpy": "python3-numpy", "scipy": "python3-scipy", "highspy": "python3-highspy-pip",
     "pydantic": "python3-pydantic", "yaml": "python3-yaml", "tqdm": "python3-tqdm", "orjson": "python3-orjson",
     "websockets": "python3-websockets", "msgpack": "python3-msgpack", "imageio_ffmpeg": "python3-imageio-ffmpeg-pip",
