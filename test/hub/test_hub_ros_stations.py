@@ -208,7 +208,9 @@ def test_operator_scores_pause_and_resume_a_ros_station(
     db = str(tmp_path / "hub.sqlite")
     keys, viewer = register_hub(db, POLICIES, ["lab"])
     key = keys["lab"]
-    hub = HubProcess(db, viewer, tmp_path, ["--lease-seconds", "30", "--tasks", "towel"])
+    # a lease long enough that a starved station (a loaded machine) never loses one: a lost lease
+    # makes the hub refuse that result (410), and this test counts both results at the hub
+    hub = HubProcess(db, viewer, tmp_path, ["--lease-seconds", "120", "--tasks", "towel"])
     hub.start()
     try:
         requests = probe.collect(TrialRequest, "trial_request", qos.LATCHED_QOS)
