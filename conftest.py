@@ -96,10 +96,16 @@ _MC_TESTS = {
                                      "test_any_claim_with_bonferroni_over_tasks_keeps_the_family_level",
                                      "test_pooled_test_loses_its_level_under_adaptive_task_choice"),
 }
-#: tests that take more than about 10 s on a 2-core machine (measured with --durations;
-#: docs/testing.md) and are not marked ``slow`` in their own module
+#: tests left to ``make test`` (``slow``; ``make check`` skips them) and not marked in their own
+#: module: more than about 10 s on a 2-core machine (measured with --durations; docs/testing.md),
+#: or a few seconds each where ``make check`` would pass 3 minutes with them
 _SLOW_TESTS = {
     "test/cli/test_cli_rank.py": ("test_categories_with_operator_map",),
+    # 3-8 s each: a hub process started twice; the figures in three formats; hubs on PostgreSQL
+    "test/hub/test_hub_cli.py": ("test_the_hub_evaluates_as_it_was_started",),
+    "test/report/test_report_figures.py": ("test_print_formats",),
+    "test/hub/test_hub_family.py": ("test_hub_on_postgresql_settles_a_planted_ranking",
+                                    "test_familywise_error_of_six_equal_policies_is_controlled"),
     "test/hub/test_hub_two_processes.py": ("test_two_hubs_on_one_database_count_every_result_once_under_sigkill",),
     "test/hub/test_hub_stations.py": ("test_stations_survive_kills_and_every_result_counts_once",),
     "test/session/test_session_ab.py": ("test_rank_from_journal_and_bag_agree",),
