@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 from hub_support import HubProcess, Station, call, cli, register_hub, stop_all
 
-from evalstop_ros.hub.chain import GENESIS, body_text, link
+from evalstop_ros.hub.chain import HUB_GENESIS, body_text, entry_hash
 from evalstop_ros.hub.station import StationClient
 from evalstop_ros.hub.station_journal import JOURNAL, LEGACY, read_station_journal
 
@@ -66,10 +66,11 @@ def _entries(export: pathlib.Path) -> list[dict[str, Any]]:
 def _write(path: pathlib.Path, entries: list[dict[str, Any]], rechain: bool) -> pathlib.Path:
     """Write ``entries`` as an export; ``rechain``: recompute every link, as a forger who knows
     the algorithm would."""
-    previous = GENESIS
+    previous = HUB_GENESIS
     for entry in entries:
         if rechain:
-            entry["hash"] = previous = link(previous, entry["at"], entry["kind"], body_text(entry["body"]))
+            entry["hash"] = previous = entry_hash(previous, entry["seq"], entry["at"], entry["kind"],
+                                                  body_text(entry["body"]))
     path.write_text("".join(json.dumps(e, sort_keys=True) + "\n" for e in entries))
     return path
 
