@@ -2,7 +2,9 @@
 
 ``evalstop audit journal.jsonl`` (an ``evalstop hub export``) checks, without the hub:
 
-* **the chain** (:mod:`.chain`): no entry edited, removed, inserted or reordered;
+* **the chain** (:mod:`.chain`): no entry edited, removed, inserted or reordered -- the standard
+  journal's chain, checked by the standard checker, or for an export of a hub before schema
+  version 4 the old chain it was written with (a note says so);
 * **the evaluation** (:mod:`.evaluation`): one ``evaluation`` entry, journaled before the first
   result (a hub from before evaluations were journaled has none, or one after its first results:
   a note); every re-derivation below uses it;
@@ -38,7 +40,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..session.errors import JournalError
-from .chain import check_chain, check_records
+from .chain import OLD_CHAIN, check_chain, check_records
 from .errors import HubError
 from .evaluation import KIND, Evaluation
 from .export import read_export
@@ -240,10 +242,13 @@ def audit_export(path: str | pathlib.Path, stations: Sequence[str | pathlib.Path
     """Audit the export at ``path`` (see the module docstring); input errors raise :class:`HubError`."""
     entries = read_export(path)
     problems = []
-    broken = check_chain(entries)
+    broken, chain = check_chain(entries)
     if broken is not None:
         problems.append(broken)
     evaluation, found, notes = _evaluation(entries)
+    if chain == OLD_CHAIN:
+        notes.insert(0, "the export is chained by the old link of a hub before schema version 4 (no sequence "
+                        "numbers hashed); checked by that chain")
     problems += found
     problems += _protocol(entries, evaluation.tasks if evaluation is not None else None)
     results = {e["body"]["upload_id"]: e["body"] for e in entries if e["kind"] == "result"}

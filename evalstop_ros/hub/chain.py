@@ -1,16 +1,32 @@
-"""The hub journal's hash chain: each entry's link covers the previous link and the entry.
+"""The hub journal's hash chain: the standard journal's chain, and the reader of the old one.
 
-The session journal chains its events the same way (``session.journal_format.chain_hash``);
-the hub's entries have their own columns (``at`` in seconds, ``kind``, the body as stored), so
-their link is computed here. The sequence number is not hashed: the chain itself fixes the
-order, so a deleted, inserted, reordered or edited entry breaks the link of that entry and
-:func:`check_chain` names the first one (seed 001 Sec. 3.1: every result of a distributed
-evaluation must be accounted for; the chain makes an export tamper-evident).
+Since schema version 4 the hub's journal is chained as a session's and a station's journal are
+(:func:`evalstop_ros.session.journal_format.chain_hash`): each entry stores
+``hash = chain_hash(previous, seq, stamp_ns, kind, None, body)`` (:func:`entry_hash`), where
+``seq`` is the entry's sequence number -- assigned by the store under the journal lock, so it is
+gap-free and known before the insert -- ``stamp_ns`` its stored time ``at`` (seconds, a double) in
+integer nanoseconds (:func:`stamp_ns`: ``round(at * 1e9)``, a function of the stored value alone,
+so an export re-derives it exactly), ``kind`` its kind and ``body`` its body text as stored
+(:func:`body_text`, re-written identically from an exported body); the hub's entries have no
+trial.  The first entry chains to :data:`HUB_GENESIS`, a constant (SHA-256 of
+``"evalstop-hub-journal"``: a hub database has no identity of its own to hash; its entries are
+what identifies it).  :func:`check_chain` checks an export with the standard checker
+(:func:`~evalstop_ros.session.journal_format.check_rows`): one implementation of chain checking
+for session, station and hub journals; the first entry edited, removed, inserted or reordered
+breaks its link and is named (seed 001 Sec. 3.1: every result of a distributed evaluation must be
+accounted for; the chain makes an export tamper-evident).
+
+The old chain (schema version 3, before the hub's journal was the standard one) linked an entry
+by :func:`link` over the previous link, ``repr(at)``, kind and body, without the sequence number,
+from :data:`GENESIS`.  A hub migrating to version 4 relinks its entries by the standard chain; an
+export written by a version-3 hub still verifies: :func:`export_chain` tells which chain an export
+uses (the first entry whose stored link is one chain's and not the other's) and
+:func:`check_chain` checks it by that chain.
 
 An older station's local journal (``station.jsonl``, before stations kept the standard journal
-of :mod:`.station_journal`, which migrates it) was chained by the same :func:`link`: a record's
-``at``, ``kind`` and the rest of its fields (without ``hash``, as :func:`body_text`) are its
-time, kind and body (:func:`record_link`). A journal written before stations chained their
+of :mod:`.station_journal`, which migrates it) was chained by the same old :func:`link`: a
+record's ``at``, ``kind`` and the rest of its fields (without ``hash``, as :func:`body_text`) are
+its time, kind and body (:func:`record_link`). A journal written before stations chained their
 records starts with records without ``hash``; those are *unchained* (old data, reported, not an
 error), and the chain starts from :data:`GENESIS` at the first hashed record, after which every
 record must carry its link (:func:`check_records`).
@@ -20,13 +36,20 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-__all__ = ["GENESIS", "body_text", "check_chain", "check_records", "link", "record_link"]
+from ..session.journal_format import chain_hash, check_rows
 
-#: The link before the first entry.
+__all__ = ["GENESIS", "HUB_GENESIS", "OLD_CHAIN", "STANDARD_CHAIN", "body_text", "check_chain", "check_old_chain",
+           "check_records", "entry_hash", "export_chain", "link", "record_link", "stamp_ns"]
+
+#: The link before the first entry of the hub's journal (the standard chain, schema version 4).
+HUB_GENESIS = hashlib.sha256(b"evalstop-hub-journal").hexdigest()
+#: The link before the first entry of the old chain (a version-3 hub, an older ``station.jsonl``).
 GENESIS = "0" * 64
+#: The names :func:`export_chain` gives the two chains.
+STANDARD_CHAIN, OLD_CHAIN = "standard", "v3"
 
 
 def body_text(body: Mapping[str, Any]) -> str:
@@ -34,14 +57,73 @@ def body_text(body: Mapping[str, Any]) -> str:
     return json.dumps(body, sort_keys=True)
 
 
+def stamp_ns(at: float) -> int:
+    """An entry's stored time ``at`` (seconds) as the integer nanoseconds its link hashes."""
+    return round(float(at) * 1_000_000_000)
+
+
+def entry_hash(previous: str, seq: int, at: float, kind: str, body: str) -> str:
+    """The standard link of the hub entry ``seq`` after ``previous`` (body as stored)."""
+    return chain_hash(previous, seq, stamp_ns(at), kind, None, body)
+
+
+def _break(seq: Any, kind: Any) -> str:
+    return (f"entry seq {seq} ({kind}) does not match the hash chain: edited, or an entry before it was removed "
+            "or changed")
+
+
+def _shape(entries: Sequence[Mapping[str, Any]]) -> str | None:
+    """The first entry without an integer ``seq`` or a ``hash``, as a problem; else ``None``."""
+    for entry in entries:
+        seq = entry.get("seq")
+        if not isinstance(seq, int) or isinstance(seq, bool):
+            return f"entry seq {seq!r}: sequence numbers must be integers"
+        if "hash" not in entry:
+            return f"entry seq {seq} has no hash (exported by a hub before schema version 3?)"
+        if not isinstance(entry.get("at"), (int, float)) or isinstance(entry.get("at"), bool):
+            return f"entry seq {seq}: its time `at` is not a number"
+    return None
+
+
+def export_chain(entries: Sequence[Mapping[str, Any]]) -> str:
+    """Which chain an export's links are: :data:`STANDARD_CHAIN` (a hub of schema version 4 on)
+    or :data:`OLD_CHAIN` (version 3), told by the first entry whose stored link (after the stored
+    link before it) is one chain's and not the other's; :data:`STANDARD_CHAIN` if none tells."""
+    before_new, before_old = HUB_GENESIS, GENESIS
+    for entry in entries:
+        body = body_text(entry["body"])
+        new = entry["hash"] == entry_hash(before_new, int(entry["seq"]), entry["at"], entry["kind"], body)
+        old = entry["hash"] == link(before_old, entry["at"], entry["kind"], body)
+        if new != old:
+            return STANDARD_CHAIN if new else OLD_CHAIN
+        before_new = before_old = str(entry["hash"])
+    return STANDARD_CHAIN
+
+
+def check_chain(entries: Sequence[Mapping[str, Any]]) -> tuple[str | None, str]:
+    """``(problem, chain)`` of an export: ``problem`` is ``None`` when every entry's ``hash`` is its
+    link by the export's chain (:func:`export_chain`), else the first entry that breaks it, and how;
+    ``chain`` is the chain it was checked by."""
+    problem = _shape(entries)
+    if problem is not None:
+        return problem, STANDARD_CHAIN
+    if export_chain(entries) == OLD_CHAIN:
+        return check_old_chain(entries), OLD_CHAIN
+    rows = ((int(e["seq"]), stamp_ns(e["at"]), str(e["kind"]), None, body_text(e["body"]), str(e["hash"]))
+            for e in entries)
+    _, _, broken = check_rows(rows, HUB_GENESIS)
+    return (None if broken is None else _break(broken.seq, broken.kind)), STANDARD_CHAIN
+
+
 def link(previous: str, at: float, kind: str, body: str) -> str:
-    """SHA-256 over the previous link, the time (``repr`` of the float), the kind and the body text."""
+    """The old link (schema version 3): SHA-256 over the previous link, the time (``repr`` of the
+    float), the kind and the body text."""
     return hashlib.sha256("\0".join((previous, repr(float(at)), kind, body)).encode()).hexdigest()
 
 
-def check_chain(entries: Iterable[Mapping[str, Any]]) -> str | None:
-    """``None`` when every exported entry's ``hash`` is the link of the entries before it, in
-    increasing ``seq``; otherwise the first entry that breaks the chain, and how."""
+def check_old_chain(entries: Iterable[Mapping[str, Any]]) -> str | None:
+    """``None`` when every exported entry's ``hash`` is the old link (:func:`link`) of the entries
+    before it, in increasing ``seq``; otherwise the first entry that breaks the chain, and how."""
     previous, last_seq = GENESIS, 0
     for entry in entries:
         seq = entry.get("seq")
@@ -51,8 +133,7 @@ def check_chain(entries: Iterable[Mapping[str, Any]]) -> str | None:
             return f"entry seq {seq} has no hash (exported by a hub before schema version 3?)"
         expected = link(previous, entry["at"], entry["kind"], body_text(entry["body"]))
         if entry["hash"] != expected:
-            return (f"entry seq {seq} ({entry['kind']}) does not match the hash chain: edited, or an entry "
-                    "before it was removed or changed")
+            return _break(seq, entry["kind"])
         previous, last_seq = expected, seq
     return None
 

@@ -15,6 +15,13 @@ all assignments, and a runner ticket records when it was used (single use).
 Version 3 chains the journal (:mod:`.chain`): each entry stores the SHA-256 link over the one
 before it and itself, so an export is tamper-evident and ``evalstop audit`` can verify it; the
 store computes the links of the entries an older database already holds when it migrates.
+
+Version 4 makes the hub's journal the standard journal's chain (:mod:`.chain`: the link hashes
+the sequence number too, as a session's and a station's do); its sequence numbers are assigned by
+the store under the journal lock (gap-free, no longer the column's auto-numbering). It changes no
+table: the store renumbers the entries an older database holds 1, 2, 3, ... in their order (an
+auto-numbered sequence skips a number where a transaction was rolled back; no entry is lost
+there) and relinks them. Both migrations run on PostgreSQL and SQLite alike.
 """
 
 from __future__ import annotations
@@ -80,6 +87,7 @@ MIGRATIONS: tuple[tuple[int, tuple[str, ...]], ...] = (
     (3, (
         "ALTER TABLE journal ADD COLUMN hash TEXT",
     )),
+    (4, ()),  # the store relinks the journal by the standard chain (see the module docstring)
 )
 
 SERIAL = {"postgresql": "BIGSERIAL PRIMARY KEY", "sqlite": "INTEGER PRIMARY KEY AUTOINCREMENT"}

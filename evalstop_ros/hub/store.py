@@ -13,9 +13,10 @@ leases and requeued work with ``FOR UPDATE SKIP LOCKED`` (two processes never ta
 row), an assignment being reported or renewed with ``FOR UPDATE`` -- and uploads are made
 idempotent by the unique keys of ``results`` (``ON CONFLICT DO NOTHING``). Runner tickets are
 spent by one ``UPDATE ... WHERE ticket_used_at IS NULL RETURNING``. Journal entries are written
-last in a transaction, under a transaction-scoped advisory lock, so that their sequence numbers
-follow the commit order (a reader that has seen entry ``n`` never later finds an entry below
-``n``). Row locks are taken in one order (station, its own assignments, pair loads sorted by pair,
+last in a transaction, under a transaction-scoped advisory lock, numbered by the store (the one
+after the last entry: gap-free, as the standard chain of :mod:`.chain` hashes them) and linked to
+the last entry, so that their sequence numbers follow the commit order (a reader that has seen
+entry ``n`` never later finds an entry below ``n``). Row locks are taken in one order (station, its own assignments, pair loads sorted by pair,
 journal lock) and rows of other stations only with ``SKIP LOCKED``, never waited for, so
 transactions cannot deadlock; should the database still abort one (a deadlock or serialisation
 failure, a lost connection), the request is answered 503 and the station retries it. SQLite is
@@ -38,7 +39,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-from .chain import GENESIS, body_text, link
+from .chain import GENESIS, HUB_GENESIS, body_text, entry_hash, link
 from .errors import HubError
 from .schedule import Schedule, choose_pair
 from .schema import VERSION_TABLE, latest_version, migrations
@@ -193,24 +194,39 @@ class HubStore:
         if run.entries:
             if self.dialect == "postgresql":
                 run("SELECT pg_advisory_xact_lock(?)", JOURNAL_LOCK)
-            previous = self._last_link(run)
+            seq, previous = self._last_link(run)
             for at, kind, body in run.entries:
-                previous = link(previous, at, kind, body)
-                run("INSERT INTO journal (at, kind, body, hash) VALUES (?, ?, ?, ?)", at, kind, body, previous)
+                seq += 1
+                previous = entry_hash(previous, seq, at, kind, body)
+                run("INSERT INTO journal (seq, at, kind, body, hash) VALUES (?, ?, ?, ?, ?)", seq, at, kind, body,
+                    previous)
 
     @staticmethod
-    def _last_link(run: Run) -> str:
-        """The link of the last journal entry (under the journal lock), or :data:`.chain.GENESIS`."""
-        rows = run("SELECT hash FROM journal ORDER BY seq DESC LIMIT 1")
-        return str(rows[0][0]) if rows else GENESIS
+    def _last_link(run: Run) -> tuple[int, str]:
+        """The sequence number and link of the last journal entry (under the journal lock), or ``(0,
+        HUB_GENESIS)``: the next entry is the one after it (explicit, so the numbers have no gaps)."""
+        rows = run("SELECT seq, hash FROM journal ORDER BY seq DESC LIMIT 1")
+        return (int(rows[0][0]), str(rows[0][1])) if rows else (0, HUB_GENESIS)
 
     @staticmethod
     def _chain_existing(run: Run) -> None:
-        """Schema version 3: link the entries written before the journal was chained, in order."""
+        """Schema version 3: link the entries written before the journal was chained, in order (the old link)."""
         previous = GENESIS
         for seq, at, kind, body in run("SELECT seq, at, kind, body FROM journal ORDER BY seq"):
             previous = link(previous, float(at), str(kind), str(body))
             run("UPDATE journal SET hash = ? WHERE seq = ?", previous, seq)
+
+    @staticmethod
+    def _relink_standard(run: Run) -> None:
+        """Schema version 4: number the entries 1, 2, 3, ... in their order (closing the gaps an
+        auto-numbered sequence leaves where a transaction was rolled back: no entry is missing
+        there) and relink them by the standard chain (:func:`.chain.entry_hash`)."""
+        previous = HUB_GENESIS
+        rows = run("SELECT seq, at, kind, body FROM journal ORDER BY seq")
+        for number, (seq, at, kind, body) in enumerate(rows, start=1):
+            # in increasing order, each entry moves down to a number no entry holds any longer
+            previous = entry_hash(previous, number, float(at), str(kind), str(body))
+            run("UPDATE journal SET seq = ?, hash = ? WHERE seq = ?", number, previous, seq)
 
     def _journal(self, run: Run, kind: str, body: dict[str, Any]) -> None:
         run.entries.append((self._clock(), kind, body_text(body)))
@@ -228,6 +244,8 @@ class HubStore:
                     run(sql)
                 if version == 3:
                     self._chain_existing(run)
+                if version == 4:
+                    self._relink_standard(run)
                 run("INSERT INTO schema_version (version, applied_at) VALUES (?, ?)", version, self._clock())
 
     def schema_version(self) -> int:

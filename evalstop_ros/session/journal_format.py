@@ -27,12 +27,13 @@ import hashlib
 import json
 import pathlib
 import sqlite3
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 from .errors import JournalError
 
-__all__ = ["KINDS", "SCHEMA", "SCHEMA_VERSION", "ChainBreak", "Event", "chain_hash", "check_chain", "connect",
+__all__ = ["KINDS", "SCHEMA", "SCHEMA_VERSION", "ChainBreak", "Event", "chain_hash", "check_chain", "check_rows",
+           "connect",
            "encode_payload", "genesis_hash", "iter_events", "read_meta"]
 
 SCHEMA_VERSION = "2"
@@ -182,15 +183,20 @@ def raw_rows(connection: sqlite3.Connection) -> Iterator[tuple[int, int, str, in
     yield from connection.execute("SELECT seq, stamp_ns, kind, trial_id, payload, hash FROM events ORDER BY seq")
 
 
-def check_chain(connection: sqlite3.Connection, meta: Mapping[str, str],
-                genesis: Callable[[Mapping[str, str]], str] = genesis_hash) -> tuple[int, str, ChainBreak | None]:
-    """Walk the hash chain from ``genesis(meta)`` (a session journal's by default):
-    ``(last seq, last hash, first break or None)``.
+#: A journal row as the chain hashes it: ``(seq, stamp_ns, kind, trial_id, payload as stored, hash)``.
+Row = tuple[int, int, str, int | None, str, str]
 
-    Also a break: a gap in ``seq`` (a deleted row).
+
+def check_rows(rows: Iterable[Row], genesis: str) -> tuple[int, str, ChainBreak | None]:
+    """Walk a hash chain from ``genesis`` over rows ``(seq, stamp_ns, kind, trial_id, payload as
+    stored, hash)`` in order: ``(last seq, last hash, first break or None)``.
+
+    The one chain check of every journal: a session's, a station's (both through
+    :func:`check_chain`) and the hub's (``hub.chain.check_chain`` over an export).  Also a break: a
+    ``seq`` that is not the one after the last (a deleted, inserted or reordered row).
     """
-    previous, last = genesis(meta), 0
-    for seq, stamp_ns, kind, trial_id, payload, digest in raw_rows(connection):
+    previous, last = genesis, 0
+    for seq, stamp_ns, kind, trial_id, payload, digest in rows:
         expected = chain_hash(previous, int(seq), int(stamp_ns), str(kind), trial_id, str(payload))
         if int(seq) != last + 1 or digest != expected:
             return last, previous, ChainBreak(int(seq), str(kind), None if trial_id is None else int(trial_id))
@@ -198,3 +204,8 @@ def check_chain(connection: sqlite3.Connection, meta: Mapping[str, str],
     return last, previous, None
 
 
+def check_chain(connection: sqlite3.Connection, meta: Mapping[str, str],
+                genesis: Callable[[Mapping[str, str]], str] = genesis_hash) -> tuple[int, str, ChainBreak | None]:
+    """Walk the hash chain of a journal file from ``genesis(meta)`` (a session journal's by default)
+    with :func:`check_rows`: ``(last seq, last hash, first break or None)``."""
+    return check_rows(raw_rows(connection), genesis(meta))

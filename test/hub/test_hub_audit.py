@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 from hub_support import HubProcess, Station, call, cli, register_hub, stop_all
 
-from evalstop_ros.hub.chain import GENESIS, body_text, link
+from evalstop_ros.hub.chain import GENESIS, HUB_GENESIS, body_text, entry_hash, link
 from evalstop_ros.hub.station import StationClient
 from evalstop_ros.hub.station_journal import JOURNAL, LEGACY, read_station_journal
 
@@ -64,12 +64,13 @@ def _entries(export: pathlib.Path) -> list[dict[str, Any]]:
 
 
 def _write(path: pathlib.Path, entries: list[dict[str, Any]], rechain: bool) -> pathlib.Path:
-    """Write ``entries`` as an export; ``rechain``: recompute every link, as a forger who knows
-    the algorithm would."""
-    previous = GENESIS
-    for entry in entries:
+    """Write ``entries`` as an export; ``rechain``: renumber the entries and recompute every link
+    (the standard chain hashes the numbers), as a forger who knows the algorithm would."""
+    previous = HUB_GENESIS
+    for seq, entry in enumerate(entries, start=1):
         if rechain:
-            entry["hash"] = previous = link(previous, entry["at"], entry["kind"], body_text(entry["body"]))
+            entry["seq"] = seq
+            entry["hash"] = previous = entry_hash(previous, seq, entry["at"], entry["kind"], body_text(entry["body"]))
     path.write_text("".join(json.dumps(e, sort_keys=True) + "\n" for e in entries))
     return path
 
@@ -92,6 +93,26 @@ def test_an_edited_entry_breaks_the_chain(record: dict[str, Any]) -> None:
     assert status == 1
     assert report["problems"] == [f"entry seq {result['seq']} (result) does not match the hash chain: edited, or an "
                                   "entry before it was removed or changed"]
+
+
+def test_an_export_of_a_v3_hub_verifies_by_its_old_chain_with_a_note(record: dict[str, Any]) -> None:
+    """The same record as a hub before schema version 4 exported it (the old link, sequence
+    numbers not hashed) verifies, with its stations, and says which chain it is; an edited entry
+    is still named."""
+    entries = _entries(record["export"])
+    previous = GENESIS
+    for entry in entries:
+        entry["hash"] = previous = link(previous, entry["at"], entry["kind"], body_text(entry["body"]))
+    old = _write(record["root"] / "v3.jsonl", entries, rechain=False)
+    done = cli("audit", str(old), *(f"--station={d}" for d in record["stations"]))
+    assert done.returncode == 0 and done.stdout.strip().endswith("VERIFIED"), done.stdout
+    assert "note: the export is chained by the old link of a hub before schema version 4" in done.stdout
+    result = next(e for e in entries if e["kind"] == "result")
+    result["body"]["score_b"] = 1.0 - result["body"]["score_b"]
+    status, report = _audit(_write(record["root"] / "v3-edited.jsonl", entries, rechain=False))
+    assert status == 1 and report["problems"] == [
+        f"entry seq {result['seq']} (result) does not match the hash chain: edited, or an entry before it was "
+        "removed or changed"]
 
 
 def test_a_forged_upload_is_named_by_its_station(record: dict[str, Any]) -> None:

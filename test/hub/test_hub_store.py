@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import json
+import pathlib
 import random
 import threading
 import time
 from collections.abc import Callable, Iterator
+from typing import Any
 
 import pytest
 from hub_support import PostgresCluster
 
-from evalstop_ros.hub.chain import check_chain
+from evalstop_ros.hub.audit import audit_export
+from evalstop_ros.hub.chain import GENESIS, OLD_CHAIN, STANDARD_CHAIN, body_text, check_chain, link
 from evalstop_ros.hub.errors import HubError
 from evalstop_ros.hub.schema import latest_version
 from evalstop_ros.hub.store import Assignment, HubStore, hash_secret
@@ -145,24 +149,41 @@ def test_renewed_lease_outlives_its_first_deadline(open_store: Opener, database:
     assert err.value.status == 410
 
 
-def _v1_database(database: str) -> None:
-    """A database as schema v1 left it: a lease that expired and was handed out again (then
-    reported), and a live lease with an unused ticket."""
+def _old_database(database: str, version: int = 1) -> None:
+    """A database as schema v1 (or a later ``version``) left it: a lease that expired and was handed
+    out again (then reported), a live lease with an unused ticket, and two journal entries with a
+    gap between their numbers (an auto-numbered sequence after a rolled-back transaction); from
+    version 3 on, linked by the old chain."""
     from evalstop_ros.hub.schema import MIGRATIONS, SERIAL, VERSION_TABLE
 
     dialect = "postgresql" if database.startswith("postgresql://") else "sqlite"
+    journal = [(1, 0.5, "policy_added", json.dumps({"policy": "alpha"}, sort_keys=True)),
+               (3, 0.75, "policy_added", json.dumps({"policy": "beta"}, sort_keys=True))]
+    if version >= 3:
+        previous, linked = GENESIS, []
+        for seq, at, kind, body in journal:
+            previous = link(previous, at, kind, body)
+            linked.append(f"({seq}, {at}, '{kind}', '{body}', '{previous}')")
+        entries = f"INSERT INTO journal (seq, at, kind, body, hash) VALUES {', '.join(linked)}"
+    else:
+        entries = ("INSERT INTO journal (seq, at, kind, body) VALUES "
+                   + ", ".join(f"({seq}, {at}, '{kind}', '{body}')" for seq, at, kind, body in journal))
+    versions = ", ".join(f"({v}, 0)" for v in range(1, version + 1))
     rows = [
-        ("INSERT INTO schema_version (version, applied_at) VALUES (1, 0)", ()),
+        (f"INSERT INTO schema_version (version, applied_at) VALUES {versions}", ()),
         ("INSERT INTO policies VALUES ('alpha', 'sim://success=0.8', 0), ('beta', 'sim://success=0.3', 0)", ()),
         ("INSERT INTO stations VALUES ('s1', 'h1', 'station', 0, 0), ('s2', 'h2', 'station', 0, 0)", ()),
-        ("INSERT INTO assignments VALUES ('x', 's1', 'alpha', 'beta', 't', 'expired', 1, 'hx', NULL, 1), "
+        ("INSERT INTO assignments (assignment_id, station_id, policy_a, policy_b, task, state, lease_deadline, "
+         "ticket_hash, requeue_of, created_at) VALUES "
+         f"('x', 's1', 'alpha', 'beta', 't', '{'expired' if version < 2 else 'requeued'}', 1, 'hx', NULL, 1), "
          "('y', 's2', 'beta', 'alpha', 't', 'done', 2, 'hy', 'x', 2), "
          f"('z', 's1', 'alpha', 'beta', 't', 'leased', 1e12, '{hash_secret('tkt_zzzzzzzz')}', NULL, 3)", ()),
         ("INSERT INTO results VALUES ('y', 'upload-y', 's2', 'b', 2)", ()),
-        ("INSERT INTO journal (at, kind, body) VALUES (0.5, 'policy_added', '{\"policy\": \"alpha\"}'), "
-         "(0.75, 'policy_added', '{\"policy\": \"beta\"}')", ()),
+        (entries, ()),
+        *([("INSERT INTO pair_load VALUES ('alpha', 'beta', 2)", ())] if version >= 2 else []),
     ]
-    statements = [VERSION_TABLE, *(sql.format(serial=SERIAL[dialect]) for sql in MIGRATIONS[0][1])]
+    statements = [VERSION_TABLE, *(sql.format(serial=SERIAL[dialect]) for v, sqls in MIGRATIONS[:version]
+                                   for sql in sqls)]
     if dialect == "sqlite":
         import sqlite3
 
@@ -182,13 +203,14 @@ def _v1_database(database: str) -> None:
             pg.execute(sql, params)
 
 
-def test_migrations_2_and_3_keep_the_queue_load_and_journal_of_a_v1_database(open_store: Opener, database: str) -> None:
+def test_migrations_2_to_4_keep_the_queue_load_and_journal_of_a_v1_database(open_store: Opener, database: str) -> None:
     """Schema v2 (issue #23) marks a lease already handed out again as ``requeued`` (it is not
     handed out a second time) and fills ``pair_load`` with the leased and reported assignments;
-    v3 links the journal entries already written into the hash chain new entries continue."""
-    _v1_database(database)
+    v3 links the journal entries already written, v4 numbers them without gaps and relinks them
+    by the standard chain new entries continue."""
+    _old_database(database)
     store = open_store(database, Clock())
-    assert store.schema_version() == latest_version() == 3
+    assert store.schema_version() == latest_version() == 4
     assert store.counts() == {"requeued": 1, "done": 1, "leased": 1, "results": 1}
     with store._tx() as run:
         assert run("SELECT policy_low, policy_high, load FROM pair_load") == [("alpha", "beta", 2)]
@@ -203,9 +225,74 @@ def test_migrations_2_and_3_keep_the_queue_load_and_journal_of_a_v1_database(ope
     assert store.submit("s2", work.assignment_id, "upload-w", 1.0, 0.0) == "recorded"
     exported = [e.to_dict() for e in store.journal()]
     assert [e["kind"] for e in exported] == ["policy_added", "policy_added", "assigned", "result"]
-    assert check_chain(exported) is None
+    assert [e["seq"] for e in exported] == [1, 2, 3, 4]
+    assert check_chain(exported) == (None, STANDARD_CHAIN)
     exported[0]["body"]["policy"] = "gamma"
-    assert "entry seq 1 (policy_added) does not match the hash chain" in str(check_chain(exported))
+    problem, chain = check_chain(exported)
+    assert chain == STANDARD_CHAIN and "entry seq 1 (policy_added) does not match the hash chain" in str(problem)
+
+
+def _export(store: HubStore, path: pathlib.Path) -> list[dict[str, Any]]:
+    entries = [e.to_dict() for e in store.journal()]
+    path.write_text("".join(json.dumps(e, sort_keys=True) + "\n" for e in entries))
+    return entries
+
+
+def _old_links(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``entries`` as a v3 hub exported them: linked by the old chain (no sequence numbers hashed)."""
+    previous = GENESIS
+    for entry in entries:
+        entry["hash"] = previous = link(previous, entry["at"], entry["kind"], body_text(entry["body"]))
+    return entries
+
+
+def test_a_v3_database_migrates_to_the_standard_chain_and_its_export_verifies(
+        open_store: Opener, database: str, tmp_path: pathlib.Path) -> None:
+    """A v3 hub's journal (old links, a gap in its numbers) is renumbered and relinked by v4: its
+    export verifies by the standard chain (no note), new entries continue the chain, and an edited
+    entry is named."""
+    _old_database(database, version=3)
+    store = open_store(database, Clock())
+    assert store.schema_version() == 4
+    store.add_policy("gamma", "sim://success=0.5")
+    work, _ = store.lease("s2", 30.0, ["t"], "need", random.Random(1))
+    assert store.submit("s2", work.assignment_id, "upload-w", 1.0, 0.0) == "recorded"
+    entries = _export(store, tmp_path / "export.jsonl")
+    assert [e["seq"] for e in entries] == list(range(1, len(entries) + 1))
+    assert entries[1]["hash"] != _old_links([dict(e) for e in entries])[1]["hash"]  # relinked
+    audit = audit_export(tmp_path / "export.jsonl")
+    assert audit.verified and audit.results == 1 and not any("old link" in note for note in audit.notes), audit
+    assert check_chain(entries) == (None, STANDARD_CHAIN)
+    result = next(e for e in entries if e["kind"] == "result")
+    result["body"]["score_a"] = 0.0
+    (tmp_path / "edited.jsonl").write_text("".join(json.dumps(e) + "\n" for e in entries))
+    assert audit_export(tmp_path / "edited.jsonl").problems == [
+        f"entry seq {result['seq']} (result) does not match the hash chain: edited, or an entry before it was removed "
+        "or changed"]
+
+
+def test_a_v3_export_still_verifies_with_a_note_and_names_an_edited_entry(
+        open_store: Opener, tmp_path: pathlib.Path) -> None:
+    """An export written by a v3 hub (the old link) is told apart from a standard one and checked by
+    its own chain: it verifies, with a note that it is the old chain; an edited entry is named; an
+    entry removed (numbers no longer hashed) still breaks the next link."""
+    store, _, _ = _hub(open_store, str(tmp_path / "hub.sqlite"), Clock())
+    work, _ = store.lease("s1", 30.0, ["t"], "need", random.Random(1))
+    assert store.submit("s1", work.assignment_id, "upload-1", 1.0, 0.0) == "recorded"
+    old = _old_links(_export(store, tmp_path / "new.jsonl"))
+    (tmp_path / "old.jsonl").write_text("".join(json.dumps(e, sort_keys=True) + "\n" for e in old))
+    assert check_chain(old) == (None, OLD_CHAIN)
+    audit = audit_export(tmp_path / "old.jsonl")
+    assert audit.verified and audit.results == 1
+    assert any("old link of a hub before schema version 4" in note for note in audit.notes), audit.notes
+    for seq in (1, len(old)):  # the first entry (which tells the chains apart) and the last
+        edited = [dict(e, body=dict(e["body"])) for e in old]
+        edited[seq - 1]["body"]["edited"] = True
+        problem, chain = check_chain(edited)
+        assert chain == OLD_CHAIN and problem == (f"entry seq {seq} ({edited[seq - 1]['kind']}) does not match the "
+                                                  "hash chain: edited, or an entry before it was removed or changed")
+    removed = old[:1] + old[2:]
+    assert check_chain(removed)[0] is not None and "entry seq 3" in str(check_chain(removed)[0])
 
 
 def test_a_lease_never_waits_for_its_own_rows_while_holding_another_stations(
