@@ -61,14 +61,18 @@ def _const(node: ast.expr | None) -> object:
 
 def _declared_parameters(executable: str) -> set[str]:
     """Parameters the node behind ``scripts/<executable>`` declares (also in the sibling node modules
-    it imports, e.g. the manager's hub mode)."""
+    it imports, directly or through another, e.g. the runner parameters of both managers)."""
     module = re.search(r"from evalstop_ros\.nodes\.(\w+) import main", (REPO / "scripts" / executable).read_text())
     assert module, f"scripts/{executable} does not call a node's main"
-    tree = ast.parse((REPO / "evalstop_ros" / "nodes" / f"{module.group(1)}.py").read_text())
-    siblings = [n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.level == 1 and n.module
-                and n.module != "_common"]
-    trees = [tree, *(ast.parse((REPO / "evalstop_ros" / "nodes" / f"{name}.py").read_text()) for name in siblings)]
-    return {str(_const(c.args[1])) for t in trees for c in _calls(t, "declare") if len(c.args) > 1}
+    trees: dict[str, ast.Module] = {}
+    todo = [module.group(1)]
+    while todo:
+        name = todo.pop()
+        if name in trees or name == "_common":
+            continue
+        trees[name] = ast.parse((REPO / "evalstop_ros" / "nodes" / f"{name}.py").read_text())
+        todo += [n.module for n in ast.walk(trees[name]) if isinstance(n, ast.ImportFrom) and n.level == 1 and n.module]
+    return {str(_const(c.args[1])) for t in trees.values() for c in _calls(t, "declare") if len(c.args) > 1}
 
 
 def _tree(path: pathlib.Path) -> ast.Module:
