@@ -223,11 +223,12 @@ def test_eval_launch_arguments_and_robot_presets() -> None:
 
 @pytest.mark.parametrize("path", LAUNCH_FILES, ids=lambda p: p.name)
 def test_the_launch_ends_when_the_manager_exits(path: pathlib.Path) -> None:
-    """Issue 8: the manager's death ends the session, so it ends the launch (``on_exit=Shutdown()``);
-    no other node's does (a runner may come back, the operator terminal may be reopened)."""
+    """Issue 8: the manager's death (``evaluation_manager``, or a hub station's ``station_manager``) ends
+    the session, so it ends the launch (``on_exit=Shutdown()``); no other node's does (a runner may
+    come back, the operator terminal may be reopened)."""
     for executable, node in _nodes(_tree(path)):
         on_exit = _kwarg(node, "on_exit")
-        if executable == "evaluation_manager":
+        if executable in ("evaluation_manager", "station_manager"):
             assert isinstance(on_exit, ast.Call) and getattr(on_exit.func, "id", None) == "Shutdown", path.name
         else:
             assert on_exit is None, f"{path.name}: only the manager's exit ends the launch"
