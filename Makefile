@@ -145,7 +145,7 @@ demo-physics: venv ros
 demo-hub: venv
 	$(PY) tools/hub/demo.py
 
-# The same with ROS stations: evaluation_manager in hub mode + sim_robot, one ROS domain each.
+# The same with ROS stations: station_manager + sim_robot, one ROS domain each.
 demo-hub-ros: venv ros
 	$(ROS_ENV) ROS_DOMAIN_ID=$${ROS_DOMAIN_ID:-0} $(PY) tools/hub/demo.py --ros-stations
 

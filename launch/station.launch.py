@@ -1,12 +1,12 @@
-"""Launch one station of an evaluation hub: the manager in hub mode and the robot's runner.
+"""Launch one station of an evaluation hub: ``station_manager`` and the robot's runner.
 
     EVALSTOP_HUB_KEY=... ros2 launch evalstop station.launch.py hub_url:=http://hub:8765 station_id:=lab-a
     ros2 launch evalstop station.launch.py hub_url:=http://hub:8765 station_id:=lab-a \\
         hub_key_file:=/etc/evalstop/lab-a.key robot:=sim trials:=20
     ros2 run evalstop teleop_scorer     # operator terminal, when the runner does not score itself
 
-The manager (``evaluation_manager`` with ``hub_url``) asks the hub for A/B work, runs each arm on
-the runner, journals the result in ``journal_dir/hub-<station_id>/station.jsonl`` first and
+The station node (``station_manager``) asks the hub for A/B work, runs each arm on
+the runner, journals the result in ``journal_dir/hub-<station_id>/station.db`` first and
 uploads it (later, in order, when the hub is unreachable). ``robot:=sim`` also starts
 ``sim_robot``, which runs the hub's simulated policy servers (``sim://success=P``) and scores
 each rollout itself; ``robot:=none`` starts no runner (start the lab's ``policy_runner``, whose
@@ -42,13 +42,13 @@ def generate_launch_description():
         DeclareLaunchArgument('sim_duration', default_value='1.0', description='sim_robot: rollout duration (s).'),
         DeclareLaunchArgument('sim_seed', default_value='0', description='sim_robot: seed of the outcomes.'),
         evalstop_node(
-            'evaluation_manager', namespace=namespace,
+            'station_manager', namespace=namespace,
             parameters=[{
                 **as_parameters(str, 'hub_url', 'station_id', 'hub_key_file', 'runner_action', 'journal_dir'),
                 'hub_trials': typed('trials', int), 'hub_scoring': typed('scoring'),
                 'exit_on_finish': PythonExpression([LaunchConfiguration('trials'), ' > 0']),
             }],
-            on_exit=Shutdown(reason='evaluation_manager exited'),
+            on_exit=Shutdown(reason='station_manager exited'),
         ),
         evalstop_node(
             'sim_robot', namespace=namespace,

@@ -149,7 +149,7 @@ def _loop_callers() -> set[str]:
 
 
 def test_one_trial_loop() -> None:
-    """Issue #22: the manager node (local session and hub mode), the simulated hub station, the
+    """Issue #22: the manager nodes (evaluation_manager, station_manager), the simulated hub station, the
     audit's synthetic recordings and the session tests all drive ``session/driver.TrialDriver``;
     no other module issues trials or journals runs itself."""
     assert _loop_callers() == {"evalstop_ros.session.driver"}

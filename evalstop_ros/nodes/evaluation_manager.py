@@ -35,8 +35,9 @@ decided from the journal alone: crash safety comes from the session journal
 (``journal_dir/<session_id>.db``): started again with the same ``session_id`` the manager replays
 it and carries on from the pending trial with the same decisions.
 
-With ``hub_url`` set the node runs no local session: it is a station of an evaluation hub
-(:mod:`.hub_mode`, docs/hub.md).
+A station of an evaluation hub is another node, ``station_manager`` (:mod:`.station_manager`,
+docs/hub.md); given ``hub_url`` this node refuses to start and says so.  The plumbing both share
+(parameters, topics, services, diagnostics timer, exit) is :class:`~.manager_base.ManagerNode`'s.
 
 Until the session's key is revealed at its end, every operator-reachable output (the topics
 above, ``/diagnostics``, the session's log lines) names the policies only by the stand-ins of
@@ -51,25 +52,15 @@ from __future__ import annotations
 
 import contextlib
 import datetime
-import gc
 import logging
-import os
 import pathlib
 from collections.abc import Callable
 from typing import Any
 
-import rclpy
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
-from evalstop.msg import ComparisonStatus, ScoreAck, SessionEvent, SessionStatus, TrialRequest, TrialScore
-from evalstop.msg import SessionConfig as SessionConfigMsg
+from evalstop.msg import TrialScore
 from evalstop.srv import CorrectScore, SessionControl, StartSession
-from rcl_interfaces.msg import SetParametersResult
-from rclpy.duration import Duration
-from rclpy.exceptions import ParameterException
-from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
-from rclpy.parameter import Parameter
 from rclpy.qos import QoSProfile
-from rclpy.task import Future
 
 from .. import __version__, qos
 from ..session import (
@@ -84,17 +75,15 @@ from ..session import (
 )
 from ..session.driver import Action, TrialDriver, Verdict
 from ..session.journal import Event, journaled_fault_limit
-from ..session.journal_files import journal_directory
 from ..session.limits import LOG_BURST, LOG_WINDOW_S, RateLimit, bounded
 from ..session.public_view import PUBLIC_TOPICS, PublicView
-from ..session.publishing import SessionPublisher, diagnostics
+from ..session.publishing import diagnostics
 from ..session.values import FINAL, ScoreOutcome
-from ._common import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, parameter_error, ros_context
-from .hub_mode import HubMode, hub_mode
-from .manager_parameters import SESSION_PARAMETERS, ManagerParameters, check_parameter, declare_manager_parameters
+from ._common import EXIT_FAILURE, EXIT_USAGE, declare
+from .manager_base import ManagerNode, run_manager
+from .manager_parameters import SESSION_PARAMETERS, ManagerParameters, declare_manager_parameters
 from .manager_services import apply_control, apply_correction, control_command
-from .quick_log import QuickNode, SessionLogHandler
-from .realtime import declare_thread_priority
+from .quick_log import SessionLogHandler
 from .runner_link import HELD, RunnerLink, RunResult
 
 __all__ = ["EvaluationManager", "main"]
@@ -103,15 +92,18 @@ __all__ = ["EvaluationManager", "main"]
 WATCH_PERIOD = 0.2
 
 
-class EvaluationManager(ManagerParameters, QuickNode):
+class EvaluationManager(ManagerParameters, ManagerNode):
     """Drives an evaluation session: trials out, runner goals, scores in, status out."""
 
     def __init__(self, *, latched_qos: QoSProfile, comparison_qos: QoSProfile, event_qos: QoSProfile,
                  journal_qos: QoSProfile, diagnostics_qos: QoSProfile) -> None:
         super().__init__("evaluation_manager")
-        declare_thread_priority(self)
         declare_manager_parameters(self)
-        self.add_on_set_parameters_callback(self._on_set_parameters)
+        hub_url = declare(self, "hub_url", "", "Not this node's: a station of an evaluation hub is `station_manager` "
+                          "(set, this node refuses to start).", read_only=True)
+        if hub_url:
+            raise ValueError(f"`hub_url` is set ({hub_url}): a station of an evaluation hub is its own node, run "
+                             "`ros2 run evalstop station_manager` (or `ros2 launch evalstop station.launch.py`)")
         if not self.operator_keys_file and not self.allow_unsigned:
             raise ValueError("no `operator_keys_file`, and `allow_unsigned` is false (the default of eval.launch.py on "
                              "a real robot): make operator keys with `evalstop keys new` and pass "
@@ -125,26 +117,9 @@ class EvaluationManager(ManagerParameters, QuickNode):
                 "no operator_keys_file: scores, corrections and session control are NOT authenticated (any node "
                 "on the domain that reads trial_request can score, void, pause or abort); see docs/integrity.md")
 
-        self.get_logger().info(
-            f"QoS: trial_request/session_status/session_config {qos.describe(latched_qos)}, comparison_status "
-            f"{qos.describe(comparison_qos)}, session_event {qos.describe(journal_qos)}, trial_score/score_ack "
-            f"{qos.describe(event_qos)}")
-        self._outputs = {
-            "trial_request": (TrialRequest, self.create_publisher(TrialRequest, "trial_request", latched_qos)),
-            "session_status": (SessionStatus, self.create_publisher(SessionStatus, "session_status", latched_qos)),
-            "comparison_status": (ComparisonStatus,
-                                  self.create_publisher(ComparisonStatus, "comparison_status", comparison_qos)),
-            "score_ack": (ScoreAck, self.create_publisher(ScoreAck, "score_ack", event_qos)),
-            "session_config": (SessionConfigMsg, self.create_publisher(SessionConfigMsg, "session_config", latched_qos)),
-            "session_event": (SessionEvent, self.create_publisher(SessionEvent, "session_event", journal_qos)),
-        }
-        self._publisher = SessionPublisher(self._send)
-        self._diagnostics_pub = self.create_publisher(DiagnosticArray, "/diagnostics", diagnostics_qos)
-        self.create_subscription(TrialScore, "trial_score", self._on_score, event_qos)
+        self.open_interfaces(latched_qos=latched_qos, comparison_qos=comparison_qos, event_qos=event_qos,
+                             journal_qos=journal_qos, diagnostics_qos=diagnostics_qos)
         self.create_service(StartSession, "start_session", self._on_start_session)
-        self.create_service(SessionControl, "session_control", self._guarded("session_control", self._on_session_control))
-        self.create_service(CorrectScore, "correct_score", self._guarded("correct_score", self._on_correct_score))
-        self.create_timer(1.0, self._publish_diagnostics)
         self.create_timer(WATCH_PERIOD, self._watch)
 
         #: Policy ids -> stand-ins on every operator channel until the key is revealed (session/public_view.py).
@@ -156,8 +131,6 @@ class EvaluationManager(ManagerParameters, QuickNode):
         session_log.setLevel(logging.INFO)
         session_log.propagate = False
 
-        #: Set (to the exit status) when the node should exit: session over and exit_on_finish.
-        self.done: Future = Future()
         self.session: EvaluationSession | None = None
         self._link: RunnerLink | None = None  # the session's runner: the goal in flight and its deadlines
         self._runner_name = ""
@@ -165,34 +138,22 @@ class EvaluationManager(ManagerParameters, QuickNode):
         self._ended = False
         self._reject_log = RateLimit(LOG_BURST, LOG_WINDOW_S)  # a flood of bad scores cannot flood the log
         self._auth_log = RateLimit(LOG_BURST, LOG_WINDOW_S)  # nor a flood of unauthenticated messages
-
-        # hub mode (hub_url set): a station of an evaluation hub, no local session (nodes/hub_mode.py)
-        self._hub: HubMode | None = hub_mode(self)
-        if self._hub is None and self.auto_start and self.config_file:
+        if self.auto_start and self.config_file:
             # a bad config raises ConfigError here, before any journal exists: one FATAL line, exit 2 (main)
             self._load_config(self.config_file, self.max_attempts)
             ok, message = self.start_session(self.session_id, self.config_file)
             if not ok:
                 raise SessionError(message)
-        elif self._hub is None:
+        else:
             self.get_logger().info("idle: waiting for a start_session request")
             self._publisher.idle()
 
     # -- publishing -------------------------------------------------------------------------
-    def _send(self, topic: str, fields: dict[str, Any], stamp_ns: int | None) -> None:
-        """Publish ``fields`` (from :class:`SessionPublisher`) on ``topic``."""
-        cls, publisher = self._outputs[topic]
+    def _outward(self, topic: str, fields: dict[str, Any]) -> dict[str, Any]:
+        """Before the key is revealed: stand-ins on the operator's topics, never policy ids."""
         if self._view is not None and not self._revealed and topic in PUBLIC_TOPICS:
-            fields = self._view.fields(topic, fields)  # before the key is revealed: stand-ins, never policy ids
-        if "comparisons" in fields:
-            fields = {**fields, "comparisons": [ComparisonStatus(**c) for c in fields["comparisons"]]}
-        msg = cls(**fields)
-        if hasattr(msg, "header"):
-            if stamp_ns is None:
-                msg.header.stamp = self.get_clock().now().to_msg()
-            else:
-                msg.header.stamp.sec, msg.header.stamp.nanosec = divmod(int(stamp_ns), 1_000_000_000)
-        publisher.publish(msg)
+            return self._view.fields(topic, fields)
+        return fields
 
     def _public_text(self, text: str) -> str:
         """``text`` as the operator may read it (policy ids replaced until the key is revealed)."""
@@ -208,24 +169,17 @@ class EvaluationManager(ManagerParameters, QuickNode):
 
     # -- parameters -------------------------------------------------------------------------
     def _active(self) -> bool:
-        return self.session is not None and self.session.state not in FINAL
+        session = getattr(self, "session", None)  # (None until __init__ made it)
+        return session is not None and session.state not in FINAL
 
-    def _on_set_parameters(self, params: list[Parameter]) -> SetParametersResult:
-        """Refuse changes to the pre-registered settings while a session is active; check values."""
-        for param in params:
-            reason = check_parameter(param.name, param.value)
-            if param.name in SESSION_PARAMETERS and self._active():
-                assert self.session is not None
-                reason = (f"cannot change `{param.name}` while session {self.session.session_id!r} is "
-                          f"{self.session.state.value}: the test is pre-registered (config hash "
-                          f"{self.session.config.config_hash[:12]}); finish or abort the session first")
-            if reason:
-                self.get_logger().warning(f"parameter change refused: {reason}")
-                return SetParametersResult(successful=False, reason=reason)
-        for param in params:
-            if hasattr(self, param.name):
-                setattr(self, param.name, param.value)
-        return SetParametersResult(successful=True)
+    def _parameter_refused(self, name: str) -> str:
+        """Refuse changes to the pre-registered settings while a session is active."""
+        if name not in SESSION_PARAMETERS or not self._active():
+            return ""
+        assert self.session is not None
+        return (f"cannot change `{name}` while session {self.session.session_id!r} is "
+                f"{self.session.state.value}: the test is pre-registered (config hash "
+                f"{self.session.config.config_hash[:12]}); finish or abort the session first")
 
     # -- starting ---------------------------------------------------------------------------
     def _load_config(self, path: str, max_attempts: int) -> SessionConfig:
@@ -233,17 +187,6 @@ class EvaluationManager(ManagerParameters, QuickNode):
         and ``max_attempts`` where the file sets no ``runner.max_attempts``."""
         return load_config(path, alpha=self.alpha or None, n_max=self.n_max or None, method=self.method or None,
                            confirm_reset=self.confirm_reset or None, max_attempts=max_attempts)
-
-    @property
-    def publisher(self) -> SessionPublisher:
-        """What this node publishes about its session (or, in hub mode, its station's work)."""
-        return self._publisher
-
-    def journal_path(self, session_id: str) -> pathlib.Path:
-        """The journal file of session ``session_id`` (under ``journal_dir``, a directory only the user may write)."""
-        base = self.journal_dir or os.path.join(
-            os.environ.get("ROS_HOME", os.path.expanduser("~/.ros")), "evalstop")
-        return journal_directory(base) / f"{session_id}.db"  # 0700, refused if others can write it
 
     def start_session(self, session_id: str, config_path: str) -> tuple[bool, str]:
         """Start (or resume from its journal) a session; returns ``(ok, message)``.
@@ -253,8 +196,6 @@ class EvaluationManager(ManagerParameters, QuickNode):
         ``runner.max_attempts`` gets the resumed journal's limit, or for a new session the
         ``max_attempts`` parameter.
         """
-        if self._hub is not None:
-            return False, "hub mode: the hub assigns the work; no local session can be started"
         if self._active():
             assert self.session is not None
             return False, f"session {self.session.session_id!r} is {self.session.state.value}; abort it first"
@@ -377,9 +318,6 @@ class EvaluationManager(ManagerParameters, QuickNode):
 
     # -- scores -----------------------------------------------------------------------------
     def _on_score(self, msg: TrialScore) -> None:
-        if self._hub is not None:
-            self._hub.on_score(msg)
-            return
         check = self._authenticate("trial_score", msg)
         if not check.ok:
             outcome = ScoreOutcome(False, False, check.reason)
@@ -432,7 +370,7 @@ class EvaluationManager(ManagerParameters, QuickNode):
                 self.get_logger().warning(f"{kind} refused: {check.reason}{self._auth_log.suppressed()}")
         return check
 
-    def _guarded(self, kind: str, handler: Callable[[Any, Any], None]) -> Callable[[Any, Any], Any]:
+    def _service_callback(self, kind: str, handler: Callable[[Any, Any], None]) -> Callable[[Any, Any], Any]:
         """A service callback that runs ``handler`` only for an authenticated request and signs the answer."""
         def callback(request: Any, response: Any) -> Any:
             check = self._authenticate(kind, request)
@@ -461,8 +399,6 @@ class EvaluationManager(ManagerParameters, QuickNode):
         command, response.message = control_command(request.command)
         if command is None:
             response.ok = False
-        elif self._hub is not None:
-            response.ok, response.message = self._hub.control(command, request.reason)
         else:
             response.ok, response.message = apply_control(self.session, command, request)
             if response.ok and command == "abort":
@@ -473,14 +409,6 @@ class EvaluationManager(ManagerParameters, QuickNode):
     def _on_correct_score(self, request: CorrectScore.Request, response: CorrectScore.Response) -> None:
         """Correct, void or undo a score (:func:`~.manager_services.apply_correction`)."""
         session = self.session
-        if self._hub is not None:  # a station voids its pending trial only (nodes/hub_mode.py)
-            if request.action == CorrectScore.Request.ACTION_VOID:
-                response.ok, response.message = self._hub.void(int(request.trial_id), request.reason.strip())
-            else:
-                response.ok, response.message = False, "in hub mode only ACTION_VOID of the pending trial applies"
-            if not response.ok:
-                self.get_logger().warning(f"correct_score refused for trial {request.trial_id}: {response.message}")
-            return
         response.ok, response.message = apply_correction(session, request)
         if not response.ok:
             self.get_logger().warning(f"correct_score refused for trial {request.trial_id}: {response.message}")
@@ -491,9 +419,6 @@ class EvaluationManager(ManagerParameters, QuickNode):
 
     # -- status -----------------------------------------------------------------------------
     def _publish_diagnostics(self) -> None:
-        if self._hub is not None:
-            self._hub.publish_diagnostics(self._diagnostics_pub)
-            return
         array = DiagnosticArray()
         array.header.stamp = self.get_clock().now().to_msg()
         runner = "" if self._link is None else self._link.state
@@ -524,23 +449,11 @@ class EvaluationManager(ManagerParameters, QuickNode):
             f"session {self.session.session_id} {status.state.value}: {status.trials_scored} trials scored, "
             f"{status.comparisons_decided}/{status.comparisons_total} tests decided"
             + (f"; letters {' '.join(f'{p}={l}' for p, l in letters.items())}" if letters else ""))
-        if self.exit_on_finish and not self.done.done():
-            def finish() -> None:
-                self.destroy_timer(timer)
-                if not self.done.done():
-                    self.done.set_result(EXIT_OK)
-            timer = self.create_timer(max(self.exit_linger, 0.001), finish)
-
-    def flush(self, timeout: float = 2.0) -> None:
-        """Wait until subscribers acknowledged the reliable messages already published."""
-        for _, publisher in self._outputs.values():
-            publisher.wait_for_all_acked(Duration(seconds=timeout))
+        self.exit_when_lingered()
 
     def destroy_node(self) -> None:
         """Close the session journal, then destroy the node."""
         # (getattr: also called by rclpy's shutdown when __init__ failed half-way)
-        if getattr(self, "_hub", None) is not None:
-            self._hub.close()
         if getattr(self, "_log_handler", None) is not None:
             logging.getLogger("evalstop_ros.session").removeHandler(self._log_handler)
         if getattr(self, "session", None) is not None:
@@ -553,35 +466,10 @@ def main(args: list[str] | None = None) -> int:
     """Run the manager until Ctrl-C, or until the session ends with ``exit_on_finish``.
 
     Exit status: 0 normally, 1 if the session cannot start (e.g. a journal of another config),
-    2 for invalid parameters or an invalid config file (one FATAL line naming the value).
+    2 for invalid parameters (``hub_url`` among them: that is ``station_manager``'s) or an invalid
+    config file (one FATAL line naming the value).
     """
-    try:
-        with ros_context(args):
-            try:
-                node = EvaluationManager(latched_qos=qos.LATCHED_QOS, comparison_qos=qos.COMPARISON_QOS,
-                                         event_qos=qos.EVENT_QOS, journal_qos=qos.JOURNAL_EVENT_QOS,
-                                         diagnostics_qos=qos.DIAGNOSTICS_QOS)
-            except ConfigError as err:
-                rclpy.logging.get_logger("evaluation_manager").fatal(f"cannot start: invalid config {err}")
-                return EXIT_USAGE
-            except SessionError as err:
-                rclpy.logging.get_logger("evaluation_manager").fatal(f"cannot start: {err}")
-                return EXIT_FAILURE
-            except (ParameterException, ValueError, TypeError) as err:
-                rclpy.logging.get_logger("evaluation_manager").fatal(f"invalid parameters: {parameter_error(err)}")
-                return EXIT_USAGE
-            # Everything built so far (rclpy, numpy, the session, its tables) lives as long as the
-            # process: move it out of the collector's reach, or every full collection walks it
-            # (~0.1 s under load, between a score and its status).
-            gc.freeze()
-            executor = SingleThreadedExecutor()
-            executor.add_node(node)
-            try:
-                executor.spin_until_future_complete(node.done)
-                node.flush()
-            finally:
-                node.destroy_node()
-            return int(node.done.result()) if node.done.done() else EXIT_OK
-    except (KeyboardInterrupt, ExternalShutdownException):
-        pass
-    return EXIT_OK
+    return run_manager("evaluation_manager", lambda: EvaluationManager(
+        latched_qos=qos.LATCHED_QOS, comparison_qos=qos.COMPARISON_QOS, event_qos=qos.EVENT_QOS,
+        journal_qos=qos.JOURNAL_EVENT_QOS, diagnostics_qos=qos.DIAGNOSTICS_QOS), args,
+        ((ConfigError, "cannot start: invalid config ", EXIT_USAGE), (SessionError, "cannot start: ", EXIT_FAILURE)))

@@ -1,5 +1,9 @@
-"""The ``evaluation_manager`` node's parameters: declared with their ranges and descriptions,
-checked at start-up and on every change.
+"""The manager nodes' parameters: declared with their ranges and descriptions, checked at
+start-up and on every change.
+
+:func:`declare_runner_parameters` declares those of every node that drives a runner
+(``evaluation_manager`` and ``station_manager``: journal, runner action and limits, exit);
+:func:`declare_manager_parameters` adds ``evaluation_manager``'s session parameters.
 
 The pre-registered ones (:data:`SESSION_PARAMETERS`) are fixed while a session is active;
 ``max_attempts`` only fills in ``runner.max_attempts`` for a config that does not set it, and
@@ -13,7 +17,8 @@ from typing import Any
 
 from ._common import declare
 
-__all__ = ["SESSION_PARAMETERS", "ManagerParameters", "check_parameter", "declare_manager_parameters"]
+__all__ = ["SESSION_PARAMETERS", "ManagerParameters", "RunnerParameters", "check_parameter", "declare_manager_parameters",
+           "declare_runner_parameters"]
 
 #: Parameters fixed for the life of a session (a change is refused while one is active).
 SESSION_PARAMETERS = ("alpha", "method", "n_max", "confirm_reset", "max_attempts", "config_file", "session_id",
@@ -39,18 +44,23 @@ def check_parameter(name: str, value: Any) -> str:
     return ""
 
 
-class ManagerParameters:
-    """The parameters' values as attributes of the node (kept current by its set-parameters callback)."""
+class RunnerParameters:
+    """The shared parameters' values as attributes of the node (kept current by its set-parameters callback)."""
 
-    config_file: str
-    session_id: str
     journal_dir: str
     runner_action: str
-    auto_start: bool
     exit_on_finish: bool
     exit_linger: float
     max_attempts: int
     goal_response_timeout: float
+
+
+class ManagerParameters(RunnerParameters):
+    """``evaluation_manager``'s parameters as attributes of the node."""
+
+    config_file: str
+    session_id: str
+    auto_start: bool
     operator_keys_file: str
     allow_unsigned: bool
     journal_fsync: bool
@@ -60,23 +70,23 @@ class ManagerParameters:
     confirm_reset: bool
 
 
-def declare_manager_parameters(node: Any) -> None:  # Any: a ManagerParameters node (mypy has no intersection type)
-    """Declare every parameter on ``node`` (a :class:`ManagerParameters` node), set its attribute,
-    and check the values (:class:`ValueError` naming the first bad one)."""
-    node.config_file = declare(
-        node, "config_file", "", "Session config (YAML) started at launch (auto_start) or by start_session.")
-    node.session_id = declare(
-        node, "session_id", "",
-        "Session id; the journal is journal_dir/<session_id>.db. Reusing an id resumes that session. "
-        "Empty: <config name>-<UTC time>.")
+def _check(node: Any, names: tuple[str, ...]) -> None:
+    for name in names:
+        problem = check_parameter(name, getattr(node, name))
+        if problem:
+            raise ValueError(problem)
+
+
+def declare_runner_parameters(node: Any) -> None:  # Any: a RunnerParameters node (mypy has no intersection type)
+    """Declare the parameters of every manager node on ``node`` (a :class:`RunnerParameters` node), set
+    their attributes, and check the values (:class:`ValueError` naming the first bad one)."""
     node.journal_dir = declare(
-        node, "journal_dir", "", "Directory of the session journals (empty: $ROS_HOME/evalstop or ~/.ros/evalstop).")
+        node, "journal_dir", "", "Directory of the session journals (a station's: journal_dir/hub-<station_id>; empty: "
+        "$ROS_HOME/evalstop or ~/.ros/evalstop).")
     node.runner_action = declare(
         node, "runner_action", "", "RunTrial action of the robot's runner (empty: the config's runner.action_name).")
-    node.auto_start = declare(
-        node, "auto_start", True, "Start (or resume) the session from config_file at launch.")
     node.exit_on_finish = declare(
-        node, "exit_on_finish", False, "Exit (status 0) once the session is finished or aborted.")
+        node, "exit_on_finish", False, "Exit (status 0) once the session (a station's work) is finished or aborted.")
     node.exit_linger = declare(
         node, "exit_linger", 2.0,
         "With exit_on_finish: seconds to keep serving the final (latched) status before exiting, "
@@ -90,6 +100,20 @@ def declare_manager_parameters(node: Any) -> None:  # Any: a ManagerParameters n
         node, "goal_response_timeout", 5.0,
         "Seconds to wait for the runner's answer to a goal (or for a finished goal's result) before "
         "sending it again: DDS can lose responses.", float_range=(0.05, 600.0))
+    _check(node, ("max_attempts", "goal_response_timeout", "exit_linger"))
+
+
+def declare_manager_parameters(node: Any) -> None:  # Any: a ManagerParameters node
+    """Declare ``evaluation_manager``'s session parameters on ``node`` (a :class:`ManagerParameters` node
+    whose :func:`declare_runner_parameters` are declared), set their attributes, and check the values."""
+    node.config_file = declare(
+        node, "config_file", "", "Session config (YAML) started at launch (auto_start) or by start_session.")
+    node.session_id = declare(
+        node, "session_id", "",
+        "Session id; the journal is journal_dir/<session_id>.db. Reusing an id resumes that session. "
+        "Empty: <config name>-<UTC time>.")
+    node.auto_start = declare(
+        node, "auto_start", True, "Start (or resume) the session from config_file at launch.")
     node.operator_keys_file = declare(
         node, "operator_keys_file", "",
         "Key file of the authorized operators (`OPERATOR HEXKEY` lines): scores, corrections and session "
@@ -115,7 +139,4 @@ def declare_manager_parameters(node: Any) -> None:  # Any: a ManagerParameters n
         node, "confirm_reset", False,
         "Ask the operator to confirm each scene reset before the robot starts, even if the config does not "
         "(sets the config's confirm_reset: part of the pre-registered design). False: the config's setting.")
-    for name in ("alpha", "n_max", "max_attempts", "goal_response_timeout", "exit_linger"):
-        problem = check_parameter(name, getattr(node, name))
-        if problem:
-            raise ValueError(problem)
+    _check(node, ("alpha", "n_max"))

@@ -1,4 +1,4 @@
-"""A ROS station (evaluation_manager in hub mode + sim_robot) in its own network namespace loses
+"""A ROS station (station_manager + sim_robot) in its own network namespace loses
 its link to the hub for longer than its lease.
 
 Both nodes run inside the namespace (``ip netns exec``; DDS on the namespace's loopback) and
@@ -58,7 +58,7 @@ def test_ros_station_cut_off_past_its_lease_syncs_later(netns: dict[str, str], p
         nodes: list[NodeProcess] = []
         try:
             nodes.append(_node(netns["ns"], "sim_robot", {"duration": 0.3, "seed": 1}, env, tmp_path / "robot.log"))
-            manager = _node(netns["ns"], "evaluation_manager", {
+            manager = _node(netns["ns"], "station_manager", {
                 "hub_url": run.hub.url, "station_id": "remote", "hub_key_file": tmp_path / "remote.key",
                 "hub_trials": TRIALS, "journal_dir": tmp_path / "stations", "exit_on_finish": "true",
                 "exit_linger": 0.5}, env, tmp_path / "manager.log")

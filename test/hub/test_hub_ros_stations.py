@@ -1,4 +1,4 @@
-"""Three ROS stations (evaluation_manager in hub mode + sim_robot) against a hub on PostgreSQL.
+"""Three ROS stations (station_manager + sim_robot) against a hub on PostgreSQL.
 
 Each station is a manager process and a sim_robot process in its own ROS domain; sim_robot
 scores each rollout itself. One station's manager is killed with SIGKILL in the middle of a
@@ -37,7 +37,7 @@ NAMES = ("s1", "s2", "s3")
 
 
 class RosStation:
-    """One station: sim_robot and evaluation_manager (hub mode) in their own ROS domain."""
+    """One station: sim_robot and station_manager in their own ROS domain."""
 
     def __init__(self, name: str, domain: int, hub_url: str, key: str, root: pathlib.Path,
                  start_node: Callable[..., Any]) -> None:
@@ -53,7 +53,7 @@ class RosStation:
         env = {"ROS_DOMAIN_ID": str(self.domain)}
         if self.robot is None:
             self.robot = self.start_node("sim_robot", params={"duration": 0.3, "seed": seed}, env=env)
-        self.managers.append(self.start_node("evaluation_manager", env=env, params={
+        self.managers.append(self.start_node("station_manager", env=env, params={
             "hub_url": self.hub_url, "station_id": self.name, "hub_key_file": str(self.key_file),
             "hub_trials": TRIALS, "journal_dir": str(self.journal_dir), "exit_on_finish": True,
             "exit_linger": 0.5}))
@@ -219,7 +219,7 @@ def test_operator_scores_pause_and_resume_a_ros_station(
         scores = probe.node.create_publisher(TrialScore, "trial_score", qos.SCORE_QOS)
         (tmp_path / "lab.key").write_text(key)
         start_node("sim_robot", params={"auto_score": False, "duration": 0.0})
-        manager = start_node("evaluation_manager", params={
+        manager = start_node("station_manager", params={
             "hub_url": hub.url, "station_id": "lab", "hub_key_file": str(tmp_path / "lab.key"), "hub_trials": 2,
             "journal_dir": str(tmp_path / "stations"), "exit_on_finish": True, "exit_linger": 0.5})
 
@@ -295,7 +295,7 @@ def test_a_runner_that_keeps_failing_pauses_a_ros_station_and_a_void_gives_its_a
         statuses = probe.collect(SessionStatus, "session_status", qos.LATCHED_QOS)
         (tmp_path / "lab.key").write_text(keys["lab"])
         start_node("sim_robot", params={"failure_probability": 1.0, "duration": 0.0})
-        start_node("evaluation_manager", params={
+        start_node("station_manager", params={
             "hub_url": hub.url, "station_id": "lab", "hub_key_file": str(tmp_path / "lab.key"), "max_attempts": 2,
             "journal_dir": str(tmp_path / "stations")})
         status = probe.spin_until(lambda: next((s for s in statuses[-1:] if s.state_name.startswith("hub:paused")),
@@ -327,20 +327,34 @@ def test_a_runner_that_keeps_failing_pauses_a_ros_station_and_a_void_gives_its_a
 
 
 @pytest.mark.parametrize(("params", "env", "reason"), [
+    ({"hub_url": ""}, {}, "`hub_url` is required"),
     ({"station_id": ""}, {}, "`station_id` is required with `hub_url`"),
     ({"hub_url": "ftp://hub"}, {}, "`hub_url` must be an http:// or https:// URL"),
     ({"hub_key_file": ""}, {"EVALSTOP_HUB_KEY": ""}, "no API key: pass --key-file or set EVALSTOP_HUB_KEY"),
     ({"hub_key_file": "/nonexistent/lab.key"}, {}, "cannot read the key file '/nonexistent/lab.key'"),
 ])
-def test_hub_mode_refuses_bad_parameters(params: dict[str, Any], env: dict[str, str], reason: str,
+def test_station_manager_refuses_bad_parameters(params: dict[str, Any], env: dict[str, str], reason: str,
                                          tmp_path: pathlib.Path, start_node: Callable[..., Any]) -> None:
     """Exit 2 with one FATAL line naming the problem; the key is never printed."""
     import re
 
     (tmp_path / "lab.key").write_text("secret-key-of-the-lab")
-    manager = start_node("evaluation_manager", env=env, params={
+    manager = start_node("station_manager", env=env, params={
         "hub_url": "http://127.0.0.1:9", "station_id": "lab", "hub_key_file": str(tmp_path / "lab.key"),
         "journal_dir": str(tmp_path), **params})
     assert manager.wait(60) == 2
-    manager.wait_for(r"\[FATAL\] \[\S*evaluation_manager\]: invalid parameters: .*" + re.escape(reason))
+    manager.wait_for(r"\[FATAL\] \[\S*station_manager\]: invalid parameters: .*" + re.escape(reason))
     assert "secret-key-of-the-lab" not in manager.output
+
+
+def test_evaluation_manager_given_hub_url_refuses_and_names_station_manager(
+        tmp_path: pathlib.Path, start_node: Callable[..., Any]) -> None:
+    """A station is its own node (issue #22): ``evaluation_manager`` given ``hub_url`` exits 2 with one
+    FATAL line telling to run ``station_manager``, and opens no journal."""
+    manager = start_node("evaluation_manager", params={
+        "hub_url": "http://127.0.0.1:9", "station_id": "lab", "journal_dir": str(tmp_path / "journals")})
+    assert manager.wait(60) == 2
+    manager.wait_for(r"\[FATAL\] \[\S*evaluation_manager\]: invalid parameters: `hub_url` is set "
+                     r"\(http://127\.0\.0\.1:9\): a station of an evaluation hub is its own node, run "
+                     r"`ros2 run evalstop station_manager`")
+    assert not (tmp_path / "journals").exists()

@@ -61,14 +61,18 @@ def _const(node: ast.expr | None) -> object:
 
 def _declared_parameters(executable: str) -> set[str]:
     """Parameters the node behind ``scripts/<executable>`` declares (also in the sibling node modules
-    it imports, e.g. the manager's hub mode)."""
+    it imports, directly or through another, e.g. the runner parameters of both managers)."""
     module = re.search(r"from evalstop_ros\.nodes\.(\w+) import main", (REPO / "scripts" / executable).read_text())
     assert module, f"scripts/{executable} does not call a node's main"
-    tree = ast.parse((REPO / "evalstop_ros" / "nodes" / f"{module.group(1)}.py").read_text())
-    siblings = [n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.level == 1 and n.module
-                and n.module != "_common"]
-    trees = [tree, *(ast.parse((REPO / "evalstop_ros" / "nodes" / f"{name}.py").read_text()) for name in siblings)]
-    return {str(_const(c.args[1])) for t in trees for c in _calls(t, "declare") if len(c.args) > 1}
+    trees: dict[str, ast.Module] = {}
+    todo = [module.group(1)]
+    while todo:
+        name = todo.pop()
+        if name in trees or name == "_common":
+            continue
+        trees[name] = ast.parse((REPO / "evalstop_ros" / "nodes" / f"{name}.py").read_text())
+        todo += [n.module for n in ast.walk(trees[name]) if isinstance(n, ast.ImportFrom) and n.level == 1 and n.module]
+    return {str(_const(c.args[1])) for t in trees.values() for c in _calls(t, "declare") if len(c.args) > 1}
 
 
 def _tree(path: pathlib.Path) -> ast.Module:
@@ -219,11 +223,12 @@ def test_eval_launch_arguments_and_robot_presets() -> None:
 
 @pytest.mark.parametrize("path", LAUNCH_FILES, ids=lambda p: p.name)
 def test_the_launch_ends_when_the_manager_exits(path: pathlib.Path) -> None:
-    """Issue 8: the manager's death ends the session, so it ends the launch (``on_exit=Shutdown()``);
-    no other node's does (a runner may come back, the operator terminal may be reopened)."""
+    """Issue 8: the manager's death (``evaluation_manager``, or a hub station's ``station_manager``) ends
+    the session, so it ends the launch (``on_exit=Shutdown()``); no other node's does (a runner may
+    come back, the operator terminal may be reopened)."""
     for executable, node in _nodes(_tree(path)):
         on_exit = _kwarg(node, "on_exit")
-        if executable == "evaluation_manager":
+        if executable in ("evaluation_manager", "station_manager"):
             assert isinstance(on_exit, ast.Call) and getattr(on_exit.func, "id", None) == "Shutdown", path.name
         else:
             assert on_exit is None, f"{path.name}: only the manager's exit ends the launch"

@@ -241,7 +241,7 @@ def test_station_launch_runs_the_hubs_trials_and_exits(launch: Any, namespace: s
         assert process.wait(300.0) == 0, process.tail()
     finally:
         hub.stop()
-    assert "evaluation_manager exited" in process.output or "process has finished cleanly" in process.output
+    assert "station_manager exited" in process.output or "process has finished cleanly" in process.output
     records = station_records(tmp_path / "stations" / "hub-lab-a")  # its journal, station.db
     assert records, "the station journaled nothing"
     assert (records[0]["kind"], records[0]["trials"], records[0]["scoring"]) == ("rules", 4, "auto")  # scoring:=auto

@@ -8,7 +8,7 @@ protocol, the stations' uploads against their own journals, the leaderboard re-d
 ``evalstop audit``). Everything it started is stopped at the end.
 
 With ``--ros-stations`` (``make demo-hub-ros``; needs ``make ros`` and the ROS environment of
-``tools/ros/env.sh``) each station is an ``evaluation_manager`` in hub mode and a ``sim_robot``,
+``tools/ros/env.sh``) each station is a ``station_manager`` and a ``sim_robot``,
 in its own ROS domain (``--ros-domain``, +1, +2; discovery on localhost only).
 
     python tools/hub/demo.py [--trials 10] [--keep DIR] [--ros-stations [--ros-domain N]]
@@ -71,8 +71,8 @@ def _run_stations(hub_url: str, root: pathlib.Path, trials: int) -> None:
 
 
 def _run_ros_stations(hub_url: str, root: pathlib.Path, trials: int, domain: int) -> None:
-    """Each station: sim_robot and evaluation_manager in hub mode, in ROS domain ``domain + i``."""
-    if not (ROS_LIB / "evaluation_manager").exists():
+    """Each station: sim_robot and station_manager, in ROS domain ``domain + i``."""
+    if not (ROS_LIB / "station_manager").exists():
         raise SystemExit(f"no ROS build in {ROS_LIB.parent.parent}: run `make ros` (or `make demo-hub-ros`)")
     # The stations' journals in a directory of their own: the manager makes its journal directory
     # owner-only (0700), which would lock PostgreSQL's server user out of the cluster under root.
@@ -85,7 +85,7 @@ def _run_ros_stations(hub_url: str, root: pathlib.Path, trials: int, domain: int
                                           "-p", f"seed:={i}"], env=env, stdout=log, stderr=subprocess.STDOUT)
             with open(root / f"{name}-manager.log", "wb") as log:
                 manager = subprocess.Popen([
-                    str(ROS_LIB / "evaluation_manager"), "--ros-args", "-p", f"hub_url:={hub_url}",
+                    str(ROS_LIB / "station_manager"), "--ros-args", "-p", f"hub_url:={hub_url}",
                     "-p", f"station_id:={name}", "-p", f"hub_key_file:={root / f'{name}.key'}",
                     "-p", f"hub_trials:={trials}", "-p", f"journal_dir:={root / 'journals'}",
                     "-p", "exit_on_finish:=true"],
@@ -114,7 +114,7 @@ def main() -> int:
     parser.add_argument("--trials", type=int, default=10, help="trials per station")
     parser.add_argument("--keep", default=None, help="keep the stations' journals and the hub journal here")
     parser.add_argument("--ros-stations", action="store_true",
-                        help="stations are evaluation_manager (hub mode) + sim_robot processes (needs `make ros`)")
+                        help="stations are station_manager + sim_robot processes (needs `make ros`)")
     parser.add_argument("--ros-domain", type=int, default=int(os.environ.get("ROS_DOMAIN_ID") or 0),
                         help="ROS domain of the first ROS station (the others: +1, +2)")
     args = parser.parse_args()
@@ -146,7 +146,7 @@ def main() -> int:
                 if time.monotonic() > deadline or hub.poll() is not None:
                     raise SystemExit("the hub did not start") from None
                 time.sleep(0.2)
-        kind = "ROS stations (evaluation_manager + sim_robot)" if args.ros_stations else "stations"
+        kind = "ROS stations (station_manager + sim_robot)" if args.ros_stations else "stations"
         print(f"hub on {hub_url} (PostgreSQL); three {kind} x {args.trials} trials ...", flush=True)
         if args.ros_stations:
             _run_ros_stations(hub_url, root, args.trials, args.ros_domain)

@@ -1,7 +1,9 @@
-"""The evaluation manager's hub mode: the node side of :class:`~evalstop_ros.hub.work.StationWork`.
+"""``station_manager``: one station of an evaluation hub (the node side of
+:class:`~evalstop_ros.hub.work.StationWork`).
 
-With ``hub_url`` set, ``evaluation_manager`` runs no session of its own: it is one station of
-an evaluation hub (``evalstop hub serve``). :class:`HubMode` translates between ROS and the
+The node runs no session of its own: it is one station of an evaluation hub (``evalstop hub
+serve``), with ``evaluation_manager``'s topics, services and runner parameters (the plumbing both
+share is :class:`~.manager_base.ManagerNode`'s). :class:`StationManager` translates between ROS and the
 ROS-free :class:`~evalstop_ros.hub.work.StationWork` (which leases the hub's A/B work, journals
 each result locally first and uploads it, retrying while the hub is unreachable):
 
@@ -15,7 +17,7 @@ each result locally first and uploads it, retrying while the hub is unreachable)
   the station pauses, and the operator resumes it or voids the trial (``correct_score``'s
   ``ACTION_VOID``: the assignment is given up and the hub requeues it);
 * with ``hub_scoring`` ``auto`` the runner's automatic score (``auto_scored``) is submitted by the
-  manager (scorer ``auto:<runner action>``; one that came while paused is held until the station
+  node (scorer ``auto:<runner action>``; one that came while paused is held until the station
   resumes); a run without a valid one, or every run with ``operator``, waits for the operator's
   ``trial_score`` (teleop_scorer); every score is answered on ``score_ack``;
 * ``session_control`` pauses (no new run starts, no score is taken; e.g. policy_runner's
@@ -23,57 +25,64 @@ each result locally first and uploads it, retrying while the hub is unreachable)
   work is leased, the journaled results are still uploaded, then the node ends as a finished
   session does);
 * ``session_status`` says what the station does (``hub:waiting_for_work``,
-  ``hub:running:awaiting_run`` / ``awaiting_score``, ``hub:paused``, ``hub:finished``, ``hub:aborted``); ``/diagnostics`` is
-  WARN with the reason and the retry time while the hub is unreachable or refuses.
+  ``hub:running:awaiting_run`` / ``awaiting_score``, ``hub:paused``, ``hub:finished``,
+  ``hub:aborted``); ``/diagnostics`` is WARN with the reason and the retry time while the hub is
+  unreachable or refuses.
 
-Parameters (declared by :func:`hub_mode`): ``hub_url``, ``station_id``, ``hub_key_file`` (the
-key is read from that file or ``$EVALSTOP_HUB_KEY``; it is no parameter and is never logged),
-``hub_trials``, ``hub_scoring``. The local journal is ``journal_dir/hub-<station_id>/station.db``
-(the standard journal, :mod:`~evalstop_ros.hub.station_journal`; an older ``station.jsonl`` there is migrated).
+Parameters (besides the runner's, :func:`~.manager_parameters.declare_runner_parameters`):
+``hub_url``, ``station_id``, ``hub_key_file`` (the key is read from that file or
+``$EVALSTOP_HUB_KEY``; it is no parameter and is never logged), ``hub_trials``, ``hub_scoring``,
+``hub_run_timeout``; an empty ``runner_action`` means ``run_trial``. The node authenticates no
+operator messages (``operator_keys_file`` is ``evaluation_manager``'s; a station's scores never
+were). The local journal is ``journal_dir/hub-<station_id>/station.db`` (the standard journal,
+:mod:`~evalstop_ros.hub.station_journal`; an older ``station.jsonl`` there is migrated).
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from evalstop.msg import TrialScore
+from evalstop.srv import CorrectScore, SessionControl
+from rclpy.qos import QoSProfile
 
+from .. import qos
 from ..hub.errors import HubError
 from ..hub.station import StationClient, read_key
 from ..hub.work import SCORING, StationWork
 from ..session.driver import Action, TrialDriver, Verdict
 from ..session.values import PendingTrial, ScoreOutcome
-from ._common import EXIT_OK, declare
+from ._common import declare
+from .manager_base import ManagerNode, run_manager
+from .manager_services import control_command
 from .runner_link import RunnerLink, RunResult
 
-if TYPE_CHECKING:
-    from .evaluation_manager import EvaluationManager
+__all__ = ["StationManager", "main"]
 
-__all__ = ["HubMode", "hub_mode"]
-
-#: How often the hub mode looks at the work and the goal in flight (s).
+#: How often the station looks at the work and the goal in flight (s).
 TICK = 0.2
 
 
-def hub_mode(node: EvaluationManager) -> HubMode | None:
-    """Declare the hub parameters; the node's :class:`HubMode` if ``hub_url`` is set, else ``None``."""
-    hub_url: str = declare(node, "hub_url", "", "Hub URL (e.g. http://hub:8765): run as a station of that hub "
-                           "instead of a local session. Empty: no hub.", read_only=True)
+def _station_work(node: ManagerNode) -> tuple[StationWork, float]:
+    """Declare the hub parameters on ``node``; its :class:`StationWork` (the local journal opened) and the
+    runner goal's time limit (s). :class:`ValueError` names a bad parameter."""
+    hub_url: str = declare(node, "hub_url", "", "Hub URL (e.g. http://hub:8765) of which this node is a station.",
+                           read_only=True)
     station_id: str = declare(node, "station_id", "", "This station's id at the hub (names its local journal "
                               "directory, journal_dir/hub-<station_id>).", read_only=True)
     key_file: str = declare(node, "hub_key_file", "", "File holding the station's hub API key (empty: "
                             "$EVALSTOP_HUB_KEY). The key itself is never a parameter.", read_only=True)
-    trials: int = declare(node, "hub_trials", 0, "Hub mode: A/B trials to run, counting those already in the "
-                          "local journal (0: no limit). With exit_on_finish the node exits once all are uploaded.",
+    trials: int = declare(node, "hub_trials", 0, "A/B trials to run, counting those already in the local journal "
+                          "(0: no limit). With exit_on_finish the node exits once all are uploaded.",
                           int_range=(0, 10_000_000), read_only=True)
-    scoring: str = declare(node, "hub_scoring", "auto", "Hub mode: 'auto' (the runner's score; the operator's "
-                           "where the runner sends no valid one) or 'operator'. Journaled on the station's first "
-                           "start.", read_only=True)
-    run_timeout: float = declare(node, "hub_run_timeout", 600.0, "Hub mode: seconds a runner goal may run.",
+    scoring: str = declare(node, "hub_scoring", "auto", "'auto' (the runner's score; the operator's where the "
+                           "runner sends no valid one) or 'operator'. Journaled on the station's first start.",
+                           read_only=True)
+    run_timeout: float = declare(node, "hub_run_timeout", 600.0, "Seconds a runner goal may run.",
                                  float_range=(0.1, 86400.0), read_only=True)
     if not hub_url:
-        return None
+        raise ValueError("`hub_url` is required: the hub this node is a station of (e.g. http://hub:8765)")
     if not station_id:
         raise ValueError("`station_id` is required with `hub_url`")
     if scoring not in SCORING:
@@ -90,25 +99,31 @@ def hub_mode(node: EvaluationManager) -> HubMode | None:
                            max_faults=node.max_attempts, scoring=scoring)
     except HubError as err:  # the local journal cannot be opened (another station on it, a broken journal ...)
         raise ValueError(f"hub mode: {err}") from err
-    return HubMode(node, work, node.runner_action or "run_trial", run_timeout)
+    return work, run_timeout
 
 
-class HubMode:
+class StationManager(ManagerNode):
     """Runs the hub's work on this station's runner and operator (see the module docstring)."""
 
-    def __init__(self, node: EvaluationManager, work: StationWork, runner_name: str, run_timeout: float) -> None:
-        self.node, self.work, self.runner_name, self.run_timeout = node, work, runner_name, run_timeout
-        self.driver = TrialDriver(work, runner_name)
-        self._link = RunnerLink(node, runner_name, limits=node.runner_limits, on_done=self._done)
+    def __init__(self, *, latched_qos: QoSProfile, comparison_qos: QoSProfile, event_qos: QoSProfile,
+                 journal_qos: QoSProfile, diagnostics_qos: QoSProfile) -> None:
+        super().__init__("station_manager")
+        self.work, self.run_timeout = _station_work(self)
+        self.runner_name = self.runner_action or "run_trial"
+        self.open_interfaces(latched_qos=latched_qos, comparison_qos=comparison_qos, event_qos=event_qos,
+                             journal_qos=journal_qos, diagnostics_qos=diagnostics_qos)
+        work = self.work
+        self.driver = TrialDriver(work, self.runner_name)
+        self._link = RunnerLink(self, self.runner_name, limits=self.runner_limits, on_done=self._done)
         self._status: dict[str, Any] | None = None
         self._ended = False
-        node.get_logger().info(
-            f"hub mode: station {work.station_id!r} of hub {work.client.hub_url}, runner '{runner_name}', "
+        self.get_logger().info(
+            f"hub mode: station {work.station_id!r} of hub {work.client.hub_url}, runner '{self.runner_name}', "
             f"scoring {work.scoring}, local journal {work.client.journal_path}"
             + (f", {work.trials} trials" if work.trials else ""))
-        node.publisher.reset()
+        self.publisher.reset()
         work.start()
-        node.create_timer(TICK, self._tick)
+        self.create_timer(TICK, self._tick)
 
     # -- the loop -------------------------------------------------------------------------
     def _tick(self) -> None:
@@ -124,7 +139,7 @@ class HubMode:
             self._ack(upcoming.auto.trial.trial_id, upcoming.auto.outcome, self.driver.auto_scorer)
         trial = self.work.pending_trial()
         if trial is not None:
-            self.node.publisher.request(trial)
+            self.publisher.request(trial)
             if upcoming.action is Action.RUN and self._link.trial is None:
                 self._link.start(trial)
         elif self._link.trial is not None:
@@ -135,14 +150,14 @@ class HubMode:
     def _publish_status(self) -> None:
         fields = self.work.status_fields(self.work.status())
         if fields != self._status:
-            self.node.publisher.station_status(fields)
+            self.publisher.station_status(fields)
             self._status = fields
 
     def _done(self, trial: PendingTrial, result: RunResult) -> None:
         """The run is over: the trial loop's rules (:meth:`TrialDriver.run_done`); move on."""
         verdict = self.driver.run_done(trial, result.ok, result.duration, result.message,
                                        auto_score=result.auto_score)
-        log = self.node.get_logger()
+        log = self.get_logger()
         if verdict.verdict is Verdict.PAUSED:
             log.error(verdict.message)
         elif verdict.verdict is Verdict.RETRY:
@@ -156,26 +171,38 @@ class HubMode:
             log.info(verdict.message)
         self._tick()
 
-    def control(self, command: str, reason: str) -> tuple[bool, str]:
-        """``session_control`` in hub mode (pause, resume, abort; e.g. policy_runner's emergency stop)."""
-        ok, message = self.work.control(command, reason)
-        if ok and command == "abort":
-            self._link.cancel()
-        self._tick()
-        return ok, message
+    # -- services ---------------------------------------------------------------------------
+    def _on_session_control(self, request: SessionControl.Request, response: SessionControl.Response) -> None:
+        """Pause, resume or abort the station (e.g. policy_runner's emergency stop)."""
+        command, response.message = control_command(request.command)
+        if command is None:
+            response.ok = False
+        else:
+            response.ok, response.message = self.work.control(command, request.reason)
+            if response.ok and command == "abort":
+                self._link.cancel()
+            self._tick()
+        if not response.ok:
+            self.get_logger().warning(f"session_control {command or request.command} refused: {response.message}")
 
-    def void(self, trial_id: int, reason: str) -> tuple[bool, str]:
-        """``correct_score``'s void in hub mode: give the pending trial's assignment up (e.g. after
-        the fault limit paused the station); a correction or an undo has nothing to act on here
-        (every result is uploaded as it is journaled)."""
-        outcome = self.work.void_score(trial_id, reason)
-        if outcome.applied and self._link.trial is not None and self._link.trial.trial_id == trial_id:
-            self._link.cancel()
-        self._tick()
-        return outcome.applied, outcome.reason
+    def _on_correct_score(self, request: CorrectScore.Request, response: CorrectScore.Response) -> None:
+        """``ACTION_VOID`` of the pending trial: give its assignment up (e.g. after the fault limit paused
+        the station); a correction or an undo has nothing to act on here (every result is uploaded as it
+        is journaled)."""
+        if request.action == CorrectScore.Request.ACTION_VOID:
+            trial_id = int(request.trial_id)
+            outcome = self.work.void_score(trial_id, request.reason.strip())
+            if outcome.applied and self._link.trial is not None and self._link.trial.trial_id == trial_id:
+                self._link.cancel()
+            self._tick()
+            response.ok, response.message = outcome.applied, outcome.reason
+        else:
+            response.ok, response.message = False, "in hub mode only ACTION_VOID of the pending trial applies"
+        if not response.ok:
+            self.get_logger().warning(f"correct_score refused for trial {request.trial_id}: {response.message}")
 
     # -- scores -----------------------------------------------------------------------------
-    def on_score(self, msg: TrialScore) -> None:
+    def _on_score(self, msg: TrialScore) -> None:
         """An operator's score (``trial_score``)."""
         scorer = msg.scorer
         outcome = self.work.submit_score(int(msg.trial_id), msg.token, bool(msg.success), float(msg.progress), scorer)
@@ -184,45 +211,49 @@ class HubMode:
 
     def _ack(self, trial_id: int, outcome: ScoreOutcome, scorer: str) -> None:
         if outcome.accepted and not outcome.duplicate:
-            self.node.get_logger().info(f"trial {trial_id} scored by {scorer[:64]!r}")
+            self.get_logger().info(f"trial {trial_id} scored by {scorer[:64]!r}")
         elif not outcome.accepted:
-            self.node.get_logger().warning(f"score for trial {trial_id} rejected: {outcome.reason}")
-        self.node.publisher.ack(self.work.session_id, trial_id, outcome)
+            self.get_logger().warning(f"score for trial {trial_id} rejected: {outcome.reason}")
+        self.publisher.ack(self.work.session_id, trial_id, outcome)
+
     # -- status -----------------------------------------------------------------------------
-    def publish_diagnostics(self, publisher: Any) -> None:
-        """``/diagnostics`` of the hub mode (called by the node's 1 s timer)."""
+    def _publish_diagnostics(self) -> None:
+        """``/diagnostics`` of the station (the 1 s timer)."""
         runner = self._link.state
         if runner == "waiting":
             runner = f"waiting for the runner action server '{self.runner_name}'"
         array = DiagnosticArray()
-        array.header.stamp = self.node.get_clock().now().to_msg()
-        for d in self.work.diagnostics(self.work.status(), node=self.node.get_name(), hardware_id=self.runner_name,
+        array.header.stamp = self.get_clock().now().to_msg()
+        for d in self.work.diagnostics(self.work.status(), node=self.get_name(), hardware_id=self.runner_name,
                                        runner=runner):
             array.status.append(DiagnosticStatus(
                 level=bytes([d.level]), name=d.name, message=d.message, hardware_id=d.hardware_id,
                 values=[KeyValue(key=k, value=v) for k, v in d.values]))
-        publisher.publish(array)
+        self._diagnostics_pub.publish(array)
 
     def _finish(self) -> None:
         """Every trial is journaled and uploaded: say so, and exit with ``exit_on_finish``."""
         self._ended = True
         self._publish_status()
-        self.node.publisher.end(self.work.session_id)
+        self.publisher.end(self.work.session_id)
         status = self.work.status()
-        self.node.get_logger().info(
+        self.get_logger().info(
             f"hub station {self.work.station_id} {status.state}: {status.trials_done} trials, {status.results_acked} "
             f"counted by the hub, {status.results_rejected} refused (their leases had been handed out again)")
-        if self.node.exit_on_finish and not self.node.done.done():
-            timer = None
+        self.exit_when_lingered()
 
-            def exit_now() -> None:
-                if timer is not None:
-                    self.node.destroy_timer(timer)
-                if not self.node.done.done():
-                    self.node.done.set_result(EXIT_OK)
-            timer = self.node.create_timer(max(self.node.exit_linger, 0.001), exit_now)
+    def destroy_node(self) -> None:
+        """Stop the hub thread, then destroy the node."""
+        if getattr(self, "work", None) is not None:  # (also called by rclpy's shutdown when __init__ failed half-way)
+            self.work.close()
+        super().destroy_node()
 
-    def close(self) -> None:
-        """Stop the hub thread (the node is being destroyed)."""
-        self.work.close()
 
+def main(args: list[str] | None = None) -> int:
+    """Run the station until Ctrl-C, or until its work is over with ``exit_on_finish``.
+
+    Exit status: 0 normally, 2 for invalid parameters (one FATAL line naming the value).
+    """
+    return run_manager("station_manager", lambda: StationManager(
+        latched_qos=qos.LATCHED_QOS, comparison_qos=qos.COMPARISON_QOS, event_qos=qos.EVENT_QOS,
+        journal_qos=qos.JOURNAL_EVENT_QOS, diagnostics_qos=qos.DIAGNOSTICS_QOS), args)

@@ -1,0 +1,227 @@
+"""What ``evaluation_manager`` and ``station_manager`` share: the node plumbing around a trial loop.
+
+Both nodes drive one runner through :class:`~evalstop_ros.session.driver.TrialDriver` and talk
+to the operator over the same interface; :class:`ManagerNode` holds that interface once:
+
+* the runner parameters (:func:`~.manager_parameters.declare_runner_parameters`: ``journal_dir``,
+  ``runner_action``, ``max_attempts``, ``goal_response_timeout``, ``exit_on_finish``,
+  ``exit_linger``), checked again on every change;
+* the outputs (``trial_request``, ``session_status``, ``session_config`` latched;
+  ``comparison_status``; ``score_ack``; ``session_event``; ``/diagnostics`` every second), written
+  through a :class:`~evalstop_ros.session.publishing.SessionPublisher`;
+* the inputs: the ``trial_score`` subscription and the ``session_control`` and ``correct_score``
+  services, each handed to the subclass (``_on_score``, ``_on_session_control``,
+  ``_on_correct_score``);
+* the exit: :attr:`ManagerNode.done` gets the exit status after ``exit_linger`` once the work is
+  over with ``exit_on_finish`` (:meth:`ManagerNode.exit_when_lingered`), and :func:`run_manager`
+  is both nodes' ``main``.
+
+What the subclass does with a message is its own: a local session (``evaluation_manager``) or the
+hub's work (``station_manager``).
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+import pathlib
+from collections.abc import Callable
+from typing import Any
+
+import rclpy
+from diagnostic_msgs.msg import DiagnosticArray
+from evalstop.msg import ComparisonStatus, ScoreAck, SessionEvent, SessionStatus, TrialRequest, TrialScore
+from evalstop.msg import SessionConfig as SessionConfigMsg
+from evalstop.srv import CorrectScore, SessionControl
+from rcl_interfaces.msg import SetParametersResult
+from rclpy.duration import Duration
+from rclpy.exceptions import ParameterException
+from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
+from rclpy.parameter import Parameter
+from rclpy.qos import QoSProfile
+from rclpy.task import Future
+
+from .. import qos
+from ..session.journal_files import journal_directory
+from ..session.publishing import SessionPublisher
+from ._common import EXIT_OK, EXIT_USAGE, parameter_error, ros_context
+from .manager_parameters import RunnerParameters, check_parameter, declare_runner_parameters
+from .quick_log import QuickNode
+from .realtime import declare_thread_priority
+
+__all__ = ["ManagerNode", "run_manager"]
+
+
+class ManagerNode(RunnerParameters, QuickNode):
+    """A node that runs trials on a runner and takes the operator's scores (see the module docstring).
+
+    The subclass declares its own parameters after ``super().__init__``, then calls
+    :meth:`open_interfaces` (from then on every parameter change is checked).
+    """
+
+    def __init__(self, name: str) -> None:
+        super().__init__(name)
+        declare_thread_priority(self)
+        declare_runner_parameters(self)
+        #: Set (to the exit status) when the node should exit: the work is over and exit_on_finish.
+        self.done: Future = Future()
+        self._outputs: dict[str, tuple[type, Any]] = {}
+
+    def open_interfaces(self, *, latched_qos: QoSProfile, comparison_qos: QoSProfile, event_qos: QoSProfile,
+                        journal_qos: QoSProfile, diagnostics_qos: QoSProfile) -> None:
+        """Check every later parameter change; create the publishers, the ``trial_score`` subscription, the
+        services and the diagnostics timer (after the subclass declared its parameters)."""
+        self.add_on_set_parameters_callback(self._on_set_parameters)
+        self.get_logger().info(
+            f"QoS: trial_request/session_status/session_config {qos.describe(latched_qos)}, comparison_status "
+            f"{qos.describe(comparison_qos)}, session_event {qos.describe(journal_qos)}, trial_score/score_ack "
+            f"{qos.describe(event_qos)}")
+        self._outputs = {
+            "trial_request": (TrialRequest, self.create_publisher(TrialRequest, "trial_request", latched_qos)),
+            "session_status": (SessionStatus, self.create_publisher(SessionStatus, "session_status", latched_qos)),
+            "comparison_status": (ComparisonStatus,
+                                  self.create_publisher(ComparisonStatus, "comparison_status", comparison_qos)),
+            "score_ack": (ScoreAck, self.create_publisher(ScoreAck, "score_ack", event_qos)),
+            "session_config": (SessionConfigMsg, self.create_publisher(SessionConfigMsg, "session_config", latched_qos)),
+            "session_event": (SessionEvent, self.create_publisher(SessionEvent, "session_event", journal_qos)),
+        }
+        self._publisher = SessionPublisher(self._send)
+        self._diagnostics_pub = self.create_publisher(DiagnosticArray, "/diagnostics", diagnostics_qos)
+        self.create_subscription(TrialScore, "trial_score", self._on_score, event_qos)
+        self.create_service(SessionControl, "session_control",
+                            self._service_callback("session_control", self._on_session_control))
+        self.create_service(CorrectScore, "correct_score",
+                            self._service_callback("correct_score", self._on_correct_score))
+        self.create_timer(1.0, self._publish_diagnostics)
+
+    # -- what the subclass does with the inputs ---------------------------------------------
+    def _on_score(self, msg: TrialScore) -> None:
+        raise NotImplementedError
+
+    def _on_session_control(self, request: SessionControl.Request, response: SessionControl.Response) -> None:
+        raise NotImplementedError
+
+    def _on_correct_score(self, request: CorrectScore.Request, response: CorrectScore.Response) -> None:
+        raise NotImplementedError
+
+    def _publish_diagnostics(self) -> None:
+        raise NotImplementedError
+
+    def _service_callback(self, kind: str, handler: Callable[[Any, Any], None]) -> Callable[[Any, Any], Any]:
+        """The service callback of ``handler`` (which fills the response in); a subclass may check the request."""
+        def callback(request: Any, response: Any) -> Any:
+            handler(request, response)
+            return response
+        return callback
+
+    def _parameter_refused(self, name: str) -> str:
+        """Why ``name`` may not change now ("" if it may); the values are checked in any case."""
+        return ""
+
+    # -- parameters -------------------------------------------------------------------------
+    def _on_set_parameters(self, params: list[Parameter]) -> SetParametersResult:
+        """Check every changed value (:func:`~.manager_parameters.check_parameter`), and ask the subclass."""
+        for param in params:
+            reason = check_parameter(param.name, param.value) or self._parameter_refused(param.name)
+            if reason:
+                self.get_logger().warning(f"parameter change refused: {reason}")
+                return SetParametersResult(successful=False, reason=reason)
+        for param in params:
+            if hasattr(self, param.name):
+                setattr(self, param.name, param.value)
+        return SetParametersResult(successful=True)
+
+    # -- publishing -------------------------------------------------------------------------
+    @property
+    def publisher(self) -> SessionPublisher:
+        """What this node publishes about its session (a station: about its work)."""
+        return self._publisher
+
+    def _outward(self, topic: str, fields: dict[str, Any]) -> dict[str, Any]:
+        """``fields`` as they may go out on ``topic`` (a subclass may blind them)."""
+        return fields
+
+    def _send(self, topic: str, fields: dict[str, Any], stamp_ns: int | None) -> None:
+        """Publish ``fields`` (from :class:`SessionPublisher`) on ``topic``."""
+        cls, publisher = self._outputs[topic]
+        fields = self._outward(topic, fields)
+        if "comparisons" in fields:
+            fields = {**fields, "comparisons": [ComparisonStatus(**c) for c in fields["comparisons"]]}
+        msg = cls(**fields)
+        if hasattr(msg, "header"):
+            if stamp_ns is None:
+                msg.header.stamp = self.get_clock().now().to_msg()
+            else:
+                msg.header.stamp.sec, msg.header.stamp.nanosec = divmod(int(stamp_ns), 1_000_000_000)
+        publisher.publish(msg)
+
+    def flush(self, timeout: float = 2.0) -> None:
+        """Wait until subscribers acknowledged the reliable messages already published."""
+        for _, publisher in self._outputs.values():
+            publisher.wait_for_all_acked(Duration(seconds=timeout))
+
+    # -- runner, journal, exit --------------------------------------------------------------
+    def runner_limits(self) -> tuple[float, int]:
+        """``(goal_response_timeout, max_attempts)``: the limits of this node's :class:`~.runner_link.RunnerLink`
+        (as set now; a subclass may take the fault limit from its journal)."""
+        return self.goal_response_timeout, self.max_attempts
+
+    def journal_path(self, name: str) -> pathlib.Path:
+        """The journal file ``name``.db under ``journal_dir`` (a directory only the user may write)."""
+        base = self.journal_dir or os.path.join(
+            os.environ.get("ROS_HOME", os.path.expanduser("~/.ros")), "evalstop")
+        return journal_directory(base) / f"{name}.db"  # 0700, refused if others can write it
+
+    def exit_when_lingered(self) -> None:
+        """The work is over: with ``exit_on_finish``, exit (status 0) after ``exit_linger`` seconds of
+        serving the final latched status (subscribers still being discovered receive it)."""
+        if not self.exit_on_finish or self.done.done():
+            return
+        timer: Any = None
+
+        def finish() -> None:
+            self.destroy_timer(timer)
+            if not self.done.done():
+                self.done.set_result(EXIT_OK)
+        timer = self.create_timer(max(self.exit_linger, 0.001), finish)
+
+
+#: ``(exception types, FATAL prefix, exit status)`` of a node that cannot start.
+Failure = tuple[tuple[type[Exception], ...], str, int]
+
+
+def run_manager(name: str, build: Callable[[], ManagerNode], args: list[str] | None,
+                failures: tuple[Failure, ...] = ()) -> int:
+    """Build the node and spin it until Ctrl-C, or until it sets :attr:`ManagerNode.done`.
+
+    A node that cannot start logs one FATAL line and returns the status of the first of ``failures``
+    its exception matches, else 2 (``invalid parameters: ...``) for a bad parameter.
+    """
+    try:
+        with ros_context(args):
+            try:
+                node = build()
+            except Exception as err:
+                for types, prefix, status in failures:
+                    if isinstance(err, types):
+                        rclpy.logging.get_logger(name).fatal(f"{prefix}{err}")
+                        return status
+                if not isinstance(err, (ParameterException, ValueError, TypeError)):
+                    raise
+                rclpy.logging.get_logger(name).fatal(f"invalid parameters: {parameter_error(err)}")
+                return EXIT_USAGE
+            # Everything built so far (rclpy, numpy, the session, its tables) lives as long as the
+            # process: move it out of the collector's reach, or every full collection walks it
+            # (~0.1 s under load, between a score and its status).
+            gc.freeze()
+            executor = SingleThreadedExecutor()
+            executor.add_node(node)
+            try:
+                executor.spin_until_future_complete(node.done)
+                node.flush()
+            finally:
+                node.destroy_node()
+            return int(node.done.result()) if node.done.done() else EXIT_OK
+    except (KeyboardInterrupt, ExternalShutdownException):
+        pass
+    return EXIT_OK
