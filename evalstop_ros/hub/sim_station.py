@@ -1,7 +1,7 @@
 """A simulated hub station without ROS: ``evalstop hub station``, the hub demo and the hub tests.
 
 :func:`run_station` drives a :class:`~.work.StationWork` with the session's trial loop
-(:class:`~evalstop_ros.session.driver.TrialDriver`), exactly as the manager node's hub mode
+(:class:`~evalstop_ros.session.driver.TrialDriver`), exactly as the ``station_manager`` node
 does, on a simulated robot instead of a runner node: a policy server ``sim://success=P``
 (:func:`~.station.sim_address_rate`) succeeds with probability ``P`` and the robot scores each
 run itself (``scoring: auto``). Leases, renewals, the local journal and the uploads are the

@@ -10,7 +10,7 @@ stay in the local journal and the next :meth:`~StationClient.sync` sends them; n
 when the station itself is killed, because a restarted station reads its journal again.
 
 A station's work (leases, trials, scores) is :class:`~.work.StationWork`, driven by the session's
-trial loop: by the manager node's hub mode, or by :func:`~.sim_station.run_station` for a
+trial loop: by the ``station_manager`` node, or by :func:`~.sim_station.run_station` for a
 simulated station.
 """
 

@@ -482,7 +482,7 @@ class StationWork:
                 "comparisons": [], "letter_policies": [], "letters": []}
 
     def diagnostics(self, status: WorkStatus, *, node: str, hardware_id: str, runner: str) -> list[Diagnostic]:
-        """The ``/diagnostics`` entry of the hub mode: WARN while the hub is unreachable or
+        """The ``/diagnostics`` entry of a station (``station_manager``): WARN while the hub is unreachable or
         refuses, or the runner link has a problem (``runner``)."""
         level, message = OK, f"{status.state}, {status.trials_done} trials journaled, {status.results_pending} to upload"
         if status.state in ("paused", "aborted"):

@@ -1,6 +1,6 @@
 """One ``RunTrial`` goal at a time, with a deadline on every wait on the runner.
 
-Used by ``evaluation_manager`` for its session and by its hub mode for the hub's work. Fast DDS
+Used by ``evaluation_manager`` for its session and by ``station_manager`` for the hub's work. Fast DDS
 loses goal responses, results and service answers under load and right after discovery, so
 nothing here waits on a single message (:meth:`RunnerLink.watch`, called from a timer):
 

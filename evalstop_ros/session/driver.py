@@ -2,7 +2,7 @@
 
 :class:`TrialDriver` is the one loop over a session that the ``evaluation_manager`` node, the
 audit's simulated recordings (:mod:`evalstop_ros.audit.synthetic`) and the session tests drive
-over an :class:`~.session.EvaluationSession`, and a hub station (the manager's hub mode, the
+over an :class:`~.session.EvaluationSession`, and a hub station (the ``station_manager`` node, the
 simulated stations of :func:`evalstop_ros.hub.sim_station.run_station`) over its
 :class:`~evalstop_ros.hub.work.StationWork`: both are a :class:`DrivenSession`, with their
 :class:`~.values.TrialRules` journaled.  The caller runs the robot and carries the messages; the

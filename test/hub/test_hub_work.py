@@ -1,4 +1,4 @@
-"""The manager's hub mode without ROS: :class:`StationWork` against a real hub process.
+"""A station without ROS (``station_manager``'s work): :class:`StationWork` against a real hub process.
 
 Blinded trials (arm A, then B; the address for the runner only), scores checked like the
 session checks them (token, run first, duplicates), the result journaled before the upload,
