@@ -255,16 +255,22 @@ class StationWork:
             raise HubError(f"hub {self.client.hub_url} unreachable", 503)
         with self._lock:
             current, spent = self._assignment, self._budget_spent() or bool(self._aborted)
-        if current is None and spent and not self.client.pending():
-            with self._lock:
-                self._finished = True
         if current is not None:
             interval = current.lease_seconds / 3
             if time.monotonic() - current.renewed_at >= interval:
                 self.client.renew(current.assignment_id)
                 current.renewed_at = time.monotonic()
             return max(0.05, interval - (time.monotonic() - current.renewed_at))
-        if not spent:
+        # No assignment in progress, so no result can be journaled now; one journaled after the
+        # sync above is still pending: upload it first. Asking for work while holding a lease
+        # tells the hub this station lost it (a restart): the hub would requeue that assignment
+        # and refuse its result (410).
+        if self.client.pending():
+            return 0.0
+        if spent:
+            with self._lock:
+                self._finished = True
+        else:
             self._lease()
         return 1.0
 

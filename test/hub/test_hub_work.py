@@ -14,6 +14,7 @@ import contextlib
 import dataclasses
 import logging
 import pathlib
+import threading
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -153,6 +154,57 @@ def test_trials_scores_and_an_outage(hub: tuple[HubProcess, dict[str, str]], tmp
         assert work.status().state == "finished" and work.status().results_acked == 2
         assert work.status_fields(work.status())["state"] == 3
         assert call(process.url + "/v1/status", key=process.key)[1]["results"] == 2
+
+
+class _HeldAfterSync(StationClient):
+    """The station's client, whose hub thread, once ``armed``, stops right after a sync (as on a
+    starved machine) until the test lets it go: the moment in which the node journals a result."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.armed, self.held, self.release = threading.Event(), threading.Event(), threading.Event()
+
+    def sync(self) -> int:
+        remaining = super().sync()
+        if self.armed.is_set():
+            self.armed.clear()
+            self.held.set()
+            self.release.wait(30)
+        return remaining
+
+
+def test_a_result_journaled_after_a_sync_is_uploaded_before_new_work_is_asked_for(
+        hub: tuple[HubProcess, dict[str, str]], tmp_path: pathlib.Path) -> None:
+    """The node journals an assignment's result just after the hub thread synced: the station
+    uploads it before it asks for more work. Asking first tells the hub the station lost its
+    lease (a restart): the hub requeued the assignment and refused its result (410), a robot's
+    trial thrown away (seen once in ``test_hub_ros_stations`` under load, before the fix)."""
+    process, keys = hub
+    client = _HeldAfterSync(process.url, keys["s1"], tmp_path / "s1", timeout=2.0)
+    work = StationWork(client, "s1", trials=2, retry_min=0.05, retry_max=0.3)
+    work.start()
+    try:
+        wait_for(lambda: work.pending_trial() is not None, 30, "an assignment")
+        driver = TrialDriver(work, "run_trial")
+        for arm in ("A", "B"):
+            trial = work.pending_trial()
+            assert trial is not None and trial.label == arm
+            assert driver.run_done(trial, True, 1.0).verdict is Verdict.OPERATOR
+            if arm == "B":
+                client.armed.set()
+                work.control("pause")  # any call that wakes the hub thread up
+                work.control("resume")
+                wait_for(client.held.is_set, 30, "the hub thread held after a sync")
+            assert work.submit_score(trial.trial_id, trial.token, True, 1.0, "op").accepted
+        assert client.pending()  # journaled, not uploaded: the hub thread is still held
+        client.release.set()
+        wait_for(lambda: work.status().results_acked == 1, 30, "the result acknowledged")
+        assert work.status().results_rejected == 0
+        entries = hub_journal(process.url, process.key)
+        [result] = [e for e in entries if e["kind"] == "result"]
+        assert result["body"]["assignment"] not in requeued(entries)
+    finally:
+        work.close()
 
 
 def test_pause_resume_abort(hub: tuple[HubProcess, dict[str, str]], tmp_path: pathlib.Path) -> None:
