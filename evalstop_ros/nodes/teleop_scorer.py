@@ -244,7 +244,8 @@ class TeleopScorer(QuickNode):
         elif word == "x":
             engage = rest.lower() not in ("off", "release", "0")
             self._robot_call(self._estop, SetBool.Request(data=engage),
-                             "EMERGENCY STOP" if engage else "emergency stop release")
+                             "EMERGENCY STOP" if engage else "emergency stop release",
+                             find_within=2.0)  # an E-stop the runner does not offer: say so at once (the robot's own button)
         elif word == "p":
             progress = self._parse_progress(rest)
             if progress is not None:
@@ -407,13 +408,15 @@ class TeleopScorer(QuickNode):
                                          reason=f"scene reset confirmed by {self.scorer}", scorer=self.scorer)
         self._robot_call(self._control, request, "scene reset", server="the manager", signed="session_control")
 
-    def _robot_call(self, client: Any, request: Any, what: str, server: str = "the runner", signed: str = "") -> None:
-        """Call a service of ``server``, re-sending every second (DDS may drop a request or its answer)
-        for 5 s; the services are idempotent, so a re-sent request gets the same answer.
+    def _robot_call(self, client: Any, request: Any, what: str, server: str = "the runner", signed: str = "",
+                    find_within: float = 5.0) -> None:
+        """Call a service of ``server`` (found within ``find_within`` seconds: discovery is slow on a
+        loaded machine), re-sending every second (DDS may drop a request or its answer) for 5 s;
+        the services are idempotent, so a re-sent request gets the same answer.
 
         ``signed``: the request kind to sign it as (afresh for every send) when this terminal has a
         key; the answer then counts only with the manager's signature."""
-        if not client.wait_for_service(timeout_sec=2.0):
+        if not client.wait_for_service(timeout_sec=find_within):
             self.say(f"{what}: {server} does not offer {client.srv_name} (is it running?)")
             return
         session_id, signer = self._session_id, self._signer if signed else None
