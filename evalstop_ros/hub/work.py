@@ -2,12 +2,12 @@
 
 :class:`StationWork` turns the A/B assignments a hub leases to one station into trials
 (:class:`~evalstop_ros.session.PendingTrial`, arm ``A`` first, then ``B``) for the session's own
-trial loop (:class:`~evalstop_ros.session.driver.TrialDriver`, in the evaluation manager's hub
-mode and in :func:`~.sim_station.run_station`), takes the runner's results and the scores (the
+trial loop (:class:`~evalstop_ros.session.driver.TrialDriver`, in the ``station_manager`` node
+and in :func:`~.sim_station.run_station`), takes the runner's results and the scores (the
 runner's automatic ones or the operator's), journals each finished assignment locally first
 (:class:`~.station.StationClient`'s journal, the standard journal of :mod:`.station_journal`),
-and uploads it. All hub traffic runs in
-one background thread, so the node's executor never waits on the network:
+and uploads it. All hub traffic runs in one background thread, so the node's executor never
+waits on the network:
 
 * while the hub is unreachable (or refuses, e.g. a revoked key) the thread retries with
   exponential back-off (``retry_min`` .. ``retry_max`` seconds), the finished results stay in
@@ -488,8 +488,8 @@ class StationWork:
                 "comparisons": [], "letter_policies": [], "letters": []}
 
     def diagnostics(self, status: WorkStatus, *, node: str, hardware_id: str, runner: str) -> list[Diagnostic]:
-        """The ``/diagnostics`` entry of a station (``station_manager``): WARN while the hub is unreachable or
-        refuses, or the runner link has a problem (``runner``)."""
+        """The ``/diagnostics`` entry of a station (``station_manager``): WARN while the hub is
+        unreachable or refuses, or the runner link has a problem (``runner``)."""
         level, message = OK, f"{status.state}, {status.trials_done} trials journaled, {status.results_pending} to upload"
         if status.state in ("paused", "aborted"):
             level, message = WARN, f"{status.state} ({self._paused or self._aborted})"
