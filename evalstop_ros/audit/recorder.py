@@ -24,13 +24,13 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any, TextIO
 
-import rclpy
 from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
 from rclpy.node import Node
 from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
 from rclpy.serialization import deserialize_message
 from rosbags.rosbag2 import StoragePlugin, Writer, WriterError
 
+from ..nodes._common import ros_context
 from .errors import AuditError
 from .interfaces import TOPICS, Topic, rosbags_qos, typestore
 
@@ -132,7 +132,7 @@ def record(bag: str | pathlib.Path, *, storage: str = "mcap", namespace: str = "
     path = pathlib.Path(bag)
     started = time.monotonic()
     try:
-        with rclpy.init(args=["evalstop_record", *ros_args]):
+        with ros_context(["evalstop_record", *ros_args]):
             try:
                 node = SessionRecorder(path, storage=storage, namespace=namespace, until_finished=until_finished,
                                        log=log)
