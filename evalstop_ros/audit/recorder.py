@@ -30,7 +30,7 @@ from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPo
 from rclpy.serialization import deserialize_message
 from rosbags.rosbag2 import StoragePlugin, Writer, WriterError
 
-from ..nodes._common import ros_context
+from ..ros_context import ros_context
 from .errors import AuditError
 from .interfaces import TOPICS, Topic, rosbags_qos, typestore
 

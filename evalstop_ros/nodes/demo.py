@@ -48,9 +48,10 @@ from rclpy.qos import QoSProfile
 from rclpy.utilities import remove_ros_args
 
 from .. import qos
+from ..ros_context import ros_context
 from ..session import load_config, offline_claims, offline_decisions
 from ..session.auth import Signer, new_keys, write_keys
-from ._common import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, ros_context
+from ._common import EXIT_FAILURE, EXIT_OK, EXIT_USAGE
 
 __all__ = ["DemoMonitor", "add_arguments", "main"]
 

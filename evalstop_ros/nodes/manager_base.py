@@ -42,9 +42,10 @@ from rclpy.qos import QoSProfile
 from rclpy.task import Future
 
 from .. import qos
+from ..ros_context import ros_context
 from ..session.journal_files import journal_directory
 from ..session.publishing import SessionPublisher
-from ._common import EXIT_OK, EXIT_USAGE, parameter_error, ros_context
+from ._common import EXIT_OK, EXIT_USAGE, parameter_error
 from .manager_parameters import RunnerParameters, check_parameter, declare_runner_parameters
 from .quick_log import QuickNode
 from .realtime import declare_thread_priority

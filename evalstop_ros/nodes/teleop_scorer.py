@@ -57,8 +57,9 @@ from rclpy.qos import QoSProfile
 from std_srvs.srv import SetBool, Trigger
 
 from .. import qos
+from ..ros_context import ros_context
 from ..session import auth
-from ._common import EXIT_USAGE, declare, parameter_error, ros_context
+from ._common import EXIT_USAGE, declare, parameter_error
 from .quick_log import QuickNode
 from .realtime import declare_thread_priority
 

@@ -1,4 +1,4 @@
-"""``nodes/_common.ros_context``: the one ``rclpy.init`` ... ``try_shutdown`` of every node's ``main``.
+"""``evalstop_ros/ros_context.py``: the one ``rclpy.init`` ... ``try_shutdown`` of every node's ``main``.
 
 A Ctrl-C (``SIGINT``) that arrives while rclpy's C++ code converts a message (for instance an
 action client taking feedback) reaches Python as a ``TypeError`` caused by ``KeyboardInterrupt``,
@@ -13,7 +13,7 @@ import sys
 
 SCRIPT = """
 import sys
-from evalstop_ros.nodes._common import ros_context
+from evalstop_ros.ros_context import ros_context
 
 def convert():
     try:
