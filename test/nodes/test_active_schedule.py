@@ -40,7 +40,9 @@ def test_active_session_is_audited_from_its_journal(start_node: Any, probe: Any,
     manager = start_node("evaluation_manager", params={
         "config_file": str(config), "session_id": "s1", "journal_dir": str(tmp_path / "journals"),
         "journal_fsync": False, "exit_on_finish": True, "exit_linger": 0.5})
-    probe.hear()  # then the runner: the session cannot start before the probe hears the manager
+    # then the runner: the session cannot start before the probe hears the manager, which loads
+    # PyTorch for the surrogate first (13 s on a busy machine; over 30 s beside two test runs)
+    probe.hear(timeout=180.0)
     start_node("sim_robot", params={"policies": POLICIES, "success_rates": [0.0] * 3,
                                     "progress_means": [0.2, 0.5, 0.9], "duration": 0.0})
     final = final_status(probe, statuses, timeout=300.0)
