@@ -246,7 +246,7 @@ class RosProbe:
         self.spin_until(done.done, timeout, "result")
         return done.result().result
 
-    def hear(self, topic: str = "session_status", timeout: float = 30.0) -> None:
+    def hear(self, topic: str = "session_status", timeout: float = 60.0) -> None:
         """Spin until a (latched) ``SessionStatus`` arrives on ``topic``: the probe then knows the manager.
 
         Start the manager, hear it, then start the runner: the session cannot begin before the
