@@ -239,7 +239,7 @@ class Ranking:
         if self.boot_t is None:
             return low, high
         b = self.boot_t.shape[0]
-        q = self.boot_t[min(b, math.ceil((b + 1) * level)) - 1]
+        q = self.boot_t[min(b, max(1, math.ceil((b + 1) * level - 1e-9))) - 1]  # 1e-9: (B + 1) level an integer
         finite = np.isfinite(q)
         return (np.where(finite, self.scores - q * self.se, low),
                 np.where(finite, self.scores + q * self.se, high))
