@@ -52,8 +52,9 @@ no progress scores; task is slow (its bootstrap) and nowhere clearly better; elo
 
 intervals: score -+ z(level) se, with Student's t instead of z for bt, davidson and paired
 (Satterthwaite df of their small-sample-corrected sandwich SE, with the residuals' kurtosis;
-small for rarely compared policies); prog uses Hall's skewness-corrected t (rollouts - 1 df,
-asymmetric: progress is skewed near 0 and 1).  Every model's intervals are checked by simulation to cover
+small for rarely compared policies); prog uses the symmetric bootstrap-t (each policy's rollouts
+resampled --n-boot times, default 999; progress is skewed near 0 and 1, and the t interval is
+short there; Hall's skewness-corrected t with --n-boot 0 or 2-3 rollouts).  Every model's intervals are checked by simulation to cover
 at the printed level, at 200 comparisons as at 5000 (docs/ranking.md); --n-boot 0 with the task
 model falls back to an SE that is too narrow, and then no interval is printed."""
 EPILOG = """\
@@ -80,7 +81,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "default %(default)s)")
     parser.add_argument("--n-boot", type=bounded_int(0, COUNT_LIMIT), default=None,
                         help="bootstrap resamples for the SE (elo default 200; task default 100; task 0 = the "
-                        "conditional information SE, too narrow, no interval printed)")
+                        "conditional information SE, too narrow, no interval printed) or, for prog, for its "
+                        "bootstrap-t interval (default 999; 0 = Hall's skewness-corrected t)")
     parser.add_argument("--level", type=float, default=0.95,
                         help="confidence level of the printed intervals, in (0, 1) (default %(default)s)")
     parser.add_argument("--seed", type=seed_type, default=0, help="seed of the EM start and the bootstrap (default %(default)s)")
@@ -102,7 +104,7 @@ def fit(data: Comparisons, args: argparse.Namespace) -> Ranking:
         options: dict[str, Any] = {"seed": args.seed, "n_boot": 200 if args.n_boot is None else args.n_boot}
         return fit_elo(data, **options, **({} if args.elo_k is None else {"k": args.elo_k}))
     if args.model == "prog":
-        return fit_prog(data)
+        return fit_prog(data, seed=args.seed, **({} if args.n_boot is None else {"n_boot": args.n_boot}))
     if args.model == "paired":
         return fit_paired_progress(data)
     task = TaskModelOptions(
@@ -201,6 +203,8 @@ def run(args: argparse.Namespace) -> int:
         z = float(norm.ppf(0.5 + args.level / 2.0))
         quantile = f"{z:.2f}" if ranking.df is None else f"t(df) (Student t, each policy's df; {z:.2f} as df grows)"
         form = (f"score -+ {quantile} se" if ranking.skewness is None
+                else "score -+ q se, q each policy's bootstrap-t quantile of |score - mean| / se "
+                "(Hall's skewness-corrected t where too few rollouts)" if ranking.boot_t is not None
                 else "Hall's skewness-corrected t on score and se (asymmetric; each policy's df)")
         print(f"\n{_percent(args.level)} intervals: {form}, se by {ranking.se_method}; "
               "coverage checked by simulation (docs/ranking.md)")

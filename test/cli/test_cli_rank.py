@@ -104,16 +104,30 @@ def test_default_model_is_paired_and_needs_progress(evalstop, tmp_path, stdout_j
     input_error(evalstop("rank", str(path)), "rank", "no comparison with both progress scores", "bt or davidson")
 
 
-def test_prog_prints_its_asymmetric_interval(evalstop, tmp_path):
-    # PROG's interval is Hall's skewness-corrected t (issue 20): the footer says so, not "score -+ t se"
+def test_prog_prints_its_bootstrap_t_interval(evalstop, tmp_path):
+    # PROG's interval is the symmetric bootstrap-t (issue 20), Hall's skewness-corrected t where a policy
+    # has too few rollouts for it (here pi0, 3 rollouts) and with --n-boot 0: the footer says which
     proc = evalstop("rank", arena_csv(tmp_path), "--model", "prog")
     lines = proc.stdout.splitlines()
-    assert proc.returncode == 0 and lines[6].startswith("95% intervals: Hall's skewness-corrected t on score and se")
+    assert proc.returncode == 0 and lines[6].startswith("95% intervals: score -+ q se, q each policy's bootstrap-t")
     ranking = fit_prog(expected_data())
     low, high = ranking.interval(0.95)
-    assert np.isfinite(low).all() and (high - ranking.scores != ranking.scores - low).any()  # asymmetric
+    assert ranking.boot_t is not None and np.isfinite(ranking.boot_t[949]).sum() == 2
+    boot = np.isfinite(ranking.boot_t[949])
+    assert np.isfinite(low).all() and np.allclose((high - ranking.scores)[boot], (ranking.scores - low)[boot])
+    hall_low, hall_high = fit_prog(expected_data(), n_boot=0).interval(0.95)
+    assert np.allclose(low[~boot], hall_low[~boot]) and np.allclose(high[~boot], hall_high[~boot])
     for line in lines[2:5]:
         k = ranking.policies.index(line.split()[1])
+        assert line.split()[4:6] == [f"[{low[k]:.3f},", f"{high[k]:.3f}]"]
+    proc = evalstop("rank", arena_csv(tmp_path), "--model", "prog", "--n-boot", "0")
+    lines = proc.stdout.splitlines()
+    assert proc.returncode == 0 and lines[6].startswith("95% intervals: Hall's skewness-corrected t on score and se")
+    hall = fit_prog(expected_data(), n_boot=0)
+    low, high = hall.interval(0.95)
+    assert (high - hall.scores != hall.scores - low).any()  # asymmetric
+    for line in lines[2:5]:
+        k = hall.policies.index(line.split()[1])
         assert line.split()[4:6] == [f"[{low[k]:.3f},", f"{high[k]:.3f}]"]
 
 

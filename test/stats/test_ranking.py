@@ -216,7 +216,8 @@ def test_prog_interval_is_halls_skewness_corrected_t() -> None:
     # Hall (1992): h(T) = T + g T^2 / 3 sqrt(n) + g^2 T^3 / 27 n + g / 6 sqrt(n) = -+ t_{n-1} at the ends
     a_scores, b_scores = [1.0, 1.0, 1.0, 0.95, 0.2], [0.3, 0.5, 0.7, 0.4, 0.6]
     data = comparisons(["a"] * 5, ["b"] * 5, ["A"] * 5, progress_a=a_scores, progress_b=b_scores)
-    fit = fit_prog(data)
+    fit = fit_prog(data, n_boot=0)  # without the bootstrap-t (the default, below)
+    assert fit.boot_t is None
     x = np.asarray(a_scores)
     g = np.mean((x - x.mean()) ** 3) / np.std(x, ddof=1) ** 3
     assert fit.skewness is not None and fit.skewness[0] == pytest.approx(g) and g < -1.0
@@ -233,6 +234,46 @@ def test_prog_interval_is_halls_skewness_corrected_t() -> None:
     assert fit.scores[0] - low[0] > 1.2 * (high[0] - fit.scores[0])
     # zero skewness: the plain Student t interval
     assert fit.scores[1] - low[1] == pytest.approx(t * fit.se[1]) == high[1] - fit.scores[1]
+
+
+def test_prog_interval_is_the_symmetric_bootstrap_t() -> None:
+    # Hall (1988, Ann. Stat. 16:927; 1992, Sec. 3.6): score -+ q se, q the ceil((B + 1) level)-th smallest
+    # |T*| = |mean* - mean| / se* over B resamples of the policy's rollouts
+    rng = np.random.default_rng(3)
+    a_scores = np.round(np.where(rng.random(30) < 0.8, 1.0, rng.uniform(0.0, 0.7, 30)) * 20) / 20  # skewed
+    b_scores = np.round(rng.uniform(0.2, 0.8, 30) * 20) / 20
+    data = comparisons(["a"] * 30, ["b"] * 30, ["A"] * 30, progress_a=a_scores, progress_b=b_scores)
+    fit = fit_prog(data, n_boot=4000, seed=1)
+    assert fit.boot_t is not None and fit.boot_t.shape == (4000, 2)
+    assert np.all(fit.boot_t[1:] >= fit.boot_t[:-1])  # sorted (a resample of ones only: infinite)
+    for level in (0.8, 0.95):
+        low, high = fit.interval(level)
+        q = fit.boot_t[math.ceil(4001 * level) - 1]
+        np.testing.assert_allclose(fit.scores - low, q * fit.se)
+        np.testing.assert_allclose(high - fit.scores, q * fit.se)
+    # the same quantile from an independent resampling of a's rollouts
+    draws = a_scores[rng.integers(0, 30, (20000, 30))]
+    with np.errstate(divide="ignore"):  # a resample of ones only: infinite, as in the fit
+        t_star = np.abs(draws.mean(axis=1) - a_scores.mean()) / (draws.std(axis=1, ddof=1) / math.sqrt(30))
+    assert fit.boot_t[3801, 0] == pytest.approx(np.quantile(t_star, 0.95), rel=0.05)
+    # a skewed policy's quantile exceeds Student's t (its t interval is short), a symmetric one's is near it
+    assert fit.boot_t[3801, 0] > 2.045 * 1.05 and fit.boot_t[3801, 1] == pytest.approx(2.045, rel=0.07)
+    # seeded: the same seed, the same interval
+    np.testing.assert_array_equal(fit_prog(data, n_boot=4000, seed=1).interval()[0], fit.interval()[0])
+
+
+def test_prog_bootstrap_t_falls_back_to_halls_interval_with_few_rollouts() -> None:
+    # three rollouts: a third of the resamples have SD 0 (|T*| infinite), the quantile is infinite and the
+    # interval is Hall's (here, zero skewness, Student's t with 2 df); n_boot = 0 gives Hall's everywhere
+    data = comparisons(["a"] * 3, ["b"] * 3, ["A"] * 3, progress_a=[1.0, 0.5, 0.0], progress_b=[0.2, 0.3, 0.4])
+    fit = fit_prog(data)
+    assert fit.boot_t is not None and np.isinf(fit.boot_t[949]).all()
+    hall = fit_prog(data, n_boot=0)
+    for ends, expected in zip(fit.interval(0.95), hall.interval(0.95), strict=True):
+        np.testing.assert_allclose(ends, expected)
+    assert fit.scores[0] + 4.302653 * fit.se[0] == pytest.approx(fit.interval(0.95)[1][0])
+    with pytest.raises(StatsInputError, match="`n_boot` must be a non-negative integer"):
+        fit_prog(data, n_boot=-1)
 
 
 def test_fits_reject_bad_input() -> None:
