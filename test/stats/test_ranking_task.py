@@ -138,6 +138,11 @@ def test_bootstrap_se_is_available() -> None:
     assert np.all(np.isfinite(fit.theta_se)) and np.all(fit.theta_se > 0)
     assert calls == [(k, 10) for k in range(1, 11)] and fit.n_boot == 10
     assert fit.ranking.calibrated and fit.ranking.se_method.startswith("bootstrap")
+    # an SD of 10 refits is itself noisy: the interval is Student's t with 9 df (Efron & Tibshirani
+    # 1993 Sec. 6.4), 2.262 se each side rather than 1.96
+    low, high = fit.ranking.interval(0.95)
+    assert np.allclose((high - low) / (2 * fit.theta_se), 2.2622, atol=1e-4)
+    assert fit_task(data, TaskModelOptions(n_buckets=4, em_iters=20, n_boot=0)).ranking.df is None
     with pytest.raises(StatsInputError, match="`n_boot` must be 0"):
         TaskModelOptions(n_boot=1)
 
