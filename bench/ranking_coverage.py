@@ -14,9 +14,9 @@ version is ``test/stats/test_ranking_coverage.py``.
 Run: ``.venv/bin/python bench/ranking_coverage.py --reps 400`` (BT, Davidson, PROG, PAIRED, Elo
 with its default 200 online-bootstrap passes, both worlds, the table of docs/ranking.md: about 20
 minutes on 2 busy cores, most of it the planted world's n = 5000 cells) and ``--models task
---worlds hard --sizes 1000 --reps 64 --n-boot 30`` for the task model with 60 buckets and its
-bootstrap (each dataset costs ``n_boot + 1`` EM fits of about 0.9 s on one core: 64 datasets take
-half an hour).  The task model's row is followed by the same fits' intervals with the normal
+--worlds hard --sizes 1000 --reps 40 --n-boot 30 --save DIR`` for the task model with 60 buckets
+and its bootstrap (each dataset costs ``n_boot + 1`` EM fits of about 0.9 s on one core: 40
+datasets take 17 minutes, 64 about half an hour on a busy core).  The task model's row is followed by the same fits' intervals with the normal
 quantile instead of its ``t_{n_boot-1}`` (:attr:`~evalstop_ros.stats.ranking_task.TaskFit.ranking`).
 
 ``--seed S`` draws the datasets from seed ``size + 10**6 S`` (S = 0: the tables in the docs), so

@@ -70,9 +70,9 @@ class TaskModelOptions:
     ``n_restarts`` random initialisations are run and the highest marginal log-likelihood is kept.
     ``n_boot`` (default 100): the SE of ``theta`` is the SD of the EM's ``theta`` over ``n_boot``
     resamples of the comparisons (the whole procedure refitted from the same seeded starts, so the
-    uncertainty of ``psi``, ``tau``, the buckets, and the EM's own early stopping all count), which covers at or above the
-    stated level in hard worlds (0.965 at 0.95, SE/SD median 1.12: conservative; issue 20,
-    docs/ranking.md).  ``n_boot = 0`` keeps the cheap conditional
+    uncertainty of ``psi``, ``tau``, the buckets, and the EM's own early stopping all count), which covers at or a little above
+    the stated level in hard worlds (0.963-0.965 at 0.95, SE/SD median 1.08, one policy 0.77; issue
+    20, docs/ranking.md).  ``n_boot = 0`` keeps the cheap conditional
     information ``1 / sqrt(-d2Q/dtheta_p^2)`` at fixed responsibilities, which ignores all of that and
     covers only 0.80-0.84 there: the ranking is then marked ``calibrated = False``.  The bootstrap
     interval is Student's t with ``n_boot - 1`` df (the SD of ``n_boot`` refits is itself noisy;
