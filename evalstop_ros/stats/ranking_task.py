@@ -70,8 +70,8 @@ class TaskModelOptions:
     ``n_restarts`` random initialisations are run and the highest marginal log-likelihood is kept.
     ``n_boot`` (default 100): the SE of ``theta`` is the SD of the EM's ``theta`` over ``n_boot``
     resamples of the comparisons (the whole procedure refitted from the same seeded starts, so the
-    uncertainty of ``psi``, ``tau``, the buckets, and the EM's own early stopping all count), which covers at or a little above
-    the stated level in hard worlds (0.963-0.965 at 0.95, SE/SD median 1.08, one policy 0.77; issue
+    uncertainty of ``psi``, ``tau``, the buckets, and the EM's own early stopping all count), which covers at the stated level in
+    hard worlds (0.953 (0.006) at 0.95 over 80 datasets, SE/SD median 1.03, one policy 0.78; issue
     20, docs/ranking.md).  ``n_boot = 0`` keeps the cheap conditional
     information ``1 / sqrt(-d2Q/dtheta_p^2)`` at fixed responsibilities, which ignores all of that and
     covers only 0.80-0.84 there: the ranking is then marked ``calibrated = False``.  The bootstrap
