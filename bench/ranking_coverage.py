@@ -13,13 +13,24 @@ version is ``test/stats/test_ranking_coverage.py``.
 
 Run: ``.venv/bin/python bench/ranking_coverage.py --reps 400`` (BT, Davidson, PROG, PAIRED, Elo
 with its default 200 online-bootstrap passes, both worlds, the table of docs/ranking.md: about 20
-minutes on 2 busy cores, most of it the planted world's n = 5000 cells) and ``--models task --reps 16 --sizes 1000`` for the task model with 60 buckets and its
-bootstrap (each dataset costs ``n_boot + 1`` EM fits: about half an hour on 2 busy cores).
+minutes on 2 busy cores, most of it the planted world's n = 5000 cells) and ``--models task
+--worlds hard --sizes 1000 --reps 40 --n-boot 30 --save DIR`` for the task model with 60 buckets
+and its bootstrap (each dataset costs ``n_boot + 1`` EM fits of about 0.9 s on one core: 40
+datasets take 17 minutes, 64 about half an hour on a busy core).  The task model's row is followed by the same fits' intervals with the normal
+quantile instead of its ``t_{n_boot-1}`` (:attr:`~evalstop_ros.stats.ranking_task.TaskFit.ranking`).
+
+``--seed S`` draws the datasets from seed ``size + 10**6 S`` (S = 0: the tables in the docs), so
+batches with different seeds are independent and can be pooled: coverage as the mean weighted by
+datasets, its SE as ``sqrt(sum reps_k^2 SE_k^2) / sum reps_k``.  ``--save DIR`` writes each cell's
+scores, SEs and interval ends per dataset (``DIR/<world>_<model>_<n>_seed<S>.npz``) for per-policy
+diagnosis.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import pathlib
 import sys
 import time
 from collections.abc import Callable
@@ -27,7 +38,7 @@ from collections.abc import Callable
 import numpy as np
 
 from evalstop_ros.stats.ranking import Comparisons, Ranking
-from evalstop_ros.stats.ranking_eval import ArenaWorld, interval_coverage
+from evalstop_ros.stats.ranking_eval import ArenaWorld, Coverage, interval_coverage
 from evalstop_ros.stats.ranking_fits import fit_bt, fit_davidson, fit_elo, fit_paired_progress, fit_prog
 from evalstop_ros.stats.ranking_task import TaskModelOptions, fit_task
 
@@ -50,16 +61,24 @@ def main() -> int:
     parser.add_argument("--worlds", default="hard,planted", help="comma-separated, of hard, planted "
                         "(default %(default)s)")
     parser.add_argument("--level", type=float, default=0.95, help="interval level (default %(default)s)")
+    parser.add_argument("--seed", type=int, default=0, help="batch seed: datasets from seed size + 10**6 seed "
+                        "(default %(default)s, the docs' tables)")
+    parser.add_argument("--save", type=pathlib.Path, help="directory for each cell's per-dataset scores, SEs and "
+                        "intervals (.npz)")
     args = parser.parse_args()
     known = models(args.n_boot)
     chosen = args.models.split(",")
     for name in chosen:
         if name not in known:
             parser.error(f"--models: unknown model {name!r}; known: {', '.join(known)}")
+    if args.seed < 0:
+        parser.error(f"--seed must be >= 0; found {args.seed}")
     worlds = {"hard": ArenaWorld.hard(np.random.default_rng(0)), "planted": ArenaWorld.planted(np.random.default_rng(0))}
     for world_name in args.worlds.split(","):
         if world_name not in worlds:
             parser.error(f"--worlds: unknown world {world_name!r}; known: {', '.join(worlds)}")
+    if args.save is not None:
+        args.save.mkdir(parents=True, exist_ok=True)
     print(f"| world | model | n | coverage at {args.level:g} (SE) | SE/SD median | SE/SD min | seconds |")
     print("|---|---|---:|---:|---:|---:|---:|")
     for world_name in args.worlds.split(","):
@@ -72,12 +91,37 @@ def main() -> int:
                         print(f"{world_name} {name} n={size}: {done}/{total} datasets "
                               f"({time.monotonic() - start:.0f} s)", file=sys.stderr, flush=True)
 
-                got = interval_coverage(worlds[world_name], known[name], size, reps=args.reps, level=args.level,
-                                        seed=size, progress=report)
-                print(f"| {world_name} | {name} | {size} | {got.coverage:.3f} ({got.coverage_se:.3f}) | "
-                      f"{np.median(got.se_ratio):.2f} | {np.min(got.se_ratio):.2f} | "
-                      f"{time.monotonic() - start:.0f} |", flush=True)
+                fits: list[Ranking] = []
+
+                def recorded(data: Comparisons, fit: Callable[[Comparisons], Ranking] = known[name]) -> Ranking:
+                    fits.append(fit(data))
+                    return fits[-1]
+
+                seed = size + 10**6 * args.seed
+                got = interval_coverage(worlds[world_name], recorded, size, reps=args.reps, level=args.level,
+                                        seed=seed, progress=report)
+                _row(world_name, name, size, got, time.monotonic() - start)
+                if name == "task":
+                    # the same datasets (same seed) and fits, normal quantile instead of t_{n_boot-1}
+                    replay = iter([dataclasses.replace(fit, df=None) for fit in fits])
+                    normal = interval_coverage(worlds[world_name], lambda _data: next(replay), size, reps=args.reps,
+                                               level=args.level, seed=seed)
+                    _row(world_name, "task, normal quantile (same fits)", size, normal, 0.0)
+                if args.save is not None:
+                    _save(args.save / f"{world_name}_{name.replace(' ', '_')}_{size}_seed{args.seed}.npz", fits,
+                          args.level)
     return 0
+
+
+def _row(world: str, model: str, size: int, got: Coverage, seconds: float) -> None:
+    print(f"| {world} | {model} | {size} | {got.coverage:.3f} ({got.coverage_se:.3f}) | "
+          f"{np.median(got.se_ratio):.2f} | {np.min(got.se_ratio):.2f} | {seconds:.0f} |", flush=True)
+
+
+def _save(path: pathlib.Path, fits: list[Ranking], level: float) -> None:
+    ends = [fit.interval(level) for fit in fits]
+    np.savez(path, scores=np.array([fit.scores for fit in fits]), se=np.array([fit.se for fit in fits]),
+             low=np.array([low for low, _ in ends]), high=np.array([high for _, high in ends]), level=level)
 
 
 if __name__ == "__main__":

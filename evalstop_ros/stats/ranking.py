@@ -180,7 +180,8 @@ class Ranking:
         How ``se`` was obtained (printed beside the intervals).
     df : float array, optional
         Degrees of freedom of a Student-t interval per policy (PROG's ``N_p - 1``; BT's, Davidson's
-        and PAIRED's Bell-McCaffrey df, :func:`~.ranking_sandwich.sandwich_standard_errors`); ``None`` = normal.
+        and PAIRED's Bell-McCaffrey df, :func:`~.ranking_sandwich.sandwich_standard_errors`; the task
+        model's ``n_boot - 1`` for its bootstrap SD, :attr:`~.ranking_task.TaskFit.ranking`); ``None`` = normal.
     skewness : float array, optional
         Sample skewness of the ``df + 1`` observations averaged into each score (PROG); the
         interval is then Hall's skewness-corrected t interval (:meth:`interval`).  ``None`` =

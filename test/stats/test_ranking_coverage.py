@@ -121,12 +121,36 @@ def test_task_model_bootstrap_intervals_cover() -> None:
     world = ArenaWorld.hard(np.random.default_rng(1), n_policies=6)
     options = TaskModelOptions(n_buckets=4, em_iters=20, partial_weight=1.0, n_boot=20)
     got = interval_coverage(world, lambda d: fit_task(d, options).ranking, 400, reps=30, seed=14)
-    assert abs(got.coverage - 0.95) <= 3 * got.coverage_se + 0.01, (got.coverage, got.coverage_se)
+    # the bootstrap is conservative, not short: in this world 0.97-0.98 (60 datasets, SE 0.008;
+    # SE/SD 0.98-1.13 and light-tailed theta), at full size 0.96 (docs/ranking.md)
+    assert got.coverage >= 0.95 - 3 * got.coverage_se, (got.coverage, got.coverage_se)
+    assert 0.9 < float(np.median(got.se_ratio)) < 1.2, got.se_ratio
     # the conditional-information SE of n_boot = 0 is too narrow in the same world (issue 20)
     cheap = TaskModelOptions(n_buckets=4, em_iters=20, partial_weight=1.0, n_boot=0)
     narrow = interval_coverage(world, lambda d: fit_task(d, cheap).ranking, 400, reps=30, seed=14)
     assert narrow.coverage < got.coverage
     assert not fit_task(simulate_arena(world, 50, np.random.default_rng(0)), cheap).ranking.calibrated
+
+
+def test_the_t_quantile_is_what_holds_the_task_model_at_few_refits() -> None:
+    # An SD of B refits has Monte Carlo noise (CV ~ 1/sqrt(2B), Efron & Tibshirani 1993 Sec. 6.4):
+    # with the normal quantile, B = 5 refits cover 0.89 on these 60 datasets x 6 EM fits (MC SE
+    # ~0.015; 0.89 on another 60), t with B - 1 df 0.97 (SE ~0.008; 0.96 on the other 60; SE/SD
+    # 0.90-1.07).  The normal row is the same fits' intervals, the quantile swapped.
+    world = ArenaWorld.hard(np.random.default_rng(1), n_policies=6)
+    options = TaskModelOptions(n_buckets=4, em_iters=20, partial_weight=1.0, n_boot=5)
+    fits = []
+
+    def fit(data):
+        fits.append(fit_task(data, options).ranking)
+        return fits[-1]
+
+    student = interval_coverage(world, fit, 400, reps=60, seed=14)
+    replay = iter([dataclasses.replace(ranking, df=None) for ranking in fits])
+    normal = interval_coverage(world, lambda _data: next(replay), 400, reps=60, seed=14)
+    assert normal.coverage < 0.95 - 2 * normal.coverage_se, (normal.coverage, normal.coverage_se)
+    assert student.coverage > normal.coverage + 0.03, (student.coverage, normal.coverage)
+    assert student.coverage >= 0.95 - 3 * student.coverage_se, (student.coverage, student.coverage_se)
 
 
 def test_paired_progress_survives_confounded_evaluators() -> None:

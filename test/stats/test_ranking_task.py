@@ -8,6 +8,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -138,6 +140,22 @@ def test_bootstrap_se_is_available() -> None:
     assert np.all(np.isfinite(fit.theta_se)) and np.all(fit.theta_se > 0)
     assert calls == [(k, 10) for k in range(1, 11)] and fit.n_boot == 10
     assert fit.ranking.calibrated and fit.ranking.se_method.startswith("bootstrap")
+    # an SD of 10 refits is itself noisy: the interval is Student's t with 9 df (Efron & Tibshirani
+    # 1993 Sec. 6.4), 2.262 se each side rather than 1.96
+    low, high = fit.ranking.interval(0.95)
+    assert np.allclose((high - low) / (2 * fit.theta_se), 2.2622, atol=1e-4)
+    assert fit_task(data, TaskModelOptions(n_buckets=4, em_iters=20, n_boot=0)).ranking.df is None
+
+
+def test_bootstrap_refits_are_the_estimator_on_resamples() -> None:
+    # Efron & Tibshirani 1993, Algorithm 6.1: the SE is the SD of the same statistic (here the seeded
+    # EM, start included) over resamples; refits from fresh random starts added the EM's start noise
+    data, _ = arena(7, 120)
+    options = TaskModelOptions(n_buckets=4, em_iters=20, n_boot=6, seed=3)
+    rows = np.random.default_rng([3, 1])
+    by_hand = [fit_task(data.subset(rows.integers(0, len(data), len(data))), dataclasses.replace(options, n_boot=0)).theta
+               for _ in range(6)]
+    assert np.allclose(fit_task(data, options).theta_se, np.std(by_hand, axis=0, ddof=1), rtol=1e-12, atol=0)
     with pytest.raises(StatsInputError, match="`n_boot` must be 0"):
         TaskModelOptions(n_boot=1)
 
