@@ -38,7 +38,8 @@ try:
 except ImportError:
     if os.environ.get("EVALSTOP_ROS_REQUIRED"):
         raise
-    collect_ignore = ["evalstop_ros/qos.py", "evalstop_ros/nodes", "evalstop_ros/audit/recorder.py",
+    collect_ignore = ["evalstop_ros/qos.py", "evalstop_ros/ros_context.py", "evalstop_ros/nodes",
+                      "evalstop_ros/audit/recorder.py",
                       "evalstop_ros/runner/adapters/ros2.py", "test/nodes", "test/launch"]
     # the console scripts that tests run in subprocesses import this tree, not wherever the venv's
     # editable install points (a venv shared by several worktrees); inside the ROS environment
