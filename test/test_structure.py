@@ -1,12 +1,14 @@
 """The shape of the code (issue #22): no import circle among evalstop_ros modules, no module over
-~600 lines.  Both read the source with :mod:`ast`, importing nothing."""
+~600 lines, one trial loop, test tiers that name real tests.  All read the source with :mod:`ast`,
+importing nothing."""
 
 from __future__ import annotations
 
 import ast
 import pathlib
 
-PACKAGE = pathlib.Path(__file__).resolve().parent.parent / "evalstop_ros"
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+PACKAGE = ROOT / "evalstop_ros"
 
 #: Longest module (lines).  Generated tables are exempt, but none is a Python module today (the
 #: STEP tables are data files under stats/step_tables/).
@@ -153,3 +155,20 @@ def test_one_trial_loop() -> None:
     audit's synthetic recordings and the session tests all drive ``session/driver.TrialDriver``;
     no other module issues trials or journals runs itself."""
     assert _loop_callers() == {"evalstop_ros.session.driver"}
+
+
+def test_the_tiers_of_the_root_conftest_name_tests_that_exist() -> None:
+    """``_MC_TESTS``, ``_SLOW_TESTS``, ... (root ``conftest.py``) mark tests by file and name: a renamed
+    test would silently leave its tier (and run in ``make check``)."""
+    tree = ast.parse((ROOT / "conftest.py").read_text())
+    tiers = {target.id: ast.literal_eval(node.value) for node in tree.body if isinstance(node, ast.Assign)
+             for target in node.targets if isinstance(target, ast.Name) and target.id.endswith("_TESTS")}
+    assert {"_MC_TESTS", "_SLOW_TESTS", "_SERIAL_TESTS"} <= set(tiers)
+    missing = []
+    for tier, files in tiers.items():
+        for path, names in files.items():
+            source = ROOT / path
+            defined = ({node.name for node in ast.walk(ast.parse(source.read_text()))
+                        if isinstance(node, ast.FunctionDef)} if source.is_file() else set())
+            missing += [f"{tier}: {path}::{name}" for name in names if name not in defined]
+    assert missing == []
