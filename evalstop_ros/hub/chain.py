@@ -41,8 +41,8 @@ from typing import Any
 
 from ..session.journal_format import chain_hash, check_rows
 
-__all__ = ["GENESIS", "HUB_GENESIS", "OLD_CHAIN", "STANDARD_CHAIN", "body_text", "check_chain", "check_old_chain",
-           "check_records", "entry_hash", "export_chain", "link", "record_link", "stamp_ns"]
+__all__ = ["GENESIS", "HUB_GENESIS", "OLD_CHAIN", "STANDARD_CHAIN", "body_text", "check_chain", "check_records",
+           "entry_hash", "export_chain", "link", "record_link", "stamp_ns"]
 
 #: The link before the first entry of the hub's journal (the standard chain, schema version 4).
 HUB_GENESIS = hashlib.sha256(b"evalstop-hub-journal").hexdigest()
@@ -108,7 +108,7 @@ def check_chain(entries: Sequence[Mapping[str, Any]]) -> tuple[str | None, str]:
     if problem is not None:
         return problem, STANDARD_CHAIN
     if export_chain(entries) == OLD_CHAIN:
-        return check_old_chain(entries), OLD_CHAIN
+        return _check_old_chain(entries), OLD_CHAIN
     rows = ((int(e["seq"]), stamp_ns(e["at"]), str(e["kind"]), None, body_text(e["body"]), str(e["hash"]))
             for e in entries)
     _, _, broken = check_rows(rows, HUB_GENESIS)
@@ -121,16 +121,15 @@ def link(previous: str, at: float, kind: str, body: str) -> str:
     return hashlib.sha256("\0".join((previous, repr(float(at)), kind, body)).encode()).hexdigest()
 
 
-def check_old_chain(entries: Iterable[Mapping[str, Any]]) -> str | None:
+def _check_old_chain(entries: Iterable[Mapping[str, Any]]) -> str | None:
     """``None`` when every exported entry's ``hash`` is the old link (:func:`link`) of the entries
-    before it, in increasing ``seq``; otherwise the first entry that breaks the chain, and how."""
+    before it, in increasing ``seq``; otherwise the first entry that breaks the chain, and how
+    (the entries' fields checked by :func:`_shape` first)."""
     previous, last_seq = GENESIS, 0
     for entry in entries:
-        seq = entry.get("seq")
-        if not isinstance(seq, int) or seq <= last_seq:
+        seq = entry["seq"]
+        if seq <= last_seq:
             return f"entry seq {seq}: sequence numbers must increase (after {last_seq})"
-        if "hash" not in entry:
-            return f"entry seq {seq} has no hash (exported by a hub before schema version 3?)"
         expected = link(previous, entry["at"], entry["kind"], body_text(entry["body"]))
         if entry["hash"] != expected:
             return _break(seq, entry["kind"])

@@ -57,7 +57,6 @@ import pathlib
 from collections.abc import Callable
 from typing import Any
 
-from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from evalstop.msg import TrialScore
 from evalstop.srv import CorrectScore, SessionControl, StartSession
 from rclpy.qos import QoSProfile
@@ -419,23 +418,15 @@ class EvaluationManager(ManagerParameters, ManagerNode):
 
     # -- status -----------------------------------------------------------------------------
     def _publish_diagnostics(self) -> None:
-        array = DiagnosticArray()
-        array.header.stamp = self.get_clock().now().to_msg()
-        runner = "" if self._link is None else self._link.state
-        if runner == "waiting":
-            runner = f"waiting for the runner action server '{self._runner_name}'"
+        runner = self.runner_state("" if self._link is None else self._link.state, self._runner_name)
         gate = self._gate
         authentication = (("authentication", f"on ({len(gate.operators)} operators)" if gate.enabled
                            else "off (unauthenticated)"),
                           ("messages_rejected", str(gate.rejected_total)),
                           *((f"messages_rejected_{cause}", str(n)) for cause, n in gate.rejected.items()))
-        for d in diagnostics(self.session, node=self.get_name(), hardware_id=self._runner_name or "runner",
-                             runner=runner, max_attempts=self.runner_limits()[1], extra=authentication):
-            public = self._public_text
-            array.status.append(DiagnosticStatus(
-                level=bytes([d.level]), name=public(d.name), message=public(d.message), hardware_id=d.hardware_id,
-                values=[KeyValue(key=k, value=v if k == "session_id" else public(v)) for k, v in d.values]))
-        self._diagnostics_pub.publish(array)
+        self.send_diagnostics(diagnostics(self.session, node=self.get_name(), hardware_id=self._runner_name or "runner",
+                                          runner=runner, max_attempts=self.runner_limits()[1], extra=authentication),
+                              self._public_text)
 
     def _end(self) -> None:
         """The session is over: clear the pending request, log a summary, maybe exit."""

@@ -25,11 +25,11 @@ from __future__ import annotations
 import gc
 import os
 import pathlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import rclpy
-from diagnostic_msgs.msg import DiagnosticArray
+from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from evalstop.msg import ComparisonStatus, ScoreAck, SessionEvent, SessionStatus, TrialRequest, TrialScore
 from evalstop.msg import SessionConfig as SessionConfigMsg
 from evalstop.srv import CorrectScore, SessionControl
@@ -44,7 +44,7 @@ from rclpy.task import Future
 from .. import qos
 from ..ros_context import ros_context
 from ..session.journal_files import journal_directory
-from ..session.publishing import SessionPublisher
+from ..session.publishing import Diagnostic, SessionPublisher
 from ._common import EXIT_OK, EXIT_USAGE, parameter_error
 from .manager_parameters import RunnerParameters, check_parameter, declare_runner_parameters
 from .quick_log import QuickNode
@@ -155,6 +155,22 @@ class ManagerNode(RunnerParameters, QuickNode):
             else:
                 msg.header.stamp.sec, msg.header.stamp.nanosec = divmod(int(stamp_ns), 1_000_000_000)
         publisher.publish(msg)
+
+    def send_diagnostics(self, entries: Iterable[Diagnostic], text: Callable[[str], str] = str) -> None:
+        """Publish ``entries`` on ``/diagnostics``, their name, message and values (the session id
+        aside) passed through ``text`` (the session's blinding, before its key is revealed)."""
+        array = DiagnosticArray()
+        array.header.stamp = self.get_clock().now().to_msg()
+        for d in entries:
+            array.status.append(DiagnosticStatus(
+                level=bytes([d.level]), name=text(d.name), message=text(d.message), hardware_id=d.hardware_id,
+                values=[KeyValue(key=k, value=v if k == "session_id" else text(v)) for k, v in d.values]))
+        self._diagnostics_pub.publish(array)
+
+    @staticmethod
+    def runner_state(state: str, runner: str) -> str:
+        """The runner link's ``state`` as ``/diagnostics`` says it (``waiting``: for which action server)."""
+        return f"waiting for the runner action server '{runner}'" if state == "waiting" else state
 
     def flush(self, timeout: float = 2.0) -> None:
         """Wait until subscribers acknowledged the reliable messages already published."""

@@ -42,7 +42,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from evalstop.msg import TrialScore
 from evalstop.srv import CorrectScore, SessionControl
 from rclpy.qos import QoSProfile
@@ -219,17 +218,9 @@ class StationManager(ManagerNode):
     # -- status -----------------------------------------------------------------------------
     def _publish_diagnostics(self) -> None:
         """``/diagnostics`` of the station (the 1 s timer)."""
-        runner = self._link.state
-        if runner == "waiting":
-            runner = f"waiting for the runner action server '{self.runner_name}'"
-        array = DiagnosticArray()
-        array.header.stamp = self.get_clock().now().to_msg()
-        for d in self.work.diagnostics(self.work.status(), node=self.get_name(), hardware_id=self.runner_name,
-                                       runner=runner):
-            array.status.append(DiagnosticStatus(
-                level=bytes([d.level]), name=d.name, message=d.message, hardware_id=d.hardware_id,
-                values=[KeyValue(key=k, value=v) for k, v in d.values]))
-        self._diagnostics_pub.publish(array)
+        self.send_diagnostics(self.work.diagnostics(self.work.status(), node=self.get_name(),
+                                                    hardware_id=self.runner_name,
+                                                    runner=self.runner_state(self._link.state, self.runner_name)))
 
     def _finish(self) -> None:
         """Every trial is journaled and uploaded: say so, and exit with ``exit_on_finish``."""

@@ -33,8 +33,7 @@ from typing import Any
 from .errors import JournalError
 
 __all__ = ["KINDS", "SCHEMA", "SCHEMA_VERSION", "ChainBreak", "Event", "chain_hash", "check_chain", "check_rows",
-           "connect",
-           "encode_payload", "genesis_hash", "iter_events", "read_meta"]
+           "connect", "encode_payload", "genesis_hash", "iter_events", "read_meta"]
 
 SCHEMA_VERSION = "2"
 #: Event kinds (see :mod:`evalstop_ros.session.session` for when each is written).
