@@ -18,12 +18,15 @@ minutes on 2 busy cores, most of it the planted world's n = 5000 cells) and ``--
 and its bootstrap (each dataset costs ``n_boot + 1`` EM fits of about 0.9 s on one core: 40
 datasets take 17 minutes, 64 about half an hour on a busy core).  The task model's row is followed by the same fits' intervals with the normal
 quantile instead of its ``t_{n_boot-1}`` (:attr:`~evalstop_ros.stats.ranking_task.TaskFit.ranking`).
+``--models "bt (bootstrap-t),davidson (bootstrap-t)"`` is a diagnostic, not a shipped interval: BT
+and Davidson with the studentised bootstrap over resampled comparisons (199 refits per dataset;
+docs/ranking.md explains why the analytic interval stays).
 
 ``--seed S`` draws the datasets from seed ``size + 10**6 S`` (S = 0: the tables in the docs), so
 batches with different seeds are independent and can be pooled: coverage as the mean weighted by
 datasets, its SE as ``sqrt(sum reps_k^2 SE_k^2) / sum reps_k``.  ``--save DIR`` writes each cell's
 scores, SEs and interval ends per dataset (``DIR/<world>_<model>_<n>_seed<S>.npz``) for per-policy
-diagnosis.
+diagnosis: ``bench/ranking_coverage_pool.py`` pools such cells and tests the per-policy coverages.
 """
 
 from __future__ import annotations
@@ -49,7 +52,31 @@ def models(n_boot: int) -> dict[str, Callable[[Comparisons], Ranking]]:
         "bt": fit_bt, "davidson": fit_davidson, "prog": fit_prog, "paired": fit_paired_progress,
         "elo": fit_elo, "task": lambda d: fit_task(d, task).ranking,
         "task (n_boot 0)": lambda d: fit_task(d, TaskModelOptions(partial_weight=1.0, n_boot=0)).ranking,
+        "bt (bootstrap-t)": _bootstrap_t(fit_bt), "davidson (bootstrap-t)": _bootstrap_t(fit_davidson),
     }
+
+
+def _bootstrap_t(fit: Callable[[Comparisons], Ranking], n_boot: int = 199) -> Callable[[Comparisons], Ranking]:
+    """A diagnostic, not shipped: ``fit`` with the symmetric bootstrap-t over resampled comparisons.
+
+    ``|T*| = |score* - score| / se*`` over ``n_boot`` refits on comparisons drawn with replacement
+    (each with the fit's own HC2 SE; infinite where a policy is absent from the resample), the
+    interval ``score -+ q se`` as PROG's (:meth:`~evalstop_ros.stats.ranking.Ranking.interval`).
+    docs/ranking.md uses it to test whether the sandwich models' residual over-coverage can be
+    removed; the resamples are seeded per dataset from its first comparisons.
+    """
+
+    def fitted(data: Comparisons) -> Ranking:
+        ranking = fit(data)
+        rng = np.random.default_rng(int(data.outcome[:32] @ 3 ** np.arange(min(32, len(data)))))
+        replicates = []
+        for _ in range(n_boot):
+            again = fit(data.subset(rng.integers(0, len(data), len(data))))
+            with np.errstate(invalid="ignore", divide="ignore"):
+                replicates.append(np.abs(again.scores - ranking.scores) / again.se)
+        return dataclasses.replace(ranking, boot_t=np.sort(np.nan_to_num(np.array(replicates), nan=np.inf), axis=0))
+
+    return fitted
 
 
 def main() -> int:
