@@ -52,11 +52,12 @@ def models(n_boot: int) -> dict[str, Callable[[Comparisons], Ranking]]:
         "bt": fit_bt, "davidson": fit_davidson, "prog": fit_prog, "paired": fit_paired_progress,
         "elo": fit_elo, "task": lambda d: fit_task(d, task).ranking,
         "task (n_boot 0)": lambda d: fit_task(d, TaskModelOptions(partial_weight=1.0, n_boot=0)).ranking,
-        "bt (bootstrap-t)": _bootstrap_t(fit_bt), "davidson (bootstrap-t)": _bootstrap_t(fit_davidson),
+        "bt (bootstrap-t)": _studentised_over_comparisons(fit_bt),
+        "davidson (bootstrap-t)": _studentised_over_comparisons(fit_davidson),
     }
 
 
-def _bootstrap_t(fit: Callable[[Comparisons], Ranking], n_boot: int = 199) -> Callable[[Comparisons], Ranking]:
+def _studentised_over_comparisons(fit: Callable[[Comparisons], Ranking], n_boot: int = 199) -> Callable[[Comparisons], Ranking]:
     """A diagnostic, not shipped: ``fit`` with the symmetric bootstrap-t over resampled comparisons.
 
     ``|T*| = |score* - score| / se*`` over ``n_boot`` refits on comparisons drawn with replacement

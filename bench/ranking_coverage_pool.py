@@ -22,6 +22,8 @@ import pathlib
 import numpy as np
 from scipy import stats
 
+from evalstop_ros.stats.ranking_eval import coverage_of
+
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -32,20 +34,16 @@ def main() -> int:
     if len(levels) != 1 or len({cell["scores"].shape[1] for cell in loaded}) != 1:
         parser.error("the cells differ in level or in the number of policies: pool one cell's batches only")
     level = levels.pop()
-    scores, se, low, high = (np.concatenate([cell[key] for cell in loaded]) for key in ("scores", "se", "low", "high"))
-    centre = np.nanmean(scores, axis=0)
-    counted = ~np.isnan(se)
-    hit = np.where(counted, (low <= centre) & (centre <= high), np.nan)
-    per_dataset = np.nanmean(hit, axis=1)
-    print(f"{len(scores)} datasets from {len(loaded)} cells; coverage at {level:g}: {per_dataset.mean():.4f} "
-          f"(SE {per_dataset.std(ddof=1) / np.sqrt(len(scores)):.4f})")
+    got = coverage_of(*(np.concatenate([cell[key] for cell in loaded]) for key in ("scores", "se", "low", "high")),
+                      level)
+    print(f"{got.reps} datasets from {len(loaded)} cells; coverage at {level:g}: {got.coverage:.4f} "
+          f"(SE {got.coverage_se:.4f})")
     print("| policy | datasets | coverage | mean SE / SD |")
     print("|---:|---:|---:|---:|")
-    ratio = np.nanmean(se, axis=0) / np.nanstd(scores, axis=0, ddof=1)
-    shown = counted.sum(axis=0)
-    hits = np.nansum(hit, axis=0)
-    for policy in range(scores.shape[1]):
-        print(f"| {policy} | {shown[policy]} | {hits[policy] / max(shown[policy], 1):.3f} | {ratio[policy]:.2f} |")
+    shown = (~np.isnan(got.hit)).sum(axis=0)
+    hits = np.nansum(got.hit, axis=0)
+    for policy in range(shown.size):
+        print(f"| {policy} | {shown[policy]} | {hits[policy] / max(shown[policy], 1):.3f} | {got.se_ratio[policy]:.2f} |")
     shown, hits = shown[shown > 0], hits[shown > 0]  # a policy never compared has no interval
     expected = shown * level
     chi2 = float(np.sum((hits - expected) ** 2 / (expected * (1.0 - level))))

@@ -25,7 +25,7 @@ from .errors import StatsInputError
 from .ranking import Comparisons, FloatArray, Ranking, comparisons
 
 __all__ = [
-    "ArenaWorld", "Coverage", "EfficiencyCurve", "efficiency_curve", "interval_coverage", "mmrv", "pearson",
+    "ArenaWorld", "Coverage", "EfficiencyCurve", "coverage_of", "efficiency_curve", "interval_coverage", "mmrv", "pearson",
     "simulate_arena",
 ]
 
@@ -262,7 +262,8 @@ class Coverage:
     ``coverage`` is the mean over datasets of the fraction of policies covered, ``coverage_se``
     its Monte Carlo SE (datasets are independent; the policies within one are not, so the SE is
     taken over datasets).  ``se_ratio`` is, per policy, the mean reported SE over the true SD of
-    the score across datasets (1 = calibrated).
+    the score across datasets (1 = calibrated).  ``hit`` is, per dataset and policy, 1 where the
+    interval covers, 0 where it misses and NaN where the policy has no SE.
     """
 
     level: float
@@ -270,6 +271,7 @@ class Coverage:
     coverage: float
     coverage_se: float
     se_ratio: FloatArray
+    hit: FloatArray
 
 
 def interval_coverage(
@@ -299,11 +301,19 @@ def interval_coverage(
         highs.append(high)
         if progress is not None:
             progress(rep + 1, reps)
-    score, error, low, high = np.asarray(scores), np.asarray(errors), np.asarray(lows), np.asarray(highs)
+    return coverage_of(np.asarray(scores), np.asarray(errors), np.asarray(lows), np.asarray(highs), level)
+
+
+def coverage_of(score: FloatArray, error: FloatArray, low: FloatArray, high: FloatArray, level: float) -> Coverage:
+    """Score intervals already computed, one row per dataset (:func:`interval_coverage`'s tally).
+
+    The estimand is the mean score over the rows; ``bench/ranking_coverage_pool.py`` uses it on
+    saved cells of several batches.
+    """
     centre = np.nanmean(score, axis=0)
     hit = np.where(np.isnan(error), np.nan, ((low <= centre) & (centre <= high)).astype(float))
     covered = np.nanmean(hit, axis=1)
     return Coverage(
-        level, reps, float(covered.mean()), float(covered.std(ddof=1) / np.sqrt(reps)),
-        np.asarray(np.nanmean(error, axis=0) / np.nanstd(score, axis=0, ddof=1)),
+        level, len(score), float(covered.mean()), float(covered.std(ddof=1) / np.sqrt(len(score))),
+        np.asarray(np.nanmean(error, axis=0) / np.nanstd(score, axis=0, ddof=1)), hit,
     )

@@ -17,6 +17,7 @@ from scipy.special import expit, log_expit
 
 from evalstop_ros.stats.errors import StatsInputError
 from evalstop_ros.stats.ranking import Comparisons, comparisons
+from evalstop_ros.stats.ranking_eval import coverage_of
 from evalstop_ros.stats.ranking_fits import ELO_K, fit_bt, fit_davidson, fit_elo, fit_paired_progress, fit_prog
 
 
@@ -274,6 +275,21 @@ def test_prog_bootstrap_t_falls_back_to_halls_interval_with_few_rollouts() -> No
     assert fit.scores[0] + 4.302653 * fit.se[0] == pytest.approx(fit.interval(0.95)[1][0])
     with pytest.raises(StatsInputError, match="`n_boot` must be a non-negative integer"):
         fit_prog(data, n_boot=-1)
+
+
+def test_coverage_of_scores_saved_intervals_by_hand() -> None:
+    # three datasets, two policies; the estimand is the mean score per policy (1.0 and 0.0); policy 1
+    # has no SE in the last dataset, which then counts policy 0 only
+    score = np.array([[0.9, 0.2], [1.0, -0.1], [1.1, -0.1]])
+    se = np.array([[0.1, 0.1], [0.1, 0.1], [0.1, np.nan]])
+    low = np.array([[0.8, 0.1], [0.9, -0.2], [1.05, np.nan]])
+    high = np.array([[1.0, 0.3], [1.1, 0.0], [1.2, np.nan]])
+    got = coverage_of(score, se, low, high, 0.95)
+    np.testing.assert_array_equal(got.hit, [[1.0, 0.0], [1.0, 1.0], [0.0, np.nan]])
+    per_dataset = np.array([0.5, 1.0, 0.0])
+    assert got.reps == 3 and got.coverage == pytest.approx(0.5)
+    assert got.coverage_se == pytest.approx(per_dataset.std(ddof=1) / math.sqrt(3))
+    np.testing.assert_allclose(got.se_ratio, [0.1 / np.std(score[:, 0], ddof=1), 0.1 / np.std(score[:, 1], ddof=1)])
 
 
 def test_fits_reject_bad_input() -> None:
