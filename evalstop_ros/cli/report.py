@@ -20,8 +20,8 @@ progress distribution per policy, success rates with anytime-valid confidence se
 letter display and the savings, as PNG at 300 dpi and as SVG and PDF (vector, for papers);
 trials.csv (every trial) and decisions.csv with ISO 8601 UTC time stamps (and .parquet twins
 when pyarrow is installed; columns in docs/report.md).  For a session whose runs policy_runner
-recorded (record_dir), the page also shows each trial's videos, linked where they lie (not
-copied).  Open DIR/index.html in a browser."""
+recorded (record_dir), the page also shows each trial's videos, copied into DIR/videos/ (the
+folder is self-contained).  Open DIR/index.html in a browser."""
 EPILOG = """\
 examples (examples/ ships a recorded session: its bag and its journal):
   evalstop report examples/session_bag/ -o session_report
