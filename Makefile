@@ -138,11 +138,12 @@ demo-policy: venv ros
 
 # Real physics: two scripted grasping policies (openpi's own server) on a simulated Franka Panda
 # (robosuite Lift in MuJoCo, rendered offscreen through EGL), stopped by STEP and N-SCORE; the
-# journal is audited and the HTML report shows the episode videos. tools/install_physics.sh adds
+# journal is audited and the HTML report shows the episode videos. --timeout: up to 100 trials of
+# 5 s simulated time, 16 s each on an idle 2-core machine, twice that on a busy one. tools/install_physics.sh adds
 # robosuite and MuJoCo to the venv (and Debian's EGL/Mesa if missing).
 demo-physics: venv ros
 	tools/install_physics.sh $(VENV)
-	$(ROS_ENV) $(ROS_INSTALL)/lib/evalstop/evalstop_demo --robot physics \
+	$(ROS_ENV) $(ROS_INSTALL)/lib/evalstop/evalstop_demo --robot physics --timeout 3600 \
 	  --server-command "$$(tools/openpi_venv.sh) tools/openpi_policy_server.py"
 
 # Second demo: the evaluation hub on a local PostgreSQL server with three simulated stations.
