@@ -314,10 +314,14 @@ class PolicyRunner(QuickNode):
             self._ledger.finish(entry, result)
         result = result or RunTrial.Result(ok=False, message=self._fail(
             RunnerError("runner shut down before the run ended", category=Category.SHUTDOWN), goal))
-        if goal_handle.is_cancel_requested:
-            goal_handle.canceled()
-        else:
-            goal_handle.succeed()
+        try:
+            if goal_handle.is_cancel_requested:
+                goal_handle.canceled()
+            else:
+                goal_handle.succeed()
+        except Exception:  # rclpy's RCLError: the action server's publishers are gone at Ctrl-C
+            if rclpy.ok(context=self.context):
+                raise
         return result
 
     def _run(self, goal_handle: ServerGoalHandle) -> RunTrial.Result:
@@ -364,8 +368,13 @@ class PolicyRunner(QuickNode):
                 self.robot.stop()
                 err = exc if isinstance(exc, RunnerError) else RunnerError(
                     f"{type(exc).__name__}: {exc}", category=Category.ROBOT)
+                if not rclpy.ok(context=self.context):  # Ctrl-C or shutdown: an ending, not a fault
+                    err = RunnerError("runner shut down mid-rollout", category=Category.SHUTDOWN)
                 message = self._fail(err, goal)
-                self.get_logger().error(f"{trial}: rollout failed: {message}; robot stopped")
+                if rclpy.ok(context=self.context):
+                    self.get_logger().error(f"{trial}: rollout failed: {message}; robot stopped")
+                else:
+                    self.get_logger().info(f"{trial}: rollout stopped, the runner is shutting down; robot stopped")
                 if recorder is not None and (recorder.directory / "episode.npz").is_file():
                     message = with_recording(message, recorder.directory)  # failed runs are recorded too
                 return RunTrial.Result(ok=False, message=message, duration=time.monotonic() - start)
