@@ -259,7 +259,8 @@ def _stop(proc: subprocess.Popen[bytes], timeout: float = 10.0, *, grace: float 
 
 
 #: ``--robot physics``: policy_runner's robosuite parameters (Lift, the Panda at 15 Hz of simulated time).
-PHYSICS_RUNNER = {"robot": "robosuite", "robosuite.task": "Lift", "robosuite.spread": 0.1, "rate": 15.0}
+PHYSICS_RUNNER = {"robot": "robosuite", "robosuite.task": "Lift", "robosuite.spread": 0.1, "rate": 15.0,
+                  "robosuite.record_resolution": [256, 256]}
 
 
 def _policy_robot(args: argparse.Namespace, workdir: pathlib.Path, key_file: pathlib.Path) -> dict[str, list[str]]:

@@ -180,12 +180,22 @@ class PolicyRunner(QuickNode):
                     "spread": declare(self, "robosuite.spread", 0.1,
                                       "Half-width (m) of the square the object is placed in (0: the task's own).",
                                       float_range=(0.0, 0.3), read_only=True),
+                    "record_resolution": self._record_resolution(),
                     "rate": self.rate}
         if robot == "widowx":
             return {"host": declare(self, "widowx.host", "localhost", "WidowX server host.", read_only=True),
                     "port": declare(self, "widowx.port", 5556, "WidowX server port.", read_only=True),
                     "workspace": self._widowx_workspace()}
         return {}
+
+    def _record_resolution(self) -> tuple[int, int] | None:
+        """``robosuite.record_resolution`` [height, width] of the episode videos (with record_dir)."""
+        size = list(declare(self, "robosuite.record_resolution", [256, 256],
+                            "Height and width (px) of the cameras in the episode videos (record_dir), rendered "
+                            "beside the policy's images; [0, 0]: the policy's resolution.", read_only=True))
+        if len(size) != 2 or any(int(v) < 0 or int(v) > 2048 for v in size):
+            raise ValueError(f"`robosuite.record_resolution` must be [height, width] in 0..2048; found {size}")
+        return (int(size[0]), int(size[1])) if self.record_dir and all(size) else None
 
     def _ros2_limits(self) -> dict[str, Any]:
         """``limits`` (from parameters) or the URDF topic of the ros2 adapter."""

@@ -7,7 +7,9 @@ One directory per run (``<record_dir>/<session>/trial_<id>_attempt_<n>/``) holdi
   ``cartesian_position``, ``gripper_position`` per observation; ``latency`` per policy query;
 * one mp4 per camera (``exterior_image_1_left.mp4``, ...), as RoboArena uploads them (H.264
   through the ffmpeg that ``imageio-ffmpeg`` ships): a frame per control step at the control
-  rate, so it plays in real time -- each step shows the last observation taken before it.
+  rate, so it plays in real time -- each step shows the last observation taken before it -- at
+  the camera's own resolution where the robot renders one for recording
+  (:attr:`~.adapters.base.Observation.recording`), else the policy's.
 
 Observations are the ones the loop takes (one per action chunk): recording never adds robot
 calls, so a recorded rollout is the same rollout (a step between two observations repeats the
@@ -51,6 +53,11 @@ def recording_of(message: str) -> str | None:
     """
     head, found, folder = str(message).rpartition(RECORDED_IN)
     return folder if found and folder else None
+
+
+def _frame(obs: Observation, camera: str) -> np.ndarray:
+    """The video frame of ``camera``: at the camera's own resolution where the robot gave one."""
+    return np.asarray(obs.recording.get(camera, obs.images[camera]))[..., :3]
 
 
 class EpisodeRecorder:
@@ -101,7 +108,7 @@ class EpisodeRecorder:
         np.savez_compressed(self.directory / "episode.npz", **arrays)
         ffmpeg = imageio_ffmpeg.get_ffmpeg_exe()
         for camera in sorted({name for o in obs for name in o.images}):
-            frames = np.stack([self._observations[k][1].images[camera][..., :3]
+            frames = np.stack([_frame(self._observations[k][1], camera)
                                for k in self._frame_order(camera)]).astype(np.uint8)
             height, width = frames.shape[1:3]
             command = [ffmpeg, "-loglevel", "error", "-y", "-f", "rawvideo", "-pix_fmt", "rgb24",
