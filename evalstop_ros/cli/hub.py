@@ -56,8 +56,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     sub = parser.add_subparsers(dest="hub_command", required=True)
     serve = sub.add_parser("serve", help="run the hub service",
                            description="Run the hub's HTTP service (stations, leaderboard) until Ctrl-C. The "
-                           "first start journals the evaluation (method, alpha, ranker, models, budget, schedule, "
-                           "tasks); a restart on the same --db reads it back, so no option needs repeating (one "
+                           "first start journals\nthe evaluation (method, alpha, ranker, models, budget, schedule, "
+                           "tasks); a restart on the same --db\nreads it back, so no option needs repeating (one "
                            "given must equal the journaled one).",
                            epilog="examples:\n  evalstop hub serve --db hub.sqlite --port 8765 --tasks towel,cup\n"
                            "  evalstop hub serve --db hub.sqlite --port 8765    (a restart: the journaled evaluation)"
