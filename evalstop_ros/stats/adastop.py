@@ -30,6 +30,7 @@ from numpy.typing import ArrayLike, NDArray
 from .adastop_closed import ClosedAdaStop
 from .adastop_paths import PaperPaths, all_splits
 from .adastop_result import AdaStopResult
+from .adastop_welch import WelchReference
 from .errors import StatsInputError
 from .validation import check_alpha, check_policies, check_positive_int
 
@@ -274,6 +275,16 @@ class AdaStop(PaperPaths):
         self._random_signs = None if self._relabel or self._closed or all(self._exact) else self._draw_paths()
         self._orders = self._draw_relabelings() if self._relabel else None
         self._relabel_cache: dict[tuple[int, tuple[int, ...]], NDArray[np.float64]] = {}
+        # "closed" with two agents: the paper's exact test and, required as well, the normal-theory
+        # test of the pair (Notes, item 2)
+        self._pair_reference = (
+            WelchReference(self.comparisons, [np.arange(len(self.comparisons))], n_agents=n_agents, n_per_interim=n,
+                           n_interims=self.n_interims, alpha=self.alpha, n_permutations=self.n_permutations,
+                           seed=self.seed)
+            if permutation == "closed" and not several else None
+        )
+        self._permutation_crossed = False
+        self._centre: float | None = None
 
         self.interim = 0
         self.is_finished = False
@@ -359,6 +370,13 @@ class AdaStop(PaperPaths):
         if self._closed is not None:
             self._update_closed(block, k)
             return self._finish_interim(k)
+        if self._permutation_crossed:  # two agents: only the normal-theory test is still open
+            self._boundaries.append(math.inf)
+            self._level_spent.append(self._spent)
+            self._m.append(self._m[-1])
+            self._diffs[0] = float(self._sums[self._pairs[0, 0]] - self._sums[self._pairs[0, 1]]) / (k * self.n_per_interim)
+            self._settle_pair(block, k)
+            return self._finish_interim(k)
 
         open_ids, cum, identity, alive = self._paths(k)
         m_k = cum.shape[2]
@@ -401,7 +419,27 @@ class AdaStop(PaperPaths):
         self._boundaries.append(boundary)
         self._level_spent.append(self._spent)
         self._m.append(m_k)
+        if self._pair_reference is not None:
+            self._permutation_crossed = not self._open.any()
+            self._settle_pair(block, k)
         return self._finish_interim(k)
+
+    def _settle_pair(self, block: NDArray[np.float64], k: int) -> None:
+        """Two agents, ``"closed"``: decide the pair once both its tests crossed (Notes, item 2)."""
+        assert self._pair_reference is not None
+        used = self._pairs[0]
+        if self._centre is None:
+            self._centre = float(block[used].mean())
+        centred = np.zeros_like(block)
+        centred[used] = block[used] - self._centre
+        crossed = bool(self._pair_reference.update(centred, np.ones(1, dtype=bool))[0])
+        if self._permutation_crossed and crossed:
+            self._decisions[0] = "larger" if self._diffs[0] > 0 else "smaller"
+            self._decided_at[0] = k
+            self._open[0] = False
+        else:
+            self._decisions[0], self._decided_at[0] = "continue", None
+            self._open[0] = True
 
     def _update_closed(self, block: NDArray[np.float64], k: int) -> None:
         """Interim ``k`` of the closed-testing scheme (Notes, item 2)."""

@@ -51,19 +51,16 @@ from collections.abc import Iterator, Sequence
 import numpy as np
 from numpy.typing import NDArray
 
+from .adastop_welch import WelchReference, spend_interim, welch_z
 from .errors import StatsInputError
 
 __all__ = ["MAX_PARTITIONS", "ClosedAdaStop", "closed_partitions"]
 
 #: Most intersection tests (partitions of the agents) one comparison may hold.
 MAX_PARTITIONS = 1000
-#: Slack (in permutation counts) of ``floor(level * B)``: the spent level is a sum of ratios.
-_COUNT_TOL = 1e-9
 #: Largest ``N`` whose within-block ranks are counted by direct key comparisons (cost ``N`` passes
 #: per agent); above, by running counts over the ranks (a few passes, independent of ``N``).
 _COUNT_BY_COMPARISON_MAX = 12
-#: Pooled sums of squares below this fraction of the raw ones are rounding noise: equal scores.
-_SPREAD_RTOL = 1e-12
 
 
 def _set_partitions(items: Sequence[int]) -> Iterator[list[list[int]]]:
@@ -210,7 +207,12 @@ class ClosedAdaStop:
         self._positions = {block: np.concatenate([np.arange(l * n_per_interim, (l + 1) * n_per_interim)
                                                   for l in block]) for block in self.block_pairs}
         self._path_index = np.arange(self.b, dtype=np.intp)
+        #: per partition: its permutation test crossed; its normal-theory test (:mod:`.adastop_welch`)
+        #: crossed too (``decided``: the intersection hypothesis is rejected)
         self.crossed = np.zeros(len(self.partitions), dtype=bool)
+        self.reference = WelchReference(self.comparisons, self.implies, n_agents=n_agents, n_per_interim=n_per_interim,
+                                        n_interims=n_interims, alpha=alpha, n_permutations=n_permutations, seed=seed)
+        self.decided = np.zeros(len(self.partitions), dtype=bool)
         self.crossed_at = np.zeros(len(self.partitions), dtype=np.int64)
         self.alive = np.ones((len(self.partitions), self.b), dtype=bool)
         self.spent = np.zeros(len(self.partitions))
@@ -262,26 +264,7 @@ class ClosedAdaStop:
         s = np.ascontiguousarray(sums.real.T)  # (agent, path)
         q = np.ascontiguousarray(sums.imag.T)
         first, second = self._block_columns[block]
-        if width == 2:  # one comparison (its statistic is symmetric in the two agents): views, no copies
-            s_one, s_two, q_one, q_two = s[:1], s[1:], q[:1], q[1:]
-        else:
-            s_one, s_two, q_one, q_two = s[first], s[second], q[first], q[second]
-        pooled = q_one + q_two  # (comparison, path)
-        squares = s_one + s_two
-        np.square(squares, out=squares)
-        squares /= 2 * k * n
-        np.subtract(pooled, squares, out=squares)
-        pooled *= _SPREAD_RTOL
-        spread = squares > pooled  # else the pair's scores are all equal: statistic 0
-        difference = np.subtract(s_one, s_two)
-        np.abs(difference, out=difference)
-        if spread.all():  # the usual case: no masked (slower) passes
-            np.sqrt(squares, out=squares)
-            np.divide(difference, squares, out=difference)
-            return np.asarray(difference.max(axis=0), dtype=np.float64)
-        np.sqrt(squares, out=squares, where=spread)
-        studentized = np.divide(difference, squares, out=np.zeros(squares.shape), where=spread)
-        return np.asarray(studentized.max(axis=0), dtype=np.float64)
+        return np.asarray(welch_z(s, q, first, second, k * n).max(axis=0), dtype=np.float64)
 
     def _interim_counts(self, k: int, agents: Sequence[int] | None = None) -> NDArray[np.integer]:
         """``(L, L N, B)``: per agent and position, how many of the agent's positions rank lower.
@@ -333,27 +316,20 @@ class ClosedAdaStop:
         self._interim_counts(k, sorted({l for b in needed for l in b}))  # the agents still relabeled
         stats = {b: self._block_stats(b, scores, k) for b in sorted(needed)}
         self.boundary[:] = math.inf
-        for p in open_parts:
+        for p in map(int, open_parts):
             blocks = self.partitions[p]
             m = stats[blocks[0]].copy()
             for b in blocks[1:]:
                 np.maximum(m, stats[b], out=m)
-            alive = self.alive[p]
-            allowed = math.floor((k * self.alpha / self.k_max - self.spent[p]) * self.b + _COUNT_TOL)
-            if allowed <= 0:
-                continue
-            values = m[alive]
-            # the (allowed)-th largest (0-based) of the surviving paths, or their smallest
-            rank = values.size - 1 - min(allowed, values.size - 1)
-            boundary = float(np.partition(values, rank)[rank])
-            self.boundary[p] = boundary
-            self.spent[p] += np.count_nonzero(values > boundary) / self.b
-            if m[0] > boundary:
+            self.boundary[p], self.spent[p], crossed = spend_interim(
+                m, self.alive[p], float(self.spent[p]), k=k, alpha=self.alpha, n_interims=self.k_max)
+            if crossed:
                 self.crossed[p] = True
                 self.crossed_at[p] = k
-            alive &= m <= boundary
+        self.reference.update(scores, ~self.decided)
+        self.decided = self.crossed & self.reference.crossed
         self.interim = k
-        return np.array([bool(self.crossed[h].all()) for h in self.holding])
+        return np.array([bool(self.decided[h].all()) for h in self.holding])
 
     def signed_sums(self, block_sums: NDArray[np.float64]) -> NDArray[np.float64]:
         """``sum e(l1) - sum e(l2)`` of every comparison from per-agent score totals."""

@@ -91,14 +91,19 @@ def test_permutation_test_is_exact_at_one_interim(law):
     # whatever the law (it replaces a 3000-run Monte Carlo estimate of the same design, spec P1).
     rng = np.random.default_rng(7)
     x = {"normal": rng.normal, "cauchy": rng.standard_cauchy, "t2": lambda size: rng.standard_t(2, size)}[law](size=10)
-    count = 0
+    # The default ("closed") also needs the pair's normal-theory test: it rejects a subset of these.
+    count, closed = 0, 0
     for first in itertools.combinations(range(10), 5):
         if 0 not in first:
             continue
         rest = [i for i in range(10) if i not in first]
         table = np.column_stack([x[list(first)], x[rest]])
-        count += rejected(adastop_test(table, n_per_interim=5, n_interims=1, alpha=0.05))
+        paper = rejected(adastop_test(table, n_per_interim=5, n_interims=1, alpha=0.05, permutation="split"))
+        both = rejected(adastop_test(table, n_per_interim=5, n_interims=1, alpha=0.05))
+        assert paper or not both
+        count, closed = count + paper, closed + both
     assert count == 6
+    assert closed >= 1  # the most extreme relabelings pass the normal-theory test too
 
 
 # -- decisions, early stopping, state --------------------------------------------------------------
@@ -147,10 +152,13 @@ def test_same_seed_same_result_and_paths_drawn_before_data():
     assert np.array_equal(a._orders, b._orders)
 
 
-def test_the_three_schemes_coincide_for_two_agents():
+def test_two_agents_split_and_relabel_coincide_and_closed_adds_the_normal_theory_test():
     x = np.random.default_rng(9).normal([0, 0.8], 1, size=(30, 2))
     split = adastop_test(x, **DESIGN, permutation="split")
-    assert split == adastop_test(x, **DESIGN, permutation="relabel") == adastop_test(x, **DESIGN)
+    assert split == adastop_test(x, **DESIGN, permutation="relabel")
+    closed = adastop_test(x, **DESIGN)
+    assert closed.boundaries[: split.interim] == split.boundaries and closed.decisions == split.decisions
+    assert closed.decided_at[0] >= split.decided_at[0]
 
 
 def test_to_dict_is_json_ready():
@@ -403,7 +411,7 @@ def test_a_comparison_is_rejected_only_when_every_intersection_holding_it_crosse
         res = test.update(rng.normal([0.0, 0.0, 1.5, 3.0], 1.0, size=(5, 4)).T)
         engine = test._closed
         for j, decision in enumerate(res.decisions):
-            all_crossed = bool(engine.crossed[engine.holding[j]].all())
+            all_crossed = bool(engine.decided[engine.holding[j]].all())
             assert (decision in ("larger", "smaller")) == all_crossed
         if res.is_finished:
             break
@@ -513,12 +521,13 @@ def test_closed_ties_are_exact():
     assert np.unique(engine._block_stats((0, 1, 2), block, 1)).size == math.factorial(9) // 6**3 // 6
 
 
-# -- the closed engine's speed-up (issue 20) changed no result: traces recorded before it ----------
+# -- speed-ups of the closed engine change no result: traces recorded before them ---------------------
 _CLOSED_TRACES = {  # sha256 (first 16 hex) of every interim's per-partition boundaries, spent level,
-    # crossings, surviving paths and decisions, recorded with the einsum implementation (eb1b121)
-    "null5": "7a5b21c94de7393f", "spread4": "7ae9dd0e59b1de2c", "shift4": "c76c9bb9c050f7fa",
-    "star6": "1911ee8d6f3a7f4d", "ties4": "9d7f717ed4ed1a3b", "all7": "c95f7178e028d07f",
-    "mixed3": "437945e2de54373a",
+    # crossings, surviving paths, normal-theory boundaries and decisions, recorded with the Welch
+    # statistic before the engine was vectorised over blocks
+    "null5": "4a030395d6f13582", "spread4": "d1cb9b36a0ad06cf", "shift4": "ffadb8119841100a",
+    "star6": "0f65733ad422f12b", "ties4": "a4793e30f2431cd2", "all7": "9107a6e2e6f830fe",
+    "mixed3": "774a83ae3a7d7f58",
 }
 
 
@@ -535,7 +544,7 @@ def _closed_trace_cases():
 
 
 def test_closed_engine_is_bit_identical_to_the_recorded_traces():
-    # seed 002 Alg. 3 per partition; the bincount summation reproduces the old einsum's sums bit for bit
+    # seed 002 Alg. 3 per partition: a faster summation must reproduce the recorded sums bit for bit
     import hashlib
     import json
 
@@ -551,11 +560,22 @@ def test_closed_engine_is_bit_identical_to_the_recorded_traces():
             c = test._closed
             trace.append({"boundary": [float(x).hex() for x in c.boundary], "spent": [float(x).hex() for x in c.spent],
                           "crossed": c.crossed.astype(int).tolist(), "alive": int(c.alive.sum()),
+                          "reference": [float(x).hex() for x in c.reference.boundary],
                           "decisions": list(result.decisions)})
         assert hashlib.sha256(json.dumps(trace).encode()).hexdigest()[:16] == _CLOSED_TRACES[name], name
 
 
 # -- the closed engine against a plain reference (issue 20, speed-ups must change no bit) -----------
+def _plain_welch_z(sa, qa, sc, qc, count):
+    """Welch's t with Satterthwaite's df on Wallace's normal scale, in plain floats (docs/adastop.md)."""
+    va, vc = max(qa - sa * sa / count, 0.0) / (count - 1), max(qc - sc * sc / count, 0.0) / (count - 1)
+    diff = (sa - sc) / count
+    if (va + vc) * count <= 1e-12 * (qa + qc) / count:  # both agents' scores constant
+        return math.inf if diff * diff * count > 1e-12 * (qa + qc) else 0.0
+    t2, nu = diff * diff * count / (va + vc), (count - 1) * (va + vc) ** 2 / (va * va + vc * vc)
+    return math.sqrt(nu * math.log1p(t2 / nu)) * (8 * nu + 1) / (8 * nu + 3)
+
+
 def _reference_closed_trace(comparisons, agents, n, k_max, b, alpha, seed, blocks):
     """The closed scheme of docs/adastop.md written out path by path in plain Python floats.
 
@@ -595,10 +615,7 @@ def _reference_closed_trace(comparisons, agents, n, k_max, b, alpha, seed, block
                 best = 0.0
                 for j in inside[blk]:
                     (sa, qa), (sc, qc) = (running[blk][path][blk.index(l)] for l in comparisons[j])
-                    pooled = qa + qc
-                    squares = pooled - (sa + sc) * (sa + sc) / (2 * k * n)
-                    if squares > 1e-12 * pooled:
-                        best = max(best, abs(sa - sc) / math.sqrt(max(squares, 0.0)))
+                    best = max(best, _plain_welch_z(sa, qa, sc, qc, k * n))
                 stat[blk].append(best)
         boundaries = []
         for p, part in enumerate(partitions):
@@ -613,9 +630,7 @@ def _reference_closed_trace(comparisons, agents, n, k_max, b, alpha, seed, block
                     crossed[p] = True
                 alive[p] = [a and m[path] <= boundary for path, a in enumerate(alive[p])]
             boundaries.append(boundary)
-        rejected = [all(crossed[p] for p, part in enumerate(partitions) if any(j in inside[blk] for blk in part))
-                    for j in range(len(comparisons))]
-        trace.append((boundaries, list(spent), list(crossed), [sum(a) for a in alive], rejected))
+        trace.append((boundaries, list(spent), list(crossed), [sum(a) for a in alive]))
     return trace
 
 
@@ -646,9 +661,14 @@ def test_closed_engine_matches_the_plain_reference(agents, n, k_max, b, seed, co
         blocks.append(block)
         res = test.update(block)
         got.append((engine.boundary.tolist(), engine.spent.tolist(), engine.crossed.tolist(),
-                    engine.alive.sum(axis=1).tolist(), [d in ("larger", "smaller") for d in res.decisions]))
+                    engine.alive.sum(axis=1).tolist()))
+        # a comparison is decided once both tests of every partition holding it crossed
+        both = engine.crossed & engine.reference.crossed
+        assert [d in ("larger", "smaller") for d in res.decisions] == [bool(both[h].all()) for h in engine.holding]
     want = _reference_closed_trace(test.comparisons, agents, n, k_max, b, 0.2, seed, blocks)
-    assert got == want
+    for (boundary, *rest), (want_boundary, *want_rest) in zip(got, want, strict=True):
+        assert boundary == pytest.approx(want_boundary, rel=1e-12)  # log1p may differ by an ulp from numpy's
+        assert rest == want_rest
     assert any(any(step[2]) for step in got) and not all(got[-1][2])  # some but not all tests crossed
 
 
