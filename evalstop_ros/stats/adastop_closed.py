@@ -51,7 +51,7 @@ from collections.abc import Iterator, Sequence
 import numpy as np
 from numpy.typing import NDArray
 
-from .adastop_welch import WelchReference, spend_interim, welch_z
+from .adastop_welch import WelchReference, spend_interim, welch_z_squared
 from .errors import StatsInputError
 
 __all__ = ["MAX_PARTITIONS", "ClosedAdaStop", "closed_partitions"]
@@ -217,9 +217,8 @@ class ClosedAdaStop:
         self.alive = np.ones((len(self.partitions), self.b), dtype=bool)
         self.spent = np.zeros(len(self.partitions))
         self.boundary = np.full(len(self.partitions), math.inf)
-        #: per block: running (B, |block|) sums (real) and sums of squares (imaginary) of the scores
-        #: each agent receives
-        self._sums: dict[tuple[int, ...], NDArray[np.complex128]] = {}
+        #: per block: running ``(|block|, B)`` sums and sums of squares of the scores each agent receives
+        self._sums: dict[tuple[int, ...], tuple[NDArray[np.float64], NDArray[np.float64]]] = {}
         self._centre: float | None = None
         self.interim = 0
 
@@ -242,29 +241,26 @@ class ClosedAdaStop:
         slot = np.greater_equal(rank, n).view(np.int8)
         for c in range(2, width):
             slot += rank >= c * n
-        # Each agent's sum adds its scores one by one in position order: ``np.add.at`` adds one
-        # position's score to its agent's bin ``path * |block| + agent`` on every path, position
-        # after position, and the complex weights carry the scores (real part) and their squares
-        # (imaginary part) through one pass, each part added exactly as a float.  Paths that deal
-        # an agent the same scores get bit-identical sums, so ties with the identity (the same or
-        # the mirrored assignment) are exact ties, counted as no exceedance on every machine.
-        index_type = np.int32 if b * width < 2**31 else np.intp  # narrower indices: faster np.add.at
+        # Each agent's sum adds its scores one by one in position order: ``np.bincount`` walks the
+        # (position, path) pairs position-major and adds each position's score (and its square) to
+        # the bin ``agent * B + path``, so every bin is a sum from 0.0 in position order.  Paths that
+        # deal an agent the same scores get bit-identical sums, so ties with the identity (the same
+        # or the mirrored assignment) are exact ties, counted as no exceedance on every machine.
+        index_type = np.int32 if b * width < 2**31 else np.intp
         bins = slot.astype(index_type)
-        bins += np.arange(0, b * width, width, dtype=index_type)
-        z = scores.reshape(-1)[positions]
-        weights = np.empty(z.size, dtype=np.complex128)
-        weights.real, weights.imag = z, np.square(z)
-        sums = np.zeros((b, width), dtype=np.complex128)  # (path, agent): sum + 1j * sum of squares
-        flat = sums.reshape(-1)
-        for row, weight in zip(bins, weights, strict=True):
-            np.add.at(flat, row, weight)
+        bins *= b
+        bins += self._path_index.astype(index_type)
+        z = np.repeat(scores.reshape(-1)[positions], b)
+        s = np.bincount(bins.reshape(-1), weights=z, minlength=b * width).reshape(width, b)  # (agent, path)
+        np.square(z, out=z)
+        q = np.bincount(bins.reshape(-1), weights=z, minlength=b * width).reshape(width, b)
         if block in self._sums:
-            sums += self._sums[block]
-        self._sums[block] = sums
-        s = np.ascontiguousarray(sums.real.T)  # (agent, path)
-        q = np.ascontiguousarray(sums.imag.T)
+            previous_s, previous_q = self._sums[block]
+            s += previous_s
+            q += previous_q
+        self._sums[block] = (s, q)
         first, second = self._block_columns[block]
-        return np.asarray(welch_z(s, q, first, second, k * n).max(axis=0), dtype=np.float64)
+        return np.sqrt(welch_z_squared(s, q, first, second, k * n).max(axis=0))
 
     def _interim_counts(self, k: int, agents: Sequence[int] | None = None) -> NDArray[np.integer]:
         """``(L, L N, B)``: per agent and position, how many of the agent's positions rank lower.
