@@ -251,16 +251,16 @@ class ClosedAdaStop:
         bins *= b
         bins += self._path_index.astype(index_type)
         z = np.repeat(scores.reshape(-1)[positions], b)
-        s = np.bincount(bins.reshape(-1), weights=z, minlength=b * width).reshape(width, b)  # (agent, path)
+        s: NDArray[np.float64] = np.bincount(bins.reshape(-1), weights=z, minlength=b * width).reshape(width, b)  # type: ignore[assignment]
         np.square(z, out=z)
-        q = np.bincount(bins.reshape(-1), weights=z, minlength=b * width).reshape(width, b)
+        q: NDArray[np.float64] = np.bincount(bins.reshape(-1), weights=z, minlength=b * width).reshape(width, b)  # type: ignore[assignment]
         if block in self._sums:
             previous_s, previous_q = self._sums[block]
             s += previous_s
             q += previous_q
         self._sums[block] = (s, q)
         first, second = self._block_columns[block]
-        return np.sqrt(welch_z_squared(s, q, first, second, k * n).max(axis=0))
+        return np.asarray(np.sqrt(welch_z_squared(s, q, first, second, k * n).max(axis=0)), dtype=np.float64)
 
     def _interim_counts(self, k: int, agents: Sequence[int] | None = None) -> NDArray[np.integer]:
         """``(L, L N, B)``: per agent and position, how many of the agent's positions rank lower.
