@@ -241,19 +241,23 @@ class ClosedAdaStop:
         slot = np.greater_equal(rank, n).view(np.int8)
         for c in range(2, width):
             slot += rank >= c * n
-        # Each agent's sum adds its scores one by one in position order: ``np.bincount`` walks the
-        # (position, path) pairs position-major and adds each position's score (and its square) to
-        # the bin ``agent * B + path``, so every bin is a sum from 0.0 in position order.  Paths that
-        # deal an agent the same scores get bit-identical sums, so ties with the identity (the same
-        # or the mirrored assignment) are exact ties, counted as no exceedance on every machine.
-        index_type = np.int32 if b * width < 2**31 else np.intp
-        bins = slot.astype(index_type)
-        bins *= b
-        bins += self._path_index.astype(index_type)
-        z = np.repeat(scores.reshape(-1)[positions], b)
-        s: NDArray[np.float64] = np.bincount(bins.reshape(-1), weights=z, minlength=b * width).reshape(width, b)  # type: ignore[assignment]
-        np.square(z, out=z)
-        q: NDArray[np.float64] = np.bincount(bins.reshape(-1), weights=z, minlength=b * width).reshape(width, b)  # type: ignore[assignment]
+        # Each agent's sum adds its scores one by one in position order: a sum over axis 0 of a
+        # (position, path) array accumulates row after row, and the positions an agent does not
+        # receive add an exact 0.0.  Paths that deal an agent the same scores get bit-identical
+        # sums, so ties with the identity (the same or the mirrored assignment) are exact ties,
+        # counted as no exceedance on every machine.
+        z = scores.reshape(-1)[positions][:, None]
+        z_square = np.square(z)
+        s = np.empty((width, b))  # (agent, path)
+        q = np.empty((width, b))
+        dealt = np.empty(slot.shape, dtype=bool)
+        masked = np.empty(slot.shape)
+        for c in range(width):
+            np.equal(slot, c, out=dealt)
+            np.multiply(dealt, z, out=masked)
+            masked.sum(axis=0, out=s[c])
+            np.multiply(dealt, z_square, out=masked)
+            masked.sum(axis=0, out=q[c])
         if block in self._sums:
             previous_s, previous_q = self._sums[block]
             s += previous_s
