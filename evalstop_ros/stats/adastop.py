@@ -37,12 +37,19 @@ from .validation import check_alpha, check_policies, check_positive_int
 if TYPE_CHECKING:  # Python 3.11+ (the core runs on 3.10: annotations are not evaluated)
     from typing import Required, Unpack
 
-__all__ = ["DECISIONS", "PERMUTATIONS", "AdaStop", "AdaStopOptions", "AdaStopResult", "adastop_test"]
+__all__ = ["DECISIONS", "GUARANTEES", "PERMUTATIONS", "AdaStop", "AdaStopOptions", "AdaStopResult", "adastop_test"]
 
 #: Decision vocabulary of one comparison (seed 002 §2; ``"continue"`` while undecided).
 DECISIONS = ("continue", "equal", "larger", "smaller")
 #: Permutation schemes: see the Notes of :class:`AdaStop`, item 2; ``"closed"`` is the default.
 PERMUTATIONS = ("closed", "relabel", "split")
+#: What each scheme guarantees, for reports (docs/adastop.md).
+GUARANTEES = {
+    "closed": "exact for every N: agents with equal score distributions are declared different with probability "
+              "<= alpha (family-wise); for equal means with unequal spreads: Welch's approximation (asymptotic)",
+    "relabel": "exact under the global null only; partial nulls with unequal spreads are not controlled",
+    "split": "the paper's Eq. (8); with three or more agents not exact even under the global null",
+}
 #: Relative slack of the survival check ``T <= b_m`` on a path whose statistic is recomputed with a
 #: different summation order than when ``b_m`` was set (exact interim followed by random ones).
 _SURVIVAL_RTOL = 1e-12

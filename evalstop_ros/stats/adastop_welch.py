@@ -28,10 +28,17 @@ from collections.abc import Sequence
 import numpy as np
 from numpy.typing import NDArray
 
-__all__ = ["WelchReference", "spend_interim", "welch_z", "welch_z_squared"]
+__all__ = ["SMALL_SAMPLE", "SPREAD_RATIO", "WelchReference", "spend_interim", "spread_warning", "welch_z",
+           "welch_z_squared"]
 
 #: Slack (in paths) of ``floor(level * B)``: the spent level is a sum of ratios.
 _COUNT_TOL = 1e-9
+#: Largest / smallest standard deviation among compared agents above which, with fewer than
+#: :data:`SMALL_SAMPLE` scores per agent, :func:`spread_warning` warns (docs/adastop.md: the study's
+#: worlds with ratios 6.7-10 at 3-10 scores per interim).
+SPREAD_RATIO = 3.0
+#: Scores per agent below which unequal spreads leave equal-mean decisions to Welch's approximation.
+SMALL_SAMPLE = 20
 #: Within-agent sums of squares below this fraction of the raw ones are rounding noise: equal scores.
 _SPREAD_RTOL = 1e-12
 
@@ -193,3 +200,27 @@ class WelchReference:
                 self.crossed[p] = crossed
         self.interim = k
         return self.crossed.copy()
+
+
+def spread_warning(
+    scores: NDArray[np.float64], n_scores: Sequence[int], agents: Sequence[str], comparisons: Sequence[tuple[int, int]],
+) -> str | None:
+    """One line when the compared agents' spreads differ by more than :data:`SPREAD_RATIO` at small N, else None.
+
+    ``scores`` is the ``(rows, L)`` table in interim order; agent ``l`` used its first ``n_scores[l]``
+    rows.  With fewer than :data:`SMALL_SAMPLE` scores per agent and such spreads, a decision on
+    a pair of agents with equal means rests on Welch's normal approximation, not on the exact
+    permutation law (``docs/adastop.md``).
+    """
+    used = sorted({l for pair in comparisons for l in pair})
+    spread = {l: float(np.std(scores[: n_scores[l], l], ddof=1)) for l in used if n_scores[l] >= 2}
+    positive = {l: sd for l, sd in spread.items() if sd > 0}
+    if len(positive) < 2:
+        return None
+    low, high = min(positive, key=positive.__getitem__), max(positive, key=positive.__getitem__)
+    ratio, fewest = positive[high] / positive[low], min(n_scores[l] for l in used)
+    if ratio <= SPREAD_RATIO or fewest >= SMALL_SAMPLE:
+        return None
+    return (f"warning: spreads differ {ratio:.1f}x (sd {positive[low]:.3g} of {agents[low]}, {positive[high]:.3g} "
+            f"of {agents[high]}) with {fewest} scores per agent: for equal means the decisions rest on Welch's "
+            f"approximation, not on the exact permutation law (docs/adastop.md)")
