@@ -1,4 +1,4 @@
-r"""AdaStop by closed testing: strong family-wise control under any partial null (issue 20).
+r"""AdaStop by closed testing: strong family-wise control under any partial null (docs/adastop.md).
 
 The paper's step-down (seed 002 Alg. 3) takes the boundary of the comparisons still open from
 one permutation law of all their statistics.  Lemma 3 then needs that law to be the null law of
@@ -19,18 +19,14 @@ and combines them by closed testing (Marcus, Peritz and Gabriel 1976):
 * **One exact group-sequential test per partition** :math:`\phi_\pi`: at each interim the
   scores of each block are relabeled among the block's agents (``N`` each, uniformly, blocks
   independently), which leaves the joint law invariant under :math:`H_\pi` whatever the other
-  blocks' laws, spreads or tails.  The statistic is the largest studentized difference
-
-  .. math::
-
-      S_j = \frac{|\sum e(l_1) - \sum e(l_2)|}{\sqrt{\sum_{x \in l_1 \cup l_2} (x - \bar x_j)^2}},
-      \qquad M_\pi = \max_{j \in I(\pi)} S_j,
-
-  over the :math:`2kN` scores of the pair (the denominator is the pair's pooled sum of squares,
-  invariant when only the pair is relabeled, so a lone pair gets exactly seed 002's Eq. (8)
-  test; across pairs it makes the maximum scale-free).  The boundaries spend ``alpha`` linearly
-  over the ``K`` interims on the surviving paths, as seed 002 Eqs. (10)-(12).  Weak control of
-  :math:`\phi_\pi` is seed 002's Theorem 1 weak part (App. C.2, Lemma 2) for this group.
+  blocks' laws, spreads or tails.  The statistic is the largest Welch statistic over the
+  comparisons inside the blocks, on the normal scale of its Satterthwaite df
+  (:func:`~.adastop_welch.welch_z`), and the boundaries spend ``alpha`` linearly over the ``K``
+  interims on the surviving paths, as seed 002 Eqs. (10)-(12).  Weak control of this test is
+  seed 002's Theorem 1 weak part (App. C.2, Lemma 2) for this group.  Beside it runs a
+  normal-theory test of :math:`H_\pi` (:class:`~.adastop_welch.WelchReference`); :math:`\phi_\pi`
+  rejects once both crossed, which keeps the exactness under equal laws and adds Welch's
+  approximation under equal means with unequal spreads (``docs/adastop.md``).
 * **Closed testing**: comparison ``j`` is rejected at interim ``k`` when every
   :math:`\phi_\pi` with ``j`` inside a block has crossed its boundary at some interim
   :math:`\le k`.  If :math:`\pi^*` is the partition of the agents into groups of equal laws, a
@@ -125,13 +121,12 @@ class ClosedAdaStop:
     block, independent across disjoint blocks, so one draw serves every partition (Hemerik and
     Goeman 2018: a random subset of the group that contains the identity keeps the test exact).
 
-    Cost (issue 20): nothing is sorted per block.  Once per interim, for every agent and position,
+    Cost: nothing is sorted per block.  Once per interim, for every agent and position,
     the number of the agent's positions with a smaller key is counted; a position's rank inside a
     block is the sum of these counts over the block's agents, and the rank says which agent
-    receives it.  Each agent's sum and sum of squares then add its scores in position order (one
-    ``np.add.at`` per position over all paths, complex weights carrying both), so the result is
-    bit for bit that of sorting and summing path by path (``test_adastop.py`` checks it against
-    such a plain reference).
+    receives it.  Each agent's sum and sum of squares then add its scores in position order (a
+    masked sum over positions, all paths at once), so the result is bit for bit that of sorting
+    and summing path by path (``test_adastop.py`` checks it against such a plain reference).
     """
 
     def __init__(

@@ -228,7 +228,7 @@ def test_adastop_test_names_the_rows_of_a_bad_interim():
         adastop_test(x, **DESIGN)
 
 
-# -- Monte Carlo: family-wise error under the global null (issue 5 acceptance; adastop.md §6 P1) ----
+# -- Monte Carlo: family-wise error under the global null (adastop.md §6 P1) -----------------------
 
 @pytest.mark.slow
 def test_fwe_five_agents_n5_k6():
@@ -384,7 +384,7 @@ def test_mujoco_decision_directions(env):
         assert modal in allowed, f"{env} {(a, b)}: paper {decision!r}, outcomes {counts[(a, b)]}"
 
 
-# -- closed testing: strong control under partial nulls (issue 20; docs/adastop.md) ------------------
+# -- closed testing: strong control under partial nulls (docs/adastop.md) ---------------------------
 
 def test_intersection_hypotheses_are_the_connected_partitions():
     from evalstop_ros.stats.adastop_closed import closed_partitions
@@ -484,6 +484,65 @@ def test_closed_fwe_under_global_nulls_with_heavy_tails(agents, law):
     assert_fpr(_fwe(columns, 5, 4, pairs, reps, seed=agents), reps, 0.05)
 
 
+def _tight_among_wide(rng, rows):  # equal means 0; one agent sd 0.15, three sd 1 (the previous default: 0.090)
+    return np.column_stack([rng.normal(0, s, rows) for s in (0.15, 1.0, 1.0, 1.0)])
+
+
+def _tight_and_wide(rng, rows):  # two agents, equal means, spread ratio 10
+    return np.column_stack([rng.normal(0, 0.1, rows), rng.normal(0, 1.0, rows)])
+
+
+@pytest.mark.slow
+def test_closed_fwe_with_equal_means_and_one_tight_agent_among_wide_ones():
+    # Every pair has mean difference 0, so every pair is a true null of "larger"/"smaller".  N = 5,
+    # K = 4; 400 data sets, bound alpha + 2 SE = 0.0718 (full size: bench/adastop_study.py).
+    reps = 400
+    pairs = [(i, j) for i in range(4) for j in range(i + 1, 4)]
+    assert_fpr(_fwe(_tight_among_wide, 5, 4, pairs, reps, seed=36), reps, 0.05)
+
+
+def test_two_agents_with_spread_ratio_10_hold_only_with_the_normal_theory_test():
+    # Two agents, equal means, sd 0.1 and 1, N = 5, K = 4: the paper's exact permutation test alone
+    # ("split") declares them different too often (0.088 over 1000 data sets in the study), the
+    # default adds the pair's normal-theory test.  400 data sets, bound 0.0718.
+    reps = 400
+    assert_fpr(_fwe(_tight_and_wide, 5, 4, [(0, 1)], reps, seed=38), reps, 0.05)
+    with pytest.raises(AssertionError, match="exceeds bound"):
+        assert_fpr(_fwe(_tight_and_wide, 5, 4, [(0, 1)], reps, seed=38, permutation="split"), reps, 0.05)
+
+
+def test_spread_warning_names_the_agents_and_stays_quiet_otherwise():
+    from evalstop_ros.stats.adastop_welch import SMALL_SAMPLE, spread_warning
+
+    scores = np.random.default_rng(2).normal(0.0, [0.1, 1.0, 1.0], size=(10, 3))
+    line = spread_warning(scores, [10, 10, 10], ["a", "b", "c"], [(0, 1), (0, 2), (1, 2)])
+    assert line is not None and line.startswith("warning: spreads differ") and "of a" in line
+    assert spread_warning(scores, [10, 10, 10], ["a", "b", "c"], [(1, 2)]) is None  # equal spreads compared
+    many = np.random.default_rng(2).normal(0.0, [0.1, 1.0], size=(SMALL_SAMPLE, 2))
+    assert spread_warning(many, [SMALL_SAMPLE] * 2, ["a", "b"], [(0, 1)]) is None  # enough scores
+
+
+def test_welch_statistic_follows_its_definition():
+    # Welch's t and Satterthwaite's df (Welch 1947) by scipy, mapped by Wallace's (1959) formula
+    from scipy import stats
+
+    from evalstop_ros.stats.adastop_welch import welch_z
+
+    x, y = np.random.default_rng(5).normal(0, [[0.2], [1.5]], size=(2, 7)) + np.array([[0.4], [0.0]])
+    t, _ = stats.ttest_ind(x, y, equal_var=False)
+    vx, vy = x.var(ddof=1) / 7, y.var(ddof=1) / 7
+    nu = (vx + vy) ** 2 / (vx**2 / 6 + vy**2 / 6)
+    want = (8 * nu + 1) / (8 * nu + 3) * math.sqrt(nu * math.log1p(t * t / nu))
+    sums, squares = np.array([[x.sum()], [y.sum()]]), np.array([[(x * x).sum()], [(y * y).sum()]])
+    assert welch_z(sums, squares, np.array([0]), np.array([1]), 7)[0, 0] == pytest.approx(want, rel=1e-10)
+    # Wallace's normal deviate tracks the t tail: within 0.05 of the exact one at nu near 6
+    assert stats.norm.isf(stats.t.sf(abs(t), nu)) == pytest.approx(want, abs=0.05)
+    # each agent's five scores constant: none (1s vs 1s, path 0) or a sure difference (1s vs 2s, path 1)
+    constant = welch_z(np.array([[5.0, 5.0], [5.0, 10.0]]), np.array([[5.0, 5.0], [5.0, 20.0]]), np.array([0]),
+                       np.array([1]), 5)
+    assert constant.tolist() == [[0.0, math.inf]]
+
+
 def test_closed_separates_a_low_spread_pair_beside_high_spread_agents():
     # Power where it matters: a1 ~ N(0, 0.1^2) vs a2 ~ N(0.3, 0.1^2) (3 SD apart) next to
     # a3 = a4 ~ N(0, 1).  The studentized statistic keeps the noisy pair from masking the clear one.
@@ -565,7 +624,7 @@ def test_closed_engine_is_bit_identical_to_the_recorded_traces():
         assert hashlib.sha256(json.dumps(trace).encode()).hexdigest()[:16] == _CLOSED_TRACES[name], name
 
 
-# -- the closed engine against a plain reference (issue 20, speed-ups must change no bit) -----------
+# -- the closed engine against a plain reference (speed-ups must change no bit) ---------------------
 def _plain_welch_z(sa, qa, sc, qc, count):
     """Welch's t with Satterthwaite's df on Wallace's normal scale, in plain floats (docs/adastop.md)."""
     wa, wc = qa - sa * sa / count, qc - sc * sc / count
