@@ -149,13 +149,15 @@ def pairs_of(agents: int) -> list[tuple[int, int]]:
     return [(i, j) for i in range(agents) for j in range(i + 1, agents)]
 
 
-def fwe_table(reps: int, b: int, tree: str) -> None:
+def fwe_table(reps: int, b: int, tree: str, rows: Sequence[int] | None = None) -> None:
     bound = ALPHA + 2 * math.sqrt(ALPHA * (1 - ALPHA) / reps)
     print(f"family-wise error over pairs with equal means, {reps} data sets per row; goal <= alpha + 2 SE = {bound:.4f}")
     print()
     print("| world | " + " | ".join(COLUMNS) + " |")
     print("|---|" + "---|" * len(COLUMNS))
     for row, (name, laws, _, _) in enumerate(FWE_ROWS):
+        if rows is not None and row not in rows:
+            continue
         out = columns_of("fwe", row, reps, b, tree)
         nulls = [j for j, (a, c) in enumerate(pairs_of(len(laws))) if laws[a][1] == laws[c][1]]
         cells = []
@@ -192,6 +194,8 @@ def main() -> None:
                         help="permutation (and reference) paths (default %(default)s; every test stays exact)")
     parser.add_argument("--baseline", default="main", help="git revision of 'today' (default %(default)s)")
     parser.add_argument("--only", choices=("fwe", "power"), default=None, help="print only one of the two tables")
+    parser.add_argument("--rows", type=int, nargs="+", default=None, metavar="I",
+                        help="only these FWE rows (0-based; each row has its own seed: rows run apart print the same)")
     parser.add_argument("--as-baseline", nargs=4, metavar=("TABLE", "ROW", "REPS", "B"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.as_baseline:  # the subprocess of start_today: the baseline's default scheme, as JSON
@@ -206,7 +210,7 @@ def main() -> None:
         tree = baseline_tree(args.baseline, tmp)
         if args.only != "power":
             print()
-            fwe_table(args.reps, args.permutations, tree)
+            fwe_table(args.reps, args.permutations, tree, args.rows)
         if args.only != "fwe":
             print()
             power_table(args.power_reps, args.permutations, tree)

@@ -73,41 +73,40 @@ def welch_z_squared(
 ) -> NDArray[np.float64]:
     r"""The square of :func:`welch_z`, in a few in-place array passes (a maximum needs no square root).
 
-    With :math:`D = \sum x_1 - \sum x_2`, :math:`t^2/\hat\nu = D^2 (v_1^2 + v_2^2) / (n (n - 1) (v_1 + v_2)^3)`.
+    With :math:`D = \sum x_1 - \sum x_2` and the within-agent sums of squares :math:`SS_l = (n - 1) v_l`,
+    :math:`t^2/\hat\nu = D^2 (SS_1^2 + SS_2^2) / (n (SS_1 + SS_2)^3)`.
     """
     if count < 2:
         return np.zeros((len(first), sums.shape[1]))
     within = np.square(sums)
     within /= -count
-    within += squares  # per agent: sum of squared deviations
+    within += squares  # per agent: sum of squared deviations (the variances times n - 1: the scale cancels)
     constant = within <= _SPREAD_RTOL * squares  # per agent: its scores all equal (up to rounding)
     np.maximum(within, 0.0, out=within)
-    within /= count - 1  # unbiased variances
     power = np.square(within)
     total = within[first]
-    total += within[second]
+    total += within[second]  # T = SS_1 + SS_2
     spread = power[first]
-    spread += power[second]
+    spread += power[second]  # S = SS_1^2 + SS_2^2
     difference = sums[first]
     difference -= sums[second]
-    np.square(difference, out=difference)
+    np.square(difference, out=difference)  # D^2, D = n (mean_1 - mean_2)
     with np.errstate(divide="ignore", invalid="ignore"):
         nu = np.square(total)
-        nu *= count - 1
-        nu /= spread  # Satterthwaite's degrees of freedom
-        ratio = difference * spread  # t^2 / nu
-        np.power(total, 3, out=total)
-        total *= count * (count - 1)
-        ratio /= total
+        ratio = np.multiply(difference, spread)
+        ratio /= count
+        spread /= nu  # S / T^2
+        nu *= total  # T^3
+        ratio /= nu  # t^2 / nu = D^2 S / (n T^3)
         z_square = np.log1p(ratio, out=ratio)
+        np.divide(count - 1, spread, out=nu)  # nu = (n - 1) T^2 / S
         z_square *= nu
-        factor = 8 * nu
-        factor += 1
         nu *= 8
         nu += 3
-        factor /= nu
-        np.square(factor, out=factor)
-        z_square *= factor
+        np.divide(2.0, nu, out=nu)
+        np.subtract(1.0, nu, out=nu)  # (8 nu + 1) / (8 nu + 3)
+        np.square(nu, out=nu)
+        z_square *= nu
     degenerate = constant[first] & constant[second]
     if degenerate.any():  # each agent's scores all equal: a sure difference, or none
         differs = difference > _SPREAD_RTOL * count * (squares[first] + squares[second])
