@@ -501,6 +501,7 @@ def test_closed_fwe_with_equal_means_and_one_tight_agent_among_wide_ones():
     assert_fpr(_fwe(_tight_among_wide, 5, 4, pairs, reps, seed=36), reps, 0.05)
 
 
+@pytest.mark.slow
 def test_two_agents_with_spread_ratio_10_hold_only_with_the_normal_theory_test():
     # Two agents, equal means, sd 0.1 and 1, N = 5, K = 4: the paper's exact permutation test alone
     # ("split") declares them different too often (0.088 over 1000 data sets in the study), the
