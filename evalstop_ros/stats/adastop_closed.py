@@ -42,7 +42,9 @@ with all pairs; :math:`2^{L-1}` for "one vs rest"), so :data:`MAX_PARTITIONS` ca
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 from numpy.typing import NDArray
@@ -57,6 +59,16 @@ MAX_PARTITIONS = 1000
 #: Largest ``N`` whose within-block ranks are counted by direct key comparisons (cost ``N`` passes
 #: per agent); above, by running counts over the ranks (a few passes, independent of ``N``).
 _COUNT_BY_COMPARISON_MAX = 12
+
+
+_POOL: list[ThreadPoolExecutor] = []
+
+
+def _thread_pool() -> ThreadPoolExecutor:
+    """The threads that compute the blocks' statistics (one per core, at most 4), started once."""
+    if not _POOL:
+        _POOL.append(ThreadPoolExecutor(max_workers=min(4, os.cpu_count() or 1), thread_name_prefix="adastop"))
+    return _POOL[0]
 
 
 def _set_partitions(items: Sequence[int]) -> Iterator[list[list[int]]]:
@@ -309,7 +321,12 @@ class ClosedAdaStop:
         for stale in set(self._sums) - needed:
             del self._sums[stale]
         self._interim_counts(k, sorted({l for b in needed for l in b}))  # the agents still relabeled
-        stats = {b: self._block_stats(b, scores, k) for b in sorted(needed)}
+        # the blocks' statistics and the normal-theory test are independent: both cores (numpy
+        # releases the GIL in its loops); results do not depend on the order
+        pool = _thread_pool()
+        reference = pool.submit(self.reference.update, scores, ~self.decided)
+        todo = sorted(needed)
+        stats = dict(zip(todo, pool.map(lambda b: self._block_stats(b, scores, k), todo), strict=True))
         self.boundary[:] = math.inf
         for p in map(int, open_parts):
             blocks = self.partitions[p]
@@ -321,7 +338,7 @@ class ClosedAdaStop:
             if crossed:
                 self.crossed[p] = True
                 self.crossed_at[p] = k
-        self.reference.update(scores, ~self.decided)
+        reference.result()
         self.decided = self.crossed & self.reference.crossed
         self.interim = k
         return np.array([bool(self.decided[h].all()) for h in self.holding])
