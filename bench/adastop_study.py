@@ -90,6 +90,8 @@ FWE_ROWS: list[tuple[str, list[Law], int, int]] = [
     ("global null, 3 agents Cauchy; N=5 K=6", [("cauchy", 0, 1)] * 3, 5, 6),
     ("global null, 4 agents t(2); N=5 K=6", [("t2", 0, 1)] * 4, 5, 6),
     ("global null, 5 agents N(0,1); N=5 K=6", normal(*[(0, 1)] * 5), 5, 6),
+    ("skewed: gamma mean 1, sd .1 / .5 / .5; N=5 K=4", [("gamma", 1, .1), ("gamma", 1, .5), ("gamma", 1, .5)], 5, 4),
+    ("skewed: gamma mean 1, sd .1 / 1 / 1; N=10 K=3", [("gamma", 1, .1), ("gamma", 1, 1), ("gamma", 1, 1)], 10, 3),
 ]
 POWER_ROWS: list[tuple[str, list[Law], int, int]] = [
     ("shifts 0, .5, 1, 1.5 (sd 1); N=5 K=6", normal((0, 1), (.5, 1), (1, 1), (1.5, 1)), 5, 6),

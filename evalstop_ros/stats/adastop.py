@@ -46,7 +46,8 @@ PERMUTATIONS = ("closed", "relabel", "split")
 #: What each scheme guarantees, for reports (docs/adastop.md).
 GUARANTEES = {
     "closed": "exact for every N: agents with equal score distributions are declared different with probability "
-              "<= alpha (family-wise); for equal means with unequal spreads: Welch's approximation (asymptotic)",
+              "<= alpha (family-wise); for equal means with unequal spreads: Welch's approximation (asymptotic; "
+              "weak for skewed scores at small N)",
     "relabel": "exact under the global null only; partial nulls with unequal spreads are not controlled",
     "split": "the paper's Eq. (8); with three or more agents not exact even under the global null",
 }

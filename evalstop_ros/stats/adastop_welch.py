@@ -28,7 +28,7 @@ from collections.abc import Sequence
 import numpy as np
 from numpy.typing import NDArray
 
-__all__ = ["SMALL_SAMPLE", "SPREAD_RATIO", "WelchReference", "spend_interim", "spread_warning", "welch_z",
+__all__ = ["SKEWNESS", "SMALL_SAMPLE", "SPREAD_RATIO", "WelchReference", "spend_interim", "spread_warning", "welch_z",
            "welch_z_squared"]
 
 #: Slack (in paths) of ``floor(level * B)``: the spent level is a sum of ratios.
@@ -39,6 +39,9 @@ _COUNT_TOL = 1e-9
 SPREAD_RATIO = 3.0
 #: Scores per agent below which unequal spreads leave equal-mean decisions to Welch's approximation.
 SMALL_SAMPLE = 20
+#: Sample skewness (in absolute value) above which, at small N, Welch's t is itself skewed and the
+#: equal-mean decisions are unreliable (docs/adastop.md: gamma and beta rows of the study).
+SKEWNESS = 1.0
 #: Within-agent sums of squares below this fraction of the raw ones are rounding noise: equal scores.
 _SPREAD_RTOL = 1e-12
 
@@ -204,22 +207,27 @@ class WelchReference:
 def spread_warning(
     scores: NDArray[np.float64], n_scores: Sequence[int], agents: Sequence[str], comparisons: Sequence[tuple[int, int]],
 ) -> str | None:
-    """One line when the compared agents' spreads differ by more than :data:`SPREAD_RATIO` at small N, else None.
+    """One line when equal-mean decisions rest on a weak approximation, else None (docs/adastop.md).
 
     ``scores`` is the ``(rows, L)`` table in interim order; agent ``l`` used its first ``n_scores[l]``
-    rows.  With fewer than :data:`SMALL_SAMPLE` scores per agent and such spreads, a decision on
-    a pair of agents with equal means rests on Welch's normal approximation, not on the exact
-    permutation law (``docs/adastop.md``).
+    rows.  With fewer than :data:`SMALL_SAMPLE` scores per agent, warns when the compared agents'
+    standard deviations differ by more than :data:`SPREAD_RATIO`, or when with such spreads one
+    agent's sample skewness exceeds :data:`SKEWNESS` in absolute value.
     """
     used = sorted({l for pair in comparisons for l in pair})
-    spread = {l: float(np.std(scores[: n_scores[l], l], ddof=1)) for l in used if n_scores[l] >= 2}
+    fewest = min(n_scores[l] for l in used)
+    columns = {l: scores[: n_scores[l], l] for l in used if n_scores[l] >= 3}
+    spread = {l: float(np.std(x, ddof=1)) for l, x in columns.items()}
     positive = {l: sd for l, sd in spread.items() if sd > 0}
-    if len(positive) < 2:
+    if fewest >= SMALL_SAMPLE or len(positive) < 2:
         return None
     low, high = min(positive, key=positive.__getitem__), max(positive, key=positive.__getitem__)
-    ratio, fewest = positive[high] / positive[low], min(n_scores[l] for l in used)
-    if ratio <= SPREAD_RATIO or fewest >= SMALL_SAMPLE:
+    ratio = positive[high] / positive[low]
+    if ratio <= SPREAD_RATIO:
         return None
+    skew = {l: float(np.mean((columns[l] - columns[l].mean()) ** 3)) / float(np.std(columns[l])) ** 3 for l in positive}
+    worst = max(skew, key=lambda l: abs(skew[l]))
+    skewed = f"; {agents[worst]}'s scores are skewed ({skew[worst]:+.1f})" if abs(skew[worst]) > SKEWNESS else ""
     return (f"warning: spreads differ {ratio:.1f}x (sd {positive[low]:.3g} of {agents[low]}, {positive[high]:.3g} "
-            f"of {agents[high]}) with {fewest} scores per agent: for equal means the decisions rest on Welch's "
-            f"approximation, not on the exact permutation law (docs/adastop.md)")
+            f"of {agents[high]}) with {fewest} scores per agent{skewed}: for equal means the decisions rest on "
+            f"Welch's approximation, not on the exact permutation law (docs/adastop.md)")

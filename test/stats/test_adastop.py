@@ -521,6 +521,9 @@ def test_spread_warning_names_the_agents_and_stays_quiet_otherwise():
     assert spread_warning(scores, [10, 10, 10], ["a", "b", "c"], [(1, 2)]) is None  # equal spreads compared
     many = np.random.default_rng(2).normal(0.0, [0.1, 1.0], size=(SMALL_SAMPLE, 2))
     assert spread_warning(many, [SMALL_SAMPLE] * 2, ["a", "b"], [(0, 1)]) is None  # enough scores
+    skewed = np.column_stack([np.full(10, 1.0) + np.linspace(-0.05, 0.05, 10), [0.1] * 8 + [4.0, 4.2]])
+    line = spread_warning(skewed, [10, 10], ["steady", "rare"], [(0, 1)])
+    assert line is not None and "rare's scores are skewed (+" in line
 
 
 def test_welch_statistic_follows_its_definition():
