@@ -62,6 +62,7 @@ _COUNT_BY_COMPARISON_MAX = 12
 
 
 _POOL: list[ThreadPoolExecutor] = []
+os.register_at_fork(after_in_child=_POOL.clear)  # a forked child has none of the parent's threads
 
 
 def _thread_pool() -> ThreadPoolExecutor:

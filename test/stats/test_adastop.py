@@ -751,3 +751,26 @@ def test_closed_engine_within_block_counts_follow_the_keys(n):
             own = keys[agent * n : (agent + 1) * n]
             assert np.array_equal(counts[agent], (own[:, None, :] < keys[None]).sum(axis=0)), (k, agent)
         assert not counts[4].any()  # agent 4 is in no comparison
+
+
+def test_closed_runs_in_a_forked_child_after_the_parent_ran_it():
+    # the engine's thread pool is per process: a child forked after the parent used it (a report
+    # rendering in worker processes, say) must start its own instead of waiting on missing threads
+    import os
+    import signal
+    import time
+
+    x = np.random.default_rng(0).normal(size=(10, 3))
+    parent = adastop_test(x, n_per_interim=5, n_interims=2, n_permutations=200)
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child reports through its exit code
+        child = adastop_test(x, n_per_interim=5, n_interims=2, n_permutations=200)
+        os._exit(0 if child == parent else 3)
+    deadline = time.monotonic() + 120
+    while (done := os.waitpid(pid, os.WNOHANG))[0] == 0 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    if done[0] == 0:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+        pytest.fail("the forked child hung")
+    assert os.waitstatus_to_exitcode(done[1]) == 0
