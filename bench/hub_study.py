@@ -43,6 +43,8 @@ from evalstop_ros.hub.schedule import Schedule, choose_pair
 from evalstop_ros.hub.store import open_store
 
 ALPHA = 0.05
+#: The hub's pairs' test (``evalstop hub serve --method``), and the one it replaced.
+METHOD, BEFORE = "mixture", "nscore"
 PLANTED = (0.85, 0.7, 0.55, 0.4, 0.25, 0.1)
 DOC = pathlib.Path(__file__).resolve().parents[1] / "docs" / "hub_study.md"
 
@@ -59,7 +61,7 @@ class Clock:
 
 
 def hub_run(rates: Sequence[float], schedule: str, max_results: int, seed: int, *,
-            stop_when_settled: bool) -> dict[str, Any]:
+            stop_when_settled: bool, method: str = METHOD) -> dict[str, Any]:
     """One simulated hub: policies ``p0..`` with ``rates``; returns results, settled, claims, order."""
     store = open_store(":memory:", Clock())
     try:
@@ -68,7 +70,7 @@ def hub_run(rates: Sequence[float], schedule: str, max_results: int, seed: int, 
         for name in names:
             store.add_policy(name, f"sim://success={rate[name]}")
         store.add_station("s1")
-        board = _Board(store, HubSettings(schedule=schedule, alpha=ALPHA, models=(), seed=seed))
+        board = _Board(store, HubSettings(schedule=schedule, method=method, alpha=ALPHA, models=(), seed=seed))
         rng = random.Random(seed)  # the pair draws (as the app's --seed)
         outcomes = random.Random(seed + 10**6)  # the robot
         settled_at = None
@@ -89,7 +91,7 @@ def hub_run(rates: Sequence[float], schedule: str, max_results: int, seed: int, 
         store.close()
 
 
-def board_run(rates: Sequence[float], schedule: str, results: int, seed: int) -> dict[str, Any]:
+def board_run(rates: Sequence[float], schedule: str, results: int, seed: int, method: str = METHOD) -> dict[str, Any]:
     """One simulated hub without the database: the leaderboard (``hub.leaderboard.Leaderboard``)
     and the schedule (``hub.schedule.choose_pair`` with the board's focus, the pair loads counted
     here as the store counts them) -- the same decisions as :func:`hub_run`, several times faster."""
@@ -97,7 +99,7 @@ def board_run(rates: Sequence[float], schedule: str, results: int, seed: int) ->
     rate = dict(zip(names, rates, strict=True))
     pairs = [(x, y) for i, x in enumerate(names) for y in names[i + 1:]]
     load = dict.fromkeys(pairs, 0)
-    board = Leaderboard(names, alpha=ALPHA, models=())
+    board = Leaderboard(names, method=method, alpha=ALPHA, models=())
     rng, outcomes = random.Random(seed), random.Random(seed + 10**6)
     for _ in range(results):
         x, y = choose_pair(Schedule(schedule, board.focus() if schedule == "uncertain" else None), pairs, load, rng)

@@ -71,7 +71,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                        help="how the next pair is drawn: uncertain (decided pairs leave; the open pairs adjacent in "
                        "the current ranking first), need (the pairs with the fewest assignments so far) or uniform "
                        "(any pair, RoboArena's pairing); default %(default)s; docs/hub_study.md")
-    serve.add_argument("--method", default="nscore", help="pairwise anytime-valid test (default %(default)s)")
+    serve.add_argument("--method", default="mixture", help="pairwise anytime-valid test (default %(default)s)")
     _analysis_arguments(serve)
     serve.add_argument("--public-leaderboard", action="store_true",
                        help="serve the leaderboard without a key, to anyone including stations (weakens blinding)")

@@ -49,10 +49,10 @@ class HolmPairs:
     """Sequential Holm over all pairs of ``policies``, fed one result at a time.
 
     :param policies: The hub's policies (two or more; sorted here).
-    :param method: Anytime-valid method of the one-sided processes (``nscore``, ``wsr``, ``savi``).
+    :param method: Anytime-valid method of the one-sided processes (``mixture``, ``nscore``, ``wsr``, ``savi``).
     :param alpha: Family-wise level over all ``P (P - 1) / 2`` pairs.
 
-    >>> family = HolmPairs(["a", "b", "c"], method="nscore", alpha=0.05)
+    >>> family = HolmPairs(["a", "b", "c"], method="mixture", alpha=0.05)
     >>> family.m, family.hypotheses, round(family.side_alpha, 6)
     (3, 6, 0.008333)
     """

@@ -35,6 +35,7 @@ if TYPE_CHECKING:  # the real imports, for type checkers; at run time each name 
     from .lai import LaiProcess, lai_test
     from .letters import compact_letter_display
     from .methods import BATCH_METHODS, SEQUENTIAL_METHODS, VALIDITY
+    from .mixture import MixtureProcess, mixture_test
     from .multitask import CLAIMS, TASK_CORRECTIONS, MultiTaskResult, combine_tasks, run_multitask, task_alpha
     from .nscore import NScoreProcess, nscore_test
     from .registry import METHODS, Method, make_process, run_test
@@ -85,6 +86,8 @@ _EXPORTS: dict[str, str] = {
     "BATCH_METHODS": "methods",
     "SEQUENTIAL_METHODS": "methods",
     "VALIDITY": "methods",
+    "MixtureProcess": "mixture",
+    "mixture_test": "mixture",
     "CLAIMS": "multitask",
     "TASK_CORRECTIONS": "multitask",
     "MultiTaskResult": "multitask",
@@ -161,6 +164,7 @@ __all__ = [
     "MultiTaskResult",
     "NScoreProcess",
     "PairedProcess",
+    "MixtureProcess",
     "SaviProcess",
     "ScoreModel",
     "SequentialResult",
@@ -197,6 +201,7 @@ __all__ = [
     "run_multitask",
     "run_sequence",
     "run_test",
+    "mixture_test",
     "savi_test",
     "split_alpha",
     "step_test",

@@ -89,7 +89,7 @@ def test_leaderboard_page_in_headless_chromium(chromium: Any, tmp_path: pathlib.
     assert "45 results counted" in page and re.search(r"Computed at \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC, as of result 45", page)
     assert "Family-wise error: all 3 pairs of the 3 policies (P(P-1)/2 = 3, 6 directional hypotheses)" in page
     assert board["family"] == {"procedure": "sequential Holm", "pairs": 3, "hypotheses": 6, "alpha": 0.05,
-                               "side_alpha": 0.05 / 6, "method": "nscore",
+                               "side_alpha": 0.05 / 6, "method": "mixture",
                                "analysis": "after every counted result, in journal order"}
     assert set(board["models"]) == {"paired", "bt", "davidson", "elo", "prog", "task"}
     for name, model in board["models"].items():  # every model: score, SE and interval, shown on the page
