@@ -32,9 +32,9 @@ from typing import Any
 import numpy as np
 
 from ..session.values import ComparisonSnapshot
-from ..stats.engine import directional_tests, feed_pair, sequential_holm
+from ..stats.engine import HolmEngine, HolmOptions
 from ..stats.families import comparison_pairs
-from ..stats.holm import HOLM_SIDES, side_alpha
+from ..stats.holm import HOLM_SIDES
 from ..stats.sequential import Decision
 
 __all__ = ["ALTERNATIVE", "METRIC", "HolmPairs"]
@@ -65,10 +65,8 @@ class HolmPairs:
         self.m = len(self.comparisons)
         self.sides = len(HOLM_SIDES[ALTERNATIVE])
         self.hypotheses = self.m * self.sides
-        self.side_alpha = side_alpha(alpha, self.m, ALTERNATIVE)
-        self._tests = [directional_tests(method, family_alpha=alpha, m=self.m, alternative=ALTERNATIVE, n_max=None, bins=2)
-                       for _ in self.comparisons]
-        self.engine = sequential_holm(self.m, alpha=alpha, alternative=ALTERNATIVE, n_max=None)
+        self.engine = HolmEngine(self.m, HolmOptions(method, alpha, ALTERNATIVE, n_max=None))
+        self.side_alpha = self.engine.side_alpha
         self._p = np.ones((self.hypotheses, 1))
         self.n = np.zeros(self.m, dtype=np.int64)
         self.sums = np.zeros((self.m, 2))
@@ -87,13 +85,13 @@ class HolmPairs:
         if self.engine.decision[j, 0] != Decision.CONTINUE:
             return  # nothing is read after the stop
         rows = slice(j * self.sides, (j + 1) * self.sides)
-        fresh = np.array(feed_pair(self._tests[j], score_x, score_y)[0])[:, None]
+        fresh = self.engine.feed(j, np.array([score_x]), np.array([score_y]))
         fell = bool((fresh < self._p[rows]).any())
         self._p[rows] = fresh
         if not fell:
             return  # Holm on the same p-values rejects nothing new (running minima only fall)
         before = self.engine.decision[:, 0].copy()
-        self.engine.analyse(self._p)
+        self.engine.analyse()
         newly = (before == Decision.CONTINUE) & (self.engine.decision[:, 0] != Decision.CONTINUE)
         self.n_at_decision[newly] = self.n[newly]
         self.decided_at_result[newly] = self.results

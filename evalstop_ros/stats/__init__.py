@@ -26,14 +26,13 @@ if TYPE_CHECKING:  # the real imports, for type checkers; at run time each name 
         Comparison,
         FamilyProcess,
         FamilyResult,
-        bonferroni,
         comparison_pairs,
         run_family,
-        split_alpha,
     )
     from .holm import DirectionalTests, SequentialHolm, holm
     from .lai import LaiProcess, lai_test
     from .letters import compact_letter_display
+    from .levels import bonferroni, split_alpha
     from .methods import BATCH_METHODS, SEQUENTIAL_METHODS, VALIDITY
     from .mixture import MixtureProcess, mixture_test
     from .multitask import CLAIMS, TASK_CORRECTIONS, MultiTaskResult, combine_tasks, run_multitask, task_alpha
@@ -73,11 +72,11 @@ _EXPORTS: dict[str, str] = {
     "Comparison": "families",
     "FamilyProcess": "families",
     "FamilyResult": "families",
-    "bonferroni": "families",
+    "bonferroni": "levels",
     "compact_letter_display": "letters",
     "comparison_pairs": "families",
     "run_family": "families",
-    "split_alpha": "families",
+    "split_alpha": "levels",
     "DirectionalTests": "holm",
     "SequentialHolm": "holm",
     "holm": "holm",
