@@ -21,7 +21,7 @@ __all__ = ["CONCENTRATION", "GRID", "MixtureProcess", "mixture_bets", "mixture_t
 #: Constant bets of the mixture: the midpoints ``(k + 1/2) / G`` of ``[0, 1)``.
 GRID = 64
 #: Prior on the discordant pairs' win probability ``q = (1 + lambda) / 2``: Beta(c, c) on
-#: ``q >= 1/2`` (measured best for gaps 0.1-0.15 at the hub's ``alpha / 30``: docs/hub_study.md).
+#: ``q >= 1/2`` (chosen on the hub's gaps of 0.15 at its first Holm level ``alpha / 30``; docs/hub.md).
 CONCENTRATION = 4.0
 
 
@@ -94,7 +94,8 @@ class MixtureProcess(BettingProcess):
     name = "mixture"
 
     def __init__(self, n_sequences: int = 1, *, alpha: float = 0.05, alternative: str = "two-sided") -> None:
-        self._bets, self._log_prior = mixture_bets()[0], np.log(mixture_bets()[1])
+        bets, weights = mixture_bets()
+        self._bets, self._log_prior = bets, np.log(weights)
         super().__init__(n_sequences, alpha, alternative)
 
     def _init_lanes(self, n_lanes: int) -> None:
@@ -112,31 +113,11 @@ class MixtureProcess(BettingProcess):
         self._bet[lanes] = (posterior @ self._bets) / posterior.sum(axis=1)
 
 
-def mixture_test(
-    scores_a: ArrayLike,
-    scores_b: ArrayLike,
-    *,
-    alpha: float = 0.05,
-    alternative: str = "two-sided",
-    n_max: int | None = None,
-) -> SequentialResult:
-    """Run the mixture e-process over one recorded paired sequence, in collection order.
+def mixture_test(scores_a: ArrayLike, scores_b: ArrayLike, *, alpha: float = 0.05, alternative: str = "two-sided",
+                 n_max: int | None = None) -> SequentialResult:
+    """:class:`MixtureProcess` over one recorded sequence of paired scores in [0, 1] (A, then B),
+    in collection order, stopped at its first decision or after ``n_max`` pairs (``BUDGET_EXHAUSTED``).
 
-    Parameters
-    ----------
-    scores_a, scores_b : array_like, shape (N,)
-        Paired scores in [0, 1] of policy A (baseline) and policy B (candidate).
-    alpha, alternative :
-        As in :class:`MixtureProcess`.
-    n_max : int, optional
-        Trial budget; ``BUDGET_EXHAUSTED`` if it passes without a decision.
-
-    Returns
-    -------
-    SequentialResult
-
-    Examples
-    --------
     >>> res = mixture_test([0] * 20, [1] * 20, alpha=0.05)  # each side at 0.025
     >>> res.decision.name, res.stopping_trial
     ('B_BETTER', 11)
