@@ -3,8 +3,8 @@
 Every pair of the hub's ``P`` policies is a comparison (:func:`~evalstop_ros.stats.families.comparison_pairs`,
 ``m = P (P - 1) / 2``, oriented ``(x, y)`` with ``x < y`` by name); each has its two directional
 hypotheses ("y better", "x better"), each tested by a one-sided anytime-valid process at
-``alpha / 2m`` (:class:`~evalstop_ros.stats.holm.DirectionalTests`, :func:`~evalstop_ros.stats.holm.side_alpha`),
-and after every counted result :class:`~evalstop_ros.stats.holm.SequentialHolm` analyses all
+``alpha / 2m`` (by default the mixture e-process, :mod:`evalstop_ros.stats.mixture`; docs/hub.md),
+and after every counted result the session's :class:`~evalstop_ros.stats.engine.HolmEngine` analyses all
 ``2m`` running-minimum p-values at once: the probability that *any* "better" claim on the
 leaderboard is false is at most ``alpha``, however often it is read (seed 000 §VI-B; seed 003
 footnote 5: a multi-policy comparison is its pairwise comparisons examined simultaneously; the
@@ -16,7 +16,7 @@ changes nothing Holm decides, so the engine is not re-run for it).  A local sess
 (step ``n`` once every open comparison has ``n`` pairs); the hub's pairs arrive unbalanced by
 design (its schedule spends results on the uncertain pairs, decided pairs get none), so it
 analyses the current p-values after each result instead -- the same engine
-(:meth:`SequentialHolm.analyse`, lock-step with one lane), valid by the same argument.  A
+(:meth:`HolmEngine.analyse`, lock-step with one lane), valid by the same argument.  A
 decided comparison is fed nothing more and keeps its p-values from its stop.
 
 A policy registered after results were counted changes the family (``m`` and every level), so
