@@ -83,6 +83,8 @@ _MC_TESTS = {
     "test/stats/test_families_run.py": ("test_fwe_four_policy_nscore_family", "test_fwe_four_policy_step_family",
                                         "test_iut_every_task_claim_keeps_its_level"),
     "test/stats/test_lai.py": ("test_type_one_error_monte_carlo",),
+    "test/stats/test_mixture.py": ("test_type_one_error_bounded_scores_monte_carlo", "test_stops_sooner_than_nscore_on_a_hub_gap",
+                                   "test_familywise_error_of_the_hubs_family_monte_carlo"),
     "test/stats/test_nscore.py": ("test_type_one_error_bernoulli_ties", "test_type_one_error_continuous_equal_means",
                                   "test_power_sanity_large_gap"),
     "test/stats/test_savi.py": ("test_type_one_error_worst_case_nulls",),

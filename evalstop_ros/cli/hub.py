@@ -76,7 +76,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                        help="how the next pair is drawn: uncertain (decided pairs leave; the open pairs adjacent in "
                        "the current ranking first), need (the pairs with the fewest assignments so far) or uniform "
                        f"(any pair, RoboArena's pairing); default {journaled}{SCHEDULES[0]}; docs/hub_study.md")
-    serve.add_argument("--method", default=None, help=f"pairwise anytime-valid test (default {journaled}nscore)")
+    serve.add_argument("--method", default=None, help=f"pairwise anytime-valid test (default {journaled}mixture)")
     _analysis_arguments(serve, journaled=True)
     serve.add_argument("--public-leaderboard", action="store_true",
                        help="serve the leaderboard without a key, to anyone including stations (weakens blinding)")

@@ -33,7 +33,7 @@ KIND = "evaluation"
 class Evaluation:
     """The journaled evaluation of a hub (the module docstring); the defaults are ``evalstop hub serve``'s."""
 
-    method: str = "nscore"
+    method: str = "mixture"
     alpha: float = 0.05
     ranker: str = "bt"
     models: tuple[str, ...] = MODELS

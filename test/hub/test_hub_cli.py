@@ -60,12 +60,12 @@ def test_the_hub_evaluates_as_it_was_started(tmp_path: pathlib.Path) -> None:
     restarted.stop()
     announced = (tmp_path / "hub-1.log").read_text()
     assert f"leaderboard: http://127.0.0.1:{restarted.port}/leaderboard" in announced, announced
-    assert "nscore at family-wise alpha 0.1, ranker bt, schedule uncertain, tasks towel,cup" in announced, announced
+    assert "mixture at family-wise alpha 0.1, ranker bt, schedule uncertain, tasks towel,cup" in announced, announced
     export = tmp_path / "journal.jsonl"
     assert cli("hub", "export", "--db", db, "-o", str(export)).returncode == 0
     entries = [json.loads(line) for line in export.read_text().splitlines()]
     [evaluation] = [e["body"] for e in entries if e["kind"] == "evaluation"]
-    assert evaluation == {"method": "nscore", "alpha": 0.1, "ranker": "bt", "models": ["paired", "bt", "davidson", "elo",
+    assert evaluation == {"method": "mixture", "alpha": 0.1, "ranker": "bt", "models": ["paired", "bt", "davidson", "elo",
                           "prog", "task"], "budget": 40, "schedule": "uncertain", "tasks": ["towel", "cup"]}
     hub_view = cli("hub", "analyze", str(export))
     assert hub_view.returncode == 0 and hub_view.stderr == ""

@@ -98,7 +98,7 @@ def test_leaderboard_page_in_headless_chromium(chromium: Any, tmp_path: pathlib.
     assert re.findall(r'<details class="model" id="model-(\w+)" open>', page) == ["bt"]
     assert len(re.findall(r'<details class="model" id="model-\w+">', page)) == 5
     assert board["family"] == {"procedure": "sequential Holm", "pairs": 3, "hypotheses": 6, "alpha": 0.05,
-                               "side_alpha": 0.05 / 6, "method": "nscore",
+                               "side_alpha": 0.05 / 6, "method": "mixture",
                                "analysis": "after every counted result, in journal order"}
     assert set(board["models"]) == {"paired", "bt", "davidson", "elo", "prog", "task"}
     for name, model in board["models"].items():  # every model: score, SE and interval, shown on the page
