@@ -41,6 +41,12 @@ M-step these three shifts are used to impose ``sum_t psi_{p,t} = 0`` for every p
 leave the fit unchanged (the paper's "centering ... to maintain zero mean", Sec. 3.2, done so
 that centring ``theta`` and ``tau`` separately cannot move the overall solve rate).
 
+Computation.  Comparisons that agree in everything the likelihood reads are one row with a count
+(:class:`_Design`); ``log P(y|t)`` is gathered from per-policy tables and the M-step reads only
+per-policy sums of the responsibilities, so an iteration costs two sparse products and one
+``exp`` over (rows, buckets).  A bootstrap resample is the same rows with its counts (the
+estimator on the resample, to round-off), and the refits run on every core.
+
 Partial success (App. B.4, off by default): with ``partial_weight > 0`` each recorded progress
 ``s`` adds ``-w (s - q)^2 / (2 sigma_partial^2)`` to ``log P(y|t)``; its gradient
 ``w (s - q) q (1 - q) / sigma^2`` and Gauss-Newton curvature ``w (q (1 - q))^2 / sigma^2`` join the
@@ -50,7 +56,9 @@ M-step.
 from __future__ import annotations
 
 import dataclasses
+import os
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 from numpy.typing import NDArray
@@ -58,7 +66,7 @@ from scipy import sparse
 from scipy.special import expit
 
 from .errors import StatsInputError
-from .ranking import Comparisons, FloatArray, Ranking
+from .ranking import Comparisons, FloatArray, IntArray, Ranking
 
 __all__ = ["TaskFit", "TaskModelOptions", "fit_task"]
 
@@ -158,25 +166,86 @@ class TaskFit:
 
 
 class _Design:
-    """Data in array form: one-hot policy maps for the i- and j-slot and per-outcome masks."""
+    """The comparisons as distinct rows with counts, and the two sparse maps of the EM.
+
+    Comparisons equal in ``(i, j, y)`` (and, with the App. B.4 term, in both progress scores) are
+    one row with a count: every sum of App. B.2 is a count-weighted sum over rows, and a bootstrap
+    resample is the same rows with other counts (:meth:`reweighted`).  ``log P(y_n | t)`` depends on
+    the state only through per-policy tables ``(N, T)`` (``log q``, ``log (1 - q)``, ``q``, ``q^2``),
+    so ``rows @ tables`` gathers it (row constants apart, which cancel from the responsibilities),
+    and the M-step needs only the per-policy sums ``moments @ gamma`` of the responsibilities: the
+    EM's work per iteration is two sparse products and one ``exp`` over ``(rows, T)``.
+    """
 
     def __init__(self, data: Comparisons, options: TaskModelOptions) -> None:
-        m, n = len(data), data.n_policies
-        self.i, self.j = data.i, data.j
-        rows = np.arange(m)
-        self.slot_i = sparse.csr_matrix((np.ones(m), (data.i, rows)), shape=(n, m))
-        self.slot_j = sparse.csr_matrix((np.ones(m), (data.j, rows)), shape=(n, m))
-        y = data.outcome[:, None]
-        self.win, self.tie, self.loss = (y == 2), (y == 1), (y == 0)
         weight = options.partial_weight / options.sigma_partial**2
-        self.s_i, self.s_j = data.progress_a[:, None], data.progress_b[:, None]
-        self.w_i = np.where(np.isnan(self.s_i), 0.0, weight)
-        self.w_j = np.where(np.isnan(self.s_j), 0.0, weight)
-        self.s_i, self.s_j = np.nan_to_num(self.s_i), np.nan_to_num(self.s_j)
-        self.partial = bool(weight > 0 and (self.w_i.any() or self.w_j.any()))
-        # per-outcome targets of the slot gradients (App. B.2): win (1, 0), loss (0, 1), tie (1/2, 1/2)
-        self.target_i = np.where(self.win, 1.0, np.where(self.loss, 0.0, 0.5))
-        self.target_j = 1.0 - self.target_i
+        s_i, s_j = data.progress_a, data.progress_b
+        partial = bool(weight > 0 and not (np.isnan(s_i).all() and np.isnan(s_j).all()))
+        columns = [data.i, data.j, data.outcome]
+        if partial:  # progress enters log P(y|t): rows must agree on it too (-1 = not recorded)
+            columns += [np.where(np.isnan(s_i), -1.0, s_i), np.where(np.isnan(s_j), -1.0, s_j)]
+        rows, inverse = np.unique(np.column_stack(columns).astype(np.float64), axis=0, return_inverse=True)
+        #: original comparison -> its distinct row
+        self.inverse = np.asarray(inverse).ravel()
+        self.n_policies, self.partial, self.weight = data.n_policies, partial, weight
+        self._rows = rows
+        self._build(rows, np.bincount(self.inverse, minlength=rows.shape[0]).astype(np.float64))
+
+    def _build(self, rows: FloatArray, counts: FloatArray) -> None:
+        n, u = self.n_policies, rows.shape[0]
+        self.counts, self.total = counts, float(counts.sum())
+        self.i, self.j, y = rows[:, 0].astype(np.int64), rows[:, 1].astype(np.int64), rows[:, 2].astype(np.int64)
+        self.tie = y == 1
+        if self.partial:
+            self.s_i, self.s_j = np.maximum(rows[:, 3], 0.0), np.maximum(rows[:, 4], 0.0)
+            self.w_i, self.w_j = np.where(rows[:, 3] < 0, 0.0, self.weight), np.where(rows[:, 4] < 0, 0.0, self.weight)
+        else:
+            self.s_i = self.s_j = self.w_i = self.w_j = np.zeros(u)
+        # log P(y|t) (App. B.1): win log q_i + log(1 - q_j); loss log(1 - q_i) + log q_j; tie (up to
+        # log 2 nu_tie) the mean of both; tables [log q, log(1 - q), their mean, q, q^2], N rows each
+        table_i = np.select([y == 2, y == 0], [0, 1], 2) * n + self.i
+        table_j = np.select([y == 2, y == 0], [1, 0], 2) * n + self.j
+        at = np.arange(u)
+        cols, vals, where = [table_i, table_j], [np.ones(u), np.ones(u)], [at, at]
+        if self.partial:  # App. B.4: -w (s - q)^2 / 2 = -w s^2 / 2 + w s q - w q^2 / 2
+            cols += [3 * n + self.i, 4 * n + self.i, 3 * n + self.j, 4 * n + self.j]
+            vals += [self.w_i * self.s_i, -0.5 * self.w_i, self.w_j * self.s_j, -0.5 * self.w_j]
+            where += [at] * 4
+        self.rows = sparse.csr_matrix((np.concatenate(vals), (np.concatenate(where), np.concatenate(cols))),
+                                      shape=(u, 5 * n))
+        self.constant = -0.5 * (self.w_i * self.s_i**2 + self.w_j * self.s_j**2)
+        # moments (4N + pairs, rows): per policy sum gamma, sum gamma * target, sum gamma w s,
+        # sum gamma w (both slots; targets of App. B.2: win (1, 0), loss (0, 1), tie (1/2, 1/2)),
+        # and per (i, j) pair sum gamma (the nu_tie update)
+        target_i = np.select([y == 2, y == 0], [1.0, 0.0], 0.5)
+        pair, pair_of = np.unique(self.i * n + self.j, return_inverse=True)
+        self.pair_a, self.pair_b = pair // n, pair % n
+        mrows = [self.i, self.j, n + self.i, n + self.j, 4 * n + np.asarray(pair_of).ravel()]
+        mvals = [counts, counts, counts * target_i, counts * (1.0 - target_i), counts]
+        if self.partial:
+            mrows += [2 * n + self.i, 2 * n + self.j, 3 * n + self.i, 3 * n + self.j]
+            mvals += [counts * self.w_i * self.s_i, counts * self.w_j * self.s_j, counts * self.w_i, counts * self.w_j]
+        self.moments = sparse.csr_matrix((np.concatenate(mvals), (np.concatenate(mrows), np.tile(at, len(mrows)))),
+                                         shape=(4 * n + pair.size, u))
+
+    @property
+    def size(self) -> int:
+        """Number of distinct rows."""
+        return int(self.counts.size)
+
+    def reweighted(self, counts: IntArray) -> _Design:
+        """The same comparisons counted ``counts`` times each (a bootstrap resample): rows counted 0 dropped.
+
+        Equal to the design of the resample itself (``np.unique`` keeps the rows' order), so a refit on
+        it is the estimator on the resample.
+        """
+        keep = counts > 0
+        other = object.__new__(_Design)
+        other.n_policies, other.partial, other.weight = self.n_policies, self.partial, self.weight
+        other.inverse = np.full(self.inverse.size, -1)
+        other._rows = self._rows[keep]
+        other._build(other._rows, np.asarray(counts[keep], dtype=np.float64))
+        return other
 
 
 @dataclasses.dataclass
@@ -188,110 +257,101 @@ class _State:
     nu_tie: float
 
 
-def _logits(d: _Design, s: _State) -> tuple[FloatArray, FloatArray]:
-    """``z_i``, ``z_j`` (M, T): log-odds of solving in every bucket (App. B.1)."""
-    base = s.psi - s.tau[None, :] + s.theta[:, None]
-    return base[d.i], base[d.j]
+def _solve(s: _State) -> FloatArray:
+    """``q_{p,t} = sigma(theta_p + psi_{p,t} - tau_t)`` (N, T): solve probabilities (App. B.1)."""
+    return np.asarray(expit(s.theta[:, None] + s.psi - s.tau[None, :]))
 
 
-def _log_conditional(d: _Design, s: _State) -> tuple[FloatArray, FloatArray, FloatArray]:
-    """``log P(y_n | t)`` (M, T) and the solve probabilities ``q_i``, ``q_j`` (App. B.1)."""
-    z_i, z_j = _logits(d, s)
-    log_q_i, log_q_j = -np.logaddexp(0.0, -z_i), -np.logaddexp(0.0, -z_j)
-    log_1q_i, log_1q_j = log_q_i - z_i, log_q_j - z_j  # log(1 - sigma(z)) = log sigma(z) - z
-    q_i, q_j = np.exp(log_q_i), np.exp(log_q_j)
-    log_tie = np.log(2.0 * s.nu_tie) + 0.5 * (log_q_i + log_1q_i + log_q_j + log_1q_j)
-    logp = np.where(d.win, log_q_i + log_1q_j, np.where(d.loss, log_1q_i + log_q_j, log_tie))
-    # App. B.4: the Gaussian partial-success term (weight 0 unless enabled and recorded)
-    if d.partial:
-        logp = logp - 0.5 * (d.w_i * (d.s_i - q_i) ** 2 + d.w_j * (d.s_j - q_j) ** 2)
-    return logp, q_i, q_j
+def _tables(s: _State) -> FloatArray:
+    """The per-policy tables that :attr:`_Design.rows` gathers ``log P(y|t)`` from (5N, T)."""
+    z = s.theta[:, None] + s.psi - s.tau[None, :]
+    log_q = -np.logaddexp(0.0, -z)
+    log_1q = log_q - z  # log(1 - sigma(z)) = log sigma(z) - z
+    q = np.exp(log_q)
+    return np.asarray(np.concatenate([log_q, log_1q, 0.5 * (log_q + log_1q), q, q * q]))
 
 
-def _solve_probabilities(d: _Design, s: _State) -> tuple[FloatArray, FloatArray]:
-    z_i, z_j = _logits(d, s)
-    return expit(z_i), expit(z_j)
+def _log_conditional(d: _Design, s: _State) -> FloatArray:
+    """``log P(y_n | t)`` (rows, T) of every distinct row (App. B.1, with the B.4 term when enabled)."""
+    row_constant = d.constant + np.where(d.tie, np.log(2.0 * s.nu_tie), 0.0)
+    return np.asarray(d.rows @ _tables(s) + row_constant[:, None])
 
 
-def _slot_derivatives(
-    d: _Design, s: _State, q: tuple[FloatArray, FloatArray] | None = None
-) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray]:
-    """``g = d log P(y|t) / dz`` and ``h = -d2 log P(y|t) / dz2`` for both slots (App. B.2).
+def _responsibilities(d: _Design, s: _State) -> tuple[FloatArray, FloatArray]:
+    """E-step (Algorithm 2 lines 10-14): ``gamma_{n,t}`` and ``log sum_t nu_t P(y_n|t)`` without row constants."""
+    gamma = np.asarray(d.rows @ _tables(s))  # a new array: the softmax runs in place
+    gamma += np.log(s.nu)[None, :]
+    top = gamma.max(axis=1, keepdims=True)
+    gamma -= top
+    np.exp(gamma, out=gamma)
+    total = gamma.sum(axis=1, keepdims=True)
+    gamma /= total
+    return gamma, (top + np.log(total)).ravel()
 
-    ``q``: the solve probabilities at ``s``, when already computed.
+
+def _block_derivatives(d: _Design, moments: FloatArray, q: FloatArray) -> tuple[FloatArray, FloatArray]:
+    """``sum_n gamma_{n,t} dlogP/dz_{p,t}`` and ``sum_n gamma_{n,t} (-d2logP/dz_{p,t}^2)`` (N, T) (App. B.2).
+
+    ``moments = d.moments @ gamma``.  Per slot ``g = target - q + w (s - q) q (1 - q)`` and
+    ``h = q (1 - q) + w (q (1 - q))^2``; ``q`` is the policy's in both slots, so the count-weighted
+    sums over a policy's rows need only its moments.
     """
-    q_i, q_j = _solve_probabilities(d, s) if q is None else q
-    # win: (1 - q_i, -q_j); loss: (-q_i, 1 - q_j); tie: (1/2 - q_i, 1/2 - q_j)
-    v_i, v_j = q_i * (1.0 - q_i), q_j * (1.0 - q_j)
-    if not d.partial:
-        return d.target_i - q_i, d.target_j - q_j, v_i, v_j
-    g_i = d.target_i - q_i + d.w_i * (d.s_i - q_i) * v_i
-    g_j = d.target_j - q_j + d.w_j * (d.s_j - q_j) * v_j
-    return g_i, g_j, v_i + d.w_i * v_i**2, v_j + d.w_j * v_j**2
-
-
-def _per_policy(d: _Design, slot_i: FloatArray, slot_j: FloatArray) -> FloatArray:
-    """``sum_{n: i_n = p} slot_i[n] + sum_{n: j_n = p} slot_j[n]`` for every policy (rows (N, T))."""
-    return np.asarray(d.slot_i @ slot_i + d.slot_j @ slot_j)
+    n = d.n_policies
+    m0, m1 = moments[:n], moments[n:2 * n]
+    v = q * (1.0 - q)
+    grad, info = m1 - q * m0, m0 * v
+    if d.partial:
+        m_ws, m_w = moments[2 * n:3 * n], moments[3 * n:4 * n]
+        grad = grad + v * (m_ws - q * m_w)
+        info = info + m_w * v * v
+    return grad, info
 
 
 def _clip(step: FloatArray, bound: float) -> FloatArray:
     return np.asarray(np.clip(step, -bound, bound))
 
 
-def _em(data: Comparisons, d: _Design, o: TaskModelOptions, rng: np.random.Generator) -> tuple[_State, float, int, FloatArray]:
-    n, t = data.n_policies, o.n_buckets
+def _em(d: _Design, o: TaskModelOptions, rng: np.random.Generator) -> tuple[_State, float, int, FloatArray]:
+    n, t = d.n_policies, o.n_buckets
     # Algorithm 2 lines 3-8 (N(0, 0.1) read as standard deviation 0.1)
     s = _State(rng.normal(0.0, 0.1, n), np.zeros((n, t)), rng.normal(0.0, 0.1, t), np.full(t, 1.0 / t), 0.5)
     iterations = 0
-    logp, q_i, q_j = _log_conditional(d, s)
     for m in range(o.em_iters):
         iterations = m + 1
         bound = o.step_clip * o.step_decay**m
-        joint = np.log(s.nu)[None, :] + logp  # E-step (lines 10-14)
-        gamma = np.exp(joint - _logsumexp_rows(joint))
+        gamma, _ = _responsibilities(d, s)
+        moments = np.asarray(d.moments @ gamma)
         old_theta = s.theta.copy()
-        g_i, g_j, h_i, h_j = _slot_derivatives(d, s, (q_i, q_j))  # theta block (lines 15-17)
-        grad = _per_policy(d, gamma * g_i, gamma * g_j).sum(axis=1) - o.l2_theta * s.theta
-        info = _per_policy(d, gamma * h_i, gamma * h_j).sum(axis=1) + o.l2_theta
-        s.theta = s.theta + _clip(grad / info, bound)
-        g_i, g_j, h_i, h_j = _slot_derivatives(d, s)  # psi block (lines 18-20)
-        grad = _per_policy(d, gamma * g_i, gamma * g_j) - o.l2_psi * s.psi
-        info = _per_policy(d, gamma * h_i, gamma * h_j) + o.l2_psi
-        s.psi = s.psi + _clip(grad / info, bound)
-        g_i, g_j, h_i, h_j = _slot_derivatives(d, s)  # tau block (lines 21-23): dz/dtau = -1
-        grad = -(gamma * (g_i + g_j)).sum(axis=0)
-        info = (gamma * (h_i + h_j)).sum(axis=0)
+        grad, info = _block_derivatives(d, moments, _solve(s))  # theta block (lines 15-17)
+        s.theta = s.theta + _clip((grad.sum(axis=1) - o.l2_theta * s.theta) / (info.sum(axis=1) + o.l2_theta), bound)
+        grad, info = _block_derivatives(d, moments, _solve(s))  # psi block (lines 18-20)
+        s.psi = s.psi + _clip((grad - o.l2_psi * s.psi) / (info + o.l2_psi), bound)
+        grad, info = _block_derivatives(d, moments, _solve(s))  # tau block (lines 21-23): dz/dtau = -1
+        grad, info = -grad.sum(axis=0), info.sum(axis=0)
         s.tau = s.tau + _clip(np.where(info > 1e-8, grad / np.maximum(info, 1e-8), 0.0), bound)
-        s.nu = np.clip(gamma.mean(axis=0), 1e-300, None)  # line 25
+        s.nu = np.clip(moments[:n].sum(axis=0) / (2.0 * d.total), 1e-300, None)  # line 25 (a row is in two slots)
         s.nu = s.nu / s.nu.sum()
-        logp, q_i, q_j = _log_conditional(d, s)  # also the next E-step's: identification keeps z
-        new_tie = _tie_update(s, gamma, q_i, q_j)  # line 26
-        logp = np.where(d.tie, logp + np.log(new_tie / s.nu_tie), logp)  # P(y=1|t) scales with nu_tie
-        s.nu_tie = new_tie
+        s.nu_tie = _tie_update(d, s, moments, _solve(s))  # line 26
         _identify(s)
         if float(np.max(np.abs(s.theta - old_theta))) < o.tol:  # line 27
             break
-    joint = np.log(s.nu)[None, :] + logp
-    loglik = float(_logsumexp_rows(joint).sum())
-    gamma = np.exp(joint - _logsumexp_rows(joint))
-    _, _, h_i, h_j = _slot_derivatives(d, s)
-    info = _per_policy(d, gamma * h_i, gamma * h_j).sum(axis=1) + o.l2_theta
-    return s, loglik, iterations, np.asarray(1.0 / np.sqrt(info))
+    gamma, log_mix = _responsibilities(d, s)
+    loglik = float(d.counts @ (log_mix + d.constant + np.where(d.tie, np.log(2.0 * s.nu_tie), 0.0)))
+    _, info = _block_derivatives(d, np.asarray(d.moments @ gamma), _solve(s))
+    return s, loglik, iterations, np.asarray(1.0 / np.sqrt(info.sum(axis=1) + o.l2_theta))
 
 
-def _logsumexp_rows(x: FloatArray) -> FloatArray:
-    """``log sum_t exp x[n, t]`` per row, kept (M, 1) (scipy's general version costs more than the EM step)."""
-    top = x.max(axis=1, keepdims=True)
-    return np.asarray(top + np.log(np.exp(x - top).sum(axis=1, keepdims=True)))
+def _tie_update(d: _Design, s: _State, moments: FloatArray, q: FloatArray) -> float:
+    """Algorithm 2 line 26: ``nu_tie <- 0.5 sum gamma p_tie / sum gamma p_win``, kept in (0, 1).
 
-
-def _tie_update(s: _State, gamma: FloatArray, q_i: FloatArray, q_j: FloatArray) -> float:
-    """Algorithm 2 line 26: ``nu_tie <- 0.5 sum gamma p_tie / sum gamma p_win``, kept in (0, 1)."""
-    p_tie = 2.0 * s.nu_tie * np.sqrt(q_i * (1.0 - q_i) * q_j * (1.0 - q_j))
-    p_win = q_i * (1.0 - q_j)
-    ratio = 0.5 * float((gamma * p_tie).sum()) / max(float((gamma * p_win).sum()), 1e-300)
-    return float(np.clip(ratio, 1e-6, 1.0 - 1e-6))
+    ``p_tie = 2 nu_tie sqrt(q_i (1 - q_i) q_j (1 - q_j))`` and ``p_win = q_i (1 - q_j)`` depend on a
+    row through its pair ``(i, j)`` only: the sums run over the pairs' moments.
+    """
+    by_pair = moments[4 * d.n_policies:]
+    a, b = d.pair_a, d.pair_b
+    tie = float((by_pair * np.sqrt(q[a] * (1.0 - q[a]) * q[b] * (1.0 - q[b]))).sum())
+    win = float((by_pair * q[a] * (1.0 - q[b])).sum())
+    return float(np.clip(s.nu_tie * tie / max(win, 1e-300), 1e-6, 1.0 - 1e-6))
 
 
 def _identify(s: _State) -> None:
@@ -333,19 +393,16 @@ def fit_task(
     o = options or TaskModelOptions()
     if len(data) == 0:
         raise StatsInputError("`data` must hold at least one comparison; found none")
-    best = _best_fit(data, o, np.random.default_rng(o.seed))
-    state, loglik, iterations, se = best
+    design = _Design(data, o)
+    state, loglik, iterations, se = _best_fit(design, o)
     if o.n_boot > 1:
         # each refit is the estimator itself applied to a resample (Efron & Tibshirani 1993, Algorithm
         # 6.1): the same seeded starts as the fit above, so the EM's start noise (60 iterations rarely
         # reach `tol`) is not counted as sampling error; fresh starts made the SE ~4 % wider
         resample = np.random.default_rng([o.seed, 1])
-        boots = []
-        for done in range(1, o.n_boot + 1):
-            rows = resample.integers(0, len(data), len(data))
-            boots.append(_best_fit(data.subset(rows), o, np.random.default_rng(o.seed))[0].theta)
-            if progress is not None:
-                progress(done, o.n_boot)
+        counts = [np.bincount(design.inverse[resample.integers(0, len(data), len(data))], minlength=design.size)
+                  for _ in range(o.n_boot)]
+        boots = _refits(lambda c: _best_fit(design.reweighted(c), o)[0].theta, counts, progress)
         se = np.asarray(np.std(boots, axis=0, ddof=1))
     seen = np.bincount(np.r_[data.i, data.j], minlength=data.n_policies) > 0
     return TaskFit(
@@ -354,16 +411,31 @@ def fit_task(
     )
 
 
-def _best_fit(data: Comparisons, o: TaskModelOptions, rng: np.random.Generator) -> tuple[_State, float, int, FloatArray]:
-    design = _Design(data, o)
-    fits = [_em(data, design, o, rng) for _ in range(o.n_restarts)]
+def _refits(refit: Callable[[IntArray], FloatArray], counts: list[IntArray],
+            progress: Callable[[int, int], None] | None) -> list[FloatArray]:
+    """``refit(c)`` for every resample's counts, in order, on every core, reporting ``progress(done, total)``.
+
+    Threads: the EM's time is numpy's and scipy's array work, which runs without the GIL.
+    """
+    workers = max(1, min(len(os.sched_getaffinity(0)), len(counts)))
+    out = []
+    with ThreadPoolExecutor(workers) as pool:
+        for done, theta in enumerate(pool.map(refit, counts), 1):
+            out.append(theta)
+            if progress is not None:
+                progress(done, len(counts))
+    return out
+
+
+def _best_fit(design: _Design, o: TaskModelOptions) -> tuple[_State, float, int, FloatArray]:
+    rng = np.random.default_rng(o.seed)
+    fits = [_em(design, o, rng) for _ in range(o.n_restarts)]
     return max(fits, key=lambda fit: fit[1])
 
 
-def _objective(data: Comparisons, state: _State, gamma: NDArray[np.float64], o: TaskModelOptions) -> float:
-    """``Q`` of App. B.2 at ``state`` for fixed responsibilities (used by the derivative tests)."""
-    logp, _, _ = _log_conditional(_Design(data, o), state)
+def _objective(d: _Design, state: _State, gamma: NDArray[np.float64], o: TaskModelOptions) -> float:
+    """``Q`` of App. B.2 at ``state`` for fixed responsibilities (rows, T) (used by the derivative tests)."""
     return float(
-        (gamma * (np.log(state.nu)[None, :] + logp)).sum()
+        (d.counts[:, None] * gamma * (np.log(state.nu)[None, :] + _log_conditional(d, state))).sum()
         - 0.5 * o.l2_theta * float(state.theta @ state.theta) - 0.5 * o.l2_psi * float((state.psi**2).sum())
     )
