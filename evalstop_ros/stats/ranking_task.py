@@ -206,27 +206,29 @@ class _Design:
         table_i = np.select([y == 2, y == 0], [0, 1], 2) * n + self.i
         table_j = np.select([y == 2, y == 0], [1, 0], 2) * n + self.j
         at = np.arange(u)
-        cols, vals, where = [table_i, table_j], [np.ones(u), np.ones(u)], [at, at]
+        # the last table row is log nu_t, which every row adds (the E-step's joint, Algorithm 2 line 11)
+        cols, vals, where = [table_i, table_j, np.full(u, 5 * n)], [np.ones(u)] * 3, [at] * 3
         if self.partial:  # App. B.4: -w (s - q)^2 / 2 = -w s^2 / 2 + w s q - w q^2 / 2
             cols += [3 * n + self.i, 4 * n + self.i, 3 * n + self.j, 4 * n + self.j]
             vals += [self.w_i * self.s_i, -0.5 * self.w_i, self.w_j * self.s_j, -0.5 * self.w_j]
             where += [at] * 4
         self.rows = sparse.csr_matrix((np.concatenate(vals), (np.concatenate(where), np.concatenate(cols))),
-                                      shape=(u, 5 * n))
+                                      shape=(u, 5 * n + 1))
         self.constant = -0.5 * (self.w_i * self.s_i**2 + self.w_j * self.s_j**2)
-        # moments (4N + pairs, rows): per policy sum gamma, sum gamma * target, sum gamma w s,
-        # sum gamma w (both slots; targets of App. B.2: win (1, 0), loss (0, 1), tie (1/2, 1/2)),
-        # and per (i, j) pair sum gamma (the nu_tie update)
+        # moments (4N, rows): per policy sum gamma, sum gamma * target, sum gamma w s, sum gamma w
+        # (both slots; targets of App. B.2: win (1, 0), loss (0, 1), tie (1/2, 1/2)); pair moments
+        # (pairs, rows): per (i, j) pair sum gamma (the nu_tie update)
         target_i = np.select([y == 2, y == 0], [1.0, 0.0], 0.5)
-        pair, pair_of = np.unique(self.i * n + self.j, return_inverse=True)
-        self.pair_a, self.pair_b = pair // n, pair % n
-        mrows = [self.i, self.j, n + self.i, n + self.j, 4 * n + np.asarray(pair_of).ravel()]
-        mvals = [counts, counts, counts * target_i, counts * (1.0 - target_i), counts]
+        mrows = [self.i, self.j, n + self.i, n + self.j]
+        mvals = [counts, counts, counts * target_i, counts * (1.0 - target_i)]
         if self.partial:
             mrows += [2 * n + self.i, 2 * n + self.j, 3 * n + self.i, 3 * n + self.j]
             mvals += [counts * self.w_i * self.s_i, counts * self.w_j * self.s_j, counts * self.w_i, counts * self.w_j]
         self.moments = sparse.csr_matrix((np.concatenate(mvals), (np.concatenate(mrows), np.tile(at, len(mrows)))),
-                                         shape=(4 * n + pair.size, u))
+                                         shape=(4 * n, u))
+        pair, pair_of = np.unique(self.i * n + self.j, return_inverse=True)
+        self.pair_a, self.pair_b = pair // n, pair % n
+        self.pair_moments = sparse.csr_matrix((counts, (np.asarray(pair_of).ravel(), at)), shape=(pair.size, u))
 
     @property
     def size(self) -> int:
@@ -257,30 +259,53 @@ class _State:
     nu_tie: float
 
 
-def _solve(s: _State) -> FloatArray:
-    """``q_{p,t} = sigma(theta_p + psi_{p,t} - tau_t)`` (N, T): solve probabilities (App. B.1)."""
-    return np.asarray(expit(s.theta[:, None] + s.psi - s.tau[None, :]))
+class _Batch:
+    """Designs fitted together (a bootstrap's resamples): their maps stacked block-diagonally.
+
+    The EM's arrays carry the resample first: ``theta`` (K, N), ``psi`` (K, N, T), ... .  Each
+    resample's rows are its own design's, in its order, so a batch computes for each resample what
+    a batch of that resample alone computes.
+    """
+
+    def __init__(self, designs: list[_Design]) -> None:
+        self.k, self.n_policies, self.partial = len(designs), designs[0].n_policies, designs[0].partial
+        self.rows = sparse.block_diag([d.rows for d in designs], format="csr")
+        self.moments = sparse.block_diag([d.moments for d in designs], format="csr")
+        self.pair_moments = sparse.block_diag([d.pair_moments for d in designs], format="csr")
+        self.pair_owner = np.repeat(np.arange(self.k), [d.pair_a.size for d in designs])
+        self.pair_a = np.concatenate([d.pair_a for d in designs])
+        self.pair_b = np.concatenate([d.pair_b for d in designs])
+        self.row_owner = np.repeat(np.arange(self.k), [d.size for d in designs])
+        self.counts = np.concatenate([d.counts for d in designs])
+        self.constant = np.concatenate([d.constant for d in designs])
+        self.tie = np.concatenate([d.tie for d in designs])
+        self.total = np.array([d.total for d in designs])
 
 
-def _tables(s: _State) -> FloatArray:
-    """The per-policy tables that :attr:`_Design.rows` gathers ``log P(y|t)`` from (5N, T)."""
-    z = s.theta[:, None] + s.psi - s.tau[None, :]
+def _solve(theta: FloatArray, psi: FloatArray, tau: FloatArray) -> FloatArray:
+    """``q_{p,t} = sigma(theta_p + psi_{p,t} - tau_t)`` (..., N, T): solve probabilities (App. B.1)."""
+    return np.asarray(expit(theta[..., :, None] + psi - tau[..., None, :]))
+
+
+def _tables(theta: FloatArray, psi: FloatArray, tau: FloatArray, nu: FloatArray) -> FloatArray:
+    """The tables :attr:`_Design.rows` gathers ``log nu_t + log P(y|t)`` from (..., 5N + 1, T)."""
+    z = theta[..., :, None] + psi - tau[..., None, :]
     log_q = -np.logaddexp(0.0, -z)
     log_1q = log_q - z  # log(1 - sigma(z)) = log sigma(z) - z
     q = np.exp(log_q)
-    return np.asarray(np.concatenate([log_q, log_1q, 0.5 * (log_q + log_1q), q, q * q]))
+    return np.asarray(np.concatenate([log_q, log_1q, 0.5 * (log_q + log_1q), q, q * q, np.log(nu)[..., None, :]],
+                                     axis=-2))
 
 
 def _log_conditional(d: _Design, s: _State) -> FloatArray:
     """``log P(y_n | t)`` (rows, T) of every distinct row (App. B.1, with the B.4 term when enabled)."""
     row_constant = d.constant + np.where(d.tie, np.log(2.0 * s.nu_tie), 0.0)
-    return np.asarray(d.rows @ _tables(s) + row_constant[:, None])
+    return np.asarray(d.rows @ _tables(s.theta, s.psi, s.tau, s.nu) - np.log(s.nu)[None, :] + row_constant[:, None])
 
 
-def _responsibilities(d: _Design, s: _State) -> tuple[FloatArray, FloatArray]:
+def _responsibilities(b: _Batch, tables: FloatArray) -> tuple[FloatArray, FloatArray]:
     """E-step (Algorithm 2 lines 10-14): ``gamma_{n,t}`` and ``log sum_t nu_t P(y_n|t)`` without row constants."""
-    gamma = np.asarray(d.rows @ _tables(s))  # a new array: the softmax runs in place
-    gamma += np.log(s.nu)[None, :]
+    gamma = np.asarray(b.rows @ tables.reshape(-1, tables.shape[-1]))  # a new array: the softmax runs in place
     top = gamma.max(axis=1, keepdims=True)
     gamma -= top
     np.exp(gamma, out=gamma)
@@ -289,19 +314,19 @@ def _responsibilities(d: _Design, s: _State) -> tuple[FloatArray, FloatArray]:
     return gamma, (top + np.log(total)).ravel()
 
 
-def _block_derivatives(d: _Design, moments: FloatArray, q: FloatArray) -> tuple[FloatArray, FloatArray]:
-    """``sum_n gamma_{n,t} dlogP/dz_{p,t}`` and ``sum_n gamma_{n,t} (-d2logP/dz_{p,t}^2)`` (N, T) (App. B.2).
+def _block_derivatives(partial: bool, moments: FloatArray, q: FloatArray) -> tuple[FloatArray, FloatArray]:
+    """``sum_n gamma_{n,t} dlogP/dz_{p,t}`` and ``sum_n gamma_{n,t} (-d2logP/dz_{p,t}^2)`` (..., N, T) (App. B.2).
 
-    ``moments = d.moments @ gamma``.  Per slot ``g = target - q + w (s - q) q (1 - q)`` and
-    ``h = q (1 - q) + w (q (1 - q))^2``; ``q`` is the policy's in both slots, so the count-weighted
-    sums over a policy's rows need only its moments.
+    ``moments = d.moments @ gamma`` (..., 4N, T).  Per slot ``g = target - q + w (s - q) q (1 - q)``
+    and ``h = q (1 - q) + w (q (1 - q))^2``; ``q`` is the policy's in both slots, so the
+    count-weighted sums over a policy's rows need only its moments.
     """
-    n = d.n_policies
-    m0, m1 = moments[:n], moments[n:2 * n]
+    n = q.shape[-2]
+    m0, m1 = moments[..., :n, :], moments[..., n : 2 * n, :]
     v = q * (1.0 - q)
     grad, info = m1 - q * m0, m0 * v
-    if d.partial:
-        m_ws, m_w = moments[2 * n:3 * n], moments[3 * n:4 * n]
+    if partial:
+        m_ws, m_w = moments[..., 2 * n : 3 * n, :], moments[..., 3 * n :, :]
         grad = grad + v * (m_ws - q * m_w)
         info = info + m_w * v * v
     return grad, info
@@ -311,60 +336,67 @@ def _clip(step: FloatArray, bound: float) -> FloatArray:
     return np.asarray(np.clip(step, -bound, bound))
 
 
-def _em(d: _Design, o: TaskModelOptions, rng: np.random.Generator) -> tuple[_State, float, int, FloatArray]:
-    n, t = d.n_policies, o.n_buckets
-    # Algorithm 2 lines 3-8 (N(0, 0.1) read as standard deviation 0.1)
-    s = _State(rng.normal(0.0, 0.1, n), np.zeros((n, t)), rng.normal(0.0, 0.1, t), np.full(t, 1.0 / t), 0.5)
-    iterations = 0
+def _em(b: _Batch, o: TaskModelOptions, start: tuple[FloatArray, FloatArray]) -> list[tuple[_State, float, int, FloatArray]]:
+    """Algorithm 2 from ``start`` (theta, tau) for every resample of ``b``: each stops at its own ``tol``."""
+    k, n, t = b.k, b.n_policies, o.n_buckets
+    theta, psi, tau = np.tile(start[0], (k, 1)), np.zeros((k, n, t)), np.tile(start[1], (k, 1))
+    nu, nu_tie = np.full((k, t), 1.0 / t), np.full(k, 0.5)
+    active, iterations = np.ones(k, dtype=bool), np.zeros(k, dtype=np.int64)
     for m in range(o.em_iters):
-        iterations = m + 1
         bound = o.step_clip * o.step_decay**m
-        gamma, _ = _responsibilities(d, s)
-        moments = np.asarray(d.moments @ gamma)
-        old_theta = s.theta.copy()
-        grad, info = _block_derivatives(d, moments, _solve(s))  # theta block (lines 15-17)
-        s.theta = s.theta + _clip((grad.sum(axis=1) - o.l2_theta * s.theta) / (info.sum(axis=1) + o.l2_theta), bound)
-        grad, info = _block_derivatives(d, moments, _solve(s))  # psi block (lines 18-20)
-        s.psi = s.psi + _clip((grad - o.l2_psi * s.psi) / (info + o.l2_psi), bound)
-        grad, info = _block_derivatives(d, moments, _solve(s))  # tau block (lines 21-23): dz/dtau = -1
-        grad, info = -grad.sum(axis=0), info.sum(axis=0)
-        s.tau = s.tau + _clip(np.where(info > 1e-8, grad / np.maximum(info, 1e-8), 0.0), bound)
-        s.nu = np.clip(moments[:n].sum(axis=0) / (2.0 * d.total), 1e-300, None)  # line 25 (a row is in two slots)
-        s.nu = s.nu / s.nu.sum()
-        s.nu_tie = _tie_update(d, s, moments, _solve(s))  # line 26
-        _identify(s)
-        if float(np.max(np.abs(s.theta - old_theta))) < o.tol:  # line 27
+        gamma, _ = _responsibilities(b, _tables(theta, psi, tau, nu))
+        moments = np.asarray(b.moments @ gamma).reshape(k, 4 * n, t)
+        before = (theta, psi, tau, nu, nu_tie)
+        grad, info = _block_derivatives(b.partial, moments, _solve(theta, psi, tau))  # theta block (lines 15-17)
+        theta = theta + _clip((grad.sum(axis=2) - o.l2_theta * theta) / (info.sum(axis=2) + o.l2_theta), bound)
+        grad, info = _block_derivatives(b.partial, moments, _solve(theta, psi, tau))  # psi block (lines 18-20)
+        psi = psi + _clip((grad - o.l2_psi * psi) / (info + o.l2_psi), bound)
+        grad, info = _block_derivatives(b.partial, moments, _solve(theta, psi, tau))  # tau block (lines 21-23)
+        grad, info = -grad.sum(axis=1), info.sum(axis=1)  # dz/dtau = -1
+        tau = tau + _clip(np.where(info > 1e-8, grad / np.maximum(info, 1e-8), 0.0), bound)
+        nu = np.clip(moments[:, :n].sum(axis=1) / (2.0 * b.total[:, None]), 1e-300, None)  # line 25 (two slots a row)
+        nu = nu / nu.sum(axis=1, keepdims=True)
+        nu_tie = _tie_update(b, nu_tie, np.asarray(b.pair_moments @ gamma), _solve(theta, psi, tau))  # line 26
+        theta, psi, tau = _identify(theta, psi, tau)
+        if not active.all():  # resamples that stopped earlier keep their state
+            done = ~active
+            theta, psi, tau, nu, nu_tie = (np.where(done.reshape((k,) + (1,) * (new.ndim - 1)), old, new)
+                                           for new, old in zip((theta, psi, tau, nu, nu_tie), before))
+        iterations[active] = m + 1
+        active &= np.abs(theta - before[0]).max(axis=1) >= o.tol  # line 27
+        if not active.any():
             break
-    gamma, log_mix = _responsibilities(d, s)
-    loglik = float(d.counts @ (log_mix + d.constant + np.where(d.tie, np.log(2.0 * s.nu_tie), 0.0)))
-    _, info = _block_derivatives(d, np.asarray(d.moments @ gamma), _solve(s))
-    return s, loglik, iterations, np.asarray(1.0 / np.sqrt(info.sum(axis=1) + o.l2_theta))
+    gamma, log_mix = _responsibilities(b, _tables(theta, psi, tau, nu))
+    per_row = b.counts * (log_mix + b.constant + np.where(b.tie, np.log(2.0 * nu_tie[b.row_owner]), 0.0))
+    loglik = np.bincount(b.row_owner, weights=per_row, minlength=k)
+    _, info = _block_derivatives(b.partial, np.asarray(b.moments @ gamma).reshape(k, 4 * n, t), _solve(theta, psi, tau))
+    se = 1.0 / np.sqrt(info.sum(axis=2) + o.l2_theta)
+    return [(_State(theta[r], psi[r], tau[r], nu[r], float(nu_tie[r])), float(loglik[r]), int(iterations[r]), se[r])
+            for r in range(k)]
 
 
-def _tie_update(d: _Design, s: _State, moments: FloatArray, q: FloatArray) -> float:
+def _tie_update(b: _Batch, nu_tie: FloatArray, by_pair: FloatArray, q: FloatArray) -> FloatArray:
     """Algorithm 2 line 26: ``nu_tie <- 0.5 sum gamma p_tie / sum gamma p_win``, kept in (0, 1).
 
     ``p_tie = 2 nu_tie sqrt(q_i (1 - q_i) q_j (1 - q_j))`` and ``p_win = q_i (1 - q_j)`` depend on a
     row through its pair ``(i, j)`` only: the sums run over the pairs' moments.
     """
-    by_pair = moments[4 * d.n_policies:]
-    a, b = d.pair_a, d.pair_b
-    tie = float((by_pair * np.sqrt(q[a] * (1.0 - q[a]) * q[b] * (1.0 - q[b]))).sum())
-    win = float((by_pair * q[a] * (1.0 - q[b])).sum())
-    return float(np.clip(s.nu_tie * tie / max(win, 1e-300), 1e-6, 1.0 - 1e-6))
+    q_a, q_b = q[b.pair_owner, b.pair_a], q[b.pair_owner, b.pair_b]
+    tie = np.bincount(b.pair_owner, (by_pair * np.sqrt(q_a * (1.0 - q_a) * q_b * (1.0 - q_b))).sum(axis=1), b.k)
+    win = np.bincount(b.pair_owner, (by_pair * q_a * (1.0 - q_b)).sum(axis=1), b.k)
+    return np.asarray(np.clip(nu_tie * tie / np.maximum(win, 1e-300), 1e-6, 1.0 - 1e-6))
 
 
-def _identify(s: _State) -> None:
+def _identify(theta: FloatArray, psi: FloatArray, tau: FloatArray) -> tuple[FloatArray, FloatArray, FloatArray]:
     """Impose the identifiability constraints by exact reparametrisation (module docstring)."""
-    per_policy = s.psi.mean(axis=1)
-    s.psi = s.psi - per_policy[:, None]
-    s.theta = s.theta + per_policy
-    per_bucket = s.psi.mean(axis=0)
-    s.psi = s.psi - per_bucket[None, :]
-    s.tau = s.tau - per_bucket
-    shift = s.theta.mean()
-    s.theta = s.theta - shift
-    s.tau = s.tau - shift
+    per_policy = psi.mean(axis=-1)
+    psi = psi - per_policy[..., None]
+    theta = theta + per_policy
+    per_bucket = psi.mean(axis=-2)
+    psi = psi - per_bucket[..., None, :]
+    tau = tau - per_bucket
+    shift = theta.mean(axis=-1, keepdims=True)
+    return theta - shift, psi, tau - shift
 
 
 def fit_task(
@@ -394,7 +426,7 @@ def fit_task(
     if len(data) == 0:
         raise StatsInputError("`data` must hold at least one comparison; found none")
     design = _Design(data, o)
-    state, loglik, iterations, se = _best_fit(design, o)
+    state, loglik, iterations, se = _best_fit([design], o)[0]
     if o.n_boot > 1:
         # each refit is the estimator itself applied to a resample (Efron & Tibshirani 1993, Algorithm
         # 6.1): the same seeded starts as the fit above, so the EM's start noise (60 iterations rarely
@@ -402,7 +434,9 @@ def fit_task(
         resample = np.random.default_rng([o.seed, 1])
         counts = [np.bincount(design.inverse[resample.integers(0, len(data), len(data))], minlength=design.size)
                   for _ in range(o.n_boot)]
-        boots = _refits(lambda c: _best_fit(design.reweighted(c), o)[0].theta, counts, progress)
+        batches = [counts[k : k + _BATCH] for k in range(0, len(counts), _BATCH)]
+        refit = lambda batch: [fit[0].theta for fit in _best_fit([design.reweighted(c) for c in batch], o)]  # noqa: E731
+        boots = _refits(refit, batches, o.n_boot, progress)
         se = np.asarray(np.std(boots, axis=0, ddof=1))
     seen = np.bincount(np.r_[data.i, data.j], minlength=data.n_policies) > 0
     return TaskFit(
@@ -411,26 +445,39 @@ def fit_task(
     )
 
 
-def _refits(refit: Callable[[IntArray], FloatArray], counts: list[IntArray],
+#: Resamples refitted together by one EM run (:class:`_Batch`): enough that numpy's per-call cost
+#: is small against the arrays' work, few enough that both cores get several batches.
+_BATCH = 16
+
+
+def _refits(refit: Callable[[list[IntArray]], list[FloatArray]], batches: list[list[IntArray]], total: int,
             progress: Callable[[int, int], None] | None) -> list[FloatArray]:
-    """``refit(c)`` for every resample's counts, in order, on every core, reporting ``progress(done, total)``.
+    """``refit(batch)`` for every batch of resample counts, in order, on every core; ``progress(done, total)``
+    per refit as its batch ends.
 
     Threads: the EM's time is numpy's and scipy's array work, which runs without the GIL.
     """
-    workers = max(1, min(len(os.sched_getaffinity(0)), len(counts)))
-    out = []
+    workers = max(1, min(len(os.sched_getaffinity(0)), len(batches)))
+    out: list[FloatArray] = []
     with ThreadPoolExecutor(workers) as pool:
-        for done, theta in enumerate(pool.map(refit, counts), 1):
-            out.append(theta)
-            if progress is not None:
-                progress(done, len(counts))
+        for thetas in pool.map(refit, batches):
+            for theta in thetas:
+                out.append(theta)
+                if progress is not None:
+                    progress(len(out), total)
     return out
 
 
-def _best_fit(design: _Design, o: TaskModelOptions) -> tuple[_State, float, int, FloatArray]:
+def _best_fit(designs: list[_Design], o: TaskModelOptions) -> list[tuple[_State, float, int, FloatArray]]:
+    """The EM on each design from the seeded starts, each design's best restart by log-likelihood."""
     rng = np.random.default_rng(o.seed)
-    fits = [_em(design, o, rng) for _ in range(o.n_restarts)]
-    return max(fits, key=lambda fit: fit[1])
+    batch = _Batch(designs)
+    best: list[tuple[_State, float, int, FloatArray]] = []
+    for _ in range(o.n_restarts):
+        theta, tau = rng.normal(0.0, 0.1, batch.n_policies), rng.normal(0.0, 0.1, o.n_buckets)  # lines 3-8
+        fits = _em(batch, o, (theta, tau))
+        best = fits if not best else [new if new[1] > old[1] else old for new, old in zip(fits, best)]
+    return best
 
 
 def _objective(d: _Design, state: _State, gamma: NDArray[np.float64], o: TaskModelOptions) -> float:

@@ -48,7 +48,7 @@ def test_gradients_match_finite_differences(partial_weight: float) -> None:
     state = random_state(rng, data.n_policies, 3)
     design = _Design(data, options)
     gamma = rng.dirichlet(np.ones(3), design.size)
-    raw, _ = _block_derivatives(design, design.moments @ gamma, _solve(state))
+    raw, _ = _block_derivatives(design.partial, design.moments @ gamma, _solve(state.theta, state.psi, state.tau))
     grad_psi = raw - options.l2_psi * state.psi
     grad_theta = raw.sum(axis=1) - options.l2_theta * state.theta
     grad_tau = -raw.sum(axis=0)
@@ -78,7 +78,7 @@ def test_curvature_matches_finite_differences_without_partial_term() -> None:
     state = random_state(rng, data.n_policies, 2)
     design = _Design(data, options)
     gamma = rng.dirichlet(np.ones(2), design.size)
-    _, info = _block_derivatives(design, design.moments @ gamma, _solve(state))
+    _, info = _block_derivatives(design.partial, design.moments @ gamma, _solve(state.theta, state.psi, state.tau))
     info = info.sum(axis=1) + options.l2_theta
     step = 1e-4
     for p in range(data.n_policies):
@@ -112,7 +112,7 @@ def test_log_conditional_is_app_b1_per_comparison(partial_weight: float) -> None
     design = _Design(data, options)
     assert design.size < len(data) if partial_weight == 0 else design.size <= len(data)
     state = random_state(np.random.default_rng(9), data.n_policies, 5)
-    q = _solve(state)
+    q = _solve(state.theta, state.psi, state.tau)
     q_i, q_j = q[data.i], q[data.j]
     y = data.outcome[:, None]
     expected = np.where(y == 2, np.log(q_i * (1 - q_j)), np.where(y == 0, np.log((1 - q_i) * q_j),
