@@ -45,7 +45,8 @@ Computation.  Comparisons that agree in everything the likelihood reads are one 
 (:class:`_Design`); ``log P(y|t)`` is gathered from per-policy tables and the M-step reads only
 per-policy sums of the responsibilities, so an iteration costs two sparse products and one
 ``exp`` over (rows, buckets).  A bootstrap resample is the same rows with its counts (the
-estimator on the resample, to round-off), and the refits run on every core.
+estimator on the resample, to round-off); the refits run in batches of :data:`_BATCH`, one EM
+over their block-diagonal maps (:class:`_Batch`), on a thread per core.
 
 Partial success (App. B.4, off by default): with ``partial_weight > 0`` each recorded progress
 ``s`` adds ``-w (s - q)^2 / (2 sigma_partial^2)`` to ``log P(y|t)``; its gradient
