@@ -145,6 +145,11 @@ class Occupancy:
         h = self.half_width
         return self.mass[:, : self.n + 1, h + 1 : h + 1 + gaps]
 
+    def reject_mass(self, a: NDArray[np.intp], gap_index: NDArray[np.intp]) -> NDArray[np.float64]:
+        """``(B, k)``: the mass on states ``(a, a + gap_index + 1)`` (one flat gather, no copy of the band)."""
+        flat = self.mass.reshape(self.mass.shape[0], -1)
+        return np.take(flat, a * self.mass.shape[2] + self.half_width + 1 + gap_index, axis=1)
+
     def _ensure(self, gaps: int) -> None:
         while self.half_width < gaps:
             self._widen()

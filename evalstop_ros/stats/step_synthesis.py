@@ -272,9 +272,9 @@ def synthesize_weights(
             weights = np.ones((n + 1, gaps))
             a_idx, g_idx = np.nonzero(reachable[:, :gaps])
             low, high, g_idx = _mirror_pairs(a_idx, g_idx, n)
-            columns = block[:, low, g_idx]
-            mirrored = np.flatnonzero(high != low)
-            columns[:, mirrored] += block[:, high[mirrored], g_idx[mirrored]]
+            columns = occupancy.reject_mass(low, g_idx)
+            mirrored = high != low  # a state that is its own mirror is counted once
+            columns += occupancy.reject_mass(np.where(mirrored, high, low), g_idx) * mirrored
             w = _solve_step(columns, allowed, column_generation=column_generation)
             weights[low, g_idx] = w
             weights[high, g_idx] = w
