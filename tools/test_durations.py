@@ -7,7 +7,7 @@ per marker (``ros``, ``slow``, ``mc``, ...), and the slowest tests, each as a sh
 time (a ratio, so the figures compare across machines and loads).  A module whose time is
 mostly ``ros`` tests is where moving engine checks below ROS pays (docs/testing.md).
 
-Run: ``.venv/bin/python bench/test_durations.py --tier check`` (``--tier rest|ros|serial``;
+Run: ``.venv/bin/python tools/test_durations.py --tier check`` (``--tier rest|ros|serial``;
 ``-n 2`` for xdist workers as ``make test``; ``--paths test/stats`` to limit it; ``--top 25``).
 ROS tiers need the ROS environment (``tools/ros/env.sh``) and ``EVALSTOP_TEST_DOMAIN_BASE``.
 """
