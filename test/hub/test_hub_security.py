@@ -90,6 +90,26 @@ def test_keys_and_foreign_assignments_are_refused(hub: dict[str, Any]) -> None:
     assert call(hub["url"] + "/v1/leaderboard")[0] == 401
 
 
+def test_upload_ids_are_the_stations_own(hub: dict[str, Any]) -> None:
+    """A station cannot probe another station's upload ids (no 409 "already used" for them) nor
+    squat on them: the same id used first by s2 is still s1's to use, and each counts once."""
+    works = {}
+    for name in ("s1", "s2"):
+        status, works[name] = call(hub["url"] + "/v1/work", "POST", key=hub["keys"][name])
+        assert status == 200
+    upload = {"upload_id": "upload-0001", "score_a": 1.0, "score_b": 0.0}
+    squat = call(hub["url"] + f"/v1/assignments/{works['s2']['assignment_id']}/result", "POST", key=hub["keys"]["s2"],
+                 body={**upload, "score_b": 0.5})
+    assert squat[0] == 200 and squat[1]["status"] == "recorded", squat
+    mine = call(hub["url"] + f"/v1/assignments/{works['s1']['assignment_id']}/result", "POST", key=hub["keys"]["s1"],
+                body=upload)
+    assert mine[0] == 200 and mine[1]["status"] == "recorded", mine
+    # within one station an id still names one result
+    _refused(hub, 409, "already used", f"/v1/assignments/{works['s1']['assignment_id']}/result", hub["keys"]["s1"],
+             body={**upload, "score_b": 1.0})
+    assert call(hub["url"] + "/v1/status", key=hub["keys"]["s1"]) == (200, {"done": 2, "results": 2})
+
+
 def test_bad_payloads_are_refused(hub: dict[str, Any]) -> None:
     status, work = call(hub["url"] + "/v1/work", "POST", key=hub["keys"]["s1"])
     assert status == 200
