@@ -78,6 +78,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     _analysis_arguments(serve)
     serve.add_argument("--public-leaderboard", action="store_true",
                        help="serve the leaderboard without a key, to anyone including stations (weakens blinding)")
+    serve.add_argument("--relay", action=argparse.BooleanOptionalAction, default=None,
+                       help="relay the policy protocol for each lease (WebSocket /v1/relay): runners get relay "
+                       "locators, no station learns a policy server's address (default: on with PostgreSQL, the "
+                       "multi-lab hub; off with SQLite, one lab); docs/hub.md")
     serve.add_argument("--seed", type=seed_type, default=None, help="seed of the pair draws")
     policy = sub.add_parser("add-policy", help="register a policy")
     policy.add_argument("--db", default=None, help=DB_HELP)
@@ -182,14 +186,16 @@ def _serve(args: argparse.Namespace) -> int:
     store = open_store(args.db)
     settings = HubSettings(tasks=tuple(t for t in args.tasks.split(",") if t), lease_seconds=args.lease_seconds,
                            schedule=args.schedule, method=args.method, alpha=args.alpha, ranker=args.ranker,
-                           models=args.models, budget=args.budget, public_leaderboard=args.public_leaderboard, seed=args.seed)
+                           models=args.models, budget=args.budget, public_leaderboard=args.public_leaderboard, seed=args.seed,
+                           relay=store.dialect == "postgresql" if args.relay is None else args.relay)
     app = create_app(store, settings)
     problem = _cannot_listen(args.host, args.port)
     if problem:
         store.close()
         print(f"{args.prog} serve: error: cannot listen on {args.host}:{args.port}: {problem}", file=sys.stderr)
         return EXIT_UNAVAILABLE
-    print(f"evalstop hub on http://{args.host}:{args.port} ({store.dialect}, schema v{store.schema_version()})",
+    print(f"evalstop hub on http://{args.host}:{args.port} ({store.dialect}, schema v{store.schema_version()}; "
+          f"{'policy protocol relayed' if settings.relay else 'addresses given to runners, not relayed'})",
           file=sys.stderr, flush=True)
     uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
     store.close()

@@ -5,6 +5,9 @@ Endpoints (every one needs ``Authorization: Bearer <key>``; the leaderboard may 
 =========================================  ========  ====================================================
 ``POST /v1/work``                          station   lease the next A/B trial: id, task, deadline, runner ticket
 ``POST /v1/tickets/resolve``               station   the runner's policy-server addresses for a live lease
+                                                     (relay locators with ``--relay``: addresses stay here)
+``WS   /v1/relay``                         runner    the policy protocol relayed to an arm's server
+                                                     (``Authorization: Api-Key <relay token>``; :mod:`.relay`)
 ``POST /v1/assignments/{id}/renew``        station   extend a live lease (heartbeat of a long trial)
 ``POST /v1/assignments/{id}/result``       station   report the scores once (idempotent by ``upload_id``)
 ``GET  /v1/leaderboard``                   viewer    rankings (all models, SEs, intervals), every pair's state
@@ -44,7 +47,7 @@ import urllib.parse
 from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
 from typing import Annotated, Any
 
-from fastapi import Depends, FastAPI, Header, Request
+from fastapi import Depends, FastAPI, Header, Request, WebSocket
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from pydantic import BaseModel, ConfigDict, Field
@@ -52,6 +55,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from .errors import HubError
 from .evaluation import Evaluation
 from .rankings import MODELS
+from .relay import RELAY_PATH, relay
 from .schedule import Schedule
 from .store import HubStore, JournalEntry
 
@@ -78,6 +82,8 @@ class HubSettings:
     models: tuple[str, ...] = MODELS
     budget: int = 0
     public_leaderboard: bool = False
+    #: Relay the policy protocol (:mod:`.relay`): runners get relay locators, never an address.
+    relay: bool = False
     max_body: int = 64 * 1024
     seed: int | None = None
 
@@ -250,8 +256,18 @@ def create_app(store: HubStore, settings: HubSettings = HubSettings()) -> FastAP
                 "runner_ticket": ticket}
 
     @app.post("/v1/tickets/resolve")
-    def resolve(body: TicketRequest, station_id: Annotated[str, Depends(station)]) -> dict[str, str]:
-        return store.resolve_ticket(station_id, body.ticket)
+    def resolve(body: TicketRequest, request: Request, station_id: Annotated[str, Depends(station)]) -> dict[str, str]:
+        relay_url = None
+        if settings.relay:  # the relay as the station reached the hub (behind a proxy: its public name)
+            relay_url = f"{'wss' if request.url.scheme == 'https' else 'ws'}://{request.url.netloc}{RELAY_PATH}"
+        return store.resolve_ticket(station_id, body.ticket, relay_url)
+
+    @app.websocket(RELAY_PATH)
+    async def relayed(websocket: WebSocket) -> None:
+        if not settings.relay:
+            await websocket.close(code=1008)
+            return
+        await relay(websocket, store.relay_target)
 
     @app.post("/v1/assignments/{assignment_id}/renew")
     def renew(assignment_id: str, station_id: Annotated[str, Depends(station)]) -> dict[str, float]:

@@ -26,7 +26,9 @@ there) and relinks them. Both migrations run on PostgreSQL and SQLite alike.
 Version 5 scopes upload ids per station: ``results`` is unique on ``(station_id, upload_id)``
 instead of ``upload_id`` alone, so a station can neither learn whether another station used an id
 (a 409 "already used") nor take one another station will use. The table is rebuilt (SQLite cannot
-drop a column's constraint), on both dialects by the same statements.
+drop a column's constraint), on both dialects by the same statements. It also adds
+``relay_tokens``: the hashes of the tokens with which a runner reaches an arm's policy server
+through the hub's relay (:mod:`.relay`), one per arm of a resolved lease.
 """
 
 from __future__ import annotations
@@ -105,6 +107,10 @@ MIGRATIONS: tuple[tuple[int, tuple[str, ...]], ...] = (
         "SELECT assignment_id, upload_id, station_id, body_hash, received_at FROM results",
         "DROP TABLE results",
         "ALTER TABLE results_v5 RENAME TO results",
+        """CREATE TABLE relay_tokens (
+            token_hash TEXT PRIMARY KEY,
+            assignment_id TEXT NOT NULL REFERENCES assignments(assignment_id),
+            arm TEXT NOT NULL)""",
     )),
 )
 

@@ -41,6 +41,7 @@ from typing import Any
 from .chain import GENESIS, HUB_GENESIS, body_text, entry_hash, link
 from .database import is_postgres, postgres_pool, sqlite_connection
 from .errors import HubError
+from .relay import RELAY_TOKEN_PREFIX, upstream_uri
 from .schedule import Schedule, choose_pair
 from .schema import VERSION_TABLE, latest_version, migrations
 
@@ -415,19 +416,42 @@ class HubStore:
         r = rows[0]
         return Assignment(str(r[0]), str(r[1]), str(r[2]), str(r[3]), str(r[4]), str(r[5]), float(r[6]))
 
-    def resolve_ticket(self, station_id: str, ticket: str) -> dict[str, str]:
-        """The policy-server addresses of arms A and B for the runner ticket of a live lease.
+    def resolve_ticket(self, station_id: str, ticket: str, relay: str | None = None) -> dict[str, str]:
+        """What the runner connects to for arms A and B, for the runner ticket of a live lease: the
+        policy servers' addresses, or with ``relay`` (the relay's URL) a relay locator per arm
+        (``<relay>/<token>``, :mod:`.relay`) for every address the hub can relay, so that no
+        address leaves the hub.
 
         A ticket resolves once: it is spent by the same statement that checks it, so of two
         concurrent requests (to one or two hub processes) exactly one gets the addresses."""
         with self._tx() as run:
             rows = run("UPDATE assignments SET ticket_used_at = ? WHERE ticket_hash = ? AND station_id = ? "
                        "AND state = 'leased' AND lease_deadline >= ? AND ticket_used_at IS NULL "
-                       "RETURNING policy_a, policy_b", self._clock(), hash_secret(ticket), station_id, self._clock())
+                       "RETURNING assignment_id, policy_a, policy_b", self._clock(), hash_secret(ticket), station_id,
+                       self._clock())
             if not rows:
                 raise HubError("unknown or expired runner ticket (or one already used: a ticket resolves once)", 401)
-            addresses = dict(run("SELECT name, server_address FROM policies WHERE name IN (?, ?)", *rows[0]))
-        return {"A": str(addresses[rows[0][0]]), "B": str(addresses[rows[0][1]])}
+            assignment_id, policy_a, policy_b = rows[0]
+            addresses = dict(run("SELECT name, server_address FROM policies WHERE name IN (?, ?)", policy_a, policy_b))
+            out = {"A": str(addresses[policy_a]), "B": str(addresses[policy_b])}
+            for arm, address in out.items():
+                if relay is not None and upstream_uri(address) is not None:
+                    token = RELAY_TOKEN_PREFIX + secrets.token_urlsafe(32)
+                    run("INSERT INTO relay_tokens (token_hash, assignment_id, arm) VALUES (?, ?, ?)",
+                        hash_secret(token), assignment_id, arm)
+                    out[arm] = f"{relay}/{token}"
+        return out
+
+    def relay_target(self, token: str) -> str:
+        """The policy-server address a relay token reaches while its lease lives; :class:`HubError` 401 otherwise."""
+        with self._tx() as run:
+            rows = run("SELECT p.server_address FROM relay_tokens r JOIN assignments a ON a.assignment_id = r.assignment_id "
+                       "JOIN policies p ON p.name = CASE WHEN r.arm = 'A' THEN a.policy_a ELSE a.policy_b END "
+                       "WHERE r.token_hash = ? AND a.state = 'leased' AND a.lease_deadline >= ?",
+                       hash_secret(token), self._clock())
+        if not rows:
+            raise HubError("unknown relay token, or its lease is over", 401)
+        return str(rows[0][0])
 
     # -- results --------------------------------------------------------------------------
     def submit(self, station_id: str, assignment_id: str, upload_id: str, score_a: float, score_b: float) -> str:

@@ -1,5 +1,8 @@
 """A client of one openpi / RoboArena policy server (WebSocket + :mod:`.wire`).
 
+A hub's relay (:func:`relay_address`; ``evalstop_ros/hub/relay.py``) speaks the same protocol: the
+client connects to the relay with the arm's relay token as its API key.
+
 Protocol (openpi ``websocket_client_policy.py`` / ``websocket_policy_server.py``; RoboArena,
 seed ``001_*`` §4.1): the client connects (optional header ``Authorization: Api-Key <key>``),
 the server's first frame is its metadata map, then each binary request frame (an observation)
@@ -20,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import re
 import time
 from typing import Any, Self
 
@@ -30,7 +34,8 @@ from websockets.sync.client import ClientConnection, connect
 from . import wire
 from .errors import Category, RunnerError
 
-__all__ = ["ACTION_DIMS", "MAX_FRAME_SIZE", "MAX_METADATA_SIZE", "PolicyClient", "ServerAddress", "ServerConfig"]
+__all__ = ["ACTION_DIMS", "MAX_FRAME_SIZE", "MAX_METADATA_SIZE", "PolicyClient", "ServerAddress", "ServerConfig",
+           "relay_address"]
 
 #: Default bounds of a reply frame (32 MiB: a chunk of actions, or a traceback) and of the metadata frame (64 KiB).
 MAX_FRAME_SIZE = 32 * 2**20
@@ -51,6 +56,23 @@ class ServerAddress:
     @property
     def uri(self) -> str:
         return self.host if self.host.startswith(("ws://", "wss://")) else f"ws://{self.host}:{self.port}"
+
+
+#: A hub's relay locator (evalstop_ros/hub/relay.py): the relay's URL, then the arm's token.
+_RELAY = re.compile(r"^(wss?://[^/?#\s]+(?:/[^?#\s]*)?/v1/relay)/(rly_[A-Za-z0-9_-]{16,128})$")
+
+
+def relay_address(locator: str) -> ServerAddress | None:
+    """The relay endpoint of a hub's relay locator (``ws://HUB/v1/relay/<token>``), with its token
+    as the API key (sent as ``Authorization: Api-Key``, never in the URL); ``None`` for anything else.
+
+    >>> relay_address("ws://hub.lab:8765/v1/relay/rly_" + "x" * 43).uri
+    'ws://hub.lab:8765/v1/relay'
+    >>> relay_address("tcp://10.0.0.5:8000") is None
+    True
+    """
+    found = _RELAY.match(locator)
+    return ServerAddress(found.group(1), 0, api_key=found.group(2)) if found else None
 
 
 @dataclasses.dataclass(frozen=True)

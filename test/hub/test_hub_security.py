@@ -58,7 +58,11 @@ def test_work_is_blinded_and_results_count_once(hub: dict[str, Any]) -> None:
     assert not any(secret in text for secret in ("alpha", "beta", "10.9.8"))
     status, addresses = call(hub["url"] + "/v1/tickets/resolve", "POST", key=hub["keys"]["s1"],
                              body={"ticket": work["runner_ticket"]})
-    assert status == 200 and set(addresses.values()) == {"tcp://10.9.8.7:8000", "tcp://10.9.8.6:8000"}
+    if hub["db"].startswith("postgresql"):  # the multi-lab hub relays by default: no address leaves it
+        assert status == 200 and all(a.startswith(hub["url"].replace("http", "ws") + "/v1/relay/rly_")
+                                     for a in addresses.values()) and "10.9.8" not in json.dumps(addresses)
+    else:  # one lab's hub gives its runner the addresses
+        assert status == 200 and set(addresses.values()) == {"tcp://10.9.8.7:8000", "tcp://10.9.8.6:8000"}
     path = f"/v1/assignments/{work['assignment_id']}/result"
     upload = {"upload_id": "upload-0001", "score_a": 1.0, "score_b": 0.0}
     assert call(hub["url"] + path, "POST", key=hub["keys"]["s1"], body=upload) == (
