@@ -153,13 +153,18 @@ class BodyLimit:
 
 
 class _Board:
-    """The live leaderboard, fed the journal entries added since it was last read: the page and
-    ``/v1/leaderboard`` read its snapshot (recomputed once per new result), the ``uncertain``
-    schedule its :meth:`~.leaderboard.Leaderboard.focus` before every lease."""
+    """The live leaderboard, fed the journal entries added since it was last read.
+
+    Leases and board reads never wait for each other's work: the ``uncertain`` schedule takes
+    :meth:`~.leaderboard.Leaderboard.focus` under the feed lock (new entries are fed in O(1) per
+    result), a reader takes :meth:`~.leaderboard.Leaderboard.capture` under it (O(policies)) and
+    computes the snapshot after releasing it, under a lock of the readers' own (one snapshot per
+    new result; readers meanwhile wait for it, not leases)."""
 
     def __init__(self, store: HubStore, settings: HubSettings) -> None:
         self._store = store
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # the feed: leases and readers, short
+        self._reading = threading.Lock()  # the readers' snapshot, long
         self._board = settings.evaluation().leaderboard(store.policies())
         self._seq = 0
         self._snapshot: dict[str, Any] | None = None
@@ -171,13 +176,20 @@ class _Board:
             self._seq = new[-1].seq
             self._board.add([e.to_dict() for e in new])
 
-    def get(self) -> dict[str, Any]:
+    def catch_up(self) -> None:
+        """Feed the journal written so far (a hub starting on a database with results)."""
         with self._lock:
             self._catch_up()
-            key = (len(self._board.trials), len(self._board.policies))
-            if self._snapshot is None or self._snapshot_key != key:
-                self._snapshot = self._board.snapshot()
-                self._snapshot_key = key
+
+    def get(self) -> dict[str, Any]:
+        with self._reading:
+            with self._lock:
+                self._catch_up()
+                key = (len(self._board.trials), len(self._board.policies))
+                render = self._board.capture() if self._snapshot is None or self._snapshot_key != key else None
+            if render is not None:
+                self._snapshot, self._snapshot_key = render(), key
+            assert self._snapshot is not None
             return self._snapshot
 
     def progress(self) -> dict[str, Any]:
@@ -219,6 +231,7 @@ def create_app(store: HubStore, settings: HubSettings = HubSettings()) -> FastAP
     app = FastAPI(title="evalstop hub", docs_url=None, redoc_url=None, openapi_url=None, lifespan=lifespan)
     rng = random.Random(settings.seed)
     board = _Board(store, settings)
+    board.catch_up()  # the results so far, before the first lease
 
     @app.exception_handler(HubError)
     async def _hub_error(request: Request, err: HubError) -> JSONResponse:

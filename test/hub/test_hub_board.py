@@ -1,0 +1,92 @@
+"""The live board is kept per result and read without holding up leases."""
+
+from __future__ import annotations
+
+import pathlib
+import random
+import threading
+import time
+from typing import Any
+
+from hub_support import POLICIES, HubProcess, call, submit_simulated
+
+from evalstop_ros.hub.leaderboard import EXACT_MODELS, Leaderboard, leaderboard, model_point
+from evalstop_ros.hub.rankings import model_rows
+from evalstop_ros.hub.store import open_store
+
+
+def _results(n: int, seed: int) -> list[dict[str, Any]]:
+    rng = random.Random(seed)
+    policies = sorted(POLICIES)
+    entries: list[dict[str, Any]] = [{"seq": i + 1, "at": float(i), "kind": "policy_added", "body": {"policy": p}}
+                                      for i, p in enumerate(policies)]
+    for k in range(n):
+        a, b = rng.sample(policies, 2)
+        entries.append({"seq": len(entries) + 1, "at": float(len(entries)), "kind": "result",
+                        "body": {"assignment": f"a{k}", "upload_id": f"u{k}", "station": "s1", "policy_a": a,
+                                 "policy_b": b, "task": rng.choice(["towel", "cup"]),
+                                 "score_a": round(rng.random() * POLICIES[a], 2),
+                                 "score_b": round(rng.random() * POLICIES[b], 2)}})
+    return entries
+
+
+def test_past_the_exact_range_models_are_fitted_at_model_points_live_and_offline_alike() -> None:
+    """Beyond EXACT_MODELS results the models are refitted at steps of 5 %: a board fed a few
+    results at a time, captured between feeds, equals the offline analysis, and its models are
+    the fit of the first ``model_point(n)`` results."""
+    entries = _results(EXACT_MODELS + 70, seed=3)
+    policies = sorted(POLICIES)
+    live = Leaderboard(policies, models=("bt", "paired"))
+    rng = random.Random(4)
+    fed, renders = 0, []
+    while fed < len(entries):
+        step = rng.randint(1, 40)
+        live.add(entries[fed:fed + step])
+        fed += step
+        renders.append(live.capture())  # taken now, computed later (as a reader does)
+    offline = leaderboard(policies, entries, models=("bt", "paired"))
+    assert renders[-1]() == offline
+    n = offline["n_results"]
+    assert offline["models_as_of"] == model_point(n) == EXACT_MODELS + EXACT_MODELS // 20 < n
+    first = Leaderboard(policies, models=("bt",))
+    first.add(entries[:len(policies) + model_point(n)])
+    assert offline["models"]["bt"] == model_rows("bt", first._columns.first(model_point(n)), 0.95)
+    # a capture taken earlier is the board as of then, whatever was fed after it
+    early = renders[len(renders) // 2]()
+    assert early == leaderboard(policies, entries[:len(policies) + early["n_results"]], models=("bt", "paired"))
+
+
+def test_leases_are_not_held_up_by_a_board_read(tmp_path: pathlib.Path) -> None:
+    """A board read that fits a slow model (the task model's 100 bootstrap refits, seconds) takes
+    its snapshot outside the lock an ``uncertain`` lease takes: leases go on while it computes.
+    (The board used to be computed under that lock: every lease waited for the read.)"""
+    db = str(tmp_path / "hub.sqlite")
+    viewer = submit_simulated(db, POLICIES, 300, ["towel", "cup"], "need", 5, lambda rng, p: round(rng.random() * p, 2))
+    store = open_store(db)
+    key = store.add_station("s2")
+    store.close()
+    hub = HubProcess(db, viewer, tmp_path, ["--models", "task", "--schedule", "uncertain"])
+    hub.start()
+    try:
+        read: dict[str, Any] = {}
+
+        def reader() -> None:
+            start = time.monotonic()
+            read["status"], read["board"] = call(hub.url + "/v1/leaderboard", key=viewer, timeout=600)
+            read["seconds"] = time.monotonic() - start
+
+        thread = threading.Thread(target=reader)
+        thread.start()
+        leases = []
+        while thread.is_alive():
+            start = time.monotonic()
+            status, work = call(hub.url + "/v1/work", "POST", key=key, timeout=600)
+            assert status == 200, work
+            if thread.is_alive():  # this lease came back while the board was being computed
+                leases.append(time.monotonic() - start)
+        thread.join()
+        assert read["status"] == 200 and read["board"]["models"]["task"]["rows"], read
+        assert len(leases) >= 5, (leases, read["seconds"])
+        assert max(leases) < read["seconds"] / 2, (leases, read["seconds"])
+    finally:
+        hub.stop()
