@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import pathlib
 import re
+import tempfile
 from collections.abc import Iterator
 from typing import Any
 
@@ -26,6 +27,7 @@ from evalstop_ros.runner.client import PolicyClient, ServerAddress, relay_addres
 from evalstop_ros.runner.episode import EpisodeSettings, run_episode
 from evalstop_ros.runner.errors import Category, RunnerError
 from evalstop_ros.runner.scripted import METADATA
+from evalstop_ros.runner.trials import load_servers
 
 CHECKPOINT = "pi0-secret-ckpt-7731"
 
@@ -74,10 +76,14 @@ def _leaks(text: str, ports: dict[str, int]) -> list[str]:
 
 
 def _episode(locator: str, trial: int) -> tuple[Any, int]:
-    """One episode through the relay; the result and the peer port of the runner's socket."""
-    address = relay_address(locator)
-    assert address is not None, locator
-    with PolicyClient(address) as client:
+    """One episode through the relay, the server found as policy_runner finds it (its servers file,
+    listing the hub's relay); the result and the peer port of the runner's socket."""
+    servers_file = pathlib.Path(tempfile.mkdtemp()) / "servers.yaml"
+    hub = locator.split("/v1/relay/")[0]
+    servers_file.write_text(f"hub_relays: [{hub}]\n")
+    servers = load_servers(servers_file)
+    assert locator in servers, locator
+    with PolicyClient(servers[locator]) as client:
         peer = client._ws.socket.getpeername()[1]
         assert client.metadata == METADATA | {"image_resolution": [32, 32]}  # the server's own, relayed
         result = run_episode(client, SimArm(seed=trial), EpisodeInfo("s", trial, "t", "c"),
@@ -131,3 +137,22 @@ def test_a_station_key_obtains_no_policy_address(relay_hub: dict[str, Any]) -> N
     logs = hub.logs(tail=10**6)
     assert CHECKPOINT in logs and "hub log" in logs
     assert "alpha" in json.dumps(call(hub.url + "/v1/journal", key=relay_hub["keys"]["viewer"])[1])
+
+
+def test_a_runner_takes_relay_locators_of_its_listed_hubs_only(tmp_path: pathlib.Path) -> None:
+    token = "rly_" + "k" * 43
+    servers_file = tmp_path / "servers.yaml"
+    servers_file.write_text("hub_relays: [ws://hub.lab:8765]\npolicy_servers: {good: {host: 127.0.0.1, port: 8001}}\n")
+    servers = load_servers(servers_file)
+    address = servers[f"ws://hub.lab:8765/v1/relay/{token}"]
+    assert (address.uri, address.api_key) == ("ws://hub.lab:8765/v1/relay", token)  # the token never in the URL
+    assert servers["good"].uri == "ws://127.0.0.1:8001"
+    for other in (f"ws://evil.lab:8765/v1/relay/{token}", f"ws://hub.lab:8765/v1/relay/{token}/x",
+                  "ws://hub.lab:8765/v1/relay/esk_not-a-relay-token", "tcp://10.0.0.5:8000"):
+        assert other not in servers and servers.get(other) is None, other
+    assert relay_address(f"wss://hub.lab/v1/relay/{token}") == ServerAddress("wss://hub.lab/v1/relay", 0, token)
+    servers_file.write_text("hub_relays: [http://hub.lab:8765]\n")
+    with pytest.raises(RunnerError, match="hub_relays"):
+        load_servers(servers_file)
+    servers_file.write_text("hub_relays: [ws://hub.lab:8765]\n")  # a relay-only runner needs no policy_servers
+    assert f"ws://hub.lab:8765/v1/relay/{token}" in load_servers(servers_file)
