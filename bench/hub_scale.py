@@ -15,7 +15,7 @@ lab's screen, and the lease latency after 100 000 results against a fresh hub, i
   most pairs are decided, as on a hub that has run that long), the hubs are started again (each
   feeds the journal to its board before serving: reported), the viewer's first read fits the
   models (reported, not counted), and the same load runs again under the same viewer. Reported:
-  lease p99 after / lease p99 fresh per hub process and overall (acceptance of issue 38: <= 2 with
+  lease p99 after / lease p99 fresh per hub process and overall (acceptance: <= 2 with
   a viewer polling every 2 s after 100 000 results, on two processes).
 * Without the queueing of 200 clients: one station alone leasing, resolving and uploading
   ``--serial`` times in a row, fresh and after the seeding, under the viewer.

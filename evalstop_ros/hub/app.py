@@ -23,9 +23,10 @@ A browser cannot send the ``Authorization`` header, so ``/leaderboard`` also acc
 the HttpOnly, SameSite=Strict cookie ``evalstop_hub_key`` that the sign-in form sets (path
 ``/leaderboard``, :data:`~.page.COOKIE_DAYS` days); the JSON API takes the header only.
 
-Blinding (issue #23): work sent to stations names the arms ``A`` and ``B`` only; policy names and
-server addresses stay in the hub, and the addresses reach the runner through the lease's runner
-ticket, which resolves once. A station key reads nothing that names a policy: the leaderboard
+Blinding: work sent to stations names the arms ``A`` and ``B`` only; policy names and server
+addresses stay in the hub. The runner reaches its arms' servers through the lease's runner ticket,
+which resolves once: to relay locators with ``relay`` (:mod:`.relay`: the hub forwards the policy
+protocol, no address leaves it), else to the addresses. A station key reads nothing that names a policy: the leaderboard
 (JSON and page) and the journal answer 403 to it, since a station reading the leaderboard
 before and after its own upload would learn which policy was its arm A. ``--public-leaderboard``
 opens the leaderboard (not the journal) to anyone, stations included, and so gives up that part

@@ -76,6 +76,9 @@ def scrub(text: str, database: str) -> str:
     return out
 
 
+_SCRUBBED: set[str] = set()
+
+
 class _Scrubbed(logging.Filter):
     """Removes a connection string from the records of psycopg_pool's logger (it quotes libpq's errors)."""
 
@@ -101,7 +104,9 @@ def postgres_pool(database: str, size: int) -> Any:
                               open=False, name="evalstop-hub")
     except psycopg.Error as err:
         raise HubError(f"cannot use the database {describe(database)}: {scrub(str(err), database)}") from None
-    logging.getLogger("psycopg.pool").addFilter(_Scrubbed(database))
+    if database not in _SCRUBBED:  # once per connection string, however often a process opens it
+        _SCRUBBED.add(database)
+        logging.getLogger("psycopg.pool").addFilter(_Scrubbed(database))
     try:
         pool.open(wait=True, timeout=15.0)
     except (PoolTimeout, psycopg.Error) as err:
