@@ -55,6 +55,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from .errors import HubError
 from .evaluation import Evaluation
+from .leaderboard import fitted_order
 from .rankings import MODELS
 from .relay import RELAY_PATH, relay
 from .schedule import Schedule
@@ -158,7 +159,7 @@ class _Board:
 
     Leases and board reads never wait for each other's work: the ``uncertain`` schedule takes
     :meth:`~.leaderboard.Leaderboard.focus` under the feed lock (new entries are fed in O(1) per
-    result), a reader takes :meth:`~.leaderboard.Leaderboard.capture` under it (O(policies)) and
+    result; a due refit of the order is fitted in a thread, outside it), a reader takes :meth:`~.leaderboard.Leaderboard.capture` under it (O(policies)) and
     computes the snapshot after releasing it, under a lock of the readers' own (one snapshot per
     new result; readers meanwhile wait for it, not leases)."""
 
@@ -166,6 +167,7 @@ class _Board:
         self._store = store
         self._lock = threading.Lock()  # the feed: leases and readers, short
         self._reading = threading.Lock()  # the readers' snapshot, long
+        self._ordering = threading.Lock()  # a refit of the order, in a thread of its own
         self._board = settings.evaluation().leaderboard(store.policies())
         self._seq = 0
         self._snapshot: dict[str, Any] | None = None
@@ -178,9 +180,10 @@ class _Board:
             self._board.add([e.to_dict() for e in new])
 
     def catch_up(self) -> None:
-        """Feed the journal written so far (a hub starting on a database with results)."""
+        """Feed the journal written so far and fit its order (a hub starting on a database with results)."""
         with self._lock:
             self._catch_up()
+            self._board.order()
 
     def get(self) -> dict[str, Any]:
         with self._reading:
@@ -200,12 +203,26 @@ class _Board:
             return self._board.progress()
 
     def schedule(self, name: str) -> Schedule:
-        """The schedule of the next lease (``uncertain`` with the board's current focus)."""
+        """The schedule of the next lease (``uncertain`` with the board's current focus). A refit of
+        the order that is due (O(results), :meth:`~.leaderboard.Leaderboard.order_due`) runs in a
+        thread of its own; leases meanwhile take the order fitted before."""
         if name != "uncertain":
             return Schedule(name)
         with self._lock:
             self._catch_up()
-            return Schedule(name, self._board.focus())
+            due = self._board.order_due()
+            focus = self._board.focus(refit=False)
+        if due is not None and self._ordering.acquire(blocking=False):
+            threading.Thread(target=self._refit, args=due, name="hub-board-order", daemon=True).start()
+        return Schedule(name, focus)
+
+    def _refit(self, m: int, data: Any) -> None:
+        try:
+            order = fitted_order(data)
+            with self._lock:
+                self._board.install_order(m, order)
+        finally:
+            self._ordering.release()
 
 
 async def _sweep_leases(store: HubStore, every: float) -> None:

@@ -51,7 +51,7 @@ if TYPE_CHECKING:
     from ..stats.ranking import Comparisons
 
 __all__ = ["ANYTIME_METHODS", "EXACT_MODELS", "RANKERS", "REFIT_EVERY", "WARM_UP", "Leaderboard", "Trial", "leaderboard",
-           "model_point", "refit_point", "trials_of", "win_rate_ranking"]
+           "fitted_order", "model_point", "refit_point", "trials_of", "win_rate_ranking"]
 
 #: The core's sequential tests valid at any stopping time with no horizon (stats.methods.FACTS).
 ANYTIME_METHODS = frozenset(name for name in METHODS if FACTS[name].pvalue and not FACTS[name].needs_n_max)
@@ -194,6 +194,12 @@ class _Columns:
                            self._floats[0, :n], self._floats[1, :n], tuple(self._tasks[:n]))
 
 
+def fitted_order(data: Comparisons) -> list[str]:
+    """The policies of ``data`` by their Bradley-Terry scores, best first (ties by name)."""
+    fit = fit_model("bt", data)
+    return [p for _, p in sorted(zip(-fit.scores, fit.policies, strict=True))]
+
+
 class Leaderboard:
     """The leaderboard, built incrementally from journal entries: :meth:`add` then :meth:`snapshot`.
 
@@ -225,8 +231,8 @@ class Leaderboard:
         self.family: HolmPairs | None = None
         self.as_of_seq = 0
         self.as_of: float | None = None
-        self._order: list[str] = list(self.policies)
-        self._order_n = -1
+        #: The Bradley-Terry order last fitted, and on how many results (0: none yet).
+        self._fitted_order: tuple[int, list[str]] = (0, list(self.policies))
         self._claims_key = b""
         self._claims_cache: dict[frozenset[str], str] = {}
         self._tally = _Tally(self.policies)
@@ -245,7 +251,7 @@ class Leaderboard:
         for t in self.trials:
             self._feed(t)
             self._tally.add(t)
-        self._order_n = -1
+        self._fitted_order = (0, list(self.policies))
 
     def _count(self, t: Trial) -> None:
         self.trials.append(t)
@@ -284,13 +290,25 @@ class Leaderboard:
     def order(self) -> list[str]:
         """The current order, best first: Bradley-Terry scores of the first :func:`refit_point`
         results, then adjacent policies swapped wherever sequential Holm decided the other way."""
+        due = self.order_due()
+        if due is not None:
+            self.install_order(due[0], fitted_order(due[1]))
+        return self._swapped(self._fitted_order[1], self._claims())
+
+    def order_due(self) -> tuple[int, Comparisons] | None:
+        """The refit of the order that is due, as ``(m, the first m results)`` (to fit with
+        :func:`fitted_order`, e.g. outside a lock, and :meth:`install_order`), or ``None``."""
         m = refit_point(len(self.trials))
-        if m and m != self._order_n:
-            fit = fit_model("bt", self._columns.first(m))
-            self._order = [p for _, p in sorted(zip(-fit.scores, fit.policies))]
-            self._order_n = m
-        order = [p for p in self._order if p in self.policies] + [p for p in self.policies if p not in self._order]
-        better = self._claims()
+        return (m, self._columns.first(m)) if m and m != self._fitted_order[0] else None
+
+    def install_order(self, m: int, order: list[str]) -> None:
+        """Take the Bradley-Terry order of the first ``m`` results (one assignment: readers in other
+        threads see the old order or the new one, never half of each)."""
+        if m > self._fitted_order[0]:
+            self._fitted_order = (m, order)
+
+    def _swapped(self, fitted: Sequence[str], better: Mapping[frozenset[str], str]) -> list[str]:
+        order = [p for p in fitted if p in self.policies] + [p for p in self.policies if p not in fitted]
         for _ in range(len(order)):
             swapped = False
             for k in range(len(order) - 1):
@@ -316,20 +334,22 @@ class Leaderboard:
     def progress(self) -> dict[str, Any]:
         """Whether the ranking is settled (every adjacent pair of :meth:`order` decided, in its
         direction) or the budget spent, with the adjacent pairs' states (JSON-ready)."""
-        order = self.order()
-        claims = self._claims()
+        return self._progress(self.order(), self._claims(), len(self.trials))
+
+    def _progress(self, order: list[str], claims: Mapping[frozenset[str], str], n: int) -> dict[str, Any]:
         adjacent = [{"better": order[k], "worse": order[k + 1],
                      "decided": claims.get(frozenset(order[k:k + 2])) == order[k]} for k in range(len(order) - 1)]
         settled = bool(adjacent) and all(a["decided"] for a in adjacent)
-        spent = self.budget > 0 and len(self.trials) >= self.budget
+        spent = self.budget > 0 and n >= self.budget
         reason = ("every adjacent pair is decided" if settled else
                   f"the budget of {self.budget} results is spent" if spent else "")
         return {"order": order, "adjacent": adjacent, "settled": settled, "budget": self.budget or None,
-                "budget_spent": spent, "finished": settled or spent, "reason": reason, "n_results": len(self.trials)}
+                "budget_spent": spent, "finished": settled or spent, "reason": reason, "n_results": n}
 
-    def focus(self) -> Focus:
+    def focus(self, *, refit: bool = True) -> Focus:
         """The ``uncertain`` schedule's view: open pairs, and the open adjacent pairs of :meth:`order`
-        (every open pair during the warm-up, :data:`WARM_UP` results per pair)."""
+        (every open pair during the warm-up, :data:`WARM_UP` results per pair). ``refit=False``: with
+        the order last installed, never fitting one (the hub fits a due order outside its lease lock)."""
         family = self.family
         if family is None:
             return Focus(frozenset(), frozenset())
@@ -337,7 +357,7 @@ class Leaderboard:
         open_ = frozenset((c.policy_a, c.policy_b) for c in family.comparisons if c.pair not in claims)
         if int(family.n.min()) < WARM_UP:
             return Focus(open_, open_)
-        order = self.order()
+        order = self.order() if refit else self._swapped(self._fitted_order[1], claims)
         adjacent = {tuple(sorted(order[k:k + 2])) for k in range(len(order) - 1)}
         return Focus(open_, frozenset(pair for pair in open_ if pair in adjacent))
 
@@ -376,9 +396,14 @@ class Leaderboard:
         statement = family.statement() if family is not None else {
             "procedure": "sequential Holm", "pairs": 0, "hypotheses": 0, "alpha": self.alpha, "method": self.method}
         pairs = [row.to_dict() for row in family.rows()] if family is not None else []
-        progress = self.progress()
+        claims, due, fitted_order_now = self._claims(), self.order_due(), self._fitted_order[1]
 
         def render() -> dict[str, Any]:
+            fitted_order_then = fitted_order_now
+            if due is not None:  # fitted here, outside the caller's lock, and kept for the leases
+                fitted_order_then = fitted_order(due[1])
+                self.install_order(due[0], fitted_order_then)
+            progress = self._progress(self._swapped(fitted_order_then, claims), claims, n)
             m = model_point(n)
             fitted = self._fitted(columns, m)
             models = {model: fitted[model] for model in self.models if model in fitted}

@@ -10,7 +10,7 @@ from typing import Any
 
 from hub_support import POLICIES, HubProcess, call, submit_simulated
 
-from evalstop_ros.hub.leaderboard import EXACT_MODELS, Leaderboard, leaderboard, model_point
+from evalstop_ros.hub.leaderboard import EXACT_MODELS, Leaderboard, fitted_order, leaderboard, model_point
 from evalstop_ros.hub.rankings import model_rows
 from evalstop_ros.hub.store import open_store
 
@@ -90,3 +90,23 @@ def test_leases_are_not_held_up_by_a_board_read(tmp_path: pathlib.Path) -> None:
         assert max(leases) < read["seconds"] / 2, (leases, read["seconds"])
     finally:
         hub.stop()
+
+
+def test_a_lease_takes_the_order_fitted_before_and_a_due_refit_is_fitted_apart() -> None:
+    """The ``uncertain`` schedule's focus never fits the order (O(results)) when asked not to: the
+    refit that is due is handed out as its data, fitted elsewhere and installed; the exact order
+    (what a snapshot shows) fits it at once."""
+    entries = _results(60, seed=8)
+    policies = sorted(POLICIES)
+    board = Leaderboard(policies, models=("bt",))
+    board.add(entries[:len(policies) + 25])
+    board.order()  # fitted on the first 21
+    board.add(entries[len(policies) + 25:])
+    due = board.order_due()
+    assert due is not None and due[0] == 51 and len(due[1]) == 51
+    before = board.focus(refit=False)
+    assert board.order_due() is not None  # nothing was fitted for the lease
+    board.install_order(due[0], fitted_order(due[1]))
+    assert board.order_due() is None
+    assert board.focus() == board.focus(refit=False) and board.snapshot() == leaderboard(policies, entries, models=("bt",))
+    assert before.open == board.focus().open  # the open pairs never depend on the order
