@@ -42,6 +42,7 @@ import asyncio
 import contextlib
 import dataclasses
 import json
+import os
 import random
 import threading
 import urllib.parse
@@ -169,6 +170,8 @@ class _Board:
         self._reading = threading.Lock()  # the readers' snapshot, long
         self._ordering = threading.Lock()  # a refit of the order, in a thread of its own
         self._board = settings.evaluation().leaderboard(store.policies())
+        self._board.fit_apart = self._fit_apart
+        self._workers: Any = None  # a multiprocessing pool of one, started by the first large fit
         self._seq = 0
         self._snapshot: dict[str, Any] | None = None
         self._snapshot_key = (-1, -1)
@@ -216,6 +219,20 @@ class _Board:
             threading.Thread(target=self._refit, args=due, name="hub-board-order", daemon=True).start()
         return Schedule(name, focus)
 
+    def _fit_apart(self, fit: Callable[..., Any], *args: Any) -> Any:
+        """Run ``fit(*args)`` in the board's worker process (spawned, nice 10): a fit of a large
+        board holds neither this process's interpreter lock nor, under load, the CPU its leases need."""
+        if self._workers is None:
+            import multiprocessing
+
+            self._workers = multiprocessing.get_context("spawn").Pool(1, initializer=os.nice, initargs=(10,))
+        return self._workers.apply(fit, args)
+
+    def close(self) -> None:
+        """Stop the worker process (a fit in progress is abandoned)."""
+        if self._workers is not None:
+            self._workers.terminate()
+
     def _refit(self, m: int, data: Any) -> None:
         try:
             order = fitted_order(data)
@@ -245,6 +262,7 @@ def create_app(store: HubStore, settings: HubSettings = HubSettings()) -> FastAP
             yield
         finally:
             sweeper.cancel()
+            board.close()
 
     app = FastAPI(title="evalstop hub", docs_url=None, redoc_url=None, openapi_url=None, lifespan=lifespan)
     rng = random.Random(settings.seed)

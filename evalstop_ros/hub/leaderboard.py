@@ -44,14 +44,14 @@ from ..stats.ranking_groups import group_summary
 from ..stats.registry import METHODS
 from .errors import HubError
 from .family import HolmPairs
-from .rankings import MODELS, RANKERS, fit_model, model_rows
+from .rankings import MODELS, RANKERS, fit_model, model_rows, outcome_of
 from .schedule import Focus
 
 if TYPE_CHECKING:
     from ..stats.ranking import Comparisons
 
 __all__ = ["ANYTIME_METHODS", "EXACT_MODELS", "RANKERS", "REFIT_EVERY", "WARM_UP", "Leaderboard", "Trial", "leaderboard",
-           "fitted_order", "model_point", "refit_point", "trials_of", "win_rate_ranking"]
+           "fit_models", "fitted_order", "model_point", "refit_point", "trials_of", "win_rate_ranking"]
 
 #: The core's sequential tests valid at any stopping time with no horizon (stats.methods.FACTS).
 ANYTIME_METHODS = frozenset(name for name in METHODS if FACTS[name].pvalue and not FACTS[name].needs_n_max)
@@ -180,8 +180,7 @@ class _Columns:
         if self.n == self._ints.shape[1]:
             self._ints = np.concatenate([self._ints, np.zeros_like(self._ints)], axis=1)
             self._floats = np.concatenate([self._floats, np.zeros_like(self._floats)], axis=1)
-        outcome = 2 if t.score_a > t.score_b else 1 if t.score_a == t.score_b else 0
-        self._ints[:, self.n] = (self._index[t.policy_a], self._index[t.policy_b], outcome)
+        self._ints[:, self.n] = (self._index[t.policy_a], self._index[t.policy_b], outcome_of(t.score_a, t.score_b))
         self._floats[:, self.n] = (t.score_a, t.score_b)
         self._tasks.append(t.task)
         self.n += 1
@@ -192,6 +191,11 @@ class _Columns:
 
         return Comparisons(self.policies, self._ints[0, :n], self._ints[1, :n], self._ints[2, :n],
                            self._floats[0, :n], self._floats[1, :n], tuple(self._tasks[:n]))
+
+
+def fit_models(names: Sequence[str], data: Comparisons, level: float) -> dict[str, dict[str, Any]]:
+    """The rows of every model of ``names`` fitted to ``data`` (:func:`~.rankings.model_rows`)."""
+    return {model: model_rows(model, data, level) for model in names}
 
 
 def fitted_order(data: Comparisons) -> list[str]:
@@ -240,6 +244,9 @@ class Leaderboard:
         #: Fitted models by (results fitted, policies): filled by snapshots, read by later ones.
         self._models: dict[tuple[int, tuple[str, ...]], dict[str, dict[str, Any]]] = {}
         self._models_lock = threading.Lock()
+        #: Where fits past :data:`EXACT_MODELS` results run: ``fit_apart(fit_models, *args)`` (the hub: a
+        #: worker process at low priority, so that seconds of fitting hold no lease up); ``None``: here.
+        self.fit_apart: Callable[..., dict[str, dict[str, Any]]] | None = None
         self._rebuild()
 
     def _rebuild(self) -> None:
@@ -377,7 +384,9 @@ class Leaderboard:
         with self._models_lock:  # one fit at a time; a reader arriving meanwhile takes its result
             if key not in self._models:
                 data = columns.first(m)
-                self._models = {key: {model: model_rows(model, data, 1.0 - self.alpha) for model in names}}
+                apart = self.fit_apart if m > EXACT_MODELS else None
+                self._models = {key: apart(fit_models, names, data, 1.0 - self.alpha) if apart is not None
+                                else fit_models(names, data, 1.0 - self.alpha)}
             return self._models[key]
 
     def snapshot(self) -> dict[str, Any]:
