@@ -139,6 +139,7 @@ _SERIAL_TESTS = {
 _LONG_FIRST = {
     "test/launch/test_ros2_launch.py::test_eval_launch_sim_policy_finishes_within_ten_minutes": 335,
     "test/nodes/test_robosuite_session.py::test_a_physics_session_stops_for_the_competent_policy_and_audits_verified": 162,
+    "test/cli/test_cli_examples.py::test_docs_examples_run": 110,
     "test/cli/test_cli_examples.py::test_help_examples_run": 82,
     "test/audit/test_record_e2e.py::test_recorded_ab_session_ranks_alike_from_journal_and_bag": 76,
     "test/hub/test_hub_ros_stations.py::test_ros_stations_survive_kills_and_every_result_counts_once": 60,

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import argparse
 
-from ._common import print_json
+from ._common import CliError, print_json
 from .audit import add_source_arguments, load
 
 DESCRIPTION = """\
@@ -20,12 +20,12 @@ progress distribution per policy, success rates with anytime-valid confidence se
 letter display and the savings, as PNG at 300 dpi and as SVG and PDF (vector, for papers);
 trials.csv (every trial) and decisions.csv with ISO 8601 UTC time stamps (and .parquet twins
 when pyarrow is installed; columns in docs/report.md).  For a session whose runs policy_runner
-recorded (record_dir), the page also shows each trial's videos, linked where they lie (not
-copied).  Open DIR/index.html in a browser."""
+recorded (record_dir), the page also shows each trial's videos, copied into DIR/videos/ (the
+folder is self-contained).  Open DIR/index.html in a browser."""
 EPILOG = """\
-examples:
-  evalstop report session_bag/ -o session_report
-  evalstop report session_bag/ -o session_report --format pdf --json
+examples (examples/ ships a recorded session: its bag and its journal):
+  evalstop report examples/session_bag/ -o session_report
+  evalstop report examples/session.db -o session_report --format pdf --json
 
 exit status: 0 report written (whatever the audit found: the page shows it),
 2 usage or input error (unreadable source, no configuration, unknown format)."""
@@ -55,6 +55,11 @@ def run(args: argparse.Namespace) -> int:
     """Audit the source and write the report; 0 when written."""
     from ..report import write_report
 
+    if str(args.source).lower().endswith((".csv", ".tsv")):
+        raise CliError(f"{args.source} is a table of outcomes, not a recorded session: analyze it with `evalstop "
+                       f"analyze {args.source} --method ...` (paired outcomes), `evalstop rank {args.source}` (A/B "
+                       f"comparisons) or `evalstop adastop {args.source} --n-per-interim N --interims K` (AdaStop "
+                       "scores); `evalstop report` takes a session's rosbag or journal (.db)")
     report = load(args)
     files = write_report(report, args.output, args.format)
     if args.json:
