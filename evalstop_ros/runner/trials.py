@@ -7,6 +7,11 @@ name an environment variable instead::
       pi0_fast_droid: {host: 10.0.0.5, port: 8000}
       pi0_flow_droid: {host: gpu-box.lab, port: 8001, api_key_env: PI0_FLOW_KEY}
 
+A station of a hub that relays the policy protocol (``evalstop_ros/hub/relay.py``) gets relay
+locators instead of policy ids; the runner takes those of the hubs listed (and only those)::
+
+    hub_relays: [ws://hub.lab:8765]
+
 The manager re-sends a goal whose response it lost with the same (session, trial, attempt):
 :class:`RunLedger` runs such a goal once and hands every copy the same result.
 """
@@ -21,7 +26,7 @@ from typing import Any, Generic, TypeVar
 
 import yaml
 
-from .client import ServerAddress
+from .client import ServerAddress, ServerBook
 from .errors import RunnerError
 
 __all__ = ["RunLedger", "load_servers"]
@@ -42,10 +47,13 @@ def load_servers(path: str | pathlib.Path) -> dict[str, ServerAddress]:
         data = yaml.safe_load(pathlib.Path(path).read_text())
     except (OSError, yaml.YAMLError) as err:
         raise RunnerError(f"cannot read servers file {path}: {err}") from err
-    servers = data.get("policy_servers") if isinstance(data, dict) else None
-    if not isinstance(servers, dict) or not servers:
+    relays = data.get("hub_relays", []) if isinstance(data, dict) else []
+    if not isinstance(relays, list) or not all(isinstance(r, str) and r.startswith(("ws://", "wss://")) for r in relays):
+        raise RunnerError(f"{path}: `hub_relays` must be a list of hub URLs (ws://HOST:PORT or wss://...)")
+    servers = data.get("policy_servers", {} if relays else None) if isinstance(data, dict) else None
+    if not isinstance(servers, dict) or not (servers or relays):
         raise RunnerError(f"{path}: expected a non-empty map `policy_servers: {{policy_id: {{host, port}}}}`")
-    out: dict[str, ServerAddress] = {}
+    out = ServerBook(relays)  # also the relay locators of the hubs named there
     for policy, entry in servers.items():
         if not isinstance(entry, dict) or "host" not in entry or "port" not in entry:
             raise RunnerError(f"{path}: policy_servers.{policy} needs `host` and `port`")
