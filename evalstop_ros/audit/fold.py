@@ -14,13 +14,13 @@ from ..session.blinding import revealed_key, unseal
 from ..session.config import SessionConfig
 from ..session.config_sections import MetricConfig
 from ..session.errors import JournalError
+from ..session.goal_sealing import seal_problem, session_seal_key
 from ..session.journal import Event
 
 # The session's offline analysis on a trial book: the same rows as ``offline_decisions`` /
 # ``offline_claims``, which take a journal path (the audit folds bags, and books as of each edit).
 from ..session.offline import OfflineClaim
 from ..session.plan import Plan
-from ..session.goal_sealing import seal_problem, session_seal_key
 from ..session.trials import TrialBook, TrialRecord
 from ..stats.families import Comparison
 from .errors import AuditError

@@ -125,6 +125,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (CliError, StatsInputError) as err:
         print(f"{args.prog}: error: {err}", file=sys.stderr)
         return EXIT_USAGE
+    except UnicodeDecodeError as err:  # an input file a verb read as text is not UTF-8
+        print(f"{args.prog}: error: an input is not UTF-8 text ({err.reason} at byte {err.start})", file=sys.stderr)
+        return EXIT_USAGE
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED
     except BrokenPipeError:

@@ -75,11 +75,11 @@ from ..session import (
     load_config,
 )
 from ..session.driver import Action, TrialDriver, Verdict
+from ..session.goal_sealing import GoalSealer, session_seal_key
 from ..session.journal import Event, journaled_fault_limit
 from ..session.limits import LOG_BURST, LOG_WINDOW_S, RateLimit, bounded
 from ..session.public_view import PUBLIC_TOPICS, PublicView
 from ..session.publishing import diagnostics
-from ..session.goal_sealing import GoalSealer, session_seal_key
 from ..session.values import FINAL, ScoreOutcome
 from ._common import EXIT_FAILURE, EXIT_USAGE, declare
 from .manager_base import ManagerNode, run_manager

@@ -44,9 +44,9 @@ from rclpy.task import Future
 from .. import qos
 from ..ros_context import ros_context
 from ..session.driver import TrialDriver
+from ..session.goal_sealing import SealError, read_runner_key
 from ..session.journal_files import journal_directory
 from ..session.publishing import Diagnostic, SessionPublisher
-from ..session.goal_sealing import SealError, read_runner_key
 from ._common import EXIT_OK, EXIT_USAGE, parameter_error
 from .manager_parameters import RunnerParameters, check_parameter, declare_runner_parameters
 from .quick_log import QuickNode

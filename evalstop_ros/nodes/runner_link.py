@@ -42,8 +42,8 @@ from rclpy.action.client import ClientGoalHandle
 from rclpy.node import Node
 from rclpy.task import Future
 
-from ..session.runner_check import RunnerGraph
 from ..session.goal_sealing import GoalSealer, journal_seal
+from ..session.runner_check import RunnerGraph
 from ..session.session import PendingTrial
 
 __all__ = ["RunResult", "RunnerLink"]
