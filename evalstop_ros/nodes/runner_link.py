@@ -122,7 +122,7 @@ class RunnerLink:
         if max(servers, len(status), len(feedback)) > 1 or len({*status, *feedback}) > 1:
             named = tuple(f"{ns.rstrip('/')}/{n}" for n, ns in node.get_node_names_and_namespaces()
                           if any(s == service for s, _ in node.get_service_names_and_types_by_node(n, ns)))
-        return RunnerGraph(name, servers, named, status, feedback)
+        return RunnerGraph(self.action_name, servers, named, status, feedback)
 
     def start(self, trial: PendingTrial) -> bool:
         """Send ``trial``'s goal; ``False`` (and ``state`` ``"waiting"``) while the runner is not there, or

@@ -39,19 +39,19 @@ from runner_support import free_port, start_openpi_server, stop
 
 pytestmark = pytest.mark.usefixtures("ros_env")
 
-#: Run as user nobody: which of the needles (argv[1], JSON) appear in which readable file under the roots
-#: (argv[2:]) or in which process's command line (the pids in $SKIP_PIDS are the stand-ins of remote
+#: Run as user nobody: which of the needles (JSON on stdin: not on its own command line) appear in which
+#: readable file under the roots (argv[1:]) or in which process's command line (the pids in $SKIP_PIDS are the stand-ins of remote
 #: policy servers, on another machine in a lab).
 FIND_AS_NOBODY = r"""
 import json, os, sys
-needles = [n.encode() for n in json.loads(sys.argv[1])]
+needles = [n.encode() for n in json.loads(sys.stdin.read())]
 skip = set(os.environ.get("SKIP_PIDS", "").split())
 found = {}
 def scan(where, data):
     for needle in needles:
         if needle in data:
             found.setdefault(needle.decode(), []).append(where)
-for root in sys.argv[2:]:
+for root in sys.argv[1:]:
     for top, dirs, files in os.walk(root):
         dirs[:] = [d for d in dirs if not os.path.join(top, d).startswith("/tmp/bash_jobs")]
         for name in files:
@@ -77,8 +77,8 @@ def _as_nobody(needles: list[str], roots: list[pathlib.Path | str], skip_pids: l
     if os.geteuid() != 0 or shutil.which("setpriv") is None or not os.access("/usr/bin/python3", os.X_OK):
         pytest.fail("this test switches to user nobody: it needs root, setpriv (util-linux) and /usr/bin/python3")
     command = ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups", "/usr/bin/python3", "-c",
-               FIND_AS_NOBODY, json.dumps(needles), *map(str, roots)]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=300, check=True,
+               FIND_AS_NOBODY, *map(str, roots)]
+    done = subprocess.run(command, input=json.dumps(needles), capture_output=True, text=True, timeout=300, check=True,
                           env={"PATH": "/usr/bin:/bin", "SKIP_PIDS": " ".join(map(str, skip_pids))})
     return dict(json.loads(done.stdout))
 
@@ -178,7 +178,7 @@ def test_sealed_goals_leak_no_policy_before_the_reveal(start_node: Any, probe: A
             "servers_file": str(servers_file), "robot": "sim", "rate": 300.0, "max_steps": 30, "sim.seed": 7,
             "connect_timeout": 5.0, "infer_timeout": 5.0, "error_log_dir": str(lab / "runner-errors"),
             "goal_key_file": str(key_file)})
-        probe.spin_until(lambda: statuses and statuses[-1].trials_scored >= 2, 240.0, "two trials scored")
+        probe.spin_until(lambda: statuses and statuses[-1].trials_done >= 2, 240.0, "two trials scored")
 
         # a node elsewhere that serves only the manager's hidden goal service, and never answers
         import rclpy
@@ -218,7 +218,7 @@ def test_sealed_goals_leak_no_policy_before_the_reveal(start_node: Any, probe: A
                                      for a in diagnostics[count:]), 120.0, "the eavesdropper gone from the graph")
         resume = SessionControl.Request(command=SessionControl.Request.COMMAND_RESUME, reason="eavesdropper gone")
         assert probe.call(SessionControl, "session_control", resume).ok
-        probe.spin_until(lambda: statuses[-1].trials_scored >= 4, 240.0, "two more trials scored")
+        probe.spin_until(lambda: statuses[-1].trials_done >= 4, 240.0, "two more trials scored")
         assert statuses[-1].state == SessionStatus.STATE_RUNNING  # not ended: the key is still secret
         probe.spin_for(1.0)
 

@@ -361,7 +361,8 @@ def test_random_bytes_in_every_command_in_any_locale(start_node: Any, tmp_path: 
             for _ in range(3):
                 junk = bytes(rng.choice(TYPED) for _ in range(rng.randrange(1, 40)))
                 os.write(term.master, command.encode() + b" " + junk + b"\n")
-        term.type("r =")  # (a random preference longer than a label is refused with the score: say none)
+        for reset in ("r =", "i", "v yes"):  # (a random preference, an instruction outside design ab: refused)
+            term.type(reset)
         os.write(term.master, b"n slipped \xff at \xc3( the end\n")
         term.type("f 0.5")
         term.expect(r"trial 1: recorded: success=0 progress=0.5", timeout=30.0)
