@@ -220,19 +220,21 @@ class RunnerLink:
             return  # timed out (already reported), answered earlier, or canceled
         response = future.result()
         result: RunTrial.Result = response.result
-        seal = journal_seal(bytes(goal.request.sealed), goal.trial.attempt)
         forged = self.sealer.result_problem(goal.request, result)
         if forged:
             self.node.get_logger().error(f"trial {goal.trial.trial_id}: result refused: {forged} (a node without "
                                          "the runner key answered the goal)")
-            self._finish(goal, RunResult(False, math.nan, f"result refused: {forged}", None, seal))
+            self._finish(goal, RunResult(False, math.nan, f"result refused: {forged}"))
             return
         ok = response.status == GoalStatus.STATUS_SUCCEEDED and result.ok
         message = result.message or ("" if ok else f"goal ended with status {response.status}")
         auto = (bool(result.auto_success), float(result.auto_progress)) if ok and result.auto_scored else None
-        self._finish(goal, RunResult(ok, result.duration, message, auto, seal))
+        self._finish(goal, RunResult(ok, result.duration, message, auto))
 
     def _finish(self, goal: _Goal, result: RunResult) -> None:
+        """Report the run's end once, with what its goal sealed (journaled with the result)."""
+        seal = journal_seal(bytes(goal.request.sealed), goal.trial.attempt) if goal.request is not None else None
+        result = dataclasses.replace(result, goal_seal=seal)
         self._goal = None
         if self.state.startswith("no goal response"):
             self.state = ""
