@@ -6,7 +6,8 @@ locale may not be UTF-8.  Python hands undecodable input on as lone surrogates (
 under a C locale, a bad ``argv``), which no UTF-8 encoder accepts: a note with one such byte
 crashed the operator's terminal.  :func:`decode_input` turns any input into valid text (every byte
 that is not UTF-8 becomes U+FFFD, control characters but tab are dropped, so no escape sequence
-reaches a terminal), and :func:`printable` fits text to a stream's encoding.
+reaches a terminal), and :func:`printable` fits any text (a config's reset instructions too) to a
+stream's encoding, without control characters.
 """
 
 from __future__ import annotations
@@ -23,6 +24,11 @@ def _raw(text: str) -> bytes:
         return text.encode("utf-8", "surrogatepass")  # other lone surrogates: replaced below
 
 
+def _visible(text: str, keep: str) -> str:
+    """``text`` without control characters (and lone surrogates), those in ``keep`` aside."""
+    return "".join(c for c in text if c in keep or unicodedata.category(c) not in ("Cc", "Cs"))
+
+
 def decode_input(raw: bytes | str) -> str:
     """``raw`` as valid text: undecodable bytes (or lone surrogates) become U+FFFD, control characters
     other than tab are dropped (a line's newline too).
@@ -31,15 +37,17 @@ def decode_input(raw: bytes | str) -> str:
     ('note \\ufffd f 0.5', 'a\\ufffdb', 'x[31my')
     """
     data = raw if isinstance(raw, bytes) else _raw(raw)
-    text = data.decode("utf-8", "replace")
-    return "".join(c for c in text if c == "\t" or unicodedata.category(c) not in ("Cc", "Cs"))
+    return _visible(data.decode("utf-8", "replace"), "\t")
 
 
 def printable(text: str, encoding: str | None) -> str:
-    """``text`` as a stream of ``encoding`` can write it (what it cannot encode becomes ``?``).
+    """``text`` as a stream of ``encoding`` can write it: lone surrogates become U+FFFD, what the encoding
+    cannot hold ``?``, control characters (a terminal's escape sequences, from a config's reset
+    instructions, say) are dropped; line breaks and tabs stay.
 
-    >>> printable("caf\\u00e9 \\ufffd", "ascii"), printable("caf\\u00e9", "utf-8")
-    ('caf? ?', 'café')
+    >>> printable("caf\\u00e9 \\ufffd\\n", "ascii"), printable("caf\\u00e9\\udcff\\x1b[2J", "utf-8")
+    ('caf? ?\\n', 'café\\ufffd[2J')
     """
     codec = encoding or "utf-8"
-    return decode_input(text).encode(codec, "replace").decode(codec, "replace")
+    text = _visible(_raw(text).decode("utf-8", "replace"), "\n\t")
+    return text.encode(codec, "replace").decode(codec, "replace")
