@@ -34,7 +34,7 @@ from typing import Any
 
 import pytest
 import yaml
-from nodes_support import write_config
+from nodes_support import launch_default, write_config
 from runner_support import free_port, start_openpi_server, stop
 
 pytestmark = pytest.mark.usefixtures("ros_env")
@@ -250,3 +250,31 @@ def test_sealed_goals_leak_no_policy_before_the_reveal(start_node: Any, probe: A
     report = audit(lab / "journals" / "s1.db")
     assert report.verified, [v.message for v in report.violations]
     assert "goal_seal_mismatch" not in {v.code for v in report.violations}
+
+
+def test_real_robots_seal_their_goals_by_default_in_the_launch_files() -> None:
+    assert {robot: launch_default("eval.launch.py", "allow_unsealed", robot)
+            for robot in ("sim", "sim_policy", "droid", "widowx")} == {
+        "sim": "true", "sim_policy": "true", "droid": "false", "widowx": "false"}
+    assert {robot: launch_default("station.launch.py", "allow_unsealed", robot) for robot in ("sim", "none")} == {
+        "sim": "true", "none": "false"}
+
+
+@pytest.mark.parametrize("node", ["evaluation_manager", "station_manager"])
+def test_without_a_runner_key_and_allow_unsealed_false_a_manager_refuses_to_start(
+        start_node: Any, tmp_path: pathlib.Path, node: str) -> None:
+    config = write_config(tmp_path / "session.yaml")
+    params: dict[str, Any] = {"journal_dir": str(tmp_path / "journals"), "allow_unsealed": False}
+    if node == "evaluation_manager":
+        params.update(config_file=str(config), session_id="s1")
+    else:
+        (tmp_path / "hub.key").write_text("k" * 32)
+        params.update(hub_url="http://127.0.0.1:9", station_id="lab", hub_key_file=str(tmp_path / "hub.key"))
+    refused = start_node(node, params=params)
+    assert refused.wait() == 2
+    refused.wait_for(r"no `goal_key_file`, and `allow_unsealed` is false")
+    (tmp_path / "short.key").write_text(f"runner {'ab' * 16}\n")
+    bad = start_node(node, params={**params, "goal_key_file": str(tmp_path / "short.key")})
+    assert bad.wait() == 2
+    bad.wait_for(r"invalid parameters: .*the key has 16 bytes; 32 needed")
+    assert not (tmp_path / "journals" / "s1.db").exists()
