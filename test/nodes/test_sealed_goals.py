@@ -278,3 +278,38 @@ def test_without_a_runner_key_and_allow_unsealed_false_a_manager_refuses_to_star
     assert bad.wait() == 2
     bad.wait_for(r"invalid parameters: .*the key has 16 bytes; 32 needed")
     assert not (tmp_path / "journals" / "s1.db").exists()
+
+
+def test_a_result_without_the_runners_proof_is_refused(start_node: Any, probe: Any, namespace: str,
+                                                      tmp_path: pathlib.Path) -> None:
+    """An impersonator alone on the action (no runner key) answers every sealed goal with a perfect automatic
+    score: the manager refuses each result (no runner proof), journals the refusal, counts no score, and
+    pauses at the fault limit."""
+    from evalstop.action import RunTrial
+    from evalstop.msg import SessionStatus
+    from rclpy.action import ActionServer
+
+    from evalstop_ros import qos
+    from evalstop_ros.session import read_journal
+    from evalstop_ros.session.auth import new_keys, write_keys
+
+    def forge(goal_handle: Any) -> Any:
+        goal_handle.succeed()
+        return RunTrial.Result(ok=True, message="done", duration=0.1, auto_scored=True, auto_success=True,
+                               auto_progress=1.0)
+
+    ActionServer(probe.node, RunTrial, f"{namespace}/run_trial", forge)
+    statuses = probe.collect(SessionStatus, "session_status", qos.STATUS_QOS)
+    key_file = write_keys(tmp_path / "runner.key", new_keys(["runner"]))
+    manager = start_node("evaluation_manager", params={
+        "config_file": str(write_config(tmp_path / "session.yaml")), "session_id": "s1",
+        "journal_dir": str(tmp_path / "journals"), "journal_fsync": False, "goal_key_file": str(key_file),
+        "max_attempts": 2})
+    probe.spin_until(lambda: statuses and statuses[-1].state == SessionStatus.STATE_PAUSED, 120.0, "the pause")
+    manager.wait_for(r"trial 1: result refused: no runner proof \(a node without the runner key answered the goal\)")
+    assert statuses[-1].trials_done == 0
+    assert manager.stop() == 0
+    events = read_journal(tmp_path / "journals" / "s1.db").events
+    runs = [e.payload for e in events if e.kind == "runner_result"]
+    assert [(r["ok"], r["message"]) for r in runs] == [(False, "result refused: no runner proof")] * 2
+    assert not any(e.kind == "score_accepted" for e in events)
