@@ -161,7 +161,7 @@ def test_sealed_goals_leak_no_policy_before_the_reveal(start_node: Any, probe: A
     servers = [start_openpi_server(kind, ports[policy], tmp_path / f"{kind}.log", "--leak", policy)
                for kind, policy in zip(("bad", "good"), policies)]
     try:
-        needles = [*policies, *(f"127.0.0.1:{p}" for p in ports.values()), "checkpoints/30000"]
+        needles = [*policies, *(f"127.0.0.1:{p}" for p in ports.values()), *(f"{p}/checkpoints" for p in policies)]
         servers_file = _private(lab / "servers.yaml", yaml.safe_dump({"policy_servers": {
             p: {"host": "127.0.0.1", "port": port} for p, port in ports.items()}}))
         key_file = write_keys(lab / "runner.key", new_keys(["runner"]))
