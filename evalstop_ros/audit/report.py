@@ -59,6 +59,8 @@ CODES = {
     "stream_mismatch": "the journal and the published session_event stream disagree, event by event",
     "key_unrevealed": "the randomization key was not revealed: labels, tokens and the plan cannot be checked",
     "key_mismatch": "the revealed randomization key does not match the commitment published at the start",
+    "key_reveal_repeated": "the journal reveals its key more than once (exactly one key_revealed may end it)",
+    "goal_seal_mismatch": "a runner goal did not seal the planned policy of its trial (checked with the revealed key)",
     "auth_replay": "an operator's journaled request counter did not increase: a replayed request was accepted",
     "auth_mac_mismatch": "a journaled score is not what its operator signed (checked with --operator-keys)",
 }
