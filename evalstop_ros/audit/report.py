@@ -12,6 +12,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from ..session.config import SessionConfig
+from ..session.offline import OfflineClaim
 from ..session.trials import TrialRecord
 from ..session.values import ComparisonSnapshot
 
@@ -227,7 +228,8 @@ class TrialAudit(TrialRecord):
 
 @dataclasses.dataclass(frozen=True)
 class AuditReport:
-    """Everything :func:`verify` found (see :meth:`to_dict` for the JSON form)."""
+    """Everything :func:`verify` found (see :meth:`to_dict` for the JSON form); ``claims`` are the
+    multi-task claims of a non-pooled ``claim`` recomputed on the final scores (seed 003 Eq. 11)."""
 
     record: SessionRecord
     config: SessionConfig
@@ -239,6 +241,7 @@ class AuditReport:
     notes: tuple[str, ...]
     final_state: str
     statuses_checked: int
+    claims: tuple[OfflineClaim, ...] = ()
 
     @property
     def verified(self) -> bool:

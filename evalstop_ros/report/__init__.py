@@ -30,8 +30,9 @@ from matplotlib.figure import Figure
 from ..audit import AuditReport
 from ..stats.intervals import mixture_confidence_sequence
 from .exports import write_exports
-from .figures import letters_figure, progress_figure, savings, savings_figure, success_figure, trajectory_figure
+from .figures import letters_figure, progress_figure, success_figure, trajectory_figure
 from .page import PageFigure, write_page
+from .savings import savings, savings_figure
 from .style import FORMATS, RC, save
 from .videos import trial_videos, videos_section
 

@@ -35,8 +35,6 @@ __all__ = [
     "decision_note",
     "letters_figure",
     "progress_figure",
-    "savings",
-    "savings_figure",
     "success_figure",
     "trajectory_figure",
 ]
@@ -300,41 +298,4 @@ def letters_figure(report: AuditReport) -> Figure:
     ax.set_ylabel(f"mean {metric}, all trials")
     ax.set_title(wrap("Compact letter display: policies sharing a letter were not found different", width - 0.4, 9.5))
     ax.grid(axis="y", alpha=0.3)
-    return fig
-
-
-def savings(report: AuditReport) -> list[tuple[str, int, int]]:
-    """``(label, used, fixed)`` per test and for the session: trials used vs a fixed-N batch.
-
-    A test consumed ``n`` pairs, i.e. ``2 n`` trials, where a batch evaluation fixes
-    ``2 n_max``; the session ran its trials where a batch evaluation of every policy at
-    ``n_max`` runs ``K n_max``.
-    """
-    rows = [(f"{t.policy_a} vs {t.policy_b}{'@' + t.task if t.task else ''}\n{t.metric}/{t.method}",
-             2 * t.result.n_observed, 2 * report.config.n_max) for t in report.tests]
-    used = sum(1 for trial in report.trials if trial.success is not None)
-    rows.append(("whole session", used, len(report.config.policies) * report.config.n_max))
-    return rows
-
-
-def savings_figure(report: AuditReport) -> Figure:
-    """Trials used by the sequential tests versus a fixed-N batch evaluation at ``n_max``."""
-    rows = savings(report)
-    fig = Figure(figsize=(6.5, 0.5 * len(rows) + 1.6), layout="constrained")
-    ax = fig.subplots()
-    y = np.arange(len(rows))[::-1]
-    fixed = [r[2] for r in rows]
-    used = [r[1] for r in rows]
-    ax.barh(y, fixed, color="#D9D9D9", label="fixed-N batch (n_max per policy)")
-    ax.barh(y, used, color="#0072B2", height=0.5, label="used by the sequential tests")
-    for yi, (_, u, f) in zip(y, rows):
-        saved = f - u
-        ax.text(f, yi, f"  saved {saved} ({saved / f:.0%})" if f else "", va="center", fontsize=8)
-    ax.set_yticks(y, [r[0] for r in rows], fontsize=7.5)
-    ax.set_xlabel("trials")
-    ax.set_xlim(0, max(fixed) * 1.4 if fixed else 1)
-    ax.set_ylim(-0.6, len(rows) - 0.4)
-    ax.set_title("Trials saved by stopping early")
-    fig.legend(loc="outside lower center", ncols=2, frameon=False)
-    ax.grid(axis="x", alpha=0.3)
     return fig
