@@ -28,6 +28,7 @@ from ..stats.errors import StatsInputError
 from ..stats.intervals import mixture_confidence_sequence
 from ..stats.sequential import Decision
 from ..stats.step import load_table, table_alpha
+from .guarantees import short_guarantee
 from .style import ALPHA_COLOR, CURVE_COLOR, policy_colors, wrap
 
 __all__ = [
@@ -35,6 +36,7 @@ __all__ = [
     "decision_note",
     "letters_figure",
     "progress_figure",
+    "step_boundary",
     "success_figure",
     "trajectory_figure",
 ]
@@ -85,28 +87,37 @@ def decision_note(test: ComparisonAudit) -> str:
 
 
 def _panel_title(test: ComparisonAudit, width: float) -> str:
-    where = f" on {test.task}" if test.task else ""
+    where = f" @{test.task}" if test.task else ""
     head = wrap(f"{test.policy_a} (A) vs {test.policy_b} (B){where}", width, 9.5)
     return f"{head}\n{wrap(f'{test.method}, alpha {test.alpha:.3g}: {decision_note(test)}', width, 9.5)}"
 
 
 def trajectory_figure(report: AuditReport, metric: str) -> Figure:
-    """Anytime p-value against the level, per comparison of ``metric``.
+    """The evidence of each comparison of ``metric``, up to its stop, worded as its guarantee holds
+    (:mod:`.guarantees`).
 
-    A p-value trajectory crossing the dashed alpha line is a decision (two-sided tests give each
+    Anytime-valid methods: the anytime p-value against the level (two-sided tests give each
     direction alpha / 2 and report twice the smaller one-sided p-value, so the test stops where
-    p <= alpha).  STEP defines no p-value: its panels show the running difference of successes,
-    B minus A, against the table's certain-stop boundary.  AdaStop's panels show the running
-    difference of means, B minus A, with its interims.
+    p <= alpha).  STEP defines no p-value: its panels show the success gap, B minus A, against
+    its boundary at each planned look (:func:`_step_panel`).  AdaStop's panels show the running
+    difference of means, B minus A, with its interims, where alone it decides.
     """
     tests = [t for t in report.tests if t.metric == metric]
-    fig, axes = _grid(len(tests), f"{metric}: anytime-valid evidence of each comparison, up to its stop")
+    methods = list(dict.fromkeys(t.method for t in tests)) or [m.method for m in report.config.metrics
+                                                                 if m.name == metric]
+    shown = {"step": "success gap against STEP's boundary at each look",
+             "adastop": "difference of means at AdaStop's interims"}
+    what = "; ".join(f"{m}, {short_guarantee(m, report.config.n_max)}: "
+                     f"{shown.get(m, 'anytime p-value against its level')}" for m in methods)
+    fig, axes = _grid(len(tests), f"{metric} ({what}), each comparison up to its stop")
     for ax, test in zip(axes, tests):
         res = test.result
         ax.set_title(_panel_title(test, PANEL_W - 0.2), fontsize=8.5)
         n = np.arange(1, res.n_observed + 1)
         if test.method == "adastop":
             _adastop_panel(ax, test, report)
+        elif test.method == "step":
+            _step_panel(ax, test, report.config.n_max)
         elif res.pvalues.size and np.isfinite(res.pvalues).any():
             p = np.clip(res.pvalues, 1e-12, 1.0)
             ax.plot(n, p, color=CURVE_COLOR, lw=1.4, label="anytime p-value")
@@ -119,8 +130,6 @@ def trajectory_figure(report: AuditReport, metric: str) -> Figure:
             if res.stopping_trial:
                 ax.plot([res.stopping_trial], [p[res.stopping_trial - 1]], "o", color=ALPHA_COLOR, ms=6, zorder=3,
                         label="decision (stop)")
-        else:
-            _step_panel(ax, test, report.config.n_max)
         if res.n_observed == 0:
             ax.set_xlabel("no pairs yet")
         ax.grid(alpha=0.3)
@@ -128,30 +137,67 @@ def trajectory_figure(report: AuditReport, metric: str) -> Figure:
     return fig
 
 
-def _step_panel(ax: Axes, test: ComparisonAudit, n_max: int) -> None:
-    """STEP: the success gap B - A and the table's certain-stop boundary (weight 1) at each pair."""
-    res = test.result
-    n = np.arange(1, res.n_observed + 1)
-    gap = np.cumsum(test.values_b - test.values_a)
-    ax.step(n, gap, where="post", color=CURVE_COLOR, lw=1.4, label="successes B minus A")
-    ax.axhline(0, color="#888888", lw=0.8)
+def step_boundary(test: ComparisonAudit, n_max: int) -> tuple[np.ndarray, np.ndarray] | None:
+    """STEP's boundary along the test's path, per look ``n`` (seed 003 Sec. IV): the smallest gap
+    ``|B - A|`` at which a stop is possible (weight ``w_n > 0``, randomised below the certain
+    stop) and the certain stop (``w_n = 1``), both NaN where no stop is possible at that look
+    (every gap the look allows has weight 0).  ``None`` without the test's table."""
     try:
         table = load_table(n_max, table_alpha(test.alpha, test.alternative), synthesize=False)
     except (StatsInputError, FileNotFoundError, OSError):
-        table = None
-    if table is not None and n.size:
-        low = np.minimum(np.cumsum(test.values_a), np.cumsum(test.values_b)).astype(np.int64)
-        bound = np.array([table.step_thresholds(int(k))[int(a)] for k, a in zip(n, low)], dtype=np.float64)
-        ax.step(n, bound, where="post", color=ALPHA_COLOR, ls="--", lw=1.1, label="certain stop (B better)")
-        if test.alternative != "greater" and gap.min() < 0:
-            ax.step(n, -bound, where="post", color=ALPHA_COLOR, ls=":", lw=1.1, label="certain stop (A better)")
+        return None
+    size = test.result.n_observed
+    low = np.minimum(np.cumsum(test.values_a), np.cumsum(test.values_b)).astype(np.int64)[:size]
+    possible = np.full(size, np.nan)
+    certain = np.full(size, np.nan)
+    for k in range(size):
+        look, a = k + 1, int(low[k])
+        gaps = np.arange(1, look - a + 1, dtype=np.int64)  # the gaps this look allows, given the smaller count
+        if not gaps.size:
+            continue
+        weights = table.reject_weight(look, np.full(gaps.size, a, dtype=np.int64), gaps)
+        if (weights > 0).any():
+            possible[k] = gaps[np.argmax(weights > 0)]
+        if (weights >= 1).any():
+            certain[k] = gaps[np.argmax(weights >= 1)]
+    return possible, certain
+
+
+def _step_panel(ax: Axes, test: ComparisonAudit, n_max: int) -> None:
+    """STEP: the success gap B - A at each look against its boundary (:func:`step_boundary`): a
+    bar per look where a stop is possible, solid from the certain stop up, light where the stop
+    is randomised; nothing where no stop is possible.  The dot is the decision, at its look."""
+    res = test.result
+    n = np.arange(1, res.n_observed + 1)
+    gap = np.cumsum(test.values_b - test.values_a)[:n.size]
+    ax.plot(n, gap, color=CURVE_COLOR, lw=1.4, marker="o", ms=2.5, label="successes B minus A")
+    ax.axhline(0, color="#888888", lw=0.8)
+    bounds = step_boundary(test, n_max) if n.size else None
+    reach = [float(np.abs(gap).max()) if gap.size else 1.0, 1.0]
+    if bounds is not None:
+        possible, certain = bounds
+        sides = [s for s, alt in ((1, "greater"), (-1, "less")) if test.alternative in (alt, "two-sided")]
+        for side in sides:
+            name = "B better" if side > 0 else "A better"
+            ok = np.isfinite(possible)
+            ax.vlines(n[ok], side * possible[ok], side * np.where(np.isfinite(certain[ok]), certain[ok],
+                                                                  possible[ok]),
+                      color=ALPHA_COLOR, alpha=0.3, lw=4, label="randomised stop possible")
+            ax.plot(n, side * certain, ls="", marker="_", ms=9, mew=1.6, color=ALPHA_COLOR,
+                    label=f"certain stop ({name})" if len(sides) == 1 else "certain stop")
+        finite = certain[np.isfinite(certain)]
+        reach.append(float(finite.max()) if finite.size and finite.max() <= 2 * max(reach) + 3 else max(reach) + 2)
     if res.stopping_trial:
+        step = test.step
+        randomised = step is not None and step.weight is not None and step.weight < 1
         ax.plot([res.stopping_trial], [gap[res.stopping_trial - 1]], "o", color=ALPHA_COLOR, ms=6, zorder=3,
-                label="decision (stop)")
-    top = max(float(gap.max()) if gap.size else 1.0, 1.0)
-    ax.set_ylim(min(float(gap.min()) if gap.size else -1.0, -1.0) - 1, top * 1.25 + 1)
+                label="decision (randomised stop)" if randomised else "decision (certain stop)")
+    top = max(reach) + 1
+    two = test.alternative == "two-sided"
+    ax.set_ylim(-top if two or test.alternative == "less" else min(float(gap.min()) if gap.size else 0, 0) - 1.5,
+                top if two or test.alternative == "greater" else max(float(gap.max()) if gap.size else 0, 0) + 1.5)
     ax.set_ylabel("successes B minus A")
-    ax.set_xlabel("pairs")
+    ax.set_xlabel("pairs (STEP's looks)")
 
 
 def _adastop_panel(ax: Axes, test: ComparisonAudit, report: AuditReport) -> None:

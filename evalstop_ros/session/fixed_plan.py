@@ -77,7 +77,7 @@ def fixed_plan(config: SessionConfig) -> tuple[PlanUnit, ...]:
     >>> c = parse_config({"policies": ["a", "b"], "seed": 1, "n_max": 30, "tasks": tasks, "claim": "per-task",
     ...     "metrics": [{"name": "success", "alternative": "greater"}]})
     >>> [(u.label, u.fixed) for u in fixed_plan(c)]
-    [('whole session', 120), ('@push', 60), ('@cup', 60)]
+    [('whole session', 120), ('task @push', 60), ('task @cup', 60)]
     """
     policies = tuple(config.policies)
     if config.design == "adastop" and config.adastop is not None:
@@ -86,12 +86,12 @@ def fixed_plan(config: SessionConfig) -> tuple[PlanUnit, ...]:
         return (PlanUnit("session", "whole session", per_agent * len(policies), None, policies), *agents)
     if config.design == "ab":
         pairs = [(c.policy_a, c.policy_b) for c in config.comparison_list()]
-        units = [PlanUnit("pair", f"{a} vs {b}", 2 * config.n_max, None, (a, b)) for a, b in pairs]
+        units = [PlanUnit("pair", f"A/B pair {a} vs {b}", 2 * config.n_max, None, (a, b)) for a, b in pairs]
         return (PlanUnit("session", "whole session", sum(u.fixed for u in units), None, policies), *units)
     per_round_set = len(policies) * config.n_max
     if config.claim == "pooled":
         return (PlanUnit("session", "whole session", per_round_set, None, policies),)
-    tasks = [PlanUnit("task", f"@{t.id}", per_round_set, t.id, policies) for t in config.tasks]
+    tasks = [PlanUnit("task", f"task @{t.id}", per_round_set, t.id, policies) for t in config.tasks]
     return (PlanUnit("session", "whole session", per_round_set * len(tasks), None, policies), *tasks)
 
 
