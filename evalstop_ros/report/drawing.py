@@ -24,7 +24,7 @@ from matplotlib.figure import Figure
 from ..audit import AuditReport
 from .figures import letters_figure, progress_figure, success_figure, trajectory_figure
 from .savings import savings_figure
-from .style import RC, save
+from .style import PRINT_DPI, RC, save
 
 __all__ = ["FigureSpec", "draw_figures", "figure_specs"]
 
@@ -68,9 +68,11 @@ def figure_specs(report: AuditReport) -> list[FigureSpec]:
 
 
 def build(spec: FigureSpec, report: AuditReport) -> Figure:
-    """The figure of ``spec``, laid out once and frozen (later saves do not lay it out again)."""
+    """The figure of ``spec``, laid out once at the print resolution and frozen (later saves do
+    not lay it out again; text measured at a lower resolution is narrower and would not fit)."""
     with matplotlib.rc_context(RC):
         fig = spec.build(report)
+        fig.set_dpi(PRINT_DPI)
         fig.draw_without_rendering()
         fig.set_layout_engine("none")
     return fig
