@@ -148,4 +148,7 @@ def _report(data: PairedScores, result: SequentialResult, n_max: int | None) -> 
         )
     if math.isnan(result.pvalue):
         lines.append(f"({result.method} defines no p-value or e-value)")
+    from ..session.guarantees import method_guarantee  # here, not at the top: keeps `--help` fast
+
+    lines.append(f"guarantee: {method_guarantee(result.method, n_max=n_max)}")
     return lines

@@ -24,11 +24,11 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
 from ..audit import AuditReport, ComparisonAudit
+from ..session.guarantees import short_guarantee
 from ..stats.errors import StatsInputError
 from ..stats.intervals import mixture_confidence_sequence
 from ..stats.sequential import Decision
 from ..stats.step import load_table, table_alpha
-from .guarantees import short_guarantee
 from .style import ALPHA_COLOR, CURVE_COLOR, policy_colors, wrap
 
 __all__ = [

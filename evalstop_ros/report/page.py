@@ -18,8 +18,8 @@ from markupsafe import Markup
 from .. import __version__
 from ..audit import AuditReport
 from ..session.fixed_plan import describe_plan
+from ..session.guarantees import family_statement
 from .exports import decision_rows
-from .guarantees import family_statement
 from .ranking import ABRanking, ab_ranking
 from .render import num, render
 from .savings import Saving

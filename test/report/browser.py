@@ -4,7 +4,7 @@
 back, after load: the document's ``scrollWidth`` against the frame's ``innerWidth`` (horizontal
 overflow), every image (complete, natural size), the elements wider than the frame, every
 table's width against its box (a wider table hides columns behind a scroll) and the height of
-every no-wrap cell against its line height.
+the lines each no-wrap cell's text takes.
 :func:`screenshot` takes a full-width screenshot into :data:`ARTEFACTS` (kept after the run:
 ``build/test-output/`` of the repository; open the PNGs to look at the pages).
 """
@@ -35,8 +35,10 @@ frame.addEventListener("load", () => {{
     }}).map(el => el.tagName + (el.id ? "#" + el.id : "") + (el.className ? "." + el.className : ""));
     const tables = Array.from(doc.querySelectorAll("table")).map(t => ({{id: t.id,
       width: t.scrollWidth, box: t.parentElement.clientWidth}}));
-    const nowrap = Array.from(doc.querySelectorAll("td.nowrap")).map(td => ({{height: td.clientHeight,
-      line: parseFloat(win.getComputedStyle(td).lineHeight) || 16, text: td.innerText}}));
+    const nowrap = Array.from(doc.querySelectorAll("td.nowrap")).map(td => {{
+      const range = doc.createRange(); range.selectNodeContents(td);
+      return {{lines: new Set(Array.from(range.getClientRects()).map(r => Math.round(r.top))).size, text: td.innerText}};
+    }});
     document.getElementById("result").textContent = JSON.stringify({{title: doc.title,
       scrollWidth: doc.documentElement.scrollWidth, innerWidth: win.innerWidth, images: images, wide: wide,
       tables: tables, nowrap: nowrap, text: doc.body.innerText.slice(0, 20000)}});

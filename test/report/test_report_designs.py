@@ -26,9 +26,10 @@ from evalstop_ros.audit import AuditReport, audit
 from evalstop_ros.audit.synthetic import simulate_recording, write_bag
 from evalstop_ros.report import build_figures, write_report
 from evalstop_ros.report.figures import step_boundary
-from evalstop_ros.report.guarantees import family_statement
 from evalstop_ros.report.savings import savings
 from evalstop_ros.session import parse_config
+from evalstop_ros.session.ab import ab_rounds_of
+from evalstop_ros.session.guarantees import family_statement
 from evalstop_ros.stats.sequential import Decision
 
 DESIGNS = ("demo", "multitask", "ab", "adastop")
@@ -154,6 +155,24 @@ def test_ab_sessions_get_a_ranking_with_intervals(name: str, reports: dict[str, 
     assert derived == (name == "ab_auto")
 
 
+def test_auto_scoring_prefers_the_higher_score(reports: dict[str, AuditReport]) -> None:
+    """No preference is recorded under scoring: auto: the higher progress wins, equal progress
+    (then success) ties."""
+    report = reports["ab_auto"]
+    rounds = ab_rounds_of(report.config, report.trials)
+    data = rounds.data
+    assert rounds.n_derived == len(data) > 50 and rounds.n_incomplete == 0
+    by_round = {r: [t for t in report.trials if t.round == r and t.score is not None] for r in rounds.rounds}
+    for k, number in enumerate(rounds.rounds):
+        first, second = sorted(by_round[number], key=lambda t: t.trial_id)
+        a = (first.progress, first.success)
+        b = (second.progress, second.success)
+        assert data.outcome[k] == (2 if a > b else 0 if b > a else 1)
+        assert (data.progress_a[k], data.progress_b[k]) == (first.progress, second.progress)
+    assert {0, 2} <= set(data.outcome.tolist())
+    assert ab_rounds_of(reports["ab"].config, reports["ab"].trials).n_derived == 0  # the operator stated them
+
+
 def test_rank_reads_an_auto_scored_ab_session(reports: dict[str, AuditReport]) -> None:
     script = str(pathlib.Path(sys.executable).with_name("evalstop"))
     source = reports["ab_auto"].record.source
@@ -166,7 +185,7 @@ def test_rank_reads_an_auto_scored_ab_session(reports: dict[str, AuditReport]) -
 def test_no_report_guarantee_says_more_than_holds(reports: dict[str, AuditReport]) -> None:
     demo = family_statement(reports["demo"].config, 2)
     assert "Every p-value and decision is anytime-valid" not in demo
-    assert "planned looks" in demo and "no anytime p-value" in demo and "anytime-valid (Ville)" in demo
+    assert "planned looks" in demo and "no anytime p-value" in demo and "nscore: anytime-valid" in demo
     assert "at every look the session's design allows" in demo
     adastop = family_statement(reports["adastop"].config, 3)
     assert "anytime" not in adastop and "group-sequential" in adastop and "4 interims of 3 trials" in adastop
@@ -175,7 +194,7 @@ def test_no_report_guarantee_says_more_than_holds(reports: dict[str, AuditReport
     statement = family_statement(holm, 3)
     assert "sequential Holm" in statement and "at any time the session could have stopped" in statement
     for name in ("demo", "adastop"):
-        for fig, stem, _, caption in build_figures(reports[name]):
+        for fig, stem, _, _ in build_figures(reports[name]):
             if stem.startswith("trajectory"):
                 title = fig.get_suptitle().replace("\n", " ")
                 assert "anytime-valid evidence" not in title
@@ -236,7 +255,7 @@ def test_pages_fit_a_phone_and_a_desktop(chromium: Any, serve_directory: Any, wr
     hidden = [t for t in result["tables"] if t["width"] > t["box"] + 1]
     assert hidden == [], (name, view, hidden)  # no column hidden behind a scroll
     if width > 760:  # the desktop table: "decided at" on one line
-        assert result["nowrap"] and all(c["height"] < 2 * c["line"] + 8 for c in result["nowrap"]), result["nowrap"]
+        assert result["nowrap"] and all(c["lines"] == 1 for c in result["nowrap"]), result["nowrap"]
     assert all(img["complete"] and img["width"] > 0 for img in result["images"])
     tall = 5000 if width > 760 else 12000
     shot = screenshot(chromium, f"{url}/index.html", f"report-{name}-{view}.png", width, tall, tmp_path / "shot")

@@ -14,8 +14,8 @@ short form).
 
 from __future__ import annotations
 
-from ..session.config import SessionConfig
 from ..stats.methods import FACTS
+from .config import SessionConfig
 
 __all__ = ["ANYTIME_METHODS", "family_statement", "method_guarantee", "short_guarantee"]
 
@@ -41,8 +41,8 @@ def short_guarantee(method: str, n_max: int | None = None) -> str:
 def method_guarantee(method: str, *, n_max: int | None = None, interims: tuple[int, int] | None = None) -> str:
     """One sentence on ``method``'s guarantee; ``interims`` is AdaStop's ``(N, K)``.
 
-    >>> method_guarantee("nscore").split(":")[0]
-    'anytime-valid (Ville)'
+    >>> method_guarantee("nscore").split(":")[:2]
+    ['nscore', " anytime-valid (Ville's inequality)"]
     """
     horizon = f"N_max = {n_max}" if n_max else "N_max"
     if method == "step":
@@ -55,8 +55,8 @@ def method_guarantee(method: str, *, n_max: int | None = None, interims: tuple[i
         return (f"AdaStop: group-sequential, family-wise at {where}, fixed before the data (seed 002); decisions "
                 "only at an interim, no p-value")
     if method in ANYTIME_METHODS:
-        return (f"anytime-valid (Ville): {method}'s p-value may be read after every pair and the session stopped at "
-                "any time, with no budget")
+        return (f"{method}: anytime-valid (Ville's inequality): its p-value may be read after every pair and the "
+                "session stopped at any time, with no budget")
     return f"{method}: {FACTS[method].validity}" if method in FACTS else f"{method}: unknown method"
 
 
