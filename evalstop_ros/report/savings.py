@@ -11,7 +11,7 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from ..audit import AuditReport
-from ..session.fixed_plan import test_plan_trials, trials_used
+from ..session.fixed_plan import trials_per_test, trials_used
 from .style import wrap
 
 __all__ = ["Saving", "savings", "savings_figure"]
@@ -44,7 +44,7 @@ def savings(report: AuditReport) -> list[Saving]:
     runs ``2 n_max`` (``2 N K``); a unit of the design and the session used their scored trials,
     where the plan runs what :func:`~evalstop_ros.session.fixed_plan.fixed_plan` says.
     """
-    per_test = test_plan_trials(report.config)
+    per_test = trials_per_test(report.config)
     rows = [Saving(t.label, 2 * t.result.n_observed, per_test, "test") for t in report.tests]
     units = trials_used(report.config, report.trials)
     rows += [Saving(unit.label, used, unit.fixed, unit.kind) for unit, used in units if unit.kind != "session"]

@@ -24,7 +24,7 @@ from collections.abc import Iterable
 from .config import SessionConfig
 from .trials import TrialRecord
 
-__all__ = ["PlanUnit", "describe_plan", "fixed_plan", "test_plan_trials", "trials_used"]
+__all__ = ["PlanUnit", "describe_plan", "fixed_plan", "trials_per_test", "trials_used"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -62,7 +62,7 @@ class PlanUnit:
         return True
 
 
-def test_plan_trials(config: SessionConfig) -> int:
+def trials_per_test(config: SessionConfig) -> int:
     """Trials one test's fixed-N plan runs: ``2 n_max`` (its pairs), ``2 N K`` under AdaStop."""
     if config.design == "adastop" and config.adastop is not None:
         return 2 * config.adastop.n_per_interim * config.adastop.n_interims

@@ -25,7 +25,9 @@ from report_sessions import SESSIONS, session_report
 from evalstop_ros.audit import AuditReport, audit
 from evalstop_ros.audit.synthetic import simulate_recording, write_bag
 from evalstop_ros.report import build_figures, write_report
+from evalstop_ros.report.exports import DECISION_COLUMNS, TRIAL_COLUMNS
 from evalstop_ros.report.figures import step_boundary
+from evalstop_ros.report.ranking import RANKING_COLUMNS
 from evalstop_ros.report.savings import savings
 from evalstop_ros.session import parse_config
 from evalstop_ros.session.ab import ab_rounds_of
@@ -277,3 +279,17 @@ def test_cli_prints_its_steps(reports: dict[str, AuditReport], tmp_path: pathlib
     done = subprocess.run([script, "report", str(csv_source), "-o", str(tmp_path / "csv")], capture_output=True,
                           text=True, check=False, timeout=300)
     assert done.returncode == 2 and "evalstop analyze" in done.stderr and "evalstop rank" in done.stderr
+
+
+def _documented(section: str) -> list[tuple[str, str]]:
+    """The ``| column | meaning |`` rows under ``## `section``` of docs/report.md."""
+    text = (pathlib.Path(__file__).resolve().parents[2] / "docs" / "report.md").read_text(encoding="utf-8")
+    body = text.split(f"## `{section}`", 1)[1].split("\n## ", 1)[0]
+    rows = [line.strip("|").split("|", 1) for line in body.splitlines() if line.startswith("| `")]
+    return [(name.strip().strip("`"), meaning.strip().rstrip("|").strip().replace("`", "")) for name, meaning in rows]
+
+
+def test_every_export_column_is_documented() -> None:
+    assert _documented("trials.csv") == list(TRIAL_COLUMNS)
+    assert _documented("decisions.csv") == list(DECISION_COLUMNS)
+    assert _documented("ranking.csv") == list(RANKING_COLUMNS)
