@@ -10,9 +10,7 @@ import dataclasses
 import math
 
 from ..audit import AuditReport
-from ..session.ab import ab_rounds_of
 from ..stats.errors import StatsInputError
-from ..stats.ranking_fits import fit_paired_progress
 
 __all__ = ["LEVEL", "RANKING_COLUMNS", "ABRanking", "ab_ranking"]
 
@@ -45,6 +43,9 @@ def ab_ranking(report: AuditReport) -> ABRanking | None:
     """The ranking of ``report``'s A/B session, or ``None`` for another design."""
     if report.config.design != "ab":
         return None
+    from ..session.ab import ab_rounds_of  # here, not at the top: the ranking models import scipy.stats
+    from ..stats.ranking_fits import fit_paired_progress
+
     rounds = ab_rounds_of(report.config, report.trials)
     aside = f"{rounds.n_incomplete} incomplete and {rounds.n_invalid} invalid rounds set aside"
     if len(rounds.data) == 0:
