@@ -32,6 +32,17 @@ __all__ = ["FigureSpec", "draw_figures", "figure_specs"]
 Progress = Callable[[str], None]
 
 
+#: What a trajectory panel shows, per method (anytime-valid methods: the ``nscore`` entry).
+EVIDENCE = {
+    "nscore": "the anytime p-value against its level alpha (dashed), valid at every pair.",
+    "step": "STEP's success gap, B minus A, against its boundary at each planned look up to N_max (light bar: a "
+            "randomised stop is possible; mark: the certain stop; nothing: no stop is possible at that look).",
+    "adastop": "AdaStop's difference of means, B minus A, with its interims (dotted), where alone it decides.",
+    "lai": "the running difference of means, B minus A (Lai's boundary defines no p-value; approximately valid up "
+           "to N_max).",
+}
+
+
 class FigureSpec(NamedTuple):
     """One figure of the page: file stem, alt text, caption, and how to build it."""
 
@@ -44,11 +55,8 @@ class FigureSpec(NamedTuple):
 def figure_specs(report: AuditReport) -> list[FigureSpec]:
     """Every figure of ``report``'s page, in page order."""
     specs = [FigureSpec(f"trajectory_{m.name}", f"{m.name} evidence per comparison",
-                        f"{m.name}: each comparison's evidence up to its stop, as its method defines it: the anytime "
-                        "p-value against its level alpha (dashed) for anytime-valid methods; for STEP the success gap "
-                        "against its boundary at each planned look (light: a randomised stop is possible; bar: the "
-                        "certain stop; no bar: no stop possible); for AdaStop the difference of means at its "
-                        "interims. The dot is the decision, where it was taken.",
+                        f"{m.name}: each comparison's evidence up to its stop; {EVIDENCE.get(m.method, EVIDENCE['nscore'])}"
+                        " The dot is the decision, where it was taken.",
                         functools.partial(trajectory_figure, metric=m.name)) for m in report.config.metrics]
     specs += [
         FigureSpec("progress", "progress per policy",

@@ -106,7 +106,7 @@ def trajectory_figure(report: AuditReport, metric: str) -> Figure:
     methods = list(dict.fromkeys(t.method for t in tests)) or [m.method for m in report.config.metrics
                                                                  if m.name == metric]
     shown = {"step": "success gap against STEP's boundary at each look",
-             "adastop": "difference of means at AdaStop's interims"}
+             "adastop": "difference of means at AdaStop's interims", "lai": "difference of means (no p-value)"}
     what = "; ".join(f"{m}, {short_guarantee(m, report.config.n_max)}: "
                      f"{shown.get(m, 'anytime p-value against its level')}" for m in methods)
     fig, axes = _grid(len(tests), f"{metric} ({what}), each comparison up to its stop")
@@ -118,7 +118,9 @@ def trajectory_figure(report: AuditReport, metric: str) -> Figure:
             _adastop_panel(ax, test, report)
         elif test.method == "step":
             _step_panel(ax, test, report.config.n_max)
-        elif res.pvalues.size and np.isfinite(res.pvalues).any():
+        elif not (res.pvalues.size and np.isfinite(res.pvalues).any()):
+            _difference_panel(ax, test)
+        else:
             p = np.clip(res.pvalues, 1e-12, 1.0)
             ax.plot(n, p, color=CURVE_COLOR, lw=1.4, label="anytime p-value")
             ax.axhline(test.alpha, color=ALPHA_COLOR, ls="--", lw=1.2, label="level alpha")
@@ -198,6 +200,21 @@ def _step_panel(ax: Axes, test: ComparisonAudit, n_max: int) -> None:
                 top if two or test.alternative == "greater" else max(float(gap.max()) if gap.size else 0, 0) + 1.5)
     ax.set_ylabel("successes B minus A")
     ax.set_xlabel("pairs (STEP's looks)")
+
+
+def _difference_panel(ax: Axes, test: ComparisonAudit) -> None:
+    """A method without p-values (Lai's boundary): the running difference of means, B - A, per pair."""
+    res = test.result
+    n = np.arange(1, res.n_observed + 1)
+    diff = (np.cumsum(test.values_b) - np.cumsum(test.values_a))[:n.size] / np.maximum(n, 1)
+    ax.plot(n, diff, color=CURVE_COLOR, lw=1.4, label="mean B minus mean A")
+    ax.axhline(0, color="#888888", lw=0.8)
+    if res.stopping_trial:
+        ax.plot([res.stopping_trial], [diff[res.stopping_trial - 1]], "o", color=ALPHA_COLOR, ms=6, zorder=3,
+                label="decision (stop)")
+    ax.set_ylim(-1.05, 1.05)
+    ax.set_ylabel("difference of means")
+    ax.set_xlabel("pairs")
 
 
 def _adastop_panel(ax: Axes, test: ComparisonAudit, report: AuditReport) -> None:
