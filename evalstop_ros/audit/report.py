@@ -269,6 +269,11 @@ class AuditReport:
                 "messages": dict(rec.topic_counts),
             },
             "comparisons": [t.to_dict() for t in self.tests],
+            "claims": [{"policy_a": c.policy_a, "policy_b": c.policy_b, "metric": c.metric, "claim": c.result.claim,
+                        "alpha": c.result.alpha, "alternative": c.result.alternative,
+                        "established": c.result.established, "n": c.result.n_trials,
+                        "task_claims": {t: d.name for t, d in zip(c.result.tasks, c.result.task_claims)}}
+                       for c in self.claims],
             "letters": self.letters,
             "violations": [v.to_dict() for v in self.violations],
             "notes": list(self.notes),

@@ -137,6 +137,9 @@ def test_multitask_claims_on_the_page_and_in_decisions_csv(reports: dict[str, Au
         assert int(row["n"]) == res.n_trials and row["pvalue"] == "" and row["reproduced"] == "1"
         assert float(row["alpha"]) == pytest.approx(res.alpha)
     assert page.count("(per-task claim)") == 2 and "B_BETTER on @push, @stack" in page
+    summary = report.to_dict()["claims"]  # evalstop audit --json
+    assert [(c["metric"], c["established"], c["n"]) for c in summary] == [
+        (c.metric, c.result.established, c.result.n_trials) for c in report.claims]
     assert " on push" not in page and "[push]" not in page  # one task notation: @push
     assert "policy_a vs policy_b @push" in page
 
