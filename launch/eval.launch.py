@@ -13,7 +13,8 @@ namespace). ``robot:=sim_policy`` starts two scripted openpi-protocol policy ser
 (default: the installed ``config/<robot>_servers.yaml``; edit it, or pass your own).
 ``droid_cameras`` maps DROID's image keys to the protocol's cameras
 (``droid_cameras:="[24259877_left=exterior_image_1_left, 13062452_left=wrist_image_left]"``).
-``config_file`` defaults to the installed preset of the robot. ``use_teleop:=true`` opens the operator terminal with
+``config_file`` defaults to the installed preset of the robot. The launch ends when the session
+is finished or aborted (``exit_on_finish:=false`` keeps the manager up afterwards). ``use_teleop:=true`` opens the operator terminal with
 ``teleop_prefix`` (default ``xterm -e``; the terminal needs a keyboard). Works with ROS 2
 Humble, Jazzy and Kilted.
 
@@ -91,6 +92,9 @@ def generate_launch_description():
         *session_arguments(),
         DeclareLaunchArgument('session_id', default_value='',
                               description='Session id; reuse one to resume its journal. Empty: <config>-<UTC time>.'),
+        DeclareLaunchArgument('exit_on_finish', default_value='true', choices=['true', 'false'],
+                              description='End the launch when the session is finished or aborted (the manager '
+                                          'exits, the others follow); false keeps the manager up for a dashboard.'),
         DeclareLaunchArgument('use_teleop', default_value='false', choices=['true', 'false'],
                               description='Open the operator terminal (teleop_scorer).'),
         DeclareLaunchArgument('teleop_prefix', default_value='xterm -e',
@@ -115,7 +119,7 @@ def generate_launch_description():
             'evaluation_manager', namespace=namespace,
             parameters=[{
                 **as_parameters(str, 'config_file', 'session_id', 'journal_dir', 'operator_keys_file'),
-                **as_parameters(int, 'thread_priority'),
+                **as_parameters(int, 'thread_priority'), **as_parameters(bool, 'exit_on_finish'),
                 'confirm_reset': LaunchConfiguration('confirm_reset'), 'allow_unsigned': LaunchConfiguration('allow_unsigned'),
             }],
             # the session lives in the manager: when it exits (finished, aborted, or died),

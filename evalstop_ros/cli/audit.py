@@ -30,8 +30,9 @@ protocol held: no score for a trial never requested, no wrong token, no trial re
 never scored, no data after the stop, no change of alpha / n_max / method, no correction
 without a reason.  Each violation names its trial."""
 EPILOG = """\
-example:
-  evalstop audit session_bag/ --json
+examples (examples/ ships a recorded session: its bag and its journal):
+  evalstop audit examples/session_bag/ --json
+  evalstop audit examples/session.db
 
 A hub export (`evalstop hub export`, JSON lines) is audited as the hub's record: its hash chain,
 the protocol of every lease and result, each station's uploads against the station's own journal

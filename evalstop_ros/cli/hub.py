@@ -20,7 +20,6 @@ anyone, stations included, which weakens that blinding.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import os
 import pathlib
@@ -56,23 +55,29 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Declare the sub-commands of ``evalstop hub``."""
     sub = parser.add_subparsers(dest="hub_command", required=True)
     serve = sub.add_parser("serve", help="run the hub service",
-                           description="Run the hub's HTTP service (stations, leaderboard) until Ctrl-C.",
-                           epilog="example:\n  evalstop hub serve --db hub.sqlite --port 8765 --tasks towel,cup\n\n"
-                           "exit status: 0 stopped, 2 usage error, 3 cannot listen on --host:--port",
+                           description="Run the hub's HTTP service (stations, leaderboard) until Ctrl-C. The "
+                           "first start journals\nthe evaluation (method, alpha, ranker, models, budget, schedule, "
+                           "tasks); a restart on the same --db\nreads it back, so no option needs repeating (one "
+                           "given must equal the journaled one).",
+                           epilog="examples:\n  evalstop hub serve --db hub.sqlite --port 8765 --tasks towel,cup\n"
+                           "  evalstop hub serve --db hub.sqlite --port 8765    (a restart: the journaled evaluation)"
+                           "\n\nexit status: 0 stopped, 2 usage error, 3 cannot listen on --host:--port",
                            formatter_class=argparse.RawDescriptionHelpFormatter)
     serve.add_argument("--db", default=DEFAULT_DB, help="postgresql:// URL or SQLite path (default %(default)s)")
     serve.add_argument("--host", default="127.0.0.1",
                        help="address to listen on (default %(default)s: this machine only; 0.0.0.0 for every "
                        "interface)")
     serve.add_argument("--port", type=bounded_int(0, 65535), default=8765, help="TCP port to listen on (default %(default)s)")
-    serve.add_argument("--tasks", default="default", help="comma-separated task/scene suggestions")
+    journaled = "the journaled evaluation's, else "
+    serve.add_argument("--tasks", type=_tasks, default=None,
+                       help=f"comma-separated task/scene suggestions (default {journaled}default)")
     serve.add_argument("--lease-seconds", type=float, default=60.0, help="lease length (default %(default)s)")
-    serve.add_argument("--schedule", choices=SCHEDULES, default=SCHEDULES[0],
+    serve.add_argument("--schedule", choices=SCHEDULES, default=None,
                        help="how the next pair is drawn: uncertain (decided pairs leave; the open pairs adjacent in "
                        "the current ranking first), need (the pairs with the fewest assignments so far) or uniform "
-                       "(any pair, RoboArena's pairing); default %(default)s; docs/hub_study.md")
-    serve.add_argument("--method", default="nscore", help="pairwise anytime-valid test (default %(default)s)")
-    _analysis_arguments(serve)
+                       f"(any pair, RoboArena's pairing); default {journaled}{SCHEDULES[0]}; docs/hub_study.md")
+    serve.add_argument("--method", default=None, help=f"pairwise anytime-valid test (default {journaled}mixture)")
+    _analysis_arguments(serve, journaled=True)
     serve.add_argument("--public-leaderboard", action="store_true",
                        help="serve the leaderboard without a key, to anyone including stations (weakens blinding)")
     serve.add_argument("--seed", type=seed_type, default=None, help="seed of the pair draws")
@@ -108,9 +113,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _analysis_arguments(parser: argparse.ArgumentParser, journaled: bool = False) -> None:
     """The leaderboard's options, shared by serve and analyze: ``serve`` journals them as the hub's
-    evaluation (hub/evaluation.py); ``analyze`` (``journaled``) reads that from the export, and an
-    option given there is a what-if analysis."""
-    given = "the export's journaled evaluation, else " if journaled else ""
+    evaluation on its first start and reads them back on a restart (hub/evaluation.py); ``analyze``
+    reads that from the export, and an option given there is a what-if analysis. ``journaled``:
+    the options default to ``None`` (not given)."""
+    given = "the journaled evaluation's, else " if journaled else ""
 
     def default(value: object) -> object:
         return None if journaled else value
@@ -140,6 +146,13 @@ def _alpha(text: str) -> float:
     return value
 
 
+def _tasks(text: str) -> tuple[str, ...]:
+    tasks = tuple(t.strip() for t in text.split(",") if t.strip())
+    if not tasks:
+        raise argparse.ArgumentTypeError(f"one task name at least, comma-separated; found {text!r}")
+    return tasks
+
+
 def _models(text: str) -> tuple[str, ...]:
     try:
         return parse_models(text)
@@ -159,23 +172,62 @@ def _serve(args: argparse.Namespace) -> int:
     import uvicorn
 
     from ..hub.app import HubSettings, create_app
+    from ..hub.evaluation import journaled, resumed
     from ..hub.store import open_store
 
-    store = open_store(args.db)
-    settings = HubSettings(tasks=tuple(t for t in args.tasks.split(",") if t), lease_seconds=args.lease_seconds,
-                           schedule=args.schedule, method=args.method, alpha=args.alpha, ranker=args.ranker,
-                           models=args.models, budget=args.budget, public_leaderboard=args.public_leaderboard, seed=args.seed)
-    app = create_app(store, settings)
-    problem = _cannot_listen(args.host, args.port)
+    problem = _cannot_listen(args.host, args.port)  # before the database is opened: nothing left behind
     if problem:
-        store.close()
         print(f"{args.prog} serve: error: cannot listen on {args.host}:{args.port}: {problem}", file=sys.stderr)
         return EXIT_UNAVAILABLE
-    print(f"evalstop hub on http://{args.host}:{args.port} ({store.dialect}, schema v{store.schema_version()})",
+    created = _new_sqlite_files(args.db)
+    try:
+        store = open_store(args.db)
+        try:
+            evaluation = resumed(journaled(e.to_dict() for e in store.journal(kinds=["evaluation"])),
+                                 {name: getattr(args, name) for name in _EVALUATION_OPTIONS})
+            settings = HubSettings(lease_seconds=args.lease_seconds, public_leaderboard=args.public_leaderboard,
+                                   seed=args.seed, **{name: getattr(evaluation, name) for name in _EVALUATION_OPTIONS})
+            app = create_app(store, settings)
+        except BaseException:
+            store.close()
+            raise
+    except BaseException:
+        for path in created:  # a start that failed leaves no empty database behind
+            path.unlink(missing_ok=True)
+        raise
+    url = f"http://{_shown_host(args.host)}:{args.port}"
+    print(f"evalstop hub on {url} ({store.dialect}, schema v{store.schema_version()}); evaluation: "
+          f"{settings.method} at family-wise alpha {settings.alpha:g}, ranker {settings.ranker}, schedule "
+          f"{settings.schedule}, tasks {','.join(settings.tasks)}\n"
+          f"leaderboard: {url}/leaderboard (a browser signs in with a viewer key"
+          f"{'; public' if args.public_leaderboard else ''}), JSON: {url}/v1/leaderboard; Ctrl-C stops",
           file=sys.stderr, flush=True)
     uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
     store.close()
     return 0
+
+
+#: The options of ``serve`` that are the hub's journaled evaluation (:class:`~..hub.evaluation.Evaluation`).
+_EVALUATION_OPTIONS = ("method", "alpha", "ranker", "models", "budget", "schedule", "tasks")
+
+
+def _new_sqlite_files(db: str) -> list[pathlib.Path]:
+    """The files an SQLite ``db`` that does not exist yet will create (none for a URL or an existing file)."""
+    if db.startswith(("postgresql://", "postgres://")):
+        return []
+    path = pathlib.Path(db.removeprefix("sqlite:///"))
+    if path.exists():
+        return []
+    return [path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")]
+
+
+def _shown_host(host: str) -> str:
+    """The host of the URL to print: this machine's name for a wildcard address (every interface)."""
+    if host in ("0.0.0.0", "::", ""):
+        import socket
+
+        return socket.gethostname()
+    return f"[{host}]" if ":" in host else host
 
 
 def _cannot_listen(host: str, port: int) -> str:
@@ -243,15 +295,13 @@ def _export(args: argparse.Namespace) -> int:
 
 
 def _analyze(args: argparse.Namespace) -> int:
-    from ..hub.evaluation import Evaluation, journaled
+    from ..hub.evaluation import journaled, resumed
     from ..hub.export import read_export
 
     entries = read_export(args.journal)
     policies = sorted(e["body"]["policy"] for e in entries if e["kind"] == "policy_added")
     hub = journaled(entries)
-    options = {name: getattr(args, name) for name in ("method", "alpha", "ranker", "models", "budget")
-               if getattr(args, name) is not None}
-    evaluation = dataclasses.replace(hub or Evaluation(), **options)
+    evaluation = resumed(hub, {name: getattr(args, name) for name in ("method", "alpha", "ranker", "models", "budget")})
     changed = hub.differences(evaluation) if hub is not None else []
     if changed:
         print(f"{args.prog} analyze: a what-if analysis, not the hub's evaluation ({'; '.join(changed)})",

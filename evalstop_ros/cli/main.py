@@ -31,13 +31,14 @@ VERBS = {
     "keys": "create operator key files for authenticated scores and session control",
 }
 EPILOG = """\
-examples (the files under examples/ ship with evalstop; session_bag/ is a recorded session):
+examples (the files under examples/ ship with evalstop; examples/session_bag/ is a recorded session,
+examples/session.db its journal):
   evalstop analyze examples/towel_like.csv --method step --alpha 0.05 --n-max 200
   evalstop simulate --method step --p0 0.45 --p1 0.55 --n-max 100 --alpha 0.05 --reps 2000
   evalstop step check --n-max 100 --alpha 0.05
   evalstop adastop examples/adastop_scores.csv --n-per-interim 5 --interims 6 --alpha 0.05
-  evalstop audit session_bag/ --json
-  evalstop report session_bag/ -o session_report
+  evalstop audit examples/session_bag/ --json
+  evalstop report examples/session.db -o session_report
   evalstop rank examples/arena_ab.csv --model task --json
   evalstop hub serve --db hub.sqlite --port 8765
 

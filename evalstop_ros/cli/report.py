@@ -23,16 +23,16 @@ AdaStop's interims), the progress distribution per policy, success rates with an
 confidence sequences, the letter display and the savings, as PNG at 300 dpi and as SVG and PDF
 (vector, for papers); trials.csv (every trial), decisions.csv (and ranking.csv for A/B) with
 ISO 8601 UTC time stamps (and .parquet twins when pyarrow is installed; columns in
-docs/report.md).  For a session whose runs policy_runner
-recorded (record_dir), the page also shows each trial's videos, linked where they lie (not
-copied).  Open DIR/index.html in a browser."""
+docs/report.md).  For a session whose runs policy_runner recorded (record_dir), the page also
+shows each trial's videos, copied into DIR/videos/ (the folder is self-contained).  Open
+DIR/index.html in a browser."""
 EPILOG = """\
 Progress goes to stderr, a line per step (audit, each figure with the time left, the page);
 --json keeps stderr quiet.
 
-examples:
-  evalstop report session_bag/ -o session_report
-  evalstop report session_bag/ -o session_report --format pdf --json
+examples (examples/ ships a recorded session: its bag and its journal):
+  evalstop report examples/session_bag/ -o session_report
+  evalstop report examples/session.db -o session_report --format pdf --json
 
 exit status: 0 report written (whatever the audit found: the page shows it),
 2 usage or input error (unreadable source, no configuration, unknown format)."""
@@ -65,10 +65,11 @@ def run(args: argparse.Namespace) -> int:
     import sys
     import time
 
-    if pathlib.Path(args.source).suffix.lower() in (".csv", ".jsonl"):
-        raise CliError(f"{args.source} is a table of scores, not a session: `evalstop report` reads a session's rosbag "
-                       "or journal (.db); for a CSV use `evalstop analyze` (paired scores), `evalstop rank` (A/B "
-                       "comparisons, hub exports) or `evalstop adastop` (AdaStop scores)")
+    if pathlib.Path(args.source).suffix.lower() in (".csv", ".tsv", ".jsonl"):
+        raise CliError(f"{args.source} is a table of outcomes, not a recorded session: analyze it with `evalstop "
+                       f"analyze {args.source} --method ...` (paired outcomes), `evalstop rank {args.source}` (A/B "
+                       f"comparisons, hub exports) or `evalstop adastop {args.source} --n-per-interim N --interims K` "
+                       "(AdaStop scores); `evalstop report` takes a session's rosbag or journal (.db)")
     started = time.monotonic()
 
     def progress(line: str) -> None:

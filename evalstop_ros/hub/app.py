@@ -72,7 +72,7 @@ class HubSettings:
     tasks: tuple[str, ...] = ("default",)
     lease_seconds: float = 60.0
     schedule: str = "uncertain"
-    method: str = "nscore"
+    method: str = "mixture"
     alpha: float = 0.05
     ranker: str = "bt"
     models: tuple[str, ...] = MODELS

@@ -116,14 +116,14 @@ class Leaderboard:
     """The leaderboard, built incrementally from journal entries: :meth:`add` then :meth:`snapshot`.
 
     :param policies: The hub's registered policies (more are taken from ``policy_added`` entries).
-    :param method: Anytime-valid method of the pairwise tests (``nscore``, ``wsr``, ``savi``).
+    :param method: Anytime-valid method of the pairwise tests (``mixture``, the default, ``nscore``, ``wsr``, ``savi``).
     :param alpha: Family-wise level over all pairs; also ``1 - level`` of the intervals.
     :param ranker: Primary ranking: ``winrate`` or a model of :data:`~.rankings.MODELS`.
     :param models: Ranking models fitted for :meth:`snapshot` (with SEs and intervals).
     :param budget: Results after which the evaluation is over (0: no budget).
     """
 
-    def __init__(self, policies: Sequence[str], *, method: str = "nscore", alpha: float = 0.05,
+    def __init__(self, policies: Sequence[str], *, method: str = "mixture", alpha: float = 0.05,
                  ranker: str = "bt", models: Sequence[str] = MODELS, budget: int = 0) -> None:
         if method not in ANYTIME_METHODS:
             raise HubError(f"the hub reads its pairwise tests after every result, so it needs an anytime-valid "
@@ -281,7 +281,7 @@ class Leaderboard:
                 "progress": self.progress()}
 
 
-def leaderboard(policies: Sequence[str], entries: Iterable[Mapping[str, Any]], *, method: str = "nscore",
+def leaderboard(policies: Sequence[str], entries: Iterable[Mapping[str, Any]], *, method: str = "mixture",
                 alpha: float = 0.05, ranker: str = "bt", models: Sequence[str] = MODELS,
                 budget: int = 0) -> dict[str, Any]:
     """The leaderboard of the journal ``entries`` in one go (what ``evalstop hub analyze`` prints)."""

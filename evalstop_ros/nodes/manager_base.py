@@ -45,7 +45,7 @@ from .. import qos
 from ..ros_context import ros_context
 from ..session.journal_files import journal_directory
 from ..session.publishing import Diagnostic, SessionPublisher
-from ._common import EXIT_OK, EXIT_USAGE, parameter_error
+from ._common import EXIT_OK, EXIT_USAGE, ignore_further_interrupts, parameter_error
 from .manager_parameters import RunnerParameters, check_parameter, declare_runner_parameters
 from .quick_log import QuickNode
 from .realtime import declare_thread_priority
@@ -214,6 +214,7 @@ def run_manager(name: str, build: Callable[[], ManagerNode], args: list[str] | N
     A node that cannot start logs one FATAL line and returns the status of the first of ``failures``
     its exception matches, else 2 (``invalid parameters: ...``) for a bad parameter.
     """
+    status = EXIT_OK
     try:
         with ros_context(args):
             try:
@@ -237,8 +238,10 @@ def run_manager(name: str, build: Callable[[], ManagerNode], args: list[str] | N
                 executor.spin_until_future_complete(node.done)
                 node.flush()
             finally:
+                ignore_further_interrupts()
                 node.destroy_node()
-            return int(node.done.result()) if node.done.done() else EXIT_OK
+            status = int(node.done.result()) if node.done.done() else EXIT_OK
     except (KeyboardInterrupt, ExternalShutdownException):
-        pass
-    return EXIT_OK
+        status = EXIT_OK
+    ignore_further_interrupts()  # again: rclpy's shutdown put its predecessor back
+    return status

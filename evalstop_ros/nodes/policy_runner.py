@@ -180,12 +180,22 @@ class PolicyRunner(QuickNode):
                     "spread": declare(self, "robosuite.spread", 0.1,
                                       "Half-width (m) of the square the object is placed in (0: the task's own).",
                                       float_range=(0.0, 0.3), read_only=True),
+                    "record_resolution": self._record_resolution(),
                     "rate": self.rate}
         if robot == "widowx":
             return {"host": declare(self, "widowx.host", "localhost", "WidowX server host.", read_only=True),
                     "port": declare(self, "widowx.port", 5556, "WidowX server port.", read_only=True),
                     "workspace": self._widowx_workspace()}
         return {}
+
+    def _record_resolution(self) -> tuple[int, int] | None:
+        """``robosuite.record_resolution`` [height, width] of the episode videos (with record_dir)."""
+        size = list(declare(self, "robosuite.record_resolution", [256, 256],
+                            "Height and width (px) of the cameras in the episode videos (record_dir), rendered "
+                            "beside the policy's images; [0, 0]: the policy's resolution.", read_only=True))
+        if len(size) != 2 or any(int(v) < 0 or int(v) > 2048 for v in size):
+            raise ValueError(f"`robosuite.record_resolution` must be [height, width] in 0..2048; found {size}")
+        return (int(size[0]), int(size[1])) if self.record_dir and all(size) else None
 
     def _ros2_limits(self) -> dict[str, Any]:
         """``limits`` (from parameters) or the URDF topic of the ros2 adapter."""
@@ -314,10 +324,14 @@ class PolicyRunner(QuickNode):
             self._ledger.finish(entry, result)
         result = result or RunTrial.Result(ok=False, message=self._fail(
             RunnerError("runner shut down before the run ended", category=Category.SHUTDOWN), goal))
-        if goal_handle.is_cancel_requested:
-            goal_handle.canceled()
-        else:
-            goal_handle.succeed()
+        try:
+            if goal_handle.is_cancel_requested:
+                goal_handle.canceled()
+            else:
+                goal_handle.succeed()
+        except Exception:  # rclpy's RCLError: the action server's publishers are gone at Ctrl-C
+            if rclpy.ok(context=self.context):
+                raise
         return result
 
     def _run(self, goal_handle: ServerGoalHandle) -> RunTrial.Result:
@@ -364,8 +378,13 @@ class PolicyRunner(QuickNode):
                 self.robot.stop()
                 err = exc if isinstance(exc, RunnerError) else RunnerError(
                     f"{type(exc).__name__}: {exc}", category=Category.ROBOT)
+                if not rclpy.ok(context=self.context):  # Ctrl-C or shutdown: an ending, not a fault
+                    err = RunnerError("runner shut down mid-rollout", category=Category.SHUTDOWN)
                 message = self._fail(err, goal)
-                self.get_logger().error(f"{trial}: rollout failed: {message}; robot stopped")
+                if rclpy.ok(context=self.context):
+                    self.get_logger().error(f"{trial}: rollout failed: {message}; robot stopped")
+                else:
+                    self.get_logger().info(f"{trial}: rollout stopped, the runner is shutting down; robot stopped")
                 if recorder is not None and (recorder.directory / "episode.npz").is_file():
                     message = with_recording(message, recorder.directory)  # failed runs are recorded too
                 return RunTrial.Result(ok=False, message=message, duration=time.monotonic() - start)

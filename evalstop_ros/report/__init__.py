@@ -17,7 +17,7 @@
     trials.parquet, decisions.parquet   the same, when pyarrow is installed
 
 With episode recordings (``policy_runner``'s ``record_dir``), the page also shows each trial's
-videos, linked where they lie (:mod:`.videos`).
+videos, copied into its ``videos/`` folder (:mod:`.videos`).
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ from .exports import write_exports
 from .page import PageFigure, write_page
 from .savings import savings
 from .style import FORMATS
-from .videos import trial_videos, videos_section
+from .videos import copy_videos, trial_videos, videos_section
 
 __all__ = ["FORMATS", "ReportError", "ReportFiles", "build_figures", "mixture_confidence_sequence", "write_report"]
 
@@ -92,7 +92,7 @@ def write_report(report: AuditReport, out_dir: str | os.PathLike[str], formats: 
         shown_paths.append(main)
         others += [p for p in paths if p is not main]
         page_figures.append(PageFigure(main.name, spec.alt, spec.caption, tuple(p.name for p in paths)))
-    runs = trial_videos(report)
+    runs = copy_videos(trial_videos(report), out)  # into the report folder: self-contained
     exports = write_exports(report, out)
     page = write_page(report, page_figures, out / "index.html", savings(report), videos_section(report, runs, out),
                       [p.name for p in exports])
