@@ -76,9 +76,8 @@ def run(args: argparse.Namespace) -> int:
         if not args.json:
             print(f"evalstop report: [{time.monotonic() - started:5.1f} s] {line}", file=sys.stderr, flush=True)
 
-    progress(f"auditing {args.source}")
-    report = load(args)
-    progress(f"audit {'verified' if report.verified else 'FAILED'}: {len(report.trials)} trials, "
+    report = load(args)  # an input error ends here with its one line, no progress before it
+    progress(f"audit of {args.source} {'verified' if report.verified else 'FAILED'}: {len(report.trials)} trials, "
              f"{len(report.tests)} tests; drawing the figures")
     from ..report import write_report
 

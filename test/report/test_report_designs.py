@@ -273,7 +273,7 @@ def test_cli_prints_its_steps(reports: dict[str, AuditReport], tmp_path: pathlib
                            "--format", "png"], capture_output=True, text=True, check=False, timeout=300)
     assert done.returncode == 0, done.stderr
     lines = done.stderr.splitlines()
-    assert "auditing" in lines[0] and "audit verified" in lines[1]
+    assert "audit of" in lines[0] and "verified" in lines[0]
     figures = [line for line in lines if "figure " in line]
     assert len(figures) == 5 and figures[-1].split("figure ")[1].startswith("5/5")
     assert all("s left" in line for line in figures) and "page and data written" in lines[-1]
