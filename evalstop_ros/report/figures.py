@@ -166,9 +166,9 @@ def step_boundary(test: ComparisonAudit, n_max: int) -> tuple[np.ndarray, np.nda
 
 
 def _step_panel(ax: Axes, test: ComparisonAudit, n_max: int) -> None:
-    """STEP: the success gap B - A at each look against its boundary (:func:`step_boundary`): a
-    bar per look where a stop is possible, solid from the certain stop up, light where the stop
-    is randomised; nothing where no stop is possible.  The dot is the decision, at its look."""
+    """STEP: the success gap B - A at each look against its boundary (:func:`step_boundary`), for
+    each direction the test decides: a light bar where a randomised stop is possible, a mark at
+    the certain stop, nothing where no stop is possible.  The dot is the decision, at its look."""
     res = test.result
     n = np.arange(1, res.n_observed + 1)
     gap = np.cumsum(test.values_b - test.values_a)[:n.size]
@@ -188,7 +188,7 @@ def _step_panel(ax: Axes, test: ComparisonAudit, n_max: int) -> None:
             ax.plot(n, side * certain, ls="", marker="_", ms=9, mew=1.6, color=ALPHA_COLOR,
                     label=f"certain stop ({name})" if len(sides) == 1 else "certain stop")
         finite = certain[np.isfinite(certain)]
-        reach.append(float(finite.max()) if finite.size and finite.max() <= 2 * max(reach) + 3 else max(reach) + 2)
+        reach.append(float(finite.max()) if finite.size else 0.0)  # every drawn boundary stays on the axis
     if res.stopping_trial:
         step = test.step
         randomised = step is not None and step.weight is not None and step.weight < 1
