@@ -4,7 +4,7 @@
 Every data set is analysed by three tests, so the columns are paired (same data, same path seed):
 
 * ``closed`` -- this tree's default: Welch's statistic inside closed testing, each intersection's
-  permutation test together with its normal-theory test (``docs/adastop.md``);
+  permutation test together with its bootstrap test (``docs/adastop.md``);
 * ``today`` -- the default ``closed`` scheme of the baseline revision (``--baseline``, default
   ``main``), exported with ``git archive`` and run in a subprocess on the same data sets;
 * ``split`` -- the paper's scheme (seed 002 Eq. 8; for two agents its exact enumeration).
@@ -19,7 +19,8 @@ different and the mean scores used per agent; ``closed / today`` is their ratio.
 alpha = 0.05.  docs/adastop.md's tables are this script's output with the arguments it prints.
 
 Run: ``PYTHONPATH=. .venv/bin/python bench/adastop_study.py [--reps 1000] [--power-reps 500]
-[--permutations 500] [--only fwe|power]`` (``--only`` twice runs the two tables in two processes).
+[--permutations 500] [--only fwe|power] [--rows I ...] [--columns closed today split]`` (``--only``
+twice runs the two tables in two processes).
 """
 
 from __future__ import annotations
@@ -134,16 +135,18 @@ def start_today(tree: str, table: str, row: int, reps: int, b: int) -> subproces
                             stdout=subprocess.PIPE, text=True, env=env)
 
 
-def columns_of(table: str, row: int, reps: int, b: int, tree: str) -> dict[str, list[tuple[list[str], list[int]]]]:
+def columns_of(table: str, row: int, reps: int, b: int, tree: str,
+               columns: Sequence[str] = COLUMNS) -> dict[str, list[tuple[list[str], list[int]]]]:
     rows = FWE_ROWS if table == "fwe" else POWER_ROWS
     _, laws, n, k = rows[row]
     seed = (100 if table == "fwe" else 200) + row
-    today = start_today(tree, table, row, reps, b)
-    out = {"closed": run(laws, n, k, reps, b, seed, "closed"), "split": run(laws, n, k, reps, b, seed, "split")}
-    stdout, _ = today.communicate()
-    if today.returncode != 0:
-        raise SystemExit(f"baseline run failed on {table} row {row}")
-    out["today"] = [tuple(x) for x in json.loads(stdout)]  # type: ignore[misc]
+    today = start_today(tree, table, row, reps, b) if "today" in columns else None
+    out = {c: run(laws, n, k, reps, b, seed, c) for c in ("closed", "split") if c in columns}
+    if today is not None:
+        stdout, _ = today.communicate()
+        if today.returncode != 0:
+            raise SystemExit(f"baseline run failed on {table} row {row}")
+        out["today"] = [tuple(x) for x in json.loads(stdout)]  # type: ignore[misc]
     return out
 
 
@@ -151,19 +154,19 @@ def pairs_of(agents: int) -> list[tuple[int, int]]:
     return [(i, j) for i in range(agents) for j in range(i + 1, agents)]
 
 
-def fwe_table(reps: int, b: int, tree: str, rows: Sequence[int] | None = None) -> None:
+def fwe_table(reps: int, b: int, tree: str, rows: Sequence[int] | None = None, columns: Sequence[str] = COLUMNS) -> None:
     bound = ALPHA + 2 * math.sqrt(ALPHA * (1 - ALPHA) / reps)
     print(f"family-wise error over pairs with equal means, {reps} data sets per row; goal <= alpha + 2 SE = {bound:.4f}")
     print()
-    print("| world | " + " | ".join(COLUMNS) + " |")
-    print("|---|" + "---|" * len(COLUMNS))
+    print("| world | " + " | ".join(columns) + " |")
+    print("|---|" + "---|" * len(columns))
     for row, (name, laws, _, _) in enumerate(FWE_ROWS):
         if rows is not None and row not in rows:
             continue
-        out = columns_of("fwe", row, reps, b, tree)
+        out = columns_of("fwe", row, reps, b, tree, columns)
         nulls = [j for j, (a, c) in enumerate(pairs_of(len(laws))) if laws[a][1] == laws[c][1]]
         cells = []
-        for column in COLUMNS:
+        for column in columns:
             errors = sum(any(decisions[j] in ("larger", "smaller") for j in nulls) for decisions, _ in out[column])
             fwe = errors / reps
             se = math.sqrt(fwe * (1 - fwe) / reps)
@@ -171,19 +174,25 @@ def fwe_table(reps: int, b: int, tree: str, rows: Sequence[int] | None = None) -
         print(f"| {name} | " + " | ".join(cells) + " |", flush=True)
 
 
-def power_table(reps: int, b: int, tree: str) -> None:
+def power_table(reps: int, b: int, tree: str, rows: Sequence[int] | None = None, columns: Sequence[str] = COLUMNS) -> None:
     print(f"power: mean fraction of pairs declared different ± SE; mean scores per agent; {reps} data sets per row")
     print()
-    print("| world | " + " | ".join(COLUMNS) + " | closed / today |")
-    print("|---|" + "---|" * (len(COLUMNS) + 1))
+    ratio_column = "closed" in columns and "today" in columns
+    print("| world | " + " | ".join(columns) + (" | closed / today |" if ratio_column else " |"))
+    print("|---|" + "---|" * (len(columns) + ratio_column))
     for row, (name, _, _, _) in enumerate(POWER_ROWS):
-        out = columns_of("power", row, reps, b, tree)
+        if rows is not None and row not in rows:
+            continue
+        out = columns_of("power", row, reps, b, tree, columns)
         cells, power = [], {}
-        for column in COLUMNS:
+        for column in columns:
             separated = np.array([np.mean([d in ("larger", "smaller") for d in dec]) for dec, _ in out[column]])
             used = np.array([np.mean(sc) for _, sc in out[column]])
             power[column] = separated.mean()
             cells.append(f"{separated.mean():.3f} ± {separated.std(ddof=1) / math.sqrt(reps):.3f}; {used.mean():.1f}")
+        if not ratio_column:
+            print(f"| {name} | " + " | ".join(cells) + " |", flush=True)
+            continue
         ratio = power["closed"] / power["today"] if power["today"] > 0 else math.nan
         print(f"| {name} | " + " | ".join(cells) + f" | {ratio:.2f} |", flush=True)
 
@@ -197,7 +206,10 @@ def main() -> None:
     parser.add_argument("--baseline", default="main", help="git revision of 'today' (default %(default)s)")
     parser.add_argument("--only", choices=("fwe", "power"), default=None, help="print only one of the two tables")
     parser.add_argument("--rows", type=int, nargs="+", default=None, metavar="I",
-                        help="only these FWE rows (0-based; each row has its own seed: rows run apart print the same)")
+                        help="only these rows of the table(s) run (0-based; each row has its own seed: rows run "
+                             "apart print the same)")
+    parser.add_argument("--columns", nargs="+", choices=COLUMNS, default=list(COLUMNS),
+                        help="only these columns (default: all; a column's cells do not depend on the others)")
     parser.add_argument("--as-baseline", nargs=4, metavar=("TABLE", "ROW", "REPS", "B"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.as_baseline:  # the subprocess of start_today: the baseline's default scheme, as JSON
@@ -212,10 +224,10 @@ def main() -> None:
         tree = baseline_tree(args.baseline, tmp)
         if args.only != "power":
             print()
-            fwe_table(args.reps, args.permutations, tree, args.rows)
+            fwe_table(args.reps, args.permutations, tree, args.rows, args.columns)
         if args.only != "fwe":
             print()
-            power_table(args.power_reps, args.permutations, tree)
+            power_table(args.power_reps, args.permutations, tree, args.rows, args.columns)
     print()
     print(f"({time.perf_counter() - start:.0f} s, load average {os.getloadavg()[0]:.1f})")
 

@@ -46,8 +46,8 @@ PERMUTATIONS = ("closed", "relabel", "split")
 #: What each scheme guarantees, for reports (docs/adastop.md).
 GUARANTEES = {
     "closed": "exact for every N: agents with equal score distributions are declared different with probability "
-              "<= alpha (family-wise); for equal means with unequal spreads: Welch's approximation (asymptotic; "
-              "weak for skewed scores at small N)",
+              "<= alpha (family-wise); for equal means with unequal spreads: a bootstrap of Welch's statistic "
+              "(asymptotic; weakest for strongly skewed scores at small N)",
     "relabel": "exact under the global null only; partial nulls with unequal spreads are not controlled",
     "split": "the paper's Eq. (8); with three or more agents not exact even under the global null",
 }
@@ -155,14 +155,14 @@ class AdaStop(PaperPaths):
          comparisons says that the agents of each connected component share one law, so its test
          relabels the scores within each component only, with the largest Welch statistic
          (Satterthwaite df, normal scale: :func:`~.adastop_welch.welch_z`) as statistic and the
-         boundaries of Eqs. (10)-(12) on its own surviving paths.  Beside it a normal-theory
-         Monte Carlo test of the same intersection (:class:`~.adastop_welch.WelchReference`);
+         boundaries of Eqs. (10)-(12) on its own surviving paths.  Beside it a bootstrap
+         test of the same intersection (each agent's own scores, centred: :class:`~.adastop_welch.WelchReference`);
          an intersection is rejected once both crossed, a comparison once every intersection
          that contains it is rejected.  Exact strong FWE control under equal laws (any spreads
          or tails of the other agents; the proof is in ``docs/adastop.md``); for pairs with equal
-         means and unequal spreads, Welch's approximation (a permutation test alone declares
+         means and unequal spreads, the bootstrap's approximation (a permutation test alone declares
          such pairs different in 0.09 of the runs at ``N = 5``).  With two agents: the paper's
-         exact test and the pair's normal-theory test.  Cost: one test per partition of the
+         exact test and the pair's bootstrap test.  Cost: one test per partition of the
          agents (15, 52, 203, 877 for 4-7 agents, all pairs; more than
          :data:`~evalstop_ros.stats.adastop_closed.MAX_PARTITIONS` is refused).  Reported
          ``boundaries``/``level_spent`` are those of the permutation test of all comparisons
@@ -287,7 +287,7 @@ class AdaStop(PaperPaths):
         self._random_signs = None if self._relabel or self._closed or all(self._exact) else self._draw_paths()
         self._orders = self._draw_relabelings() if self._relabel else None
         self._relabel_cache: dict[tuple[int, tuple[int, ...]], NDArray[np.float64]] = {}
-        # "closed" with two agents: the paper's exact test and, required as well, the normal-theory
+        # "closed" with two agents: the paper's exact test and, required as well, the bootstrap
         # test of the pair (Notes, item 2)
         self._pair_reference = (
             WelchReference(self.comparisons, [np.arange(len(self.comparisons))], n_agents=n_agents, n_per_interim=n,
@@ -382,7 +382,7 @@ class AdaStop(PaperPaths):
         if self._closed is not None:
             self._update_closed(block, k)
             return self._finish_interim(k)
-        if self._permutation_crossed:  # two agents: only the normal-theory test is still open
+        if self._permutation_crossed:  # two agents: only the bootstrap test is still open
             self._boundaries.append(math.inf)
             self._level_spent.append(self._spent)
             self._m.append(self._m[-1])

@@ -24,9 +24,9 @@ and combines them by closed testing (Marcus, Peritz and Gabriel 1976):
   (:func:`~.adastop_welch.welch_z`), and the boundaries spend ``alpha`` linearly over the ``K``
   interims on the surviving paths, as seed 002 Eqs. (10)-(12).  Weak control of this test is
   seed 002's Theorem 1 weak part (App. C.2, Lemma 2) for this group.  Beside it runs a
-  normal-theory test of :math:`H_\pi` (:class:`~.adastop_welch.WelchReference`); :math:`\phi_\pi`
-  rejects once both crossed, which keeps the exactness under equal laws and adds Welch's
-  approximation under equal means with unequal spreads (``docs/adastop.md``).
+  bootstrap test of :math:`H_\pi` (:class:`~.adastop_welch.WelchReference`); :math:`\phi_\pi`
+  rejects once both crossed, which keeps the exactness under equal laws and adds the
+  bootstrap's approximation under equal means with unequal spreads (``docs/adastop.md``).
 * **Closed testing**: comparison ``j`` is rejected at interim ``k`` when every
   :math:`\phi_\pi` with ``j`` inside a block has crossed its boundary at some interim
   :math:`\le k`.  If :math:`\pi^*` is the partition of the agents into groups of equal laws, a
@@ -215,7 +215,7 @@ class ClosedAdaStop:
         self._positions = {block: np.concatenate([np.arange(l * n_per_interim, (l + 1) * n_per_interim)
                                                   for l in block]) for block in self.block_pairs}
         self._path_index = np.arange(self.b, dtype=np.intp)
-        #: per partition: its permutation test crossed; its normal-theory test (:mod:`.adastop_welch`)
+        #: per partition: its permutation test crossed; its bootstrap test (:mod:`.adastop_welch`)
         #: crossed too (``decided``: the intersection hypothesis is rejected)
         self.crossed = np.zeros(len(self.partitions), dtype=bool)
         self.reference = WelchReference(self.comparisons, self.implies, n_agents=n_agents, n_per_interim=n_per_interim,
@@ -322,7 +322,7 @@ class ClosedAdaStop:
         for stale in set(self._sums) - needed:
             del self._sums[stale]
         self._interim_counts(k, sorted({l for b in needed for l in b}))  # the agents still relabeled
-        # the blocks' statistics and the normal-theory test are independent: both cores (numpy
+        # the blocks' statistics and the bootstrap test are independent: both cores (numpy
         # releases the GIL in its loops); results do not depend on the order
         pool = _thread_pool()
         reference = pool.submit(self.reference.update, scores, ~self.decided)

@@ -1,4 +1,4 @@
-r"""AdaStop's studentized statistic and its normal-theory companion test (seed 002, Welch 1947).
+r"""AdaStop's studentized statistic and its bootstrap companion test (seed 002, Welch 1947, Hall and Wilson 1991).
 
 The closed scheme (:mod:`.adastop_closed`) tests each intersection hypothesis :math:`H_\pi` with
 the largest **Welch statistic** over the comparisons inside the blocks of :math:`\pi`
@@ -11,13 +11,14 @@ whenever the other agent's ``N`` scores fall on one side, which happens with pro
 
 :class:`WelchReference` is therefore a second sequential test of each :math:`H_\pi`, run beside
 the permutation test and required as well: the same statistic, the same linear spending and
-survivor rule, but its ``B - 1`` reference paths are independent data sets of normal scores with
-one common variance.  For normal scores with equal variances it is an exact Monte Carlo test;
-with unequal variances Welch's statistics tend to a normal vector with the covariance of unequal
-"sample sizes" :math:`n / \sigma_l^2`, under which the largest standardized pairwise difference
-is at most as large as under equal ones (Hayter 1984, the Tukey-Kramer conjecture), and
-Satterthwaite's degrees of freedom carry the small-sample tails.  Requiring both tests keeps the
-permutation test's exactness under equal laws and adds the normal theory's level under equal means.
+survivor rule, but its ``B - 1`` reference paths are a **null-centred bootstrap** of each agent's
+own scores: each path's scores of agent ``l`` at interim ``k`` are drawn with replacement from
+``l``'s scores of interims ``1..k``, shifted to mean 0 (Hall and Wilson 1991, "Two guidelines for
+bootstrap hypothesis testing": resample under the null, use a studentized statistic).  Each agent
+keeps its own spread and shape, so the reference follows the skewness of Welch's t that a normal
+reference misses (second-order accurate for smooth laws, Hall 1992, against first order).
+Requiring both tests keeps the permutation test's exactness under equal laws and adds the
+bootstrap's (asymptotic) level under equal means.
 """
 
 from __future__ import annotations
@@ -37,10 +38,10 @@ _COUNT_TOL = 1e-9
 #: :data:`SMALL_SAMPLE` scores per agent, :func:`spread_warning` warns (docs/adastop.md: the study's
 #: worlds with ratios 6.7-10 at 3-10 scores per interim).
 SPREAD_RATIO = 3.0
-#: Scores per agent below which unequal spreads leave equal-mean decisions to Welch's approximation.
+#: Scores per agent below which unequal spreads leave equal-mean decisions to the bootstrap's approximation.
 SMALL_SAMPLE = 20
 #: Sample skewness (in absolute value) above which, at small N, Welch's t is itself skewed and the
-#: equal-mean decisions are unreliable (docs/adastop.md: gamma and beta rows of the study).
+#: equal-mean decisions are least reliable (docs/adastop.md: the study's exponential-like gamma row).
 SKEWNESS = 1.0
 #: Within-agent sums of squares below this fraction of the raw ones are rounding noise: equal scores.
 _SPREAD_RTOL = 1e-12
@@ -141,7 +142,7 @@ def spend_interim(
 
 
 class WelchReference:
-    """The normal-theory test of every intersection hypothesis, beside the permutation test (module docstring).
+    """The bootstrap test of every intersection hypothesis, beside the permutation test (module docstring).
 
     Parameters
     ----------
@@ -151,13 +152,15 @@ class WelchReference:
         Per intersection hypothesis, the comparisons it holds (its statistic is their largest
         :func:`welch_z`).
     n_agents, n_per_interim, n_interims, alpha, n_permutations, seed :
-        As in :class:`~evalstop_ros.stats.adastop.AdaStop`; the reference paths are drawn from
-        ``seed`` (a stream of their own), independent of the data.
+        As in :class:`~evalstop_ros.stats.adastop.AdaStop`; the resampling indices are drawn
+        from ``seed`` (a stream of their own).
 
     Notes
     -----
-    The reference paths need no data, so their boundaries are those of a fixed design; only
-    path 0, the observed statistic, changes with the scores.
+    Path 0 is the observed data.  A path's interim-``k`` scores come from the bootstrap law of
+    interim ``k`` (all scores so far), its earlier ones from the earlier interims' laws: the
+    boundaries of interims already analysed are never revised.  Cost per interim: one draw of
+    ``L N (B - 1)`` indices and a gather, as the normal draws it replaces.
     """
 
     def __init__(
@@ -169,6 +172,8 @@ class WelchReference:
         self.implies = [np.asarray(p, dtype=np.intp) for p in implies]
         self.n_agents, self.n, self.k_max, self.alpha, self.b = n_agents, n_per_interim, n_interims, alpha, n_permutations
         self._rng = np.random.default_rng([seed, 0x57E1C4])
+        #: ``(L, k N)`` every agent's scores so far (the bootstrap's sample; 0 once out of the rotation)
+        self._history = np.zeros((n_agents, 0))
         #: ``(L, B)`` per agent: sums and sums of squares, column 0 the observed (centred) scores
         self._sums = np.zeros((n_agents, self.b))
         self._squares = np.zeros((n_agents, self.b))
@@ -181,10 +186,15 @@ class WelchReference:
     def update(self, block: NDArray[np.float64], open_tests: NDArray[np.bool_]) -> NDArray[np.bool_]:
         """Interim ``k``: ``block`` ``(L, N)`` scores, centred (0 for agents no longer run); the tests crossed so far.
 
-        Only ``open_tests`` (still needed, not yet crossed here) are updated.
+        Each reference path's interim-``k`` scores are drawn with replacement from the agent's own
+        scores so far, centred at the agent's mean (Hall and Wilson 1991: resample under the null,
+        studentize).  Only ``open_tests`` (still needed, not yet crossed here) are updated.
         """
-        k = self.interim + 1
-        draws = self._rng.standard_normal((self.n_agents, self.n, self.b - 1))
+        k, n, b = self.interim + 1, self.n, self.b
+        self._history = np.concatenate([self._history, block], axis=1)
+        centred = self._history - self._history.mean(axis=1, keepdims=True)  # each agent at mean 0: the null
+        picks = self._rng.integers(0, k * n, size=(self.n_agents, n * (b - 1)))
+        draws = np.take_along_axis(centred, picks, axis=1).reshape(self.n_agents, n, b - 1)
         self._sums[:, 0] += block.sum(axis=1)
         self._squares[:, 0] += np.square(block).sum(axis=1)
         self._sums[:, 1:] += draws.sum(axis=1)
@@ -193,8 +203,8 @@ class WelchReference:
         todo = np.flatnonzero(open_tests & ~self.crossed)
         if todo.size:
             used = np.unique(np.concatenate([self.implies[p] for p in todo]))
-            z = np.zeros((len(self._first), self.b))
-            z[used] = np.sqrt(welch_z_squared(self._sums, self._squares, self._first[used], self._second[used], k * self.n))
+            z = np.zeros((len(self._first), b))
+            z[used] = np.sqrt(welch_z_squared(self._sums, self._squares, self._first[used], self._second[used], k * n))
             for p in map(int, todo):
                 statistic = z[self.implies[p]].max(axis=0)
                 self.boundary[p], self.spent[p], crossed = spend_interim(
@@ -230,4 +240,4 @@ def spread_warning(
     skewed = f"; {agents[worst]}'s scores are skewed ({skew[worst]:+.1f})" if abs(skew[worst]) > SKEWNESS else ""
     return (f"warning: spreads differ {ratio:.1f}x (sd {positive[low]:.3g} of {agents[low]}, {positive[high]:.3g} "
             f"of {agents[high]}) with {fewest} scores per agent{skewed}: for equal means the decisions rest on "
-            f"Welch's approximation, not on the exact permutation law (docs/adastop.md)")
+            f"a bootstrap of Welch's statistic, not on the exact permutation law (docs/adastop.md)")
