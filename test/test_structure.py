@@ -1,5 +1,6 @@
-"""The shape of the code (issue #22): no import circle among evalstop_ros modules, no module over
-~600 lines, one trial loop, test tiers that name real tests.  All read the source with :mod:`ast`,
+"""The shape of the code: imports only point down the layers and never in a circle, no module over
+~600 lines, one trial loop, test tiers that name real tests, no ticket numbers in the source, an
+architecture page that names files that exist.  All read the source with :mod:`ast` or as text,
 importing nothing."""
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ PACKAGE = ROOT / "evalstop_ros"
 #: Longest module (lines).  Generated tables are exempt, but none is a Python module today (the
 #: STEP tables are data files under stats/step_tables/).
 MAX_LINES = 600
-#: Modules still over the limit, waiting for their split (issue #22); the list may only shrink.
+#: Modules still over the limit, waiting for their split; the list may only shrink.
 NOT_YET_SPLIT: frozenset[str] = frozenset()
 
 
@@ -24,23 +25,15 @@ def _module_name(path: pathlib.Path) -> str:
     return ".".join(parts)
 
 
-def _type_checking(node: ast.AST) -> bool:
-    return isinstance(node, ast.If) and (
-        (isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING")
-        or (isinstance(node.test, ast.Attribute) and node.test.attr == "TYPE_CHECKING"))
-
-
 def _imports(path: pathlib.Path, modules: set[str]) -> set[str]:
-    """The evalstop_ros modules ``path`` imports when it runs (at module level or inside a
-    function; ``if TYPE_CHECKING:`` blocks, which never run, excluded)."""
+    """The evalstop_ros modules ``path`` imports: at module level, inside a function, or under
+    ``if TYPE_CHECKING:`` (a type checker follows those too, so they count as edges)."""
     name = _module_name(path)
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     out: set[str] = set()
 
     def visit(node: ast.AST) -> None:
         for child in ast.iter_child_nodes(node):
-            if _type_checking(child):
-                continue
             if isinstance(child, ast.ImportFrom):
                 base = child.module or ""
                 if child.level:
@@ -115,6 +108,7 @@ def test_the_import_walk_sees_relative_and_lazy_imports() -> None:
     graph = _graph()
     assert "evalstop_ros.session.values" in graph["evalstop_ros.session.session"]
     assert "evalstop_ros.session.active_schedule" in graph["evalstop_ros.session.schedule"]  # inside a function
+    assert "evalstop_ros.stats.batch" in graph["evalstop_ros.stats"]  # under ``if TYPE_CHECKING:``
     assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
 
 
@@ -125,6 +119,47 @@ def test_no_import_circle_among_modules() -> None:
 def test_no_import_circle_between_session_and_active() -> None:
     packages = _package_graph(_graph())
     assert "session" not in packages.get("active", set())
+
+
+#: The layers of docs/ARCHITECTURE.md, bottom first: a module may import its own subpackage and
+#: any layer below its own, never one beside or above it.  The first layer is the package's
+#: top-level modules, which import nothing of the package.  ``runner`` (the ROS-free trial
+#: runner) sits above ``session``: it may seal and check goals with the session's code.  A new
+#: subpackage must be given its place here.
+LAYERS: tuple[frozenset[str], ...] = tuple(frozenset(layer.split()) for layer in (
+    "launch_parts limits qos ros_context sentence_model",
+    "stats",
+    "active",
+    "session",
+    "runner",
+    "audit",
+    "report",
+    "hub",
+    "cli nodes",
+))
+
+
+def _layer_of(package: str) -> int:
+    return next(rank for rank, layer in enumerate(LAYERS) if package in layer)
+
+
+def _upward_edges(packages: dict[str, set[str]]) -> list[str]:
+    """Every import of a package from one on its own layer or above (``session -> runner``)."""
+    return sorted(f"{source} -> {target}" for source, targets in packages.items() for target in targets
+                  if _layer_of(target) >= _layer_of(source))
+
+
+def test_every_subpackage_has_a_layer() -> None:
+    placed = set().union(*LAYERS)
+    tops = {_module_name(p).split(".")[1] for p in PACKAGE.rglob("*.py") if p.parent != PACKAGE or p.stem != "__init__"}
+    assert tops - placed == set(), "give each new subpackage or top-level module its place in LAYERS"
+    assert placed - tops == set(), "LAYERS names a subpackage that does not exist"
+
+
+def test_imports_only_point_down_the_layers() -> None:
+    assert _upward_edges({"stats": set(), "session": {"stats", "runner"}, "runner": {"session"}}) == ["session -> runner"]
+    assert _upward_edges({"cli": {"nodes"}}) == ["cli -> nodes"]
+    assert _upward_edges(_package_graph(_graph())) == []
 
 
 def test_no_module_over_600_lines() -> None:

@@ -22,7 +22,6 @@ exported one (:func:`leaderboard`), so the two agree by construction and the tes
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
@@ -33,6 +32,7 @@ from ..stats.registry import METHODS
 from .errors import HubError
 from .family import HolmPairs
 from .rankings import MODELS, RANKERS, comparisons_of, fit_model, model_rows
+from .results import Trial, trials_of
 from .schedule import Focus
 
 __all__ = ["ANYTIME_METHODS", "RANKERS", "REFIT_EVERY", "WARM_UP", "Leaderboard", "Trial", "leaderboard", "refit_point",
@@ -59,24 +59,6 @@ def refit_point(n: int) -> int:
     while m and m + max(REFIT_EVERY, m // 20) <= n:
         m += max(REFIT_EVERY, m // 20)
     return m
-
-
-@dataclasses.dataclass(frozen=True)
-class Trial:
-    """One counted A/B trial: the policies on arms A and B, the task and both scores in [0, 1]."""
-
-    policy_a: str
-    policy_b: str
-    task: str
-    score_a: float
-    score_b: float
-
-
-def trials_of(entries: Iterable[Mapping[str, Any]]) -> list[Trial]:
-    """The ``result`` entries of a journal (dicts with ``kind`` and ``body``), in order."""
-    return [Trial(e["body"]["policy_a"], e["body"]["policy_b"], e["body"]["task"],
-                  float(e["body"]["score_a"]), float(e["body"]["score_b"]))
-            for e in entries if e["kind"] == "result"]
 
 
 def win_rate_ranking(policies: Sequence[str], trials: Sequence[Trial]) -> list[dict[str, Any]]:

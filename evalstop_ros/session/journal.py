@@ -38,6 +38,7 @@ from collections.abc import Iterator
 from types import TracebackType
 from typing import Any
 
+from .blinding import unseal
 from .config import SessionConfig
 from .config_input import config_diff
 from .config_sections import LEGACY_MAX_ATTEMPTS
@@ -257,7 +258,6 @@ def read_journal(path: str | os.PathLike[str], *, raw: bool = False) -> JournalC
 
 def _owner_view(events: tuple[Event, ...], meta: dict[str, str]) -> tuple[Event, ...]:
     """The events with their sealed fields restored by the journal's own key (as the session replays them)."""
-    from .blinding import unseal  # blinding reads journal events: imported here, not at the top
     from .config import ConfigError, parse_journaled_config
 
     try:
