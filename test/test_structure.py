@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ast
 import pathlib
+import re
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "evalstop_ros"
@@ -207,3 +208,16 @@ def test_the_tiers_of_the_root_conftest_name_tests_that_exist() -> None:
                         if isinstance(node, ast.FunctionDef)} if source.is_file() else set())
             missing += [f"{tier}: {path}::{name}" for name in names if name not in defined]
     assert missing == []
+
+
+#: A ticket reference ("issue 20", "Issue #23", "issues 19"): the source says the reason instead.
+_TICKET = re.compile(r"\bissues? #?[0-9]", re.IGNORECASE)
+
+
+def test_the_source_cites_no_ticket_numbers() -> None:
+    assert _TICKET.search("resampled (issue 20)") and _TICKET.search("Blinding (Issue #23):")
+    assert not _TICKET.search("issue a score") and not _TICKET.search("tissues 3")
+    hits = [f"{path.relative_to(ROOT)}:{number}" for path in sorted(PACKAGE.rglob("*"))
+            if path.is_file() and path.suffix in {".py", ".j2"}
+            for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1) if _TICKET.search(line)]
+    assert hits == []

@@ -20,7 +20,7 @@ A browser cannot send the ``Authorization`` header, so ``/leaderboard`` also acc
 the HttpOnly, SameSite=Strict cookie ``evalstop_hub_key`` that the sign-in form sets (path
 ``/leaderboard``, :data:`~.page.COOKIE_DAYS` days); the JSON API takes the header only.
 
-Blinding (issue #23): work sent to stations names the arms ``A`` and ``B`` only; policy names and
+Blinding (a station sees no policy): work sent to stations names the arms ``A`` and ``B`` only; policy names and
 server addresses stay in the hub, and the addresses reach the runner through the lease's runner
 ticket, which resolves once. A station key reads nothing that names a policy: the leaderboard
 (JSON and page) and the journal answer 403 to it, since a station reading the leaderboard

@@ -468,7 +468,7 @@ _OMITTED_AT_DEFAULT: dict[str, object] = {"claim": "pooled", "task_correction": 
 
 
 #: What the active sessions journaled before ``active.surrogate`` and ``active.draws`` existed ran
-#: (issue 20): :meth:`SessionConfig.to_dict` leaves these values out, :func:`parse_journaled_config`
+#: :meth:`SessionConfig.to_dict` leaves these values out, :func:`parse_journaled_config`
 #: puts them back, so an old journal's configuration hash is unchanged.
 LEGACY_ACTIVE = {"surrogate": "mlp", "draws": "eigenvectors"}
 

@@ -176,7 +176,7 @@ class ActiveScheduleConfig(ConfigModel):
 
     #: Task-level strategy (seed 004 App. F): ``random-task`` (default: a uniform open task),
     #: ``cost-task-eig`` (Eq. 2 summed over policies) or ``task-eig`` (Eq. 1 summed).  The default
-    #: follows the study of docs/active.md (``bench/active_surrogates.py``, issue 20): random-task
+    #: follows the study of docs/active.md (``bench/active_surrogates.py``): random-task
     #: reached the lowest L1 per cost in every setting, cost-aware task EIG beat it in none.
     #: Journals of sessions run before ``random-task`` became the default resume with
     #: ``strategy: cost-task-eig`` written out (the configuration hash holds the strategy).
@@ -184,7 +184,7 @@ class ActiveScheduleConfig(ConfigModel):
     #: Surrogate of the EIG strategies: ``shrinkage`` (default; the closed-form hierarchical
     #: Gaussian-process model of :mod:`evalstop_ros.active.shrinkage`, posterior samples for
     #: Eq. 1) or ``mlp`` (seed 004's network, :mod:`evalstop_ros.active.surrogate`, MC dropout).
-    #: The study of docs/active.md (issue 20) found the shrinkage surrogate's L1 lower in 7 of 9
+    #: The study of docs/active.md found the shrinkage surrogate's L1 lower in 7 of 9
     #: cells and never worse beyond 1 SE.  ``random-task`` fits no surrogate.  Journals of sessions
     #: run before this key existed fitted the MLP (their configuration has no ``surrogate``); they
     #: resume with ``surrogate: mlp`` written out (:func:`parse_journaled_config`).
