@@ -221,3 +221,84 @@ def test_the_source_cites_no_ticket_numbers() -> None:
             if path.is_file() and path.suffix in {".py", ".j2"}
             for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1) if _TICKET.search(line)]
     assert hits == []
+
+
+#: The architecture page: every file, directory and ``file: Name`` it names must exist.
+ARCHITECTURE = ROOT / "docs" / "ARCHITECTURE.md"
+#: ```session/trials.py: TrialBook```, ```replay.py```, ```stats/ranking*.py```, ```audit/report.py:\nComparisonAudit```.
+_FILE_REFERENCE = re.compile(r"`([\w/*.]+\.py)(?::\s*([\w.]+))?")
+
+
+def _defines(path: pathlib.Path, dotted: str) -> bool:
+    """Whether ``path`` defines ``Name`` (class, function, assignment or import at the top) and,
+    for ``Name.attr``, whether ``Name``'s body or one of its methods (``self.attr = ...``) does."""
+    def names(body: list[ast.stmt]) -> set[str]:
+        out: set[str] = set()
+        for node in body:
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+                out.add(node.name)
+            elif isinstance(node, ast.Assign | ast.AnnAssign):
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                out.update(t.id for t in targets if isinstance(t, ast.Name))
+            elif isinstance(node, ast.ImportFrom | ast.Import):
+                out.update((a.asname or a.name).split(".")[0] for a in node.names)
+        return out
+
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    name, _, attr = dotted.partition(".")
+    if not attr:
+        return name in names(tree.body)
+    for node in tree.body:
+        if isinstance(node, ast.ClassDef) and node.name == name:
+            assigned = {t.attr for n in ast.walk(node) for t in getattr(n, "targets", [getattr(n, "target", None)])
+                        if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self"}
+            return attr in names(node.body) | assigned
+    return False
+
+
+def _architecture_problems(text: str) -> list[str]:
+    """What ``text`` (the page) names that does not exist: files (in the package, or the
+    repository for ``test/...``; a bare ``replay.py`` anywhere in the package), the names after
+    ``file:``, the package directories of its layer diagram, and its relative links."""
+    problems = []
+    for match in _FILE_REFERENCE.finditer(text):
+        reference, name = match.group(1), match.group(2)
+        if "/" not in reference:
+            found = sorted(PACKAGE.rglob(reference))
+        else:
+            found = sorted(PACKAGE.glob(reference)) or sorted(ROOT.glob(reference))
+        if not found:
+            problems.append(f"no file {reference}")
+        elif name and not any(_defines(path, name) for path in found):
+            problems.append(f"{reference} defines no {name}")
+    for block in re.findall(r"^```\n(.*?)^```", text, re.MULTILINE | re.DOTALL):
+        for line in block.splitlines():
+            for directory in re.match(r"((?:\w+/\s+)*)", line).group(1).split():  # type: ignore[union-attr]
+                if not (PACKAGE / directory).is_dir():
+                    problems.append(f"no package directory {directory}")
+    for link in re.findall(r"\]\(([^)#:]+)\)", text):
+        if not (ARCHITECTURE.parent / link).exists():
+            problems.append(f"no page {link}")
+    return problems
+
+
+def test_the_architecture_page_names_what_exists() -> None:
+    assert _architecture_problems(
+        "`session/trials.py: TrialBook`, `hub/family.py:\nHolmPairs.rows`, `replay.py`, `stats/ranking*.py`\n"
+        "```\nnodes/    thin\ncli/ audit/   verbs\n```\n[protocol](protocol.md)") == []
+    assert _architecture_problems(
+        "`session/gone.py`, `session/trials.py: TrialLedger`, `hub/family.py: HolmPairs.nothing`, `gone.py`\n"
+        "```\nstation/    the client\n```\n[x](gone.md)") == [
+        "no file session/gone.py", "session/trials.py defines no TrialLedger", "hub/family.py defines no HolmPairs.nothing",
+        "no file gone.py", "no package directory station/", "no page gone.md"]
+    assert _architecture_problems(ARCHITECTURE.read_text(encoding="utf-8")) == []
+
+
+def test_the_architecture_diagram_is_the_layer_order() -> None:
+    """The page's diagram lists the subpackages top first, one layer a line, as :data:`LAYERS` does."""
+    block = re.search(r"^```\n(.*?)^```", ARCHITECTURE.read_text(encoding="utf-8"), re.MULTILINE | re.DOTALL)
+    assert block is not None
+    diagram = [frozenset(d.rstrip("/") for d in line.split()) for line in
+               (re.match(r"(?:\w+/\s+)*", row).group(0) for row in block.group(1).splitlines())  # type: ignore[union-attr]
+               if line]
+    assert diagram == list(reversed(LAYERS[1:]))
