@@ -128,7 +128,7 @@ def test_no_import_circle_between_session_and_active() -> None:
 #: runner) sits above ``session``: it may seal and check goals with the session's code.  A new
 #: subpackage must be given its place here.
 LAYERS: tuple[frozenset[str], ...] = tuple(frozenset(layer.split()) for layer in (
-    "launch_parts limits qos ros_context sentence_model",
+    "launch_parts limits operator_input qos ros_context sentence_model",
     "stats",
     "active",
     "session",
@@ -230,8 +230,9 @@ _FILE_REFERENCE = re.compile(r"`([\w/*.]+\.py)(?::\s*([\w.]+))?")
 
 
 def _defines(path: pathlib.Path, dotted: str) -> bool:
-    """Whether ``path`` defines ``Name`` (class, function, assignment or import at the top) and,
-    for ``Name.attr``, whether ``Name``'s body or one of its methods (``self.attr = ...``) does."""
+    """Whether ``path`` defines ``Name`` (class, function, assignment or import at the top, or a
+    method of a class at the top) and, for ``Name.attr``, whether ``Name``'s body or one of its
+    methods (``self.attr = ...``) does."""
     def names(body: list[ast.stmt]) -> set[str]:
         out: set[str] = set()
         for node in body:
@@ -247,7 +248,7 @@ def _defines(path: pathlib.Path, dotted: str) -> bool:
     tree = ast.parse(path.read_text(encoding="utf-8"))
     name, _, attr = dotted.partition(".")
     if not attr:
-        return name in names(tree.body)
+        return name in names(tree.body).union(*(names(c.body) for c in tree.body if isinstance(c, ast.ClassDef)))
     for node in tree.body:
         if isinstance(node, ast.ClassDef) and node.name == name:
             assigned = {t.attr for n in ast.walk(node) for t in getattr(n, "targets", [getattr(n, "target", None)])

@@ -145,4 +145,7 @@ def _report(path: str, result: AdaStopResult) -> list[str]:
     lines.append(f"stopped early: {early or 'none'}")
     spent = result.level_spent[-1] if result.level_spent else 0.0
     lines.append(f"level spent: {spent:.4g} of {result.alpha:g}")
+    from ..session.guarantees import method_guarantee  # here, not at the top: keeps `--help` fast
+
+    lines.append(f"guarantee: {method_guarantee('adastop', interims=(result.n_per_interim, result.n_interims))}")
     return lines

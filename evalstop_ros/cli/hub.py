@@ -1,7 +1,7 @@
 """``evalstop hub``: run the evaluation hub, manage its policies and stations, run a station.
 
-The hub's database is --db: a PostgreSQL URL (postgresql://...) or an SQLite file (the
-default, hub.sqlite). Sub-commands:
+The hub's database is --db (or $EVALSTOP_HUB_DB): a PostgreSQL URL (postgresql://...) or an
+SQLite file (the default, hub.sqlite, owner-only). Sub-commands:
 
   serve          the HTTP service (FastAPI + uvicorn)
   add-policy     register a policy and its policy-server address
@@ -49,6 +49,10 @@ registered by its address, e.g. tcp://10.0.0.5:8000, and run by a ROS station.)
 exit status: 0 done, 2 usage or input error (unknown policy or station, unreadable journal),
 3 hub serve cannot listen on --host:--port (in use: pick another --port); 130 stopped (Ctrl-C)."""
 DEFAULT_DB = "hub.sqlite"
+#: The environment variable that names the database (a PostgreSQL URL with a password stays off the command line).
+DB_ENV = "EVALSTOP_HUB_DB"
+DB_HELP = (f"postgresql:// URL or SQLite path (default: ${DB_ENV}, else {DEFAULT_DB}); a password belongs in "
+           f"~/.pgpass, $PGPASSWORD or ${DB_ENV}, not here, where every local user can read it")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -63,7 +67,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                            "  evalstop hub serve --db hub.sqlite --port 8765    (a restart: the journaled evaluation)"
                            "\n\nexit status: 0 stopped, 2 usage error, 3 cannot listen on --host:--port",
                            formatter_class=argparse.RawDescriptionHelpFormatter)
-    serve.add_argument("--db", default=DEFAULT_DB, help="postgresql:// URL or SQLite path (default %(default)s)")
+    serve.add_argument("--db", default=None, help=DB_HELP)
     serve.add_argument("--host", default="127.0.0.1",
                        help="address to listen on (default %(default)s: this machine only; 0.0.0.0 for every "
                        "interface)")
@@ -80,21 +84,25 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     _analysis_arguments(serve, journaled=True)
     serve.add_argument("--public-leaderboard", action="store_true",
                        help="serve the leaderboard without a key, to anyone including stations (weakens blinding)")
+    serve.add_argument("--relay", action=argparse.BooleanOptionalAction, default=None,
+                       help="relay the policy protocol for each lease (WebSocket /v1/relay): runners get relay "
+                       "locators, no station learns a policy server's address (default: on with PostgreSQL, the "
+                       "multi-lab hub; off with SQLite, one lab); docs/hub.md")
     serve.add_argument("--seed", type=seed_type, default=None, help="seed of the pair draws")
     policy = sub.add_parser("add-policy", help="register a policy")
-    policy.add_argument("--db", default=DEFAULT_DB, help="postgresql:// URL or SQLite path (default %(default)s)")
+    policy.add_argument("--db", default=None, help=DB_HELP)
     policy.add_argument("name", help="policy name shown on the leaderboard")
     policy.add_argument("address", help="policy-server address (kept in the hub, given to runners only)")
     station = sub.add_parser("add-station", help="register a station and write its key")
-    station.add_argument("--db", default=DEFAULT_DB, help="postgresql:// URL or SQLite path (default %(default)s)")
+    station.add_argument("--db", default=None, help=DB_HELP)
     station.add_argument("station_id", help="the station's name (or the viewer's)")
     station.add_argument("--viewer", action="store_true", help="a read-only key (leaderboard, journal)")
     station.add_argument("--key-file", required=True, help="where to write the key (mode 600); it is shown nowhere else")
     revoke = sub.add_parser("revoke", help="revoke a station's key")
-    revoke.add_argument("--db", default=DEFAULT_DB, help="postgresql:// URL or SQLite path (default %(default)s)")
+    revoke.add_argument("--db", default=None, help=DB_HELP)
     revoke.add_argument("station_id", help="the station whose key stops working")
     export = sub.add_parser("export", help="write the global journal as JSON lines")
-    export.add_argument("--db", default=DEFAULT_DB, help="postgresql:// URL or SQLite path (default %(default)s)")
+    export.add_argument("--db", default=None, help=DB_HELP)
     export.add_argument("-o", "--output", default="-", help="file (default stdout)")
     analyze = sub.add_parser("analyze", help="leaderboard of an exported journal, offline")
     analyze.add_argument("journal", help="JSON-lines journal from `evalstop hub export`")
@@ -162,10 +170,25 @@ def _models(text: str) -> tuple[str, ...]:
 
 def run(args: argparse.Namespace) -> int:
     """Dispatch the sub-command; hub errors become one-line CLI errors."""
+    if hasattr(args, "db"):
+        if args.db is not None and _has_password(args.db):
+            print(f"{args.prog} {args.hub_command}: warning: the --db connection string holds a password, which every "
+                  f"local user can read in this process's command line; use ~/.pgpass, $PGPASSWORD or ${DB_ENV}",
+                  file=sys.stderr)
+        args.db = args.db or os.environ.get(DB_ENV) or DEFAULT_DB
     try:
         return int(COMMANDS[args.hub_command](args))
     except HubError as err:
         raise CliError(str(err)) from err
+
+
+def _has_password(database: str) -> bool:
+    import urllib.parse
+
+    try:
+        return database.startswith(("postgresql:", "postgres:")) and bool(urllib.parse.urlsplit(database).password)
+    except ValueError:
+        return True  # unparsable: assume the worst
 
 
 def _serve(args: argparse.Namespace) -> int:
@@ -186,7 +209,8 @@ def _serve(args: argparse.Namespace) -> int:
             evaluation = resumed(journaled(e.to_dict() for e in store.journal(kinds=["evaluation"])),
                                  {name: getattr(args, name) for name in _EVALUATION_OPTIONS})
             settings = HubSettings(lease_seconds=args.lease_seconds, public_leaderboard=args.public_leaderboard,
-                                   seed=args.seed, **{name: getattr(evaluation, name) for name in _EVALUATION_OPTIONS})
+                                   seed=args.seed, relay=store.dialect == "postgresql" if args.relay is None else args.relay,
+                                   **{name: getattr(evaluation, name) for name in _EVALUATION_OPTIONS})
             app = create_app(store, settings)
         except BaseException:
             store.close()
@@ -198,7 +222,8 @@ def _serve(args: argparse.Namespace) -> int:
     url = f"http://{_shown_host(args.host)}:{args.port}"
     print(f"evalstop hub on {url} ({store.dialect}, schema v{store.schema_version()}); evaluation: "
           f"{settings.method} at family-wise alpha {settings.alpha:g}, ranker {settings.ranker}, schedule "
-          f"{settings.schedule}, tasks {','.join(settings.tasks)}\n"
+          f"{settings.schedule}, tasks {','.join(settings.tasks)}; "
+          f"{'policy protocol relayed' if settings.relay else 'addresses given to runners, not relayed'}\n"
           f"leaderboard: {url}/leaderboard (a browser signs in with a viewer key"
           f"{'; public' if args.public_leaderboard else ''}), JSON: {url}/v1/leaderboard; Ctrl-C stops",
           file=sys.stderr, flush=True)
@@ -262,13 +287,12 @@ def _add_policy(args: argparse.Namespace) -> int:
 
 
 def _add_station(args: argparse.Namespace) -> int:
+    from ..hub.database import write_private
     from ..hub.store import open_store
 
     store = open_store(args.db)
     key = store.add_station(args.station_id, "viewer" if args.viewer else "station")
-    fd = os.open(args.key_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8") as out:
-        out.write(key + "\n")
+    write_private(args.key_file, key + "\n")
     print(f"{'viewer' if args.viewer else 'station'} {args.station_id} registered; key written to {args.key_file}")
     return 0
 
@@ -282,6 +306,7 @@ def _revoke(args: argparse.Namespace) -> int:
 
 
 def _export(args: argparse.Namespace) -> int:
+    from ..hub.database import write_private
     from ..hub.store import open_store
 
     lines = [json.dumps(e.to_dict(), sort_keys=True) for e in open_store(args.db).journal()]
@@ -289,7 +314,7 @@ def _export(args: argparse.Namespace) -> int:
     if args.output == "-":
         sys.stdout.write(text)
     else:
-        pathlib.Path(args.output).write_text(text, encoding="utf-8")
+        write_private(args.output, text)
         print(f"{len(lines)} journal entries written to {args.output}", file=sys.stderr)
     return 0
 

@@ -58,6 +58,13 @@ example:
   evalstop rank examples/arena_ab.csv --json
   evalstop rank examples/arena_ab.csv --model prog --level 0.9
 
+--json keys: model; n_comparisons, n_invalid (rows or rounds set aside); data_note (how the data
+were read, e.g. preferences derived from the scores of an auto-scored A/B session; "" if
+nothing to say); params (the model's fitted constants); ranking (best first: policy, score, se,
+rank, low, high: the interval, null where none is printed); interval (level, se_method,
+calibrated); win_rates (policies, wins, games: row against column, ties 1/2); n_notes (the
+operator's explanations per policy; --notes adds notes, the texts); categories (--categories).
+
 exit status: 0 ranking printed, 2 usage or input error."""
 MODELS = ("bt", "davidson", "elo", "prog", "paired", "task")
 
@@ -87,7 +94,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "model and add per-category win rates and progress per policy (needs evalstop[categories])")
     parser.add_argument("--category-map", metavar="YAML", default=None,
                         help="the operator's confirmed categories, instruction: category (they override the model)")
-    parser.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
+    parser.add_argument("--json", action="store_true", help="print one JSON object instead of a table (keys below)")
+    parser.add_argument("--notes", action="store_true", help="with --json: add the operator's explanations per "
+                        "policy (key notes; by default only their count, n_notes)")
 
 
 def fit(data: Comparisons, args: argparse.Namespace) -> Ranking:
@@ -190,12 +199,16 @@ def run(args: argparse.Namespace) -> int:
             ],
             "interval": {"level": args.level, "se_method": ranking.se_method, "calibrated": shown},
             "win_rates": {"policies": list(ranking.policies), "wins": wins.tolist(), "games": games.tolist()},
-            "notes": table.notes_by_policy(),
+            "n_notes": {policy: len(notes) for policy, notes in table.notes_by_policy().items()},
+            **({"notes": table.notes_by_policy()} if args.notes else {}),
+            "data_note": table.note,
         })
         return 0
     print(f"{table.path}: {len(table.data)} valid comparisons of {table.data.n_policies} policies "
           f"({table.n_invalid} invalid set aside); model {ranking.model}")
-    width = max(len(name) for name in ranking.policies)
+    if table.note:
+        print(f"note: {table.note}")
+    width = max(len("policy"), *(len(name) for name in ranking.policies))
     heading = f"{_percent(args.level)} interval" if shown else "no interval"
     print(f"{'rank':>4}  {'policy':<{width}}  {'score':>8}  {'se':>7}  {heading:>17}  {'games':>5}  {'win rate':>8}")
     order = [index[str(row["policy"])] for row in ranking.table()]

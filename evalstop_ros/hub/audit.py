@@ -130,9 +130,9 @@ def _protocol(entries: Sequence[Mapping[str, Any]], tasks: Sequence[str] | None)
     return problems
 
 
-def _station_records(directory: pathlib.Path) -> tuple[pathlib.Path, list[dict[str, Any]], list[str]]:
-    """``(file, records, problems)`` of a station directory's journal (or a journal file),
-    ``station.db``, by the standard chain check."""
+def _station_records(directory: pathlib.Path) -> tuple[pathlib.Path, list[dict[str, Any]], list[str], str | None]:
+    """``(file, records, problems, station id)`` of a station directory's journal (or a journal file),
+    ``station.db``, by the standard chain check (its ``opened`` event names the station)."""
     try:
         contents = read_station_journal(directory)
     except JournalError as err:
@@ -145,22 +145,26 @@ def _station_records(directory: pathlib.Path) -> tuple[pathlib.Path, list[dict[s
         upload = f" (upload {record['upload_id']})" if "upload_id" in record else ""
         problems.append(f"{path}: {edited.describe()}{upload}")
     problems += [f"{path}: {problem}" for problem in (contents.truncated, contents.head_problem) if problem]
-    return path, contents.records, problems
+    named = contents.opened.get("station_id")
+    return path, contents.records, problems, str(named) if named else None
 
 
 def _station(directory: pathlib.Path,
-             results: Mapping[str, Mapping[str, Any]]) -> tuple[str, list[str]]:
-    """``(station id, problems)`` of one station's local journal: its chain, and its
-    results against the hub's."""
-    path, records, problems = _station_records(directory)
+             results: Mapping[tuple[str, str], Mapping[str, Any]]) -> tuple[str, list[str]]:
+    """``(station id, problems)`` of one station's local journal: its chain, and its results
+    against the hub's (``results`` by station and upload id: upload ids are a station's own)."""
+    path, records, problems, named = _station_records(directory)
     acked = {r["upload_id"] for r in records if r.get("kind") == "ack"}
     sent = {r["upload_id"]: r for r in records if r.get("kind") == "result"}
-    ids = sorted({str(results[u]["station"]) for u in sent if u in results})
-    station = ids[0] if len(ids) == 1 else "?"
-    if len(ids) > 1:
-        problems.append(f"{path}: its uploads are counted for several stations at the hub: {ids}")
+    if named is not None:
+        station = named
+    else:  # a journal without its opened event: the hub's results tell
+        ids = sorted({s for s, u in results if u in sent})
+        station = ids[0] if len(ids) == 1 else "?"
+        if len(ids) > 1:
+            problems.append(f"{path}: its uploads are counted for several stations at the hub: {ids}")
     for upload, record in sent.items():
-        theirs = results.get(upload)
+        theirs = results.get((station, upload))
         if theirs is None:
             if upload in acked:
                 problems.append(f"{path}: upload {upload} was acknowledged but the hub's journal has no such result")
@@ -171,8 +175,8 @@ def _station(directory: pathlib.Path,
             problems.append(f"{path}: upload {upload} edited: the station journaled assignment {mine[0]}, "
                             f"A {mine[1]:g}, B {mine[2]:g}; the hub's journal holds assignment {held[0]}, "
                             f"A {held[1]:g}, B {held[2]:g}")
-    for upload, body in results.items():
-        if body["station"] == station and upload not in sent:
+    for owner, upload in results:
+        if owner == station and upload not in sent:
             problems.append(f"{path}: the hub counts upload {upload} of station {station}, which the station "
                             "never journaled")
     return station, problems
@@ -227,7 +231,7 @@ def audit_export(path: str | pathlib.Path, stations: Sequence[str | pathlib.Path
                         "numbers hashed); checked by that chain")
     problems += found
     problems += _protocol(entries, evaluation.tasks if evaluation is not None else None)
-    results = {e["body"]["upload_id"]: e["body"] for e in entries if e["kind"] == "result"}
+    results = {(e["body"]["station"], e["body"]["upload_id"]): e["body"] for e in entries if e["kind"] == "result"}
     names: list[str] = []
     for directory in stations:
         name, found = _station(pathlib.Path(directory), results)

@@ -463,7 +463,7 @@ def _report(final: SessionStatus, config_path: str, journal: pathlib.Path, codes
     tests = [c for c in final.comparisons if c.task != "*"]
     claims = [c for c in final.comparisons if c.task == "*"]
     for c in [*tests, *claims]:
-        pair = c.policy_a + " vs " + c.policy_b + (f" [{'claim' if c.task == '*' else c.task}]" if c.task else "")
+        pair = c.policy_a + " vs " + c.policy_b + (" (claim)" if c.task == "*" else f" @{c.task}" if c.task else "")
         print(f"{pair:<34} {c.metric:<9} {c.method:<7} {c.alpha:>7.4g} {c.n:>5} "
               f"{DECISIONS[c.decision]:<17} {_fmt(c.pvalue):>9} {_fmt(c.evalue):>9} {c.mean_a:>7.3f} {c.mean_b:>7.3f}")
     if final.letters:
@@ -471,7 +471,7 @@ def _report(final: SessionStatus, config_path: str, journal: pathlib.Path, codes
     config = load_config(config_path, confirm_reset=confirm_reset or None)  # the manager's configuration
     offline = offline_decisions(config, journal)
     mismatches = [
-        f"{o.policy_a} vs {o.policy_b} {o.metric}{' ' + o.task if o.task else ''}: live {DECISIONS[c.decision]} at "
+        f"{o.policy_a} vs {o.policy_b}{' @' + o.task if o.task else ''} {o.metric}: live {DECISIONS[c.decision]} at "
         f"{c.stopping_trial}, offline {o.result.decision.name} at {o.result.stopping_trial or 0}"
         for o, c in zip(offline, tests)
         if (int(o.result.decision), o.result.stopping_trial or 0, o.task) != (c.decision, c.stopping_trial, c.task)

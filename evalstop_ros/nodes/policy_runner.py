@@ -1,6 +1,9 @@
 """``policy_runner``: a ``RunTrial`` action server that runs served policies on a robot.
 
-Per goal it looks up the policy's server in ``servers_file`` (policy id -> host:port [+ API
+Per goal it opens what identifies the policy (sealed by a manager with a runner key: the runner
+holds the same key in ``goal_key_file``, :class:`~evalstop_ros.runner.trials.GoalOpener`; a
+goal it cannot open fails as ``sealed goal (error <id>)``), signs the result with its proof,
+looks up the policy's server in ``servers_file`` (policy id -> host:port [+ API
 key]; see :mod:`evalstop_ros.runner.trials`), connects, reads the metadata frame, and runs one
 episode (:func:`evalstop_ros.runner.episode.run_episode`: action chunks open-loop at ``rate``
 Hz, gripper thresholded, joint velocities clipped, up to ``max_steps`` / ``timeout``), then
@@ -54,7 +57,7 @@ from ..runner.episode import EpisodeControl, EpisodeSettings, Progress, run_epis
 from ..runner.errors import Category, ErrorLog, RunnerError, default_error_dir, operator_message
 from ..runner.guard import GUARD_MODES, CommandLimits
 from ..runner.recorder import EpisodeRecorder, with_recording
-from ..runner.trials import RunLedger, load_servers
+from ..runner.trials import GoalOpener, RunLedger, load_servers
 from ..session import auth
 from ._common import declare, spin_node
 from .quick_log import QuickNode
@@ -116,12 +119,16 @@ class PolicyRunner(QuickNode):
                                 "The runner's key file (`OPERATOR HEXKEY`, docs/integrity.md): its emergency-stop "
                                 "pause requests are signed. Empty: unsigned.", read_only=True)
         self._signer = auth.Signer.from_file(key_file) if key_file else None
+        goal_key_file: str = declare(self, "goal_key_file", "",
+                                       "The runner key file (`NAME HEXKEY`, the manager's goal_key_file): opens the "
+                                       "sealed policy of every goal. Empty: only unsealed goals run.", read_only=True)
         self._session_id = ""  # of the latest goal: the pause request is signed for it
         if not servers_file:
             raise ValueError("`servers_file` is required (a YAML map policy_servers: {policy_id: {host, port}})")
         try:
             options = self._adapter_options(robot)
             self.servers: dict[str, ServerAddress] = load_servers(servers_file)
+            self.opener = GoalOpener(goal_key_file)
             self.robot: RobotAdapter = make_adapter(robot, **options)
         except (RunnerError, ImportError) as err:
             raise ValueError(str(err)) from err
@@ -238,11 +245,19 @@ class PolicyRunner(QuickNode):
             raise ValueError(f"`widowx.workspace` needs 6 values (lower xyz, upper xyz); found {len(box)}")
         return (tuple(box[:3]), tuple(box[3:]))
 
+    def _policy(self, goal: RunTrial.Goal) -> str:
+        """The goal's policy ("" when its seal does not open)."""
+        try:
+            return self.opener.identity(goal)
+        except RunnerError:
+            return ""
+
     def _fail(self, err: RunnerError, goal: RunTrial.Goal) -> str:
         """The operator's message of a failure; its full text goes to the private error log only."""
-        address = self.servers.get(goal.policy_id)
+        policy = self._policy(goal)
+        address = self.servers.get(policy)
         error_id = self.error_log.record(err, err.category, session=goal.session_id, trial=goal.trial_id,
-                                         attempt=goal.attempt, policy=goal.policy_id,
+                                         attempt=goal.attempt, policy=policy, label=goal.label,
                                          server=address.uri if address else "")
         return operator_message(err.category, error_id, err.detail)
 
@@ -295,7 +310,12 @@ class PolicyRunner(QuickNode):
     # -- action -----------------------------------------------------------------------------
     def _on_goal(self, goal: RunTrial.Goal) -> GoalResponse:
         self._session_id = goal.session_id
-        if goal.policy_id not in self.servers:
+        try:
+            policy = self.opener.identity(goal)
+        except RunnerError as err:  # accepted: its result says why it cannot run
+            self.get_logger().error(f"trial {goal.trial_id}: {err.category.value}: {err.detail}; the run fails")
+            return GoalResponse.ACCEPT
+        if policy not in self.servers:
             self.get_logger().error(f"trial {goal.trial_id}: goal rejected, its policy has no server in servers_file")
             return GoalResponse.REJECT
         return GoalResponse.ACCEPT
@@ -322,8 +342,8 @@ class PolicyRunner(QuickNode):
                 result = RunTrial.Result(ok=False, message=self._fail(
                     RunnerError("runner shut down mid-rollout", category=Category.SHUTDOWN), goal))
             self._ledger.finish(entry, result)
-        result = result or RunTrial.Result(ok=False, message=self._fail(
-            RunnerError("runner shut down before the run ended", category=Category.SHUTDOWN), goal))
+        result = self.opener.prove(goal, result or RunTrial.Result(ok=False, message=self._fail(
+            RunnerError("runner shut down before the run ended", category=Category.SHUTDOWN), goal)))
         try:
             if goal_handle.is_cancel_requested:
                 goal_handle.canceled()
@@ -343,6 +363,12 @@ class PolicyRunner(QuickNode):
             if self._estop.is_set():
                 message = self._fail(RunnerError("emergency stop engaged", category=Category.EMERGENCY_STOP,
                                                  detail="engaged (release it with emergency_stop data=false)"), goal)
+                self.get_logger().error(f"{trial}: {message}")
+                return RunTrial.Result(ok=False, message=message)
+            try:
+                policy = self.opener.identity(goal)
+            except RunnerError as err:
+                message = self._fail(err, goal)
                 self.get_logger().error(f"{trial}: {message}")
                 return RunTrial.Result(ok=False, message=message)
             feedback = RunTrial.Feedback(phase="connecting")
@@ -368,7 +394,7 @@ class PolicyRunner(QuickNode):
                 folder = pathlib.Path(self.record_dir) / goal.session_id / f"trial_{goal.trial_id:04d}_attempt_{goal.attempt}"
                 recorder = EpisodeRecorder(folder, fps=self.rate)
             try:
-                with PolicyClient(self.servers[goal.policy_id], connect_timeout=self.connect_timeout,
+                with PolicyClient(self.servers[policy], connect_timeout=self.connect_timeout,
                                   infer_timeout=self.infer_timeout, max_frame_size=self.max_frame_size,
                                   max_metadata_size=self.max_metadata_size) as client:
                     outcome = run_episode(client, self.robot, episode, settings, control=control, on_step=on_step,

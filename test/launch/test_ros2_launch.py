@@ -32,6 +32,8 @@ from typing import Any
 import pytest
 from nodes_support import NodeProcess, operator_keys
 
+from evalstop_ros.session.auth import new_keys, write_keys
+
 REPO = pathlib.Path(__file__).resolve().parents[2]
 #: The launch_testing test (``add_launch_test`` in CMakeLists.txt), run with ``launch_test``.
 LAUNCH_TEST = REPO / "test" / "launch" / "test_demo_launch.py"  # (conftest.py: not collected by pytest)
@@ -251,8 +253,9 @@ def test_eval_launch_real_robot_waits_for_the_operator(launch: Any, ros2: Any, n
         (fakes / name).parent.mkdir(parents=True, exist_ok=True)
         (fakes / name).write_text(textwrap.dedent(text))
     keys, _ = operator_keys(tmp_path, "alice")  # a real robot's session takes signed scores only
+    goal_key = write_keys(tmp_path / "runner.key", new_keys(["runner"]))  # ... and seals its runner goals
     process = launch("eval.launch.py", robot=robot, namespace=namespace, session_id=f"launch-{robot}",
-                     journal_dir=str(tmp_path / "journals"), operator_keys_file=str(keys),
+                     journal_dir=str(tmp_path / "journals"), operator_keys_file=str(keys), goal_key_file=str(goal_key),
                      env={"PYTHONPATH": f"{fakes}{os.pathsep}{ros_env['PYTHONPATH']}"})
     process.wait_for(rf"serving RunTrial on '/{robot}/run_trial' with the '{robot}' robot: 2 policies", 120.0)
     process.wait_for(rf"session launch-{robot} opened \(running, 0 trials scored\): runner '/{robot}/run_trial'", 60.0)
