@@ -1,11 +1,13 @@
-"""The shape of the code (issue #22): no import circle among evalstop_ros modules, no module over
-~600 lines, one trial loop, test tiers that name real tests.  All read the source with :mod:`ast`,
+"""The shape of the code: imports only point down the layers and never in a circle, no module over
+~600 lines, one trial loop, test tiers that name real tests, no ticket numbers in the source, an
+architecture page that names files that exist.  All read the source with :mod:`ast` or as text,
 importing nothing."""
 
 from __future__ import annotations
 
 import ast
 import pathlib
+import re
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "evalstop_ros"
@@ -13,7 +15,7 @@ PACKAGE = ROOT / "evalstop_ros"
 #: Longest module (lines).  Generated tables are exempt, but none is a Python module today (the
 #: STEP tables are data files under stats/step_tables/).
 MAX_LINES = 600
-#: Modules still over the limit, waiting for their split (issue #22); the list may only shrink.
+#: Modules still over the limit, waiting for their split; the list may only shrink.
 NOT_YET_SPLIT: frozenset[str] = frozenset()
 
 
@@ -24,23 +26,15 @@ def _module_name(path: pathlib.Path) -> str:
     return ".".join(parts)
 
 
-def _type_checking(node: ast.AST) -> bool:
-    return isinstance(node, ast.If) and (
-        (isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING")
-        or (isinstance(node.test, ast.Attribute) and node.test.attr == "TYPE_CHECKING"))
-
-
 def _imports(path: pathlib.Path, modules: set[str]) -> set[str]:
-    """The evalstop_ros modules ``path`` imports when it runs (at module level or inside a
-    function; ``if TYPE_CHECKING:`` blocks, which never run, excluded)."""
+    """The evalstop_ros modules ``path`` imports: at module level, inside a function, or under
+    ``if TYPE_CHECKING:`` (a type checker follows those too, so they count as edges)."""
     name = _module_name(path)
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     out: set[str] = set()
 
     def visit(node: ast.AST) -> None:
         for child in ast.iter_child_nodes(node):
-            if _type_checking(child):
-                continue
             if isinstance(child, ast.ImportFrom):
                 base = child.module or ""
                 if child.level:
@@ -115,6 +109,7 @@ def test_the_import_walk_sees_relative_and_lazy_imports() -> None:
     graph = _graph()
     assert "evalstop_ros.session.values" in graph["evalstop_ros.session.session"]
     assert "evalstop_ros.session.active_schedule" in graph["evalstop_ros.session.schedule"]  # inside a function
+    assert "evalstop_ros.stats.batch" in graph["evalstop_ros.stats"]  # under ``if TYPE_CHECKING:``
     assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
 
 
@@ -125,6 +120,47 @@ def test_no_import_circle_among_modules() -> None:
 def test_no_import_circle_between_session_and_active() -> None:
     packages = _package_graph(_graph())
     assert "session" not in packages.get("active", set())
+
+
+#: The layers of docs/ARCHITECTURE.md, bottom first: a module may import its own subpackage and
+#: any layer below its own, never one beside or above it.  The first layer is the package's
+#: top-level modules, which import nothing of the package.  ``runner`` (the ROS-free trial
+#: runner) sits above ``session``: it may seal and check goals with the session's code.  A new
+#: subpackage must be given its place here.
+LAYERS: tuple[frozenset[str], ...] = tuple(frozenset(layer.split()) for layer in (
+    "launch_parts limits operator_input qos ros_context sentence_model",
+    "stats",
+    "active",
+    "session",
+    "runner",
+    "audit",
+    "report",
+    "hub",
+    "cli nodes",
+))
+
+
+def _layer_of(package: str) -> int:
+    return next(rank for rank, layer in enumerate(LAYERS) if package in layer)
+
+
+def _upward_edges(packages: dict[str, set[str]]) -> list[str]:
+    """Every import of a package from one on its own layer or above (``session -> runner``)."""
+    return sorted(f"{source} -> {target}" for source, targets in packages.items() for target in targets
+                  if _layer_of(target) >= _layer_of(source))
+
+
+def test_every_subpackage_has_a_layer() -> None:
+    placed = set().union(*LAYERS)
+    tops = {_module_name(p).split(".")[1] for p in PACKAGE.rglob("*.py") if p.parent != PACKAGE or p.stem != "__init__"}
+    assert tops - placed == set(), "give each new subpackage or top-level module its place in LAYERS"
+    assert placed - tops == set(), "LAYERS names a subpackage that does not exist"
+
+
+def test_imports_only_point_down_the_layers() -> None:
+    assert _upward_edges({"stats": set(), "session": {"stats", "runner"}, "runner": {"session"}}) == ["session -> runner"]
+    assert _upward_edges({"cli": {"nodes"}}) == ["cli -> nodes"]
+    assert _upward_edges(_package_graph(_graph())) == []
 
 
 def test_no_module_over_600_lines() -> None:
@@ -172,3 +208,98 @@ def test_the_tiers_of_the_root_conftest_name_tests_that_exist() -> None:
                         if isinstance(node, ast.FunctionDef)} if source.is_file() else set())
             missing += [f"{tier}: {path}::{name}" for name in names if name not in defined]
     assert missing == []
+
+
+#: A ticket reference ("issue 20", "Issue #23", "issues 19"): the source says the reason instead.
+_TICKET = re.compile(r"\bissues? #?[0-9]", re.IGNORECASE)
+
+
+def test_the_source_cites_no_ticket_numbers() -> None:
+    assert _TICKET.search("resampled (issue 20)") and _TICKET.search("Blinding (Issue #23):")
+    assert not _TICKET.search("issue a score") and not _TICKET.search("tissues 3")
+    hits = [f"{path.relative_to(ROOT)}:{number}" for path in sorted(PACKAGE.rglob("*"))
+            if path.is_file() and path.suffix in {".py", ".j2"}
+            for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1) if _TICKET.search(line)]
+    assert hits == []
+
+
+#: The architecture page: every file, directory and ``file: Name`` it names must exist.
+ARCHITECTURE = ROOT / "docs" / "ARCHITECTURE.md"
+#: ```session/trials.py: TrialBook```, ```replay.py```, ```stats/ranking*.py```, ```audit/report.py:\nComparisonAudit```.
+_FILE_REFERENCE = re.compile(r"`([\w/*.]+\.py)(?::\s*([\w.]+))?")
+
+
+def _defines(path: pathlib.Path, dotted: str) -> bool:
+    """Whether ``path`` defines ``Name`` (class, function, assignment or import at the top, or a
+    method of a class at the top) and, for ``Name.attr``, whether ``Name``'s body or one of its
+    methods (``self.attr = ...``) does."""
+    def names(body: list[ast.stmt]) -> set[str]:
+        out: set[str] = set()
+        for node in body:
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+                out.add(node.name)
+            elif isinstance(node, ast.Assign | ast.AnnAssign):
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                out.update(t.id for t in targets if isinstance(t, ast.Name))
+            elif isinstance(node, ast.ImportFrom | ast.Import):
+                out.update((a.asname or a.name).split(".")[0] for a in node.names)
+        return out
+
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    name, _, attr = dotted.partition(".")
+    if not attr:
+        return name in names(tree.body).union(*(names(c.body) for c in tree.body if isinstance(c, ast.ClassDef)))
+    for node in tree.body:
+        if isinstance(node, ast.ClassDef) and node.name == name:
+            assigned = {t.attr for n in ast.walk(node) for t in getattr(n, "targets", [getattr(n, "target", None)])
+                        if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self"}
+            return attr in names(node.body) | assigned
+    return False
+
+
+def _architecture_problems(text: str) -> list[str]:
+    """What ``text`` (the page) names that does not exist: files (in the package, or the
+    repository for ``test/...``; a bare ``replay.py`` anywhere in the package), the names after
+    ``file:``, the package directories of its layer diagram, and its relative links."""
+    problems = []
+    for match in _FILE_REFERENCE.finditer(text):
+        reference, name = match.group(1), match.group(2)
+        if "/" not in reference:
+            found = sorted(PACKAGE.rglob(reference))
+        else:
+            found = sorted(PACKAGE.glob(reference)) or sorted(ROOT.glob(reference))
+        if not found:
+            problems.append(f"no file {reference}")
+        elif name and not any(_defines(path, name) for path in found):
+            problems.append(f"{reference} defines no {name}")
+    for block in re.findall(r"^```\n(.*?)^```", text, re.MULTILINE | re.DOTALL):
+        for line in block.splitlines():
+            for directory in re.match(r"((?:\w+/\s+)*)", line).group(1).split():  # type: ignore[union-attr]
+                if not (PACKAGE / directory).is_dir():
+                    problems.append(f"no package directory {directory}")
+    for link in re.findall(r"\]\(([^)#:]+)\)", text):
+        if not (ARCHITECTURE.parent / link).exists():
+            problems.append(f"no page {link}")
+    return problems
+
+
+def test_the_architecture_page_names_what_exists() -> None:
+    assert _architecture_problems(
+        "`session/trials.py: TrialBook`, `hub/family.py:\nHolmPairs.rows`, `replay.py`, `stats/ranking*.py`\n"
+        "```\nnodes/    thin\ncli/ audit/   verbs\n```\n[protocol](protocol.md)") == []
+    assert _architecture_problems(
+        "`session/gone.py`, `session/trials.py: TrialLedger`, `hub/family.py: HolmPairs.nothing`, `gone.py`\n"
+        "```\nstation/    the client\n```\n[x](gone.md)") == [
+        "no file session/gone.py", "session/trials.py defines no TrialLedger", "hub/family.py defines no HolmPairs.nothing",
+        "no file gone.py", "no package directory station/", "no page gone.md"]
+    assert _architecture_problems(ARCHITECTURE.read_text(encoding="utf-8")) == []
+
+
+def test_the_architecture_diagram_is_the_layer_order() -> None:
+    """The page's diagram lists the subpackages top first, one layer a line, as :data:`LAYERS` does."""
+    block = re.search(r"^```\n(.*?)^```", ARCHITECTURE.read_text(encoding="utf-8"), re.MULTILINE | re.DOTALL)
+    assert block is not None
+    diagram = [frozenset(d.rstrip("/") for d in line.split()) for line in
+               (re.match(r"(?:\w+/\s+)*", row).group(0) for row in block.group(1).splitlines())  # type: ignore[union-attr]
+               if line]
+    assert diagram == list(reversed(LAYERS[1:]))

@@ -5,7 +5,7 @@
     c_{total} = \\sum_{l=1}^{L} c_{eval} + \\sum_{l=1}^{L-1} c_{switch}(T_{i_l}, T_{i_{l+1}})
                + \\sum_{l=1}^{L-1} c_{policy}\\,[\\pi_{i_l} \\ne \\pi_{i_{l+1}}]
 
-The paper charges no policy switch; issue 13 asks for one (reloading a checkpoint on the robot
+The paper charges no policy switch; a real robot pays one (reloading a checkpoint on the robot
 computer), so ``policy_switch`` defaults to 0 and the paper's model is the default.  A task
 switch costs ``switch`` between task *groups* (App. D: a new object / task type / embodiment)
 and ``within_group`` inside one (MetaWorld: 0 when the same object is manipulated).

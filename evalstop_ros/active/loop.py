@@ -32,7 +32,7 @@ from .world import World
 
 __all__ = ["SURROGATES", "Trace", "run_selection"]
 
-#: Surrogates Algorithm 1 can run on: seed 004's MLP and the shrinkage GP (issue 20).
+#: Surrogates Algorithm 1 can run on: seed 004's MLP and the shrinkage GP.
 SURROGATES = ("mlp", "shrinkage")
 
 

@@ -1,4 +1,4 @@
-"""A hierarchical Bayesian (shrinkage) surrogate for seed 004's Algorithm 1, beside the MLP (issue 20).
+"""A hierarchical Bayesian (shrinkage) surrogate for seed 004's Algorithm 1, beside the MLP.
 
 The mean outcome ``f_ij`` of policy ``i`` on task ``j`` gets a Gaussian prior that is a sum of
 independent effects (a Gaussian process over the pairs, closed-form, no training loop):

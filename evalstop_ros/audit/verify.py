@@ -35,7 +35,7 @@ import hashlib
 import json
 from collections.abc import Mapping, Sequence
 
-from ..session.config import ConfigError, SessionConfig, parse_journaled_config
+from ..session.config import ConfigError, SessionConfig, parse_config
 from ..session.config_input import config_diff
 from ..session.letters import letters
 
@@ -82,9 +82,14 @@ def _resolve_config(record: SessionRecord, given: SessionConfig | None) -> tuple
             violations.append(Violation("config_changed", (), f"configuration changed mid-session ({c.origin}): "
                                         f"{'; '.join(changes) or 'hash only'}", c.position, c.stamp_ns))
     try:
-        config = parse_journaled_config(json.loads(first.config_json), f"{first.origin} of {record.source}")
+        config = parse_config(json.loads(first.config_json), f"{first.origin} of {record.source}")
     except (ConfigError, json.JSONDecodeError) as err:
         raise AuditError(f"{record.source}: the recorded configuration is invalid: {err}") from err
+    changes = config_diff(json.loads(first.config_json), config.to_dict())
+    if changes:  # a form with fields left out or named otherwise: not this version's canonical dump
+        raise AuditError(f"{record.source}: the recorded configuration is not in this version's canonical form "
+                         f"({'; '.join(changes)}): another (development) version of evalstop wrote it; audit it with "
+                         "that version")
     if given is not None and given.config_hash != config.config_hash:
         changes = config_diff(config.to_dict(), given.to_dict())
         violations.append(Violation("config_mismatch", (), f"--config differs from the recorded configuration: "

@@ -99,7 +99,7 @@ def _load_session(path: str) -> ABTable:
         raise CliError(f"reading a session needs rosbags ({err}); pip install 'evalstop[audit]'") from err
     from ..session.ab import ab_rounds
     from ..session.blinding import revealed_key, unseal
-    from ..session.config import ConfigError, parse_journaled_config
+    from ..session.config import ConfigError, parse_config
     from ..session.errors import SessionError
 
     try:
@@ -109,7 +109,7 @@ def _load_session(path: str) -> ABTable:
     if not record.configs:
         raise CliError(f"{path}: the session has no configuration")
     try:
-        config = parse_journaled_config(json.loads(record.configs[-1].config_json))
+        config = parse_config(json.loads(record.configs[-1].config_json))
         events = list(record.events)
         if any(e.payload.get("sealed") for e in events if e.kind == "trial_requested"):
             # a recording: the policies behind the labels come back with the key revealed at the end

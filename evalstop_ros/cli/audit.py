@@ -54,7 +54,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "compare the journal with the recorded session_event stream event by event; for a hub "
                         "export, a saved /v1/leaderboard (JSON) to re-derive")
     parser.add_argument("--station", action="append", default=[], metavar="DIR",
-                        help="hub export only: a station's directory (its station.db, or an older station.jsonl), "
+                        help="hub export only: a station's directory (its station.db), "
                         "checked against the hub's results (repeatable)")
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of the report")
 

@@ -15,12 +15,8 @@
 * **each station** (``--station DIR``, the directory of ``evalstop hub station`` or of a ROS
   station): its journal (``station.db``, :mod:`.station_journal`) checked as a session journal is,
   by the standard chain check -- the first edited or removed event named, as ``read_journal``'s
-  ``chain_break`` is, and a truncated or rewritten journal by its head file -- and, for a journal
-  migrated from an older station's ``station.jsonl``, its migrated records against the old file's
-  last hash (:func:`.station_journal.migration_problem`); an older station's ``station.jsonl`` not
-  migrated yet is still read and checked by its own chain (:func:`.chain.check_records`: the first
-  edited, removed or reordered record, by line number; a journal written before stations chained
-  is reported as unchained, a note, not a problem); and every upload
+  ``chain_break`` is, and a truncated or rewritten journal by its head file (the JSON lines
+  journal of an earlier development version is refused); and every upload
   the hub acknowledged holds, in the hub's journal, the scores the station journaled before it
   uploaded (an edited upload is named by its upload id), and the hub counts no upload of the
   station that the station never made;
@@ -40,13 +36,13 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..session.errors import JournalError
-from .chain import OLD_CHAIN, check_chain, check_records
+from .chain import OLD_CHAIN, check_chain
 from .errors import HubError
 from .evaluation import KIND, Evaluation
 from .export import read_export
 from .leaderboard import leaderboard
 from .rankings import MODELS
-from .station_journal import JOURNAL, LEGACY, migration_problem, read_legacy, read_station_journal
+from .station_journal import read_station_journal
 
 __all__ = ["HubAudit", "audit_export"]
 
@@ -134,57 +130,35 @@ def _protocol(entries: Sequence[Mapping[str, Any]], tasks: Sequence[str] | None)
     return problems
 
 
-def _station_records(directory: pathlib.Path
-                     ) -> tuple[pathlib.Path, list[dict[str, Any]], list[str], list[str], str | None]:
-    """``(file, records, problems, notes, station id)`` of a station directory's journal (or a journal
-    file): ``station.db`` by the standard chain check (its ``opened`` event names the station), else an
-    older station's ``station.jsonl`` by its own (no station named)."""
-    if directory.is_dir():
-        path = directory / JOURNAL
-        legacy = directory / LEGACY if not path.exists() and (directory / LEGACY).exists() else None
-    else:
-        path = directory
-        legacy = directory if directory.suffix in (".jsonl", ".migrated") else None
-    if legacy is not None:
-        try:
-            old = read_legacy(legacy)
-        except OSError as err:
-            raise HubError(f"cannot read the station journal {legacy}: {err.strerror}") from err
-        unchained, broken = check_records(old)
-        return legacy, old, [f"{legacy}: {broken}"] if broken else [], [
-            f"{legacy}: the first {unchained} of {len(old)} record(s) are unchained (written before stations "
-            "chained their journals); they cannot be checked for edits"] if unchained else [], None
+def _station_records(directory: pathlib.Path) -> tuple[pathlib.Path, list[dict[str, Any]], list[str], str | None]:
+    """``(file, records, problems, station id)`` of a station directory's journal (or a journal file),
+    ``station.db``, by the standard chain check (its ``opened`` event names the station)."""
     try:
-        contents = read_station_journal(path)
+        contents = read_station_journal(directory)
     except JournalError as err:
-        raise HubError(f"cannot read the station journal {path}: {err}") from err
-    problems, notes = [], []
+        raise HubError(f"cannot read the station journal {directory}: {err}") from err
+    path = contents.path
+    problems = []
     if contents.chain_break is not None:
         edited = contents.chain_break
         record = next((r for r in contents.records if r["seq"] == edited.seq), {})
         upload = f" (upload {record['upload_id']})" if "upload_id" in record else ""
         problems.append(f"{path}: {edited.describe()}{upload}")
-    problems += [f"{path}: {problem}" for problem in (contents.truncated, contents.head_problem,
-                                                      migration_problem(contents)) if problem]
-    migrated = contents.opened.get("migrated")
-    if migrated:
-        notes.append(f"{path}: its first {migrated['records']} record(s) were migrated from an older station's "
-                     f"{migrated['file']}" + (f", of which the first {migrated['unchained']} were unchained (written "
-                                              "before stations chained their journals)" if migrated["unchained"] else ""))
+    problems += [f"{path}: {problem}" for problem in (contents.truncated, contents.head_problem) if problem]
     named = contents.opened.get("station_id")
-    return path, contents.records, problems, notes, str(named) if named else None
+    return path, contents.records, problems, str(named) if named else None
 
 
 def _station(directory: pathlib.Path,
-             results: Mapping[tuple[str, str], Mapping[str, Any]]) -> tuple[str, list[str], list[str]]:
-    """``(station id, problems, notes)`` of one station's local journal: its chain, and its
-    results against the hub's (``results`` by station and upload id: upload ids are a station's own)."""
-    path, records, problems, notes, named = _station_records(directory)
+             results: Mapping[tuple[str, str], Mapping[str, Any]]) -> tuple[str, list[str]]:
+    """``(station id, problems)`` of one station's local journal: its chain, and its results
+    against the hub's (``results`` by station and upload id: upload ids are a station's own)."""
+    path, records, problems, named = _station_records(directory)
     acked = {r["upload_id"] for r in records if r.get("kind") == "ack"}
     sent = {r["upload_id"]: r for r in records if r.get("kind") == "result"}
     if named is not None:
         station = named
-    else:  # an older station's journal, which does not name its station: the hub's results tell
+    else:  # a journal without its opened event: the hub's results tell
         ids = sorted({s for s, u in results if u in sent})
         station = ids[0] if len(ids) == 1 else "?"
         if len(ids) > 1:
@@ -205,7 +179,7 @@ def _station(directory: pathlib.Path,
         if owner == station and upload not in sent:
             problems.append(f"{path}: the hub counts upload {upload} of station {station}, which the station "
                             "never journaled")
-    return station, problems, notes
+    return station, problems
 
 
 def _against(entries: Sequence[Mapping[str, Any]], policies: Sequence[str], published: Mapping[str, Any],
@@ -260,10 +234,9 @@ def audit_export(path: str | pathlib.Path, stations: Sequence[str | pathlib.Path
     results = {(e["body"]["station"], e["body"]["upload_id"]): e["body"] for e in entries if e["kind"] == "result"}
     names: list[str] = []
     for directory in stations:
-        name, found, noted = _station(pathlib.Path(directory), results)
+        name, found = _station(pathlib.Path(directory), results)
         names.append(name)
         problems += found
-        notes += noted
     policies = sorted(e["body"]["policy"] for e in entries if e["kind"] == "policy_added")
     if against is not None:
         problems += _against(entries, policies, against, evaluation)

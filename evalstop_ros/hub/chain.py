@@ -22,14 +22,6 @@ from :data:`GENESIS`.  A hub migrating to version 4 relinks its entries by the s
 export written by a version-3 hub still verifies: :func:`export_chain` tells which chain an export
 uses (the first entry whose stored link is one chain's and not the other's) and
 :func:`check_chain` checks it by that chain.
-
-An older station's local journal (``station.jsonl``, before stations kept the standard journal
-of :mod:`.station_journal`, which migrates it) was chained by the same old :func:`link`: a
-record's ``at``, ``kind`` and the rest of its fields (without ``hash``, as :func:`body_text`) are
-its time, kind and body (:func:`record_link`). A journal written before stations chained their
-records starts with records without ``hash``; those are *unchained* (old data, reported, not an
-error), and the chain starts from :data:`GENESIS` at the first hashed record, after which every
-record must carry its link (:func:`check_records`).
 """
 
 from __future__ import annotations
@@ -41,12 +33,12 @@ from typing import Any
 
 from ..session.journal_format import chain_hash, check_rows
 
-__all__ = ["GENESIS", "HUB_GENESIS", "OLD_CHAIN", "STANDARD_CHAIN", "body_text", "check_chain", "check_records",
-           "entry_hash", "export_chain", "link", "record_link", "stamp_ns"]
+__all__ = ["GENESIS", "HUB_GENESIS", "OLD_CHAIN", "STANDARD_CHAIN", "body_text", "check_chain", "entry_hash",
+           "export_chain", "link", "stamp_ns"]
 
 #: The link before the first entry of the hub's journal (the standard chain, schema version 4).
 HUB_GENESIS = hashlib.sha256(b"evalstop-hub-journal").hexdigest()
-#: The link before the first entry of the old chain (a version-3 hub, an older ``station.jsonl``).
+#: The link before the first entry of the old chain (a version-3 hub).
 GENESIS = "0" * 64
 #: The names :func:`export_chain` gives the two chains.
 STANDARD_CHAIN, OLD_CHAIN = "standard", "v3"
@@ -135,31 +127,3 @@ def _check_old_chain(entries: Iterable[Mapping[str, Any]]) -> str | None:
             return _break(seq, entry["kind"])
         previous, last_seq = expected, seq
     return None
-
-
-def record_link(previous: str, record: Mapping[str, Any]) -> str:
-    """The link of a station journal record (its fields but ``hash``) after ``previous``."""
-    body = {k: v for k, v in record.items() if k not in ("at", "kind", "hash")}
-    return link(previous, record.get("at", 0.0), str(record.get("kind")), body_text(body))
-
-
-def check_records(records: Iterable[Mapping[str, Any]]) -> tuple[int, str | None]:
-    """``(unchained, problem)`` of a station journal: how many leading records carry no ``hash``
-    (written before stations chained their journals), and ``None`` when every record from the
-    first hashed one on links to the one before it (the first to :data:`GENESIS`), else the first
-    record (line number, kind and upload id) that breaks the chain."""
-    previous: str | None = None
-    unchained = 0
-    for line, record in enumerate(records, start=1):
-        if previous is None and "hash" not in record:
-            unchained += 1
-            continue
-        previous = previous or GENESIS
-        expected = record_link(previous, record) if isinstance(record.get("at"), (int, float)) else None
-        if record.get("hash") != expected:
-            upload = f", upload {record['upload_id']}" if "upload_id" in record else ""
-            how = "has no hash" if "hash" not in record else "does not match the hash chain"
-            return unchained, (f"line {line} ({record.get('kind')}{upload}) {how}: edited, or a record before it "
-                               "was removed or changed")
-        previous = expected
-    return unchained, None

@@ -31,7 +31,6 @@ how many.
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -45,6 +44,7 @@ from ..stats.registry import METHODS
 from .errors import HubError
 from .family import HolmPairs
 from .rankings import MODELS, RANKERS, fit_model, model_rows, outcome_of
+from .results import Trial, trials_of
 from .schedule import Focus
 
 if TYPE_CHECKING:
@@ -90,24 +90,6 @@ def model_point(n: int) -> int:
     while m >= EXACT_MODELS and m + m // 20 <= n:
         m += m // 20
     return m
-
-
-@dataclasses.dataclass(frozen=True)
-class Trial:
-    """One counted A/B trial: the policies on arms A and B, the task and both scores in [0, 1]."""
-
-    policy_a: str
-    policy_b: str
-    task: str
-    score_a: float
-    score_b: float
-
-
-def trials_of(entries: Iterable[Mapping[str, Any]]) -> list[Trial]:
-    """The ``result`` entries of a journal (dicts with ``kind`` and ``body``), in order."""
-    return [Trial(e["body"]["policy_a"], e["body"]["policy_b"], e["body"]["task"],
-                  float(e["body"]["score_a"]), float(e["body"]["score_b"]))
-            for e in entries if e["kind"] == "result"]
 
 
 class _Tally:

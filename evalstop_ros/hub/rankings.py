@@ -17,10 +17,10 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from .errors import HubError
+from .results import Trial
 
 if TYPE_CHECKING:  # the statistics core (scipy) is imported on first use: the CLI's parser stays light
     from ..stats.ranking import Comparisons, Ranking
-    from .leaderboard import Trial
 
 __all__ = ["MODELS", "RANKERS", "comparisons_of", "fit_model", "model_rows", "outcome_of", "parse_models"]
 

@@ -5,7 +5,7 @@ Each migration is applied once, in order, inside one transaction, and recorded i
 lacks. The two dialects differ only in the auto-numbered key of the journal.
 
 Version 2 makes every query of a lease, an upload and a ticket an index look-up, so that the
-cost of ``POST /v1/work`` does not grow with the leases ever made (issue #23): an expired
+cost of ``POST /v1/work`` does not grow with the leases ever made: an expired
 lease that was handed out again is marked ``requeued`` (the queue of requeued work is then the
 ``expired`` rows, oldest first, instead of a scan for expired rows without a successor), a
 unique index on ``requeue_of`` lets an expired lease be handed out again at most once, the

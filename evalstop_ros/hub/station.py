@@ -29,7 +29,7 @@ from typing import Any
 from ..session.errors import JournalError
 from ..session.journal_files import journal_directory
 from .errors import HubError
-from .station_journal import JOURNAL, LEGACY, StationJournal, open_station_journal, read_legacy, read_station_journal
+from .station_journal import JOURNAL, StationJournal, check_no_json_lines, open_station_journal, read_station_journal
 
 __all__ = ["ARMS", "SIM_ADDRESS", "StationClient", "read_key", "read_records", "sim_address_rate"]
 
@@ -71,14 +71,12 @@ def read_key(key_file: str | None) -> str:
 
 
 def read_records(directory: str | os.PathLike[str]) -> list[dict[str, Any]]:
-    """A station's records, read-only (safe while it runs): its journal ``station.db``, else an
-    older station's ``station.jsonl`` (not migrated yet), else none.  :class:`HubError` if the
-    journal cannot be read."""
+    """A station's records, read-only (safe while it runs): its journal ``station.db``, else none.
+    :class:`HubError` if the journal cannot be read, or the directory is an earlier version's."""
     folder = pathlib.Path(directory)
     try:
-        if (folder / JOURNAL).exists():
-            return read_station_journal(folder / JOURNAL).records
-        return read_legacy(folder / LEGACY) if (folder / LEGACY).exists() else []
+        check_no_json_lines(folder)
+        return read_station_journal(folder / JOURNAL).records if (folder / JOURNAL).exists() else []
     except (JournalError, OSError) as err:
         raise HubError(f"cannot read the station journal in {str(folder)!r}: {err}") from err
 
@@ -131,7 +129,7 @@ class StationClient:
 
     # -- local journal --------------------------------------------------------------------
     def open_journal(self, station_id: str) -> StationJournal:
-        """Open (or create, migrating an older ``station.jsonl``) the local journal of ``station_id``
+        """Open (or create) the local journal of ``station_id``
         as its writer: a second writer on the directory is refused. :class:`HubError` if it cannot."""
         if self._journal is not None:
             if self._journal.station_id != station_id:

@@ -6,7 +6,7 @@ with ``?`` placeholders and translated for psycopg. Every state change is one tr
 also appends to ``journal``; the journal's ``result`` entries are the hub's record of truth, from
 which the leaderboard is computed (:mod:`.leaderboard`), online and offline alike.
 
-Concurrency (issue #23). On PostgreSQL the store holds a connection pool (psycopg_pool) and
+Concurrency. On PostgreSQL the store holds a connection pool (psycopg_pool) and
 takes no process-wide lock, so several hub processes serve one database: each transaction runs
 on its own connection (READ COMMITTED) and claims the rows it changes with row locks -- expired
 leases and requeued work with ``FOR UPDATE SKIP LOCKED`` (two processes never take the same

@@ -22,7 +22,7 @@ session ends exactly where an uninterrupted one would. Injected runner failures
 retried trial can succeed while a goal the manager re-sends (its response was lost) is the same
 run with the same result.  Ctrl-C during a rollout ends the node quietly.
 
-It logs no policy id (``robot:=sim`` prints its log on the operator's screen, issue 19) unless
+It logs no policy id (``robot:=sim`` prints its log on the operator's screen) unless
 ``log_policy_ids`` is true; an injected failure's message has the runners' one format,
 ``"robot fault (error <id>): injected (failure_probability P)"`` (:mod:`evalstop_ros.runner.errors`).
 

@@ -38,7 +38,7 @@ Parameters (besides the runner's, :func:`~.manager_parameters.declare_runner_par
 ``hub_run_timeout``; an empty ``runner_action`` means ``run_trial``. The node authenticates no
 operator messages (``operator_keys_file`` is ``evaluation_manager``'s; a station's scores never
 were). The local journal is ``journal_dir/hub-<station_id>/station.db`` (the standard journal,
-:mod:`~evalstop_ros.hub.station_journal`; an older ``station.jsonl`` there is migrated).
+:mod:`~evalstop_ros.hub.station_journal`).
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ thresholded at 0.5 to {0, 1}, joint velocities are clipped to [-1, 1], and the l
 command guard (:mod:`.guard`) and every action is rate-limited by it before ``act``: the loop
 is the only caller of the adapter's ``act``.
 
-Schedule (issue 19): ticks follow an absolute schedule (tick ``k`` at ``t0 + k / rate``), one
+Schedule (no burst of late commands): ticks follow an absolute schedule (tick ``k`` at ``t0 + k / rate``), one
 command per tick at most. The policy is queried in a worker thread, so the loop keeps ticking
 while it waits; a tick without an action is *missed*, never made up: a late chunk starts at
 the next tick and its actions run one per tick, and a loop that falls more than a quarter
@@ -15,7 +15,7 @@ period behind drops the missed ticks and resumes the schedule from now. Two comm
 closer than half a period. A watchdog holds the robot (``stop``) after ``watchdog_ticks``
 missed ticks in a row and says so (``on_event``).
 
-Simulated time (issue 25): a robot that keeps its own clock (``simulated_time = True``, the
+Simulated time: a robot that keeps its own clock (``simulated_time = True``, the
 robosuite adapter) is not paced by the wall clock. Each action advances the simulation one
 period however long physics and rendering take; the ticks run back to back, the simulation waits
 for the policy's chunk (as simulated benchmarks do; the client's ``infer_timeout`` still

@@ -1,6 +1,6 @@
 """The one exception type of the runner package, its fixed categories, and the runner's private error log.
 
-Nothing a policy server says reaches an operator channel verbatim (issue 19): a server's error
+Nothing a policy server says reaches an operator channel verbatim: a server's error
 text may name the policy (a traceback, an echoed metadata frame). Every failed rollout is shown
 to the operator (action result ``message``, logs, ``/rosout``, feedback) as one fixed
 :class:`Category` plus an opaque error id::

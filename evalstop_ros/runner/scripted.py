@@ -9,7 +9,7 @@ bias. Failure modes for the failure tests: ``error`` raises on the ``fail_after`
 ``slow`` sleeps ``delay`` s from then on, ``wrong_shape`` returns (chunk, 7). ``action_dim`` 7
 drops joints 6-7 (a stand-in for a 6-DoF end-effector policy with the gripper last).
 
-Command-guard cases (issue 19), from the ``fail_after``-th request on: ``nan`` puts a NaN in
+Command-guard cases (a misbehaving server), from the ``fail_after``-th request on: ``nan`` puts a NaN in
 joint 3; ``stall`` sleeps ``delay`` s once (a server that stalls mid-episode, then goes on);
 ``huge`` replies with a frame of about ``frame_bytes`` bytes. Joint-*position* policies
 (:func:`metadata_for` says ``action_space: joint_position``): ``position`` steers to the goal

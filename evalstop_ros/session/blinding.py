@@ -26,16 +26,14 @@ import hashlib
 import hmac
 import os
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from .config import SessionConfig
+from .journal_format import Event
 from .plan import Plan, verify_key
-
-if TYPE_CHECKING:  # journal.py imports this module to restore sealed fields
-    from .journal import Event
 
 __all__ = ["SEALED_FIELDS", "check_reveal", "journal_payload", "open_text", "revealed_key", "seal", "seal_text", "unseal",
            "unseal_event"]

@@ -13,10 +13,9 @@ dump: a metric's ``method`` (success -> ``step``, progress -> ``nscore``; ``adas
 N-SCORE_inf), its ``alpha`` (the share of the session ``alpha`` left by the metrics that set one,
 split evenly) and ``task_correction`` (the first one :data:`~evalstop_ros.stats.multitask.TASK_CORRECTIONS`
 lists for the claim).  A change of a code default therefore changes the hash of a new session
-but can never silently change a running one.  The fields added with multi-task claims and
-AdaStop (``claim``, ``task_correction``, ``adastop``) are left out of the canonical dump while
-they hold their defaults (``pooled``, none, none), so the hash of a design that does not use
-them -- and every journal started before they existed -- is unchanged.
+but can never silently change a running one.  The canonical dump holds every field, defaults
+included; a change to its form is a new journal schema
+(:data:`~.journal_format.SCHEMA_VERSION`), so an older journal is refused, never misread.
 
 Designs at a glance (the statistics are in :mod:`.session`'s docstring):
 
@@ -78,7 +77,6 @@ from .config_input import apply_overrides, format_validation_error, read_config_
 from .config_sections import (
     ADASTOP,
     DEFAULT_METRICS,
-    LEGACY_MAX_ATTEMPTS,
     MAX_POLICIES,
     ActiveScheduleConfig,
     AdaStopConfig,
@@ -92,7 +90,7 @@ from .config_sections import (
 )
 from .errors import ConfigError
 
-__all__ = ["LEGACY_ACTIVE", "ConfigError", "SessionConfig", "load_config", "parse_config", "parse_journaled_config"]
+__all__ = ["ConfigError", "SessionConfig", "load_config", "parse_config"]
 
 
 class SessionConfig(ConfigModel):
@@ -422,20 +420,8 @@ class SessionConfig(ConfigModel):
         return task_alpha(level, len(self.tasks), claim=self.claim, correction=self.task_correction)
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready dict of every field, defaults resolved (module docstring: fields left out at their defaults)."""
-        data = self.model_dump(mode="json")
-        for key, default in _OMITTED_AT_DEFAULT.items():
-            if data.get(key) == default:
-                del data[key]
-        active = data.get("active")
-        if isinstance(active, dict):  # the form of the journals written before the keys existed
-            for key, legacy in LEGACY_ACTIVE.items():
-                if active.get(key) == legacy:
-                    del active[key]
-        runner = data.get("runner")
-        if isinstance(runner, dict) and runner.get("max_attempts") == LEGACY_MAX_ATTEMPTS:
-            del runner["max_attempts"]  # the limit of every journal written before the field existed
-        return data
+        """JSON-ready dict of every field, defaults resolved."""
+        return self.model_dump(mode="json")
 
     def canonical_json(self) -> str:
         """Canonical JSON (sorted keys, no spaces): what the journal stores and hashes."""
@@ -456,36 +442,6 @@ def _bell(n: int) -> int:
             nxt.append(nxt[-1] + value)
         row = nxt
     return row[-1]
-
-
-#: Fields added after the first sessions were journaled: left out of :meth:`SessionConfig.to_dict`
-#: (so of the hash) while at these defaults.
-_OMITTED_AT_DEFAULT: dict[str, object] = {"claim": "pooled", "task_correction": None, "adastop": None,
-                                          "ab_pairing": "uniform", "ab_ucb_threshold": 500, "schedule": "rounds",
-                                          "active": None, "confirm_reset": False}
-
-
-
-
-#: What the active sessions journaled before ``active.surrogate`` and ``active.draws`` existed ran
-#: (issue 20): :meth:`SessionConfig.to_dict` leaves these values out, :func:`parse_journaled_config`
-#: puts them back, so an old journal's configuration hash is unchanged.
-LEGACY_ACTIVE = {"surrogate": "mlp", "draws": "eigenvectors"}
-
-
-def parse_journaled_config(data: object, source: str = "<journal>") -> SessionConfig:
-    """:func:`parse_config` of a journaled canonical dump (:meth:`SessionConfig.to_dict`).
-
-    An ``active`` block without ``surrogate`` is a journal of the MLP surrogate (seed 004's network):
-    sessions journaled before the shrinkage surrogate became the default, and new ones that chose
-    ``surrogate: mlp``, whose dump omits it so that their hash equals the old form. A user's file
-    without the key means the default, ``shrinkage``; a journal without it means ``mlp``.  Likewise
-    a journal without ``draws`` drew through the eigenvectors (``eigenvectors``), a user's file
-    without it means ``symmetric-root`` (:data:`LEGACY_ACTIVE`).
-    """
-    if isinstance(data, Mapping) and isinstance(data.get("active"), Mapping):
-        data = {**data, "active": {**LEGACY_ACTIVE, **data["active"]}}
-    return parse_config(data, source)
 
 
 def parse_config(data: object, source: str = "<config>") -> SessionConfig:

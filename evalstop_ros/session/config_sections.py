@@ -176,24 +176,19 @@ class ActiveScheduleConfig(ConfigModel):
 
     #: Task-level strategy (seed 004 App. F): ``random-task`` (default: a uniform open task),
     #: ``cost-task-eig`` (Eq. 2 summed over policies) or ``task-eig`` (Eq. 1 summed).  The default
-    #: follows the study of docs/active.md (``bench/active_surrogates.py``, issue 20): random-task
+    #: follows the study of docs/active.md (``bench/active_surrogates.py``): random-task
     #: reached the lowest L1 per cost in every setting, cost-aware task EIG beat it in none.
-    #: Journals of sessions run before ``random-task`` became the default resume with
-    #: ``strategy: cost-task-eig`` written out (the configuration hash holds the strategy).
     strategy: Literal["random-task", "cost-task-eig", "task-eig"] = "random-task"
     #: Surrogate of the EIG strategies: ``shrinkage`` (default; the closed-form hierarchical
     #: Gaussian-process model of :mod:`evalstop_ros.active.shrinkage`, posterior samples for
     #: Eq. 1) or ``mlp`` (seed 004's network, :mod:`evalstop_ros.active.surrogate`, MC dropout).
-    #: The study of docs/active.md (issue 20) found the shrinkage surrogate's L1 lower in 7 of 9
-    #: cells and never worse beyond 1 SE.  ``random-task`` fits no surrogate.  Journals of sessions
-    #: run before this key existed fitted the MLP (their configuration has no ``surrogate``); they
-    #: resume with ``surrogate: mlp`` written out (:func:`parse_journaled_config`).
+    #: The study of docs/active.md found the shrinkage surrogate's L1 lower in 7 of 9
+    #: cells and never worse beyond 1 SE.  ``random-task`` fits no surrogate.
     surrogate: Literal["shrinkage", "mlp"] = "shrinkage"
     #: How the ``shrinkage`` surrogate draws its posterior samples
     #: (:class:`~evalstop_ros.active.shrinkage.ShrinkageSurrogate`): ``symmetric-root`` (default: the
     #: same draws, hence the same choices, on any LAPACK build) or ``eigenvectors`` (through the
-    #: eigenvectors LAPACK returns: what sessions journaled before this key existed drew; they resume
-    #: with it, :func:`parse_journaled_config`, and replay their choices on a machine with the same LAPACK).
+    #: eigenvectors LAPACK returns, which replay their choices only on a machine with the same LAPACK).
     draws: Literal["symmetric-root", "eigenvectors"] = "symmetric-root"
     #: The metric the surrogate models (default: the first metric); ``success`` uses the
     #: Bernoulli head, ``progress`` the binned head.
@@ -215,11 +210,6 @@ class ActiveScheduleConfig(ConfigModel):
     task_groups: dict[Identifier, Annotated[str, StringConstraints(min_length=1)]] = Field(default_factory=dict)
 
 
-#: The fault limit of the sessions journaled before ``runner.max_attempts`` existed (the manager's
-#: default then): :meth:`~.config.SessionConfig.to_dict` leaves it out, so their hash is unchanged.
-LEGACY_MAX_ATTEMPTS = 3
-
-
 class RunnerConfig(ConfigModel):
     """The robot-side action server that executes one trial."""
 
@@ -230,5 +220,5 @@ class RunnerConfig(ConfigModel):
     #: Runner faults in a row on one trial before the session pauses (a session rule,
     #: :class:`~.driver.TrialDriver`); the evaluation manager's ``max_attempts`` parameter fills it
     #: in when the file does not set it, so the journaled configuration always holds the limit.
-    max_attempts: int = Field(default=LEGACY_MAX_ATTEMPTS, ge=1, le=1000)
+    max_attempts: int = Field(default=3, ge=1, le=1000)
 

@@ -38,9 +38,9 @@ from collections.abc import Iterator
 from types import TracebackType
 from typing import Any
 
+from .blinding import unseal
 from .config import SessionConfig
 from .config_input import config_diff
-from .config_sections import LEGACY_MAX_ATTEMPTS
 from .errors import JournalError
 from .journal_format import KINDS, ChainBreak, Event, connect, genesis_hash, read_meta
 from .journal_store import FirstEvent, JournalSpec, JournalStore, check_file, read_store
@@ -257,11 +257,10 @@ def read_journal(path: str | os.PathLike[str], *, raw: bool = False) -> JournalC
 
 def _owner_view(events: tuple[Event, ...], meta: dict[str, str]) -> tuple[Event, ...]:
     """The events with their sealed fields restored by the journal's own key (as the session replays them)."""
-    from .blinding import unseal  # blinding reads journal events: imported here, not at the top
-    from .config import ConfigError, parse_journaled_config
+    from .config import ConfigError, parse_config
 
     try:
-        config = parse_journaled_config(json.loads(meta["config_json"]), "<journal meta>")
+        config = parse_config(json.loads(meta["config_json"]), "<journal meta>")
         return tuple(unseal(events, config, bytes.fromhex(meta["plan_key"]), meta["session_id"]))
     except (ConfigError, KeyError, ValueError):
         return events  # a damaged meta row: the rows as stored (the audit reports the damage)
@@ -269,8 +268,7 @@ def _owner_view(events: tuple[Event, ...], meta: dict[str, str]) -> tuple[Event,
 
 def journaled_fault_limit(path: str | os.PathLike[str]) -> int:
     """``runner.max_attempts`` of the configuration journaled in ``path`` (read without the events):
-    a resumed session keeps its fault limit whatever the manager's default is now.  A journal
-    written before the field existed has the limit of then, 3 (:data:`~.config_sections.LEGACY_MAX_ATTEMPTS`).
+    a resumed session keeps its fault limit whatever the manager's default is now.
 
     Raises
     ------
@@ -285,7 +283,10 @@ def journaled_fault_limit(path: str | os.PathLike[str]) -> int:
             meta = read_meta(connection)
         finally:
             connection.close()
-        runner = json.loads(meta["config_json"]).get("runner") if meta else None
-        return int((runner or {}).get("max_attempts", LEGACY_MAX_ATTEMPTS))
-    except (sqlite3.Error, KeyError, ValueError, TypeError, AttributeError) as err:
+    except sqlite3.Error as err:
+        raise JournalError(f"journal {str(file)!r}: cannot read its configuration: {err}") from err
+    SESSION_JOURNAL.check_type(file, meta or {})
+    try:
+        return int(json.loads(meta["config_json"])["runner"]["max_attempts"])  # type: ignore[index]
+    except (KeyError, ValueError, TypeError) as err:
         raise JournalError(f"journal {str(file)!r}: cannot read its configuration: {err}") from err

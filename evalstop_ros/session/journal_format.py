@@ -35,7 +35,9 @@ from .errors import JournalError
 __all__ = ["KINDS", "SCHEMA", "SCHEMA_VERSION", "ChainBreak", "Event", "chain_hash", "check_chain", "check_rows",
            "connect", "encode_payload", "genesis_hash", "iter_events", "read_meta"]
 
-SCHEMA_VERSION = "2"
+#: The one journal schema this code reads (the tables and the canonical configuration's form);
+#: a journal of any other is refused (:meth:`~.journal_store.JournalSpec.check_type`).
+SCHEMA_VERSION = "3"
 #: Event kinds (see :mod:`evalstop_ros.session.session` for when each is written).
 KINDS = frozenset({
     "config",

@@ -106,8 +106,9 @@ class JournalSpec:
             whose = f" ({found} {meta[owner]!r})" if owner in meta else ""
             raise JournalError(f"{str(file)!r} is a {found} journal{whose}, not a {self.name} journal")
         if meta.get("schema") != SCHEMA_VERSION:
-            raise JournalError(f"journal {str(file)!r} has schema {meta.get('schema')!r}; this code reads "
-                               f"{SCHEMA_VERSION!r}")
+            raise JournalError(f"journal {str(file)!r} has schema {meta.get('schema')!r}, not {SCHEMA_VERSION!r}, "
+                               "the one this version of evalstop reads: it was written by another (development) "
+                               "version; resume or audit it with that version")
 
 
 def check_file(file: pathlib.Path, spec_name: str = "session") -> None:

@@ -1,4 +1,4 @@
-"""What the operator's channels may say about the policies while a session runs (issue 19).
+"""What the operator's channels may say about the policies while a session runs (blind).
 
 The manager's own topics would otherwise name the compared policies: ``session_config`` (the
 config's ``policies``), ``comparison_status``/``session_status`` (``policy_a``, ``policy_b``, the

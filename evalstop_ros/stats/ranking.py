@@ -5,11 +5,11 @@ policy ``j_n`` (label B) and the evaluator reports ``y_n`` in {0, 1, 2} (B prefe
 preferred; seed 001 App. B.1), optionally with progress scores in [0, 1] for both and a task
 instruction.  Every model returns a :class:`Ranking`: one score per policy, its standard error,
 the rank and the interval at any level (:meth:`Ranking.interval`).  The models are elsewhere:
-the baselines of App. B.5 and the paired-progress model (issue 20) in :mod:`.ranking_fits`, the
+the baselines of App. B.5 and the paired-progress model in :mod:`.ranking_fits`, the
 task-aware model of Sec. 3.2 / App. B in :mod:`.ranking_task`; the rank-quality metrics and the
 simulator in :mod:`.ranking_eval`, per-group win rates and progress in :mod:`.ranking_groups`.
 
-Intervals (issue 20): :meth:`Ranking.interval` at any level, normal, Student-t (``df``), Hall's
+Intervals: :meth:`Ranking.interval` at any level, normal, Student-t (``df``), Hall's
 skewness-corrected t (``skewness``) or the symmetric bootstrap-t (``boot_t``); every model's SE is checked by simulation to cover at the
 stated level in a hard RoboArena-like world (imbalanced pairing, ties, flipped preferences) at
 200, 1000 and 5000 comparisons (``test/stats/test_ranking_coverage.py``,
@@ -192,7 +192,7 @@ class Ranking:
         ``score -+ q se`` with ``q`` their ``level`` quantile (:meth:`interval`).  ``None`` = none.
     calibrated : bool
         Whether ``score +- z se`` has been shown by simulation to cover at the stated level
-        (issue 20; ``bench/ranking_coverage.py``, ``test/stats/test_ranking_coverage.py``).  The
+        (``bench/ranking_coverage.py``, ``test/stats/test_ranking_coverage.py``).  The
         task model's conditional-information SE (``n_boot = 0``) is not.
     """
 

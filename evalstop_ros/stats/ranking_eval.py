@@ -120,7 +120,7 @@ class ArenaWorld:
 
     @classmethod
     def hard(cls, rng: np.random.Generator, *, n_policies: int = 15, n_types: int = 8) -> ArenaWorld:
-        """A RoboArena-like hard world (issue 20): specialists, heavily imbalanced pairing (the
+        """A RoboArena-like hard world for coverage: specialists, heavily imbalanced pairing (the
         most-paired policy is drawn ~20 times as often as the least), rare task types (weights
         falling geometrically by half), 8 % flipped preferences and slider progress.
         """
@@ -257,7 +257,7 @@ def efficiency_curve(
 
 @dataclasses.dataclass(frozen=True)
 class Coverage:
-    """How often a model's intervals ``score +- z se`` cover its estimand (issue 20).
+    """How often a model's intervals ``score +- z se`` cover its estimand.
 
     ``coverage`` is the mean over datasets of the fraction of policies covered, ``coverage_se``
     its Monte Carlo SE (datasets are independent; the policies within one are not, so the SE is

@@ -1,5 +1,5 @@
 """The ranking models fitted to pairwise A/B comparisons: the baselines of seed 001 App. B.5
-(Bradley-Terry, Davidson ties, Elo, progress averaging) and the paired-progress model (issue 20).
+(Bradley-Terry, Davidson ties, Elo, progress averaging) and the paired-progress model.
 Each takes :class:`~.ranking.Comparisons` and returns a :class:`~.ranking.Ranking`; the task-aware
 model of Sec. 3.2 / App. B is in :mod:`.ranking_task`.
 
@@ -12,7 +12,7 @@ Identifiability (documented per model, tested):
 * ``prog``: absolute scale (mean progress in [0, 1]); nothing to fix.
 * ``paired``: differences identify ``mu`` up to a common shift; scores are centred (sum 0).
 
-Standard errors (issue 20; coverage in docs/ranking.md): BT, Davidson and PAIRED use a
+Standard errors (coverage in docs/ranking.md): BT, Davidson and PAIRED use a
 small-sample corrected sandwich with Student-t quantiles
 (:func:`~.ranking_sandwich.sandwich_standard_errors`), Elo an online bootstrap, PROG the symmetric
 bootstrap-t (:meth:`~.ranking.Ranking.interval`).
@@ -214,7 +214,7 @@ def fit_elo(data: Comparisons, *, k: float = ELO_K, n_boot: int = 200, seed: int
     the SD of ``theta`` over the passes (with ``seed``).  Covers 0.95-0.96 at 95 % in the hard
     and the planted worlds at 200-5000 comparisons (SE/SD 1.0-1.1; docs/ranking.md).  The
     resampling bootstrap used before (resample comparisons, keep their order) delivered 0.93-0.94
-    (issue 20); a likely cause is that a comparison drawn twice is applied twice in a row, the
+    (docs/ranking.md); a likely cause is that a comparison drawn twice is applied twice in a row, the
     second step smaller than the first, so the resamples vary less than new data would.  The
     passes run side by side in NumPy, one vector step per comparison: 200 passes over 5000
     comparisons take about 0.3 s, like the resampling bootstrap's 200 plain passes.
@@ -334,7 +334,7 @@ def _bootstrap_t(
 
 
 def fit_paired_progress(data: Comparisons, *, l2: float = 1e-6) -> Ranking:
-    """Paired progress, PAIRED: least squares on the within-pair progress differences (issue 20).
+    """Paired progress, PAIRED: least squares on the within-pair progress differences.
 
     .. math:: s^A_n - s^B_n = \\mu_{i_n} - \\mu_{j_n} + \\varepsilon_n, \\qquad
               \\hat\\mu = (D^T D + \\lambda I)^{-1} D^T (s^A - s^B)

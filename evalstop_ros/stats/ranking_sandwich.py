@@ -1,4 +1,4 @@
-"""The small-sample corrected sandwich SE of the likelihood rankings BT, Davidson and PAIRED (issue 20).
+"""The small-sample corrected sandwich SE of the likelihood rankings BT, Davidson and PAIRED.
 
 :func:`sandwich_standard_errors` turns a fit at its optimum (:class:`WorkingFit`: per-comparison
 scores, working residuals and weights, plus the observed information) into the SE of every
@@ -38,7 +38,7 @@ def sandwich_standard_errors(
 
     The sandwich ``S = H^-1 K H^-1`` (Huber 1967; White 1982) stays right when the model is not:
     ties scored as half a win (BT has less variance than a Bernoulli), flipped preferences, task
-    effects (issue 20).  ``H`` is the observed information of the penalised objective, ``P`` the
+    effects.  ``H`` is the observed information of the penalised objective, ``P`` the
     centring projection, SE ``= sqrt(diag(P S P))``.  Plain, ``K = sum_n s_n s_n^T`` is biased
     low in small samples: a rarely paired policy's few comparisons have high leverage and their
     residuals are shrunk towards its fit (0.90-0.92 coverage at 200 comparisons in the hard world

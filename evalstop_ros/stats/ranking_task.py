@@ -81,7 +81,7 @@ class TaskModelOptions:
     resamples of the comparisons (the whole procedure refitted from the same seeded starts, so the
     uncertainty of ``psi``, ``tau``, the buckets, and the EM's own early stopping all count), which covers at the stated level in
     hard worlds (0.951 (0.004) at 0.95 over 160 datasets, every policy within binomial noise of it;
-    issue 20, docs/ranking.md).  ``n_boot = 0`` keeps the cheap conditional
+    docs/ranking.md).  ``n_boot = 0`` keeps the cheap conditional
     information ``1 / sqrt(-d2Q/dtheta_p^2)`` at fixed responsibilities, which ignores all of that and
     covers only 0.80-0.84 there: the ranking is then marked ``calibrated = False``.  The bootstrap
     interval is Student's t with ``n_boot - 1`` df (the SD of ``n_boot`` refits is itself noisy;

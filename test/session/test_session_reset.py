@@ -61,7 +61,7 @@ def test_a_trial_waits_for_its_reset_then_its_run_then_its_score(tmp_path: pathl
 
 def test_without_confirm_reset_a_trial_goes_straight_to_its_run(tmp_path: pathlib.Path) -> None:
     config = sim.make_config(**FAST)
-    assert "confirm_reset" not in config.to_dict(), "the default keeps the hash of earlier sessions"
+    assert config.to_dict()["confirm_reset"] is False
     with EvaluationSession.open(tmp_path / "s.db", config, "s1", durable=False, plan_key=sim.TEST_KEY) as session:
         session.start()
         trial = session.next_trial()
