@@ -88,6 +88,9 @@ class DroidArm:
     """The ``droid`` robot adapter (see the module docstring)."""
 
     action_spaces = ("joint_position", "joint_velocity")
+    #: One action lasts one period of DROID's 15 Hz control loop (``control_hz``), whatever the runner's rate:
+    #: a joint-velocity action moves ``DROID_VELOCITY_UNIT / 15`` rad per unit. The guard's period.
+    control_period = 1.0 / 15.0
 
     def __init__(self, *, cameras: dict[str, str] | None = None, module: str = "droid.robot_env",
                  arm: str = "panda") -> None:
