@@ -181,6 +181,10 @@ class PolicyRunner(QuickNode):
                     "command_type": declare(self, "ros2.command_type", "trajectory",
                                             "trajectory (JointTrajectory) or array (Float64MultiArray).",
                                             read_only=True),
+                    "array_space": declare(self, "ros2.array_space", "joint_position",
+                                           "With command_type array: the forward controller's command space, "
+                                           "joint_position or joint_velocity (policies, holds and homing use it).",
+                                           read_only=True),
                     "joint_names": list(declare(self, "ros2.joint_names", [f"joint{i}" for i in range(1, 9)],
                                                 "Arm joint names (7), then the gripper.", read_only=True)),
                     "dt": 1.0 / self.rate, **self._ros2_limits()}

@@ -242,6 +242,11 @@ class CommandGuard:
         """The joint position the next command is limited against (rad; a copy)."""
         return self._q.copy()
 
+    @property
+    def velocity(self) -> np.ndarray:
+        """The joint velocity of the last command (rad/s; a copy): zero at rest."""
+        return self._v.copy()
+
     def _observed(self, joint_position: np.ndarray) -> np.ndarray:
         q = np.asarray(joint_position, dtype=np.float64).ravel()[:len(self.limits.joint_names)]
         if q.size != len(self.limits.joint_names) or not np.all(np.isfinite(q)):

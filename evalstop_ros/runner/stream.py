@@ -14,9 +14,12 @@ The invariants (docs/deploying.md, "One command stream"):
   (``duration``, a ``JointTrajectory``'s ``time_from_start``): the spacing to the previous command,
   at most one control period, and the guard limits it for that time. Two commands are never closer
   than half a period; homing steps are a full period apart.
+* A transition starts from rest: the stream waits until the last command has run its course and
+  re-syncs only to a joint state measured after that; velocity commands, which some controllers keep
+  executing, are first ramped down to zero within the acceleration limits.
 * A hold is in the command space of the last command: the measured pose for position commands, zero
   velocity for velocity commands, zero end-effector motion for Cartesian ones; the gripper stays
-  where it was last commanded. Without a fresh joint state nothing is published and the fault says
+  where it was last commanded. A stop (failure, emergency stop) holds at once, without the ramp. Without a fresh joint state nothing is published and the fault says
   why. Before the first command nothing is held (the robot has no command of ours to hold).
 * Homing completes before a rollout starts. A robot with a ``home`` pose is homed here: guarded
   steps toward it (in the command space in use), then a wait until the measured pose is within
@@ -131,13 +134,14 @@ class CommandStream:
         return JointReading(np.asarray(observation.joint_position, dtype=np.float64),
                             float(gripper[0]) if gripper.size else 0.0, 0.0, observation.cartesian_position)
 
-    def measure(self, why: str, wait: float = 0.0) -> JointReading:
-        """The measured joint state, no older than ``max_state_age`` (waiting up to ``wait`` s for one);
-        :class:`RunnerError` (robot fault, saying ``why`` it was needed) if there is none."""
-        deadline = time.monotonic() + wait
+    def measure(self, why: str, wait: float = 0.0, *, after: float = -math.inf) -> JointReading:
+        """The measured joint state, no older than ``max_state_age`` and measured after ``after`` (monotonic
+        s), waiting up to ``wait`` s for one; :class:`RunnerError` (robot fault, saying ``why`` it was
+        needed) if there is none."""
+        deadline = time.monotonic() + max(wait, after - time.monotonic() + self.settings.max_state_age)
         while True:
             reading = self._read()
-            if reading is not None and reading.age <= self.settings.max_state_age:
+            if reading is not None and reading.age <= min(self.settings.max_state_age, time.monotonic() - after):
                 return reading
             if time.monotonic() >= deadline:
                 break
@@ -148,6 +152,26 @@ class CommandStream:
 
     def _resync(self, reading: JointReading) -> None:
         self.guard.start(reading.position, reading.cartesian)
+
+    def _brake(self, kind: str) -> None:
+        """Velocity commands last until the next on some controllers: ramp the commanded velocity down to
+        zero within the acceleration limits, one period apart, before a transition."""
+        if self._space != "joint_velocity" or self._guard is None:
+            return
+        rest = np.append(np.zeros(len(self._guard.limits.joint_names)), self._gripper or 0.0)
+        while np.any(self._guard.velocity):
+            duration = self._spaced(self.settings.period)
+            self._send(kind, self._guard.command(rest, "joint_velocity", duration), "joint_velocity", duration)
+
+    def _settled(self) -> float:
+        """Wait until the last command has run its course (a transition starts from rest); that moment."""
+        if self.last is None or self._simulated:
+            return -math.inf
+        end = self.last.time + self.last.duration + min(0.01, self.settings.period / 4)
+        wait = end - time.monotonic()
+        if wait > 0:
+            time.sleep(wait)
+        return end
 
     # -- sending ------------------------------------------------------------------------------
     def _spaced(self, gap: float) -> float:
@@ -163,10 +187,11 @@ class CommandStream:
         return min(time.monotonic() - self._last_sent, guard.period)
 
     def _send(self, kind: str, command: np.ndarray, action_space: str, duration: float) -> None:
-        self._last_sent = time.monotonic()
+        sending = time.monotonic()
         self.robot.act(command, action_space, duration)
+        self._last_sent = time.monotonic()   # spacing counts from the end of the send: the stamp lies before it
         self._space, self._gripper = action_space, float(command[-1])
-        self.last = Sent(self._last_sent, kind, action_space, command.copy(), duration)
+        self.last = Sent(sending, kind, action_space, command.copy(), duration)
         if self.listener is not None:
             self.listener(self.last)
 
@@ -177,7 +202,8 @@ class CommandStream:
         if getattr(self.robot, "home", None) is not None and not self._homed:
             self.home()
         with self.lock:
-            self._resync(self.measure("start the episode", self.settings.state_timeout))
+            self._brake("hold")
+            self._resync(self.measure("start the episode", self.settings.state_timeout, after=self._settled()))
             return self.guard
 
     def step(self, action: np.ndarray, action_space: str) -> np.ndarray:
@@ -191,12 +217,19 @@ class CommandStream:
 
     def hold(self, kind: str = "hold") -> None:
         """Hold the robot where it is, in the command space of the last command (module docstring), and
-        re-sync to the measured pose. :class:`RunnerError` without a fresh joint state (nothing sent)."""
+        re-sync to the measured pose. :class:`RunnerError` without a fresh joint state (nothing sent).
+
+        A hold (the watchdog's) first lets the last command run its course (at most one period: the
+        watchdog fires later than that); a stop (``kind="stop"``) holds at once.
+        """
         with self.lock:
             space = self._space
             if space is None:
                 return
-            reading = self.measure("hold the robot", self.settings.max_state_age)
+            if kind == "hold":
+                self._brake(kind)
+            after = self._settled() if kind == "hold" else -math.inf
+            reading = self.measure("hold the robot", self.settings.max_state_age, after=after)
             n = len(self.guard.limits.joint_names)
             gripper = self._gripper if self._gripper is not None else reading.gripper
             if space == "joint_position":
@@ -229,19 +262,21 @@ class CommandStream:
                 reset = getattr(self.robot, "reset", None)
                 if callable(reset):
                     reset()
-                self._resync(self.measure("re-sync after homing", self.settings.state_timeout))
+                self._resync(self.measure("re-sync after homing", self.settings.state_timeout, after=self._settled()))
                 self._homed = True
             return
         target = np.asarray(target, dtype=np.float64)
         n = len(self.guard.limits.joint_names)
         gripper = float(target[n]) if target.size > n else (self._gripper or 0.0)
-        space = self._space if self._space in _JOINT_SPACES else "joint_position"
+        joint_spaces = [s for s in self.robot.action_spaces if s in _JOINT_SPACES] or ["joint_position"]
+        space = self._space if self._space in joint_spaces else joint_spaces[0]   # the robot's own, if unused yet
         stops, deadline = self._stops, time.monotonic() + self.settings.home_timeout
         settle = max(0.5, 5 * self.settings.period)
         while True:
             with self.lock:
                 self._interrupted(stops)
-                reading = self.measure("home the robot", self.settings.max_state_age)
+                self._brake("home")
+                reading = self.measure("home the robot", self.settings.max_state_age, after=self._settled())
                 self._resync(reading)
             if self._at(reading, target[:n]):
                 break
@@ -266,7 +301,6 @@ class CommandStream:
 
     def _step_home(self, target: np.ndarray, gripper: float, space: str, stops: int, deadline: float) -> None:
         """Guarded steps until the reference is at ``target``; then zero velocity (velocity commands)."""
-        n = target.size
         while True:
             with self.lock:
                 self._interrupted(stops)
@@ -277,21 +311,17 @@ class CommandStream:
                 self._send("home", guard.toward(target, gripper, space, duration), space, duration)
             if time.monotonic() >= deadline:
                 self._give_up(target)
-        while space == "joint_velocity":
-            with self.lock:
-                self._interrupted(stops)
-                guard = self.guard
-                duration = self._spaced(self.settings.period)
-                command = guard.command(np.append(np.zeros(n), gripper), space, duration)
-                self._send("home", command, space, duration)
-                if not np.any(command[:n]):
-                    break
+        with self.lock:
+            self._brake("home")
 
     def _wait_home(self, target: np.ndarray, until: float) -> JointReading | None:
-        """The fresh measured pose once it is within tolerance of ``target``; None at ``until``."""
+        """The fresh measured pose, measured after the last command ran its course, once it is within
+        tolerance of ``target``; None at ``until``."""
+        after = self._settled()
         while True:
             reading = self._read()
-            if reading is not None and reading.age <= self.settings.max_state_age and self._at(reading, target):
+            if reading is not None and reading.age <= min(self.settings.max_state_age, time.monotonic() - after) \
+                    and self._at(reading, target):
                 return reading
             if time.monotonic() >= until:
                 return None

@@ -29,7 +29,8 @@ TOLERANCE = 1e-6
 class Command:
     """One command as the robot got it: its space, its values without the gripper (rad, rad/s in the
     robot's units, or 6 end-effector values), how long the controller executes it (s), and the arm's
-    measured joint pose when it arrived (None: unknown)."""
+    measured joint pose when it arrived (None: unknown; several rows: the poses the arm reported within
+    the runner's freshness bound, the pose at arrival last)."""
 
     space: str
     values: np.ndarray
@@ -55,7 +56,7 @@ def violations(commands: list[Command], limits: CommandLimits) -> list[str]:
     upper = np.asarray(limits.position_upper) if limits.position_upper is not None else np.full(n, np.inf)
     found: list[str] = []
     previous_q: np.ndarray | None = None     # the previous position target
-    previous_v = np.zeros(n)                 # the velocity of the previous command
+    previous_v = [np.zeros(n)]               # the velocities the previous command may have had
 
     def accelerates_ok(v: np.ndarray, before: np.ndarray, duration: float) -> bool:
         return amax is None or _within(v - before, amax * duration)
@@ -73,35 +74,37 @@ def violations(commands: list[Command], limits: CommandLimits) -> list[str]:
                     found.append(f"command {i}: the end effector {what} faster than {speed} per s")
             continue
         values = np.asarray(command.values, dtype=np.float64)[:n]
-        measured = None if command.measured is None else np.asarray(command.measured, dtype=np.float64)[:n]
+        poses = None if command.measured is None else np.atleast_2d(np.asarray(command.measured, dtype=np.float64))[:, :n]
         if command.space == "joint_position":
             if np.any(values < lower - 1e-9) or np.any(values > upper + 1e-9):
                 found.append(f"command {i}: target outside the position limits")
-            from_previous = from_rest = None
+            # the velocities this command may have started (several: the pose the stream re-synced to is
+            # one of the poses the arm reported); the next command is checked against each
+            started = []
             if previous_q is not None:
                 v = (values - previous_q) / t
-                from_previous = v if _within(v, vmax) and accelerates_ok(v, previous_v, t) else None
-            if measured is not None:
-                v = (values - measured) / t
-                from_rest = v if _within(v, vmax) and accelerates_ok(v, np.zeros(n), t) else None
-            if from_previous is None and from_rest is None:
-                step = np.abs(values - (previous_q if previous_q is not None else measured if measured is not None
+                if _within(v, vmax) and any(accelerates_ok(v, before, t) for before in previous_v):
+                    started.append(v)
+            for pose in poses if poses is not None else []:
+                v = (values - pose) / t
+                if _within(v, vmax) and accelerates_ok(v, np.zeros(n), t):
+                    started.append(v)
+            if not started:
+                step = np.abs(values - (previous_q if previous_q is not None else poses[-1] if poses is not None
                                         else values)).max()
                 found.append(f"command {i}: position step beyond the limits ({step:.4g} rad in {t:.4g} s)")
-            previous_q = values
-            previous_v = from_previous if from_previous is not None else (
-                from_rest if from_rest is not None else np.zeros(n))
+            previous_q, previous_v = values, started or [np.zeros(n)]
         else:  # joint_velocity, in rad/s
             v = values * limits.velocity_unit
             if not _within(v, vmax):
                 found.append(f"command {i}: velocity beyond the limits ({np.abs(v).max():.4g} rad/s)")
-            if not (accelerates_ok(v, previous_v, t) or accelerates_ok(v, np.zeros(n), t)):
+            if not any(accelerates_ok(v, before, t) for before in [*previous_v, np.zeros(n)]):
                 found.append(f"command {i}: acceleration beyond the limits")
-            if measured is not None:
-                reach = measured + v * t
+            if poses is not None:
+                reach = poses[-1] + v * t
                 if np.any(reach < lower - 1e-6) or np.any(reach > upper + 1e-6):
                     found.append(f"command {i}: velocity runs out of the position limits")
-            previous_q, previous_v = None, v
+            previous_q, previous_v = None, [v]
     return found
 
 

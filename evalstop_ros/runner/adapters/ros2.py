@@ -7,10 +7,13 @@ then the gripper joint, whose position is taken as 0 = open .. 1 = closed) and o
 ``trajectory_msgs/JointTrajectory`` with one point (positions for ``joint_position``, velocities
 for ``joint_velocity``, reached after the command's duration: its ``time_from_start``, the spacing
 to the previous command as the command stream measured it, at most ``dt``), or a
-``std_msgs/Float64MultiArray`` of the 8 action values (``command_type: array``). The adapter only
+``std_msgs/Float64MultiArray`` of the 8 action values (``command_type: array``) for a forward
+controller of one command space, ``array_space`` (``joint_position`` or ``joint_velocity``: the
+controller the lab configured; the robot then executes policies of that space only, and homes and
+holds in it too). The adapter only
 publishes: holds, stops and the move to ``home`` (default all zeros) are the command stream's
 (:mod:`~..stream`), from the measured joint state :meth:`Ros2Arm.joint_state` (its age counted from
-its arrival). The node that owns the subscriptions must be spinning (policy_runner's executor does
+its header stamp, as a driver's ``joint_state_broadcaster`` sets it; from its arrival if unstamped). The node that owns the subscriptions must be spinning (policy_runner's executor does
 that).
 
 Limits (:class:`~..guard.CommandLimits`): given as ``limits`` (policy_runner builds them from its
@@ -54,16 +57,20 @@ def image_to_rgb(msg: Any) -> np.ndarray:
 class Ros2Arm:
     """The ``ros2`` robot adapter (see the module docstring)."""
 
-    action_spaces = ("joint_position", "joint_velocity")
+    action_spaces: tuple[str, ...] = ("joint_position", "joint_velocity")
 
     def __init__(self, *, node: Any, joint_state_topic: str = "joint_states", cameras: list[str] | None = None,
                  command_topic: str = "joint_command", command_type: str = "trajectory",
                  joint_names: list[str] | None = None, dt: float = 1.0 / 15.0, home: list[float] | None = None,
                  stale_after: float = 1.0, limits: CommandLimits | None = None,
                  robot_description_topic: str = "robot_description", gripper_range: tuple[float, float] = (0.0, 1.0),
-                 ) -> None:
+                 array_space: str = "joint_position") -> None:
         if command_type not in ("trajectory", "array"):
             raise RunnerError(f"ros2.command_type must be 'trajectory' or 'array'; found {command_type!r}")
+        if array_space not in self.action_spaces:
+            raise RunnerError(f"ros2.array_space must be joint_position or joint_velocity; found {array_space!r}")
+        if command_type == "array":  # a forward controller takes one command space
+            self.action_spaces = (array_space,)
         self.joint_names = list(joint_names or [f"joint{i}" for i in range(1, 9)])
         if len(self.joint_names) != 8:
             raise RunnerError(f"ros2.joint_names needs 7 arm joints and the gripper (8); found {len(self.joint_names)}")
@@ -107,10 +114,15 @@ class Ros2Arm:
             self.limits_problem = str(err)
 
     def _on_joints(self, msg: Any) -> None:
+        """A joint state, timed when it was measured (its header stamp; unstamped: when it arrived)."""
         positions = dict(zip(msg.name, msg.position))
         if all(n in positions for n in self.joint_names):
+            measured = time.monotonic()
+            stamp = msg.header.stamp.sec * 1_000_000_000 + msg.header.stamp.nanosec
+            if stamp > 0:
+                measured -= min(max(0.0, (self._node.get_clock().now().nanoseconds - stamp) * 1e-9), 3600.0)
             with self._lock:
-                self._joints = (time.monotonic(), np.array([positions[n] for n in self.joint_names]))
+                self._joints = (measured, np.array([positions[n] for n in self.joint_names]))
 
     def _on_image(self, name: str, msg: Any) -> None:
         image = image_to_rgb(msg)
