@@ -13,7 +13,9 @@ The invariants (docs/deploying.md, "One command stream"):
   command *as the controller executes it*: every command is sent with the time it lasts
   (``duration``, a ``JointTrajectory``'s ``time_from_start``): the spacing to the previous command,
   at most one control period, and the guard limits it for that time. Two commands are never closer
-  than half a period; homing steps are a full period apart.
+  than half a period; homing steps are a full period apart, and so are all commands of a robot whose
+  commands carry no timing (``timed_commands = False``: a ``Float64MultiArray``), each limited for one
+  period.
 * A transition starts from rest: the stream waits until the last command has run its course and
   re-syncs only to a joint state measured after that; velocity commands, which some controllers keep
   executing, are first ramped down to zero within the acceleration limits.
@@ -179,10 +181,11 @@ class CommandStream:
         guard = self.guard
         if self._simulated:
             return guard.period
-        wait = self._last_sent + gap - time.monotonic()
+        timed = getattr(self.robot, "timed_commands", True)   # False: a command cannot say how long it lasts
+        wait = self._last_sent + (gap if timed else max(gap, guard.period)) - time.monotonic()
         if wait > 0:
             time.sleep(wait)
-        if getattr(self.robot, "control_period", None):   # a simulated arm paced by the wall clock
+        if getattr(self.robot, "control_period", None) or not timed:   # each command lasts one period
             return guard.period
         return min(time.monotonic() - self._last_sent, guard.period)
 

@@ -4,8 +4,8 @@ It lives on the test's probe node: it subscribes to the runner's commands and pu
 ``sensor_msgs/JointState`` (and a camera image) every 10 ms. A ``JointTrajectory`` point moves it
 like a trajectory controller: linearly from where it is to the positions over ``time_from_start``,
 or at the velocities for that long. A ``Float64MultiArray`` moves it like a forward controller of
-``array_space``: to the positions over the time since the previous command (at most one period
-``dt``), or at the velocities until the next command. Its joint states are stamped. Every command is recorded (:class:`command_check.Command`) with the poses the arm reported
+``array_space``: to the positions over one period ``dt`` (the runner spaces them so), or at the
+velocities until the next command. Its joint states are stamped. Every command is recorded (:class:`command_check.Command`) with the poses the arm reported
 in the ``fresh`` s before it arrived (what the runner may have re-synced to) and the pose it found.
 """
 
@@ -41,7 +41,6 @@ class StandInArm:
         self.stamps: list[float] = []
         self.kinds: list[str] = []
         self._state, self._image, self._clock = JointState, Image, node.get_clock()
-        self._arrived = -np.inf
         self._joints = node.create_publisher(JointState, "joint_states", 10)
         self._cameras = [node.create_publisher(Image, topic, 10) for topic in camera_topics]
         msg_type = JointTrajectory if command_type == "trajectory" else Float64MultiArray
@@ -73,13 +72,11 @@ class StandInArm:
                     velocity = values.copy()
                 until = now + duration
             else:
-                space, values, stamp = self.array_space, np.asarray(msg.data, dtype=np.float64), now
-                duration = min(now - self._arrived, self.dt)
+                space, values, stamp, duration = self.array_space, np.asarray(msg.data, dtype=np.float64), now, self.dt
                 if space == "joint_position":
                     velocity, until = (values - here) / duration, now + duration
                 else:
                     velocity, until = values.copy(), np.inf
-            self._arrived = now
             velocity[7] = 0.0
             here[7] = values[7]                       # the gripper follows at once
             self._origin, self._velocity, self._since, self._until = here, velocity, now, until

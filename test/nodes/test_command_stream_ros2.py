@@ -3,7 +3,7 @@
 A stand-in arm (:mod:`standin_arm`, a mock of the hardware) moves as its controller would and
 records every command with the pose it found; each consecutive pair is checked against the limits
 as the controller executes it (:func:`command_check.violations`; a trajectory's own
-``time_from_start``; an array, which carries no timing, the spacing the stream kept).
+``time_from_start``; an array, which carries no timing, one period: the stream spaces them so).
 """
 
 from __future__ import annotations
@@ -60,8 +60,8 @@ def _life(probe: Any, command_type: str, space: str, seed: int) -> tuple[StandIn
         raise failed[0]
     probe.spin_until(lambda: len(arm.commands) >= len(sent), 20.0, "every command at the arm")
     assert len(arm.commands) == len(sent), "none lost (reliable, depth 1000), none from elsewhere"
-    if command_type == "array":   # no timing in a Float64MultiArray: each lasts the spacing the stream kept
-        arm.commands[:] = [dataclasses.replace(c, duration=s.duration) for c, s in zip(arm.commands, sent)]
+    if command_type == "array":   # no timing in a Float64MultiArray: a full period apart, each lasts one
+        assert np.diff([s.time for s in sent]).min() >= 1.0 / RATE - 1e-3 and {s.duration for s in sent} == {1 / RATE}
     return arm, robot, done[0]
 
 

@@ -10,7 +10,7 @@ to the previous command as the command stream measured it, at most ``dt``), or a
 ``std_msgs/Float64MultiArray`` of the 8 action values (``command_type: array``) for a forward
 controller of one command space, ``array_space`` (``joint_position`` or ``joint_velocity``: the
 controller the lab configured; the robot then executes policies of that space only, and homes and
-holds in it too). The adapter only
+holds in it too; an array carries no timing, so its commands are a full period ``dt`` apart). The adapter only
 publishes: holds, stops and the move to ``home`` (default all zeros) are the command stream's
 (:mod:`~..stream`), from the measured joint state :meth:`Ros2Arm.joint_state` (its age counted from
 its header stamp, as a driver's ``joint_state_broadcaster`` sets it; from its arrival if unstamped). The node that owns the subscriptions must be spinning (policy_runner's executor does
@@ -71,6 +71,9 @@ class Ros2Arm:
             raise RunnerError(f"ros2.array_space must be joint_position or joint_velocity; found {array_space!r}")
         if command_type == "array":  # a forward controller takes one command space
             self.action_spaces = (array_space,)
+        #: A trajectory point says how long it lasts (``time_from_start``); an array does not: the command
+        #: stream then spaces commands a full period apart.
+        self.timed_commands = command_type == "trajectory"
         self.joint_names = list(joint_names or [f"joint{i}" for i in range(1, 9)])
         if len(self.joint_names) != 8:
             raise RunnerError(f"ros2.joint_names needs 7 arm joints and the gripper (8); found {len(self.joint_names)}")
