@@ -302,6 +302,8 @@ def run_episode(client: ChunkSource, robot: RobotAdapter, episode: EpisodeInfo, 
             else:
                 missed += 1
                 result.missed_ticks += 1
+                with control.lock:
+                    stream.coast()   # a velocity that lasts until the next command slows down meanwhile
                 if missed == settings.watchdog_ticks:
                     with control.lock:
                         stream.hold()   # in the command space in use, at the measured pose (re-synced)

@@ -17,8 +17,10 @@ The invariants (docs/deploying.md, "One command stream"):
   commands carry no timing (``timed_commands = False``: a ``Float64MultiArray``), each limited for one
   period.
 * A transition starts from rest: the stream waits until the last command has run its course and
-  re-syncs only to a joint state measured after that; velocity commands, which some controllers keep
-  executing, are first ramped down to zero within the acceleration limits.
+  re-syncs only to a joint state measured after that; velocity commands without timing, which a
+  forward controller keeps executing, are first ramped down to zero within the acceleration limits;
+  so are they at every tick a rollout waits for its chunk (:meth:`CommandStream.coast`), and the
+  reference of such commands follows the measured pose at every step.
 * A hold is in the command space of the last command: the measured pose for position commands, zero
   velocity for velocity commands, zero end-effector motion for Cartesian ones; the gripper stays
   where it was last commanded. A stop (failure, emergency stop) holds at once, without the ramp. Without a fresh joint state nothing is published and the fault says
@@ -155,10 +157,16 @@ class CommandStream:
     def _resync(self, reading: JointReading) -> None:
         self.guard.start(reading.position, reading.cartesian)
 
+    def _lasting(self, action_space: str | None) -> bool:
+        """Whether a command of ``action_space`` lasts until the next: velocities without timing (a forward
+        velocity controller keeps executing the last one)."""
+        return action_space == "joint_velocity" and not getattr(self.robot, "timed_commands", True)
+
     def _brake(self, kind: str) -> None:
-        """Velocity commands last until the next on some controllers: ramp the commanded velocity down to
-        zero within the acceleration limits, one period apart, before a transition."""
-        if self._space != "joint_velocity" or self._guard is None:
+        """A velocity command without timing lasts until the next (a forward velocity controller): ramp the
+        commanded velocity down to zero within the acceleration limits, one period apart, before a
+        transition. (A timed command, or a simulated arm's, ends by itself.)"""
+        if not self._lasting(self._space) or self._guard is None:
             return
         rest = np.append(np.zeros(len(self._guard.limits.joint_names)), self._gripper or 0.0)
         while np.any(self._guard.velocity):
@@ -213,10 +221,23 @@ class CommandStream:
         """One rollout command: ``action`` (of a chunk the guard checked) rate-limited and sent; returned."""
         with self.lock:
             duration = self._spaced(self.settings.period / 2)
+            if self._lasting(action_space):   # the reference follows the arm, which moved as long as it moved
+                reading = self._read()
+                if reading is not None and reading.age <= self.settings.max_state_age:
+                    self.guard.observed(reading.position, None, action_space)
             command = self.guard.command(action, action_space, duration)
             self._homed = False
             self._send("step", command, action_space, duration)
             return command
+
+    def coast(self) -> None:
+        """A tick without an action (waiting for a chunk): a velocity that lasts until the next command is
+        ramped one step toward zero, within the acceleration limits; nothing else is sent."""
+        with self.lock:
+            if self._lasting(self._space) and self._guard is not None and np.any(self._guard.velocity):
+                duration = self._spaced(self.settings.period / 2)
+                rest = np.append(np.zeros(len(self._guard.limits.joint_names)), self._gripper or 0.0)
+                self._send("hold", self._guard.command(rest, "joint_velocity", duration), "joint_velocity", duration)
 
     def hold(self, kind: str = "hold") -> None:
         """Hold the robot where it is, in the command space of the last command (module docstring), and

@@ -40,7 +40,9 @@ class StandInArm:
         self.commands: list[Command] = []
         self.stamps: list[float] = []
         self.kinds: list[str] = []
+        self.grippers: list[float] = []
         self._state, self._image, self._clock = JointState, Image, node.get_clock()
+        self._silent_after: int | None = None   # commands after which the joint states stop (a driver dropout)
         self._joints = node.create_publisher(JointState, "joint_states", 10)
         self._cameras = [node.create_publisher(Image, topic, 10) for topic in camera_topics]
         msg_type = JointTrajectory if command_type == "trajectory" else Float64MultiArray
@@ -55,6 +57,17 @@ class StandInArm:
     def _at(self, now: float) -> np.ndarray:
         moving = max(0.0, min(now, self._until) - self._since)
         return self._origin + self._velocity * moving
+
+    def fall_silent_after(self, commands: int | None) -> None:
+        """Stop publishing joint states once ``commands`` more commands arrived (None: publish again)."""
+        with self.lock:
+            self._silent_after = None if commands is None else len(self.commands) + commands
+
+    @property
+    def silent(self) -> bool:
+        """Whether the joint states have stopped."""
+        with self.lock:
+            return self._silent_after is not None and len(self.commands) >= self._silent_after
 
     def _on_command(self, msg: Any) -> None:
         now = time.monotonic()
@@ -84,8 +97,11 @@ class StandInArm:
             self.commands.append(Command(space, values[:7].copy(), duration, np.array([*recent, here[:7]])))
             self.stamps.append(stamp)
             self.kinds.append(space)
+            self.grippers.append(float(values[7]))
 
     def _tick(self) -> None:
+        if self.silent:
+            return
         now = time.monotonic()
         with self.lock:
             q = self._at(now)

@@ -186,59 +186,93 @@ def test_a_300_mb_frame_is_refused_with_the_runner_s_memory_bounded(
     assert runner.stop() == 0
 
 
-def test_jumps_are_rate_limited_on_the_ros2_arm_and_out_of_limit_chunks_never_published(
-        start_node: Any, probe: Any, tmp_path: pathlib.Path, openpi: OpenpiServers) -> None:
-    from rclpy.qos import DurabilityPolicy, QoSProfile
-    from sensor_msgs.msg import Image, JointState
-    from std_msgs.msg import String
-    from trajectory_msgs.msg import JointTrajectory
+#: Per command type (and an array controller's space): the adversarial openpi servers, in the order their
+#: goals are sent, back to back (the instant a result arrives): huge legal steps, late chunks of huge steps
+#: after a watchdog hold, a refused chunk, a stall, a server error; last (after a rollout that ended well,
+#: so that no homing comes first), a driver dropout during a stall.
+_ADVERSARIES = {
+    ("trajectory", "joint_position"): ["jump", "lurch", "out_of_limits", "stall", "error", "jump", "lurch"],
+    ("array", "joint_position"): ["jump", "lurch", "out_of_limits", "jump", "out_of_limits", "lurch", "lurch"],
+    ("array", "joint_velocity"): ["good", "stall", "error", "good", "error", "stall", "stall"],
+}
+_OPTIONS = {"lurch": ("--fail-after", "2", "--delay", "1.0"), "stall": ("--fail-after", "2", "--delay", "1.0"),
+            "error": ("--fail-after", "3"), "out_of_limits": ("--fail-after", "2")}
+
+
+@pytest.mark.parametrize(("command_type", "space"), list(_ADVERSARIES))
+def test_an_adversarial_openpi_server_never_makes_the_ros2_arm_exceed_a_limit(
+        start_node: Any, probe: Any, tmp_path: pathlib.Path, openpi: OpenpiServers, command_type: str,
+        space: str) -> None:
+    """The runner (``robot:=ros2``, the limits from parameters) against openpi's own server serving
+    policies that go wrong, goals back to back, and a stand-in arm (:mod:`standin_arm`) that moves as
+    its controller would and records every command: no command beyond a position, velocity or
+    acceleration limit relative to the previous one or to the measured pose (:func:`command_check.violations`;
+    a trajectory as its ``time_from_start`` says, an array over one period); every rollout's first
+    command found the arm home; a driver dropout gets no hold, and the fault says why."""
+    from command_check import violations
+    from standin_arm import StandInArm
+
+    from evalstop_ros.runner.guard import CommandLimits
 
     names = [f"j{i}" for i in range(1, 8)]
-    lower, upper, speed = -1.5, 1.5, 1.0
-    urdf = "<robot name='arm'>" + "".join(
-        f"<joint name='{n}' type='revolute'><limit lower='{lower}' upper='{upper}' velocity='{speed}' effort='1'/>"
-        "</joint>" for n in names) + "</robot>"
-    latched = QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL)
-    probe.node.create_publisher(String, "robot_description", latched).publish(String(data=urdf))
-    commands = probe.collect(JointTrajectory, "joint_command", 1000)
-    joints = probe.node.create_publisher(JointState, "joint_states", 10)
-    camera = probe.node.create_publisher(Image, "camera/image_raw", 10)
-    state = {"q": np.zeros(8)}
-
-    def tick() -> None:  # a perfect arm: it is where it was last told to be
-        if commands and commands[-1].points[0].positions:
-            state["q"] = np.array(commands[-1].points[0].positions)
-        joints.publish(JointState(name=[*names, "gripper"], position=[float(v) for v in state["q"]]))
-        camera.publish(Image(height=32, width=32, encoding="rgb8", step=96, data=bytes(32 * 32 * 3)))
-
-    probe.node.create_timer(0.01, tick)
-    ports = {"jumping": openpi.start("jump"), "bad_vla": openpi.start("out_of_limits")}
-    rate = 30.0
-    runner = _runner(start_node, tmp_path, ports, robot="ros2", rate=rate, max_steps=45,
-                     **{"ros2.joint_names": [*names, "gripper"], "ros2.cameras": ["exterior_image_1_left=camera/image_raw",
-                                                                                   "wrist_image_left=camera/image_raw"]})
-    runner.wait_for(r"command guard 'refuse': limits from robot_description")
-    ok = _run_goal(probe, 1, "jumping")
-    assert ok.ok, ok.message
+    rate, lower, upper, speed, accel = 30.0, -1.5, 1.5, 1.0, 8.0
+    arm = StandInArm(probe.node, [*names, "gripper"], command_type, start=np.append(np.full(7, 0.4), 0.0),
+                     dt=1.0 / rate, array_space=space)
+    kinds = _ADVERSARIES[(command_type, space)]
+    ports = {kind: openpi.start(kind, *_OPTIONS.get(kind, ())) for kind in dict.fromkeys(kinds)}
+    runner = _runner(start_node, tmp_path, ports, robot="ros2", rate=rate, max_steps=24, watchdog_ticks=9,
+                     timeout=60.0, joint_state_max_age=0.2, home_tolerance=0.01, home_timeout=60.0, **{
+                         "ros2.home": [0.0] * 7 + [0.5],   # the gripper half open: homing commands stand out
+                         "ros2.joint_names": [*names, "gripper"], "ros2.command_type": command_type,
+                         "ros2.array_space": space, "ros2.limits_source": "parameters",
+                         "ros2.position_lower": [lower] * 7, "ros2.position_upper": [upper] * 7,
+                         "ros2.velocity_limits": [speed] * 7, "ros2.acceleration_limits": [accel] * 7,
+                         "ros2.cameras": ["exterior_image_1_left=camera/image_raw",
+                                          "wrist_image_left=camera/image_raw"]})
+    runner.wait_for(r"command guard 'refuse': 7 joints")
+    results = []
+    for trial, kind in enumerate(kinds[:-1], start=1):
+        results.append((kind, _run_goal(probe, trial, kind, timeout=180.0)))
+    for kind, result in results:
+        expected_ok = kind in ("jump", "lurch", "stall", "good")
+        assert result.ok == expected_ok, (kind, result.message)
+    assert any(re.match(r"refused by the command guard \(error [0-9a-f]{8}\): j4 above its position limit 1\.5 rad",
+                        r.message) for _, r in results) or "out_of_limits" not in kinds
+    # a driver dropout during a stall: the watchdog's hold finds no fresh joint state, nothing is sent
+    before = len(arm.commands)
+    arm.fall_silent_after(4)   # after the first chunk of the last rollout (the arm is home: no homing first)
+    dropout = _run_goal(probe, len(kinds), kinds[-1], timeout=180.0)
     probe.spin_for(0.5)
-    sent = list(commands)
-    refused = _run_goal(probe, 2, "bad_vla")
-    assert not refused.ok and re.match(
-        r"refused by the command guard \(error [0-9a-f]{8}\): j4 above its position limit 1\.5 rad", refused.message)
-    probe.spin_for(1.0)
-    everything = list(commands)
-    positions = np.array([c.points[0].positions[:7] for c in everything])
-    assert np.all(positions >= lower) and np.all(positions <= upper), "nothing outside the URDF limits published"
-    # the rollout's commands (not the home move, which is given its time): within a tick's velocity
-    rollout = np.array([c.points[0].positions[:7] for c in sent if c.points[0].time_from_start.sec == 0
-                        and c.points[0].time_from_start.nanosec == int(1e9 / rate)])
-    assert len(rollout) >= 45
-    assert np.abs(np.diff(rollout, axis=0)).max() <= speed / rate + 1e-9
-    stamps = np.array([c.header.stamp.sec + 1e-9 * c.header.stamp.nanosec for c in everything])
-    assert np.diff(stamps).min() >= 0.5 / rate, "no two commands closer than half a period"
-    for c in everything:   # the home move: no faster than the limits allow
-        duration = c.points[0].time_from_start.sec + 1e-9 * c.points[0].time_from_start.nanosec
-        assert duration > 0
+    silent_at = len(arm.commands)
+    arm.fall_silent_after(None)
+    assert not dropout.ok and re.match(r"robot fault \(error [0-9a-f]{8}\): no joint state fresher than 0\.2 s to "
+                                       r"hold the robot", dropout.message), dropout.message
+    runner.wait_for(r"robot not held: no joint state fresher than 0\.2 s")
+    # afterwards the runner homes the arm before the next rollout, from the measured pose
+    again = _run_goal(probe, len(kinds) + 1, kinds[0], timeout=180.0)
+    assert again.ok, again.message
+    probe.spin_for(0.5)
+    limits = CommandLimits(tuple(names), (lower,) * 7, (upper,) * 7, (speed,) * 7, (accel,) * 7)
+    assert violations(arm.commands, limits) == []
+    assert len(arm.commands) > 150
+    during = np.array([c.values for c in arm.commands[before + 4:silent_at]])
+    if space == "joint_velocity" and command_type == "array":   # a velocity that lasts: ramped to zero, no state needed
+        assert len(during) and np.all(during[-1] == 0.0) and np.all(np.diff(np.abs(during), axis=0) <= 1e-12), during
+    else:
+        assert len(during) == 0, "no hold, no stop, nothing at all during the dropout"
+    # every rollout's first command (the episode recordings) found the arm home: homing completed first
+    episodes = [data["actions"] for data in _recorded(tmp_path) if len(data["actions"])]   # in trial order
+    assert len(episodes) >= len(kinds)
+    sent = 0
+    for actions in episodes:   # each rollout's commands, found in order among all the arm got (not homing's)
+        sent = next(i for i in range(sent, len(arm.commands)) if arm.grippers[i] != 0.5
+                    and np.array_equal(arm.commands[i].values, actions[0, :7]))
+        pose = arm.commands[sent].measured[-1]
+        assert np.abs(pose).max() <= 0.01 + 1e-9, ("a rollout started before the arm was home", pose)
+        sent += len(actions)
+    if command_type == "trajectory":
+        stamps = np.array(arm.stamps)
+        assert np.diff(stamps).min() >= 0.5 / rate - 1e-3, "no two commands closer than half a period"
     assert runner.stop() == 0
 
 

@@ -140,8 +140,10 @@ class Ros2Arm:
         return joints[1]
 
     def begin(self, episode: EpisodeInfo) -> None:
+        """Wait (up to 5 s) for the limits and a joint state no older than ``stale_after``."""
         deadline = time.monotonic() + 5.0
-        while (self._joints is None or self.limits is None) and time.monotonic() < deadline:
+        while time.monotonic() < deadline and (self.limits is None or (reading := self.joint_state()) is None
+                                               or reading.age > self.stale_after):
             time.sleep(0.02)
         if self.limits is None:
             raise RunnerError(f"no joint limits: {self.limits_problem or 'no robot_description received'}")
