@@ -1,8 +1,10 @@
 """The command guard: every action a policy returns passes here before it reaches a robot adapter.
 
-A robot declares what it may be commanded in a :class:`CommandLimits`; the episode loop builds one
-:class:`CommandGuard` per rollout from it and sends the adapter nothing but what
-:meth:`CommandGuard.command` returns (no other path reaches ``act``).
+A robot declares what it may be commanded in a :class:`CommandLimits`; the robot's one command stream
+(:mod:`.stream`) builds one :class:`CommandGuard` from it for the runner's whole life and sends the
+adapter nothing but what the guard returns: rollout steps (:meth:`CommandGuard.command`), homing
+steps (:meth:`CommandGuard.toward`), and holds at a measured pose it re-syncs to
+(:meth:`CommandGuard.start`). No other path reaches ``act``.
 
 **How an adapter declares its limits.** Give the adapter an attribute ``limits`` holding a
 :class:`CommandLimits` (a class attribute for fixed, published limits, an instance attribute when
@@ -33,8 +35,10 @@ refused whole with a :class:`~.errors.RunnerError` of category "refused by the c
 operator-safe detail names the joint (or axis) and the limit, never the value the policy sent.
 With ``mode="clamp"`` (an explicit ``guard_mode`` parameter of the runner) such values are clamped
 into the limits instead; non-finite values are refused in both modes. Per tick
-(:meth:`CommandGuard.command`): the target is rate-limited so that no tick moves a joint further
-than ``velocity * period``, the change of velocity per tick stays within ``acceleration * period``
+(:meth:`CommandGuard.command`; a tick lasts ``period``, or less when the command follows the previous
+one sooner: the stream passes the time it lasts as the controller executes it): the target is
+rate-limited so that no tick moves a joint further than ``velocity * period``, the change of
+velocity per tick stays within ``acceleration * period``
 and the joint brakes in time to stop at its position limit (the largest speed from which a
 constant deceleration stops within the distance ``d`` left, ``sqrt(2 a d) - a T``); end-effector
 speeds are scaled down to ``linear_speed`` / ``angular_speed``.
@@ -189,7 +193,7 @@ def _refuse(detail: str) -> RunnerError:
 
 
 class CommandGuard:
-    """The guard of one rollout (see the module docstring).
+    """The guard of one robot's command stream (see the module docstring).
 
     :param limits: The robot's limits.
     :param period: Control period (s): the time one command lasts.
