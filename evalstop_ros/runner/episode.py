@@ -265,7 +265,7 @@ def run_episode(client: ChunkSource, robot: RobotAdapter, episode: EpisodeInfo, 
                     robot_time += time.monotonic() - now
                     if recorder is not None:
                         recorder.observation(now - start, observation)
-                    guard.observed(observation.joint_position, observation.cartesian_position, space)
+                    stream.observed(observation.joint_position, observation.cartesian_position, space)
                     request = build_request(observation, config, settings.prompt, policy_session)
                     pending = worker.submit(client.action_chunk, request, ACTION_DIMS[space])
                 waited = time.monotonic()

@@ -241,6 +241,10 @@ class CommandGuard:
         if cartesian_position is not None:
             self._ee = np.asarray(cartesian_position, dtype=np.float64)[:3].copy()
 
+    def overran(self, seconds: float) -> None:
+        """The last (velocity) command lasted ``seconds`` longer than its tick: the reference moves on with it."""
+        self._q = self._q + self._v * max(0.0, float(seconds))
+
     @property
     def reference(self) -> np.ndarray:
         """The joint position the next command is limited against (rad; a copy)."""

@@ -20,7 +20,7 @@ The invariants (docs/deploying.md, "One command stream"):
   re-syncs only to a joint state measured after that; velocity commands without timing, which a
   forward controller keeps executing, are first ramped down to zero within the acceleration limits;
   so are they at every tick a rollout waits for its chunk (:meth:`CommandStream.coast`), and the
-  reference of such commands follows the measured pose at every step.
+  reference of such commands moves on for as long as each actually ran.
 * A hold is in the command space of the last command: the measured pose for position commands, zero
   velocity for velocity commands, zero end-effector motion for Cartesian ones; the gripper stays
   where it was last commanded. A stop (failure, emergency stop) holds at once, without the ramp. Without a fresh joint state nothing is published and the fault says
@@ -193,6 +193,8 @@ class CommandStream:
         wait = self._last_sent + (gap if timed else max(gap, guard.period)) - time.monotonic()
         if wait > 0:
             time.sleep(wait)
+        if self._lasting(self._space) and self.last is not None:   # it ran until now, not one tick
+            guard.overran(time.monotonic() - self.last.time - self.last.duration)
         if getattr(self.robot, "control_period", None) or not timed:   # each command lasts one period
             return guard.period
         return min(time.monotonic() - self._last_sent, guard.period)
@@ -221,14 +223,17 @@ class CommandStream:
         """One rollout command: ``action`` (of a chunk the guard checked) rate-limited and sent; returned."""
         with self.lock:
             duration = self._spaced(self.settings.period / 2)
-            if self._lasting(action_space):   # the reference follows the arm, which moved as long as it moved
-                reading = self._read()
-                if reading is not None and reading.age <= self.settings.max_state_age:
-                    self.guard.observed(reading.position, None, action_space)
             command = self.guard.command(action, action_space, duration)
             self._homed = False
             self._send("step", command, action_space, duration)
             return command
+
+    def observed(self, joint_position: np.ndarray, cartesian_position: np.ndarray | None, action_space: str) -> None:
+        """A rollout's new observation (:meth:`.guard.CommandGuard.observed`); a velocity that lasts until the
+        next command keeps its integrated reference instead (the observation may be older than the motion)."""
+        with self.lock:
+            if not self._lasting(action_space):
+                self.guard.observed(joint_position, cartesian_position, action_space)
 
     def coast(self) -> None:
         """A tick without an action (waiting for a chunk): a velocity that lasts until the next command is
@@ -300,7 +305,7 @@ class CommandStream:
             with self.lock:
                 self._interrupted(stops)
                 self._brake("home")
-                reading = self.measure("home the robot", self.settings.max_state_age, after=self._settled())
+                reading = self.measure("home the robot", self.settings.state_timeout, after=self._settled())
                 self._resync(reading)
             if self._at(reading, target[:n]):
                 break

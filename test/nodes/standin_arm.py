@@ -5,7 +5,9 @@ It lives on the test's probe node: it subscribes to the runner's commands and pu
 like a trajectory controller: linearly from where it is to the positions over ``time_from_start``,
 or at the velocities for that long. A ``Float64MultiArray`` moves it like a forward controller of
 ``array_space``: to the positions over one period ``dt`` (the runner spaces them so), or at the
-velocities until the next command. Its joint states are stamped. Every command is recorded (:class:`command_check.Command`) with the poses the arm reported
+velocities until the next command or for at most ``velocity_timeout`` s (the command timeout a
+velocity interface should have: the runner cannot stop an arm while it is starved itself). Its
+joint states are stamped. Every command is recorded (:class:`command_check.Command`) with the poses the arm reported
 in the ``fresh`` s before it arrived (what the runner may have re-synced to) and the pose it found.
 """
 
@@ -25,13 +27,14 @@ class StandInArm:
 
     def __init__(self, node: Any, names: list[str], command_type: str, *, start: np.ndarray, dt: float,
                  array_space: str = "joint_position", command_topic: str = "joint_command",
-                 camera_topics: tuple[str, ...] = ("camera/image_raw",), fresh: float = 0.25) -> None:
+                 camera_topics: tuple[str, ...] = ("camera/image_raw",), fresh: float = 0.25,
+                 velocity_timeout: float = 0.2) -> None:
         from sensor_msgs.msg import Image, JointState
         from std_msgs.msg import Float64MultiArray
         from trajectory_msgs.msg import JointTrajectory
 
         self.names, self.command_type, self.dt, self.array_space = names, command_type, dt, array_space
-        self.fresh = fresh
+        self.fresh, self.velocity_timeout = fresh, velocity_timeout
         self._reported: collections.deque[tuple[float, np.ndarray]] = collections.deque(maxlen=200)
         self.lock = threading.Lock()
         self.q = np.asarray(start, dtype=np.float64).copy()
@@ -89,7 +92,7 @@ class StandInArm:
                 if space == "joint_position":
                     velocity, until = (values - here) / duration, now + duration
                 else:
-                    velocity, until = values.copy(), np.inf
+                    velocity, until = values.copy(), now + self.velocity_timeout
             velocity[7] = 0.0
             here[7] = values[7]                       # the gripper follows at once
             self._origin, self._velocity, self._since, self._until = here, velocity, now, until

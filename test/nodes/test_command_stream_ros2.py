@@ -41,7 +41,8 @@ def _life(probe: Any, command_type: str, space: str, seed: int) -> tuple[StandIn
                          command_type=command_type, joint_names=NAMES, dt=1.0 / RATE, home=list(READY),
                          limits=_limits(), array_space=space)
     sent: list[Any] = []
-    stream = CommandStream(robot, StreamSettings(period=1.0 / RATE, home_timeout=60.0), listener=sent.append)
+    stream = CommandStream(robot, StreamSettings(period=1.0 / RATE, home_timeout=60.0, max_state_age=0.5),  # (a loaded machine)
+                           listener=sent.append)
     done: list[Any] = []
     failed: list[BaseException] = []
 

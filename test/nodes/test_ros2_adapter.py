@@ -102,7 +102,7 @@ def test_an_episode_drives_the_arm_through_float64_arrays_and_homes_it(probe: An
     assert arm.action_spaces == ("joint_velocity",), "a velocity controller takes velocities only"
     done: list[Any] = []
     settings = EpisodeSettings("p", rate=50.0, max_steps=10)
-    stream = CommandStream(arm, StreamSettings(period=1.0 / settings.rate, home_tolerance=0.01))
+    stream = CommandStream(arm, StreamSettings(period=1.0 / settings.rate, home_tolerance=0.01, max_state_age=0.5))
     with PolicyServer("good") as server, PolicyClient(ServerAddress("127.0.0.1", server.port)) as client:
         thread = threading.Thread(target=lambda: done.append(run_episode(
             client, arm, EpisodeInfo("s", 1, "t", "c"), settings, stream=stream)))

@@ -163,14 +163,17 @@ def drive(stream: CommandStream, space: str, rng: np.random.Generator, *, operat
             guard = stream.begin(EpisodeInfo("property", trial, "t", "c", action_space=space))
             for _ in range(int(rng.integers(1, 6))):
                 roll = rng.random()
-                if roll < 0.2:
-                    time.sleep(late)          # a late chunk
+                if roll < 0.2:                # a late chunk: the ticks in between coast, as the runner's loop does
+                    deadline = time.monotonic() + late
+                    while time.monotonic() < deadline:
+                        stream.coast()
+                        time.sleep(stream.settings.period)
                     done["late"] += 1
                 elif roll < 0.35:
                     stream.hold()             # the watchdog, then a late chunk
                     done["watchdog"] += 1
                 observation = stream.robot.observe()
-                guard.observed(observation.joint_position, observation.cartesian_position, space)
+                stream.observed(observation.joint_position, observation.cartesian_position, space)
                 chunk = random_chunk(guard.limits, space, rng, int(rng.integers(1, 8)))
                 if op == "fault":
                     chunk[-1, 0] = np.nan     # refused whole: the stream stops
