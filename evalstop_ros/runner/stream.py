@@ -141,18 +141,34 @@ class CommandStream:
     def measure(self, why: str, wait: float = 0.0, *, after: float = -math.inf) -> JointReading:
         """The measured joint state, no older than ``max_state_age`` and measured after ``after`` (monotonic
         s), waiting up to ``wait`` s for one; :class:`RunnerError` (robot fault, saying ``why`` it was
-        needed) if there is none."""
-        deadline = time.monotonic() + max(wait, after - time.monotonic() + self.settings.max_state_age)
+        needed) if there is none.
+
+        After a position command (``after`` given), a reading with the arm at its target (within
+        ``home_tolerance``) is waited for a little longer (at most five periods, at least 0.5 s): the
+        command reaches the arm later than it was sent.
+        """
+        now = time.monotonic()
+        deadline = now + max(wait, after - now + self.settings.max_state_age)
+        target = None
+        if after > -math.inf and self.last is not None and self.last.action_space == "joint_position" \
+                and not (self._simulated or getattr(self.robot, "control_period", None)):   # (those read exactly)
+            target = self.last.command[:len(self.guard.limits.joint_names)]
+        arrival = after + max(0.5, 5 * self.settings.period)
         while True:
             reading = self._read()
             if reading is not None and reading.age <= min(self.settings.max_state_age, time.monotonic() - after):
-                return reading
-            if time.monotonic() >= deadline:
+                if target is None or time.monotonic() >= arrival or self._near(reading, target):
+                    return reading
+            if time.monotonic() >= max(deadline, arrival if target is not None else deadline):
                 break
             time.sleep(0.005)
         last = "none received" if reading is None else f"the last is {reading.age:.2f} s old"
         raise _fault(f"no joint state fresher than {self.settings.max_state_age:g} s to {why} ({last}); "
                      "nothing was sent to the robot")
+
+    def _near(self, reading: JointReading, target: np.ndarray) -> bool:
+        error = np.abs(np.asarray(reading.position, dtype=np.float64)[:target.size] - target)
+        return bool(np.all(error <= self.settings.home_tolerance))
 
     def _resync(self, reading: JointReading) -> None:
         self.guard.start(reading.position, reading.cartesian)
@@ -307,7 +323,7 @@ class CommandStream:
                 self._brake("home")
                 reading = self.measure("home the robot", self.settings.state_timeout, after=self._settled())
                 self._resync(reading)
-            if self._at(reading, target[:n]):
+            if self._near(reading, target[:n]):
                 break
             self._step_home(target[:n], gripper, space, stops, deadline)
             arrived = self._wait_home(target[:n], min(time.monotonic() + settle, deadline))
@@ -320,9 +336,6 @@ class CommandStream:
                 self._give_up(target[:n])
         self._homed = True
 
-    def _at(self, reading: JointReading, target: np.ndarray) -> bool:
-        error = np.abs(np.asarray(reading.position, dtype=np.float64)[:target.size] - target)
-        return bool(np.all(error <= self.settings.home_tolerance))
 
     def _interrupted(self, stops: int) -> None:
         if self._stops != stops:
@@ -350,7 +363,7 @@ class CommandStream:
         while True:
             reading = self._read()
             if reading is not None and reading.age <= min(self.settings.max_state_age, time.monotonic() - after) \
-                    and self._at(reading, target):
+                    and self._near(reading, target):
                 return reading
             if time.monotonic() >= until:
                 return None

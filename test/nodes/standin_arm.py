@@ -1,7 +1,8 @@
 """A stand-in for a ROS arm (the hardware cannot exist here): a controller that moves as commanded.
 
 It lives on the test's probe node: it subscribes to the runner's commands and publishes
-``sensor_msgs/JointState`` (and a camera image) every 10 ms. A ``JointTrajectory`` point moves it
+``sensor_msgs/JointState`` (and a camera image, uniformly ``brightness``: the sim policies read a goal of
+-0.5 rad from it, away from the joint limits) every 10 ms. A ``JointTrajectory`` point moves it
 like a trajectory controller: linearly from where it is to the positions over ``time_from_start``,
 or at the velocities for that long. A ``Float64MultiArray`` moves it like a forward controller of
 ``array_space``: to the positions over one period ``dt`` (the runner spaces them so), or at the
@@ -20,6 +21,7 @@ from typing import Any
 
 import numpy as np
 from command_check import Command
+from rclpy.duration import Duration
 
 
 class StandInArm:
@@ -27,14 +29,14 @@ class StandInArm:
 
     def __init__(self, node: Any, names: list[str], command_type: str, *, start: np.ndarray, dt: float,
                  array_space: str = "joint_position", command_topic: str = "joint_command",
-                 camera_topics: tuple[str, ...] = ("camera/image_raw",), fresh: float = 0.25,
-                 velocity_timeout: float = 0.2) -> None:
+                 camera_topics: tuple[str, ...] = ("camera/image_raw",), fresh: float = 0.6,
+                 velocity_timeout: float = 0.2, brightness: int = 78) -> None:
         from sensor_msgs.msg import Image, JointState
         from std_msgs.msg import Float64MultiArray
         from trajectory_msgs.msg import JointTrajectory
 
         self.names, self.command_type, self.dt, self.array_space = names, command_type, dt, array_space
-        self.fresh, self.velocity_timeout = fresh, velocity_timeout
+        self.fresh, self.velocity_timeout, self.brightness = fresh, velocity_timeout, brightness
         self._reported: collections.deque[tuple[float, np.ndarray]] = collections.deque(maxlen=200)
         self.lock = threading.Lock()
         self.q = np.asarray(start, dtype=np.float64).copy()
@@ -110,8 +112,9 @@ class StandInArm:
             q = self._at(now)
             self._reported.append((now, q.copy()))
         state = self._state(name=list(self.names), position=[float(v) for v in q])
-        state.header.stamp = self._clock.now().to_msg()   # measured now
+        # stamped when the pose was taken (this thread may have been held up since)
+        state.header.stamp = (self._clock.now() - Duration(nanoseconds=int((time.monotonic() - now) * 1e9))).to_msg()
         self._joints.publish(state)
-        image = self._image(height=32, width=32, encoding="rgb8", step=96, data=bytes(32 * 32 * 3))
+        image = self._image(height=32, width=32, encoding="rgb8", step=96, data=bytes([self.brightness]) * (32 * 32 * 3))
         for camera in self._cameras:
             camera.publish(image)
