@@ -60,11 +60,15 @@ venv: $(STAMP)
 
 # ros-wheels-bootstrapper's .pth would re-exec EVERY venv python with LD_LIBRARY_PATH set;
 # tools/ros/env.sh sets that environment explicitly for ROS processes instead, so drop it.
+# The first time this takes minutes: tools/build_progress.py prints a line now and then (the log
+# has pip's whole output).
 $(STAMP): setup.py constraints.txt $(ROS_REQ)
+	@echo "[1/2] the Python packages (ROS 2 wheels included) into $(VENV); 3-10 min the first time"
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet --constraint constraints.txt --editable '.[test,report,categories,active,runner,hub]' \
-	  --requirement $(ROS_REQ)
+	@$(PYTHON) tools/build_progress.py --kind pip --log build/pip-$(notdir $(VENV)).log -- \
+	  $(PY) -m pip install --progress-bar off --constraint constraints.txt \
+	  --editable '.[test,report,categories,active,runner,hub]' --requirement $(ROS_REQ)
 	rm -f $(VENV)/lib/python3.11/site-packages/ros_wheels_bootstrapper.pth
 	$(PY) tools/ros/fix_wheel_paths.py $(VENV)
 	touch $@
@@ -76,9 +80,9 @@ define colcon_build
 	@mkdir -p $(3)
 	@for f in $(ROS_PKG_FILES); do rm -f $(3)/$$f; cp -p $$f $(3)/$$f; done
 	@for d in $(ROS_PKG_DIRS); do ln -sfn ../../../../$$d $(3)/$$d; done
-	@echo "colcon build of the ROS package into $(2)/install (log: $(2)/build.log)"
-	tools/ros/build.sh $(1) $(3) $(2) $(4) > $(2)/build.log 2>&1 \
-	  || { tail -n 60 $(2)/build.log; exit 1; }
+	@$(PYTHON) tools/build_progress.py --kind colcon --log $(2)/build.log \
+	  --label "[2/2] colcon build of the ROS package into $(2)/install (2-6 min the first time, seconds after)" \
+	  -- tools/ros/build.sh $(1) $(3) $(2) $(4)
 endef
 
 # composition_interfaces (for launch_ros) is built beside it where shared/ros2-jazzy is.
@@ -134,11 +138,12 @@ demo-policy: venv ros
 
 # Real physics: two scripted grasping policies (openpi's own server) on a simulated Franka Panda
 # (robosuite Lift in MuJoCo, rendered offscreen through EGL), stopped by STEP and N-SCORE; the
-# journal is audited and the HTML report shows the episode videos. tools/install_physics.sh adds
+# journal is audited and the HTML report shows the episode videos. --timeout: up to 100 trials of
+# 5 s simulated time, 16 s each on an idle 2-core machine, twice that on a busy one. tools/install_physics.sh adds
 # robosuite and MuJoCo to the venv (and Debian's EGL/Mesa if missing).
 demo-physics: venv ros
 	tools/install_physics.sh $(VENV)
-	$(ROS_ENV) $(ROS_INSTALL)/lib/evalstop/evalstop_demo --robot physics \
+	$(ROS_ENV) $(ROS_INSTALL)/lib/evalstop/evalstop_demo --robot physics --timeout 3600 \
 	  --server-command "$$(tools/openpi_venv.sh) tools/openpi_policy_server.py"
 
 # Second demo: the evaluation hub on a local PostgreSQL server with three simulated stations.

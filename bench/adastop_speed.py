@@ -1,25 +1,20 @@
 #!/usr/bin/env python3
-"""AdaStop speed: one comparison of 5 agents, N = 5, K = 6, B = 10^4 (goal < 1 s), against the
-public ``adastop`` package (PyPI 0.1.3) measured in the same run (issue 5: "about 2 s").
+"""AdaStop speed per interim: 5 agents, N = 5, K = 6, B = 10^4, all pairs; goal <= 0.3 s per interim (closed).
 
-The data are N(0, 1) scores for every agent, so no comparison is decided early and all six
-interims run (the slowest case).  Times are the best of ``--repeat`` runs.
+This tree's schemes are timed against the default ``closed`` scheme of a baseline revision
+(``--baseline``, default ``main``; exported with ``git archive``, run in a subprocess on the same
+scores in the same run), so the ratio holds on a busy machine.  The data are N(0, 1) scores for
+every agent, so no comparison is decided early and all six interims run (the slowest case).
+Each interim's time is the best over ``--repeat`` runs; the table gives the mean and the slowest
+interim, and the whole comparison (construction included).
 
-The public package is *not* a project dependency.  It is timed when importable here, or when
-``EVALSTOP_ADASTOP_PYTHON`` names the interpreter of a scratch virtualenv that has it, e.g.::
-
-    python3 -m venv /tmp/adastop-venv && /tmp/adastop-venv/bin/pip install adastop==0.1.3
-    EVALSTOP_ADASTOP_PYTHON=/tmp/adastop-venv/bin/python .venv/bin/python bench/adastop_speed.py
-
-otherwise its column is skipped with a message.
-
-Run: ``.venv/bin/python bench/adastop_speed.py [--repeat 5]``.
+Run: ``PYTHONPATH=. .venv/bin/python bench/adastop_speed.py [--repeat 3] [--baseline main]``.
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib.util
+import json
 import os
 import subprocess
 import sys
@@ -27,76 +22,65 @@ import tempfile
 import time
 
 import numpy as np
+from _common import goal_verdicts
+from adastop_study import baseline_tree
 
-from evalstop_ros.stats.adastop import adastop_test
+from evalstop_ros.stats.adastop import AdaStop
 
 N, K, L, B = 5, 6, 5, 10_000
-GOAL_S = 1.0
-
-#: Runs the public package on the scores in argv[1] (.npy, (K N, L)) and prints the best time.
-PACKAGE_SNIPPET = """
-import sys, time
-import numpy as np
-from adastop import MultipleAgentsComparator
-scores = np.load(sys.argv[1]); n, k, b, repeat = (int(x) for x in sys.argv[2:6])
-best = float("inf")
-for _ in range(repeat):
-    start = time.perf_counter()
-    comparator = MultipleAgentsComparator(n=n, K=k, B=b, alpha=0.05, seed=0)
-    for interim in range(k):
-        comparator.partial_compare({f"a{j}": scores[: (interim + 1) * n, j] for j in range(scores.shape[1])}, verbose=False)
-        if comparator.is_finished:
-            break
-    best = min(best, time.perf_counter() - start)
-print(best)
-"""
+GOAL_S = 0.3
 
 
-def time_ours(scores: np.ndarray, repeat: int, permutation: str) -> float:
-    best = float("inf")
+def time_interims(scores: np.ndarray, repeat: int, permutation: str) -> tuple[list[float], float, float]:
+    """Best wall time of each interim's ``update`` over ``repeat`` runs, the best whole run, and
+    the least CPU time (all threads) of one interim on average: on a busy machine the CPU time is
+    what an idle one would take on one core."""
+    best, whole, cpu = [float("inf")] * K, float("inf"), float("inf")
     for _ in range(repeat):
         start = time.perf_counter()
-        adastop_test(scores, n_per_interim=N, n_interims=K, alpha=0.05, n_permutations=B, permutation=permutation)
-        best = min(best, time.perf_counter() - start)
-    return best
+        test = AdaStop(L, n_per_interim=N, n_interims=K, alpha=0.05, n_permutations=B, permutation=permutation)
+        used = 0.0
+        for k in range(K):
+            tick, cpu_tick = time.perf_counter(), time.process_time()
+            test.update(scores[k * N : (k + 1) * N].T)
+            best[k] = min(best[k], time.perf_counter() - tick)
+            used += time.process_time() - cpu_tick
+        whole = min(whole, time.perf_counter() - start)
+        cpu = min(cpu, used / K)
+    return best, whole, cpu
 
 
-def time_package(scores: np.ndarray, repeat: int) -> tuple[float | None, str]:
-    python = os.environ.get("EVALSTOP_ADASTOP_PYTHON")
-    if python is None and importlib.util.find_spec("adastop") is None:
-        return None, "public package not installed here and EVALSTOP_ADASTOP_PYTHON not set (see the module docstring)"
-    with tempfile.TemporaryDirectory() as tmp:
-        path = os.path.join(tmp, "scores.npy")
-        np.save(path, scores)
-        done = subprocess.run(
-            [python or sys.executable, "-c", PACKAGE_SNIPPET, path, str(N), str(K), str(B), str(repeat)],
-            capture_output=True, text=True, check=False,
-        )
-    if done.returncode != 0:
-        return None, f"public package failed: {done.stderr.strip().splitlines()[-1] if done.stderr else done.returncode}"
-    return float(done.stdout.strip().splitlines()[-1]), "adastop (PyPI) in " + (python or sys.executable)
-
-
-def main() -> None:
+def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeat", type=int, default=5, help="runs per timing, best kept (default %(default)s)")
+    parser.add_argument("--repeat", type=int, default=3, help="runs per timing, best kept (default %(default)s)")
+    parser.add_argument("--baseline", default="main", help="git revision timed as 'today' (default %(default)s)")
+    parser.add_argument("--as-baseline", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     scores = np.random.default_rng(0).normal(size=(N * K, L))
-    print(f"AdaStop, {L} agents, N = {N}, K = {K}, B = {B}, all pairs, null data (all interims run); best of {args.repeat}")
+    if args.as_baseline:  # the subprocess: the baseline's closed scheme, as JSON
+        print(json.dumps(time_interims(scores, args.repeat, "closed")))
+        return 0
+    print(f"AdaStop, {L} agents, N = {N}, K = {K}, B = {B}, all pairs, null data (all interims run); "
+          f"best of {args.repeat} per interim")
     load_before = os.getloadavg()[0]
-    ours = {p: time_ours(scores, args.repeat, p) for p in ("closed", "relabel", "split")}
-    print(f"load average (1 min) {load_before:.2f} before, {os.getloadavg()[0]:.2f} after, {os.cpu_count()} CPUs; "
-          f"closed / relabel = {ours['closed'] / ours['relabel']:.1f}, closed / split = {ours['closed'] / ours['split']:.1f}")
-    package, source = time_package(scores, args.repeat)
-    print(f"{'implementation':<34} {'time [s]':>9} {'goal < 1 s':>11} {'speed-up vs package':>20}")
-    for permutation, seconds in ours.items():
-        ratio = f"{package / seconds:19.1f}x" if package else f"{'-':>20}"
-        print(f"{'evalstop (' + permutation + ')':<34} {seconds:9.3f} {'met' if seconds < GOAL_S else 'NOT met':>11} {ratio}")
-    if package is None:
-        print(f"{'public adastop package':<34} {'skipped':>9}  ({source})")
-    else:
-        print(f"{'public adastop package':<34} {package:9.3f} {'':>11} {'1.0x':>20}   [{source}]")
+    ours = {p: time_interims(scores, args.repeat, p) for p in ("closed", "relabel", "split")}
+    with tempfile.TemporaryDirectory() as tmp:
+        env = {**os.environ, "PYTHONPATH": baseline_tree(args.baseline, tmp)}
+        done = subprocess.run([sys.executable, __file__, "--as-baseline", "--repeat", str(args.repeat)],
+                              capture_output=True, text=True, env=env, check=True)
+    today_interims, today_whole, today_cpu = json.loads(done.stdout)
+    print(f"load average (1 min) {load_before:.2f} before, {os.getloadavg()[0]:.2f} after, {os.cpu_count()} CPUs")
+    print(f"{'implementation':<28} {'mean/interim [s]':>17} {'slowest [s]':>12} {'whole run [s]':>14} "
+          f"{'CPU/interim [s]':>16} {'vs today':>9}")
+    rows = {f"{p} (this tree)": v for p, v in ours.items()} | {
+        f"closed ({args.baseline})": (today_interims, today_whole, today_cpu)}
+    for name, (interims, whole, cpu) in rows.items():
+        print(f"{name:<28} {np.mean(interims):17.3f} {max(interims):12.3f} {whole:14.3f} {cpu:16.3f} "
+              f"{np.mean(interims) / np.mean(today_interims):8.2f}x")
+    closed = ours["closed"][0]
+    return goal_verdicts({f"closed <= {GOAL_S} s per interim ({max(closed):.3f} s slowest)": max(closed) <= GOAL_S,
+                          "closed no slower than today's closed": np.mean(closed) <= np.mean(today_interims)})
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

@@ -8,7 +8,8 @@ Rows:
   item 2; partial nulls and power are in ``adastop_study.py``);
   the public package measures about 0.10 here (adastop.md pitfall P1);
 * 4-policy families, all pairs, Bernoulli(0.5) scores: N-SCORE with Bonferroni and with
-  sequential Holm (200 rounds), STEP with Bonferroni (N_max = 50; STEP has no p-value, so no Holm).
+  sequential Holm (200 rounds), the mixture e-process (the hub's pairs' test) with sequential
+  Holm, STEP with Bonferroni (N_max = 50; STEP has no p-value, so no Holm).
 
 The goal is FWE <= alpha + 2 SE (SE of a rate equal to alpha).  STEP tables missing from the
 package are synthesized into ``$EVALSTOP_CACHE_DIR`` (default: the user cache) on first use.
@@ -66,6 +67,8 @@ def main() -> None:
          lambda: family_fwe("nscore", "bonferroni", args.family_reps, 200, rng)),
         ("N-SCORE 4 policies, Holm", args.family_reps,
          lambda: family_fwe("nscore", "holm", args.family_reps, 200, rng)),
+        ("Mixture 4 policies, Holm", args.family_reps,
+         lambda: family_fwe("mixture", "holm", args.family_reps, 200, rng)),
         ("STEP 4 policies N_max=50, Bonferroni", args.family_reps,
          lambda: family_fwe("step", "bonferroni", args.family_reps, 50, rng, n_max=50)),
     ]

@@ -1,11 +1,13 @@
 #!/usr/bin/env python3
-"""The hub's family-wise error and how fast its schedule settles a ranking (issue 23) -> docs/hub_study.md.
+"""The hub's family-wise error and how fast its test and schedule settle a ranking -> docs/hub_study.md.
 
 Every simulated hub run of (b) goes through the hub's own code: an in-process store on SQLite
 (``hub.store``), the live leaderboard of the app (``hub.app._Board``: the journal fed to
 ``hub.leaderboard.Leaderboard``, pairs under sequential Holm over all ``P (P - 1) / 2`` pairs),
 and the schedule (``hub.schedule``) choosing each lease.  One station leases, runs both arms
 (Bernoulli successes with the policy's planted rate; score 1 or 0) and reports, one result at a time.
+
+Each study runs the hub's pairs' test (``mixture``) and the one before it (``nscore``) on the same seeds.
 
 (a) **Null.** Six equal policies (rate 0.5 each), ``--null-results`` results per run (1200, as
     in the issue's measurement of the per-pair hub: 0.160 of 200 exported journals made a claim),
@@ -19,10 +21,12 @@ and the schedule (``hub.schedule``) choosing each lease.  One station leases, ru
     line 5, Sec. 3.1: "C randomly samples two policies"), with the same seeds; runs that reach
     ``--budget`` results unsettled are counted as censored.  Also: whether the settled order
     is the planted one.
+(c) **One pair.** Each adjacent planted pair alone at Holm's first level, per test and for the
+    oracle SPRT (the true rates known): how much any test could save.
 
     python bench/hub_study.py [--null-runs 200] [--planted-runs 40] [--out docs/hub_study.md]
-    # or in two processes: --part null --part-to a.json; --part planted --part-to b.json;
-    # then --part-from a.json b.json
+    # or in processes: --part null --part-to a.json; --part planted --part-to b.json;
+    # --part pairs --part-to c.json; then --part-from a.json b.json c.json
 """
 
 from __future__ import annotations
@@ -43,6 +47,8 @@ from evalstop_ros.hub.schedule import Schedule, choose_pair
 from evalstop_ros.hub.store import open_store
 
 ALPHA = 0.05
+#: The hub's pairs' test (``evalstop hub serve --method``), and the one it replaced.
+METHOD, BEFORE = "mixture", "nscore"
 PLANTED = (0.85, 0.7, 0.55, 0.4, 0.25, 0.1)
 DOC = pathlib.Path(__file__).resolve().parents[1] / "docs" / "hub_study.md"
 
@@ -59,7 +65,7 @@ class Clock:
 
 
 def hub_run(rates: Sequence[float], schedule: str, max_results: int, seed: int, *,
-            stop_when_settled: bool) -> dict[str, Any]:
+            stop_when_settled: bool, method: str = METHOD) -> dict[str, Any]:
     """One simulated hub: policies ``p0..`` with ``rates``; returns results, settled, claims, order."""
     store = open_store(":memory:", Clock())
     try:
@@ -68,7 +74,7 @@ def hub_run(rates: Sequence[float], schedule: str, max_results: int, seed: int, 
         for name in names:
             store.add_policy(name, f"sim://success={rate[name]}")
         store.add_station("s1")
-        board = _Board(store, HubSettings(schedule=schedule, alpha=ALPHA, models=(), seed=seed))
+        board = _Board(store, HubSettings(schedule=schedule, method=method, alpha=ALPHA, models=(), seed=seed))
         rng = random.Random(seed)  # the pair draws (as the app's --seed)
         outcomes = random.Random(seed + 10**6)  # the robot
         settled_at = None
@@ -89,7 +95,7 @@ def hub_run(rates: Sequence[float], schedule: str, max_results: int, seed: int, 
         store.close()
 
 
-def board_run(rates: Sequence[float], schedule: str, results: int, seed: int) -> dict[str, Any]:
+def board_run(rates: Sequence[float], schedule: str, results: int, seed: int, method: str = METHOD) -> dict[str, Any]:
     """One simulated hub without the database: the leaderboard (``hub.leaderboard.Leaderboard``)
     and the schedule (``hub.schedule.choose_pair`` with the board's focus, the pair loads counted
     here as the store counts them) -- the same decisions as :func:`hub_run`, several times faster."""
@@ -97,7 +103,7 @@ def board_run(rates: Sequence[float], schedule: str, results: int, seed: int) ->
     rate = dict(zip(names, rates, strict=True))
     pairs = [(x, y) for i, x in enumerate(names) for y in names[i + 1:]]
     load = dict.fromkeys(pairs, 0)
-    board = Leaderboard(names, alpha=ALPHA, models=())
+    board = Leaderboard(names, method=method, alpha=ALPHA, models=())
     rng, outcomes = random.Random(seed), random.Random(seed + 10**6)
     for _ in range(results):
         x, y = choose_pair(Schedule(schedule, board.focus() if schedule == "uncertain" else None), pairs, load, rng)
@@ -119,58 +125,124 @@ def _se(values: Sequence[float]) -> float:
 
 
 def null_study(null_runs: int, null_results: int, seed: int, say: Any = print) -> dict[str, Any]:
-    """(a): six equal policies, ``null_runs`` hubs of ``null_results`` results each."""
+    """(a): six equal policies, ``null_runs`` hubs of ``null_results`` results each, per method (same seeds)."""
     started = time.monotonic()
-    false_claims = 0
-    for r in range(null_runs):
-        run = board_run([0.5] * 6, "uncertain", null_results, seed + r)
-        false_claims += bool(run["claims"])
-        if (r + 1) % max(1, null_runs // 10) == 0:
-            say(f"null: {r + 1}/{null_runs} runs, {false_claims} with a claim ({time.monotonic() - started:.0f} s)")
-    rate = false_claims / null_runs
-    se_alpha = math.sqrt(ALPHA * (1 - ALPHA) / null_runs)
-    return {"runs": null_runs, "results_per_run": null_results, "schedule": "uncertain", "runs_with_claim": false_claims,
-            "fwe": rate, "fwe_se": math.sqrt(max(rate * (1 - rate), 1e-12) / null_runs), "bound": ALPHA + 2 * se_alpha,
-            "passes": rate <= ALPHA + 2 * se_alpha, "seconds": time.monotonic() - started}
+    rows = {}
+    for method in (BEFORE, METHOD):
+        false_claims = 0
+        for r in range(null_runs):
+            run = board_run([0.5] * 6, "uncertain", null_results, seed + r, method)
+            false_claims += bool(run["claims"])
+            if (r + 1) % max(1, null_runs // 10) == 0:
+                say(f"null, {method}: {r + 1}/{null_runs} runs, {false_claims} with a claim "
+                    f"({time.monotonic() - started:.0f} s)")
+        rate = false_claims / null_runs
+        se_alpha = math.sqrt(ALPHA * (1 - ALPHA) / null_runs)
+        rows[method] = {"runs_with_claim": false_claims, "fwe": rate,
+                        "fwe_se": math.sqrt(max(rate * (1 - rate), 1e-12) / null_runs),
+                        "bound": ALPHA + 2 * se_alpha, "passes": rate <= ALPHA + 2 * se_alpha}
+    return {"runs": null_runs, "results_per_run": null_results, "schedule": "uncertain", "methods": rows,
+            "seconds": time.monotonic() - started}
 
 
-def planted_study(planted_runs: int, budget: int, seed: int, say: Any = print) -> dict[str, Any]:
-    """(b): the planted ranking, uncertain vs uniform pairing on the same seeds."""
+#: The planted study's rows: (method, schedule); the first two on the same seeds give the test's
+#: saving, the last two the schedule's.
+PLANTED_ROWS = ((BEFORE, "uncertain"), (METHOD, "uncertain"), (METHOD, "uniform"))
+
+
+def planted_study(planted_runs: int, budget: int, seed: int, say: Any = print,
+                  uniform_runs: int | None = None) -> dict[str, Any]:
+    """(b): the planted ranking, per (method, schedule) of :data:`PLANTED_ROWS`, on the same seeds
+    (the first ``uniform_runs`` of them for uniform pairing, which needs several times the results)."""
     started = time.monotonic()
     planted: dict[str, Any] = {}
-    for schedule in ("uncertain", "uniform"):
+    for method, schedule in PLANTED_ROWS:
         needed, censored, correct = [], 0, 0
-        for r in range(planted_runs):
-            run = hub_run(PLANTED, schedule, budget, seed + 10_000 + r, stop_when_settled=True)
+        runs = planted_runs if schedule != "uniform" or uniform_runs is None else min(uniform_runs, planted_runs)
+        for r in range(runs):
+            run = hub_run(PLANTED, schedule, budget, seed + 10_000 + r, stop_when_settled=True, method=method)
             if run["settled_at"] is None:
                 censored += 1
                 needed.append(float(budget))
             else:
                 needed.append(float(run["settled_at"]))
                 correct += run["order"] == run["planted"]
-            say(f"planted, {schedule}: run {r + 1}/{planted_runs}: "
+            say(f"planted, {method}, {schedule}: run {r + 1}/{runs}: "
                 f"{'settled after ' + str(run['settled_at']) if run['settled_at'] else 'unsettled at the budget'} "
                 f"({time.monotonic() - started:.0f} s)")
-        planted[schedule] = {"runs": planted_runs, "mean_results": sum(needed) / len(needed), "se": _se(needed),
-                             "median_results": sorted(needed)[len(needed) // 2], "censored": censored,
-                             "correct_order": correct, "results": needed}
-    paired = [u - v for u, v in zip(planted["uniform"]["results"], planted["uncertain"]["results"], strict=True)]
+        planted[f"{method}/{schedule}"] = {
+            "method": method, "schedule": schedule, "runs": runs, "mean_results": sum(needed) / len(needed),
+            "se": _se(needed), "median_results": sorted(needed)[len(needed) // 2], "censored": censored,
+            "correct_order": correct, "results": needed}
+
+    def paired(first: str, second: str) -> dict[str, float]:
+        diff = [u - v for u, v in zip(planted[first]["results"], planted[second]["results"])]  # common seeds
+        common = len(diff)
+        return {"mean": sum(diff) / common, "se": _se(diff), "runs": common,
+                "ratio": sum(planted[second]["results"][:common]) / sum(planted[first]["results"][:common])}
+
     return {"planted_rates": PLANTED, "budget": budget, "planted": planted,
-            "saving": {"mean": sum(paired) / len(paired), "se": _se(paired),
-                       "ratio": planted["uncertain"]["mean_results"] / planted["uniform"]["mean_results"]},
+            "test_saving": paired(f"{BEFORE}/uncertain", f"{METHOD}/uncertain"),
+            "saving": paired(f"{METHOD}/uniform", f"{METHOD}/uncertain"),
+            "seconds": time.monotonic() - started}
+
+
+def _oracle_bet(rate_a: float, rate_b: float) -> float:
+    """The constant bet of Wald's SPRT for the discordant signs with the true rates (known only here)."""
+    plus, minus = rate_b * (1 - rate_a), rate_a * (1 - rate_b)
+    return (plus - minus) / (plus + minus)
+
+
+def pair_study(reps: int, horizon: int, seed: int, say: Any = print) -> dict[str, Any]:
+    """(c): each adjacent planted pair alone, one-sided at the hub's first Holm level alpha / 30:
+    mean pairs to the claim for each test and for the oracle SPRT (a bound no valid test beats)."""
+    import numpy as np
+
+    from evalstop_ros.stats.registry import make_process
+    from evalstop_ros.stats.sequential import run_batch
+
+    started = time.monotonic()
+    level = ALPHA / 30
+    rng = np.random.default_rng(seed)
+    rows = []
+    for better, worse in zip(PLANTED, PLANTED[1:]):
+        a = (rng.random((reps, horizon)) < worse).astype(float)
+        b = (rng.random((reps, horizon)) < better).astype(float)
+        row: dict[str, Any] = {"rates": (better, worse)}
+        for method in (BEFORE, METHOD):
+            outcome = run_batch(make_process(method, reps, alpha=level, alternative="greater", n_max=None), a, b)
+            stops = np.where(outcome.stopping_trial > 0, outcome.stopping_trial, horizon)
+            row[method] = float(stops.mean())
+        log_e = np.cumsum(np.log1p(_oracle_bet(worse, better) * (b - a)), axis=1)
+        crossed = log_e >= -math.log(level)
+        row["oracle"] = float(np.where(crossed.any(axis=1), crossed.argmax(axis=1) + 1, horizon).mean())
+        rows.append(row)
+        say(f"pairs: {better} vs {worse}: {row[BEFORE]:.0f} / {row[METHOD]:.0f} / {row['oracle']:.0f} "
+            f"({time.monotonic() - started:.0f} s)")
+    return {"pairs": {"reps": reps, "horizon": horizon, "level": level, "rows": rows},
             "seconds": time.monotonic() - started}
 
 
 def markdown(out: dict[str, Any], command: str) -> str:
-    null, planted, saving = out["null"], out["planted"], out["saving"]
+    null, planted, saving, test_saving = out["null"], out["planted"], out["saving"], out["test_saving"]
+    null_rows = "\n".join(
+        f"| `{method}` | {null['runs']} | {null['results_per_run']} | {null['schedule']} | {row['runs_with_claim']} | "
+        f"{row['fwe']:.3f} ({row['fwe_se']:.3f}) | {row['bound']:.3f} | {'met' if row['passes'] else 'NOT met'} |"
+        for method, row in null["methods"].items())
+    labels = {"uncertain": "`uncertain` (the hub's default)", "uniform": "uniform (RoboArena, seed 001 Alg. 1)"}
     rows = []
-    for schedule, label in (("uncertain", "`uncertain` (the hub's default)"), ("uniform", "uniform (RoboArena, seed 001 Alg. 1)")):
-        p = planted[schedule]
-        rows.append(f"| {label} | {p['runs']} | {p['mean_results']:.0f} ({p['se']:.0f}) | {p['median_results']:.0f} | "
-                    f"{p['censored']} | {p['correct_order']} of {p['runs'] - p['censored']} |")
+    for p in planted.values():
+        rows.append(f"| `{p['method']}` | {labels[p['schedule']]} | {p['runs']} | {p['mean_results']:.0f} ({p['se']:.0f}) | "
+                    f"{p['median_results']:.0f} | {p['censored']} | {p['correct_order']} of {p['runs'] - p['censored']} |")
+    pairs = out["pairs"]
+    pair_rows = "\n".join(
+        f"| {r['rates'][0]:g} vs {r['rates'][1]:g} | {r[BEFORE]:.0f} | {r[METHOD]:.0f} ({r[METHOD] / r[BEFORE]:.2f}) | "
+        f"{r['oracle']:.0f} ({r['oracle'] / r[BEFORE]:.2f}) |" for r in pairs["rows"])
+    total = {key: sum(r[key] for r in pairs["rows"]) for key in (BEFORE, METHOD, "oracle")}
     rates = ", ".join(f"{r:g}" for r in out["planted_rates"])
+    met = test_saving["ratio"] <= 0.7
     return f"""<!-- generated by bench/hub_study.py; do not edit by hand -->
-# Hub study: family-wise error and results to settle a ranking (issue 23)
+# Hub study: family-wise error and results to settle a ranking
 
 `{command}` ({out["seconds"]:.0f} s of runs). Every run of (b) is a simulated hub through the hub's own code: an
 in-process store on SQLite, the app's live leaderboard (pairs under sequential Holm over all
@@ -178,39 +250,69 @@ P(P-1)/2 pairs at family-wise alpha = {out['alpha']:g}, `hub/family.py`) and the
 (`hub/schedule.py`) choosing every lease; one station runs both arms (Bernoulli successes,
 score 1 or 0) and reports each result. The PostgreSQL path of the same code is tested in
 `test/hub/test_hub_family.py` (a planted ranking settled through the real app on PostgreSQL).
+Each pair's two directions are tested by `--method`: `{METHOD}` (the hub's default, the mixture
+e-process of `stats/mixture.py`; docs/hub.md, "The pairs' test") or `{BEFORE}` (N-SCORE, the
+default before it), on the same seeds.
 
 ## (a) Six equal policies: family-wise false claims
 
 Through the leaderboard (`Leaderboard`) and the schedule (`choose_pair` with the board's focus),
 without the database, which only records the results (`board_run` in the script).
 
-| runs | results per run | schedule | runs with any claim | FWE (SE) | bound alpha + 2 SE |
-|---:|---:|---|---:|---:|---:|
-| {null['runs']} | {null['results_per_run']} | {null['schedule']} | {null['runs_with_claim']} | {null['fwe']:.3f} ({null['fwe_se']:.3f}) | {null['bound']:.3f} |
+| method | runs | results per run | schedule | runs with any claim | FWE (SE) | bound alpha + 2 SE | FWE <= bound |
+|---|---:|---:|---|---:|---:|---:|---|
+{null_rows}
 
-Acceptance (FWE <= alpha + 2 SE, SE of a rate equal to alpha): **{'met' if null['passes'] else 'NOT met'}**.
-The hub before issue 23 (one anytime test per pair at alpha each, 15 pairs) claimed a
-difference in 0.160 of 200 such journals (1200 results each, measured in the issue). Sequential
-Holm's claims are rarer than alpha here because the N-SCORE e-processes are conservative on
-Bernoulli scores (seed 000) and every direction starts at alpha / 30.
+Both stay far below alpha: every direction starts at alpha / 30, and an e-process's p-value
+reaches its level less often than the level (Ville's inequality is an upper bound; the exact
+crossing probability of the mixture at alpha / 30 is at most 0.00153 = 0.92 alpha / 30,
+`test/stats/test_mixture.py`).
 
 ## (b) A planted ranking: results until the hub reports it settled
 
 Six policies with success rates {rates} (best first). "Settled": every adjacent pair of the
 hub's current order is decided by sequential Holm, in that order's direction (what
-`/v1/leaderboard`'s `progress` reports). Same seeds for both schedules; a run still unsettled at
+`/v1/leaderboard`'s `progress` reports). Same seeds for every row; a run still unsettled at
 {out['budget']} results counts as {out['budget']} (censored).
 
-| schedule | runs | mean results (SE) | median | censored | settled in the planted order |
-|---|---:|---:|---:|---:|---:|
+| method | schedule | runs | mean results (SE) | median | censored | settled in the planted order |
+|---|---|---:|---:|---:|---:|---:|
 {chr(10).join(rows)}
 
-The uncertain schedule needs {saving['ratio']:.2f} x the results of uniform pairing: {saving['mean']:.0f}
-fewer on average (paired SE {saving['se']:.0f}). Uniform pairing spends 10 of every 15 results on
-non-adjacent pairs, which settling the order does not need, and keeps spending on pairs already
-decided; the uncertain schedule gives each pair {WARM_UP} results to warm up, then only the open
-adjacent pairs of the current order (a decided pair gets none), so the slowest adjacent pair --
-the smallest gap -- gets the robot time.
+**The test.** With the `uncertain` schedule the mixture needs {test_saving['ratio']:.2f} x N-SCORE's
+results ({test_saving['mean']:.0f} fewer on average, paired SE {test_saving['se']:.0f}). The
+acceptance goal of 0.7 x is **{'met' if met else 'not met'}**, and (c) shows why no valid test
+meets it here: even Wald's SPRT, told the true rates of each pair, needs
+{total['oracle'] / total[BEFORE]:.2f} x N-SCORE's pairs at Holm's first level.
+
+**The schedule.** On the {saving['runs']} seeds both ran, the uncertain schedule needs {saving['ratio']:.2f} x
+the results of uniform pairing (both with the mixture): {saving['mean']:.0f} fewer on average
+(paired SE {saving['se']:.0f}).
+Uniform pairing spends 10 of every 15 results on non-adjacent pairs, which settling the order
+does not need, and keeps spending on pairs already decided; the uncertain schedule gives each
+pair {WARM_UP} results to warm up, then only the open adjacent pairs of the current order (a
+decided pair gets none), so the slowest adjacent pair -- the smallest gap -- gets the robot time.
+
+## (c) One adjacent pair alone: what a test can gain
+
+Each adjacent pair of (b), one-sided at Holm's first level alpha / 30 = {pairs['level']:.5f}: mean
+pairs until the claim over {pairs['reps']} sequences (same data for every column; at most
+{pairs['horizon']}). The oracle is the constant bet of Wald's SPRT for the discordant pairs'
+signs with the true rates -- not a test anyone can run (it needs the answer), but a bound: by
+Wald's lower bound on the expected sample size, no level-alpha / 30 test with power near one
+needs fewer pairs on average than about log(30 / alpha) over the information per pair, which
+the SPRT attains up to its overshoot.
+
+| pair (rates) | `{BEFORE}` | `{METHOD}` (ratio) | oracle SPRT (ratio) |
+|---|---:|---:|---:|
+{pair_rows}
+| sum | {total[BEFORE]:.0f} | {total[METHOD]:.0f} ({total[METHOD] / total[BEFORE]:.2f}) | {total['oracle']:.0f} ({total['oracle'] / total[BEFORE]:.2f}) |
+
+The settled ranking costs about the sum of its adjacent pairs (plus the warm-up), so the test
+alone can save at most about {1 - total['oracle'] / total[BEFORE]:.0%} of the results at these
+levels; the mixture saves {1 - total[METHOD] / total[BEFORE]:.0%} of the pairs here. A larger saving
+needs a larger level per direction (fewer hypotheses in the family, e.g. only adjacent pairs
+declared before the data, or one-sided claims), not a sharper test.
 """
 
 
@@ -219,12 +321,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--null-runs", type=int, default=200)
     parser.add_argument("--null-results", type=int, default=1200)
     parser.add_argument("--planted-runs", type=int, default=40)
+    parser.add_argument("--uniform-runs", type=int, default=10,
+                        help="planted runs with uniform pairing, the first of the same seeds (default %(default)s)")
     parser.add_argument("--budget", type=int, default=20000, help="results after which a planted run is censored")
+    parser.add_argument("--pair-reps", type=int, default=400, help="sequences per pair in (c) (default %(default)s)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", default=str(DOC), help="markdown written here (default docs/hub_study.md; '-' none)")
     parser.add_argument("--json", action="store_true", help="print the numbers as JSON")
-    parser.add_argument("--part", choices=("all", "null", "planted"), default="all",
-                        help="run only study (a) or (b) (with --part-to; default all)")
+    parser.add_argument("--part", choices=("all", "null", "planted", "pairs"), default="all",
+                        help="run only study (a), (b) or (c) (with --part-to; default all)")
     parser.add_argument("--part-to", default=None, help="write this part's numbers to a JSON file")
     parser.add_argument("--part-from", nargs="+", default=None,
                         help="merge the parts' JSON files (same seed) into the markdown instead of running")
@@ -233,26 +338,37 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(line, file=sys.stderr, flush=True)
 
     out: dict[str, Any] = {"alpha": ALPHA, "seed": args.seed}
+    seconds = 0.0
     if args.part_from:  # parts run as separate processes (two cores), merged here
         for name in args.part_from:
-            out.update(json.loads(pathlib.Path(name).read_text(encoding="utf-8")))
-    if args.part in ("all", "null") and not args.part_from:
-        out["null"] = null_study(args.null_runs, args.null_results, args.seed, say)
-    if args.part in ("all", "planted") and not args.part_from:
-        out.update(planted_study(args.planted_runs, args.budget, args.seed, say))
-    if args.part_to:
-        pathlib.Path(args.part_to).write_text(json.dumps(out), encoding="utf-8")
-    if "null" not in out or "planted" not in out:
+            part = json.loads(pathlib.Path(name).read_text(encoding="utf-8"))
+            seconds += part.pop("seconds", 0.0) + part.get("null", {}).get("seconds", 0.0)
+            out.update(part)
+    else:
+        parts = {"null": lambda: {"null": null_study(args.null_runs, args.null_results, args.seed, say)},
+                 "planted": lambda: planted_study(args.planted_runs, args.budget, args.seed, say, args.uniform_runs),
+                 "pairs": lambda: pair_study(args.pair_reps, 4000, args.seed, say)}
+        for name, run in parts.items():
+            if args.part in ("all", name):
+                part = run()
+                seconds += part.pop("seconds", 0.0) + part.get("null", {}).get("seconds", 0.0)
+                out.update(part)
+        if args.part_to:
+            out["seconds"] = seconds
+            pathlib.Path(args.part_to).write_text(json.dumps(out), encoding="utf-8")
+    if not {"null", "planted", "pairs"} <= set(out):
         return 0
-    out["seconds"] = out["null"]["seconds"] + out["seconds"]
+    out["seconds"] = seconds
     command = "python bench/hub_study.py " + " ".join(f"--{k.replace('_', '-')} {v}" for k, v in (
         ("null_runs", out["null"]["runs"]), ("null_results", out["null"]["results_per_run"]),
-        ("planted_runs", out["planted"]["uniform"]["runs"]), ("budget", out["budget"]), ("seed", out["seed"])))
+        ("planted_runs", next(iter(out["planted"].values()))["runs"]),
+        ("uniform_runs", out["planted"][f"{METHOD}/uniform"]["runs"]), ("budget", out["budget"]),
+        ("pair_reps", out["pairs"]["reps"]), ("seed", out["seed"])))
     if args.out != "-":
         pathlib.Path(args.out).write_text(markdown(out, command), encoding="utf-8")
     if args.json:
-        for schedule in out["planted"].values():
-            schedule.pop("results")
+        for row in out["planted"].values():
+            row.pop("results")
         print(json.dumps(out, indent=2))
     return 0
 

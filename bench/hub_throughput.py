@@ -86,15 +86,16 @@ def register(db: str, stations: Sequence[str]) -> tuple[list[str], str]:
     return keys, viewer
 
 
-def start_hub(db: str, workdir: pathlib.Path, name: str, viewer: str, deadline: float = 90.0
-              ) -> tuple[subprocess.Popen[bytes], str]:
-    """``evalstop hub serve`` on ``db`` at a free port, output in ``workdir/<name>.log``, once it answers
-    ``/v1/status`` for the ``viewer`` key within ``deadline`` s; (the process, its URL)."""
+def start_hub(db: str, workdir: pathlib.Path, name: str, viewer: str, deadline: float = 90.0,
+              extra: Sequence[str] = ()) -> tuple[subprocess.Popen[bytes], str]:
+    """``evalstop hub serve`` on ``db`` at a free port (more options: ``extra``), output in
+    ``workdir/<name>.log``, once it answers ``/v1/status`` for the ``viewer`` key within ``deadline`` s;
+    (the process, its URL)."""
     port = _port()
     url = f"http://127.0.0.1:{port}"
     log_path = workdir / f"{name}.log"
-    with open(log_path, "wb") as log:
-        proc = subprocess.Popen([*CLI, "hub", "serve", "--db", db, "--port", str(port), "--lease-seconds", "600"],
+    with open(log_path, "ab") as log:
+        proc = subprocess.Popen([*CLI, "hub", "serve", "--db", db, "--port", str(port), "--lease-seconds", "600", *extra],
                                 stdout=log, stderr=subprocess.STDOUT)
     end = time.monotonic() + deadline
     while True:

@@ -13,7 +13,8 @@ namespace). ``robot:=sim_policy`` starts two scripted openpi-protocol policy ser
 (default: the installed ``config/<robot>_servers.yaml``; edit it, or pass your own).
 ``droid_cameras`` maps DROID's image keys to the protocol's cameras
 (``droid_cameras:="[24259877_left=exterior_image_1_left, 13062452_left=wrist_image_left]"``).
-``config_file`` defaults to the installed preset of the robot. ``use_teleop:=true`` opens the operator terminal with
+``config_file`` defaults to the installed preset of the robot. The launch ends when the session
+is finished or aborted (``exit_on_finish:=false`` keeps the manager up afterwards). ``use_teleop:=true`` opens the operator terminal with
 ``teleop_prefix`` (default ``xterm -e``; the terminal needs a keyboard). Works with ROS 2
 Humble, Jazzy and Kilted.
 
@@ -91,6 +92,9 @@ def generate_launch_description():
         *session_arguments(),
         DeclareLaunchArgument('session_id', default_value='',
                               description='Session id; reuse one to resume its journal. Empty: <config>-<UTC time>.'),
+        DeclareLaunchArgument('exit_on_finish', default_value='true', choices=['true', 'false'],
+                              description='End the launch when the session is finished or aborted (the manager '
+                                          'exits, the others follow); false keeps the manager up for a dashboard.'),
         DeclareLaunchArgument('use_teleop', default_value='false', choices=['true', 'false'],
                               description='Open the operator terminal (teleop_scorer).'),
         DeclareLaunchArgument('teleop_prefix', default_value='xterm -e',
@@ -108,15 +112,25 @@ def generate_launch_description():
                               description="The operator terminal's key file (signs scores and undo)."),
         DeclareLaunchArgument('runner_key_file', default_value='',
                               description="policy_runner's key file (signs its emergency-stop pause)."),
+        DeclareLaunchArgument('goal_key_file', default_value='',
+                              description="The runner key file of the manager and the runner (`evalstop keys new "
+                                          "runner`): what identifies the policy in a runner goal is sealed for the "
+                                          "runner (docs/deploying.md). Empty: goals carry the policy in clear."),
+        DeclareLaunchArgument('allow_unsealed',
+                              default_value=PythonExpression(["'false' if '", robot, "' in ('droid', 'widowx') "
+                                                              "else 'true'"]),
+                              description='Run without goal_key_file (runner goals carry the policy in clear); '
+                                          'default false for the real robots (droid, widowx).'),
         DeclareLaunchArgument('thread_priority', default_value='0',
                               description='SCHED_FIFO priority (1-99) of the manager and the operator terminal '
                                           '(needs CAP_SYS_NICE or an rtprio limit; docs/ros.md); 0: normal scheduling.'),
         evalstop_node(
             'evaluation_manager', namespace=namespace,
             parameters=[{
-                **as_parameters(str, 'config_file', 'session_id', 'journal_dir', 'operator_keys_file'),
-                **as_parameters(int, 'thread_priority'),
+                **as_parameters(str, 'config_file', 'session_id', 'journal_dir', 'operator_keys_file', 'goal_key_file'),
+                **as_parameters(int, 'thread_priority'), **as_parameters(bool, 'exit_on_finish'),
                 'confirm_reset': LaunchConfiguration('confirm_reset'), 'allow_unsigned': LaunchConfiguration('allow_unsigned'),
+                'allow_unsealed': LaunchConfiguration('allow_unsealed'),
             }],
             # the session lives in the manager: when it exits (finished, aborted, or died),
             # stop the runner and the terminal too. (The runner's or the terminal's death does
@@ -127,6 +141,7 @@ def generate_launch_description():
             'sim_robot', namespace=namespace,
             # (PythonExpression, not LaunchConfigurationEquals: deprecated since Iron, and
             # EqualsSubstitution does not exist in Humble)
+            parameters=[{'goal_key_file': typed('goal_key_file')}],
             condition=IfCondition(PythonExpression(["'", robot, "' == 'sim'"])),
         ),
         *policy_servers,
@@ -139,6 +154,7 @@ def generate_launch_description():
                 # a YAML list of strings (launch_ros parses the text); read by the droid adapter only
                 'droid.cameras': LaunchConfiguration('droid_cameras'),
                 'key_file': typed('runner_key_file'), 'max_steps': typed('max_steps', int),
+                'goal_key_file': typed('goal_key_file'),
             }],
             condition=IfCondition(served),
         ),

@@ -38,14 +38,24 @@ def generate_launch_description():
         DeclareLaunchArgument('scoring', default_value='auto', choices=['auto', 'operator'],
                               description="auto: the runner's score (the operator's where it sends none); "
                               'operator: teleop_scorer scores every run. Journaled on the first start.'),
+        DeclareLaunchArgument('goal_key_file', default_value='',
+                              description="The runner key file of the station and its runner (`evalstop keys new "
+                                          "runner`): the policy server's address in a runner goal is sealed for the "
+                                          "runner. Empty: in clear."),
+        DeclareLaunchArgument('allow_unsealed',
+                              default_value=PythonExpression(["'true' if '", robot, "' == 'sim' else 'false'"]),
+                              description='Run without goal_key_file (goals carry the address in clear); default '
+                                          'false with robot:=none (a lab\'s own runner).'),
         *session_arguments(),
         DeclareLaunchArgument('sim_duration', default_value='1.0', description='sim_robot: rollout duration (s).'),
         DeclareLaunchArgument('sim_seed', default_value='0', description='sim_robot: seed of the outcomes.'),
         evalstop_node(
             'station_manager', namespace=namespace,
             parameters=[{
-                **as_parameters(str, 'hub_url', 'station_id', 'hub_key_file', 'runner_action', 'journal_dir'),
+                **as_parameters(str, 'hub_url', 'station_id', 'hub_key_file', 'runner_action', 'journal_dir',
+                                'goal_key_file'),
                 'hub_trials': typed('trials', int), 'hub_scoring': typed('scoring'),
+                'allow_unsealed': LaunchConfiguration('allow_unsealed'),
                 'exit_on_finish': PythonExpression([LaunchConfiguration('trials'), ' > 0']),
             }],
             on_exit=Shutdown(reason='station_manager exited'),
@@ -53,7 +63,7 @@ def generate_launch_description():
         evalstop_node(
             'sim_robot', namespace=namespace,
             parameters=[{'action_name': typed('runner_action'), 'duration': typed('sim_duration', float),
-                         'seed': typed('sim_seed', int)}],
+                         'seed': typed('sim_seed', int), 'goal_key_file': typed('goal_key_file')}],
             condition=IfCondition(PythonExpression(["'", robot, "' == 'sim'"])),
         ),
     ])

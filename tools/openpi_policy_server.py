@@ -24,12 +24,14 @@ from evalstop_ros.runner.scripted import KINDS, ScriptedPolicy, metadata_for
 
 
 class _Served(BasePolicy):  # type: ignore[misc]
-    def __init__(self, kind: str, **options: object) -> None:
+    def __init__(self, kind: str, leak: str = "", **options: object) -> None:
         physics = kind in scripted_physics.KINDS  # a grasping policy for the robosuite Panda (no options)
         self.policy = scripted_physics.GraspPolicy(kind) if physics else ScriptedPolicy(kind, **options)
+        self.leak = leak
 
     def infer(self, obs: dict) -> dict:  # type: ignore[type-arg]
-        return self.policy.infer(obs)
+        reply = self.policy.infer(obs)
+        return {**reply, "policy_name": self.leak} if self.leak else reply
 
     def reset(self) -> None:
         self.policy.reset()
@@ -44,14 +46,18 @@ def main() -> None:
     parser.add_argument("--delay", type=float, default=5.0, help="seconds a slow / stall policy sleeps")
     parser.add_argument("--error-text", default="scripted policy failure", help="what an error policy raises")
     parser.add_argument("--frame-bytes", type=int, default=300 * 10**6, help="reply size of a huge policy")
+    parser.add_argument("--leak", default="", help="a text (the policy's name, its checkpoint) the server puts in its "
+                        "metadata and every reply, as real servers do")
     args = parser.parse_args()
     options = {"fail_after": args.fail_after, "delay": args.delay, "error_text": args.error_text,
                "frame_bytes": args.frame_bytes}
     metadata = scripted_physics.METADATA if args.policy in scripted_physics.KINDS else metadata_for(args.policy)
+    if args.leak:
+        metadata = {**metadata, "policy_name": args.leak, "checkpoint": f"{args.leak}/checkpoints/30000"}
     logging.basicConfig(level=logging.WARNING)
     print(f"openpi WebsocketPolicyServer: scripted '{args.policy}' on {args.host}:{args.port}", flush=True)
     try:
-        WebsocketPolicyServer(_Served(args.policy, **options), host=args.host, port=args.port,
+        WebsocketPolicyServer(_Served(args.policy, args.leak, **options), host=args.host, port=args.port,
                               metadata=metadata).serve_forever()
     except KeyboardInterrupt:  # Ctrl-C / SIGINT from the demo: a normal end
         pass

@@ -14,6 +14,7 @@ from ..session.blinding import revealed_key, unseal
 from ..session.config import SessionConfig
 from ..session.config_sections import MetricConfig
 from ..session.errors import JournalError
+from ..session.goal_sealing import seal_problem, session_seal_key
 from ..session.journal import Event
 
 # The session's offline analysis on a trial book: the same rows as ``offline_decisions`` /
@@ -124,9 +125,10 @@ class VerifierState:
         if key is not None:
             self.notes.append("randomization key revealed at the end and matches its commitment")
             return key
-        code = "key_mismatch" if "does not match" in problem else "key_unrevealed"
+        code = ("key_mismatch" if "does not match" in problem else "key_reveal_repeated" if "times" in problem
+                else "key_unrevealed")
         if record.plan_key:
-            if code == "key_mismatch":
+            if code != "key_unrevealed":
                 self.violations.append(Violation(code, (), problem))
             else:
                 self.notes.append(f"{problem}; the plan is replayed with the journal's own key")
@@ -261,6 +263,8 @@ class VerifierState:
                 continue
             if report and event.kind == "runner_result" and self.config.confirm_reset:
                 self.check_reset(book, event, position)
+            if report and event.kind == "runner_result" and "goal_seal" in event.payload:
+                self.check_seal(book, event, position)
             try:
                 book.apply(event)
             except (JournalError, KeyError, TypeError, ValueError) as err:
@@ -282,6 +286,17 @@ class VerifierState:
             self.violate("reset_unconfirmed", [record.trial_id], f"trial {record.trial_id}: run (attempt "
                          f"{record.attempt}) recorded without the operator's confirmation that its scene was reset",
                          position, event.stamp_ns)
+
+    def check_seal(self, book: TrialBook, event: Event, position: int) -> None:
+        """A sealed run: with the revealed key, its journaled goal seal must be the planned policy's
+        (:func:`~evalstop_ros.session.goal_sealing.seal_problem`); the manager sent the runner what the plan said."""
+        record, key, seal = book.trials[int(event.trial_id or 0)], self.plan.key, event.payload["goal_seal"]
+        if key is None:
+            return  # no key: key_unrevealed says so
+        problem = seal_problem(seal if isinstance(seal, dict) else {}, session_seal_key(key, self.record.session_id),
+                               self.record.session_id, record.trial_id, record.policy)
+        if problem:
+            self.violate("goal_seal_mismatch", [record.trial_id], problem, position, event.stamp_ns)
 
     def add_request(self, book: TrialBook, event: Event, position: int, *, report: bool) -> None:
         p = event.payload

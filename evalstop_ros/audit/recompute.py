@@ -13,13 +13,13 @@ from typing import Any, NamedTuple
 import numpy as np
 from numpy.typing import NDArray
 
-from ..session.analysis import interim_records
+from ..session.analysis import holm_options, interim_records
 
 # The session's offline analysis on a trial book: the same rows as ``offline_decisions`` /
 # ``offline_claims``, which take a journal path (the audit folds bags, and books as of each edit).
 from ..session.offline import OfflineClaim, OfflineResult, book_decisions, claims_of
 from ..session.trials import TrialBook, form_pairs, metric_value
-from ..stats.engine import directional_trajectory
+from ..stats.engine import HolmEngine
 from ..stats.registry import make_process
 from ..stats.sequential import Decision, SequentialResult
 from ..stats.step import StepProcess, step_uniforms
@@ -158,8 +158,7 @@ class Recomputation(ProtocolChecks):
             # the family decides (res); a test's own p-/e-values run ahead of the family's analysis
             limit = min(a.size, n_max)
             m = len(self.config.comparison_list())
-            trajectory = directional_trajectory(metric.method, a, b, limit, family_alpha=metric.alpha or 0.0, m=m,
-                                                alternative=metric.alternative, n_max=n_max, seed=seed, bins=bins)
+            trajectory = HolmEngine(m, holm_options(self.config, metric)).feed_all(0, a[:limit], b[:limit])
             fresh_p, fresh_e, pvalues, evalues = trajectory.fresh_p, trajectory.fresh_e, trajectory.pvalues, trajectory.evalues
             used = res.stopping_trial if res.decision in (Decision.A_BETTER, Decision.B_BETTER) else (
                 n_max if res.decision == Decision.BUDGET_EXHAUSTED else limit)

@@ -12,6 +12,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from ..session.config import SessionConfig
+from ..session.offline import OfflineClaim
 from ..session.trials import TrialRecord
 from ..session.values import ComparisonSnapshot
 
@@ -59,6 +60,8 @@ CODES = {
     "stream_mismatch": "the journal and the published session_event stream disagree, event by event",
     "key_unrevealed": "the randomization key was not revealed: labels, tokens and the plan cannot be checked",
     "key_mismatch": "the revealed randomization key does not match the commitment published at the start",
+    "key_reveal_repeated": "the journal reveals its key more than once (exactly one key_revealed may end it)",
+    "goal_seal_mismatch": "a runner goal did not seal the planned policy of its trial (checked with the revealed key)",
     "auth_replay": "an operator's journaled request counter did not increase: a replayed request was accepted",
     "auth_mac_mismatch": "a journaled score is not what its operator signed (checked with --operator-keys)",
 }
@@ -227,7 +230,8 @@ class TrialAudit(TrialRecord):
 
 @dataclasses.dataclass(frozen=True)
 class AuditReport:
-    """Everything :func:`verify` found (see :meth:`to_dict` for the JSON form)."""
+    """Everything :func:`verify` found (see :meth:`to_dict` for the JSON form); ``claims`` are the
+    multi-task claims of a non-pooled ``claim`` recomputed on the final scores (seed 003 Eq. 11)."""
 
     record: SessionRecord
     config: SessionConfig
@@ -239,6 +243,7 @@ class AuditReport:
     notes: tuple[str, ...]
     final_state: str
     statuses_checked: int
+    claims: tuple[OfflineClaim, ...] = ()
 
     @property
     def verified(self) -> bool:
@@ -266,6 +271,11 @@ class AuditReport:
                 "messages": dict(rec.topic_counts),
             },
             "comparisons": [t.to_dict() for t in self.tests],
+            "claims": [{"policy_a": c.policy_a, "policy_b": c.policy_b, "metric": c.metric, "claim": c.result.claim,
+                        "alpha": c.result.alpha, "alternative": c.result.alternative,
+                        "established": c.result.established, "n": c.result.n_trials,
+                        "task_claims": {t: d.name for t, d in zip(c.result.tasks, c.result.task_claims)}}
+                       for c in self.claims],
             "letters": self.letters,
             "violations": [v.to_dict() for v in self.violations],
             "notes": list(self.notes),

@@ -158,7 +158,7 @@ def verify(record: SessionRecord, *, config: SessionConfig | None = None, key: b
     return AuditReport(
         record=v.record, config=resolved, config_origin=origin, trials=tuple(_trials(v, book)), tests=tuple(tests),
         letters=final_letters, violations=tuple(v.violations), notes=tuple(v.notes), final_state=final_state,
-        statuses_checked=sum(checked.values()),
+        statuses_checked=sum(checked.values()), claims=tuple(v.claims),
     )
 
 

@@ -8,8 +8,12 @@ printed on stderr (never in the ``--json`` output) when it exceeds :data:`ANNOUN
 from __future__ import annotations
 
 import sys
+import time
+from collections.abc import Callable
+from typing import TextIO
 
-__all__ = ["ANNOUNCE_SECONDS", "announce", "simulate_seconds", "step_check_seconds", "step_synthesis_seconds"]
+__all__ = ["ANNOUNCE_SECONDS", "ProgressLines", "announce", "simulate_seconds", "step_check_seconds",
+           "step_synthesis_seconds"]
 
 #: Estimates below this many seconds are not announced.
 ANNOUNCE_SECONDS = 10.0
@@ -58,3 +62,28 @@ def announce(prog: str, seconds: float, what: str) -> None:
     """Say on stderr, before the work, how long it will take (only when at least ANNOUNCE_SECONDS)."""
     if seconds >= ANNOUNCE_SECONDS:
         print(f"{prog}: this will take about {_span(seconds)} ({what})", file=sys.stderr, flush=True)
+
+
+class ProgressLines:
+    """Progress of a long job as lines, for a stderr that is not a terminal (a log, a pipe): one
+    line each time another ``every`` of the work is done, with the time so far and the time left
+    at that pace, e.g. ``evalstop simulate: 40 % (4,000,000 of 10,000,000 pairs), 6 s, about 9 s left``.
+    """
+
+    def __init__(self, prog: str, unit: str, *, every: float = 0.1, out: TextIO | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self._prog, self._unit, self._every, self._out, self._clock = prog, unit, every, out, clock
+        self._start = clock()
+        self._next = every
+
+    def __call__(self, done: int, total: int) -> None:
+        """Report ``done`` of ``total`` (prints only when the next step is reached)."""
+        share = done / total if total else 1.0
+        if share + 1e-12 < self._next or share >= 1.0:
+            return
+        while self._next <= share + 1e-12:
+            self._next += self._every
+        elapsed = self._clock() - self._start
+        left = elapsed * (1 - share) / share
+        print(f"{self._prog}: {share:.0%} ({done:,} of {total:,} {self._unit}), {elapsed:.0f} s, about {left:.0f} s "
+              "left", file=self._out or sys.stderr, flush=True)

@@ -43,6 +43,8 @@ class ABTable:
     data: Comparisons
     n_invalid: int
     explanations: tuple[str, ...]
+    #: How the data were read, where a reader should know (e.g. preferences derived from scores).
+    note: str = ""
 
     def notes_by_policy(self) -> dict[str, list[str]]:
         """The non-empty explanations grouped per policy (each goes to both policies of its pair)."""
@@ -119,8 +121,12 @@ def _load_session(path: str) -> ABTable:
     except (ConfigError, SessionError, ValueError) as err:
         raise CliError(f"{path}: {err}") from err
     if len(rounds.data) == 0:
-        raise CliError(f"{path}: no complete A/B round ({rounds.n_incomplete} incomplete)")
-    return ABTable(path, rounds.data, rounds.n_incomplete, rounds.explanations)
+        raise CliError(f"{path}: no complete A/B round ({rounds.n_incomplete} incomplete, {rounds.n_invalid} invalid): "
+                       "a round counts once both its trials are scored and the operator stated a preference "
+                       "(scoring: auto derives it from the two scores)")
+    note = (f"{rounds.n_derived} of {len(rounds.data)} rounds: no preference recorded (scoring: auto); the higher "
+            "progress, then success, is preferred, equal scores tie" if rounds.n_derived else "")
+    return ABTable(path, rounds.data, rounds.n_incomplete, rounds.explanations, note)
 
 
 def load_ab_csv(path: str) -> ABTable:

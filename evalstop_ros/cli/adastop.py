@@ -18,7 +18,8 @@ import numpy as np
 from numpy.typing import NDArray
 
 from ..limits import INTERIM_SIZE_LIMIT, INTERIMS_LIMIT, PERMUTATIONS_LIMIT
-from ..stats.adastop import PERMUTATIONS, AdaStopResult, adastop_test
+from ..stats.adastop import GUARANTEES, PERMUTATIONS, AdaStopResult, adastop_test
+from ..stats.adastop_welch import spread_warning
 from ..stats.families import comparison_pairs
 from ._common import CliError, bounded_int, print_json, seed_type
 from .data import parse_number
@@ -104,14 +105,19 @@ def run(args: argparse.Namespace) -> int:
         comparisons=comparisons, n_permutations=args.permutations, seed=args.seed, agent_names=names,
         permutation=args.permutation,
     )
+    warning = spread_warning(table, result.n_scores, result.agents, result.comparisons)
     if args.json:
         payload = result.to_dict()
         payload["path"] = args.scores
         payload["permutation"] = args.permutation
         payload["letters"] = result.letters() if result.is_finished else None
+        payload["guarantee"] = GUARANTEES[args.permutation]
+        payload["warnings"] = [warning] if warning else []
         print_json(payload)
     else:
-        print("\n".join(_report(args.scores, result)))
+        lines = _report(args.scores, result)
+        lines.append(f"guarantee ({args.permutation}): {GUARANTEES[args.permutation]}")
+        print("\n".join([*lines, warning] if warning else lines))
     return 0
 
 
@@ -139,4 +145,7 @@ def _report(path: str, result: AdaStopResult) -> list[str]:
     lines.append(f"stopped early: {early or 'none'}")
     spent = result.level_spent[-1] if result.level_spent else 0.0
     lines.append(f"level spent: {spent:.4g} of {result.alpha:g}")
+    from ..session.guarantees import method_guarantee  # here, not at the top: keeps `--help` fast
+
+    lines.append(f"guarantee: {method_guarantee('adastop', interims=(result.n_per_interim, result.n_interims))}")
     return lines

@@ -130,12 +130,15 @@ def _number(value: float, digits: int) -> str:
 
 
 def _report(data: PairedScores, result: SequentialResult, n_max: int | None) -> list[str]:
+    from ..session.guarantees import method_guarantee  # here, not at the top: keeps `--help` fast
+
     summary = data.describe()
     lines = [
         f"{data.path}: {summary['n_pairs']} pairs ({data.layout}); A = {data.policy_a} "
         f"(mean {summary['mean_a']:.3f}), B = {data.policy_b} (mean {summary['mean_b']:.3f})",
         f"test: {result.method}, alpha {result.alpha:g}, {result.alternative} ({VALIDITY[result.method]})",
         _decision_line(data, result, n_max),
+        f"guarantee: {method_guarantee(result.method, n_max=n_max)}",
     ]
     if result.n_observed == 0:
         return lines

@@ -30,8 +30,9 @@ protocol held: no score for a trial never requested, no wrong token, no trial re
 never scored, no data after the stop, no change of alpha / n_max / method, no correction
 without a reason.  Each violation names its trial."""
 EPILOG = """\
-example:
-  evalstop audit session_bag/ --json
+examples (examples/ ships a recorded session: its bag and its journal):
+  evalstop audit examples/session_bag/ --json
+  evalstop audit examples/session.db
 
 A hub export (`evalstop hub export`, JSON lines) is audited as the hub's record: its hash chain,
 the protocol of every lease and result, each station's uploads against the station's own journal
@@ -199,10 +200,19 @@ def format_report(report: AuditReport) -> list[str]:
     for test in report.tests:
         res = test.result
         verdict = f"reproduced ({test.checked} states)" if test.reproduced else "NOT REPRODUCED"
+        where = f" @{test.task}" if test.task else ""
         lines.append(
-            f"{test.policy_a + ' vs ' + test.policy_b:<28} {test.metric + '/' + test.method:<18} {test.alpha:>8.4g}  "
+            f"{test.policy_a + ' vs ' + test.policy_b + where:<28} {test.metric + '/' + test.method:<18} "
+            f"{test.alpha:>8.4g}  "
             f"{res.decision.name:<17} {res.stopping_trial or res.n_observed:>5} {fmt(res.pvalue):>10}  "
             f"{_published(test)}: {verdict}")
+    for claim in report.claims:
+        res = claim.result
+        claimed = [f"@{t}" for t, d in zip(res.tasks, res.task_claims) if d.name != "CONTINUE"]
+        made = f"made on {', '.join(claimed)}" if res.established else "not made"
+        lines.append(f"{claim.policy_a + ' vs ' + claim.policy_b:<28} {claim.metric:<18} {res.alpha:>8.4g}  "
+                     f"{cfg.claim} claim over {', '.join('@' + t for t in res.tasks)}: {made} "
+                     f"({res.n_trials} pairs in all)")
     steps = [t for t in report.tests if t.step is not None]
     if steps:
         lines.append("")
@@ -212,12 +222,16 @@ def format_report(report: AuditReport) -> list[str]:
             assert step is not None
             stop = (f"stops at pair {step.stopping_trial}: U = {step.draw:.6f} < w = {step.weight:.6g}"
                     if step.stopping_trial else "no draw fell below its weight (no decision)")
-            lines.append(f"  {test.policy_a} vs {test.policy_b} {test.metric}: seed {step.seed}, {step.draws} draws; "
+            where = f" @{test.task}" if test.task else ""
+            lines.append(f"  {test.policy_a} vs {test.policy_b}{where} {test.metric}: seed {step.seed}, {step.draws} draws; "
                          f"{stop}")
     if report.letters:
         lines.append(f"compact letter display ({cfg.metrics[0].name}): "
                      + ", ".join(f"{p}={letters}" for p, letters in report.letters.items()))
     lines.extend(f"note: {note}" for note in report.notes)
+    from ..session.guarantees import family_statement
+
+    lines.append(f"guarantee: {family_statement(cfg, len(report.tests))}")
     if report.violations:
         lines.append("")
         lines.extend(_violations(report))

@@ -1,7 +1,7 @@
 """``evalstop hub``: run the evaluation hub, manage its policies and stations, run a station.
 
-The hub's database is --db: a PostgreSQL URL (postgresql://...) or an SQLite file (the
-default, hub.sqlite). Sub-commands:
+The hub's database is --db (or $EVALSTOP_HUB_DB): a PostgreSQL URL (postgresql://...) or an
+SQLite file (the default, hub.sqlite, owner-only). Sub-commands:
 
   serve          the HTTP service (FastAPI + uvicorn)
   add-policy     register a policy and its policy-server address
@@ -20,7 +20,6 @@ anyone, stations included, which weakens that blinding.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import os
 import pathlib
@@ -50,46 +49,60 @@ registered by its address, e.g. tcp://10.0.0.5:8000, and run by a ROS station.)
 exit status: 0 done, 2 usage or input error (unknown policy or station, unreadable journal),
 3 hub serve cannot listen on --host:--port (in use: pick another --port); 130 stopped (Ctrl-C)."""
 DEFAULT_DB = "hub.sqlite"
+#: The environment variable that names the database (a PostgreSQL URL with a password stays off the command line).
+DB_ENV = "EVALSTOP_HUB_DB"
+DB_HELP = (f"postgresql:// URL or SQLite path (default: ${DB_ENV}, else {DEFAULT_DB}); a password belongs in "
+           f"~/.pgpass, $PGPASSWORD or ${DB_ENV}, not here, where every local user can read it")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Declare the sub-commands of ``evalstop hub``."""
     sub = parser.add_subparsers(dest="hub_command", required=True)
     serve = sub.add_parser("serve", help="run the hub service",
-                           description="Run the hub's HTTP service (stations, leaderboard) until Ctrl-C.",
-                           epilog="example:\n  evalstop hub serve --db hub.sqlite --port 8765 --tasks towel,cup\n\n"
-                           "exit status: 0 stopped, 2 usage error, 3 cannot listen on --host:--port",
+                           description="Run the hub's HTTP service (stations, leaderboard) until Ctrl-C. The "
+                           "first start journals\nthe evaluation (method, alpha, ranker, models, budget, schedule, "
+                           "tasks); a restart on the same --db\nreads it back, so no option needs repeating (one "
+                           "given must equal the journaled one).",
+                           epilog="examples:\n  evalstop hub serve --db hub.sqlite --port 8765 --tasks towel,cup\n"
+                           "  evalstop hub serve --db hub.sqlite --port 8765    (a restart: the journaled evaluation)"
+                           "\n\nexit status: 0 stopped, 2 usage error, 3 cannot listen on --host:--port",
                            formatter_class=argparse.RawDescriptionHelpFormatter)
-    serve.add_argument("--db", default=DEFAULT_DB, help="postgresql:// URL or SQLite path (default %(default)s)")
+    serve.add_argument("--db", default=None, help=DB_HELP)
     serve.add_argument("--host", default="127.0.0.1",
                        help="address to listen on (default %(default)s: this machine only; 0.0.0.0 for every "
                        "interface)")
     serve.add_argument("--port", type=bounded_int(0, 65535), default=8765, help="TCP port to listen on (default %(default)s)")
-    serve.add_argument("--tasks", default="default", help="comma-separated task/scene suggestions")
+    journaled = "the journaled evaluation's, else "
+    serve.add_argument("--tasks", type=_tasks, default=None,
+                       help=f"comma-separated task/scene suggestions (default {journaled}default)")
     serve.add_argument("--lease-seconds", type=float, default=60.0, help="lease length (default %(default)s)")
-    serve.add_argument("--schedule", choices=SCHEDULES, default=SCHEDULES[0],
+    serve.add_argument("--schedule", choices=SCHEDULES, default=None,
                        help="how the next pair is drawn: uncertain (decided pairs leave; the open pairs adjacent in "
                        "the current ranking first), need (the pairs with the fewest assignments so far) or uniform "
-                       "(any pair, RoboArena's pairing); default %(default)s; docs/hub_study.md")
-    serve.add_argument("--method", default="nscore", help="pairwise anytime-valid test (default %(default)s)")
-    _analysis_arguments(serve)
+                       f"(any pair, RoboArena's pairing); default {journaled}{SCHEDULES[0]}; docs/hub_study.md")
+    serve.add_argument("--method", default=None, help=f"pairwise anytime-valid test (default {journaled}mixture)")
+    _analysis_arguments(serve, journaled=True)
     serve.add_argument("--public-leaderboard", action="store_true",
                        help="serve the leaderboard without a key, to anyone including stations (weakens blinding)")
+    serve.add_argument("--relay", action=argparse.BooleanOptionalAction, default=None,
+                       help="relay the policy protocol for each lease (WebSocket /v1/relay): runners get relay "
+                       "locators, no station learns a policy server's address (default: on with PostgreSQL, the "
+                       "multi-lab hub; off with SQLite, one lab); docs/hub.md")
     serve.add_argument("--seed", type=seed_type, default=None, help="seed of the pair draws")
     policy = sub.add_parser("add-policy", help="register a policy")
-    policy.add_argument("--db", default=DEFAULT_DB, help="postgresql:// URL or SQLite path (default %(default)s)")
+    policy.add_argument("--db", default=None, help=DB_HELP)
     policy.add_argument("name", help="policy name shown on the leaderboard")
     policy.add_argument("address", help="policy-server address (kept in the hub, given to runners only)")
     station = sub.add_parser("add-station", help="register a station and write its key")
-    station.add_argument("--db", default=DEFAULT_DB, help="postgresql:// URL or SQLite path (default %(default)s)")
+    station.add_argument("--db", default=None, help=DB_HELP)
     station.add_argument("station_id", help="the station's name (or the viewer's)")
     station.add_argument("--viewer", action="store_true", help="a read-only key (leaderboard, journal)")
     station.add_argument("--key-file", required=True, help="where to write the key (mode 600); it is shown nowhere else")
     revoke = sub.add_parser("revoke", help="revoke a station's key")
-    revoke.add_argument("--db", default=DEFAULT_DB, help="postgresql:// URL or SQLite path (default %(default)s)")
+    revoke.add_argument("--db", default=None, help=DB_HELP)
     revoke.add_argument("station_id", help="the station whose key stops working")
     export = sub.add_parser("export", help="write the global journal as JSON lines")
-    export.add_argument("--db", default=DEFAULT_DB, help="postgresql:// URL or SQLite path (default %(default)s)")
+    export.add_argument("--db", default=None, help=DB_HELP)
     export.add_argument("-o", "--output", default="-", help="file (default stdout)")
     analyze = sub.add_parser("analyze", help="leaderboard of an exported journal, offline")
     analyze.add_argument("journal", help="JSON-lines journal from `evalstop hub export`")
@@ -108,9 +121,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _analysis_arguments(parser: argparse.ArgumentParser, journaled: bool = False) -> None:
     """The leaderboard's options, shared by serve and analyze: ``serve`` journals them as the hub's
-    evaluation (hub/evaluation.py); ``analyze`` (``journaled``) reads that from the export, and an
-    option given there is a what-if analysis."""
-    given = "the export's journaled evaluation, else " if journaled else ""
+    evaluation on its first start and reads them back on a restart (hub/evaluation.py); ``analyze``
+    reads that from the export, and an option given there is a what-if analysis. ``journaled``:
+    the options default to ``None`` (not given)."""
+    given = "the journaled evaluation's, else " if journaled else ""
 
     def default(value: object) -> object:
         return None if journaled else value
@@ -140,6 +154,13 @@ def _alpha(text: str) -> float:
     return value
 
 
+def _tasks(text: str) -> tuple[str, ...]:
+    tasks = tuple(t.strip() for t in text.split(",") if t.strip())
+    if not tasks:
+        raise argparse.ArgumentTypeError(f"one task name at least, comma-separated; found {text!r}")
+    return tasks
+
+
 def _models(text: str) -> tuple[str, ...]:
     try:
         return parse_models(text)
@@ -149,33 +170,89 @@ def _models(text: str) -> tuple[str, ...]:
 
 def run(args: argparse.Namespace) -> int:
     """Dispatch the sub-command; hub errors become one-line CLI errors."""
+    if hasattr(args, "db"):
+        if args.db is not None and _has_password(args.db):
+            print(f"{args.prog} {args.hub_command}: warning: the --db connection string holds a password, which every "
+                  f"local user can read in this process's command line; use ~/.pgpass, $PGPASSWORD or ${DB_ENV}",
+                  file=sys.stderr)
+        args.db = args.db or os.environ.get(DB_ENV) or DEFAULT_DB
     try:
         return int(COMMANDS[args.hub_command](args))
     except HubError as err:
         raise CliError(str(err)) from err
 
 
+def _has_password(database: str) -> bool:
+    import urllib.parse
+
+    try:
+        return database.startswith(("postgresql:", "postgres:")) and bool(urllib.parse.urlsplit(database).password)
+    except ValueError:
+        return True  # unparsable: assume the worst
+
+
 def _serve(args: argparse.Namespace) -> int:
     import uvicorn
 
     from ..hub.app import HubSettings, create_app
+    from ..hub.evaluation import journaled, resumed
     from ..hub.store import open_store
 
-    store = open_store(args.db)
-    settings = HubSettings(tasks=tuple(t for t in args.tasks.split(",") if t), lease_seconds=args.lease_seconds,
-                           schedule=args.schedule, method=args.method, alpha=args.alpha, ranker=args.ranker,
-                           models=args.models, budget=args.budget, public_leaderboard=args.public_leaderboard, seed=args.seed)
-    app = create_app(store, settings)
-    problem = _cannot_listen(args.host, args.port)
+    problem = _cannot_listen(args.host, args.port)  # before the database is opened: nothing left behind
     if problem:
-        store.close()
         print(f"{args.prog} serve: error: cannot listen on {args.host}:{args.port}: {problem}", file=sys.stderr)
         return EXIT_UNAVAILABLE
-    print(f"evalstop hub on http://{args.host}:{args.port} ({store.dialect}, schema v{store.schema_version()})",
+    created = _new_sqlite_files(args.db)
+    try:
+        store = open_store(args.db)
+        try:
+            evaluation = resumed(journaled(e.to_dict() for e in store.journal(kinds=["evaluation"])),
+                                 {name: getattr(args, name) for name in _EVALUATION_OPTIONS})
+            settings = HubSettings(lease_seconds=args.lease_seconds, public_leaderboard=args.public_leaderboard,
+                                   seed=args.seed, relay=store.dialect == "postgresql" if args.relay is None else args.relay,
+                                   **{name: getattr(evaluation, name) for name in _EVALUATION_OPTIONS})
+            app = create_app(store, settings)
+        except BaseException:
+            store.close()
+            raise
+    except BaseException:
+        for path in created:  # a start that failed leaves no empty database behind
+            path.unlink(missing_ok=True)
+        raise
+    url = f"http://{_shown_host(args.host)}:{args.port}"
+    print(f"evalstop hub on {url} ({store.dialect}, schema v{store.schema_version()}); evaluation: "
+          f"{settings.method} at family-wise alpha {settings.alpha:g}, ranker {settings.ranker}, schedule "
+          f"{settings.schedule}, tasks {','.join(settings.tasks)}; "
+          f"{'policy protocol relayed' if settings.relay else 'addresses given to runners, not relayed'}\n"
+          f"leaderboard: {url}/leaderboard (a browser signs in with a viewer key"
+          f"{'; public' if args.public_leaderboard else ''}), JSON: {url}/v1/leaderboard; Ctrl-C stops",
           file=sys.stderr, flush=True)
     uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
     store.close()
     return 0
+
+
+#: The options of ``serve`` that are the hub's journaled evaluation (:class:`~..hub.evaluation.Evaluation`).
+_EVALUATION_OPTIONS = ("method", "alpha", "ranker", "models", "budget", "schedule", "tasks")
+
+
+def _new_sqlite_files(db: str) -> list[pathlib.Path]:
+    """The files an SQLite ``db`` that does not exist yet will create (none for a URL or an existing file)."""
+    if db.startswith(("postgresql://", "postgres://")):
+        return []
+    path = pathlib.Path(db.removeprefix("sqlite:///"))
+    if path.exists():
+        return []
+    return [path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")]
+
+
+def _shown_host(host: str) -> str:
+    """The host of the URL to print: this machine's name for a wildcard address (every interface)."""
+    if host in ("0.0.0.0", "::", ""):
+        import socket
+
+        return socket.gethostname()
+    return f"[{host}]" if ":" in host else host
 
 
 def _cannot_listen(host: str, port: int) -> str:
@@ -210,13 +287,12 @@ def _add_policy(args: argparse.Namespace) -> int:
 
 
 def _add_station(args: argparse.Namespace) -> int:
+    from ..hub.database import write_private
     from ..hub.store import open_store
 
     store = open_store(args.db)
     key = store.add_station(args.station_id, "viewer" if args.viewer else "station")
-    fd = os.open(args.key_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8") as out:
-        out.write(key + "\n")
+    write_private(args.key_file, key + "\n")
     print(f"{'viewer' if args.viewer else 'station'} {args.station_id} registered; key written to {args.key_file}")
     return 0
 
@@ -230,6 +306,7 @@ def _revoke(args: argparse.Namespace) -> int:
 
 
 def _export(args: argparse.Namespace) -> int:
+    from ..hub.database import write_private
     from ..hub.store import open_store
 
     lines = [json.dumps(e.to_dict(), sort_keys=True) for e in open_store(args.db).journal()]
@@ -237,21 +314,19 @@ def _export(args: argparse.Namespace) -> int:
     if args.output == "-":
         sys.stdout.write(text)
     else:
-        pathlib.Path(args.output).write_text(text, encoding="utf-8")
+        write_private(args.output, text)
         print(f"{len(lines)} journal entries written to {args.output}", file=sys.stderr)
     return 0
 
 
 def _analyze(args: argparse.Namespace) -> int:
-    from ..hub.evaluation import Evaluation, journaled
+    from ..hub.evaluation import journaled, resumed
     from ..hub.export import read_export
 
     entries = read_export(args.journal)
     policies = sorted(e["body"]["policy"] for e in entries if e["kind"] == "policy_added")
     hub = journaled(entries)
-    options = {name: getattr(args, name) for name in ("method", "alpha", "ranker", "models", "budget")
-               if getattr(args, name) is not None}
-    evaluation = dataclasses.replace(hub or Evaluation(), **options)
+    evaluation = resumed(hub, {name: getattr(args, name) for name in ("method", "alpha", "ranker", "models", "budget")})
     changed = hub.differences(evaluation) if hub is not None else []
     if changed:
         print(f"{args.prog} analyze: a what-if analysis, not the hub's evaluation ({'; '.join(changed)})",

@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import pathlib
 
-from ..session.auth import AuthError, new_keys, write_keys
 from ._common import CliError
 
 DESCRIPTION = """\
@@ -48,6 +47,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Write the key files; 0 on success."""
+    from ..session.auth import AuthError, new_keys, write_keys  # the session package: not for --help
+
     directory = pathlib.Path(args.dir)
     if len(set(args.operators)) != len(args.operators):
         raise CliError("an operator id is given twice")

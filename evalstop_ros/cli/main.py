@@ -11,6 +11,7 @@ from types import ModuleType
 from typing import NoReturn
 
 from .. import __version__
+from ..operator_input import decode_input
 from ..stats.errors import StatsInputError
 from . import EXIT_BROKEN_PIPE, EXIT_INTERRUPTED, EXIT_USAGE
 from ._common import CliError
@@ -31,13 +32,14 @@ VERBS = {
     "keys": "create operator key files for authenticated scores and session control",
 }
 EPILOG = """\
-examples (the files under examples/ ship with evalstop; session_bag/ is a recorded session):
+examples (the files under examples/ ship with evalstop; examples/session_bag/ is a recorded session,
+examples/session.db its journal):
   evalstop analyze examples/towel_like.csv --method step --alpha 0.05 --n-max 200
   evalstop simulate --method step --p0 0.45 --p1 0.55 --n-max 100 --alpha 0.05 --reps 2000
   evalstop step check --n-max 100 --alpha 0.05
   evalstop adastop examples/adastop_scores.csv --n-per-interim 5 --interims 6 --alpha 0.05
-  evalstop audit session_bag/ --json
-  evalstop report session_bag/ -o session_report
+  evalstop audit examples/session_bag/ --json
+  evalstop report examples/session.db -o session_report
   evalstop rank examples/arena_ab.csv --model task --json
   evalstop hub serve --db hub.sqlite --port 8765
 
@@ -94,6 +96,10 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     return parser
 
 
+def _undecodable(text: str) -> bool:
+    return any("\ud800" <= c <= "\udfff" for c in text)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run ``evalstop`` with ``argv`` (default ``sys.argv[1:]``) and return the exit status.
 
@@ -102,7 +108,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     ``evalstop VERB: error: MESSAGE``, on stderr, and give status 2 (argparse's own status for
     usage errors); see :mod:`evalstop_ros.cli` for all exit codes.
     """
-    arguments = sys.argv[1:] if argv is None else list(argv)
+    for stream in (sys.stdout, sys.stderr):  # any text, any locale: what a stream cannot encode is escaped
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is not None:
+            reconfigure(errors="backslashreplace")
+    # an argument that is not UTF-8 (lone surrogates from the OS) as valid text: a clear error, not a crash
+    arguments = [decode_input(a) if _undecodable(a) else a for a in (sys.argv[1:] if argv is None else argv)]
     parser = build_parser(arguments)
     try:
         args = parser.parse_args(arguments)
@@ -114,6 +125,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return status
     except (CliError, StatsInputError) as err:
         print(f"{args.prog}: error: {err}", file=sys.stderr)
+        return EXIT_USAGE
+    except UnicodeDecodeError as err:  # an input file a verb read as text is not UTF-8
+        print(f"{args.prog}: error: an input is not UTF-8 text ({err.reason} at byte {err.start})", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED

@@ -11,19 +11,15 @@ import dataclasses
 import math
 import pathlib
 import sys
-from typing import Any
-
-import yaml  # type: ignore[import-untyped, unused-ignore]
-from scipy.stats import norm
+from typing import TYPE_CHECKING, Any
 
 from ..limits import COUNT_LIMIT
 from ..stats.errors import StatsInputError
-from ..stats.ranking import Comparisons, Ranking
-from ..stats.ranking_fits import fit_bt, fit_davidson, fit_elo, fit_paired_progress, fit_prog
-from ..stats.ranking_groups import group_summary
-from ..stats.ranking_task import TaskModelOptions, fit_task
 from ._common import CliError, bounded_int, print_json, seed_type
-from .ab_data import ABTable, load_ab
+
+if TYPE_CHECKING:  # the models load with scipy when a ranking is fitted, not for --help
+    from ..stats.ranking import Comparisons, Ranking
+    from .ab_data import ABTable
 
 HELP = "rank policies from pairwise A/B comparisons (BT, Davidson, Elo, PROG, paired progress, task-aware)"
 DESCRIPTION = """\
@@ -62,6 +58,13 @@ example:
   evalstop rank examples/arena_ab.csv --json
   evalstop rank examples/arena_ab.csv --model prog --level 0.9
 
+--json keys: model; n_comparisons, n_invalid (rows or rounds set aside); data_note (how the data
+were read, e.g. preferences derived from the scores of an auto-scored A/B session; "" if
+nothing to say); params (the model's fitted constants); ranking (best first: policy, score, se,
+rank, low, high: the interval, null where none is printed); interval (level, se_method,
+calibrated); win_rates (policies, wins, games: row against column, ties 1/2); n_notes (the
+operator's explanations per policy; --notes adds notes, the texts); categories (--categories).
+
 exit status: 0 ranking printed, 2 usage or input error."""
 MODELS = ("bt", "davidson", "elo", "prog", "paired", "task")
 
@@ -74,8 +77,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="ranking model (default %(default)s: the study in docs/ranking_study.md)")
     parser.add_argument("--l2", type=float, default=1e-2, help="L2 penalty of bt and davidson (default %(default)s)")
     parser.add_argument("--elo-k", type=float, default=None, help="Elo K-factor in log-odds units (default: chess's 32 points)")
-    parser.add_argument("--buckets", type=bounded_int(1, 1000), default=TaskModelOptions.n_buckets,
-                        help="task model: latent task buckets T (default %(default)s, App. B.6)")
+    parser.add_argument("--buckets", type=bounded_int(1, 1000), default=None,
+                        help="task model: latent task buckets T (default 60, App. B.6)")
     parser.add_argument("--partial-weight", type=float, default=1.0,
                         help="task model: weight of the progress scores (App. B.4; 0 = preferences only; "
                         "default %(default)s)")
@@ -91,11 +94,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "model and add per-category win rates and progress per policy (needs evalstop[categories])")
     parser.add_argument("--category-map", metavar="YAML", default=None,
                         help="the operator's confirmed categories, instruction: category (they override the model)")
-    parser.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
+    parser.add_argument("--json", action="store_true", help="print one JSON object instead of a table (keys below)")
+    parser.add_argument("--notes", action="store_true", help="with --json: add the operator's explanations per "
+                        "policy (key notes; by default only their count, n_notes)")
 
 
 def fit(data: Comparisons, args: argparse.Namespace) -> Ranking:
     """The ranking of ``data`` by ``args.model`` with the options of ``args``."""
+    from ..stats.ranking_fits import fit_bt, fit_davidson, fit_elo, fit_paired_progress, fit_prog
+    from ..stats.ranking_task import TaskModelOptions, fit_task
+
     if args.model == "bt":
         return fit_bt(data, l2=args.l2)
     if args.model == "davidson":
@@ -108,8 +116,9 @@ def fit(data: Comparisons, args: argparse.Namespace) -> Ranking:
     if args.model == "paired":
         return fit_paired_progress(data)
     task = TaskModelOptions(
-        n_buckets=args.buckets, partial_weight=args.partial_weight, seed=args.seed,
+        partial_weight=args.partial_weight, seed=args.seed,
         **({} if args.n_boot is None else {"n_boot": args.n_boot}),
+        **({} if args.buckets is None else {"n_buckets": args.buckets}),
     )
     step = max(1, task.n_boot // 10)
 
@@ -124,7 +133,10 @@ def _categories(table: ABTable, args: argparse.Namespace) -> dict[str, Any] | No
     """Per-category assignments, rates and notes (``--categories``), or ``None``."""
     if not args.categories:
         return None
+    import yaml  # type: ignore[import-untyped, unused-ignore]
+
     from ..report.categories import Categorizer, CategoryError
+    from ..stats.ranking_groups import group_summary
 
     overrides: dict[str, str] = {}
     if args.category_map:
@@ -157,6 +169,10 @@ def _categories(table: ABTable, args: argparse.Namespace) -> dict[str, Any] | No
 
 def run(args: argparse.Namespace) -> int:
     """Load the comparisons, fit the model, print the leaderboard; 0 on success."""
+    from scipy.stats import norm
+
+    from .ab_data import load_ab
+
     if not 0.0 < args.level < 1.0:
         raise CliError(f"--level must lie in (0, 1); found {args.level!r}")
     table = load_ab(args.results)
@@ -183,12 +199,16 @@ def run(args: argparse.Namespace) -> int:
             ],
             "interval": {"level": args.level, "se_method": ranking.se_method, "calibrated": shown},
             "win_rates": {"policies": list(ranking.policies), "wins": wins.tolist(), "games": games.tolist()},
-            "notes": table.notes_by_policy(),
+            "n_notes": {policy: len(notes) for policy, notes in table.notes_by_policy().items()},
+            **({"notes": table.notes_by_policy()} if args.notes else {}),
+            "data_note": table.note,
         })
         return 0
     print(f"{table.path}: {len(table.data)} valid comparisons of {table.data.n_policies} policies "
           f"({table.n_invalid} invalid set aside); model {ranking.model}")
-    width = max(len(name) for name in ranking.policies)
+    if table.note:
+        print(f"note: {table.note}")
+    width = max(len("policy"), *(len(name) for name in ranking.policies))
     heading = f"{_percent(args.level)} interval" if shown else "no interval"
     print(f"{'rank':>4}  {'policy':<{width}}  {'score':>8}  {'se':>7}  {heading:>17}  {'games':>5}  {'win rate':>8}")
     order = [index[str(row["policy"])] for row in ranking.table()]

@@ -8,24 +8,31 @@ from __future__ import annotations
 
 import argparse
 
-from ._common import print_json
+from ._common import CliError, print_json
 from .audit import add_source_arguments, load
 
 DESCRIPTION = """\
 Audit a session (a rosbag or its journal; see `evalstop audit`) and write a static report into
-DIR: index.html with the audit verdict, the family-wise error statement, the decisions (means
-at each test's stop), the compact letter display and the trials saved against a fixed-N batch
-evaluation; figures of the anytime p-value trajectories against alpha per comparison, the
-progress distribution per policy, success rates with anytime-valid confidence sequences, the
-letter display and the savings, as PNG at 300 dpi and as SVG and PDF (vector, for papers);
-trials.csv (every trial) and decisions.csv with ISO 8601 UTC time stamps (and .parquet twins
-when pyarrow is installed; columns in docs/report.md).  For a session whose runs policy_runner
-recorded (record_dir), the page also shows each trial's videos, linked where they lie (not
-copied).  Open DIR/index.html in a browser."""
+DIR: index.html with the audit verdict, the family-wise error statement (each method's
+guarantee as it holds: STEP at its planned looks up to n_max, N-SCORE/WSR anytime-valid, AdaStop
+at its interims), the decisions (means at each test's stop) and multi-task claims, an A/B
+session's ranking with intervals, the compact letter display and the trials saved against the
+design's own fixed-N plan (per task, A/B pair or AdaStop agent); figures of each comparison's
+evidence (anytime p-values against alpha; STEP's success gap against its randomised boundary;
+AdaStop's interims), the progress distribution per policy, success rates with anytime-valid
+confidence sequences, the letter display and the savings, as PNG at 300 dpi and as SVG and PDF
+(vector, for papers); trials.csv (every trial), decisions.csv (and ranking.csv for A/B) with
+ISO 8601 UTC time stamps (and .parquet twins when pyarrow is installed; columns in
+docs/report.md).  For a session whose runs policy_runner recorded (record_dir), the page also
+shows each trial's videos, copied into DIR/videos/ (the folder is self-contained).  Open
+DIR/index.html in a browser."""
 EPILOG = """\
-examples:
-  evalstop report session_bag/ -o session_report
-  evalstop report session_bag/ -o session_report --format pdf --json
+Progress goes to stderr, a line per step (audit, each figure with the time left, the page);
+--json keeps stderr quiet.
+
+examples (examples/ ships a recorded session: its bag and its journal):
+  evalstop report examples/session_bag/ -o session_report
+  evalstop report examples/session.db -o session_report --format pdf --json
 
 exit status: 0 report written (whatever the audit found: the page shows it),
 2 usage or input error (unreadable source, no configuration, unknown format)."""
@@ -52,11 +59,29 @@ def _formats(text: str) -> tuple[str, ...]:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Audit the source and write the report; 0 when written."""
+    """Audit the source and write the report, a progress line per step on stderr (not with
+    ``--json``); 0 when written."""
+    import pathlib
+    import sys
+    import time
+
+    if pathlib.Path(args.source).suffix.lower() in (".csv", ".tsv", ".jsonl"):
+        raise CliError(f"{args.source} is a table of outcomes, not a recorded session: analyze it with `evalstop "
+                       f"analyze {args.source} --method ...` (paired outcomes), `evalstop rank {args.source}` (A/B "
+                       f"comparisons, hub exports) or `evalstop adastop {args.source} --n-per-interim N --interims K` "
+                       "(AdaStop scores); `evalstop report` takes a session's rosbag or journal (.db)")
+    started = time.monotonic()
+
+    def progress(line: str) -> None:
+        if not args.json:
+            print(f"evalstop report: [{time.monotonic() - started:5.1f} s] {line}", file=sys.stderr, flush=True)
+
+    report = load(args)  # an input error ends here with its one line, no progress before it
+    progress(f"audit of {args.source} {'verified' if report.verified else 'FAILED'}: {len(report.trials)} trials, "
+             f"{len(report.tests)} tests; drawing the figures")
     from ..report import write_report
 
-    report = load(args)
-    files = write_report(report, args.output, args.format)
+    files = write_report(report, args.output, args.format, progress=progress)
     if args.json:
         print_json({**files.to_dict(), "verified": report.verified})
     else:

@@ -27,7 +27,7 @@ from ._common import (
     print_json,
     seed_type,
 )
-from ._estimates import announce, simulate_seconds
+from ._estimates import ANNOUNCE_SECONDS, ProgressLines, announce, simulate_seconds
 from .step import fetch_table
 
 DESCRIPTION = """\
@@ -95,8 +95,11 @@ def run(args: argparse.Namespace) -> int:
     """Build the model and the processes, simulate, print the summary; 0 on success."""
     check_step_n_max(args.method, args.n_max)
     model = _model(args)
-    announce(args.prog, simulate_seconds(args.method, args.n_max, args.reps, args.bins),
-             f"{args.reps} sequences x {args.n_max} pairs of {args.method}")
+    seconds = simulate_seconds(args.method, args.n_max, args.reps, args.bins)
+    announce(args.prog, seconds, f"{args.reps} sequences x {args.n_max} pairs of {args.method}")
+    # a bar on a terminal; in a log, a line per tenth of the work once the job is long enough to announce
+    progress: bool | ProgressLines = (True if sys.stderr.isatty() else
+                                      ProgressLines(args.prog, "pairs") if seconds >= ANNOUNCE_SECONDS else False)
     if args.method == "step":
         fetch_table(args)  # a first synthesis shows its progress instead of sitting silent
 
@@ -108,7 +111,7 @@ def run(args: argparse.Namespace) -> int:
 
     summary = monte_carlo(
         factory, model, reps=args.reps, n_max=args.n_max, rng=np.random.default_rng(args.seed),
-        chunk=args.chunk, progress=not args.json and sys.stderr.isatty(),
+        chunk=args.chunk, progress=progress,
     )
     if args.json:
         settings = {

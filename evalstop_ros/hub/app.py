@@ -5,6 +5,9 @@ Endpoints (every one needs ``Authorization: Bearer <key>``; the leaderboard may 
 =========================================  ========  ====================================================
 ``POST /v1/work``                          station   lease the next A/B trial: id, task, deadline, runner ticket
 ``POST /v1/tickets/resolve``               station   the runner's policy-server addresses for a live lease
+                                                     (relay locators with ``--relay``: addresses stay here)
+``WS   /v1/relay``                         runner    the policy protocol relayed to an arm's server
+                                                     (``Authorization: Api-Key <relay token>``; :mod:`.relay`)
 ``POST /v1/assignments/{id}/renew``        station   extend a live lease (heartbeat of a long trial)
 ``POST /v1/assignments/{id}/result``       station   report the scores once (idempotent by ``upload_id``)
 ``GET  /v1/leaderboard``                   viewer    rankings (all models, SEs, intervals), every pair's state
@@ -20,9 +23,10 @@ A browser cannot send the ``Authorization`` header, so ``/leaderboard`` also acc
 the HttpOnly, SameSite=Strict cookie ``evalstop_hub_key`` that the sign-in form sets (path
 ``/leaderboard``, :data:`~.page.COOKIE_DAYS` days); the JSON API takes the header only.
 
-Blinding (issue #23): work sent to stations names the arms ``A`` and ``B`` only; policy names and
-server addresses stay in the hub, and the addresses reach the runner through the lease's runner
-ticket, which resolves once. A station key reads nothing that names a policy: the leaderboard
+Blinding: work sent to stations names the arms ``A`` and ``B`` only; policy names and server
+addresses stay in the hub. The runner reaches its arms' servers through the lease's runner ticket,
+which resolves once: to relay locators with ``relay`` (:mod:`.relay`: the hub forwards the policy
+protocol, no address leaves it), else to the addresses. A station key reads nothing that names a policy: the leaderboard
 (JSON and page) and the journal answer 403 to it, since a station reading the leaderboard
 before and after its own upload would learn which policy was its arm A. ``--public-leaderboard``
 opens the leaderboard (not the journal) to anyone, stations included, and so gives up that part
@@ -38,20 +42,23 @@ import asyncio
 import contextlib
 import dataclasses
 import json
+import os
 import random
 import threading
 import urllib.parse
 from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
 from typing import Annotated, Any
 
-from fastapi import Depends, FastAPI, Header, Request
+from fastapi import Depends, FastAPI, Header, Request, WebSocket
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from pydantic import BaseModel, ConfigDict, Field
 
 from .errors import HubError
 from .evaluation import Evaluation
+from .leaderboard import fitted_order
 from .rankings import MODELS
+from .relay import RELAY_PATH, relay
 from .schedule import Schedule
 from .store import HubStore, JournalEntry
 
@@ -72,12 +79,14 @@ class HubSettings:
     tasks: tuple[str, ...] = ("default",)
     lease_seconds: float = 60.0
     schedule: str = "uncertain"
-    method: str = "nscore"
+    method: str = "mixture"
     alpha: float = 0.05
     ranker: str = "bt"
     models: tuple[str, ...] = MODELS
     budget: int = 0
     public_leaderboard: bool = False
+    #: Relay the policy protocol (:mod:`.relay`): runners get relay locators, never an address.
+    relay: bool = False
     max_body: int = 64 * 1024
     seed: int | None = None
 
@@ -147,14 +156,22 @@ class BodyLimit:
 
 
 class _Board:
-    """The live leaderboard, fed the journal entries added since it was last read: the page and
-    ``/v1/leaderboard`` read its snapshot (recomputed once per new result), the ``uncertain``
-    schedule its :meth:`~.leaderboard.Leaderboard.focus` before every lease."""
+    """The live leaderboard, fed the journal entries added since it was last read.
+
+    Leases and board reads never wait for each other's work: the ``uncertain`` schedule takes
+    :meth:`~.leaderboard.Leaderboard.focus` under the feed lock (new entries are fed in O(1) per
+    result; a due refit of the order is fitted in a thread, outside it), a reader takes :meth:`~.leaderboard.Leaderboard.capture` under it (O(policies)) and
+    computes the snapshot after releasing it, under a lock of the readers' own (one snapshot per
+    new result; readers meanwhile wait for it, not leases)."""
 
     def __init__(self, store: HubStore, settings: HubSettings) -> None:
         self._store = store
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # the feed: leases and readers, short
+        self._reading = threading.Lock()  # the readers' snapshot, long
+        self._ordering = threading.Lock()  # a refit of the order, in a thread of its own
         self._board = settings.evaluation().leaderboard(store.policies())
+        self._board.fit_apart = self._fit_apart
+        self._workers: Any = None  # a multiprocessing pool of one, started by the first large fit
         self._seq = 0
         self._snapshot: dict[str, Any] | None = None
         self._snapshot_key = (-1, -1)
@@ -165,13 +182,21 @@ class _Board:
             self._seq = new[-1].seq
             self._board.add([e.to_dict() for e in new])
 
-    def get(self) -> dict[str, Any]:
+    def catch_up(self) -> None:
+        """Feed the journal written so far and fit its order (a hub starting on a database with results)."""
         with self._lock:
             self._catch_up()
-            key = (len(self._board.trials), len(self._board.policies))
-            if self._snapshot is None or self._snapshot_key != key:
-                self._snapshot = self._board.snapshot()
-                self._snapshot_key = key
+            self._board.order()
+
+    def get(self) -> dict[str, Any]:
+        with self._reading:
+            with self._lock:
+                self._catch_up()
+                key = (len(self._board.trials), len(self._board.policies))
+                render = self._board.capture() if self._snapshot is None or self._snapshot_key != key else None
+            if render is not None:
+                self._snapshot, self._snapshot_key = render(), key
+            assert self._snapshot is not None
             return self._snapshot
 
     def progress(self) -> dict[str, Any]:
@@ -181,12 +206,40 @@ class _Board:
             return self._board.progress()
 
     def schedule(self, name: str) -> Schedule:
-        """The schedule of the next lease (``uncertain`` with the board's current focus)."""
+        """The schedule of the next lease (``uncertain`` with the board's current focus). A refit of
+        the order that is due (O(results), :meth:`~.leaderboard.Leaderboard.order_due`) runs in a
+        thread of its own; leases meanwhile take the order fitted before."""
         if name != "uncertain":
             return Schedule(name)
         with self._lock:
             self._catch_up()
-            return Schedule(name, self._board.focus())
+            due = self._board.order_due()
+            focus = self._board.focus(refit=False)
+        if due is not None and self._ordering.acquire(blocking=False):
+            threading.Thread(target=self._refit, args=due, name="hub-board-order", daemon=True).start()
+        return Schedule(name, focus)
+
+    def _fit_apart(self, fit: Callable[..., Any], *args: Any) -> Any:
+        """Run ``fit(*args)`` in the board's worker process (spawned, nice 10): a fit of a large
+        board holds neither this process's interpreter lock nor, under load, the CPU its leases need."""
+        if self._workers is None:
+            import multiprocessing
+
+            self._workers = multiprocessing.get_context("spawn").Pool(1, initializer=os.nice, initargs=(10,))
+        return self._workers.apply(fit, args)
+
+    def close(self) -> None:
+        """Stop the worker process (a fit in progress is abandoned)."""
+        if self._workers is not None:
+            self._workers.terminate()
+
+    def _refit(self, m: int, data: Any) -> None:
+        try:
+            order = fitted_order(data)
+            with self._lock:
+                self._board.install_order(m, order)
+        finally:
+            self._ordering.release()
 
 
 async def _sweep_leases(store: HubStore, every: float) -> None:
@@ -209,10 +262,12 @@ def create_app(store: HubStore, settings: HubSettings = HubSettings()) -> FastAP
             yield
         finally:
             sweeper.cancel()
+            board.close()
 
     app = FastAPI(title="evalstop hub", docs_url=None, redoc_url=None, openapi_url=None, lifespan=lifespan)
     rng = random.Random(settings.seed)
     board = _Board(store, settings)
+    board.catch_up()  # the results so far, before the first lease
 
     @app.exception_handler(HubError)
     async def _hub_error(request: Request, err: HubError) -> JSONResponse:
@@ -250,8 +305,18 @@ def create_app(store: HubStore, settings: HubSettings = HubSettings()) -> FastAP
                 "runner_ticket": ticket}
 
     @app.post("/v1/tickets/resolve")
-    def resolve(body: TicketRequest, station_id: Annotated[str, Depends(station)]) -> dict[str, str]:
-        return store.resolve_ticket(station_id, body.ticket)
+    def resolve(body: TicketRequest, request: Request, station_id: Annotated[str, Depends(station)]) -> dict[str, str]:
+        relay_url = None
+        if settings.relay:  # the relay as the station reached the hub (behind a proxy: its public name)
+            relay_url = f"{'wss' if request.url.scheme == 'https' else 'ws'}://{request.url.netloc}{RELAY_PATH}"
+        return store.resolve_ticket(station_id, body.ticket, relay_url)
+
+    @app.websocket(RELAY_PATH)
+    async def relayed(websocket: WebSocket) -> None:
+        if not settings.relay:
+            await websocket.close(code=1008)
+            return
+        await relay(websocket, store.relay_target)
 
     @app.post("/v1/assignments/{assignment_id}/renew")
     def renew(assignment_id: str, station_id: Annotated[str, Depends(station)]) -> dict[str, float]:

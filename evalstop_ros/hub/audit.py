@@ -134,9 +134,11 @@ def _protocol(entries: Sequence[Mapping[str, Any]], tasks: Sequence[str] | None)
     return problems
 
 
-def _station_records(directory: pathlib.Path) -> tuple[pathlib.Path, list[dict[str, Any]], list[str], list[str]]:
-    """``(file, records, problems, notes)`` of a station directory's journal (or a journal file):
-    ``station.db`` by the standard chain check, else an older station's ``station.jsonl`` by its own."""
+def _station_records(directory: pathlib.Path
+                     ) -> tuple[pathlib.Path, list[dict[str, Any]], list[str], list[str], str | None]:
+    """``(file, records, problems, notes, station id)`` of a station directory's journal (or a journal
+    file): ``station.db`` by the standard chain check (its ``opened`` event names the station), else an
+    older station's ``station.jsonl`` by its own (no station named)."""
     if directory.is_dir():
         path = directory / JOURNAL
         legacy = directory / LEGACY if not path.exists() and (directory / LEGACY).exists() else None
@@ -151,7 +153,7 @@ def _station_records(directory: pathlib.Path) -> tuple[pathlib.Path, list[dict[s
         unchained, broken = check_records(old)
         return legacy, old, [f"{legacy}: {broken}"] if broken else [], [
             f"{legacy}: the first {unchained} of {len(old)} record(s) are unchained (written before stations "
-            "chained their journals); they cannot be checked for edits"] if unchained else []
+            "chained their journals); they cannot be checked for edits"] if unchained else [], None
     try:
         contents = read_station_journal(path)
     except JournalError as err:
@@ -169,22 +171,26 @@ def _station_records(directory: pathlib.Path) -> tuple[pathlib.Path, list[dict[s
         notes.append(f"{path}: its first {migrated['records']} record(s) were migrated from an older station's "
                      f"{migrated['file']}" + (f", of which the first {migrated['unchained']} were unchained (written "
                                               "before stations chained their journals)" if migrated["unchained"] else ""))
-    return path, contents.records, problems, notes
+    named = contents.opened.get("station_id")
+    return path, contents.records, problems, notes, str(named) if named else None
 
 
 def _station(directory: pathlib.Path,
-             results: Mapping[str, Mapping[str, Any]]) -> tuple[str, list[str], list[str]]:
+             results: Mapping[tuple[str, str], Mapping[str, Any]]) -> tuple[str, list[str], list[str]]:
     """``(station id, problems, notes)`` of one station's local journal: its chain, and its
-    results against the hub's."""
-    path, records, problems, notes = _station_records(directory)
+    results against the hub's (``results`` by station and upload id: upload ids are a station's own)."""
+    path, records, problems, notes, named = _station_records(directory)
     acked = {r["upload_id"] for r in records if r.get("kind") == "ack"}
     sent = {r["upload_id"]: r for r in records if r.get("kind") == "result"}
-    ids = sorted({str(results[u]["station"]) for u in sent if u in results})
-    station = ids[0] if len(ids) == 1 else "?"
-    if len(ids) > 1:
-        problems.append(f"{path}: its uploads are counted for several stations at the hub: {ids}")
+    if named is not None:
+        station = named
+    else:  # an older station's journal, which does not name its station: the hub's results tell
+        ids = sorted({s for s, u in results if u in sent})
+        station = ids[0] if len(ids) == 1 else "?"
+        if len(ids) > 1:
+            problems.append(f"{path}: its uploads are counted for several stations at the hub: {ids}")
     for upload, record in sent.items():
-        theirs = results.get(upload)
+        theirs = results.get((station, upload))
         if theirs is None:
             if upload in acked:
                 problems.append(f"{path}: upload {upload} was acknowledged but the hub's journal has no such result")
@@ -195,8 +201,8 @@ def _station(directory: pathlib.Path,
             problems.append(f"{path}: upload {upload} edited: the station journaled assignment {mine[0]}, "
                             f"A {mine[1]:g}, B {mine[2]:g}; the hub's journal holds assignment {held[0]}, "
                             f"A {held[1]:g}, B {held[2]:g}")
-    for upload, body in results.items():
-        if body["station"] == station and upload not in sent:
+    for owner, upload in results:
+        if owner == station and upload not in sent:
             problems.append(f"{path}: the hub counts upload {upload} of station {station}, which the station "
                             "never journaled")
     return station, problems, notes
@@ -251,7 +257,7 @@ def audit_export(path: str | pathlib.Path, stations: Sequence[str | pathlib.Path
                         "numbers hashed); checked by that chain")
     problems += found
     problems += _protocol(entries, evaluation.tasks if evaluation is not None else None)
-    results = {e["body"]["upload_id"]: e["body"] for e in entries if e["kind"] == "result"}
+    results = {(e["body"]["station"], e["body"]["upload_id"]): e["body"] for e in entries if e["kind"] == "result"}
     names: list[str] = []
     for directory in stations:
         name, found, noted = _station(pathlib.Path(directory), results)

@@ -6,7 +6,8 @@ look at the data and then pick the level that makes a claim. The hub does the sa
 start on a database journals an ``evaluation`` entry (the anytime-valid ``method`` of the pairwise
 tests, the family-wise ``alpha``, the primary ``ranker`` and the ranking ``models``, the
 ``budget``, the ``schedule`` and the ``tasks``); every later start, by any hub process, must
-name the same evaluation or is refused with the differences; ``evalstop hub analyze`` reads it
+name the same evaluation or is refused with the differences (an option not given is the
+journaled one: a restart needs no flag repeated, :func:`resumed`); ``evalstop hub analyze`` reads it
 from an export, and ``evalstop audit`` checks that a published leaderboard used it. A journal
 written before hubs journaled their evaluation has none: its first start journals the one given.
 """
@@ -22,7 +23,7 @@ from .leaderboard import Leaderboard
 from .rankings import MODELS
 from .schedule import SCHEDULES
 
-__all__ = ["KIND", "Evaluation", "journaled"]
+__all__ = ["KIND", "Evaluation", "journaled", "resumed"]
 
 #: The journal entry's kind.
 KIND = "evaluation"
@@ -32,7 +33,7 @@ KIND = "evaluation"
 class Evaluation:
     """The journaled evaluation of a hub (the module docstring); the defaults are ``evalstop hub serve``'s."""
 
-    method: str = "nscore"
+    method: str = "mixture"
     alpha: float = 0.05
     ranker: str = "bt"
     models: tuple[str, ...] = MODELS
@@ -97,3 +98,14 @@ def journaled(entries: Iterable[Mapping[str, Any]]) -> Evaluation | None:
         if entry.get("kind") == KIND:
             return Evaluation.from_body(entry["body"])
     return None
+
+
+def resumed(journaled: Evaluation | None, given: Mapping[str, Any]) -> Evaluation:
+    """The evaluation a start or an analysis asks for: the ``journaled`` one (the defaults when
+    there is none) with the options ``given`` (the fields of :class:`Evaluation`; ``None``: not given)
+    in its place; :class:`HubError` for an unknown option."""
+    fields = {f.name for f in dataclasses.fields(Evaluation)}
+    unknown = sorted(set(given) - fields)
+    if unknown:
+        raise HubError(f"unknown evaluation option(s) {unknown}; known: {sorted(fields)}")
+    return dataclasses.replace(journaled or Evaluation(), **{k: v for k, v in given.items() if v is not None})

@@ -3,8 +3,8 @@
 Every pair of the hub's ``P`` policies is a comparison (:func:`~evalstop_ros.stats.families.comparison_pairs`,
 ``m = P (P - 1) / 2``, oriented ``(x, y)`` with ``x < y`` by name); each has its two directional
 hypotheses ("y better", "x better"), each tested by a one-sided anytime-valid process at
-``alpha / 2m`` (:class:`~evalstop_ros.stats.holm.DirectionalTests`, :func:`~evalstop_ros.stats.holm.side_alpha`),
-and after every counted result :class:`~evalstop_ros.stats.holm.SequentialHolm` analyses all
+``alpha / 2m`` (by default the mixture e-process, :mod:`evalstop_ros.stats.mixture`; docs/hub.md),
+and after every counted result the session's :class:`~evalstop_ros.stats.engine.HolmEngine` analyses all
 ``2m`` running-minimum p-values at once: the probability that *any* "better" claim on the
 leaderboard is false is at most ``alpha``, however often it is read (seed 000 §VI-B; seed 003
 footnote 5: a multi-policy comparison is its pairwise comparisons examined simultaneously; the
@@ -16,7 +16,7 @@ changes nothing Holm decides, so the engine is not re-run for it).  A local sess
 (step ``n`` once every open comparison has ``n`` pairs); the hub's pairs arrive unbalanced by
 design (its schedule spends results on the uncertain pairs, decided pairs get none), so it
 analyses the current p-values after each result instead -- the same engine
-(:meth:`SequentialHolm.analyse`, lock-step with one lane), valid by the same argument.  A
+(:meth:`HolmEngine.analyse`, lock-step with one lane), valid by the same argument.  A
 decided comparison is fed nothing more and keeps its p-values from its stop.
 
 A policy registered after results were counted changes the family (``m`` and every level), so
@@ -32,9 +32,9 @@ from typing import Any
 import numpy as np
 
 from ..session.values import ComparisonSnapshot
-from ..stats.engine import directional_tests, feed_pair, sequential_holm
+from ..stats.engine import HolmEngine, HolmOptions
 from ..stats.families import comparison_pairs
-from ..stats.holm import HOLM_SIDES, side_alpha
+from ..stats.holm import HOLM_SIDES
 from ..stats.sequential import Decision
 
 __all__ = ["ALTERNATIVE", "METRIC", "HolmPairs"]
@@ -49,10 +49,10 @@ class HolmPairs:
     """Sequential Holm over all pairs of ``policies``, fed one result at a time.
 
     :param policies: The hub's policies (two or more; sorted here).
-    :param method: Anytime-valid method of the one-sided processes (``nscore``, ``wsr``, ``savi``).
+    :param method: Anytime-valid method of the one-sided processes (``mixture``, ``nscore``, ``wsr``, ``savi``).
     :param alpha: Family-wise level over all ``P (P - 1) / 2`` pairs.
 
-    >>> family = HolmPairs(["a", "b", "c"], method="nscore", alpha=0.05)
+    >>> family = HolmPairs(["a", "b", "c"], method="mixture", alpha=0.05)
     >>> family.m, family.hypotheses, round(family.side_alpha, 6)
     (3, 6, 0.008333)
     """
@@ -65,10 +65,8 @@ class HolmPairs:
         self.m = len(self.comparisons)
         self.sides = len(HOLM_SIDES[ALTERNATIVE])
         self.hypotheses = self.m * self.sides
-        self.side_alpha = side_alpha(alpha, self.m, ALTERNATIVE)
-        self._tests = [directional_tests(method, family_alpha=alpha, m=self.m, alternative=ALTERNATIVE, n_max=None, bins=2)
-                       for _ in self.comparisons]
-        self.engine = sequential_holm(self.m, alpha=alpha, alternative=ALTERNATIVE, n_max=None)
+        self.engine = HolmEngine(self.m, HolmOptions(method, alpha, ALTERNATIVE, n_max=None))
+        self.side_alpha = self.engine.side_alpha
         self._p = np.ones((self.hypotheses, 1))
         self.n = np.zeros(self.m, dtype=np.int64)
         self.sums = np.zeros((self.m, 2))
@@ -87,13 +85,13 @@ class HolmPairs:
         if self.engine.decision[j, 0] != Decision.CONTINUE:
             return  # nothing is read after the stop
         rows = slice(j * self.sides, (j + 1) * self.sides)
-        fresh = np.array(feed_pair(self._tests[j], score_x, score_y)[0])[:, None]
+        fresh = self.engine.feed(j, np.array([score_x]), np.array([score_y]))
         fell = bool((fresh < self._p[rows]).any())
         self._p[rows] = fresh
         if not fell:
             return  # Holm on the same p-values rejects nothing new (running minima only fall)
         before = self.engine.decision[:, 0].copy()
-        self.engine.analyse(self._p)
+        self.engine.analyse()
         newly = (before == Decision.CONTINUE) & (self.engine.decision[:, 0] != Decision.CONTINUE)
         self.n_at_decision[newly] = self.n[newly]
         self.decided_at_result[newly] = self.results

@@ -22,12 +22,17 @@ if TYPE_CHECKING:  # the statistics core (scipy) is imported on first use: the C
     from ..stats.ranking import Comparisons, Ranking
     from .leaderboard import Trial
 
-__all__ = ["MODELS", "RANKERS", "comparisons_of", "fit_model", "model_rows", "parse_models"]
+__all__ = ["MODELS", "RANKERS", "comparisons_of", "fit_model", "model_rows", "outcome_of", "parse_models"]
 
 #: Ranking models by name, as ``evalstop rank --model`` names them.
 MODELS = ("paired", "bt", "davidson", "elo", "prog", "task")
 #: Primary ranking of the leaderboard: the raw win rate, or one of :data:`MODELS`.
 RANKERS = ("winrate", *MODELS)
+
+
+def outcome_of(score_a: float, score_b: float) -> int:
+    """A result's outcome ``y`` (seed ``001_*`` App. B.1): 2 when A's score is higher, 1 for equal scores, else 0."""
+    return 2 if score_a > score_b else 1 if score_a == score_b else 0
 
 
 def comparisons_of(policies: Sequence[str], trials: Sequence[Trial]) -> Comparisons:
@@ -39,8 +44,7 @@ def comparisons_of(policies: Sequence[str], trials: Sequence[Trial]) -> Comparis
     index = {name: k for k, name in enumerate(policies)}
     return Comparisons(tuple(policies), np.array([index[t.policy_a] for t in trials], dtype=np.int64),
                        np.array([index[t.policy_b] for t in trials], dtype=np.int64),
-                       np.array([2 if t.score_a > t.score_b else 1 if t.score_a == t.score_b else 0 for t in trials],
-                                dtype=np.int64),
+                       np.array([outcome_of(t.score_a, t.score_b) for t in trials], dtype=np.int64),
                        np.array([t.score_a for t in trials], dtype=np.float64),
                        np.array([t.score_b for t in trials], dtype=np.float64), tuple(t.task for t in trials))
 

@@ -22,6 +22,13 @@ the store under the journal lock (gap-free, no longer the column's auto-numberin
 table: the store renumbers the entries an older database holds 1, 2, 3, ... in their order (an
 auto-numbered sequence skips a number where a transaction was rolled back; no entry is lost
 there) and relinks them. Both migrations run on PostgreSQL and SQLite alike.
+
+Version 5 scopes upload ids per station: ``results`` is unique on ``(station_id, upload_id)``
+instead of ``upload_id`` alone, so a station can neither learn whether another station used an id
+(a 409 "already used") nor take one another station will use. The table is rebuilt (SQLite cannot
+drop a column's constraint), on both dialects by the same statements. It also adds
+``relay_tokens``: the hashes of the tokens with which a runner reaches an arm's policy server
+through the hub's relay (:mod:`.relay`), one per arm of a resolved lease.
 """
 
 from __future__ import annotations
@@ -88,6 +95,23 @@ MIGRATIONS: tuple[tuple[int, tuple[str, ...]], ...] = (
         "ALTER TABLE journal ADD COLUMN hash TEXT",
     )),
     (4, ()),  # the store relinks the journal by the standard chain (see the module docstring)
+    (5, (
+        """CREATE TABLE results_v5 (
+            assignment_id TEXT PRIMARY KEY REFERENCES assignments(assignment_id),
+            upload_id TEXT NOT NULL,
+            station_id TEXT NOT NULL,
+            body_hash TEXT NOT NULL,
+            received_at DOUBLE PRECISION NOT NULL,
+            UNIQUE (station_id, upload_id))""",
+        "INSERT INTO results_v5 (assignment_id, upload_id, station_id, body_hash, received_at) "
+        "SELECT assignment_id, upload_id, station_id, body_hash, received_at FROM results",
+        "DROP TABLE results",
+        "ALTER TABLE results_v5 RENAME TO results",
+        """CREATE TABLE relay_tokens (
+            token_hash TEXT PRIMARY KEY,
+            assignment_id TEXT NOT NULL REFERENCES assignments(assignment_id),
+            arm TEXT NOT NULL)""",
+    )),
 )
 
 SERIAL = {"postgresql": "BIGSERIAL PRIMARY KEY", "sqlite": "INTEGER PRIMARY KEY AUTOINCREMENT"}

@@ -31,7 +31,6 @@ import json
 import os
 import random
 import secrets
-import sqlite3
 import threading
 import time
 import uuid
@@ -40,7 +39,9 @@ from contextlib import contextmanager
 from typing import Any
 
 from .chain import GENESIS, HUB_GENESIS, body_text, entry_hash, link
+from .database import is_postgres, postgres_pool, sqlite_connection
 from .errors import HubError
+from .relay import RELAY_TOKEN_PREFIX, upstream_uri
 from .schedule import Schedule, choose_pair
 from .schema import VERSION_TABLE, latest_version, migrations
 
@@ -415,27 +416,52 @@ class HubStore:
         r = rows[0]
         return Assignment(str(r[0]), str(r[1]), str(r[2]), str(r[3]), str(r[4]), str(r[5]), float(r[6]))
 
-    def resolve_ticket(self, station_id: str, ticket: str) -> dict[str, str]:
-        """The policy-server addresses of arms A and B for the runner ticket of a live lease.
+    def resolve_ticket(self, station_id: str, ticket: str, relay: str | None = None) -> dict[str, str]:
+        """What the runner connects to for arms A and B, for the runner ticket of a live lease: the
+        policy servers' addresses, or with ``relay`` (the relay's URL) a relay locator per arm
+        (``<relay>/<token>``, :mod:`.relay`) for every address the hub can relay, so that no
+        address leaves the hub.
 
         A ticket resolves once: it is spent by the same statement that checks it, so of two
         concurrent requests (to one or two hub processes) exactly one gets the addresses."""
         with self._tx() as run:
             rows = run("UPDATE assignments SET ticket_used_at = ? WHERE ticket_hash = ? AND station_id = ? "
                        "AND state = 'leased' AND lease_deadline >= ? AND ticket_used_at IS NULL "
-                       "RETURNING policy_a, policy_b", self._clock(), hash_secret(ticket), station_id, self._clock())
+                       "RETURNING assignment_id, policy_a, policy_b", self._clock(), hash_secret(ticket), station_id,
+                       self._clock())
             if not rows:
                 raise HubError("unknown or expired runner ticket (or one already used: a ticket resolves once)", 401)
-            addresses = dict(run("SELECT name, server_address FROM policies WHERE name IN (?, ?)", *rows[0]))
-        return {"A": str(addresses[rows[0][0]]), "B": str(addresses[rows[0][1]])}
+            assignment_id, policy_a, policy_b = rows[0]
+            addresses = dict(run("SELECT name, server_address FROM policies WHERE name IN (?, ?)", policy_a, policy_b))
+            out = {"A": str(addresses[policy_a]), "B": str(addresses[policy_b])}
+            for arm, address in out.items():
+                if relay is not None and upstream_uri(address) is not None:
+                    token = RELAY_TOKEN_PREFIX + secrets.token_urlsafe(32)
+                    run("INSERT INTO relay_tokens (token_hash, assignment_id, arm) VALUES (?, ?, ?)",
+                        hash_secret(token), assignment_id, arm)
+                    out[arm] = f"{relay}/{token}"
+        return out
+
+    def relay_target(self, token: str) -> str:
+        """The policy-server address a relay token reaches while its lease lives; :class:`HubError` 401 otherwise."""
+        with self._tx() as run:
+            rows = run("SELECT p.server_address FROM relay_tokens r JOIN assignments a ON a.assignment_id = r.assignment_id "
+                       "JOIN policies p ON p.name = CASE WHEN r.arm = 'A' THEN a.policy_a ELSE a.policy_b END "
+                       "WHERE r.token_hash = ? AND a.state = 'leased' AND a.lease_deadline >= ?",
+                       hash_secret(token), self._clock())
+        if not rows:
+            raise HubError("unknown relay token, or its lease is over", 401)
+        return str(rows[0][0])
 
     # -- results --------------------------------------------------------------------------
     def submit(self, station_id: str, assignment_id: str, upload_id: str, score_a: float, score_b: float) -> str:
         """Record the result of a lease once. Returns ``"recorded"`` or ``"duplicate"``.
 
-        A retried upload (same ``upload_id``, same body) is acknowledged as ``"duplicate"`` and
-        writes nothing; an ``upload_id`` replayed with another body or against another
-        assignment and a second result for an assignment are refused (409) and write nothing.
+        Upload ids are the station's own: another station's ids are neither seen nor taken (one
+        cannot probe or squat on them). A retried upload (same ``upload_id``, same body) is
+        acknowledged as ``"duplicate"`` and writes nothing; an ``upload_id`` the station replays with
+        another body or against another assignment and a second result for an assignment are
+        refused (409) and write nothing.
         A late result for an expired lease (a station cut off from the hub, syncing later) counts
         while its trial has not been handed out again; once it has, the result is refused (410).
         The assignment's row is locked first, so concurrent uploads of one result (retries sent to
@@ -446,7 +472,7 @@ class HubStore:
         body_hash = hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
         with self._tx() as run:
             assignment = self._assignment(run, station_id, assignment_id, self._for_update)
-            verdict = self._previous_upload(run, assignment_id, upload_id, body_hash)
+            verdict = self._previous_upload(run, station_id, assignment_id, upload_id, body_hash)
             if verdict is not None:
                 return verdict
             if assignment.state == "requeued":
@@ -456,7 +482,7 @@ class HubStore:
                        "VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING RETURNING assignment_id",
                        assignment_id, upload_id, station_id, body_hash, self._clock()):
                 # another transaction took this upload id for another assignment meanwhile
-                return self._previous_upload(run, assignment_id, upload_id, body_hash) or "duplicate"
+                return self._previous_upload(run, station_id, assignment_id, upload_id, body_hash) or "duplicate"
             run("UPDATE assignments SET state = 'done' WHERE assignment_id = ?", assignment_id)
             if assignment.state == "expired":
                 run.add_load(assignment.policy_a, assignment.policy_b, +1)
@@ -466,9 +492,10 @@ class HubStore:
         return "recorded"
 
     @staticmethod
-    def _previous_upload(run: Run, assignment_id: str, upload_id: str, body_hash: str) -> str | None:
+    def _previous_upload(run: Run, station_id: str, assignment_id: str, upload_id: str, body_hash: str) -> str | None:
         """``"duplicate"`` for a retry, :class:`HubError` 409 for a conflicting upload, else ``None``."""
-        previous = run("SELECT assignment_id, body_hash FROM results WHERE upload_id = ?", upload_id)
+        previous = run("SELECT assignment_id, body_hash FROM results WHERE station_id = ? AND upload_id = ?",
+                       station_id, upload_id)
         if previous:
             if previous[0][0] == assignment_id and previous[0][1] == body_hash:
                 return "duplicate"
@@ -496,29 +523,8 @@ class HubStore:
 def open_store(database: str | os.PathLike[str], clock: Callable[[], float] = time.time,
                pool_size: int = 8) -> HubStore:
     """Open (and migrate) the store at ``database``: ``postgresql://...`` (a pool of up to
-    ``pool_size`` connections) or an SQLite path."""
+    ``pool_size`` connections) or an SQLite path (its files owner-only: :mod:`.database`)."""
     text = str(database)
-    if text.startswith(("postgresql://", "postgres://")):
-        try:
-            import psycopg
-            from psycopg_pool import ConnectionPool, PoolTimeout
-        except ImportError as err:  # pragma: no cover - the hub extra is installed by make venv
-            raise HubError("PostgreSQL needs psycopg 3 and psycopg-pool: pip install 'evalstop[hub]'") from err
-        pool = ConnectionPool(text, min_size=1, max_size=max(1, pool_size), kwargs={"autocommit": True},
-                              open=False, name="evalstop-hub")
-        try:
-            pool.open(wait=True, timeout=15.0)
-        except (PoolTimeout, psycopg.Error) as err:
-            pool.close()
-            raise HubError(f"cannot connect to {text}: {err}") from err
-        return HubStore(pool, "postgresql", clock)
-    return _open_sqlite(text, clock)
-
-
-def _open_sqlite(text: str, clock: Callable[[], float]) -> HubStore:
-    path = text.removeprefix("sqlite:///") if text.startswith("sqlite:///") else text
-    conn = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
-    conn.execute("PRAGMA journal_mode=WAL")
-    conn.execute("PRAGMA foreign_keys=ON")
-    conn.execute("PRAGMA synchronous=FULL")
-    return HubStore(conn, "sqlite", clock)
+    if is_postgres(text):
+        return HubStore(postgres_pool(text, pool_size), "postgresql", clock)
+    return HubStore(sqlite_connection(text.removeprefix("sqlite:///")), "sqlite", clock)

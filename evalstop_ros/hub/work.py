@@ -364,7 +364,8 @@ class StationWork:
             return "score" if trial.label in self._assignment.ran else "run"
 
     def record_runner_result(self, trial_id: int, ok: bool, duration_s: float, message: str = "", *,
-                             auto_score: tuple[bool, float] | None = None) -> PendingTrial | None:
+                             auto_score: tuple[bool, float] | None = None,
+                             goal_seal: dict[str, Any] | None = None) -> PendingTrial | None:
         """The runner's result for the pending trial: ``None`` after a successful run (it waits
         for its score; ``auto_score`` is held for the trial loop), else the trial to run again
         (next attempt; a ``fault`` record is journaled with the runner's category and error id only,

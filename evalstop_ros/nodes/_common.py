@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import re
+import signal
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -14,7 +16,8 @@ from rclpy.node import Node
 
 from ..ros_context import ros_context
 
-__all__ = ["EXIT_FAILURE", "EXIT_OK", "EXIT_USAGE", "declare", "parameter_error", "spin_node"]
+__all__ = ["EXIT_FAILURE", "EXIT_OK", "EXIT_USAGE", "declare", "ignore_further_interrupts", "parameter_error",
+           "spin_node"]
 
 #: Process exit codes of the node executables.
 EXIT_OK = 0
@@ -93,8 +96,21 @@ def spin_node(name: str, factory: Callable[[], Node], args: list[str] | None, *,
             try:
                 executor.spin()
             finally:
+                ignore_further_interrupts()
                 if on_exit is not None:
                     on_exit(node)
     except (KeyboardInterrupt, ExternalShutdownException):
         pass
+    ignore_further_interrupts()  # again: rclpy's shutdown put its predecessor back
     return EXIT_OK
+
+
+def ignore_further_interrupts() -> None:
+    """Ignore SIGINT from now on, in a node process that is shutting down.
+
+    Ctrl-C in a terminal sends SIGINT to every process of ``ros2 launch``, and launch sends its own
+    right after: the second one, arriving while the process exits, would kill it by the signal
+    (exit code -2, which launch reports as an ERROR "process has died"). Main thread only.
+    """
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, signal.SIG_IGN)

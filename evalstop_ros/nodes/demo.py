@@ -15,8 +15,14 @@ Example::
 
     $ evalstop_demo --rates 0.5,0.8
     evalstop demo: session demo-20250611-101500, ROS_DOMAIN_ID 17 ...
-    trial   2 | policy:2 vs policy:1  success/step n=1 CONTINUE  progress/nscore n=1 p=1 CONTINUE
+    trial   2 | 1 s, at most 49 s left | running:awaiting_run | policy:2 vs policy:1: success/step n=1 CONTINUE, ...
     ...
+    journal: /tmp/evalstop-demo-.../demo-20250611-101500.db
+    report:  evalstop report /tmp/evalstop-demo-.../demo-20250611-101500.db -o /tmp/evalstop-demo-.../report
+
+A config the robot cannot run (invalid, or naming policies the simulated robot does not serve) is
+refused before any node starts; a session that pauses, or whose trial waits for a human's score
+(no ``scoring: auto``), is said on the terminal with the manager's reason.
 
 (While the session runs the manager names the policies by sealed stand-ins,
 ``evalstop_ros.session.public_view``; the final summary names them.)
@@ -40,6 +46,7 @@ from collections.abc import Sequence
 
 import rclpy
 from ament_index_python.packages import PackageNotFoundError, get_package_prefix, get_package_share_directory
+from diagnostic_msgs.msg import DiagnosticArray
 from evalstop.msg import ComparisonStatus, SessionStatus
 from evalstop.srv import SessionControl
 from rclpy.executors import ExternalShutdownException
@@ -49,7 +56,7 @@ from rclpy.utilities import remove_ros_args
 
 from .. import qos
 from ..ros_context import ros_context
-from ..session import load_config, offline_claims, offline_decisions
+from ..session import ConfigError, SessionConfig, load_config, offline_claims, offline_decisions
 from ..session.auth import Signer, new_keys, write_keys
 from ._common import EXIT_FAILURE, EXIT_OK, EXIT_USAGE
 
@@ -78,6 +85,22 @@ def comparison_line(c: ComparisonStatus) -> str:
     return f"{text} {DECISIONS.get(c.decision, c.decision)}"
 
 
+def eta_text(done: int, left: int, elapsed: float) -> str:
+    """Elapsed time and, once a trial is done, the time the budget's remaining ``left`` trials
+    would take at the pace so far (an upper bound: the session stops when every test decides),
+    e.g. ``12 s, at most 40 s left``.
+
+    >>> eta_text(10, 30, 5.0)
+    '5 s, at most 15 s left'
+    >>> eta_text(0, 30, 2.0)
+    '2 s'
+    """
+    text = f"{elapsed:.0f} s"
+    if done > 0 and left > 0:
+        text += f", at most {left * elapsed / done:.0f} s left"
+    return text
+
+
 #: Seconds between two sends of one reset confirmation that got no answer (DDS may drop either).
 CONFIRM_RESEND_S = 1.0
 
@@ -92,6 +115,11 @@ class DemoMonitor(Node):
         self._signer = signer  # the automatic operator's key: the manager accepts signed controls only
         self.status: SessionStatus | None = None
         self._printed: object = None
+        self._started = time.monotonic()
+        #: The manager's last word on its session in ``/diagnostics`` (why it paused, what the runner said).
+        self.diagnosis = ""
+        self._waiting: tuple[int, float] = (0, math.inf)  # (trial awaiting a human, since when)
+        self.create_subscription(DiagnosticArray, "/diagnostics", self._on_diagnostics, qos.DIAGNOSTICS_QOS)
         self._control = self.create_client(SessionControl, "session_control")
         self._confirming: tuple[int, float] = (0, -math.inf)  # (trial, when its confirmation was last sent)
         #: Reset confirmations the manager accepted.
@@ -121,6 +149,30 @@ class DemoMonitor(Node):
         if response.ok and response.message.endswith("reset confirmed"):
             self.resets_confirmed += 1
 
+    def _on_diagnostics(self, msg: DiagnosticArray) -> None:
+        for entry in msg.status:
+            if entry.name.endswith(": session"):
+                runner = next((kv.value for kv in entry.values if kv.key == "runner"), "ok")
+                self.diagnosis = entry.message + ("" if runner in ("", "ok") else f" (runner: {runner})")
+
+    def waits_for_a_human(self, after: float = 5.0) -> str:
+        """A line saying that the pending trial has waited over ``after`` s for an operator's
+        score (said once per trial), or ""."""
+        status = self.status
+        if status is None or not status.state_name.endswith(":awaiting_score"):
+            self._waiting = (0, math.inf)
+            return ""
+        trial, since = self._waiting
+        now = time.monotonic()
+        if trial != status.pending_trial_id:
+            self._waiting = (status.pending_trial_id, now)
+            return ""
+        if now - since < after:
+            return ""
+        self._waiting = (trial, math.inf)
+        return (f"trial {trial} waits for an operator's score (the config's `scoring` is not `auto`): score it "
+                "with teleop_scorer, or use a config with `scoring: auto` for an unattended demo")
+
     def _on_status(self, msg: SessionStatus) -> None:
         self.status = msg
         key = (msg.state, tuple((c.n, c.decision) for c in msg.comparisons))
@@ -131,7 +183,8 @@ class DemoMonitor(Node):
         for c in msg.comparisons:
             pairs.setdefault((c.policy_a, c.policy_b), []).append(comparison_line(c))
         text = "  ".join(f"{a} vs {b}: {', '.join(lines)}" for (a, b), lines in pairs.items())
-        print(f"trial {msg.trials_done:3d} | {msg.state_name:<22} | {text}", file=self.out, flush=True)
+        print(f"trial {msg.trials_done:3d} | {eta_text(msg.trials_done, msg.budget_left, time.monotonic() - self._started)}"
+              f" | {msg.state_name:<22} | {text}", file=self.out, flush=True)
 
     @property
     def final(self) -> bool:
@@ -206,7 +259,8 @@ def _stop(proc: subprocess.Popen[bytes], timeout: float = 10.0, *, grace: float 
 
 
 #: ``--robot physics``: policy_runner's robosuite parameters (Lift, the Panda at 15 Hz of simulated time).
-PHYSICS_RUNNER = {"robot": "robosuite", "robosuite.task": "Lift", "robosuite.spread": 0.1, "rate": 15.0}
+PHYSICS_RUNNER = {"robot": "robosuite", "robosuite.task": "Lift", "robosuite.spread": 0.1, "rate": 15.0,
+                  "robosuite.record_resolution": [256, 256]}
 
 
 def _policy_robot(args: argparse.Namespace, workdir: pathlib.Path, key_file: pathlib.Path) -> dict[str, list[str]]:
@@ -246,6 +300,16 @@ def run(args: argparse.Namespace) -> int:
         print(f"evalstop_demo: --policies, --rates and --progress-means need as many values; found "
               f"{len(policies)}, {len(rates)}, {len(means)}", file=sys.stderr)
         return EXIT_USAGE
+    served = {"sim_policy": ["good_vla", "bad_vla"], "physics": ["grasp_vla", "sloppy_vla"]}.get(args.robot, policies)
+    try:
+        config = load_config(config_path, confirm_reset=args.robot != "sim_robot" or None)
+    except ConfigError as err:  # said here, before a node starts, not in the manager's log
+        print(f"evalstop_demo: {err}", file=sys.stderr)
+        return EXIT_USAGE
+    problem = _unrunnable(config, config_path, args.robot, served)
+    if problem:
+        print(f"evalstop_demo: {problem}", file=sys.stderr)
+        return EXIT_USAGE
     session_id = args.session_id or f"demo-{datetime.datetime.now(datetime.UTC):%Y%m%d-%H%M%S}"
     workdir = pathlib.Path(args.journal_dir or tempfile.mkdtemp(prefix="evalstop-demo-"))
     workdir.mkdir(parents=True, exist_ok=True)
@@ -271,6 +335,9 @@ def run(args: argparse.Namespace) -> int:
     write_keys(workdir / "operator.key", {"operator": keys["operator"]})
     print(f"  authentication: throw-away operator keys in {manager_keys} (teleop_scorer: "
           f"-p key_file:={workdir / 'operator.key'})", flush=True)
+    if config.scoring != "auto":
+        print(f"  scoring: {config.scoring} ({config_path}): every trial waits for a human's score "
+              f"(teleop_scorer -p key_file:={workdir / 'operator.key'}); nothing scores it automatically", flush=True)
     sim_params = {"policies": policies, "success_rates": rates, "progress_means": means, "seed": args.seed,
                   "duration": args.duration, "auto_score": True}
     manager_params = {"config_file": config_path, "session_id": session_id, "journal_dir": str(workdir),
@@ -303,12 +370,25 @@ def run(args: argparse.Namespace) -> int:
             while not monitor.final:
                 rclpy.spin_once(monitor, timeout_sec=0.1)
                 monitor.confirm_resets()
+                waiting = monitor.waits_for_a_human()
+                if waiting:
+                    print(f"evalstop demo: {waiting}", file=sys.stderr, flush=True)
                 dead = [n for n, p in procs.items() if p.poll() is not None]
                 if dead and not monitor.final:
                     rclpy.spin_once(monitor, timeout_sec=0.5)  # a last status may still be in flight
                     if not monitor.final:
-                        print(f"evalstop demo: {', '.join(dead)} exited early; see {workdir}", file=sys.stderr)
+                        for name in dead:
+                            print(f"evalstop demo: {name} exited early (exit code {procs[name].returncode}): "
+                                  f"{_last_error(workdir / f'{name}.log')}", file=sys.stderr)
+                        print(f"evalstop demo: node logs in {workdir}", file=sys.stderr)
                         return EXIT_FAILURE
+                if monitor.status is not None and monitor.status.state == SessionStatus.STATE_PAUSED:
+                    end = time.monotonic() + 3.0  # the manager's diagnostics (every second) say why
+                    while not monitor.diagnosis.startswith("paused") and time.monotonic() < end:
+                        rclpy.spin_once(monitor, timeout_sec=0.1)
+                    print(f"evalstop demo: the session {monitor.diagnosis or 'paused'}; the demo has no operator "
+                          f"to resume it (node logs in {workdir})", file=sys.stderr)
+                    return EXIT_FAILURE
                 if time.monotonic() - started > args.timeout:
                     print(f"evalstop demo: no decision within {args.timeout:g} s; see {workdir}", file=sys.stderr)
                     return EXIT_FAILURE
@@ -321,10 +401,13 @@ def run(args: argparse.Namespace) -> int:
         # the manager exits by itself (exit_on_finish) once its last messages are acknowledged
         codes = {"evaluation_manager": _stop(procs["evaluation_manager"], grace=15.0)}
         codes.update({name: _stop(procs[name]) for name in robot})
-        status = _report(final, config_path, workdir / f"{session_id}.db", codes, time.monotonic() - started,
+        journal = workdir / f"{session_id}.db"
+        status = _report(final, config_path, journal, codes, time.monotonic() - started,
                          confirm_reset=bool(manager_params["confirm_reset"]))
-        if args.robot == "physics" and not _video_report(workdir / f"{session_id}.db", workdir / "report", keys):
+        if args.robot == "physics" and not _video_report(journal, workdir / "report", keys):
             status = EXIT_FAILURE
+        print(f"\njournal: {journal}\nreport:  evalstop report {shlex.quote(str(journal))} -o "
+              f"{shlex.quote(str(workdir / 'report'))}    (then open {workdir / 'report' / 'index.html'})", flush=True)
     except (KeyboardInterrupt, ExternalShutdownException):
         print("evalstop demo: interrupted", file=sys.stderr)
     finally:
@@ -333,6 +416,28 @@ def run(args: argparse.Namespace) -> int:
         for log in logs.values():
             log.close()
     return status
+
+
+def _unrunnable(config: SessionConfig, path: str, robot: str, served: Sequence[str]) -> str:
+    """Why the demo's robot cannot run the session of ``config`` (policies it does not serve), or ""."""
+    missing = [p for p in config.policies if p not in served]
+    if not missing:
+        return ""
+    fix = (f"; run e.g. evalstop_demo --config {path} --policies {','.join(config.policies)} --rates "
+           f"{','.join(['0.5'] * len(config.policies))} --progress-means {','.join(['0.4'] * len(config.policies))}"
+           if robot == "sim_robot" else "")
+    return (f"{path} compares {', '.join(config.policies)}, but {robot} serves only {', '.join(served)} "
+            f"(not {', '.join(missing)}){fix}")
+
+
+def _last_error(log: pathlib.Path, lines: int = 3) -> str:
+    """The last error lines of a node's log (its last lines if none says ERROR or Error)."""
+    try:
+        text = log.read_text(errors="replace").splitlines()
+    except OSError:
+        return f"(no log at {log})"
+    errors = [line for line in text if "ERROR" in line or "Error" in line]
+    return " | ".join((errors or text)[-lines:]).strip() or "(its log is empty)"
 
 
 def _video_report(journal: pathlib.Path, out: pathlib.Path, keys: dict[str, bytes]) -> bool:
@@ -358,7 +463,7 @@ def _report(final: SessionStatus, config_path: str, journal: pathlib.Path, codes
     tests = [c for c in final.comparisons if c.task != "*"]
     claims = [c for c in final.comparisons if c.task == "*"]
     for c in [*tests, *claims]:
-        pair = c.policy_a + " vs " + c.policy_b + (f" [{'claim' if c.task == '*' else c.task}]" if c.task else "")
+        pair = c.policy_a + " vs " + c.policy_b + (" (claim)" if c.task == "*" else f" @{c.task}" if c.task else "")
         print(f"{pair:<34} {c.metric:<9} {c.method:<7} {c.alpha:>7.4g} {c.n:>5} "
               f"{DECISIONS[c.decision]:<17} {_fmt(c.pvalue):>9} {_fmt(c.evalue):>9} {c.mean_a:>7.3f} {c.mean_b:>7.3f}")
     if final.letters:
@@ -366,7 +471,7 @@ def _report(final: SessionStatus, config_path: str, journal: pathlib.Path, codes
     config = load_config(config_path, confirm_reset=confirm_reset or None)  # the manager's configuration
     offline = offline_decisions(config, journal)
     mismatches = [
-        f"{o.policy_a} vs {o.policy_b} {o.metric}{' ' + o.task if o.task else ''}: live {DECISIONS[c.decision]} at "
+        f"{o.policy_a} vs {o.policy_b}{' @' + o.task if o.task else ''} {o.metric}: live {DECISIONS[c.decision]} at "
         f"{c.stopping_trial}, offline {o.result.decision.name} at {o.result.stopping_trial or 0}"
         for o, c in zip(offline, tests)
         if (int(o.result.decision), o.result.stopping_trial or 0, o.task) != (c.decision, c.stopping_trial, c.task)

@@ -8,7 +8,9 @@ unit-tested without DDS) and the session's answers back into messages:
 * sends it to the runner as a ``RunTrial`` goal (``runner_action``; retried after a runner
   fault, the session paused after ``runner.max_attempts`` faults in a row -- the journaled
   config's, filled in from the ``max_attempts`` parameter when the file has none -- or as soon as
-  more than one runner serves the action, :meth:`~.runner_link.RunnerLink.duplicate`);
+  more than one node serves the action, :meth:`~.manager_base.ManagerNode.watch_runners`); what
+  identifies the policy is sealed for the runner (``goal_key_file``, :mod:`~evalstop_ros.session.goal_sealing`),
+  and a result without the runner's proof is refused;
 * records scores from ``trial_score`` -- the operator's, or, when the session config says
   ``scoring: auto``, the runner's own ``auto_success``/``auto_progress``, which the manager
   submits itself as scorer ``auto:<runner action>`` -- and answers every score on
@@ -73,6 +75,7 @@ from ..session import (
     load_config,
 )
 from ..session.driver import Action, TrialDriver, Verdict
+from ..session.goal_sealing import GoalSealer, session_seal_key
 from ..session.journal import Event, journaled_fault_limit
 from ..session.limits import LOG_BURST, LOG_WINDOW_S, RateLimit, bounded
 from ..session.public_view import PUBLIC_TOPICS, PublicView
@@ -83,7 +86,7 @@ from .manager_base import ManagerNode, run_manager
 from .manager_parameters import SESSION_PARAMETERS, ManagerParameters, declare_manager_parameters
 from .manager_services import apply_control, apply_correction, control_command
 from .quick_log import SessionLogHandler
-from .runner_link import HELD, RunnerLink, RunResult
+from .runner_link import RunnerLink, RunResult
 
 __all__ = ["EvaluationManager", "main"]
 
@@ -225,7 +228,10 @@ class EvaluationManager(ManagerParameters, ManagerNode):
         if self._link is not None:
             self._link.cancel()
             self._link.destroy()
-        self._link = RunnerLink(self, self._runner_name, limits=self.runner_limits, on_done=self._run_done)
+        assert session.plan.key is not None  # a live session's plan has the journal's key
+        sealer = GoalSealer(self.runner_key, session_seal_key(session.plan.key, session_id), session_id)
+        self._link = RunnerLink(self, self._runner_name, limits=self.runner_limits, on_done=self._run_done,
+                                sealer=sealer)
         self._view, self._revealed = PublicView(config.policies, session.plan.key, session_id), False
         self._publisher.reset()
         self._publisher.config(session, __version__)
@@ -280,18 +286,16 @@ class EvaluationManager(ManagerParameters, ManagerNode):
 
     def _watch(self) -> None:
         """Deadlines of every wait on the runner (:class:`~.runner_link.RunnerLink`); one runner per action."""
-        session, link = self.session, self._link
-        if session is None or link is None:
+        session, link, driver = self.session, self._link, self._driver
+        if session is None or link is None or driver is None:
             return
-        duplicate = link.duplicate()
-        if duplicate and session.state == SessionState.RUNNING:
-            # every goal would run on each robot: stop here, before (or while) a trial runs
-            session.pause(duplicate)
-            self.get_logger().warning(f"session paused: {duplicate}; then resume (session_control)")
+        held = link.held
+        if self.watch_runners(driver, link):
+            # every goal would reach each runner: stop here, before (or while) a trial runs
             self._advance()
             return
         if link.trial is None:
-            if (link.state == "waiting" or link.state.startswith(HELD)) and session.state == SessionState.RUNNING:
+            if (link.state == "waiting" or held) and session.state == SessionState.RUNNING:
                 self._advance()  # is the runner there now (and alone)?
             return
         link.watch(session.config.runner.timeout_s)
@@ -301,7 +305,7 @@ class EvaluationManager(ManagerParameters, ManagerNode):
         if self._driver is None:
             return
         verdict = self._driver.run_done(trial, result.ok, result.duration, result.message,
-                                        auto_score=result.auto_score)
+                                        auto_score=result.auto_score, goal_seal=result.goal_seal)
         if verdict.verdict is Verdict.PAUSED:
             self.get_logger().error(verdict.message)
         elif verdict.verdict is Verdict.OPERATOR:
@@ -418,7 +422,7 @@ class EvaluationManager(ManagerParameters, ManagerNode):
 
     # -- status -----------------------------------------------------------------------------
     def _publish_diagnostics(self) -> None:
-        runner = self.runner_state("" if self._link is None else self._link.state, self._runner_name)
+        runner = self.runner_state(self._link, self._runner_name)
         gate = self._gate
         authentication = (("authentication", f"on ({len(gate.operators)} operators)" if gate.enabled
                            else "off (unauthenticated)"),

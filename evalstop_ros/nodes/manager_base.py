@@ -43,12 +43,15 @@ from rclpy.task import Future
 
 from .. import qos
 from ..ros_context import ros_context
+from ..session.driver import TrialDriver
+from ..session.goal_sealing import SealError, read_runner_key
 from ..session.journal_files import journal_directory
 from ..session.publishing import Diagnostic, SessionPublisher
-from ._common import EXIT_OK, EXIT_USAGE, parameter_error
+from ._common import EXIT_OK, EXIT_USAGE, ignore_further_interrupts, parameter_error
 from .manager_parameters import RunnerParameters, check_parameter, declare_runner_parameters
 from .quick_log import QuickNode
 from .realtime import declare_thread_priority
+from .runner_link import RunnerLink
 
 __all__ = ["ManagerNode", "run_manager"]
 
@@ -64,9 +67,29 @@ class ManagerNode(RunnerParameters, QuickNode):
         super().__init__(name)
         declare_thread_priority(self)
         declare_runner_parameters(self)
+        #: The runner key (``goal_key_file``): goals are sealed for the runner; ``None``: they are not.
+        self.runner_key = self._runner_key()
         #: Set (to the exit status) when the node should exit: the work is over and exit_on_finish.
         self.done: Future = Future()
         self._outputs: dict[str, tuple[type, Any]] = {}
+
+    def _runner_key(self) -> bytes | None:
+        """The key of ``goal_key_file``; without it, a refusal (``allow_unsealed`` false) or a warning."""
+        if self.goal_key_file:
+            try:
+                key = read_runner_key(self.goal_key_file)
+            except SealError as err:
+                raise ValueError(str(err)) from err
+            self.get_logger().info("runner goals sealed: only a runner holding the runner key learns their policy")
+            return key
+        if not self.allow_unsealed:
+            raise ValueError("no `goal_key_file`, and `allow_unsealed` is false (the default of the launch files on "
+                             "a real robot): make a runner key with `evalstop keys new runner` and give its file to "
+                             "the manager and the runner (goal_key_file:=FILE), or run with allow_unsealed:=true")
+        self.get_logger().warning(
+            "no goal_key_file: runner goals carry the policy in clear (any node on the domain, and any local user "
+            "reading /dev/shm, can read them); see docs/deploying.md")
+        return None
 
     def open_interfaces(self, *, latched_qos: QoSProfile, comparison_qos: QoSProfile, event_qos: QoSProfile,
                         journal_qos: QoSProfile, diagnostics_qos: QoSProfile) -> None:
@@ -168,9 +191,24 @@ class ManagerNode(RunnerParameters, QuickNode):
         self._diagnostics_pub.publish(array)
 
     @staticmethod
-    def runner_state(state: str, runner: str) -> str:
-        """The runner link's ``state`` as ``/diagnostics`` says it (``waiting``: for which action server)."""
+    def runner_state(link: RunnerLink | None, runner: str) -> str:
+        """The runner link's state as ``/diagnostics`` says it: why goals are held (a WARN), else what the link
+        waits for (``waiting``: for which action server)."""
+        state = "" if link is None else link.held or link.state
         return f"waiting for the runner action server '{runner}'" if state == "waiting" else state
+
+    def watch_runners(self, driver: TrialDriver, link: RunnerLink) -> bool:
+        """The one-runner rule on what the graph shows now (:meth:`TrialDriver.watch_runners`, the same for
+        both managers): goals are held while it holds, a running session pauses on a second runner (logged;
+        ``/diagnostics`` says why, WARN). Whether the session was paused now."""
+        before = link.held
+        paused = driver.watch_runners(link.graph())
+        link.held = driver.runners.state
+        if link.held and link.held != before:
+            self.get_logger().warning(f"runner action '{link.resolved}': {link.held}")
+        if paused:
+            self.get_logger().warning(f"session paused: {paused}; then resume (session_control)")
+        return bool(paused)
 
     def flush(self, timeout: float = 2.0) -> None:
         """Wait until subscribers acknowledged the reliable messages already published."""
@@ -214,6 +252,7 @@ def run_manager(name: str, build: Callable[[], ManagerNode], args: list[str] | N
     A node that cannot start logs one FATAL line and returns the status of the first of ``failures``
     its exception matches, else 2 (``invalid parameters: ...``) for a bad parameter.
     """
+    status = EXIT_OK
     try:
         with ros_context(args):
             try:
@@ -237,8 +276,10 @@ def run_manager(name: str, build: Callable[[], ManagerNode], args: list[str] | N
                 executor.spin_until_future_complete(node.done)
                 node.flush()
             finally:
+                ignore_further_interrupts()
                 node.destroy_node()
-            return int(node.done.result()) if node.done.done() else EXIT_OK
+            status = int(node.done.result()) if node.done.done() else EXIT_OK
     except (KeyboardInterrupt, ExternalShutdownException):
-        pass
-    return EXIT_OK
+        status = EXIT_OK
+    ignore_further_interrupts()  # again: rclpy's shutdown put its predecessor back
+    return status

@@ -53,6 +53,8 @@ class RunnerParameters:
     exit_linger: float
     max_attempts: int
     goal_response_timeout: float
+    goal_key_file: str
+    allow_unsealed: bool
 
 
 class ManagerParameters(RunnerParameters):
@@ -100,6 +102,16 @@ def declare_runner_parameters(node: Any) -> None:  # Any: a RunnerParameters nod
         node, "goal_response_timeout", 5.0,
         "Seconds to wait for the runner's answer to a goal (or for a finished goal's result) before "
         "sending it again: DDS can lose responses.", float_range=(0.05, 600.0))
+    node.goal_key_file = declare(
+        node, "goal_key_file", "",
+        "The runner key file (one `NAME HEXKEY` line, `evalstop keys new runner`; the runner's goal_key_file "
+        "holds the same key): what identifies the policy in a RunTrial goal is sealed for the runner "
+        "(docs/deploying.md). Empty: goals carry the policy in clear.", read_only=True)
+    node.allow_unsealed = declare(
+        node, "allow_unsealed", True,
+        "Start without goal_key_file (goals carry the policy in clear, readable by any node on the domain and "
+        "in /dev/shm). eval.launch.py and station.launch.py set it false for the real robots (droid, widowx).",
+        read_only=True)
     _check(node, ("max_attempts", "goal_response_timeout", "exit_linger"))
 
 

@@ -1,6 +1,9 @@
 """``policy_runner``: a ``RunTrial`` action server that runs served policies on a robot.
 
-Per goal it looks up the policy's server in ``servers_file`` (policy id -> host:port [+ API
+Per goal it opens what identifies the policy (sealed by a manager with a runner key: the runner
+holds the same key in ``goal_key_file``, :class:`~evalstop_ros.runner.trials.GoalOpener`; a
+goal it cannot open fails as ``sealed goal (error <id>)``), signs the result with its proof,
+looks up the policy's server in ``servers_file`` (policy id -> host:port [+ API
 key]; see :mod:`evalstop_ros.runner.trials`), connects, reads the metadata frame, and runs one
 episode (:func:`evalstop_ros.runner.episode.run_episode`: action chunks open-loop at ``rate``
 Hz, gripper thresholded, joint velocities clipped, up to ``max_steps`` / ``timeout``), then
@@ -59,7 +62,7 @@ from ..runner.errors import Category, ErrorLog, RunnerError, default_error_dir, 
 from ..runner.guard import GUARD_MODES, CommandLimits
 from ..runner.recorder import EpisodeRecorder, with_recording
 from ..runner.stream import CommandStream, StreamSettings
-from ..runner.trials import RunLedger, load_servers
+from ..runner.trials import GoalOpener, RunLedger, load_servers
 from ..session import auth
 from ._common import declare, spin_node
 from .quick_log import QuickNode
@@ -133,12 +136,16 @@ class PolicyRunner(QuickNode):
                                 "The runner's key file (`OPERATOR HEXKEY`, docs/integrity.md): its emergency-stop "
                                 "pause requests are signed. Empty: unsigned.", read_only=True)
         self._signer = auth.Signer.from_file(key_file) if key_file else None
+        goal_key_file: str = declare(self, "goal_key_file", "",
+                                       "The runner key file (`NAME HEXKEY`, the manager's goal_key_file): opens the "
+                                       "sealed policy of every goal. Empty: only unsealed goals run.", read_only=True)
         self._session_id = ""  # of the latest goal: the pause request is signed for it
         if not servers_file:
             raise ValueError("`servers_file` is required (a YAML map policy_servers: {policy_id: {host, port}})")
         try:
             options = self._adapter_options(robot)
             self.servers: dict[str, ServerAddress] = load_servers(servers_file)
+            self.opener = GoalOpener(goal_key_file)
             self.robot: RobotAdapter = make_adapter(robot, **options)
         except (RunnerError, ImportError) as err:
             raise ValueError(str(err)) from err
@@ -203,12 +210,22 @@ class PolicyRunner(QuickNode):
                     "spread": declare(self, "robosuite.spread", 0.1,
                                       "Half-width (m) of the square the object is placed in (0: the task's own).",
                                       float_range=(0.0, 0.3), read_only=True),
+                    "record_resolution": self._record_resolution(),
                     "rate": self.rate}
         if robot == "widowx":
             return {"host": declare(self, "widowx.host", "localhost", "WidowX server host.", read_only=True),
                     "port": declare(self, "widowx.port", 5556, "WidowX server port.", read_only=True),
                     "workspace": self._widowx_workspace()}
         return {}
+
+    def _record_resolution(self) -> tuple[int, int] | None:
+        """``robosuite.record_resolution`` [height, width] of the episode videos (with record_dir)."""
+        size = list(declare(self, "robosuite.record_resolution", [256, 256],
+                            "Height and width (px) of the cameras in the episode videos (record_dir), rendered "
+                            "beside the policy's images; [0, 0]: the policy's resolution.", read_only=True))
+        if len(size) != 2 or any(int(v) < 0 or int(v) > 2048 for v in size):
+            raise ValueError(f"`robosuite.record_resolution` must be [height, width] in 0..2048; found {size}")
+        return (int(size[0]), int(size[1])) if self.record_dir and all(size) else None
 
     def _ros2_limits(self) -> dict[str, Any]:
         """``limits`` (from parameters) or the URDF topic of the ros2 adapter."""
@@ -251,11 +268,19 @@ class PolicyRunner(QuickNode):
             raise ValueError(f"`widowx.workspace` needs 6 values (lower xyz, upper xyz); found {len(box)}")
         return (tuple(box[:3]), tuple(box[3:]))
 
+    def _policy(self, goal: RunTrial.Goal) -> str:
+        """The goal's policy ("" when its seal does not open)."""
+        try:
+            return self.opener.identity(goal)
+        except RunnerError:
+            return ""
+
     def _fail(self, err: RunnerError, goal: RunTrial.Goal) -> str:
         """The operator's message of a failure; its full text goes to the private error log only."""
-        address = self.servers.get(goal.policy_id)
+        policy = self._policy(goal)
+        address = self.servers.get(policy)
         error_id = self.error_log.record(err, err.category, session=goal.session_id, trial=goal.trial_id,
-                                         attempt=goal.attempt, policy=goal.policy_id,
+                                         attempt=goal.attempt, policy=policy, label=goal.label,
                                          server=address.uri if address else "")
         return operator_message(err.category, error_id, err.detail)
 
@@ -308,7 +333,12 @@ class PolicyRunner(QuickNode):
     # -- action -----------------------------------------------------------------------------
     def _on_goal(self, goal: RunTrial.Goal) -> GoalResponse:
         self._session_id = goal.session_id
-        if goal.policy_id not in self.servers:
+        try:
+            policy = self.opener.identity(goal)
+        except RunnerError as err:  # accepted: its result says why it cannot run
+            self.get_logger().error(f"trial {goal.trial_id}: {err.category.value}: {err.detail}; the run fails")
+            return GoalResponse.ACCEPT
+        if policy not in self.servers:
             self.get_logger().error(f"trial {goal.trial_id}: goal rejected, its policy has no server in servers_file")
             return GoalResponse.REJECT
         return GoalResponse.ACCEPT
@@ -341,12 +371,16 @@ class PolicyRunner(QuickNode):
                 result = RunTrial.Result(ok=False, message=self._fail(
                     RunnerError("runner shut down mid-rollout", category=Category.SHUTDOWN), goal))
             self._ledger.finish(entry, result)
-        result = result or RunTrial.Result(ok=False, message=self._fail(
-            RunnerError("runner shut down before the run ended", category=Category.SHUTDOWN), goal))
-        if goal_handle.is_cancel_requested:
-            goal_handle.canceled()
-        else:
-            goal_handle.succeed()
+        result = self.opener.prove(goal, result or RunTrial.Result(ok=False, message=self._fail(
+            RunnerError("runner shut down before the run ended", category=Category.SHUTDOWN), goal)))
+        try:
+            if goal_handle.is_cancel_requested:
+                goal_handle.canceled()
+            else:
+                goal_handle.succeed()
+        except Exception:  # rclpy's RCLError: the action server's publishers are gone at Ctrl-C
+            if rclpy.ok(context=self.context):
+                raise
         return result
 
     def _run(self, goal_handle: ServerGoalHandle) -> RunTrial.Result:
@@ -358,6 +392,12 @@ class PolicyRunner(QuickNode):
             if self._estop.is_set():
                 message = self._fail(RunnerError("emergency stop engaged", category=Category.EMERGENCY_STOP,
                                                  detail="engaged (release it with emergency_stop data=false)"), goal)
+                self.get_logger().error(f"{trial}: {message}")
+                return RunTrial.Result(ok=False, message=message)
+            try:
+                policy = self.opener.identity(goal)
+            except RunnerError as err:
+                message = self._fail(err, goal)
                 self.get_logger().error(f"{trial}: {message}")
                 return RunTrial.Result(ok=False, message=message)
             feedback = RunTrial.Feedback(phase="connecting")
@@ -383,7 +423,7 @@ class PolicyRunner(QuickNode):
                 folder = pathlib.Path(self.record_dir) / goal.session_id / f"trial_{goal.trial_id:04d}_attempt_{goal.attempt}"
                 recorder = EpisodeRecorder(folder, fps=self.rate)
             try:
-                with PolicyClient(self.servers[goal.policy_id], connect_timeout=self.connect_timeout,
+                with PolicyClient(self.servers[policy], connect_timeout=self.connect_timeout,
                                   infer_timeout=self.infer_timeout, max_frame_size=self.max_frame_size,
                                   max_metadata_size=self.max_metadata_size) as client:
                     outcome = run_episode(client, self.robot, episode, settings, control=control, on_step=on_step,
@@ -393,8 +433,13 @@ class PolicyRunner(QuickNode):
                 self._hold(trial)
                 err = exc if isinstance(exc, RunnerError) else RunnerError(
                     f"{type(exc).__name__}: {exc}", category=Category.ROBOT)
+                if not rclpy.ok(context=self.context):  # Ctrl-C or shutdown: an ending, not a fault
+                    err = RunnerError("runner shut down mid-rollout", category=Category.SHUTDOWN)
                 message = self._fail(err, goal)
-                self.get_logger().error(f"{trial}: rollout failed: {message}; robot stopped")
+                if rclpy.ok(context=self.context):
+                    self.get_logger().error(f"{trial}: rollout failed: {message}; robot stopped")
+                else:
+                    self.get_logger().info(f"{trial}: rollout stopped, the runner is shutting down; robot stopped")
                 if recorder is not None and (recorder.directory / "episode.npz").is_file():
                     message = with_recording(message, recorder.directory)  # failed runs are recorded too
                 return RunTrial.Result(ok=False, message=message, duration=time.monotonic() - start)

@@ -15,14 +15,16 @@ nothing here waits on a single message (:meth:`RunnerLink.watch`, called from a 
 A response to a superseded send (the first answer after a re-send) cancels that duplicate
 rollout. The outcome goes to ``on_done(trial, result)`` exactly once per started trial.
 
-One runner per action: every action server publishes the action's ``_action/status`` topic, so
-:meth:`RunnerLink.servers` counts the runners on the action name from the ROS graph. With two
-(two stations on one domain and action name) each goal would run on both robots -- rclpy's client
-only logs "Ignoring unexpected goal response" for the second -- so :meth:`RunnerLink.start` sends
-nothing while there is more than one, and :meth:`RunnerLink.duplicate` says so (the manager pauses
-the session): at once for servers of different nodes, after :data:`DUPLICATE_GRACE_S` for servers of
-one node name, which is also what a runner restarted after ``kill -9`` looks like until DDS drops
-the dead process's entry (its participant lease).
+What identifies the policy travels sealed (:class:`~evalstop_ros.session.goal_sealing.GoalSealer`):
+the goal carries the trial's label, the seal and the session's seal key wrapped under the runner
+key; a result of a sealed goal counts only with the runner's proof that it opened the seal (a
+node without the runner key that answers the goal fails the run, with the reason).
+
+One runner per action: :meth:`RunnerLink.graph` reports who serves the action's goal service and
+publishes its status and feedback topics (:class:`~evalstop_ros.session.runner_check.RunnerGraph`);
+the manager hands that to its trial driver (:meth:`~evalstop_ros.session.driver.TrialDriver.watch_runners`,
+the rule both managers apply), and :meth:`RunnerLink.start` sends nothing while the driver's check
+holds the goals (``held``).
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ import dataclasses
 import math
 import time
 from collections.abc import Callable
+from typing import Any
 
 from action_msgs.msg import GoalStatus
 from evalstop.action import RunTrial
@@ -39,17 +42,12 @@ from rclpy.action.client import ClientGoalHandle
 from rclpy.node import Node
 from rclpy.task import Future
 
+from ..session.goal_sealing import GoalSealer, journal_seal
+from ..session.runner_check import RunnerGraph
 from ..session.session import PendingTrial
 
 __all__ = ["RunResult", "RunnerLink"]
 
-#: In ``RunnerLink.state`` while more than one runner serves the action (:meth:`RunnerLink.duplicate`).
-DUPLICATE = "runners serve"
-#: Seconds two servers of one node name may coexist before they count as two runners: longer than the
-#: DDS participant lease (Fast DDS: 20 s) after which a killed runner's entry leaves the graph.
-DUPLICATE_GRACE_S = 30.0
-#: Start of ``RunnerLink.state`` while goals wait for a second server of the same node name to go.
-HELD = "goals held"
 #: Goal states after which the runner has a result to give.
 TERMINAL = (GoalStatus.STATUS_SUCCEEDED, GoalStatus.STATUS_ABORTED, GoalStatus.STATUS_CANCELED)
 
@@ -62,6 +60,8 @@ class RunResult:
     duration: float
     message: str
     auto_score: tuple[bool, float] | None = None
+    #: What the goal sealed for the runner, as the journal records it (``None``: an unsealed goal).
+    goal_seal: dict[str, Any] | None = None
 
 
 @dataclasses.dataclass
@@ -69,6 +69,7 @@ class _Goal:
     """The goal in flight for one trial and the times its deadlines count from."""
 
     trial: PendingTrial
+    request: Any = None  # the RunTrial goal, the same at every send
     sends: int = 0
     sent_at: float = 0.0
     handle: ClientGoalHandle | None = None
@@ -82,13 +83,17 @@ class RunnerLink:
     """The action client of one runner, one goal at a time (module docstring)."""
 
     def __init__(self, node: Node, action_name: str, *, limits: Callable[[], tuple[float, int]],
-                 on_done: Callable[[PendingTrial, RunResult], None]) -> None:
+                 on_done: Callable[[PendingTrial, RunResult], None], sealer: GoalSealer) -> None:
         self.node, self.action_name, self.limits, self.on_done = node, action_name, limits, on_done
+        self.sealer = sealer
         self.client = ActionClient(node, RunTrial, action_name)
+        #: The action's fully qualified name (namespace and remapping applied), as the graph shows it.
+        self.resolved = node.resolve_service_name(action_name)
         #: What is wrong with the link, for the log and ``/diagnostics`` (``""``: nothing).
         self.state = ""
+        #: Why no goal may be sent now (the trial driver's one-runner check; ``""``: none).
+        self.held = ""
         self._goal: _Goal | None = None
-        self._duplicate_since: float | None = None  # since when more than one server is seen
 
     @property
     def trial(self) -> PendingTrial | None:
@@ -99,41 +104,30 @@ class RunnerLink:
         """Drop the action client (a new session gets a new link)."""
         self.client.destroy()
 
-    def servers(self) -> list[str]:
-        """The nodes serving this action name now (graph query: publishers of ``<action>/_action/status``)."""
-        infos = self.node.get_publishers_info_by_topic(f"{self.action_name}/_action/status")
-        return [f"{i.node_namespace.rstrip('/')}/{i.node_name}" for i in infos]
+    def graph(self) -> RunnerGraph:
+        """Who serves the action now: the goal service's servers, the status and feedback publishers.
 
-    def duplicate(self) -> str:
-        """What is wrong when more than one runner serves the action (``""``: one or none, or two of one
-        node name for less than :data:`DUPLICATE_GRACE_S`); sets ``state``."""
-        servers = self.servers()
-        if len(servers) <= 1:
-            self._duplicate_since = None
-            if DUPLICATE in self.state or self.state.startswith(HELD):
-                self.state = ""
-            return ""
-        now = time.monotonic()
-        self._duplicate_since = self._duplicate_since or now
-        # a name the graph does not know yet (a just-started node: _NODE_NAME_UNKNOWN_) may be the same node
-        unresolved = len(set(servers)) == 1 or any("_UNKNOWN_" in name for name in servers)
-        if unresolved and now - self._duplicate_since < DUPLICATE_GRACE_S:
-            if not self.state.startswith(HELD):
-                self.node.get_logger().warning(
-                    f"{len(servers)} servers named {servers[0]} on the runner action '{self.action_name}': no goal "
-                    f"is sent until one is gone (the session pauses if both stay {DUPLICATE_GRACE_S:g} s)")
-            self.state = (f"{HELD}: {len(servers)} servers named {servers[0]} on the action '{self.action_name}' "
-                          f"(a restarted runner, or two stations on one domain)")
-            return ""
-        self.state = (f"{len(servers)} {DUPLICATE} the action '{self.action_name}' ({', '.join(sorted(servers))}): "
-                      f"each goal would run on all of them; stop all but one (two stations on one ROS domain? set "
-                      f"ROS_DOMAIN_ID or a namespace per station)")
-        return self.state
+        Graph queries only; the goal servers are named (a walk over the nodes' services) only when
+        there is more than one server of some interface."""
+        node, name = self.node, self.resolved
+
+        def publishers(topic: str) -> tuple[str, ...]:
+            return tuple(f"{i.node_namespace.rstrip('/')}/{i.node_name}"
+                         for i in node.get_publishers_info_by_topic(f"{name}/_action/{topic}"))
+
+        service = f"{name}/_action/send_goal"
+        servers = node.count_services(service)
+        status, feedback = publishers("status"), publishers("feedback")
+        named: tuple[str, ...] = ()
+        if max(servers, len(status), len(feedback)) > 1 or len({*status, *feedback}) > 1:
+            named = tuple(f"{ns.rstrip('/')}/{n}" for n, ns in node.get_node_names_and_namespaces()
+                          if any(s == service for s, _ in node.get_service_names_and_types_by_node(n, ns)))
+        return RunnerGraph(self.action_name, servers, named, status, feedback)
 
     def start(self, trial: PendingTrial) -> bool:
         """Send ``trial``'s goal; ``False`` (and ``state`` ``"waiting"``) while the runner is not there, or
-        while more than one runner serves the action (``state``: :meth:`duplicate`)."""
-        if self.duplicate() or len(self.servers()) > 1:
+        while the one-runner check holds the goals (:attr:`held`)."""
+        if self.held:
             return False
         if not self.client.server_is_ready():
             if self.state != "waiting":
@@ -143,7 +137,10 @@ class RunnerLink:
             return False
         if self.state == "waiting":
             self.state = ""
-        self._goal = _Goal(trial)
+        self._goal = _Goal(trial, RunTrial.Goal(
+            session_id=trial.session_id, trial_id=trial.trial_id, label=trial.label, task=trial.task,
+            initial_condition=trial.initial_condition, attempt=trial.attempt,
+            **self.sealer.goal_fields(trial.trial_id, trial.attempt, trial.policy_id)))
         self._send(self._goal)
         return True
 
@@ -161,9 +158,7 @@ class RunnerLink:
         again = f", send {goal.sends}" if goal.sends > 1 else ""
         self.node.get_logger().info(
             f"trial {trial.trial_id} (label {trial.label}, attempt {trial.attempt}{again}): runner goal sent")
-        future = self.client.send_goal_async(RunTrial.Goal(
-            session_id=trial.session_id, trial_id=trial.trial_id, policy_id=trial.policy_id, task=trial.task,
-            initial_condition=trial.initial_condition, attempt=trial.attempt))
+        future = self.client.send_goal_async(goal.request)
         future.add_done_callback(lambda f, g=goal: self._on_response(g, f))
 
     def _on_response(self, goal: _Goal, future: Future) -> None:
@@ -225,12 +220,21 @@ class RunnerLink:
             return  # timed out (already reported), answered earlier, or canceled
         response = future.result()
         result: RunTrial.Result = response.result
+        forged = self.sealer.result_problem(goal.request, result)
+        if forged:
+            self.node.get_logger().error(f"trial {goal.trial.trial_id}: result refused: {forged} (a node without "
+                                         "the runner key answered the goal)")
+            self._finish(goal, RunResult(False, math.nan, f"result refused: {forged}"))
+            return
         ok = response.status == GoalStatus.STATUS_SUCCEEDED and result.ok
         message = result.message or ("" if ok else f"goal ended with status {response.status}")
         auto = (bool(result.auto_success), float(result.auto_progress)) if ok and result.auto_scored else None
         self._finish(goal, RunResult(ok, result.duration, message, auto))
 
     def _finish(self, goal: _Goal, result: RunResult) -> None:
+        """Report the run's end once, with what its goal sealed (journaled with the result)."""
+        seal = journal_seal(bytes(goal.request.sealed), goal.trial.attempt) if goal.request is not None else None
+        result = dataclasses.replace(result, goal_seal=seal)
         self._goal = None
         if self.state.startswith("no goal response"):
             self.state = ""

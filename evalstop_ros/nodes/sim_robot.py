@@ -11,6 +11,10 @@ simulated.  A goal may also name a simulated policy server by its address, ``sim
 (the addresses an evaluation hub resolves for a station's runner, :mod:`evalstop_ros.hub`): that
 policy succeeds with probability ``P`` (a failure's progress has mean :data:`SIM_PROGRESS_MEAN`).
 
+A goal sealed by a manager with a runner key (:mod:`evalstop_ros.session.goal_sealing`) is opened with
+``goal_key_file`` (the same key); one it cannot open fails as ``sealed goal (error <id>)``, and
+every result of a sealed goal carries the runner's proof.
+
 Outcomes are a pure function of ``(seed, session_id, policy_id, trial_id)``: a goal that is
 sent again (after the manager restarts, say) yields the same rollout, so an interrupted
 session ends exactly where an uninterrupted one would. Injected runner failures
@@ -44,7 +48,8 @@ from rclpy.callback_groups import ReentrantCallbackGroup
 from rclpy.parameter import Parameter
 
 from ..hub.station import sim_address_rate
-from ..runner.errors import Category, new_error_id, operator_message
+from ..runner.errors import Category, RunnerError, new_error_id, operator_message
+from ..runner.trials import GoalOpener
 from ._common import declare, spin_node
 from .quick_log import QuickNode
 from .realtime import declare_thread_priority
@@ -130,6 +135,13 @@ class SimRobot(QuickNode):
         self.log_policy_ids: bool = declare(
             self, "log_policy_ids", False,
             "Name the policy in log lines (off: the operator, who may read this log, stays blind).", read_only=True)
+        key_file: str = declare(
+            self, "goal_key_file", "", "The runner key file (`NAME HEXKEY`, the manager's goal_key_file): opens "
+            "the sealed policy of every goal. Empty: only unsealed goals run.", read_only=True)
+        try:
+            self.opener = GoalOpener(key_file)
+        except RunnerError as err:
+            raise ValueError(str(err)) from err
         problem = self._check(self.policies, self.success_rates, self.progress_means,
                               self.progress_concentration, self.duration, self.failure_probability)
         if problem:
@@ -200,8 +212,13 @@ class SimRobot(QuickNode):
 
     # -- action -----------------------------------------------------------------------------
     def _on_goal(self, goal: RunTrial.Goal) -> GoalResponse:
-        if goal.policy_id not in self.policies and sim_address_rate(goal.policy_id) is None:
-            named = f" {goal.policy_id!r} (known: {self.policies})" if self.log_policy_ids else ""
+        try:
+            policy = self.opener.identity(goal)
+        except RunnerError as err:  # accepted: its result says why it cannot run
+            self.get_logger().error(f"trial {goal.trial_id}: {err.category.value}: {err.detail}; the run fails")
+            return GoalResponse.ACCEPT
+        if policy not in self.policies and sim_address_rate(policy) is None:
+            named = f" {policy!r} (known: {self.policies})" if self.log_policy_ids else ""
             self.get_logger().error(f"trial {goal.trial_id}: goal rejected, unknown policy{named}")
             return GoalResponse.REJECT
         return GoalResponse.ACCEPT
@@ -211,28 +228,36 @@ class SimRobot(QuickNode):
         return CancelResponse.ACCEPT
 
     def _execute(self, goal_handle: ServerGoalHandle) -> RunTrial.Result:
+        goal: RunTrial.Goal = goal_handle.request
         try:
-            return self._rollout(goal_handle)
+            policy = self.opener.identity(goal)
+        except RunnerError as err:
+            goal_handle.succeed()
+            message = operator_message(err.category, new_error_id(), err.detail)
+            self.get_logger().error(f"trial {goal.trial_id}: {message}")
+            return RunTrial.Result(ok=False, message=message)
+        try:
+            return self.opener.prove(goal, self._rollout(goal_handle, policy))
         except Exception:
             if rclpy.ok(context=self.context):
                 raise
             # Ctrl-C shut the context down mid-rollout: the goal dies with the node, quietly
             return RunTrial.Result(ok=False, message="runner shut down")
 
-    def _rollout(self, goal_handle: ServerGoalHandle) -> RunTrial.Result:
+    def _rollout(self, goal_handle: ServerGoalHandle, policy: str) -> RunTrial.Result:
         goal: RunTrial.Goal = goal_handle.request
         with self._lock:
-            if goal.policy_id in self.policies:
-                index = self.policies.index(goal.policy_id)
+            if policy in self.policies:
+                index = self.policies.index(policy)
                 rate, mean = self.success_rates[index], self.progress_means[index]
             else:
-                rate, mean = sim_address_rate(goal.policy_id) or 0.0, SIM_PROGRESS_MEAN
+                rate, mean = sim_address_rate(policy) or 0.0, SIM_PROGRESS_MEAN
             concentration, duration = self.progress_concentration, self.duration
             failure_probability, seed, auto_score = self.failure_probability, self.seed, self.auto_score
             self._attempts[(goal.session_id, goal.trial_id)] += 1
             # the manager numbers its runs; a client that does not (attempt 0) gets them counted here
             attempt = goal.attempt or self._attempts[(goal.session_id, goal.trial_id)]
-        named = f"policy {goal.policy_id}, " if self.log_policy_ids else ""
+        named = f"policy {policy}, " if self.log_policy_ids else ""
         self.get_logger().info(f"trial {goal.trial_id} ({named}attempt {attempt}): rollout started")
         start = time.monotonic()
         feedback = RunTrial.Feedback()
@@ -246,7 +271,7 @@ class SimRobot(QuickNode):
             feedback.elapsed = time.monotonic() - start
             goal_handle.publish_feedback(feedback)
             time.sleep(duration / FEEDBACK_STEPS)
-        outcome = simulate_outcome(seed, goal.session_id, goal.policy_id, goal.trial_id, success_rate=rate,
+        outcome = simulate_outcome(seed, goal.session_id, policy, goal.trial_id, success_rate=rate,
                                    progress_mean=mean, concentration=concentration)
         fault = bool(_rng(seed, goal.session_id, goal.trial_id, attempt, "fault").random() < failure_probability)
         result = RunTrial.Result(ok=not fault, duration=time.monotonic() - start)
@@ -261,7 +286,7 @@ class SimRobot(QuickNode):
         goal_handle.succeed()
         scored = (f"success={int(outcome.success)} progress={outcome.progress:.3f}"
                   if result.auto_scored else "not scored")
-        named = f" (policy {goal.policy_id})" if self.log_policy_ids else ""
+        named = f" (policy {policy})" if self.log_policy_ids else ""
         self.get_logger().info(
             f"trial {goal.trial_id}{named}: rollout {'FAILED: ' + result.message if fault else 'done'}, {scored}")
         return result

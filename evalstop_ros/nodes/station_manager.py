@@ -8,8 +8,11 @@ ROS-free :class:`~evalstop_ros.hub.work.StationWork` (which leases the hub's A/B
 each result locally first and uploads it, retrying while the hub is unreachable):
 
 * the pending trial goes out blinded on ``trial_request`` (label ``A`` or ``B`` and the task;
-  session id ``hub:<station_id>``) and, as a ``RunTrial`` goal, to the runner -- the goal's
-  ``policy_id`` is the arm's policy-server address, which appears in no topic and no log line;
+  session id ``hub:<station_id>``) and, as a ``RunTrial`` goal, to the runner -- what the goal
+  names is the arm's policy-server address, sealed for the runner with ``goal_key_file``
+  (:mod:`~evalstop_ros.session.goal_sealing`; a seal key of the station's own), which appears in no
+  topic and no log line; as ``evaluation_manager``, the station holds its goals and pauses while
+  more than one node serves the runner action (:meth:`~.manager_base.ManagerNode.watch_runners`);
 * the trial loop is a session's (:class:`~evalstop_ros.session.driver.TrialDriver` over the
   :class:`~evalstop_ros.hub.work.StationWork`), with its rules journaled in the station's journal:
   a lost goal response is re-sent (same trial and attempt), a runner fault re-runs the trial
@@ -40,6 +43,7 @@ were). The local journal is ``journal_dir/hub-<station_id>/station.db`` (the sta
 
 from __future__ import annotations
 
+import secrets
 from typing import Any
 
 from evalstop.msg import TrialScore
@@ -51,6 +55,7 @@ from ..hub.errors import HubError
 from ..hub.station import StationClient, read_key
 from ..hub.work import SCORING, StationWork
 from ..session.driver import Action, TrialDriver, Verdict
+from ..session.goal_sealing import GoalSealer
 from ..session.values import PendingTrial, ScoreOutcome
 from ._common import declare
 from .manager_base import ManagerNode, run_manager
@@ -113,7 +118,9 @@ class StationManager(ManagerNode):
                              journal_qos=journal_qos, diagnostics_qos=diagnostics_qos)
         work = self.work
         self.driver = TrialDriver(work, self.runner_name)
-        self._link = RunnerLink(self, self.runner_name, limits=self.runner_limits, on_done=self._done)
+        # a station reveals no key: its seal key is its own, drawn afresh (sealed goals need no audit here)
+        sealer = GoalSealer(self.runner_key, secrets.token_bytes(32), work.session_id)
+        self._link = RunnerLink(self, self.runner_name, limits=self.runner_limits, on_done=self._done, sealer=sealer)
         self._status: dict[str, Any] | None = None
         self._ended = False
         self.get_logger().info(
@@ -133,6 +140,7 @@ class StationManager(ManagerNode):
         if self.work.finished:
             self._finish()
             return
+        self.watch_runners(self.driver, self._link)  # one runner per action: goals held, the work paused
         upcoming = self.driver.advance(runner_busy=self._link.trial is not None)
         if upcoming.auto is not None:
             self._ack(upcoming.auto.trial.trial_id, upcoming.auto.outcome, self.driver.auto_scorer)
@@ -155,7 +163,7 @@ class StationManager(ManagerNode):
     def _done(self, trial: PendingTrial, result: RunResult) -> None:
         """The run is over: the trial loop's rules (:meth:`TrialDriver.run_done`); move on."""
         verdict = self.driver.run_done(trial, result.ok, result.duration, result.message,
-                                       auto_score=result.auto_score)
+                                       auto_score=result.auto_score, goal_seal=result.goal_seal)
         log = self.get_logger()
         if verdict.verdict is Verdict.PAUSED:
             log.error(verdict.message)
@@ -220,7 +228,7 @@ class StationManager(ManagerNode):
         """``/diagnostics`` of the station (the 1 s timer)."""
         self.send_diagnostics(self.work.diagnostics(self.work.status(), node=self.get_name(),
                                                     hardware_id=self.runner_name,
-                                                    runner=self.runner_state(self._link.state, self.runner_name)))
+                                                    runner=self.runner_state(self._link, self.runner_name)))
 
     def _finish(self) -> None:
         """Every trial is journaled and uploaded: say so, and exit with ``exit_on_finish``."""

@@ -57,6 +57,7 @@ from rclpy.qos import QoSProfile
 from std_srvs.srv import SetBool, Trigger
 
 from .. import qos
+from ..operator_input import decode_input, printable
 from ..ros_context import ros_context
 from ..session import auth
 from ._common import EXIT_USAGE, declare, parameter_error
@@ -84,7 +85,8 @@ class TeleopScorer(QuickNode):
     def __init__(self, *, latched_qos: QoSProfile, event_qos: QoSProfile, out: TextIO = sys.stdout) -> None:
         super().__init__("teleop_scorer")
         declare_thread_priority(self)
-        self.scorer: str = declare(self, "scorer", getpass.getuser(), "Operator name stored with every score.")
+        self.scorer: str = decode_input(declare(self, "scorer", getpass.getuser(),
+                                                "Operator name stored with every score."))
         self.ack_timeout: float = declare(
             self, "ack_timeout", 2.0, "Seconds to wait for the manager's ScoreAck before re-sending a score.")
         self.max_sends: int = declare(self, "max_sends", 10, "Sends of one score before giving up.")
@@ -133,8 +135,8 @@ class TeleopScorer(QuickNode):
 
     def say(self, text: str) -> None:
         """Print ``text`` (thread-safe, flushed)."""
-        with self._print_lock:
-            print(text, file=self.out, flush=True)
+        with self._print_lock:  # in the terminal's encoding, whatever its locale
+            print(printable(text, getattr(self.out, "encoding", None)), file=self.out, flush=True)
 
     # -- subscriptions ----------------------------------------------------------------------
     def _on_request(self, msg: TrialRequest) -> None:
@@ -212,9 +214,10 @@ class TeleopScorer(QuickNode):
                      f"{msg.trials_done} trials scored]")
 
     # -- commands ---------------------------------------------------------------------------
-    def command(self, line: str) -> bool:
-        """Run one command line; returns False for quit."""
-        word, _, rest = line.strip().partition(" ")
+    def command(self, line: bytes | str) -> bool:
+        """Run one command line (any bytes: :func:`~evalstop_ros.operator_input.decode_input`);
+        returns False for quit."""
+        word, _, rest = decode_input(line).strip().partition(" ")
         rest = rest.strip()
         if not word:
             if self._awaiting == "reset":
@@ -454,7 +457,7 @@ def main(args: list[str] | None = None) -> int:
             spinner.start()
             node.say("evalstop operator terminal: waiting for a trial (h for help, q to quit)")
             try:
-                for line in sys.stdin:
+                for line in getattr(sys.stdin, "buffer", sys.stdin):  # bytes: decoded by command()
                     if not node.command(line):
                         break
             finally:

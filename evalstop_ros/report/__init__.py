@@ -2,19 +2,22 @@
 
 :func:`write_report` turns an :class:`~evalstop_ros.audit.AuditReport` into a directory::
 
-    index.html               the page: audit verdict, session, decisions, letters, savings, figures
-    trajectory_<metric>.png  anytime p-value vs the alpha line per comparison (STEP: success gap)
+    index.html               the page: audit verdict, session, guarantees, decisions and claims, an A/B
+                             session's ranking, letters, savings, figures
+    trajectory_<metric>.png  each comparison's evidence: anytime p-value vs alpha (STEP: success gap vs
+                             its boundary per look; AdaStop: difference of means at its interims)
     progress.png             progress per policy (points, violin, mean)
     success.png              success rate per policy with anytime-valid confidence sequences
     letters.png              means with the compact letter display
-    savings.png              trials used vs a fixed-N batch evaluation
+    savings.png              trials used vs the design's own fixed-N plan
     *.svg, *.pdf             the same figures as vector graphics (``formats``)
     trials.csv               every trial (columns: :data:`~.exports.TRIAL_COLUMNS`)
-    decisions.csv            every comparison x metric (:data:`~.exports.DECISION_COLUMNS`)
+    decisions.csv            every comparison x metric, then the claims (:data:`~.exports.DECISION_COLUMNS`)
+    ranking.csv              an A/B session's ranking (:data:`~.ranking.RANKING_COLUMNS`)
     trials.parquet, decisions.parquet   the same, when pyarrow is installed
 
 With episode recordings (``policy_runner``'s ``record_dir``), the page also shows each trial's
-videos, linked where they lie (:mod:`.videos`).
+videos, copied into its ``videos/`` folder (:mod:`.videos`).
 """
 
 from __future__ import annotations
@@ -24,16 +27,16 @@ import os
 import pathlib
 from collections.abc import Sequence
 
-import matplotlib
 from matplotlib.figure import Figure
 
 from ..audit import AuditReport
 from ..stats.intervals import mixture_confidence_sequence
+from .drawing import Progress, build, draw_figures, figure_specs
 from .exports import write_exports
-from .figures import letters_figure, progress_figure, savings, savings_figure, success_figure, trajectory_figure
 from .page import PageFigure, write_page
-from .style import FORMATS, RC, save
-from .videos import trial_videos, videos_section
+from .savings import savings
+from .style import FORMATS
+from .videos import copy_videos, trial_videos, videos_section
 
 __all__ = ["FORMATS", "ReportError", "ReportFiles", "build_figures", "mixture_confidence_sequence", "write_report"]
 
@@ -60,14 +63,16 @@ class ReportFiles:
                 "videos": [str(p) for p in self.videos], "other_formats": [str(p) for p in self.other_formats]}
 
 
-def write_report(report: AuditReport, out_dir: str | os.PathLike[str], formats: Sequence[str] = FORMATS
-                 ) -> ReportFiles:
+def write_report(report: AuditReport, out_dir: str | os.PathLike[str], formats: Sequence[str] = FORMATS, *,
+                 progress: Progress | None = None, workers: int | None = None) -> ReportFiles:
     """Write the report of ``report`` into ``out_dir`` (created if needed; files overwritten).
 
     :param report: From :func:`evalstop_ros.audit.audit`.
     :param out_dir: The output directory.
     :param formats: Figure formats among :data:`FORMATS`; the page shows the first raster or SVG
         one (PNG by default; a PDF-only report links its figures instead).
+    :param progress: Receives a line per step (each figure, the page), with the time left.
+    :param workers: Processes drawing the figures (:func:`~.drawing.draw_figures`).
     :returns: The :class:`ReportFiles`.
     :raises ReportError: For an unknown or empty ``formats``.
     """
@@ -81,44 +86,23 @@ def write_report(report: AuditReport, out_dir: str | os.PathLike[str], formats: 
     shown_paths: list[pathlib.Path] = []
     others: list[pathlib.Path] = []
     page_figures: list[PageFigure] = []
-    with matplotlib.rc_context(RC):
-        for fig, stem, alt, caption in build_figures(report):
-            paths = save(fig, out / stem, formats)
-            main = next(p for p in paths if p.suffix == f".{shown}")
-            shown_paths.append(main)
-            others += [p for p in paths if p is not main]
-            page_figures.append(PageFigure(main.name, alt, caption, tuple(p.name for p in paths)))
-    runs = trial_videos(report)
+    drawn = draw_figures(report, out, formats, progress=progress, workers=workers)
+    for spec, paths in zip(figure_specs(report), drawn):
+        main = next(p for p in paths if p.suffix == f".{shown}")
+        shown_paths.append(main)
+        others += [p for p in paths if p is not main]
+        page_figures.append(PageFigure(main.name, spec.alt, spec.caption, tuple(p.name for p in paths)))
+    runs = copy_videos(trial_videos(report), out)  # into the report folder: self-contained
     exports = write_exports(report, out)
     page = write_page(report, page_figures, out / "index.html", savings(report), videos_section(report, runs, out),
                       [p.name for p in exports])
+    if progress is not None:
+        progress(f"page and data written: {page.name}, {', '.join(p.name for p in exports)}")
     return ReportFiles(page, tuple(shown_paths), tuple(exports), tuple(v for run in runs for v in run.videos),
                        tuple(others))
 
 
 def build_figures(report: AuditReport) -> list[tuple[Figure, str, str, str]]:
-    """Every figure of the report, in page order, in the report's style: ``(figure, file stem,
-    alt text, caption)``."""
-    with matplotlib.rc_context(RC):
-        return _build(report)
-
-
-def _build(report: AuditReport) -> list[tuple[Figure, str, str, str]]:
-    built = [(fig, f"trajectory_{m.name}", f"{m.name} evidence per comparison",
-              f"{m.name}: anytime-valid p-value of each comparison against its level alpha (dashed), up to its "
-              "stop; a crossing is a decision (dot). STEP panels show the success gap against the table's certain "
-              "stop, AdaStop panels the difference of means at its interims.")
-             for m in report.config.metrics for fig in [trajectory_figure(report, m.name)]]
-    built += [
-        (progress_figure(report), "progress", "progress per policy",
-         "Progress of every scored trial per policy (all trials, not only those up to a stop): points, a violin "
-         "where there are enough distinct values, and the mean."),
-        (success_figure(report), "success", "success rate per policy",
-         "Running success rate over all of a policy's trials; the band is an anytime-valid confidence sequence, "
-         "valid at every trial, including where each test stopped (dots)."),
-        (letters_figure(report), "letters", "compact letter display",
-         "Mean of the first metric per policy over all its trials, best first, with the compact letter display."),
-        (savings_figure(report), "savings", "trials saved",
-         "Trials the sequential tests used against a fixed-N batch evaluation at n_max per policy."),
-    ]
-    return built
+    """Every figure of the report, in page order, in the report's style, laid out:
+    ``(figure, file stem, alt text, caption)``."""
+    return [(build(spec, report), spec.stem, spec.alt, spec.caption) for spec in figure_specs(report)]

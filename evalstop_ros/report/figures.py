@@ -24,6 +24,7 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
 from ..audit import AuditReport, ComparisonAudit
+from ..session.guarantees import short_guarantee
 from ..stats.errors import StatsInputError
 from ..stats.intervals import mixture_confidence_sequence
 from ..stats.sequential import Decision
@@ -35,8 +36,7 @@ __all__ = [
     "decision_note",
     "letters_figure",
     "progress_figure",
-    "savings",
-    "savings_figure",
+    "step_boundary",
     "success_figure",
     "trajectory_figure",
 ]
@@ -87,29 +87,40 @@ def decision_note(test: ComparisonAudit) -> str:
 
 
 def _panel_title(test: ComparisonAudit, width: float) -> str:
-    where = f" on {test.task}" if test.task else ""
+    where = f" @{test.task}" if test.task else ""
     head = wrap(f"{test.policy_a} (A) vs {test.policy_b} (B){where}", width, 9.5)
     return f"{head}\n{wrap(f'{test.method}, alpha {test.alpha:.3g}: {decision_note(test)}', width, 9.5)}"
 
 
 def trajectory_figure(report: AuditReport, metric: str) -> Figure:
-    """Anytime p-value against the level, per comparison of ``metric``.
+    """The evidence of each comparison of ``metric``, up to its stop, worded as its guarantee holds
+    (:mod:`.guarantees`).
 
-    A p-value trajectory crossing the dashed alpha line is a decision (two-sided tests give each
+    Anytime-valid methods: the anytime p-value against the level (two-sided tests give each
     direction alpha / 2 and report twice the smaller one-sided p-value, so the test stops where
-    p <= alpha).  STEP defines no p-value: its panels show the running difference of successes,
-    B minus A, against the table's certain-stop boundary.  AdaStop's panels show the running
-    difference of means, B minus A, with its interims.
+    p <= alpha).  STEP defines no p-value: its panels show the success gap, B minus A, against
+    its boundary at each planned look (:func:`_step_panel`).  AdaStop's panels show the running
+    difference of means, B minus A, with its interims, where alone it decides.
     """
     tests = [t for t in report.tests if t.metric == metric]
-    fig, axes = _grid(len(tests), f"{metric}: anytime-valid evidence of each comparison, up to its stop")
+    methods = list(dict.fromkeys(t.method for t in tests)) or [m.method for m in report.config.metrics
+                                                                 if m.name == metric]
+    shown = {"step": "success gap against STEP's boundary at each look",
+             "adastop": "difference of means at AdaStop's interims", "lai": "difference of means (no p-value)"}
+    what = "; ".join(f"{m}, {short_guarantee(m, report.config.n_max)}: "
+                     f"{shown.get(m, 'anytime p-value against its level')}" for m in methods)
+    fig, axes = _grid(len(tests), f"{metric} ({what}), each comparison up to its stop")
     for ax, test in zip(axes, tests):
         res = test.result
         ax.set_title(_panel_title(test, PANEL_W - 0.2), fontsize=8.5)
         n = np.arange(1, res.n_observed + 1)
         if test.method == "adastop":
             _adastop_panel(ax, test, report)
-        elif res.pvalues.size and np.isfinite(res.pvalues).any():
+        elif test.method == "step":
+            _step_panel(ax, test, report.config.n_max)
+        elif not (res.pvalues.size and np.isfinite(res.pvalues).any()):
+            _difference_panel(ax, test)
+        else:
             p = np.clip(res.pvalues, 1e-12, 1.0)
             ax.plot(n, p, color=CURVE_COLOR, lw=1.4, label="anytime p-value")
             ax.axhline(test.alpha, color=ALPHA_COLOR, ls="--", lw=1.2, label="level alpha")
@@ -121,8 +132,6 @@ def trajectory_figure(report: AuditReport, metric: str) -> Figure:
             if res.stopping_trial:
                 ax.plot([res.stopping_trial], [p[res.stopping_trial - 1]], "o", color=ALPHA_COLOR, ms=6, zorder=3,
                         label="decision (stop)")
-        else:
-            _step_panel(ax, test, report.config.n_max)
         if res.n_observed == 0:
             ax.set_xlabel("no pairs yet")
         ax.grid(alpha=0.3)
@@ -130,29 +139,81 @@ def trajectory_figure(report: AuditReport, metric: str) -> Figure:
     return fig
 
 
-def _step_panel(ax: Axes, test: ComparisonAudit, n_max: int) -> None:
-    """STEP: the success gap B - A and the table's certain-stop boundary (weight 1) at each pair."""
-    res = test.result
-    n = np.arange(1, res.n_observed + 1)
-    gap = np.cumsum(test.values_b - test.values_a)
-    ax.step(n, gap, where="post", color=CURVE_COLOR, lw=1.4, label="successes B minus A")
-    ax.axhline(0, color="#888888", lw=0.8)
+def step_boundary(test: ComparisonAudit, n_max: int) -> tuple[np.ndarray, np.ndarray] | None:
+    """STEP's boundary along the test's path, per look ``n`` (seed 003 Sec. IV): the smallest gap
+    ``|B - A|`` at which a stop is possible (weight ``w_n > 0``, randomised below the certain
+    stop) and the certain stop (``w_n = 1``), both NaN where no stop is possible at that look
+    (every gap the look allows has weight 0).  ``None`` without the test's table."""
     try:
         table = load_table(n_max, table_alpha(test.alpha, test.alternative), synthesize=False)
     except (StatsInputError, FileNotFoundError, OSError):
-        table = None
-    if table is not None and n.size:
-        low = np.minimum(np.cumsum(test.values_a), np.cumsum(test.values_b)).astype(np.int64)
-        bound = np.array([table.step_thresholds(int(k))[int(a)] for k, a in zip(n, low)], dtype=np.float64)
-        ax.step(n, bound, where="post", color=ALPHA_COLOR, ls="--", lw=1.1, label="certain stop (B better)")
-        if test.alternative != "greater" and gap.min() < 0:
-            ax.step(n, -bound, where="post", color=ALPHA_COLOR, ls=":", lw=1.1, label="certain stop (A better)")
+        return None
+    size = test.result.n_observed
+    low = np.minimum(np.cumsum(test.values_a), np.cumsum(test.values_b)).astype(np.int64)[:size]
+    possible = np.full(size, np.nan)
+    certain = np.full(size, np.nan)
+    for k in range(size):
+        look, a = k + 1, int(low[k])
+        gaps = np.arange(1, look - a + 1, dtype=np.int64)  # the gaps this look allows, given the smaller count
+        if not gaps.size:
+            continue
+        weights = table.reject_weight(look, np.full(gaps.size, a, dtype=np.int64), gaps)
+        if (weights > 0).any():
+            possible[k] = gaps[np.argmax(weights > 0)]
+        if (weights >= 1).any():
+            certain[k] = gaps[np.argmax(weights >= 1)]
+    return possible, certain
+
+
+def _step_panel(ax: Axes, test: ComparisonAudit, n_max: int) -> None:
+    """STEP: the success gap B - A at each look against its boundary (:func:`step_boundary`), for
+    each direction the test decides: a light bar where a randomised stop is possible, a mark at
+    the certain stop, nothing where no stop is possible.  The dot is the decision, at its look."""
+    res = test.result
+    n = np.arange(1, res.n_observed + 1)
+    gap = np.cumsum(test.values_b - test.values_a)[:n.size]
+    ax.plot(n, gap, color=CURVE_COLOR, lw=1.4, marker="o", ms=2.5, label="successes B minus A")
+    ax.axhline(0, color="#888888", lw=0.8)
+    bounds = step_boundary(test, n_max) if n.size else None
+    reach = [float(np.abs(gap).max()) if gap.size else 1.0, 1.0]
+    if bounds is not None:
+        possible, certain = bounds
+        sides = [s for s, alt in ((1, "greater"), (-1, "less")) if test.alternative in (alt, "two-sided")]
+        for side in sides:
+            name = "B better" if side > 0 else "A better"
+            ok = np.isfinite(possible)
+            ax.vlines(n[ok], side * possible[ok], side * np.where(np.isfinite(certain[ok]), certain[ok],
+                                                                  possible[ok]),
+                      color=ALPHA_COLOR, alpha=0.3, lw=4, label="randomised stop possible")
+            ax.plot(n, side * certain, ls="", marker="_", ms=9, mew=1.6, color=ALPHA_COLOR,
+                    label=f"certain stop ({name})" if len(sides) == 1 else "certain stop")
+        finite = certain[np.isfinite(certain)]
+        reach.append(float(finite.max()) if finite.size else 0.0)  # every drawn boundary stays on the axis
     if res.stopping_trial:
+        step = test.step
+        randomised = step is not None and step.weight is not None and step.weight < 1
         ax.plot([res.stopping_trial], [gap[res.stopping_trial - 1]], "o", color=ALPHA_COLOR, ms=6, zorder=3,
-                label="decision (stop)")
-    top = max(float(gap.max()) if gap.size else 1.0, 1.0)
-    ax.set_ylim(min(float(gap.min()) if gap.size else -1.0, -1.0) - 1, top * 1.25 + 1)
+                label="decision (randomised stop)" if randomised else "decision (certain stop)")
+    top = max(reach) + 1
+    two = test.alternative == "two-sided"
+    ax.set_ylim(-top if two or test.alternative == "less" else min(float(gap.min()) if gap.size else 0, 0) - 1.5,
+                top if two or test.alternative == "greater" else max(float(gap.max()) if gap.size else 0, 0) + 1.5)
     ax.set_ylabel("successes B minus A")
+    ax.set_xlabel("pairs (STEP's looks)")
+
+
+def _difference_panel(ax: Axes, test: ComparisonAudit) -> None:
+    """A method without p-values (Lai's boundary): the running difference of means, B - A, per pair."""
+    res = test.result
+    n = np.arange(1, res.n_observed + 1)
+    diff = (np.cumsum(test.values_b) - np.cumsum(test.values_a))[:n.size] / np.maximum(n, 1)
+    ax.plot(n, diff, color=CURVE_COLOR, lw=1.4, label="mean B minus mean A")
+    ax.axhline(0, color="#888888", lw=0.8)
+    if res.stopping_trial:
+        ax.plot([res.stopping_trial], [diff[res.stopping_trial - 1]], "o", color=ALPHA_COLOR, ms=6, zorder=3,
+                label="decision (stop)")
+    ax.set_ylim(-1.05, 1.05)
+    ax.set_ylabel("difference of means")
     ax.set_xlabel("pairs")
 
 
@@ -300,41 +361,4 @@ def letters_figure(report: AuditReport) -> Figure:
     ax.set_ylabel(f"mean {metric}, all trials")
     ax.set_title(wrap("Compact letter display: policies sharing a letter were not found different", width - 0.4, 9.5))
     ax.grid(axis="y", alpha=0.3)
-    return fig
-
-
-def savings(report: AuditReport) -> list[tuple[str, int, int]]:
-    """``(label, used, fixed)`` per test and for the session: trials used vs a fixed-N batch.
-
-    A test consumed ``n`` pairs, i.e. ``2 n`` trials, where a batch evaluation fixes
-    ``2 n_max``; the session ran its trials where a batch evaluation of every policy at
-    ``n_max`` runs ``K n_max``.
-    """
-    rows = [(f"{t.policy_a} vs {t.policy_b}{'@' + t.task if t.task else ''}\n{t.metric}/{t.method}",
-             2 * t.result.n_observed, 2 * report.config.n_max) for t in report.tests]
-    used = sum(1 for trial in report.trials if trial.success is not None)
-    rows.append(("whole session", used, len(report.config.policies) * report.config.n_max))
-    return rows
-
-
-def savings_figure(report: AuditReport) -> Figure:
-    """Trials used by the sequential tests versus a fixed-N batch evaluation at ``n_max``."""
-    rows = savings(report)
-    fig = Figure(figsize=(6.5, 0.5 * len(rows) + 1.6), layout="constrained")
-    ax = fig.subplots()
-    y = np.arange(len(rows))[::-1]
-    fixed = [r[2] for r in rows]
-    used = [r[1] for r in rows]
-    ax.barh(y, fixed, color="#D9D9D9", label="fixed-N batch (n_max per policy)")
-    ax.barh(y, used, color="#0072B2", height=0.5, label="used by the sequential tests")
-    for yi, (_, u, f) in zip(y, rows):
-        saved = f - u
-        ax.text(f, yi, f"  saved {saved} ({saved / f:.0%})" if f else "", va="center", fontsize=8)
-    ax.set_yticks(y, [r[0] for r in rows], fontsize=7.5)
-    ax.set_xlabel("trials")
-    ax.set_xlim(0, max(fixed) * 1.4 if fixed else 1)
-    ax.set_ylim(-0.6, len(rows) - 0.4)
-    ax.set_title("Trials saved by stopping early")
-    fig.legend(loc="outside lower center", ncols=2, frameon=False)
-    ax.grid(axis="x", alpha=0.3)
     return fig

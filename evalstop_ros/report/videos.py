@@ -4,10 +4,11 @@
 (:mod:`evalstop_ros.runner.recorder`) and names the folder in the run's result message, which
 the manager journals with the trial's ``runner_result`` event.  :func:`trial_videos` reads those
 events from the audited record (a journal, or a bag's ``session_event`` stream) and finds the
-videos on this machine; :func:`videos_section` is the page's "Trial videos" section: an HTML5
-``<video>`` per trial, run and camera, linked by a path relative to the report directory (the
-videos are not copied).  A folder given as a relative path is looked up next to the journal
-(or bag), then in the working directory.
+videos on this machine; :func:`copy_videos` copies them into the report's ``videos/`` folder, so
+that the report directory is self-contained (it can be zipped, mailed or served alone);
+:func:`videos_section` is the page's "Trial videos" section: an HTML5 ``<video>`` per trial, run
+and camera, linked by a path relative to the report directory.  A folder given as a relative
+path is looked up next to the journal (or bag), then in the working directory.
 """
 
 from __future__ import annotations
@@ -16,13 +17,17 @@ import dataclasses
 import html
 import os
 import pathlib
+import shutil
 import urllib.parse
 from collections.abc import Sequence
 
 from ..audit import AuditReport
 from ..runner.recorder import recording_of
 
-__all__ = ["TrialVideos", "trial_videos", "videos_section"]
+__all__ = ["VIDEOS_DIR", "TrialVideos", "copy_videos", "trial_videos", "videos_section"]
+
+#: The report's folder of the copied videos (``<report>/videos/trial_0001_attempt_1/<camera>.mp4``).
+VIDEOS_DIR = "videos"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -68,6 +73,22 @@ def trial_videos(report: AuditReport) -> list[TrialVideos]:
     return out
 
 
+def copy_videos(runs: Sequence[TrialVideos], out_dir: pathlib.Path) -> list[TrialVideos]:
+    """``runs`` with their videos copied into ``out_dir/videos/trial_<id>_attempt_<n>/`` (the
+    copies in ``videos``; a run whose recording is not here keeps nothing to copy)."""
+    copied = []
+    for run in runs:
+        folder = out_dir / VIDEOS_DIR / f"trial_{run.trial_id:04d}_attempt_{run.attempt}"
+        videos = []
+        for video in run.videos:
+            folder.mkdir(parents=True, exist_ok=True)
+            target = folder / video.name
+            shutil.copyfile(video, target)
+            videos.append(target.resolve())
+        copied.append(dataclasses.replace(run, videos=tuple(videos)))
+    return copied
+
+
 def _link(path: pathlib.Path, out_dir: pathlib.Path) -> str:
     """``path`` as a URL relative to ``out_dir`` (percent-encoded, ``/`` separators)."""
     relative = os.path.relpath(path, out_dir.resolve())
@@ -81,8 +102,9 @@ def videos_section(report: AuditReport, runs: Sequence[TrialVideos], out_dir: pa
     e = html.escape
     trials = {t.trial_id: t for t in report.trials}
     parts = ["<h2>Trial videos</h2>",
-             "<p>The episode recordings of policy_runner (one video per camera, a frame per observation the policy "
-             "got), linked where they lie; the report does not copy them.</p>"]
+             "<p>The episode recordings of policy_runner: one video per camera, a frame per control step at the "
+             "control rate (real time; each step shows the last observation the policy got), copied into this "
+             f"report's <code>{VIDEOS_DIR}/</code> folder.</p>"]
     for run in runs:
         trial = trials.get(run.trial_id)
         if trial is None:

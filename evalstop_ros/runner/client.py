@@ -1,5 +1,8 @@
 """A client of one openpi / RoboArena policy server (WebSocket + :mod:`.wire`).
 
+A hub's relay (:func:`relay_address`; ``evalstop_ros/hub/relay.py``) speaks the same protocol: the
+client connects to the relay with the arm's relay token as its API key.
+
 Protocol (openpi ``websocket_client_policy.py`` / ``websocket_policy_server.py``; RoboArena,
 seed ``001_*`` §4.1): the client connects (optional header ``Authorization: Api-Key <key>``),
 the server's first frame is its metadata map, then each binary request frame (an observation)
@@ -20,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import re
 import time
 from typing import Any, Self
 
@@ -30,7 +34,8 @@ from websockets.sync.client import ClientConnection, connect
 from . import wire
 from .errors import Category, RunnerError
 
-__all__ = ["ACTION_DIMS", "MAX_FRAME_SIZE", "MAX_METADATA_SIZE", "PolicyClient", "ServerAddress", "ServerConfig"]
+__all__ = ["ACTION_DIMS", "MAX_FRAME_SIZE", "MAX_METADATA_SIZE", "PolicyClient", "ServerAddress", "ServerBook",
+           "ServerConfig", "relay_address"]
 
 #: Default bounds of a reply frame (32 MiB: a chunk of actions, or a traceback) and of the metadata frame (64 KiB).
 MAX_FRAME_SIZE = 32 * 2**20
@@ -51,6 +56,56 @@ class ServerAddress:
     @property
     def uri(self) -> str:
         return self.host if self.host.startswith(("ws://", "wss://")) else f"ws://{self.host}:{self.port}"
+
+
+#: A hub's relay locator (evalstop_ros/hub/relay.py): the relay's URL, then the arm's token.
+_RELAY = re.compile(r"^(wss?://[^/?#\s]+(?:/[^?#\s]*)?/v1/relay)/(rly_[A-Za-z0-9_-]{16,128})$")
+
+
+def relay_address(locator: str) -> ServerAddress | None:
+    """The relay endpoint of a hub's relay locator (``ws://HUB/v1/relay/<token>``), with its token
+    as the API key (sent as ``Authorization: Api-Key``, never in the URL); ``None`` for anything else.
+
+    >>> relay_address("ws://hub.lab:8765/v1/relay/rly_" + "x" * 43).uri
+    'ws://hub.lab:8765/v1/relay'
+    >>> relay_address("tcp://10.0.0.5:8000") is None
+    True
+    """
+    found = _RELAY.match(locator)
+    return ServerAddress(found.group(1), 0, api_key=found.group(2)) if found else None
+
+
+class ServerBook(dict[str, ServerAddress]):
+    """A runner's servers by policy id (its servers file), which also takes the relay locators
+    (:func:`relay_address`) of the hubs ``relays`` (``ws://HOST:PORT``), and of no other hub: a
+    goal cannot send the runner to a server of its choosing.
+
+    >>> book = ServerBook(["ws://hub.lab:8765"])
+    >>> ("ws://hub.lab:8765/v1/relay/rly_" + "x" * 43) in book, ("ws://evil:1/v1/relay/rly_" + "x" * 43) in book
+    (True, False)
+    """
+
+    def __init__(self, relays: list[str] | tuple[str, ...] = ()) -> None:
+        super().__init__()
+        self.relays = tuple(r.rstrip("/") + "/v1/relay" for r in relays)
+
+    def _relayed(self, key: object) -> ServerAddress | None:
+        address = relay_address(key) if isinstance(key, str) else None
+        return address if address is not None and address.host in self.relays else None
+
+    def __contains__(self, key: object) -> bool:
+        return super().__contains__(key) or self._relayed(key) is not None
+
+    def __getitem__(self, key: str) -> ServerAddress:
+        if super().__contains__(key):
+            return super().__getitem__(key)
+        address = self._relayed(key)
+        if address is None:
+            raise KeyError(key)
+        return address
+
+    def get(self, key: str, default: ServerAddress | None = None) -> ServerAddress | None:  # type: ignore[override]
+        return self[key] if key in self else default
 
 
 @dataclasses.dataclass(frozen=True)

@@ -43,6 +43,7 @@ class Category(enum.StrEnum):
     EMERGENCY_STOP = "emergency stop"             # the operator's emergency stop
     CANCELED = "canceled"                         # the goal was canceled
     SHUTDOWN = "runner shut down"                 # the runner stopped mid-rollout
+    SEALED = "sealed goal"                        # a sealed goal this runner cannot open (no or another key)
 
 
 #: The category words, in :class:`Category` order.

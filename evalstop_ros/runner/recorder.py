@@ -5,11 +5,15 @@ One directory per run (``<record_dir>/<session>/trial_<id>_attempt_<n>/``) holdi
 * ``episode.npz``: ``step_time`` (s since the start) and ``actions`` (as sent to the robot,
   after thresholding and clipping) per step; ``obs_time``, ``joint_position``,
   ``cartesian_position``, ``gripper_position`` per observation; ``latency`` per policy query;
-* one mp4 per camera (``exterior_image_1_left.mp4``, ...), a frame per observation, as
-  RoboArena uploads them (H.264 through the ffmpeg that ``imageio-ffmpeg`` ships).
+* one mp4 per camera (``exterior_image_1_left.mp4``, ...), as RoboArena uploads them (H.264
+  through the ffmpeg that ``imageio-ffmpeg`` ships): a frame per control step at the control
+  rate, so it plays in real time -- each step shows the last observation taken before it -- at
+  the camera's own resolution where the robot renders one for recording
+  (:attr:`~.adapters.base.Observation.recording`), else the policy's.
 
 Observations are the ones the loop takes (one per action chunk): recording never adds robot
-calls, so a recorded rollout is the same rollout.
+calls, so a recorded rollout is the same rollout (a step between two observations repeats the
+earlier one's frame: what the policy last saw).
 """
 
 from __future__ import annotations
@@ -51,6 +55,11 @@ def recording_of(message: str) -> str | None:
     return folder if found and folder else None
 
 
+def _frame(obs: Observation, camera: str) -> np.ndarray:
+    """The video frame of ``camera``: at the camera's own resolution where the robot gave one."""
+    return np.asarray(obs.recording.get(camera, obs.images[camera]))[..., :3]
+
+
 class EpisodeRecorder:
     """Collects one episode and writes it on :meth:`close`."""
 
@@ -68,6 +77,16 @@ class EpisodeRecorder:
 
     def latency(self, seconds: float) -> None:
         self._latencies.append(seconds)
+
+    def _frame_order(self, camera: str) -> list[int]:
+        """The observation shown at each control step: the last one with ``camera`` taken at or
+        before the step (the first for steps before any); per observation without steps."""
+        seen = [k for k, (_, o) in enumerate(self._observations) if camera in o.images]
+        if not self._steps:
+            return seen
+        times = np.array([self._observations[k][0] for k in seen])
+        at = np.searchsorted(times, [t for t, _ in self._steps], side="right") - 1
+        return [seen[max(0, int(k))] for k in at]
 
     def close(self) -> pathlib.Path:
         """Write ``episode.npz`` and the videos; returns the directory."""
@@ -89,7 +108,8 @@ class EpisodeRecorder:
         np.savez_compressed(self.directory / "episode.npz", **arrays)
         ffmpeg = imageio_ffmpeg.get_ffmpeg_exe()
         for camera in sorted({name for o in obs for name in o.images}):
-            frames = np.stack([o.images[camera][..., :3] for o in obs if camera in o.images]).astype(np.uint8)
+            frames = np.stack([_frame(self._observations[k][1], camera)
+                               for k in self._frame_order(camera)]).astype(np.uint8)
             height, width = frames.shape[1:3]
             command = [ffmpeg, "-loglevel", "error", "-y", "-f", "rawvideo", "-pix_fmt", "rgb24",
                        "-s", f"{width}x{height}", "-r", f"{self.fps:g}", "-i", "-",

@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import http
 import logging
+import signal
 import sys
 import threading
 import time
@@ -49,6 +50,8 @@ class PolicyServer:
                                      process_request=self._check_request)
         self.port: int = self._server.socket.getsockname()[1]
         self._thread: threading.Thread | None = None
+        self._open: set[ServerConnection] = set()  # closed by close(): their threads then end
+        self._lock = threading.Lock()
 
     def _check_request(self, connection: ServerConnection, request: Request) -> Response | None:
         if request.path == "/healthz":
@@ -58,7 +61,16 @@ class PolicyServer:
         return None
 
     def _handle(self, ws: ServerConnection) -> None:
-        self.connections += 1
+        with self._lock:
+            self.connections += 1
+            self._open.add(ws)
+        try:
+            self._serve(ws)
+        finally:
+            with self._lock:
+                self._open.discard(ws)
+
+    def _serve(self, ws: ServerConnection) -> None:
         policy = self._policy_class(self.kind, **self.policy_options)
         ws.send(wire.pack(self.metadata))
         previous: float | None = None
@@ -98,7 +110,13 @@ class PolicyServer:
         self._server.serve_forever()
 
     def close(self) -> None:
+        """Stop listening and close every open connection (going-away close frames), so that no
+        connection's thread keeps the process alive."""
         self._server.shutdown()
+        with self._lock:
+            open_now = list(self._open)
+        for ws in open_now:
+            ws.close(code=1001, reason="policy server shutting down")
         if self._thread is not None:
             self._thread.join(timeout=5.0)
 
@@ -125,10 +143,20 @@ def main(argv: list[str] | None = None) -> int:
     server = PolicyServer(args.policy, host=args.host, port=args.port, api_key=args.api_key,
                           disconnect_after=args.disconnect_after)
     print(f"serving scripted policy '{args.policy}' on ws://{args.host}:{server.port}", flush=True)
-    try:
-        server.serve_forever()
-    except KeyboardInterrupt:
+    # Ctrl-C (SIGINT, from the terminal and again from ros2 launch) or SIGTERM: close and exit 0
+    stop = threading.Event()
+
+    def stopping(*_: object) -> None:
+        stop.set()
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # launch's own SIGINT follows the terminal's: not -2
+
+    for number in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(number, stopping)
+    server.start()
+    while not stop.wait(0.5):
         pass
+    server.close()
+    print(f"policy server '{args.policy}' stopped", flush=True)
     return 0
 
 

@@ -1,4 +1,4 @@
-"""Which server serves which policy, and idempotent runs keyed by (session, trial, attempt).
+"""Which server serves which policy, sealed goals opened, and idempotent runs keyed by (session, trial, attempt).
 
 The servers file (YAML) maps policy ids to servers; keep API keys out of it where you can and
 name an environment variable instead::
@@ -6,6 +6,15 @@ name an environment variable instead::
     policy_servers:
       pi0_fast_droid: {host: 10.0.0.5, port: 8000}
       pi0_flow_droid: {host: gpu-box.lab, port: 8001, api_key_env: PI0_FLOW_KEY}
+
+A station of a hub that relays the policy protocol (``evalstop_ros/hub/relay.py``) gets relay
+locators instead of policy ids; the runner takes those of the hubs listed (and only those)::
+
+    hub_relays: [ws://hub.lab:8765]
+
+A manager with a runner key seals what identifies the policy in each goal
+(:mod:`evalstop_ros.session.goal_sealing`): :class:`GoalOpener` opens it with the runner's copy of the
+key (``goal_key_file``) and signs the result with the runner's proof.
 
 The manager re-sends a goal whose response it lost with the same (session, trial, attempt):
 :class:`RunLedger` runs such a goal once and hands every copy the same result.
@@ -21,10 +30,11 @@ from typing import Any, Generic, TypeVar
 
 import yaml
 
-from .client import ServerAddress
-from .errors import RunnerError
+from ..session.goal_sealing import SealError, open_goal, read_runner_key, result_proof
+from .client import ServerAddress, ServerBook
+from .errors import Category, RunnerError
 
-__all__ = ["RunLedger", "load_servers"]
+__all__ = ["GoalOpener", "RunLedger", "load_servers"]
 
 T = TypeVar("T")
 
@@ -42,10 +52,13 @@ def load_servers(path: str | pathlib.Path) -> dict[str, ServerAddress]:
         data = yaml.safe_load(pathlib.Path(path).read_text())
     except (OSError, yaml.YAMLError) as err:
         raise RunnerError(f"cannot read servers file {path}: {err}") from err
-    servers = data.get("policy_servers") if isinstance(data, dict) else None
-    if not isinstance(servers, dict) or not servers:
+    relays = data.get("hub_relays", []) if isinstance(data, dict) else []
+    if not isinstance(relays, list) or not all(isinstance(r, str) and r.startswith(("ws://", "wss://")) for r in relays):
+        raise RunnerError(f"{path}: `hub_relays` must be a list of hub URLs (ws://HOST:PORT or wss://...)")
+    servers = data.get("policy_servers", {} if relays else None) if isinstance(data, dict) else None
+    if not isinstance(servers, dict) or not (servers or relays):
         raise RunnerError(f"{path}: expected a non-empty map `policy_servers: {{policy_id: {{host, port}}}}`")
-    out: dict[str, ServerAddress] = {}
+    out = ServerBook(relays)  # also the relay locators of the hubs named there
     for policy, entry in servers.items():
         if not isinstance(entry, dict) or "host" not in entry or "port" not in entry:
             raise RunnerError(f"{path}: policy_servers.{policy} needs `host` and `port`")
@@ -63,6 +76,39 @@ def load_servers(path: str | pathlib.Path) -> dict[str, ServerAddress]:
             raise RunnerError(f"{path}: policy_servers.{policy}.port must be 1-65535; found {port!r}")
         out[str(policy)] = ServerAddress(str(entry["host"]), port, key)
     return out
+
+
+class GoalOpener:
+    """A runner's side of sealed goals: the policy a goal names, and the proof of its result.
+
+    ``key_file``: the runner key file (``goal_key_file``; empty: no key, a sealed goal is refused).
+    :class:`RunnerError` when the file cannot be used.
+    """
+
+    def __init__(self, key_file: str = "") -> None:
+        try:
+            self.key = read_runner_key(key_file) if key_file else None
+        except SealError as err:
+            raise RunnerError(str(err)) from err
+
+    def identity(self, goal: Any) -> str:
+        """The policy of ``goal`` (a ``RunTrial`` goal); :class:`RunnerError` (category ``sealed goal``, its detail
+        the runner's own words) when it is sealed and does not open with this runner's key."""
+        try:
+            return open_goal(self.key, goal).identity
+        except SealError as err:
+            detail = "no runner key" if self.key is None else "it does not open with this runner's key"
+            raise RunnerError(str(err), category=Category.SEALED, detail=detail) from err
+
+    def prove(self, goal: Any, result: Any) -> Any:
+        """``result`` with its ``proof`` for ``goal`` (unchanged for an unsealed goal, or one that does not open)."""
+        try:
+            opened = open_goal(self.key, goal)
+        except SealError:
+            return result
+        if opened.seal_key:
+            result.proof = list(result_proof(opened.seal_key, goal, result))
+        return result
 
 
 class _Entry(Generic[T]):

@@ -6,7 +6,10 @@ scores both trials (progress in [0, 1]) and states a preference with either scor
 trial's blinded label, or ``=`` for a tie (``TrialScore.preference``); the notes are the
 explanation.  Only *complete* rounds count -- both trials with an effective score (a voided trial
 is re-run in its round, :class:`~.trials.TrialBook`) and a preference -- as only valid pairs count
-in RoboArena; the others are counted and set aside.
+in RoboArena; the others are counted and set aside.  Under ``scoring: auto`` no preference is
+ever stated; there the preference follows the two scores (the higher progress, then success, is
+preferred; equal scores tie), as the hub's leaderboard reads its results, and such rounds are
+counted (``n_derived``).
 
 Everything comes from the journal events through :class:`~.trials.TrialBook`, so the journal
 and a bag's ``session_event`` stream give the same comparisons.
@@ -23,7 +26,7 @@ from .errors import SessionError
 from .journal import Event
 from .trials import TrialBook, TrialRecord
 
-__all__ = ["ABRounds", "ab_rounds"]
+__all__ = ["ABRounds", "ab_rounds", "ab_rounds_of"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -34,7 +37,8 @@ class ABRounds:
     operator stated with a score, else the config task's description, else its id);
     ``explanations`` the operator's notes of each (both trials', joined by `` | ``);
     ``rounds`` the round numbers; ``n_incomplete`` the rounds set aside for a missing score or
-    preference, ``n_invalid`` those the operator judged not valid (``pair_invalid``).
+    preference, ``n_invalid`` those the operator judged not valid (``pair_invalid``);
+    ``n_derived`` the rounds whose preference follows the scores (``scoring: auto``).
     """
 
     data: Comparisons
@@ -42,20 +46,25 @@ class ABRounds:
     rounds: tuple[int, ...]
     n_incomplete: int
     n_invalid: int = 0
+    n_derived: int = 0
 
 
 def ab_rounds(config: SessionConfig, events: Iterable[Event]) -> ABRounds:
     """Fold the journal ``events`` of a ``design: ab`` session into A/B comparisons."""
     if config.design != "ab":
         raise SessionError(f"A/B comparisons need a session with design 'ab'; found design {config.design!r}")
-    book = TrialBook().fold(events)
+    return ab_rounds_of(config, TrialBook().fold(events).trials.values())
+
+
+def ab_rounds_of(config: SessionConfig, records: Iterable[TrialRecord]) -> ABRounds:
+    """The A/B comparisons of the folded trial ``records`` of a ``design: ab`` session."""
     by_round: dict[int, list[TrialRecord]] = {}
-    for record in book.trials.values():
+    for record in records:
         by_round.setdefault(record.round, []).append(record)
     columns: dict[str, list[str]] = {"a": [], "b": [], "pref": [], "task": [], "notes": []}
     progress: dict[str, list[float]] = {"a": [], "b": []}
     rounds: list[int] = []
-    incomplete = invalid = 0
+    incomplete = invalid = derived = 0
     described = {t.id: t.description or t.id for t in config.tasks}
     for number in sorted(by_round):
         trials = by_round[number]
@@ -65,6 +74,9 @@ def ab_rounds(config: SessionConfig, events: Iterable[Event]) -> ABRounds:
             invalid += 1
             continue
         preference = _preference(trials, order)
+        if preference is None and config.scoring == "auto" and len(order) == 2 and set(scored) == set(order):
+            preference = _by_scores(scored[order[0]], scored[order[1]])
+            derived += 1
         if len(order) != 2 or set(scored) != set(order) or preference is None:
             incomplete += 1
             continue
@@ -80,7 +92,15 @@ def ab_rounds(config: SessionConfig, events: Iterable[Event]) -> ABRounds:
         rounds.append(number)
     data = comparisons(columns["a"], columns["b"], columns["pref"], progress_a=progress["a"], progress_b=progress["b"],
                        tasks=columns["task"], policies=config.policies)
-    return ABRounds(data, tuple(columns["notes"]), tuple(rounds), incomplete, invalid)
+    return ABRounds(data, tuple(columns["notes"]), tuple(rounds), incomplete, invalid, derived)
+
+
+def _by_scores(first: TrialRecord, second: TrialRecord) -> str:
+    """``A``/``B``/``tie``: the trial with the higher progress, then success (``scoring: auto``)."""
+    assert first.score is not None and second.score is not None
+    a = (first.score.progress, first.score.success)
+    b = (second.score.progress, second.score.success)
+    return "A" if a > b else "B" if b > a else "tie"
 
 
 def _stated(trials: list[TrialRecord], field: str) -> str:

@@ -8,7 +8,7 @@ Three kinds of tests, chosen by the configuration (:func:`build_tests`):
     own first decision or after ``n_max`` pairs.
 :class:`HolmTest` in a :class:`HolmFamily`
     ``correction: holm``: one one-sided process per directional hypothesis; the decisions come
-    from the family's sequential Holm (:class:`~evalstop_ros.stats.holm.SequentialHolm`).
+    from the family's sequential Holm (:class:`~evalstop_ros.stats.engine.HolmEngine`).
 :class:`AdaStopTest` in an :class:`AdaStopRun`
     ``design: adastop``: the comparisons of one
     :class:`~evalstop_ros.stats.adastop.AdaStop`, fed one interim block at a time.
@@ -30,9 +30,8 @@ import numpy as np
 from numpy.typing import NDArray
 
 from ..stats.adastop import AdaStop, AdaStopResult
-from ..stats.engine import directional_tests, feed_pair, sequential_holm
+from ..stats.engine import HolmEngine, HolmOptions
 from ..stats.families import Comparison
-from ..stats.holm import SequentialHolm
 from ..stats.multitask import MultiTaskResult, combine_tasks
 from ..stats.registry import make_process
 from ..stats.sequential import Decision, PairedProcess, SequentialResult
@@ -51,6 +50,7 @@ __all__ = [
     "PairedTest",
     "Test",
     "build_tests",
+    "holm_options",
 ]
 
 #: (trial of policy_a, trial of policy_b, value of a, value of b): one pair as fed to a test.
@@ -235,22 +235,17 @@ class PairedTest(_Member):
 
 
 class HolmTest(PairedTest):
-    """One comparison x metric under sequential Holm: a one-sided process per direction.
+    """One comparison x metric under sequential Holm: comparison ``j`` of its metric's
+    :class:`~evalstop_ros.stats.engine.HolmEngine` (a one-sided process per direction).
 
-    Each directional hypothesis (``"two-sided"``: "B better" and "A better"; one-sided: one) is
-    an e-process at ``metric alpha / H`` (``H`` hypotheses in the metric's family;
-    :func:`~evalstop_ros.stats.engine.directional_tests`),
-    exactly as :class:`~evalstop_ros.stats.families.FamilyProcess` builds them.  The test may be
-    fed ahead of its family's analysis (its pairs arrive at other times than its neighbours');
-    :attr:`trajectory` keeps every side's p-value after each pair so the family can analyse
+    The test may be fed ahead of its family's analysis (its pairs arrive at other times than its
+    neighbours'); the engine keeps every side's p-value after each pair so the family can analyse
     step ``n`` with the values after exactly ``n`` pairs.  Its decision is set by the family.
     """
 
-    def __init__(self, index: int, comparison: Comparison, metric: MetricConfig, *, alpha: float, m: int,
-                 n_max: int, seed: int) -> None:
-        self.m = m  # comparisons in the metric's family
-        #: p-value of every side after each fed pair.
-        self.trajectory: list[tuple[float, ...]] = []
+    def __init__(self, index: int, comparison: Comparison, metric: MetricConfig, *, alpha: float,
+                 engine: HolmEngine, j: int, n_max: int, seed: int) -> None:
+        self.engine, self.j = engine, j
         #: The family's decision and its step (``None`` while open or out of budget).
         self.verdict = Decision.CONTINUE
         self.stop: int | None = None
@@ -259,11 +254,13 @@ class HolmTest(PairedTest):
         super().__init__(index, comparison, metric, task=None, alpha=alpha, n_max=n_max, seed=seed)
 
     def _fresh(self) -> PairedProcess:
-        self.directional = directional_tests(self.metric.method, family_alpha=self.metric.alpha or 0.0, m=self.m,
-                                             alternative=self.metric.alternative, n_max=self.n_max, seed=self.seed,
-                                             bins=self.metric.bins or 2)
-        self.trajectory = []
-        return self.directional.processes[0]
+        self.engine.reset(self.j)
+        return self.engine.tests[self.j].processes[0]
+
+    @property
+    def trajectory(self) -> list[tuple[float, ...]]:
+        """Every side's p-value after each fed pair."""
+        return self.engine.trajectories[self.j].sides
 
     @property
     def decision(self) -> Decision:
@@ -277,14 +274,14 @@ class HolmTest(PairedTest):
 
     def pvalue(self) -> float:
         """``min(1, S min_s p_s)`` over the ``S`` sides (:meth:`DirectionalTests.pvalue`)."""
-        return float(self.directional.pvalue()[0])
+        return float(self.engine.tests[self.j].pvalue()[0])
 
     def evalue(self) -> float:
         """Mean of the sides' e-values (:meth:`DirectionalTests.evalue`)."""
-        return float(self.directional.evalue()[0])
+        return float(self.engine.tests[self.j].evalue()[0])
 
     def _feed(self, pair: FedPair) -> None:
-        self.trajectory.append(feed_pair(self.directional, pair[2], pair[3])[0])
+        self.engine.feed(self.j, np.array([pair[2]]), np.array([pair[3]]))
         self.fed.append(pair)
 
     def _restart(self) -> None:
@@ -306,8 +303,8 @@ class HolmTest(PairedTest):
 
 
 class HolmFamily:
-    """Sequential Holm over the comparisons of one metric: the members' trajectories driven
-    through the statistics core's :class:`~evalstop_ros.stats.holm.SequentialHolm`.
+    """Sequential Holm over the comparisons of one metric: its
+    :class:`~evalstop_ros.stats.engine.HolmEngine`, whose comparisons the members feed.
 
     Analysis step ``n`` runs once every comparison still open has ``n`` pairs; in a paired
     session without gaps step ``n`` is round ``n``, and this is
@@ -315,21 +312,16 @@ class HolmFamily:
     the pairs after its stop (a decision at step ``n`` consumed ``n`` pairs).
 
     After a member was rebuilt (an earlier pair changed) the steps are analysed again from the
-    first, *keeping* every decision already made (:meth:`SequentialHolm.restart`).  Holm's
+    first, *keeping* every decision already made (:meth:`HolmEngine.restart`).  Holm's
     rejection of a hypothesis depends on the other p-values only through the hypotheses rejected
     before it, so an edit that leaves the decided comparisons' pairs alone cannot undo a decision;
     it can make one possible earlier, which :meth:`replayed` detects so the session can refuse it.
     """
 
-    def __init__(self, tests: Sequence[HolmTest], *, alpha: float, n_max: int) -> None:
+    def __init__(self, tests: Sequence[HolmTest], engine: HolmEngine) -> None:
         self.tests = list(tests)
-        self.alpha = alpha
-        self.n_max = n_max
-        self.alternative = self.tests[0].metric.alternative
-        self.engine = self._engine()
-
-    def _engine(self) -> SequentialHolm:
-        return sequential_holm(len(self.tests), alpha=self.alpha, alternative=self.alternative, n_max=self.n_max)
+        self.engine = engine
+        self.n_max = engine.options.n_max
 
     def resolve(self) -> None:
         """Analyse every step the members' pairs allow (again from the first after a rebuild)."""
@@ -337,19 +329,17 @@ class HolmFamily:
             for test in self.tests:
                 test.rebuilt = False
             self.engine.restart()
-        self.engine.run([t.trajectory for t in self.tests])
-        for j, test in enumerate(self.tests):
-            decision, stop = self.engine.outcome(j)
+        self.engine.run()
+        for test in self.tests:
+            decision, stop = self.engine.outcome(test.j)
             if test.verdict == Decision.CONTINUE and decision != Decision.CONTINUE:
                 test.verdict, test.stop = decision, stop
-                test.truncate(stop or self.n_max)
+                test.truncate(stop or test.n_max)
 
     def replayed(self) -> list[tuple[Decision, int | None, int]]:
         """Per member: (decision, stop) of a fresh analysis of the current trajectories, forgetting
         the decisions made, and the last step that analysis reached (for the edit check)."""
-        fresh = self._engine()
-        fresh.run([t.trajectory for t in self.tests])
-        return [(*fresh.outcome(j), fresh.step) for j in range(len(self.tests))]
+        return self.engine.replayed()
 
 
 class AdaStopTest(_Member):
@@ -505,6 +495,13 @@ def test_keys(config: SessionConfig) -> list[TestKey]:
             for mi, metric in enumerate(config.metrics) for task in tasks]
 
 
+def holm_options(config: SessionConfig, metric: MetricConfig) -> HolmOptions:
+    """The options of ``metric``'s sequential Holm family (the live session, the offline
+    re-analysis and the audit run it with these)."""
+    assert metric.alpha is not None  # resolved by validation
+    return HolmOptions(metric.method, metric.alpha, metric.alternative, config.n_max, bins=metric.bins or 2)
+
+
 def build_tests(config: SessionConfig, plan: Plan) -> tuple[list[Test], list[HolmFamily], AdaStopRun | None]:
     """The session's tests (:func:`test_keys` order), its Holm families, and its AdaStop run.
 
@@ -517,15 +514,14 @@ def build_tests(config: SessionConfig, plan: Plan) -> tuple[list[Test], list[Hol
         return list(ada_tests), [], AdaStopRun(config, plan, ada_tests)
     if config.correction == "holm":
         m = len(config.comparison_list())
+        engines = {metric.name: HolmEngine(m, holm_options(config, metric)) for metric in config.metrics}
         holm_tests = [
-            HolmTest(i, k.comparison, k.metric, alpha=k.alpha, n_max=config.n_max, m=m,
-                     seed=plan.step_seed(k.comparison_index, k.metric_index))
+            HolmTest(i, k.comparison, k.metric, alpha=k.alpha, engine=engines[k.metric.name], j=k.comparison_index,
+                     n_max=config.n_max, seed=plan.step_seed(k.comparison_index, k.metric_index))
             for i, k in enumerate(keys)
         ]
-        families = [
-            HolmFamily([t for t in holm_tests if t.metric is metric], alpha=metric.alpha or 0.0, n_max=config.n_max)
-            for metric in config.metrics
-        ]
+        families = [HolmFamily([t for t in holm_tests if t.metric is metric], engines[metric.name])
+                    for metric in config.metrics]
         return list(holm_tests), families, None
     tests: list[Test] = [
         PairedTest(i, k.comparison, k.metric, task=k.task, alpha=k.alpha, n_max=config.n_max,

@@ -37,7 +37,7 @@ from .plan import Plan, verify_key
 if TYPE_CHECKING:  # journal.py imports this module to restore sealed fields
     from .journal import Event
 
-__all__ = ["SEALED_FIELDS", "journal_payload", "open_text", "revealed_key", "seal", "seal_text", "unseal",
+__all__ = ["SEALED_FIELDS", "check_reveal", "journal_payload", "open_text", "revealed_key", "seal", "seal_text", "unseal",
            "unseal_event"]
 
 #: Fields of a ``trial_requested`` payload withheld from the journal and the wire while the session runs.
@@ -102,24 +102,39 @@ def seal(kind: str, payload: dict[str, Any]) -> dict[str, Any]:
     return payload
 
 
-def revealed_key(events: Sequence[Event], session_id: str) -> tuple[bytes | None, str]:
-    """The key revealed at the end, checked against the commitment: ``(key, problem)``.
+def check_reveal(keys: Sequence[object], commitment: object, session_id: str) -> tuple[bytes | None, str]:
+    """The one rule of the reveal, for the session's replay (resume) and the audit alike: exactly one
+    ``key_revealed`` (``keys``: the key of each, in journal order), whose key matches the commitment.
 
-    ``key`` is ``None`` when no ``key_revealed`` event is present or the key does not match
-    its commitment; ``problem`` then says which ("" when the key checks out).
+    Returns ``(key, "")``, or ``(None, problem)`` naming what is wrong.
+
+    >>> from .plan import commit_key
+    >>> k = bytes(range(32)); c = commit_key(k, "s1")
+    >>> check_reveal([k.hex()], c, "s1")[1], check_reveal([k.hex(), "00" * 32], c, "s1")[1][:37]
+    ('', 'the key is revealed 2 times: exactly ')
     """
-    commitment = next((e.payload.get("key_commitment") for e in events if e.kind == "config"), None)
-    reveal = next((e for e in events if e.kind == "key_revealed"), None)
-    if reveal is None:
+    if not keys:
         return None, ("the session's randomization key was not revealed (the session has not ended, or the "
                       "recording stops before its end)")
-    key = reveal.payload.get("key")
-    if commitment is None:
+    if len(keys) > 1:
+        return None, (f"the key is revealed {len(keys)} times: exactly one `key_revealed` may end a journal "
+                      "(an event appended after its end?)")
+    if not isinstance(commitment, str):
         return None, "no key commitment was recorded (the config event is missing)"
-    if not verify_key(key, commitment, session_id):
-        return None, (f"the revealed key does not match the commitment {str(commitment)[:12]} published at the "
+    if not verify_key(keys[0], commitment, session_id):
+        return None, (f"the revealed key does not match the commitment {commitment[:12]} published at the "
                       "start: the plan may have been changed mid-session")
-    return bytes.fromhex(str(key)), ""
+    return bytes.fromhex(str(keys[0])), ""
+
+
+def revealed_key(events: Sequence[Event], session_id: str) -> tuple[bytes | None, str]:
+    """The key revealed at the end, checked against the commitment (:func:`check_reveal`): ``(key, problem)``.
+
+    ``key`` is ``None`` when no ``key_revealed`` event is present, when there are several, or when the key
+    does not match its commitment; ``problem`` then says which ("" when the key checks out).
+    """
+    commitment = next((e.payload.get("key_commitment") for e in events if e.kind == "config"), None)
+    return check_reveal([e.payload.get("key") for e in events if e.kind == "key_revealed"], commitment, session_id)
 
 
 def unseal_event(event: Event, plan: Plan, session_id: str) -> Event:

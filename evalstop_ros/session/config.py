@@ -71,6 +71,7 @@ from ..limits import (
 )
 from ..stats.adastop_closed import MAX_PARTITIONS
 from ..stats.families import Comparison, comparison_pairs
+from ..stats.levels import split_alpha
 from ..stats.methods import FACTS
 from ..stats.multitask import TASK_CORRECTIONS, task_alpha
 from .config_input import apply_overrides, format_validation_error, read_config_file
@@ -410,7 +411,7 @@ class SessionConfig(ConfigModel):
         assert metric.alpha is not None  # resolved by validation
         if self.design == "adastop":
             return metric.alpha
-        return metric.alpha / len(self.comparison_list())
+        return split_alpha(metric.alpha, len(self.comparison_list()))
 
     def test_alpha(self, metric: MetricConfig) -> float:
         """Level of each of ``metric``'s tests: :meth:`comparison_alpha`, shared among the tasks

@@ -15,6 +15,10 @@ driver decides, from the journal alone (a restart changes no decision):
 * **automatic scores** (``scoring: auto``): the runner's score, journaled with its result, is
   submitted as scorer ``auto:<runner action>`` while the session runs; one that came while it
   was paused (or before a crash) is held until it runs again.
+* **one runner per action**: the caller reports what the ROS graph shows of the runner's action
+  (:class:`~.runner_check.RunnerGraph`) to :meth:`TrialDriver.watch_runners`; with more than one
+  server (two stations on one domain, or a node serving only the goal service) no goal is sent and
+  a running session pauses, journaled with the reason (:class:`~.runner_check.RunnerCheck`).
 * **the operator's fallback**: an automatically scored trial whose successful run carries no
   valid automatic score (the runner did not score it, or sent a score out of range) waits for
   the operator's score, before and after a restart; it is never run again behind the operator's
@@ -30,6 +34,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from .errors import SessionError
+from .runner_check import RunnerCheck, RunnerGraph
 from .values import FINAL, PendingTrial, ScoreOutcome, SessionState, TrialRules, score_problem
 
 __all__ = ["Action", "AutoScore", "DrivenSession", "Next", "RunVerdict", "TrialDriver", "Verdict"]
@@ -60,7 +65,8 @@ class DrivenSession(Protocol):
     def held_auto_score(self) -> tuple[PendingTrial, bool, float] | None: ...
     def pause(self, reason: str = "") -> None: ...
     def record_runner_result(self, trial_id: int, ok: bool, duration_s: float, message: str = "", *,
-                             auto_score: tuple[bool, float] | None = None) -> Any: ...
+                             auto_score: tuple[bool, float] | None = None,
+                             goal_seal: dict[str, Any] | None = None) -> Any: ...
     def submit_score(self, trial_id: int, token: str, success: bool, progress: float,
                      operator: str = "") -> ScoreOutcome: ...
 
@@ -135,6 +141,8 @@ class TrialDriver:
         self.auto_scorer = f"auto:{runner_action or session.trial_rules.runner_action}"
         self._refused: set[int] = set()  # automatic scores the session refused (not expected: values are checked)
         self._told = 0  # the last trial whose operator fallback was logged
+        #: The one-runner rule (:mod:`.runner_check`): its ``state`` says what holds the goals.
+        self.runners = RunnerCheck()
 
     @property
     def max_attempts(self) -> int:
@@ -222,12 +230,27 @@ class TrialDriver:
             return session.state not in FINAL  # paused (by someone else): as good as by the limit
         return True
 
+    def watch_runners(self, graph: RunnerGraph) -> str:
+        """Apply the one-runner rule to ``graph``: pause a running session on a duplicate (journaled with the
+        reason, which is returned; "" when nothing was paused now). While :attr:`runners` holds, send no goal."""
+        duplicate = self.runners.look(graph)
+        session = self.session
+        if not duplicate or session.state != SessionState.RUNNING:
+            return ""
+        try:
+            session.pause(duplicate)
+        except SessionError:  # paused or ended from another thread meanwhile
+            return ""
+        return duplicate
+
     def run_done(self, trial: PendingTrial, ok: bool, duration_s: float, message: str = "", *,
-                 auto_score: tuple[bool, float] | None = None) -> RunVerdict:
+                 auto_score: tuple[bool, float] | None = None,
+                 goal_seal: dict[str, Any] | None = None) -> RunVerdict:
         """Journal the runner's result of ``trial`` and apply the rules (module docstring).
 
         A result for a trial that is no longer pending (voided meanwhile, the session over) is
-        ignored; a duration that is not a finite number >= 0 is journaled as 0.
+        ignored; a duration that is not a finite number >= 0 is journaled as 0.  ``goal_seal``: what the
+        goal sealed for the runner (:func:`~.goal_sealing.journal_seal`), journaled with the result.
         """
         session = self.session
         pending = session.pending_trial()
@@ -236,7 +259,8 @@ class TrialDriver:
                               "(the trial is no longer pending)")
         duration = duration_s if math.isfinite(duration_s) and duration_s >= 0 else 0.0
         try:
-            session.record_runner_result(trial.trial_id, ok, duration, message, auto_score=auto_score)
+            session.record_runner_result(trial.trial_id, ok, duration, message, auto_score=auto_score,
+                                         goal_seal=goal_seal)
         except SessionError as err:  # voided or aborted from another thread since the check above
             return RunVerdict(Verdict.IGNORED, f"trial {trial.trial_id}: runner result ignored ({err})")
         if not ok:

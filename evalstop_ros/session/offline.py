@@ -6,8 +6,8 @@ drivers with the session's levels, ``n_max`` and seeds:
 
 * ``claim: pooled``, Bonferroni: each method's ``*_test`` function
   (:func:`~evalstop_ros.stats.registry.run_test`) at ``metric alpha / m``;
-* ``correction: holm``: the comparisons' directional trajectories through the statistics
-  core's :class:`~evalstop_ros.stats.holm.SequentialHolm` (as the live session and
+* ``correction: holm``: the statistics core's :class:`~evalstop_ros.stats.engine.HolmEngine`
+  with the session's options (as the live session and
   :class:`~evalstop_ros.stats.families.FamilyProcess` do);
 * a non-pooled claim: ``run_test`` per task at :func:`~evalstop_ros.stats.multitask.task_alpha`,
   combined by :func:`~evalstop_ros.stats.multitask.combine_tasks` (:func:`offline_claims`);
@@ -25,11 +25,11 @@ import os
 
 import numpy as np
 
-from ..stats.engine import directional_trajectory, holm_decisions
+from ..stats.engine import run_holm
 from ..stats.multitask import MultiTaskResult
 from ..stats.registry import run_test
 from ..stats.sequential import SequentialResult
-from .analysis import build_tests, combine_claims, test_keys
+from .analysis import build_tests, combine_claims, holm_options, test_keys
 from .config import SessionConfig
 from .config_input import config_diff
 from .config_sections import MetricConfig
@@ -92,22 +92,13 @@ def _values(book: TrialBook, config: SessionConfig, policy_a: str, policy_b: str
 
 
 def _holm(config: SessionConfig, metric: MetricConfig, pairs: list[tuple[np.ndarray, np.ndarray]]) -> list[SequentialResult]:
-    """Sequential Holm over the pair lists of one metric's comparisons (module docstring).
-
-    Each comparison's directional trajectory over its pairs (up to ``n_max``), then the
-    statistics core's :class:`~evalstop_ros.stats.holm.SequentialHolm` over all of them; a
-    comparison consumed the pairs up to its stop, or up to the last step analysed.
-    """
-    m = len(pairs)
-    family_alpha = metric.alpha or 0.0
-    trajectories = [
-        directional_trajectory(metric.method, a, b, min(a.size, config.n_max), family_alpha=family_alpha, m=m,
-                               alternative=metric.alternative, n_max=config.n_max, bins=metric.bins or 2)
-        for a, b in pairs
-    ]
+    """Sequential Holm over the pair lists of one metric's comparisons (module docstring): the
+    session's :class:`~evalstop_ros.stats.engine.HolmEngine` fed every comparison's pairs (up to
+    ``n_max``) and run; a comparison consumed the pairs up to its stop, or up to the last step
+    analysed."""
+    engine = run_holm(pairs, holm_options(config, metric))
     results = []
-    for t, (decision, stop, used) in zip(trajectories, holm_decisions(
-            trajectories, alpha=family_alpha, alternative=metric.alternative, n_max=config.n_max)):
+    for t, (decision, stop, used) in zip(engine.trajectories, engine.decisions()):
         results.append(SequentialResult(
             method=metric.method, alpha=config.comparison_alpha(metric), alternative=metric.alternative,
             decision=decision, stopping_trial=stop, n_observed=used, pvalues=np.array(t.pvalues[:used]),

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from .analysis import AdaStopRun, AdaStopTest, HolmFamily, PairedTest, Test
-from .blinding import journal_payload, unseal_event
+from .blinding import check_reveal, journal_payload, unseal_event
 from .config import SessionConfig
 from .errors import JournalError
 from .journal import Event, Journal
@@ -163,9 +163,10 @@ class JournalReplay:
 
     def _on_key_revealed(self, event: Event) -> None:
         self._expect_state(event, SessionState.FINISHED, SessionState.ABORTED)
-        key = self.plan.key.hex() if self.plan.key else ""
-        if event.payload.get("key") != key or self._revealed:
-            raise self._diverged(event, "the revealed key is not the journal's key, or was revealed twice")
+        earlier = [self.plan.key.hex() if self.plan.key else ""] if self._revealed else []
+        _, problem = check_reveal([*earlier, event.payload.get("key")], self._journal.key_commitment, self.session_id)
+        if problem:  # the audit's rule too (session/blinding.py)
+            raise self._diverged(event, problem)
         self._revealed = True
 
     def _on_message_rejected(self, event: Event) -> None:

@@ -24,13 +24,14 @@ __all__ = ["CATEGORIES", "RUNNER_ERROR", "operator_text"]
 
 #: Categories of a runner's operator message (policy_runner's ``runner.errors.Category`` words).
 CATEGORIES = ("unreachable", "too slow", "protocol error", "server error", "refused by the command guard",
-              "robot fault", "emergency stop", "canceled", "runner shut down")
+              "robot fault", "emergency stop", "canceled", "runner shut down", "sealed goal")
 #: The category of a message in no known form.
 RUNNER_ERROR = "runner error"
 _OPERATOR = re.compile(r"(?:" + "|".join(map(re.escape, CATEGORIES)) + r") \(error [0-9a-f]{8}\)")
 #: Messages the manager writes itself about a run (nodes/runner_link.py): fixed words and numbers only.
 _MANAGER = re.compile(r"goal rejected by the runner|no answer from the runner to \d+ goal requests|runner timed out"
-                      r"|the runner went away during the run|goal ended with status \d+")
+                      r"|the runner went away during the run|goal ended with status \d+"
+                      r"|result refused: (?:no|a wrong) runner proof")
 
 
 def operator_text(message: str, ok: bool) -> str:

@@ -315,7 +315,8 @@ class EvaluationSession(ScoreEdits):
 
     @_locked
     def record_runner_result(self, trial_id: int, ok: bool, duration_s: float, message: str = "", *,
-                             auto_score: tuple[bool, float] | None = None) -> PendingTrial | None:
+                             auto_score: tuple[bool, float] | None = None,
+                             goal_seal: dict[str, Any] | None = None) -> PendingTrial | None:
         """Record the runner's result for the pending trial.
 
         Returns the trial to run next: ``None`` after a successful run (the trial now waits
@@ -324,7 +325,8 @@ class EvaluationSession(ScoreEdits):
 
         ``auto_score`` (``success``, ``progress``): the runner's own score of a successful run,
         journaled with the result so that it survives a pause or a restart until it is submitted
-        (:meth:`held_auto_score`).
+        (:meth:`held_auto_score`).  ``goal_seal``: the run's sealed goal (:func:`~.goal_sealing.journal_seal`),
+        which the audit checks against the plan once the key is revealed.
 
         Raises
         ------
@@ -346,6 +348,8 @@ class EvaluationSession(ScoreEdits):
         extra: dict[str, Any] = {}
         if ok and auto_score is not None:
             extra["auto_score"] = {"success": json_safe(auto_score[0]), "progress": json_safe(auto_score[1])}
+        if goal_seal is not None:
+            extra["goal_seal"] = dict(goal_seal)
         shown = operator_text(str(message), bool(ok))
         if shown != str(message):  # the full text: sealed in the journal, revealed with the key
             extra["detail"] = str(message)

@@ -26,15 +26,15 @@ if TYPE_CHECKING:  # the real imports, for type checkers; at run time each name 
         Comparison,
         FamilyProcess,
         FamilyResult,
-        bonferroni,
         comparison_pairs,
         run_family,
-        split_alpha,
     )
     from .holm import DirectionalTests, SequentialHolm, holm
     from .lai import LaiProcess, lai_test
     from .letters import compact_letter_display
+    from .levels import bonferroni, split_alpha
     from .methods import BATCH_METHODS, SEQUENTIAL_METHODS, VALIDITY
+    from .mixture import MixtureProcess, mixture_test
     from .multitask import CLAIMS, TASK_CORRECTIONS, MultiTaskResult, combine_tasks, run_multitask, task_alpha
     from .nscore import NScoreProcess, nscore_test
     from .registry import METHODS, Method, make_process, run_test
@@ -72,11 +72,11 @@ _EXPORTS: dict[str, str] = {
     "Comparison": "families",
     "FamilyProcess": "families",
     "FamilyResult": "families",
-    "bonferroni": "families",
+    "bonferroni": "levels",
     "compact_letter_display": "letters",
     "comparison_pairs": "families",
     "run_family": "families",
-    "split_alpha": "families",
+    "split_alpha": "levels",
     "DirectionalTests": "holm",
     "SequentialHolm": "holm",
     "holm": "holm",
@@ -85,6 +85,8 @@ _EXPORTS: dict[str, str] = {
     "BATCH_METHODS": "methods",
     "SEQUENTIAL_METHODS": "methods",
     "VALIDITY": "methods",
+    "MixtureProcess": "mixture",
+    "mixture_test": "mixture",
     "CLAIMS": "multitask",
     "TASK_CORRECTIONS": "multitask",
     "MultiTaskResult": "multitask",
@@ -161,6 +163,7 @@ __all__ = [
     "MultiTaskResult",
     "NScoreProcess",
     "PairedProcess",
+    "MixtureProcess",
     "SaviProcess",
     "ScoreModel",
     "SequentialResult",
@@ -197,6 +200,7 @@ __all__ = [
     "run_multitask",
     "run_sequence",
     "run_test",
+    "mixture_test",
     "savi_test",
     "split_alpha",
     "step_test",

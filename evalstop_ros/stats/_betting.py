@@ -25,6 +25,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from .errors import StatsInputError
+from .levels import split_alpha
 from .sequential import Decision
 from .validation import check_alpha, check_alternative, check_positive_int, check_scores
 
@@ -76,7 +77,7 @@ class BettingProcess:
         #: Directions of the children, +1 = "B better", -1 = "A better".
         self.sides = SIDES[alternative]
         #: Level of each one-sided child: ``alpha`` (one-sided) or ``alpha / 2`` (two-sided).
-        self.alpha_side = self.alpha / len(self.sides)
+        self.alpha_side = split_alpha(self.alpha, len(self.sides))
         self._log_threshold = -math.log(self.alpha_side)
         self.n = 0
         self.decision = np.zeros(self.n_sequences, dtype=np.int8)

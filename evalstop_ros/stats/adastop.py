@@ -30,18 +30,27 @@ from numpy.typing import ArrayLike, NDArray
 from .adastop_closed import ClosedAdaStop
 from .adastop_paths import PaperPaths, all_splits
 from .adastop_result import AdaStopResult
+from .adastop_welch import WelchReference
 from .errors import StatsInputError
 from .validation import check_alpha, check_policies, check_positive_int
 
 if TYPE_CHECKING:  # Python 3.11+ (the core runs on 3.10: annotations are not evaluated)
     from typing import Required, Unpack
 
-__all__ = ["DECISIONS", "PERMUTATIONS", "AdaStop", "AdaStopOptions", "AdaStopResult", "adastop_test"]
+__all__ = ["DECISIONS", "GUARANTEES", "PERMUTATIONS", "AdaStop", "AdaStopOptions", "AdaStopResult", "adastop_test"]
 
 #: Decision vocabulary of one comparison (seed 002 §2; ``"continue"`` while undecided).
 DECISIONS = ("continue", "equal", "larger", "smaller")
 #: Permutation schemes: see the Notes of :class:`AdaStop`, item 2; ``"closed"`` is the default.
 PERMUTATIONS = ("closed", "relabel", "split")
+#: What each scheme guarantees, for reports (docs/adastop.md).
+GUARANTEES = {
+    "closed": "exact for every N: agents with equal score distributions are declared different with probability "
+              "<= alpha (family-wise); for equal means with unequal spreads: Welch's approximation (asymptotic; "
+              "weak for skewed scores at small N)",
+    "relabel": "exact under the global null only; partial nulls with unequal spreads are not controlled",
+    "split": "the paper's Eq. (8); with three or more agents not exact even under the global null",
+}
 #: Relative slack of the survival check ``T <= b_m`` on a path whose statistic is recomputed with a
 #: different summation order than when ``b_m`` was set (exact interim followed by random ones).
 _SURVIVAL_RTOL = 1e-12
@@ -144,16 +153,20 @@ class AdaStop(PaperPaths):
        * ``permutation="closed"`` (default) -- closed testing over the intersection hypotheses,
          each with its own exact permutation group (:mod:`.adastop_closed`): an intersection of
          comparisons says that the agents of each connected component share one law, so its test
-         relabels the scores within each component only, with the largest *studentized*
-         difference (pooled sum of squares of the pair) as statistic and the boundaries of
-         Eqs. (10)-(12) on its own surviving paths; a comparison is rejected once every
-         intersection that contains it has crossed.  Strong FWE control under any configuration
-         of laws (unequal spreads, heavy tails; the proof sketch is in ``docs/adastop.md``),
-         measured <= alpha + 2 SE under the partial nulls where the other two fail.  Cost: one
-         test per partition of the agents (15, 52, 203, 877 for 4-7 agents, all pairs; more than
+         relabels the scores within each component only, with the largest Welch statistic
+         (Satterthwaite df, normal scale: :func:`~.adastop_welch.welch_z`) as statistic and the
+         boundaries of Eqs. (10)-(12) on its own surviving paths.  Beside it a normal-theory
+         Monte Carlo test of the same intersection (:class:`~.adastop_welch.WelchReference`);
+         an intersection is rejected once both crossed, a comparison once every intersection
+         that contains it is rejected.  Exact strong FWE control under equal laws (any spreads
+         or tails of the other agents; the proof is in ``docs/adastop.md``); for pairs with equal
+         means and unequal spreads, Welch's approximation (a permutation test alone declares
+         such pairs different in 0.09 of the runs at ``N = 5``).  With two agents: the paper's
+         exact test and the pair's normal-theory test.  Cost: one test per partition of the
+         agents (15, 52, 203, 877 for 4-7 agents, all pairs; more than
          :data:`~evalstop_ros.stats.adastop_closed.MAX_PARTITIONS` is refused).  Reported
-         ``boundaries``/``level_spent`` are those of the test of all comparisons together, on the
-         studentized scale (``inf`` once it crossed).
+         ``boundaries``/``level_spent`` are those of the permutation test of all comparisons
+         together, on the normal scale (``inf`` once it crossed).
        * ``permutation="split"`` -- Eq. (8) literally: path :math:`b` gives every comparison the
          same split :math:`\sigma_i` of its concatenated :math:`2N` block positions (the spec's
          reading).  It reproduces the joint law of the statistics only when each agent has the
@@ -274,6 +287,16 @@ class AdaStop(PaperPaths):
         self._random_signs = None if self._relabel or self._closed or all(self._exact) else self._draw_paths()
         self._orders = self._draw_relabelings() if self._relabel else None
         self._relabel_cache: dict[tuple[int, tuple[int, ...]], NDArray[np.float64]] = {}
+        # "closed" with two agents: the paper's exact test and, required as well, the normal-theory
+        # test of the pair (Notes, item 2)
+        self._pair_reference = (
+            WelchReference(self.comparisons, [np.arange(len(self.comparisons))], n_agents=n_agents, n_per_interim=n,
+                           n_interims=self.n_interims, alpha=self.alpha, n_permutations=self.n_permutations,
+                           seed=self.seed)
+            if permutation == "closed" and not several else None
+        )
+        self._permutation_crossed = False
+        self._centre: float | None = None
 
         self.interim = 0
         self.is_finished = False
@@ -359,6 +382,13 @@ class AdaStop(PaperPaths):
         if self._closed is not None:
             self._update_closed(block, k)
             return self._finish_interim(k)
+        if self._permutation_crossed:  # two agents: only the normal-theory test is still open
+            self._boundaries.append(math.inf)
+            self._level_spent.append(self._spent)
+            self._m.append(self._m[-1])
+            self._diffs[0] = float(self._sums[self._pairs[0, 0]] - self._sums[self._pairs[0, 1]]) / (k * self.n_per_interim)
+            self._settle_pair(block, k)
+            return self._finish_interim(k)
 
         open_ids, cum, identity, alive = self._paths(k)
         m_k = cum.shape[2]
@@ -401,7 +431,27 @@ class AdaStop(PaperPaths):
         self._boundaries.append(boundary)
         self._level_spent.append(self._spent)
         self._m.append(m_k)
+        if self._pair_reference is not None:
+            self._permutation_crossed = not self._open.any()
+            self._settle_pair(block, k)
         return self._finish_interim(k)
+
+    def _settle_pair(self, block: NDArray[np.float64], k: int) -> None:
+        """Two agents, ``"closed"``: decide the pair once both its tests crossed (Notes, item 2)."""
+        assert self._pair_reference is not None
+        used = self._pairs[0]
+        if self._centre is None:
+            self._centre = float(block[used].mean())
+        centred = np.zeros_like(block)
+        centred[used] = block[used] - self._centre
+        crossed = bool(self._pair_reference.update(centred, np.ones(1, dtype=bool))[0])
+        if self._permutation_crossed and crossed:
+            self._decisions[0] = "larger" if self._diffs[0] > 0 else "smaller"
+            self._decided_at[0] = k
+            self._open[0] = False
+        else:
+            self._decisions[0], self._decided_at[0] = "continue", None
+            self._open[0] = True
 
     def _update_closed(self, block: NDArray[np.float64], k: int) -> None:
         """Interim ``k`` of the closed-testing scheme (Notes, item 2)."""

@@ -1,4 +1,4 @@
-r"""AdaStop by closed testing: strong family-wise control under any partial null (issue 20).
+r"""AdaStop by closed testing: strong family-wise control under any partial null (docs/adastop.md).
 
 The paper's step-down (seed 002 Alg. 3) takes the boundary of the comparisons still open from
 one permutation law of all their statistics.  Lemma 3 then needs that law to be the null law of
@@ -19,18 +19,14 @@ and combines them by closed testing (Marcus, Peritz and Gabriel 1976):
 * **One exact group-sequential test per partition** :math:`\phi_\pi`: at each interim the
   scores of each block are relabeled among the block's agents (``N`` each, uniformly, blocks
   independently), which leaves the joint law invariant under :math:`H_\pi` whatever the other
-  blocks' laws, spreads or tails.  The statistic is the largest studentized difference
-
-  .. math::
-
-      S_j = \frac{|\sum e(l_1) - \sum e(l_2)|}{\sqrt{\sum_{x \in l_1 \cup l_2} (x - \bar x_j)^2}},
-      \qquad M_\pi = \max_{j \in I(\pi)} S_j,
-
-  over the :math:`2kN` scores of the pair (the denominator is the pair's pooled sum of squares,
-  invariant when only the pair is relabeled, so a lone pair gets exactly seed 002's Eq. (8)
-  test; across pairs it makes the maximum scale-free).  The boundaries spend ``alpha`` linearly
-  over the ``K`` interims on the surviving paths, as seed 002 Eqs. (10)-(12).  Weak control of
-  :math:`\phi_\pi` is seed 002's Theorem 1 weak part (App. C.2, Lemma 2) for this group.
+  blocks' laws, spreads or tails.  The statistic is the largest Welch statistic over the
+  comparisons inside the blocks, on the normal scale of its Satterthwaite df
+  (:func:`~.adastop_welch.welch_z`), and the boundaries spend ``alpha`` linearly over the ``K``
+  interims on the surviving paths, as seed 002 Eqs. (10)-(12).  Weak control of this test is
+  seed 002's Theorem 1 weak part (App. C.2, Lemma 2) for this group.  Beside it runs a
+  normal-theory test of :math:`H_\pi` (:class:`~.adastop_welch.WelchReference`); :math:`\phi_\pi`
+  rejects once both crossed, which keeps the exactness under equal laws and adds Welch's
+  approximation under equal means with unequal spreads (``docs/adastop.md``).
 * **Closed testing**: comparison ``j`` is rejected at interim ``k`` when every
   :math:`\phi_\pi` with ``j`` inside a block has crossed its boundary at some interim
   :math:`\le k`.  If :math:`\pi^*` is the partition of the agents into groups of equal laws, a
@@ -46,24 +42,34 @@ with all pairs; :math:`2^{L-1}` for "one vs rest"), so :data:`MAX_PARTITIONS` ca
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 from numpy.typing import NDArray
 
+from .adastop_welch import WelchReference, spend_interim, welch_z_squared
 from .errors import StatsInputError
 
 __all__ = ["MAX_PARTITIONS", "ClosedAdaStop", "closed_partitions"]
 
 #: Most intersection tests (partitions of the agents) one comparison may hold.
 MAX_PARTITIONS = 1000
-#: Slack (in permutation counts) of ``floor(level * B)``: the spent level is a sum of ratios.
-_COUNT_TOL = 1e-9
 #: Largest ``N`` whose within-block ranks are counted by direct key comparisons (cost ``N`` passes
 #: per agent); above, by running counts over the ranks (a few passes, independent of ``N``).
 _COUNT_BY_COMPARISON_MAX = 12
-#: Pooled sums of squares below this fraction of the raw ones are rounding noise: equal scores.
-_SPREAD_RTOL = 1e-12
+
+
+_POOL: list[ThreadPoolExecutor] = []
+os.register_at_fork(after_in_child=_POOL.clear)  # a forked child has none of the parent's threads
+
+
+def _thread_pool() -> ThreadPoolExecutor:
+    """The threads that compute the blocks' statistics (one per core, at most 4), started once."""
+    if not _POOL:
+        _POOL.append(ThreadPoolExecutor(max_workers=min(4, os.cpu_count() or 1), thread_name_prefix="adastop"))
+    return _POOL[0]
 
 
 def _set_partitions(items: Sequence[int]) -> Iterator[list[list[int]]]:
@@ -128,13 +134,12 @@ class ClosedAdaStop:
     block, independent across disjoint blocks, so one draw serves every partition (Hemerik and
     Goeman 2018: a random subset of the group that contains the identity keeps the test exact).
 
-    Cost (issue 20): nothing is sorted per block.  Once per interim, for every agent and position,
+    Cost: nothing is sorted per block.  Once per interim, for every agent and position,
     the number of the agent's positions with a smaller key is counted; a position's rank inside a
     block is the sum of these counts over the block's agents, and the rank says which agent
-    receives it.  Each agent's sum and sum of squares then add its scores in position order (one
-    ``np.add.at`` per position over all paths, complex weights carrying both), so the result is
-    bit for bit that of sorting and summing path by path (``test_adastop.py`` checks it against
-    such a plain reference).
+    receives it.  Each agent's sum and sum of squares then add its scores in position order (a
+    masked sum over positions, all paths at once), so the result is bit for bit that of sorting
+    and summing path by path (``test_adastop.py`` checks it against such a plain reference).
     """
 
     def __init__(
@@ -210,14 +215,18 @@ class ClosedAdaStop:
         self._positions = {block: np.concatenate([np.arange(l * n_per_interim, (l + 1) * n_per_interim)
                                                   for l in block]) for block in self.block_pairs}
         self._path_index = np.arange(self.b, dtype=np.intp)
+        #: per partition: its permutation test crossed; its normal-theory test (:mod:`.adastop_welch`)
+        #: crossed too (``decided``: the intersection hypothesis is rejected)
         self.crossed = np.zeros(len(self.partitions), dtype=bool)
+        self.reference = WelchReference(self.comparisons, self.implies, n_agents=n_agents, n_per_interim=n_per_interim,
+                                        n_interims=n_interims, alpha=alpha, n_permutations=n_permutations, seed=seed)
+        self.decided = np.zeros(len(self.partitions), dtype=bool)
         self.crossed_at = np.zeros(len(self.partitions), dtype=np.int64)
         self.alive = np.ones((len(self.partitions), self.b), dtype=bool)
         self.spent = np.zeros(len(self.partitions))
         self.boundary = np.full(len(self.partitions), math.inf)
-        #: per block: running (B, |block|) sums (real) and sums of squares (imaginary) of the scores
-        #: each agent receives
-        self._sums: dict[tuple[int, ...], NDArray[np.complex128]] = {}
+        #: per block: running ``(|block|, B)`` sums and sums of squares of the scores each agent receives
+        self._sums: dict[tuple[int, ...], tuple[NDArray[np.float64], NDArray[np.float64]]] = {}
         self._centre: float | None = None
         self.interim = 0
 
@@ -240,48 +249,30 @@ class ClosedAdaStop:
         slot = np.greater_equal(rank, n).view(np.int8)
         for c in range(2, width):
             slot += rank >= c * n
-        # Each agent's sum adds its scores one by one in position order: ``np.add.at`` adds one
-        # position's score to its agent's bin ``path * |block| + agent`` on every path, position
-        # after position, and the complex weights carry the scores (real part) and their squares
-        # (imaginary part) through one pass, each part added exactly as a float.  Paths that deal
-        # an agent the same scores get bit-identical sums, so ties with the identity (the same or
-        # the mirrored assignment) are exact ties, counted as no exceedance on every machine.
-        index_type = np.int32 if b * width < 2**31 else np.intp  # narrower indices: faster np.add.at
-        bins = slot.astype(index_type)
-        bins += np.arange(0, b * width, width, dtype=index_type)
-        z = scores.reshape(-1)[positions]
-        weights = np.empty(z.size, dtype=np.complex128)
-        weights.real, weights.imag = z, np.square(z)
-        sums = np.zeros((b, width), dtype=np.complex128)  # (path, agent): sum + 1j * sum of squares
-        flat = sums.reshape(-1)
-        for row, weight in zip(bins, weights, strict=True):
-            np.add.at(flat, row, weight)
+        # Each agent's sum adds its scores one by one in position order: a sum over axis 0 of a
+        # (position, path) array accumulates row after row, and the positions an agent does not
+        # receive add an exact 0.0.  Paths that deal an agent the same scores get bit-identical
+        # sums, so ties with the identity (the same or the mirrored assignment) are exact ties,
+        # counted as no exceedance on every machine.
+        z = scores.reshape(-1)[positions][:, None]
+        z_square = np.square(z)
+        s = np.empty((width, b))  # (agent, path)
+        q = np.empty((width, b))
+        dealt = np.empty(slot.shape, dtype=bool)
+        masked = np.empty(slot.shape)
+        for c in range(width):
+            np.equal(slot, c, out=dealt)
+            np.multiply(dealt, z, out=masked)
+            masked.sum(axis=0, out=s[c])
+            np.multiply(dealt, z_square, out=masked)
+            masked.sum(axis=0, out=q[c])
         if block in self._sums:
-            sums += self._sums[block]
-        self._sums[block] = sums
-        s = np.ascontiguousarray(sums.real.T)  # (agent, path)
-        q = np.ascontiguousarray(sums.imag.T)
+            previous_s, previous_q = self._sums[block]
+            s += previous_s
+            q += previous_q
+        self._sums[block] = (s, q)
         first, second = self._block_columns[block]
-        if width == 2:  # one comparison (its statistic is symmetric in the two agents): views, no copies
-            s_one, s_two, q_one, q_two = s[:1], s[1:], q[:1], q[1:]
-        else:
-            s_one, s_two, q_one, q_two = s[first], s[second], q[first], q[second]
-        pooled = q_one + q_two  # (comparison, path)
-        squares = s_one + s_two
-        np.square(squares, out=squares)
-        squares /= 2 * k * n
-        np.subtract(pooled, squares, out=squares)
-        pooled *= _SPREAD_RTOL
-        spread = squares > pooled  # else the pair's scores are all equal: statistic 0
-        difference = np.subtract(s_one, s_two)
-        np.abs(difference, out=difference)
-        if spread.all():  # the usual case: no masked (slower) passes
-            np.sqrt(squares, out=squares)
-            np.divide(difference, squares, out=difference)
-            return np.asarray(difference.max(axis=0), dtype=np.float64)
-        np.sqrt(squares, out=squares, where=spread)
-        studentized = np.divide(difference, squares, out=np.zeros(squares.shape), where=spread)
-        return np.asarray(studentized.max(axis=0), dtype=np.float64)
+        return np.asarray(np.sqrt(welch_z_squared(s, q, first, second, k * n).max(axis=0)), dtype=np.float64)
 
     def _interim_counts(self, k: int, agents: Sequence[int] | None = None) -> NDArray[np.integer]:
         """``(L, L N, B)``: per agent and position, how many of the agent's positions rank lower.
@@ -331,29 +322,27 @@ class ClosedAdaStop:
         for stale in set(self._sums) - needed:
             del self._sums[stale]
         self._interim_counts(k, sorted({l for b in needed for l in b}))  # the agents still relabeled
-        stats = {b: self._block_stats(b, scores, k) for b in sorted(needed)}
+        # the blocks' statistics and the normal-theory test are independent: both cores (numpy
+        # releases the GIL in its loops); results do not depend on the order
+        pool = _thread_pool()
+        reference = pool.submit(self.reference.update, scores, ~self.decided)
+        todo = sorted(needed)
+        stats = dict(zip(todo, pool.map(lambda b: self._block_stats(b, scores, k), todo), strict=True))
         self.boundary[:] = math.inf
-        for p in open_parts:
+        for p in map(int, open_parts):
             blocks = self.partitions[p]
             m = stats[blocks[0]].copy()
             for b in blocks[1:]:
                 np.maximum(m, stats[b], out=m)
-            alive = self.alive[p]
-            allowed = math.floor((k * self.alpha / self.k_max - self.spent[p]) * self.b + _COUNT_TOL)
-            if allowed <= 0:
-                continue
-            values = m[alive]
-            # the (allowed)-th largest (0-based) of the surviving paths, or their smallest
-            rank = values.size - 1 - min(allowed, values.size - 1)
-            boundary = float(np.partition(values, rank)[rank])
-            self.boundary[p] = boundary
-            self.spent[p] += np.count_nonzero(values > boundary) / self.b
-            if m[0] > boundary:
+            self.boundary[p], self.spent[p], crossed = spend_interim(
+                m, self.alive[p], float(self.spent[p]), k=k, alpha=self.alpha, n_interims=self.k_max)
+            if crossed:
                 self.crossed[p] = True
                 self.crossed_at[p] = k
-            alive &= m <= boundary
+        reference.result()
+        self.decided = self.crossed & self.reference.crossed
         self.interim = k
-        return np.array([bool(self.crossed[h].all()) for h in self.holding])
+        return np.array([bool(self.decided[h].all()) for h in self.holding])
 
     def signed_sums(self, block_sums: NDArray[np.float64]) -> NDArray[np.float64]:
         """``sum e(l1) - sum e(l2)`` of every comparison from per-agent score totals."""

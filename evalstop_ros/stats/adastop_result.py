@@ -39,8 +39,10 @@ class AdaStopResult:
         Per interim, the boundary ``b_k`` of the last step-down iteration, on the scale of
         Eq. (8) (sum of score differences over ``k N`` pairs); ``inf`` when no level was left to
         spend (no rejection possible at that interim).  With ``permutation="closed"`` and three
-        or more agents: the boundary of the test of all comparisons together, on the
-        studentized scale (:mod:`.adastop_closed`), ``inf`` once that test has crossed.
+        or more agents: the boundary of the permutation test of all comparisons together, on
+        the normal scale of Welch's statistic (:mod:`.adastop_welch`), ``inf`` once that test
+        has crossed; with two agents the paper's boundaries, ``inf`` after the permutation test
+        crossed while the pair's normal-theory test had not.
     level_spent:
         Per interim, the cumulative level ``q_1 + ... + q_k`` actually spent (``<= k alpha / K``;
         ``"closed"``: by the test of all comparisons together).

@@ -1,16 +1,9 @@
-"""The one place that builds sequential Holm's directional tests and runs them over plain arrays.
+"""Sequential Holm over a family of comparisons: the one driver, with one option set.
 
-Sequential Holm (:mod:`.holm`, seed 001 §4 with Holm's step-down across comparisons) tests each
-of a metric's ``m`` comparisons with one one-sided anytime-valid process per direction, each at
-``alpha / (m S)`` (:func:`~.holm.side_alpha`).  The live session (:class:`HolmTest` in
-:mod:`evalstop_ros.session.analysis`), the Monte Carlo family (:class:`~.families.FamilyProcess`),
-the offline re-analysis of a journal (:mod:`evalstop_ros.session.offline`), the audit
-(:mod:`evalstop_ros.audit.recompute`) and the hub's family of pairs (:mod:`evalstop_ros.hub.family`)
-all build these tests with :func:`directional_tests` and their analyses with
-:func:`sequential_holm`, and feed the tests one pair at a time with :func:`feed_pair`; the batch
-users take the whole trajectory with :func:`directional_trajectory` and the family's decisions
-with :func:`holm_decisions`.  Nothing here knows a session: the inputs are scores, levels and
-options.
+The live session (:mod:`evalstop_ros.session.analysis`), its offline re-analysis and the audit
+(:mod:`evalstop_ros.session.offline`), the Monte Carlo family (:class:`~.families.FamilyProcess`)
+and the hub's pairs (:mod:`evalstop_ros.hub.family`) all run a :class:`HolmEngine` built from a
+:class:`HolmOptions`; the design is in docs/ARCHITECTURE.md (step 4).
 """
 
 from __future__ import annotations
@@ -24,56 +17,33 @@ from numpy.typing import NDArray
 from .holm import DirectionalTests, SequentialHolm, side_alpha
 from .sequential import Decision
 
-__all__ = [
-    "Trajectory",
-    "directional_tests",
-    "directional_trajectory",
-    "feed_pair",
-    "holm_decisions",
-    "sequential_holm",
-]
-
-
-def directional_tests(method: str, *, family_alpha: float, m: int, alternative: str, lanes: int = 1,
-                      **options: float | int | None) -> DirectionalTests:
-    """The directional tests of one of ``m`` comparisons in a Holm family at level ``family_alpha``.
-
-    Each side's process runs at :func:`~.holm.side_alpha` ``(family_alpha, m, alternative)``;
-    ``options`` (``n_max``, ``seed``, ``bins``, ``c``) go to
-    :func:`~evalstop_ros.stats.registry.make_process`.
-
-    >>> d = directional_tests("nscore", family_alpha=0.05, m=2, alternative="two-sided", n_max=None, bins=2)
-    >>> [p.alpha for p in d.processes]
-    [0.0125, 0.0125]
-    >>> d.update(np.ones(1), np.zeros(1)); d.side_pvalues().shape, float(d.pvalue()[0]) <= 1.0
-    ((2, 1), True)
-    """
-    return DirectionalTests(method, side_alpha=side_alpha(family_alpha, m, alternative), alternative=alternative,
-                            lanes=lanes, **options)
-
-
-def sequential_holm(m: int, *, alpha: float, alternative: str, n_max: int | None, lanes: int = 1) -> SequentialHolm:
-    """The analyses of sequential Holm over ``m`` comparisons at family-wise level ``alpha``
-    (:class:`~.holm.SequentialHolm`: Holm's step-down over the ``m S`` directional p-values at
-    every step; after step ``n_max``, if given, the open comparisons are ``BUDGET_EXHAUSTED``).
-
-    >>> holm = sequential_holm(2, alpha=0.05, alternative="two-sided", n_max=None)
-    >>> holm.analyse(np.array([[0.001], [0.9], [0.04], [0.5]])); holm.outcome(0), holm.outcome(1)
-    ((<Decision.B_BETTER: 1>, 1), (<Decision.CONTINUE: 0>, None))
-    """
-    return SequentialHolm(m, alpha=alpha, alternative=alternative, n_max=n_max, lanes=lanes)
-
-
-def feed_pair(tests: DirectionalTests, score_a: float, score_b: float) -> tuple[tuple[float, ...], float, float]:
-    """Feed one pair (one lane); return every side's p-value, the comparison's p-value and e-value after it."""
-    tests.update(np.array([score_a], dtype=np.float64), np.array([score_b], dtype=np.float64))
-    sides = tuple(float(v) for v in tests.side_pvalues()[:, 0])
-    return sides, float(tests.pvalue()[0]), float(tests.evalue()[0])
+__all__ = ["HolmEngine", "HolmOptions", "Trajectory", "run_holm"]
 
 
 @dataclasses.dataclass(frozen=True)
+class HolmOptions:
+    """What a sequential Holm family runs: its test, its family-wise level, its claims, its budget.
+
+    :param method: Registered anytime-valid method (``nscore``, ``wsr``, ``savi``, ``mixture``).
+    :param alpha: Family-wise level over every directional hypothesis of the family.
+    :param alternative: ``two-sided`` (two hypotheses per comparison), ``greater`` or ``less``.
+    :param n_max: Steps analysed at most (the open comparisons are then ``BUDGET_EXHAUSTED``);
+        ``None``: no budget.
+    :param bins: N-SCORE's score bins (seed 000 App. A-C).
+    :param c: WSR's bet cap (seed 000 Alg. 2).
+    """
+
+    method: str
+    alpha: float
+    alternative: str
+    n_max: int | None
+    bins: int = 2
+    c: float = 0.95
+
+
+@dataclasses.dataclass
 class Trajectory:
-    """One comparison's directional tests over its pairs.
+    """One comparison's directional tests over the pairs fed (one lane).
 
     ``sides[n - 1]``: each side's p-value after ``n`` pairs (what :meth:`SequentialHolm.run`
     reads); ``pvalues``/``evalues``: the comparison's p- and e-value after each pair; ``fresh_p``,
@@ -87,28 +57,118 @@ class Trajectory:
     fresh_e: float
 
 
-def directional_trajectory(method: str, scores_a: NDArray[np.float64], scores_b: NDArray[np.float64], limit: int, *,
-                           family_alpha: float, m: int, alternative: str, **options: float | int | None) -> Trajectory:
-    """Fresh :func:`directional_tests` (one lane) fed the first ``limit`` pairs of ``scores_a``/``scores_b``."""
-    tests = directional_tests(method, family_alpha=family_alpha, m=m, alternative=alternative, lanes=1, **options)
-    fresh_p, fresh_e = float(tests.pvalue()[0]), float(tests.evalue()[0])
-    sides, pvalues, evalues = [], [], []
-    for n in range(limit):
-        side, p, e = feed_pair(tests, float(scores_a[n]), float(scores_b[n]))
-        sides.append(side)
-        pvalues.append(p)
-        evalues.append(e)
-    return Trajectory(sides, pvalues, evalues, fresh_p, fresh_e)
+class HolmEngine:
+    """Sequential Holm over ``m`` comparisons and ``R`` lanes: their directional tests and analyses.
+
+    Each comparison's directional hypotheses are one-sided processes at
+    :func:`~.holm.side_alpha` ``(alpha, m, alternative)``; :attr:`holm` holds the analyses.  Two
+    ways to analyse, one rule (:class:`~.holm.SequentialHolm`): :meth:`analyse` takes the
+    current p-values of every comparison (lock-step rounds, or the hub after each result);
+    :meth:`run` (``R = 1``) analyses every step the comparisons' trajectories allow.
+
+    >>> engine = HolmEngine(2, HolmOptions("nscore", 0.05, "two-sided", None))
+    >>> [p.alpha for p in engine.tests[0].processes]
+    [0.0125, 0.0125]
+    >>> for _ in range(12):
+    ...     _ = engine.feed(0, np.zeros(1), np.ones(1))
+    >>> engine.analyse(); engine.outcome(0), engine.outcome(1)
+    ((<Decision.B_BETTER: 1>, 1), (<Decision.CONTINUE: 0>, None))
+    """
+
+    def __init__(self, m: int, options: HolmOptions, *, lanes: int = 1) -> None:
+        self.m, self.options, self.lanes = m, options, lanes
+        self.side_alpha = side_alpha(options.alpha, m, options.alternative)
+        self.tests = [self._fresh_tests() for _ in range(m)]
+        #: Per comparison, its trajectory (``R = 1``; empty otherwise).
+        self.trajectories = [self._fresh_trajectory(t) for t in self.tests]
+        self.holm = self._fresh_holm()
+
+    def _fresh_tests(self) -> DirectionalTests:
+        o = self.options
+        return DirectionalTests(o.method, side_alpha=self.side_alpha, alternative=o.alternative, lanes=self.lanes,
+                                n_max=o.n_max, bins=o.bins, c=o.c)
+
+    def _fresh_holm(self) -> SequentialHolm:
+        o = self.options
+        return SequentialHolm(self.m, alpha=o.alpha, alternative=o.alternative, n_max=o.n_max, lanes=self.lanes)
+
+    @staticmethod
+    def _fresh_trajectory(tests: DirectionalTests) -> Trajectory:
+        return Trajectory([], [], [], float(tests.pvalue()[0]), float(tests.evalue()[0]))
+
+    # -- the comparisons' tests ------------------------------------------------------------
+    def reset(self, j: int) -> None:
+        """Comparison ``j`` starts again from no pair (an earlier pair changed)."""
+        self.tests[j] = self._fresh_tests()
+        self.trajectories[j] = self._fresh_trajectory(self.tests[j])
+
+    def feed(self, j: int, scores_a: NDArray[np.float64], scores_b: NDArray[np.float64]) -> NDArray[np.float64]:
+        """Feed one pair per lane to comparison ``j``; return its side p-values ``(S, R)`` after it."""
+        tests = self.tests[j]
+        tests.update(scores_a, scores_b)
+        sides = tests.side_pvalues()
+        if self.lanes == 1:
+            trajectory = self.trajectories[j]
+            trajectory.sides.append(tuple(float(v) for v in sides[:, 0]))
+            trajectory.pvalues.append(float(tests.pvalue()[0]))
+            trajectory.evalues.append(float(tests.evalue()[0]))
+        return sides
+
+    def feed_all(self, j: int, scores_a: NDArray[np.float64], scores_b: NDArray[np.float64]) -> Trajectory:
+        """Feed the recorded pairs of comparison ``j`` in order (``R = 1``); return its trajectory."""
+        for a, b in zip(scores_a, scores_b):
+            self.feed(j, np.array([a], dtype=np.float64), np.array([b], dtype=np.float64))
+        return self.trajectories[j]
+
+    # -- the analyses ----------------------------------------------------------------------
+    @property
+    def decision(self) -> NDArray[np.int8]:
+        """``(m, R)`` :class:`Decision` values of the analyses so far."""
+        return self.holm.decision
+
+    @property
+    def stopping_step(self) -> NDArray[np.int64]:
+        """``(m, R)`` step of each decision, 0 if none."""
+        return self.holm.stopping_step
+
+    def analyse(self) -> None:
+        """One analysis of every comparison's current p-values (a decided one keeps its values)."""
+        self.holm.analyse(np.concatenate([tests.side_pvalues() for tests in self.tests]))
+
+    def run(self) -> None:
+        """Analyse every further step the trajectories allow (``R = 1``; :meth:`SequentialHolm.run`)."""
+        self.holm.run([t.sides for t in self.trajectories])
+
+    def restart(self) -> None:
+        """Analyse again from the first step, keeping the decisions (:meth:`SequentialHolm.restart`)."""
+        self.holm.restart()
+
+    def outcome(self, j: int) -> tuple[Decision, int | None]:
+        """Comparison ``j``'s decision and stopping step (``R = 1``)."""
+        return self.holm.outcome(j)
+
+    def decisions(self) -> list[tuple[Decision, int | None, int]]:
+        """Per comparison: decision, stopping step and the pairs it consumed (up to its stop, or
+        the last step analysed), after :meth:`run` (``R = 1``)."""
+        out = []
+        for j in range(self.m):
+            decision, stop = self.outcome(j)
+            out.append((decision, stop, stop if stop is not None else self.holm.step))
+        return out
+
+    def replayed(self) -> list[tuple[Decision, int | None, int]]:
+        """:meth:`decisions` of a fresh analysis of the current trajectories, forgetting the
+        decisions made (``R = 1``; the session's edit check)."""
+        fresh = self._fresh_holm()
+        fresh.run([t.sides for t in self.trajectories])
+        return [(*fresh.outcome(j), fresh.step) for j in range(self.m)]
 
 
-def holm_decisions(trajectories: Sequence[Trajectory], *, alpha: float, alternative: str,
-                   n_max: int | None) -> list[tuple[Decision, int | None, int]]:
-    """Sequential Holm over the comparisons' trajectories: per comparison its decision, stopping
-    step (``None`` if none) and the pairs it consumed (up to its stop, or the last step analysed)."""
-    engine = sequential_holm(len(trajectories), alpha=alpha, alternative=alternative, n_max=n_max)
-    engine.run([t.sides for t in trajectories])
-    out = []
-    for j in range(len(trajectories)):
-        decision, stop = engine.outcome(j)
-        out.append((decision, stop, stop if stop is not None else engine.step))
-    return out
+def run_holm(pairs: Sequence[tuple[NDArray[np.float64], NDArray[np.float64]]], options: HolmOptions) -> HolmEngine:
+    """A :class:`HolmEngine` fed every comparison's recorded pairs (up to ``n_max``) and run."""
+    engine = HolmEngine(len(pairs), options)
+    for j, (a, b) in enumerate(pairs):
+        limit = a.size if options.n_max is None else min(a.size, options.n_max)
+        engine.feed_all(j, a[:limit], b[:limit])
+    engine.run()
+    return engine

@@ -2,7 +2,7 @@
 
 A K-policy evaluation is a family of paired two-policy tests (seed 003 footnote 5; seed 000
 §VI-B, Fig. 2).  This module plans the family (:func:`comparison_pairs`), shares the family-wise
-level among its members (:func:`bonferroni`, :func:`split_alpha`, :func:`.holm.holm`), summarises
+level among its members (:func:`.levels.split_alpha`, :func:`.holm.holm`), summarises
 the outcome as a compact letter display (:func:`.letters.compact_letter_display`), and runs the family
 round by round with policies leaving the rotation once decided (:class:`FamilyProcess`, online or
 vectorised over Monte Carlo repetitions; :func:`run_family` replays recorded trials; results are
@@ -31,7 +31,7 @@ Fisher) recomputed at several looks, nor for STEP.  Holm controls errors for the
 p-values test: for directional claims under arbitrary dependence, give it both one-sided
 p-values of every pair (``2 m`` hypotheses).
 
-*Šidák* (:func:`split_alpha` with ``method="sidak"``) is valid only for independent
+*Šidák* (:func:`.levels.split_alpha` with ``method="sidak"``) is valid only for independent
 comparisons, such as STEP's per-task tests on disjoint trials (seed 003 Eq. 11), never for
 pairwise comparisons that share a policy.
 """
@@ -46,10 +46,11 @@ from typing import TYPE_CHECKING, TypedDict
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from .engine import directional_tests, sequential_holm
+from .engine import HolmEngine, HolmOptions
 from .errors import StatsInputError
 from .holm import side_alpha
 from .letters import compact_letter_display
+from .levels import split_alpha
 from .sequential import Decision
 from .validation import check_alpha, check_policies, check_positive_int
 
@@ -57,7 +58,6 @@ if TYPE_CHECKING:  # Python 3.11+ (the core runs on 3.10: annotations are not ev
     from typing import Unpack
 
 DESIGNS = ("all-pairs", "vs-baseline")
-SPLITS = ("bonferroni", "sidak")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -118,47 +118,6 @@ def comparison_pairs(
             raise StatsInputError(f"`baseline` must be one of `policies` {names!r}; found {baseline!r}")
         return tuple(Comparison(baseline, other) for other in names if other != baseline)
     raise StatsInputError(f"`design` should be one of {DESIGNS}; found {design!r}")
-
-
-def bonferroni(alpha: float, m: int) -> float:
-    """Per-comparison level ``alpha / m`` (always valid; see the module notes).
-
-    Examples
-    --------
-    >>> round(bonferroni(0.05, 6), 6)  # 4 policies, all pairs (seed 000 Fig. 2: 0.0083)
-    0.008333
-    """
-    return check_alpha(alpha) / check_positive_int(m, "m")
-
-
-def split_alpha(alpha: float, m: int, method: str = "bonferroni") -> float:
-    """Per-comparison level that keeps the family-wise error of ``m`` tests at ``alpha``.
-
-    Parameters
-    ----------
-    alpha : float
-        Family-wise level in (0, 1).
-    m : int
-        Number of comparisons.
-    method : {"bonferroni", "sidak"}, optional
-        ``"bonferroni"``: ``alpha / m``, valid under any dependence.  ``"sidak"``:
-        ``1 - (1 - alpha)^(1 / m)``, slightly larger and valid only for *independent*
-        comparisons (disjoint trials, e.g. one test per task); not for pairs sharing a policy.
-
-    Returns
-    -------
-    float
-
-    Examples
-    --------
-    >>> round(split_alpha(0.03, 3, "sidak"), 6)  # three tasks on disjoint trials (seed 003: 0.01 each)
-    0.010102
-    """
-    if method == "bonferroni":
-        return bonferroni(alpha, m)
-    if method == "sidak":
-        return -math.expm1(math.log1p(-check_alpha(alpha)) / check_positive_int(m, "m"))
-    raise StatsInputError(f"`method` should be one of {SPLITS}; found {method!r}")
 
 
 # -- running a family -------------------------------------------------------------------------------
@@ -376,7 +335,7 @@ class FamilyProcess:
             return int(np.random.SeedSequence([int(seed), j]).generate_state(1)[0])
 
         if correction == "bonferroni":
-            self.comparison_alpha = self.alpha / m
+            self.comparison_alpha = split_alpha(self.alpha, m)
             self._processes = [
                 make_process(method, self.n_sequences, alpha=self.comparison_alpha, alternative=alternative,
                              seed=seed_of(j), **options)  # type: ignore[arg-type]
@@ -384,13 +343,8 @@ class FamilyProcess:
             ]
         else:
             self.comparison_alpha = side_alpha(self.alpha, m, alternative)
-            self._directional = [
-                directional_tests(method, family_alpha=self.alpha, m=m, alternative=alternative,
-                                  lanes=self.n_sequences, seed=seed_of(j), **options)
-                for j in range(m)
-            ]
-            self._holm = sequential_holm(m, alpha=self.alpha, alternative=alternative, n_max=self.n_max,
-                                         lanes=self.n_sequences)
+            self._holm = HolmEngine(m, HolmOptions(method, self.alpha, alternative, self.n_max, bins, c),
+                                    lanes=self.n_sequences)
         shape = (m, self.n_sequences)
         self.n = 0
         self.decision = np.zeros(shape, dtype=np.int8)
@@ -453,20 +407,18 @@ class FamilyProcess:
         self.active = active
 
     def _holm_round(self, fed: NDArray[np.float64], open_: NDArray[np.bool_]) -> None:
-        rows = []
-        for j, tests in enumerate(self._directional):
+        for j in range(len(self.comparisons)):
             if open_[j].any():  # a decided comparison keeps the p-values it had when it stopped
-                tests.update(fed[self._a[j]], fed[self._b[j]])
-            rows.append(tests.side_pvalues())
-        self._holm.analyse(np.concatenate(rows))
+                self._holm.feed(j, fed[self._a[j]], fed[self._b[j]])
+        self._holm.analyse()
         self.decision, self.stopping_trial = self._holm.decision.copy(), self._holm.stopping_step.copy()
 
     def pvalues(self) -> NDArray[np.float64]:
         """``(m, R)`` anytime-valid p-value of each comparison (NaN where the method has none)."""
         if self.correction == "bonferroni":
             return np.stack([process.pvalue() for process in self._processes])
-        sides = len(self._holm.sides)
-        per_side = self._holm.side_pvalues().reshape(len(self.comparisons), sides, self.n_sequences)
+        sides = len(self._holm.holm.sides)
+        per_side = self._holm.holm.side_pvalues().reshape(len(self.comparisons), sides, self.n_sequences)
         combined: NDArray[np.float64] = np.minimum(1.0, sides * per_side.min(axis=1))
         return combined
 

@@ -29,6 +29,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from .errors import StatsInputError
+from .levels import split_alpha
 from .sequential import Decision, PairedProcess
 from .validation import check_alpha
 
@@ -102,7 +103,7 @@ def side_alpha(alpha: float, m: int, alternative: str) -> float:
     >>> side_alpha(0.05, 2, "two-sided"), side_alpha(0.05, 2, "greater")
     (0.0125, 0.025)
     """
-    return alpha / (m * len(HOLM_SIDES[alternative]))
+    return split_alpha(alpha, m * len(HOLM_SIDES[alternative]))
 
 
 class DirectionalTests:
@@ -114,7 +115,7 @@ class DirectionalTests:
     :param options: ``n_max``, ``seed``, ``bins``, ``c`` of
         :func:`~evalstop_ros.stats.registry.make_process`.
 
-    Built by :func:`evalstop_ros.stats.engine.directional_tests` (the family's level split over
+    Built by :class:`evalstop_ros.stats.engine.HolmEngine` (the family's level split over
     its hypotheses), which shows an example.
     """
 

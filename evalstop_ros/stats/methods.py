@@ -52,6 +52,8 @@ FACTS: Mapping[str, MethodFacts] = MappingProxyType({
     "nscore": MethodFacts("anytime-valid", True, False, True, bins=(2, 21)),
     "wsr": MethodFacts("anytime-valid", True, False, True),
     "savi": MethodFacts("anytime-valid", True, True, True),
+    # A prior-weighted mixture of constant-bet e-processes (the hub's pairs): Ville, any time.
+    "mixture": MethodFacts("anytime-valid", True, False, True),
     # Boundary constant calibrated by Monte Carlo at p0 = p1 = 1/2 (see stats.lai).
     "lai": MethodFacts("approximately valid within N_max (calibrated)", True, True, False, needs_n_max=True),
     # Group-sequential permutation test of L agents: family-wise error <= alpha over its interims

@@ -37,6 +37,7 @@ from numpy.typing import ArrayLike
 
 from .errors import StatsInputError
 from .holm import holm
+from .levels import split_alpha
 from .methods import FACTS
 from .sequential import Decision, SequentialResult
 from .validation import check_alpha, check_alternative
@@ -80,7 +81,7 @@ def task_alpha(alpha: float, n_tasks: int, *, claim: str, correction: str | None
     correction = _check_claim(claim, correction)
     if isinstance(n_tasks, bool) or not isinstance(n_tasks, (int, np.integer)) or n_tasks < 1:
         raise StatsInputError(f"`n_tasks` must be a positive integer; found {n_tasks!r}")
-    return alpha if correction == "iut" else alpha / int(n_tasks)
+    return alpha if correction == "iut" else split_alpha(alpha, int(n_tasks))
 
 
 @dataclasses.dataclass(frozen=True)

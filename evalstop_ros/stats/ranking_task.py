@@ -41,6 +41,13 @@ M-step these three shifts are used to impose ``sum_t psi_{p,t} = 0`` for every p
 leave the fit unchanged (the paper's "centering ... to maintain zero mean", Sec. 3.2, done so
 that centring ``theta`` and ``tau`` separately cannot move the overall solve rate).
 
+Computation.  Comparisons that agree in everything the likelihood reads are one row with a count
+(:class:`_Design`); ``log P(y|t)`` is gathered from per-policy tables and the M-step reads only
+per-policy sums of the responsibilities, so an iteration costs two sparse products and one
+``exp`` over (rows, buckets).  A bootstrap resample is the same rows with its counts (the
+estimator on the resample, to round-off); the refits run in batches of :data:`_BATCH`, one EM
+over their block-diagonal maps (:class:`_Batch`), on a thread per core.
+
 Partial success (App. B.4, off by default): with ``partial_weight > 0`` each recorded progress
 ``s`` adds ``-w (s - q)^2 / (2 sigma_partial^2)`` to ``log P(y|t)``; its gradient
 ``w (s - q) q (1 - q) / sigma^2`` and Gauss-Newton curvature ``w (q (1 - q))^2 / sigma^2`` join the
@@ -50,7 +57,9 @@ M-step.
 from __future__ import annotations
 
 import dataclasses
+import os
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 from numpy.typing import NDArray
@@ -58,7 +67,7 @@ from scipy import sparse
 from scipy.special import expit
 
 from .errors import StatsInputError
-from .ranking import Comparisons, FloatArray, Ranking
+from .ranking import Comparisons, FloatArray, IntArray, Ranking
 
 __all__ = ["TaskFit", "TaskModelOptions", "fit_task"]
 
@@ -158,25 +167,88 @@ class TaskFit:
 
 
 class _Design:
-    """Data in array form: one-hot policy maps for the i- and j-slot and per-outcome masks."""
+    """The comparisons as distinct rows with counts, and the two sparse maps of the EM.
+
+    Comparisons equal in ``(i, j, y)`` (and, with the App. B.4 term, in both progress scores) are
+    one row with a count: every sum of App. B.2 is a count-weighted sum over rows, and a bootstrap
+    resample is the same rows with other counts (:meth:`reweighted`).  ``log P(y_n | t)`` depends on
+    the state only through per-policy tables ``(N, T)`` (``log q``, ``log (1 - q)``, ``q``, ``q^2``),
+    so ``rows @ tables`` gathers it (row constants apart, which cancel from the responsibilities),
+    and the M-step needs only the per-policy sums ``moments @ gamma`` of the responsibilities: the
+    EM's work per iteration is two sparse products and one ``exp`` over ``(rows, T)``.
+    """
 
     def __init__(self, data: Comparisons, options: TaskModelOptions) -> None:
-        m, n = len(data), data.n_policies
-        self.i, self.j = data.i, data.j
-        rows = np.arange(m)
-        self.slot_i = sparse.csr_matrix((np.ones(m), (data.i, rows)), shape=(n, m))
-        self.slot_j = sparse.csr_matrix((np.ones(m), (data.j, rows)), shape=(n, m))
-        y = data.outcome[:, None]
-        self.win, self.tie, self.loss = (y == 2), (y == 1), (y == 0)
         weight = options.partial_weight / options.sigma_partial**2
-        self.s_i, self.s_j = data.progress_a[:, None], data.progress_b[:, None]
-        self.w_i = np.where(np.isnan(self.s_i), 0.0, weight)
-        self.w_j = np.where(np.isnan(self.s_j), 0.0, weight)
-        self.s_i, self.s_j = np.nan_to_num(self.s_i), np.nan_to_num(self.s_j)
-        self.partial = bool(weight > 0 and (self.w_i.any() or self.w_j.any()))
-        # per-outcome targets of the slot gradients (App. B.2): win (1, 0), loss (0, 1), tie (1/2, 1/2)
-        self.target_i = np.where(self.win, 1.0, np.where(self.loss, 0.0, 0.5))
-        self.target_j = 1.0 - self.target_i
+        s_i, s_j = data.progress_a, data.progress_b
+        partial = bool(weight > 0 and not (np.isnan(s_i).all() and np.isnan(s_j).all()))
+        columns = [data.i, data.j, data.outcome]
+        if partial:  # progress enters log P(y|t): rows must agree on it too (-1 = not recorded)
+            columns += [np.where(np.isnan(s_i), -1.0, s_i), np.where(np.isnan(s_j), -1.0, s_j)]
+        rows, inverse = np.unique(np.column_stack(columns).astype(np.float64), axis=0, return_inverse=True)
+        #: original comparison -> its distinct row
+        self.inverse = np.asarray(inverse).ravel()
+        self.n_policies, self.partial, self.weight = data.n_policies, partial, weight
+        self._rows = rows
+        self._build(rows, np.bincount(self.inverse, minlength=rows.shape[0]).astype(np.float64))
+
+    def _build(self, rows: FloatArray, counts: FloatArray) -> None:
+        n, u = self.n_policies, rows.shape[0]
+        self.counts, self.total = counts, float(counts.sum())
+        self.i, self.j, y = rows[:, 0].astype(np.int64), rows[:, 1].astype(np.int64), rows[:, 2].astype(np.int64)
+        self.tie = y == 1
+        if self.partial:
+            self.s_i, self.s_j = np.maximum(rows[:, 3], 0.0), np.maximum(rows[:, 4], 0.0)
+            self.w_i, self.w_j = np.where(rows[:, 3] < 0, 0.0, self.weight), np.where(rows[:, 4] < 0, 0.0, self.weight)
+        else:
+            self.s_i = self.s_j = self.w_i = self.w_j = np.zeros(u)
+        # log P(y|t) (App. B.1): win log q_i + log(1 - q_j); loss log(1 - q_i) + log q_j; tie (up to
+        # log 2 nu_tie) the mean of both; tables [log q, log(1 - q), their mean, q, q^2], N rows each
+        table_i = np.select([y == 2, y == 0], [0, 1], 2) * n + self.i
+        table_j = np.select([y == 2, y == 0], [1, 0], 2) * n + self.j
+        at = np.arange(u)
+        # the last table row is log nu_t, which every row adds (the E-step's joint, Algorithm 2 line 11)
+        cols, vals, where = [table_i, table_j, np.full(u, 5 * n)], [np.ones(u)] * 3, [at] * 3
+        if self.partial:  # App. B.4: -w (s - q)^2 / 2 = -w s^2 / 2 + w s q - w q^2 / 2
+            cols += [3 * n + self.i, 4 * n + self.i, 3 * n + self.j, 4 * n + self.j]
+            vals += [self.w_i * self.s_i, -0.5 * self.w_i, self.w_j * self.s_j, -0.5 * self.w_j]
+            where += [at] * 4
+        self.rows = sparse.csr_matrix((np.concatenate(vals), (np.concatenate(where), np.concatenate(cols))),
+                                      shape=(u, 5 * n + 1))
+        self.constant = -0.5 * (self.w_i * self.s_i**2 + self.w_j * self.s_j**2)
+        # moments (4N, rows): per policy sum gamma, sum gamma * target, sum gamma w s, sum gamma w
+        # (both slots; targets of App. B.2: win (1, 0), loss (0, 1), tie (1/2, 1/2)); pair moments
+        # (pairs, rows): per (i, j) pair sum gamma (the nu_tie update)
+        target_i = np.select([y == 2, y == 0], [1.0, 0.0], 0.5)
+        mrows = [self.i, self.j, n + self.i, n + self.j]
+        mvals = [counts, counts, counts * target_i, counts * (1.0 - target_i)]
+        if self.partial:
+            mrows += [2 * n + self.i, 2 * n + self.j, 3 * n + self.i, 3 * n + self.j]
+            mvals += [counts * self.w_i * self.s_i, counts * self.w_j * self.s_j, counts * self.w_i, counts * self.w_j]
+        self.moments = sparse.csr_matrix((np.concatenate(mvals), (np.concatenate(mrows), np.tile(at, len(mrows)))),
+                                         shape=(4 * n, u))
+        pair, pair_of = np.unique(self.i * n + self.j, return_inverse=True)
+        self.pair_a, self.pair_b = pair // n, pair % n
+        self.pair_moments = sparse.csr_matrix((counts, (np.asarray(pair_of).ravel(), at)), shape=(pair.size, u))
+
+    @property
+    def size(self) -> int:
+        """Number of distinct rows."""
+        return int(self.counts.size)
+
+    def reweighted(self, counts: IntArray) -> _Design:
+        """The same comparisons counted ``counts`` times each (a bootstrap resample): rows counted 0 dropped.
+
+        Equal to the design of the resample itself (``np.unique`` keeps the rows' order), so a refit on
+        it is the estimator on the resample.
+        """
+        keep = counts > 0
+        other = object.__new__(_Design)
+        other.n_policies, other.partial, other.weight = self.n_policies, self.partial, self.weight
+        other.inverse = np.full(self.inverse.size, -1)
+        other._rows = self._rows[keep]
+        other._build(other._rows, np.asarray(counts[keep], dtype=np.float64))
+        return other
 
 
 @dataclasses.dataclass
@@ -188,123 +260,144 @@ class _State:
     nu_tie: float
 
 
-def _logits(d: _Design, s: _State) -> tuple[FloatArray, FloatArray]:
-    """``z_i``, ``z_j`` (M, T): log-odds of solving in every bucket (App. B.1)."""
-    base = s.psi - s.tau[None, :] + s.theta[:, None]
-    return base[d.i], base[d.j]
+class _Batch:
+    """Designs fitted together (a bootstrap's resamples): their maps stacked block-diagonally.
 
-
-def _log_conditional(d: _Design, s: _State) -> tuple[FloatArray, FloatArray, FloatArray]:
-    """``log P(y_n | t)`` (M, T) and the solve probabilities ``q_i``, ``q_j`` (App. B.1)."""
-    z_i, z_j = _logits(d, s)
-    log_q_i, log_q_j = -np.logaddexp(0.0, -z_i), -np.logaddexp(0.0, -z_j)
-    log_1q_i, log_1q_j = log_q_i - z_i, log_q_j - z_j  # log(1 - sigma(z)) = log sigma(z) - z
-    q_i, q_j = np.exp(log_q_i), np.exp(log_q_j)
-    log_tie = np.log(2.0 * s.nu_tie) + 0.5 * (log_q_i + log_1q_i + log_q_j + log_1q_j)
-    logp = np.where(d.win, log_q_i + log_1q_j, np.where(d.loss, log_1q_i + log_q_j, log_tie))
-    # App. B.4: the Gaussian partial-success term (weight 0 unless enabled and recorded)
-    if d.partial:
-        logp = logp - 0.5 * (d.w_i * (d.s_i - q_i) ** 2 + d.w_j * (d.s_j - q_j) ** 2)
-    return logp, q_i, q_j
-
-
-def _solve_probabilities(d: _Design, s: _State) -> tuple[FloatArray, FloatArray]:
-    z_i, z_j = _logits(d, s)
-    return expit(z_i), expit(z_j)
-
-
-def _slot_derivatives(
-    d: _Design, s: _State, q: tuple[FloatArray, FloatArray] | None = None
-) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray]:
-    """``g = d log P(y|t) / dz`` and ``h = -d2 log P(y|t) / dz2`` for both slots (App. B.2).
-
-    ``q``: the solve probabilities at ``s``, when already computed.
+    The EM's arrays carry the resample first: ``theta`` (K, N), ``psi`` (K, N, T), ... .  Each
+    resample's rows are its own design's, in its order, so a batch computes for each resample what
+    a batch of that resample alone computes.
     """
-    q_i, q_j = _solve_probabilities(d, s) if q is None else q
-    # win: (1 - q_i, -q_j); loss: (-q_i, 1 - q_j); tie: (1/2 - q_i, 1/2 - q_j)
-    v_i, v_j = q_i * (1.0 - q_i), q_j * (1.0 - q_j)
-    if not d.partial:
-        return d.target_i - q_i, d.target_j - q_j, v_i, v_j
-    g_i = d.target_i - q_i + d.w_i * (d.s_i - q_i) * v_i
-    g_j = d.target_j - q_j + d.w_j * (d.s_j - q_j) * v_j
-    return g_i, g_j, v_i + d.w_i * v_i**2, v_j + d.w_j * v_j**2
+
+    def __init__(self, designs: list[_Design]) -> None:
+        self.k, self.n_policies, self.partial = len(designs), designs[0].n_policies, designs[0].partial
+        self.rows = sparse.block_diag([d.rows for d in designs], format="csr")
+        self.moments = sparse.block_diag([d.moments for d in designs], format="csr")
+        self.pair_moments = sparse.block_diag([d.pair_moments for d in designs], format="csr")
+        self.pair_owner = np.repeat(np.arange(self.k), [d.pair_a.size for d in designs])
+        self.pair_a = np.concatenate([d.pair_a for d in designs])
+        self.pair_b = np.concatenate([d.pair_b for d in designs])
+        self.row_owner = np.repeat(np.arange(self.k), [d.size for d in designs])
+        self.counts = np.concatenate([d.counts for d in designs])
+        self.constant = np.concatenate([d.constant for d in designs])
+        self.tie = np.concatenate([d.tie for d in designs])
+        self.total = np.array([d.total for d in designs])
 
 
-def _per_policy(d: _Design, slot_i: FloatArray, slot_j: FloatArray) -> FloatArray:
-    """``sum_{n: i_n = p} slot_i[n] + sum_{n: j_n = p} slot_j[n]`` for every policy (rows (N, T))."""
-    return np.asarray(d.slot_i @ slot_i + d.slot_j @ slot_j)
+def _solve(theta: FloatArray, psi: FloatArray, tau: FloatArray) -> FloatArray:
+    """``q_{p,t} = sigma(theta_p + psi_{p,t} - tau_t)`` (..., N, T): solve probabilities (App. B.1)."""
+    return np.asarray(expit(theta[..., :, None] + psi - tau[..., None, :]))
+
+
+def _tables(theta: FloatArray, psi: FloatArray, tau: FloatArray, nu: FloatArray) -> FloatArray:
+    """The tables :attr:`_Design.rows` gathers ``log nu_t + log P(y|t)`` from (..., 5N + 1, T)."""
+    z = theta[..., :, None] + psi - tau[..., None, :]
+    log_q = -np.logaddexp(0.0, -z)
+    log_1q = log_q - z  # log(1 - sigma(z)) = log sigma(z) - z
+    q = np.exp(log_q)
+    return np.asarray(np.concatenate([log_q, log_1q, 0.5 * (log_q + log_1q), q, q * q, np.log(nu)[..., None, :]],
+                                     axis=-2))
+
+
+def _log_conditional(d: _Design, s: _State) -> FloatArray:
+    """``log P(y_n | t)`` (rows, T) of every distinct row (App. B.1, with the B.4 term when enabled)."""
+    row_constant = d.constant + np.where(d.tie, np.log(2.0 * s.nu_tie), 0.0)
+    return np.asarray(d.rows @ _tables(s.theta, s.psi, s.tau, s.nu) - np.log(s.nu)[None, :] + row_constant[:, None])
+
+
+def _responsibilities(b: _Batch, tables: FloatArray) -> tuple[FloatArray, FloatArray]:
+    """E-step (Algorithm 2 lines 10-14): ``gamma_{n,t}`` and ``log sum_t nu_t P(y_n|t)`` without row constants."""
+    gamma = np.asarray(b.rows @ tables.reshape(-1, tables.shape[-1]))  # a new array: the softmax runs in place
+    top = gamma.max(axis=1, keepdims=True)
+    gamma -= top
+    np.exp(gamma, out=gamma)
+    total = gamma.sum(axis=1, keepdims=True)
+    gamma /= total
+    return gamma, (top + np.log(total)).ravel()
+
+
+def _block_derivatives(partial: bool, moments: FloatArray, q: FloatArray) -> tuple[FloatArray, FloatArray]:
+    """``sum_n gamma_{n,t} dlogP/dz_{p,t}`` and ``sum_n gamma_{n,t} (-d2logP/dz_{p,t}^2)`` (..., N, T) (App. B.2).
+
+    ``moments = d.moments @ gamma`` (..., 4N, T).  Per slot ``g = target - q + w (s - q) q (1 - q)``
+    and ``h = q (1 - q) + w (q (1 - q))^2``; ``q`` is the policy's in both slots, so the
+    count-weighted sums over a policy's rows need only its moments.
+    """
+    n = q.shape[-2]
+    m0, m1 = moments[..., :n, :], moments[..., n : 2 * n, :]
+    v = q * (1.0 - q)
+    grad, info = m1 - q * m0, m0 * v
+    if partial:
+        m_ws, m_w = moments[..., 2 * n : 3 * n, :], moments[..., 3 * n :, :]
+        grad = grad + v * (m_ws - q * m_w)
+        info = info + m_w * v * v
+    return grad, info
 
 
 def _clip(step: FloatArray, bound: float) -> FloatArray:
     return np.asarray(np.clip(step, -bound, bound))
 
 
-def _em(data: Comparisons, d: _Design, o: TaskModelOptions, rng: np.random.Generator) -> tuple[_State, float, int, FloatArray]:
-    n, t = data.n_policies, o.n_buckets
-    # Algorithm 2 lines 3-8 (N(0, 0.1) read as standard deviation 0.1)
-    s = _State(rng.normal(0.0, 0.1, n), np.zeros((n, t)), rng.normal(0.0, 0.1, t), np.full(t, 1.0 / t), 0.5)
-    iterations = 0
-    logp, q_i, q_j = _log_conditional(d, s)
+def _em(b: _Batch, o: TaskModelOptions, start: tuple[FloatArray, FloatArray]) -> list[tuple[_State, float, int, FloatArray]]:
+    """Algorithm 2 from ``start`` (theta, tau) for every resample of ``b``: each stops at its own ``tol``."""
+    k, n, t = b.k, b.n_policies, o.n_buckets
+    theta, psi, tau = np.tile(start[0], (k, 1)), np.zeros((k, n, t)), np.tile(start[1], (k, 1))
+    nu, nu_tie = np.full((k, t), 1.0 / t), np.full(k, 0.5)
+    active, iterations = np.ones(k, dtype=bool), np.zeros(k, dtype=np.int64)
     for m in range(o.em_iters):
-        iterations = m + 1
         bound = o.step_clip * o.step_decay**m
-        joint = np.log(s.nu)[None, :] + logp  # E-step (lines 10-14)
-        gamma = np.exp(joint - _logsumexp_rows(joint))
-        old_theta = s.theta.copy()
-        g_i, g_j, h_i, h_j = _slot_derivatives(d, s, (q_i, q_j))  # theta block (lines 15-17)
-        grad = _per_policy(d, gamma * g_i, gamma * g_j).sum(axis=1) - o.l2_theta * s.theta
-        info = _per_policy(d, gamma * h_i, gamma * h_j).sum(axis=1) + o.l2_theta
-        s.theta = s.theta + _clip(grad / info, bound)
-        g_i, g_j, h_i, h_j = _slot_derivatives(d, s)  # psi block (lines 18-20)
-        grad = _per_policy(d, gamma * g_i, gamma * g_j) - o.l2_psi * s.psi
-        info = _per_policy(d, gamma * h_i, gamma * h_j) + o.l2_psi
-        s.psi = s.psi + _clip(grad / info, bound)
-        g_i, g_j, h_i, h_j = _slot_derivatives(d, s)  # tau block (lines 21-23): dz/dtau = -1
-        grad = -(gamma * (g_i + g_j)).sum(axis=0)
-        info = (gamma * (h_i + h_j)).sum(axis=0)
-        s.tau = s.tau + _clip(np.where(info > 1e-8, grad / np.maximum(info, 1e-8), 0.0), bound)
-        s.nu = np.clip(gamma.mean(axis=0), 1e-300, None)  # line 25
-        s.nu = s.nu / s.nu.sum()
-        logp, q_i, q_j = _log_conditional(d, s)  # also the next E-step's: identification keeps z
-        new_tie = _tie_update(s, gamma, q_i, q_j)  # line 26
-        logp = np.where(d.tie, logp + np.log(new_tie / s.nu_tie), logp)  # P(y=1|t) scales with nu_tie
-        s.nu_tie = new_tie
-        _identify(s)
-        if float(np.max(np.abs(s.theta - old_theta))) < o.tol:  # line 27
+        gamma, _ = _responsibilities(b, _tables(theta, psi, tau, nu))
+        moments = np.asarray(b.moments @ gamma).reshape(k, 4 * n, t)
+        before = (theta, psi, tau, nu, nu_tie)
+        grad, info = _block_derivatives(b.partial, moments, _solve(theta, psi, tau))  # theta block (lines 15-17)
+        theta = theta + _clip((grad.sum(axis=2) - o.l2_theta * theta) / (info.sum(axis=2) + o.l2_theta), bound)
+        grad, info = _block_derivatives(b.partial, moments, _solve(theta, psi, tau))  # psi block (lines 18-20)
+        psi = psi + _clip((grad - o.l2_psi * psi) / (info + o.l2_psi), bound)
+        grad, info = _block_derivatives(b.partial, moments, _solve(theta, psi, tau))  # tau block (lines 21-23)
+        grad, info = -grad.sum(axis=1), info.sum(axis=1)  # dz/dtau = -1
+        tau = tau + _clip(np.where(info > 1e-8, grad / np.maximum(info, 1e-8), 0.0), bound)
+        nu = np.clip(moments[:, :n].sum(axis=1) / (2.0 * b.total[:, None]), 1e-300, None)  # line 25 (two slots a row)
+        nu = nu / nu.sum(axis=1, keepdims=True)
+        nu_tie = _tie_update(b, nu_tie, np.asarray(b.pair_moments @ gamma), _solve(theta, psi, tau))  # line 26
+        theta, psi, tau = _identify(theta, psi, tau)
+        if not active.all():  # resamples that stopped earlier keep their state
+            done = ~active
+            theta, psi, tau, nu, nu_tie = (np.where(done.reshape((k,) + (1,) * (new.ndim - 1)), old, new)
+                                           for new, old in zip((theta, psi, tau, nu, nu_tie), before))
+        iterations[active] = m + 1
+        active &= np.abs(theta - before[0]).max(axis=1) >= o.tol  # line 27
+        if not active.any():
             break
-    joint = np.log(s.nu)[None, :] + logp
-    loglik = float(_logsumexp_rows(joint).sum())
-    gamma = np.exp(joint - _logsumexp_rows(joint))
-    _, _, h_i, h_j = _slot_derivatives(d, s)
-    info = _per_policy(d, gamma * h_i, gamma * h_j).sum(axis=1) + o.l2_theta
-    return s, loglik, iterations, np.asarray(1.0 / np.sqrt(info))
+    gamma, log_mix = _responsibilities(b, _tables(theta, psi, tau, nu))
+    per_row = b.counts * (log_mix + b.constant + np.where(b.tie, np.log(2.0 * nu_tie[b.row_owner]), 0.0))
+    loglik = np.bincount(b.row_owner, weights=per_row, minlength=k)
+    _, info = _block_derivatives(b.partial, np.asarray(b.moments @ gamma).reshape(k, 4 * n, t), _solve(theta, psi, tau))
+    se = 1.0 / np.sqrt(info.sum(axis=2) + o.l2_theta)
+    return [(_State(theta[r], psi[r], tau[r], nu[r], float(nu_tie[r])), float(loglik[r]), int(iterations[r]), se[r])
+            for r in range(k)]
 
 
-def _logsumexp_rows(x: FloatArray) -> FloatArray:
-    """``log sum_t exp x[n, t]`` per row, kept (M, 1) (scipy's general version costs more than the EM step)."""
-    top = x.max(axis=1, keepdims=True)
-    return np.asarray(top + np.log(np.exp(x - top).sum(axis=1, keepdims=True)))
+def _tie_update(b: _Batch, nu_tie: FloatArray, by_pair: FloatArray, q: FloatArray) -> FloatArray:
+    """Algorithm 2 line 26: ``nu_tie <- 0.5 sum gamma p_tie / sum gamma p_win``, kept in (0, 1).
+
+    ``p_tie = 2 nu_tie sqrt(q_i (1 - q_i) q_j (1 - q_j))`` and ``p_win = q_i (1 - q_j)`` depend on a
+    row through its pair ``(i, j)`` only: the sums run over the pairs' moments.
+    """
+    q_a, q_b = q[b.pair_owner, b.pair_a], q[b.pair_owner, b.pair_b]
+    tie = np.bincount(b.pair_owner, (by_pair * np.sqrt(q_a * (1.0 - q_a) * q_b * (1.0 - q_b))).sum(axis=1), b.k)
+    win = np.bincount(b.pair_owner, (by_pair * q_a * (1.0 - q_b)).sum(axis=1), b.k)
+    return np.asarray(np.clip(nu_tie * tie / np.maximum(win, 1e-300), 1e-6, 1.0 - 1e-6))
 
 
-def _tie_update(s: _State, gamma: FloatArray, q_i: FloatArray, q_j: FloatArray) -> float:
-    """Algorithm 2 line 26: ``nu_tie <- 0.5 sum gamma p_tie / sum gamma p_win``, kept in (0, 1)."""
-    p_tie = 2.0 * s.nu_tie * np.sqrt(q_i * (1.0 - q_i) * q_j * (1.0 - q_j))
-    p_win = q_i * (1.0 - q_j)
-    ratio = 0.5 * float((gamma * p_tie).sum()) / max(float((gamma * p_win).sum()), 1e-300)
-    return float(np.clip(ratio, 1e-6, 1.0 - 1e-6))
-
-
-def _identify(s: _State) -> None:
+def _identify(theta: FloatArray, psi: FloatArray, tau: FloatArray) -> tuple[FloatArray, FloatArray, FloatArray]:
     """Impose the identifiability constraints by exact reparametrisation (module docstring)."""
-    per_policy = s.psi.mean(axis=1)
-    s.psi = s.psi - per_policy[:, None]
-    s.theta = s.theta + per_policy
-    per_bucket = s.psi.mean(axis=0)
-    s.psi = s.psi - per_bucket[None, :]
-    s.tau = s.tau - per_bucket
-    shift = s.theta.mean()
-    s.theta = s.theta - shift
-    s.tau = s.tau - shift
+    per_policy = psi.mean(axis=-1)
+    psi = psi - per_policy[..., None]
+    theta = theta + per_policy
+    per_bucket = psi.mean(axis=-2)
+    psi = psi - per_bucket[..., None, :]
+    tau = tau - per_bucket
+    shift = theta.mean(axis=-1, keepdims=True)
+    return theta - shift, psi, tau - shift
 
 
 def fit_task(
@@ -333,19 +426,18 @@ def fit_task(
     o = options or TaskModelOptions()
     if len(data) == 0:
         raise StatsInputError("`data` must hold at least one comparison; found none")
-    best = _best_fit(data, o, np.random.default_rng(o.seed))
-    state, loglik, iterations, se = best
+    design = _Design(data, o)
+    state, loglik, iterations, se = _best_fit([design], o)[0]
     if o.n_boot > 1:
         # each refit is the estimator itself applied to a resample (Efron & Tibshirani 1993, Algorithm
         # 6.1): the same seeded starts as the fit above, so the EM's start noise (60 iterations rarely
         # reach `tol`) is not counted as sampling error; fresh starts made the SE ~4 % wider
         resample = np.random.default_rng([o.seed, 1])
-        boots = []
-        for done in range(1, o.n_boot + 1):
-            rows = resample.integers(0, len(data), len(data))
-            boots.append(_best_fit(data.subset(rows), o, np.random.default_rng(o.seed))[0].theta)
-            if progress is not None:
-                progress(done, o.n_boot)
+        counts = [np.bincount(design.inverse[resample.integers(0, len(data), len(data))], minlength=design.size)
+                  for _ in range(o.n_boot)]
+        batches = [counts[k : k + _BATCH] for k in range(0, len(counts), _BATCH)]
+        refit = lambda batch: [fit[0].theta for fit in _best_fit([design.reweighted(c) for c in batch], o)]  # noqa: E731
+        boots = _refits(refit, batches, o.n_boot, progress)
         se = np.asarray(np.std(boots, axis=0, ddof=1))
     seen = np.bincount(np.r_[data.i, data.j], minlength=data.n_policies) > 0
     return TaskFit(
@@ -354,16 +446,44 @@ def fit_task(
     )
 
 
-def _best_fit(data: Comparisons, o: TaskModelOptions, rng: np.random.Generator) -> tuple[_State, float, int, FloatArray]:
-    design = _Design(data, o)
-    fits = [_em(data, design, o, rng) for _ in range(o.n_restarts)]
-    return max(fits, key=lambda fit: fit[1])
+#: Resamples refitted together by one EM run (:class:`_Batch`): enough that numpy's per-call cost
+#: is small against the arrays' work, few enough that both cores get several batches.
+_BATCH = 16
 
 
-def _objective(data: Comparisons, state: _State, gamma: NDArray[np.float64], o: TaskModelOptions) -> float:
-    """``Q`` of App. B.2 at ``state`` for fixed responsibilities (used by the derivative tests)."""
-    logp, _, _ = _log_conditional(_Design(data, o), state)
+def _refits(refit: Callable[[list[IntArray]], list[FloatArray]], batches: list[list[IntArray]], total: int,
+            progress: Callable[[int, int], None] | None) -> list[FloatArray]:
+    """``refit(batch)`` for every batch of resample counts, in order, on every core; ``progress(done, total)``
+    per refit as its batch ends.
+
+    Threads: the EM's time is numpy's and scipy's array work, which runs without the GIL.
+    """
+    workers = max(1, min(len(os.sched_getaffinity(0)), len(batches)))
+    out: list[FloatArray] = []
+    with ThreadPoolExecutor(workers) as pool:
+        for thetas in pool.map(refit, batches):
+            for theta in thetas:
+                out.append(theta)
+                if progress is not None:
+                    progress(len(out), total)
+    return out
+
+
+def _best_fit(designs: list[_Design], o: TaskModelOptions) -> list[tuple[_State, float, int, FloatArray]]:
+    """The EM on each design from the seeded starts, each design's best restart by log-likelihood."""
+    rng = np.random.default_rng(o.seed)
+    batch = _Batch(designs)
+    best: list[tuple[_State, float, int, FloatArray]] = []
+    for _ in range(o.n_restarts):
+        theta, tau = rng.normal(0.0, 0.1, batch.n_policies), rng.normal(0.0, 0.1, o.n_buckets)  # lines 3-8
+        fits = _em(batch, o, (theta, tau))
+        best = fits if not best else [new if new[1] > old[1] else old for new, old in zip(fits, best)]
+    return best
+
+
+def _objective(d: _Design, state: _State, gamma: NDArray[np.float64], o: TaskModelOptions) -> float:
+    """``Q`` of App. B.2 at ``state`` for fixed responsibilities (rows, T) (used by the derivative tests)."""
     return float(
-        (gamma * (np.log(state.nu)[None, :] + logp)).sum()
+        (d.counts[:, None] * gamma * (np.log(state.nu)[None, :] + _log_conditional(d, state))).sum()
         - 0.5 * o.l2_theta * float(state.theta @ state.theta) - 0.5 * o.l2_psi * float((state.psi**2).sum())
     )

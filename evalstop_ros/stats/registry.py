@@ -1,7 +1,7 @@
 """Sequential tests by name: one constructor signature for every method in the core.
 
 The evaluation manager, the ``evalstop`` CLI and the Monte Carlo engine pick a test by its short
-name (``"step"``, ``"nscore"``, ``"wsr"``, ``"savi"``, ``"lai"``).  :func:`make_process` builds
+name (``"step"``, ``"nscore"``, ``"wsr"``, ``"savi"``, ``"mixture"``, ``"lai"``).  :func:`make_process` builds
 its vectorised process; :func:`run_test` runs the method's own ``*_test`` function over one
 recorded sequence.  Both take the union of the methods' options and pass each method only the
 ones it uses.  Method modules are imported on first use, so importing the registry stays cheap.
@@ -85,13 +85,14 @@ class Method:
 
 
 #: Method name -> :class:`Method` (a process factory).  ``step`` and ``lai`` need ``n_max``;
-#: the e-process tests (``nscore``, ``wsr``, ``savi``) are anytime-valid, so for them ``n_max``
+#: the e-process tests (``nscore``, ``wsr``, ``savi``, ``mixture``) are anytime-valid, so for them ``n_max``
 #: is only an analysis budget and their processes ignore it.
 METHODS: Mapping[str, Method] = MappingProxyType({
     "step": Method("step", "step", "StepProcess", "step_test", ("n_max", "seed"), ("n_max", "seed")),
     "nscore": Method("nscore", "nscore", "NScoreProcess", "nscore_test", ("bins",), ("bins", "n_max")),
     "wsr": Method("wsr", "wsr", "WsrProcess", "wsr_test", ("c",), ("c", "n_max")),
     "savi": Method("savi", "savi", "SaviProcess", "savi_test", (), ("n_max",)),
+    "mixture": Method("mixture", "mixture", "MixtureProcess", "mixture_test", (), ("n_max",)),
     "lai": Method("lai", "lai", "LaiProcess", "lai_test", ("n_max",), ("n_max",)),
 })
 
@@ -157,7 +158,7 @@ def make_process(
     >>> make_process("ttest", 1, alpha=0.05, alternative="two-sided", n_max=None)
     Traceback (most recent call last):
     ...
-    evalstop_ros.stats.errors.StatsInputError: `method` should be one of ('step', 'nscore', 'wsr', 'savi', 'lai'); found 'ttest'
+    evalstop_ros.stats.errors.StatsInputError: `method` should be one of ('step', 'nscore', 'wsr', 'savi', 'mixture', 'lai'); found 'ttest'
     """
     spec = _method(method, alpha, alternative)
     n_sequences = check_positive_int(n_sequences, "n_sequences")

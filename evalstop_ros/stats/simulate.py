@@ -225,7 +225,7 @@ def monte_carlo(
     n_max: int,
     rng: np.random.Generator,
     chunk: int | None = None,
-    progress: bool = False,
+    progress: bool | Callable[[int, int], None] = False,
 ) -> SimulationSummary:
     """Estimate power, false-claim rate and mean stopping time of a sequential test.
 
@@ -249,8 +249,10 @@ def monte_carlo(
     chunk : int, optional
         Sequences simulated at once (memory ``~ 2 * 8 * chunk * n_max`` bytes).  The default
         keeps each score array near 16 MiB.
-    progress : bool, optional
-        Show a tqdm progress bar (per sequence) on stderr.
+    progress : bool or callable, optional
+        ``True``: a tqdm progress bar on stderr; a callable: ``progress(done, total)`` after every
+        trial of every chunk, in simulated pairs (``total = reps * n_max``; a chunk whose sequences
+        all decided early counts as fed to ``n_max``).
 
     Returns
     -------
@@ -280,15 +282,24 @@ def monte_carlo(
 
     decisions = np.empty(reps, dtype=np.int8)
     stops = np.empty(reps, dtype=np.int64)
-    with tqdm(total=reps, unit="seq", disable=not progress, file=sys.stderr, leave=False) as bar:
+    total = reps * n_max
+    with tqdm(total=total, unit="pair", unit_scale=True, disable=progress is not True, file=sys.stderr,
+              leave=False) as bar:
+
+        def report(done: int) -> None:
+            bar.update(done - bar.n)
+            if callable(progress):
+                progress(done, total)
+
         for start in range(0, reps, chunk):
             size = min(chunk, reps - start)
             scores_a, scores_b = model.sample(rng, size, n_max)
             seed = int(rng.integers(2**63 - 1))
-            outcome = run_batch(process_factory(size, seed), scores_a, scores_b)
+            outcome = run_batch(process_factory(size, seed), scores_a, scores_b,
+                                lambda n: report(start * n_max + size * n))
             decisions[start : start + size] = outcome.decision
             stops[start : start + size] = outcome.stopping_trial
-            bar.update(size)
+            report((start + size) * n_max)
 
     b_better = float(np.mean(decisions == Decision.B_BETTER))
     a_better = float(np.mean(decisions == Decision.A_BETTER))

@@ -55,6 +55,16 @@ _BUDGET_SLACK = 1e-9
 #: HiGHS options: dual simplex without presolve (the LPs are small and dense, presolve costs
 #: more than it saves), silent.  Should HiGHS not reach optimality so, it retries with presolve.
 _HIGHS_OPTIONS: dict[str, bool | int | float | str] = {"output_flag": False, "presolve": "off", "solver": "simplex"}
+#: Row floor of the synthesis's propagation (:class:`~.step_occupancy.Occupancy`): a row of a few
+#: neighbouring null points holding less than this at each of them is dropped, and its mass counted
+#: as spent risk, as if it had been rejected, so ``F(n)`` still bounds the true reject probability.
+#: Under ``(p, p)`` only the rows within about 8 binomial SDs of ``n p`` stay (a third of them at
+#: ``N_max`` 1000); at most about ``N_max^2`` times this is counted that was not spent.  Used above
+#: :data:`EXACT_SYNTHESIS_MAX_N` only.
+SYNTHESIS_FLOOR = 1e-15
+#: Largest ``N_max`` synthesized with no row dropped (every shipped table; their exact Type-I check,
+#: ``step_oc.check_type1``, reweights one propagation up to the same ``N_max``).
+EXACT_SYNTHESIS_MAX_N = 500
 #: Reduced cost above which a state enters the restricted LP (pricing tolerance).
 _PRICING_TOL = 1e-9
 #: Relative overrun of a (scaled, unit) budget above which a null point enters as a row: HiGHS's
@@ -180,14 +190,13 @@ def _solve_step(
             x, row_duals = solved
             w = np.zeros(n_candidates)
             w[lp.cols] = np.clip(x, 0.0, 1.0)
-            violated = np.flatnonzero(masses @ w > rhs * (1.0 + _FEASIBILITY_TOL))
+            spend = masses[:, lp.cols] @ w[lp.cols]  # the other weights are 0
+            violated = np.flatnonzero(spend > rhs * (1.0 + _FEASIBILITY_TOL))
             violated = np.setdiff1d(violated, lp.rows)
             if violated.size:
                 lp.add_rows(masses, violated)
                 continue
-            duals = np.zeros(n_points)
-            duals[lp.rows] = row_duals
-            reduced = 1.0 - duals @ masses
+            reduced = 1.0 - row_duals @ masses[lp.rows]  # the other null points' duals are 0
             reduced[lp.cols] = 0.0
             entering = np.flatnonzero(reduced > _PRICING_TOL)
             if entering.size == 0:  # feasible everywhere, no state improves it: optimal
@@ -221,6 +230,7 @@ def synthesize_weights(
     dead_time: int = 0,
     grid_size: int = 129,
     column_generation: bool = True,
+    floor: float | None = None,
     progress: Callable[[int], None] | None = None,
 ) -> Iterator[NDArray[np.float64]]:
     """Run the STEP synthesis, yielding ``w_n`` for ``n = 1..N_max`` in turn.
@@ -232,26 +242,39 @@ def synthesize_weights(
     Step ``n`` yields an ``(n + 1, G_n)`` array: ``w_n(a, a + g)`` at ``[a, g - 1]`` for the
     gaps ``g = 1..G_n`` that still carry mass; larger gaps are unreachable without having stopped
     and take ``w = 1``.
+
+    ``floor``: the propagation's row floor (default :data:`SYNTHESIS_FLOOR` above
+    :data:`EXACT_SYNTHESIS_MAX_N`, else 0: exact).  Dropped rows, and states of at most ``floor``
+    mass at every null point (which take ``w = 1`` without entering the LP), are counted as spent
+    risk, so ``F(n)`` bounds the reject probability all the same.
     """
     if not 0 <= dead_time < n_max:
         raise StatsInputError(f"dead_time must lie in [0, n_max); found {dead_time} for n_max {n_max}")
     lower = null_grid(n_max, alpha, grid_size)[: (grid_size + 1) // 2]  # the rest mirrors it
-    occupancy = Occupancy(lower, lower, n_max)
+    if floor is None:
+        floor = SYNTHESIS_FLOOR if n_max > EXACT_SYNTHESIS_MAX_N else 0.0
+    occupancy = Occupancy(lower, lower, n_max, floor=floor)
     spent = np.zeros(lower.size)
     for n in range(1, n_max + 1):
+        dropped = occupancy.dropped.copy()
         occupancy.advance()
+        spent += occupancy.dropped - dropped  # counted as rejected: the budget stays a rigorous bound
         block = occupancy.reject_block(min(occupancy.half_width, n))
-        reachable = np.asarray(block.any(axis=0), dtype=bool)
+        reachable = occupancy.reach(block.shape[2])
         valid_gap = np.flatnonzero(reachable.any(axis=0))
         gaps = int(valid_gap[-1]) + 1 if valid_gap.size else 0
         if n <= dead_time:
             weights = np.zeros((n + 1, gaps))  # nothing stops yet: no mass moves
         else:
-            allowed = np.maximum(risk_budget(n, n_max, budget, dead_time) - spent - _BUDGET_SLACK, 0.0)
+            # states of at most `floor` mass at every point take w = 1 outside the LP: reserve a bound of it
+            unpriced = (n + 1) * gaps * occupancy.floor
+            allowed = np.maximum(risk_budget(n, n_max, budget, dead_time) - spent - _BUDGET_SLACK - unpriced, 0.0)
             weights = np.ones((n + 1, gaps))
             a_idx, g_idx = np.nonzero(reachable[:, :gaps])
             low, high, g_idx = _mirror_pairs(a_idx, g_idx, n)
-            columns = block[:, low, g_idx] + np.where(high != low, block[:, high, g_idx], 0.0)
+            columns = occupancy.reject_mass(low, g_idx)
+            mirrored = high != low  # a state that is its own mirror is counted once
+            columns += occupancy.reject_mass(np.where(mirrored, high, low), g_idx) * mirrored
             w = _solve_step(columns, allowed, column_generation=column_generation)
             weights[low, g_idx] = w
             weights[high, g_idx] = w

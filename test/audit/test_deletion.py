@@ -114,3 +114,38 @@ def test_an_event_appended_after_the_recorded_end_fails_against_the_recording(se
     status, report = audit_json(journal, "--against", str(recording))  # ... but it was never published
     assert status == 1 and _codes(report) == {"stream_mismatch"}, report["violations"]
     assert f"{seq} (message_rejected)" in report["violations"][0]["message"]
+
+
+def _append(journal: pathlib.Path, kind: str, payload: str) -> int:
+    """Append one event re-chained after the last, with the head file rewritten to vouch for it; its seq."""
+    rows = _rows(journal)
+    seq, stamp, previous = rows[-1][0] + 1, rows[-1][1] + 1, rows[-1][5]
+    digest = chain_hash(previous, seq, stamp, kind, None, payload)
+    with sqlite3.connect(journal) as connection:
+        connection.execute("INSERT INTO events VALUES (?, ?, ?, NULL, ?, ?)", (seq, stamp, kind, payload, digest))
+    _rewrite_head(journal)
+    return int(seq)
+
+
+@pytest.mark.parametrize("key", ["00" * 32, None], ids=["zero-key", "the-same-key"])
+def test_a_second_key_revealed_after_the_end_fails_the_audit_and_the_resume(session, audit_json,
+                                                                            key: str | None) -> None:
+    """Exactly one ``key_revealed`` may end a journal, whatever key a second one carries: the audit names
+    it (``key_reveal_repeated``, exit 1) and a resume refuses the journal by the same rule."""
+    import json
+
+    from evalstop_ros.session import EvaluationSession
+    from evalstop_ros.session.errors import JournalError
+
+    journal, _ = session
+    revealed = json.loads(_rows(journal)[-1][4])
+    _append(journal, "key_revealed", json.dumps({"key": key or revealed["key"],
+                                                 "key_commitment": revealed["key_commitment"]},
+                                                separators=(",", ":")))
+    status, report = audit_json(journal)
+    assert status == 1 and not report["verified"]
+    assert "key_reveal_repeated" in _codes(report), report["violations"]
+    (finding,) = [v for v in report["violations"] if v["code"] == "key_reveal_repeated"]
+    assert "revealed 2 times" in finding["message"]
+    with pytest.raises(JournalError, match="revealed 2 times"):
+        EvaluationSession.open(journal, make_config(), "sim", durable=False)

@@ -94,3 +94,20 @@ def test_missing_file_and_bad_alpha(evalstop, tmp_path, input_error):
     path = write_csv(tmp_path / "s.csv")
     input_error(evalstop("adastop", path, "--n-per-interim", "5", "--interims", "6", "--alpha", "1.5"),
                 "adastop", "`alpha` must lie in (0, 1); found 1.5")
+
+
+def test_output_states_the_guarantee_and_warns_of_unequal_spreads_at_small_n(evalstop, tmp_path, stdout_json):
+    # one tight agent (sd 0.1) beside two wide ones (sd 1), 10 scores each: one warning line
+    scores = np.random.default_rng(3).normal(0.0, [0.1, 1.0, 1.0], size=(10, 3))
+    proc = evalstop("adastop", write_csv(tmp_path / "w.csv", scores=scores), "--n-per-interim", "5", "--interims", "2",
+                    "--alpha", "0.05")
+    assert proc.returncode == 0
+    assert "guarantee (closed): exact for every N" in proc.stdout
+    warnings = [line for line in proc.stdout.splitlines() if line.startswith("warning: spreads differ")]
+    assert len(warnings) == 1 and "of PPO" in warnings[0] and "10 scores per agent" in warnings[0]
+    payload = stdout_json(evalstop("adastop", str(tmp_path / "w.csv"), "--n-per-interim", "5", "--interims", "2",
+                                   "--alpha", "0.05", "--json"))
+    assert payload["warnings"] == warnings and "Welch" in payload["guarantee"]
+    # equal spreads (the module's data): the guarantee, no warning
+    quiet = stdout_json(evalstop("adastop", write_csv(tmp_path / "s.csv"), *DESIGN, "--json"))
+    assert quiet["warnings"] == []

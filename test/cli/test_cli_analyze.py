@@ -115,7 +115,8 @@ def test_human_output_shows_decision_and_sparse_path(evalstop, tmp_path):
     assert lines[0].startswith(f"{tmp_path / 'wide.csv'}: 45 pairs (wide); A = policy_a")
     assert lines[1] == "test: nscore, alpha 0.05, two-sided (anytime-valid)"
     assert lines[2] == f"decision: B_BETTER at trial {result.stopping_trial}: policy_b is better than policy_a"
-    rows = [line.split() for line in lines[4:]]
+    assert lines[3].startswith("guarantee: nscore: anytime-valid")
+    rows = [line.split() for line in lines[5:]]
     trials = [int(row[0]) for row in rows]
     assert trials == [*range(10, result.stopping_trial, 10), result.stopping_trial]
     assert rows[-1][-2:] == ["<-", "stop"]
@@ -126,6 +127,8 @@ def test_human_output_for_step_says_no_pvalue(evalstop, tmp_path):
     proc = evalstop("analyze", wide_csv(tmp_path), "--method", "step", "--alpha", "0.05", "--n-max", "45")
     assert proc.returncode == 0, proc.stderr
     assert "valid within pre-declared N_max" in proc.stdout
+    assert "guarantee: STEP: exact level at each of its planned looks, pair 1 to N_max = 45" in proc.stdout
+    assert "no anytime p-value" in proc.stdout
     assert proc.stdout.rstrip().endswith("(step defines no p-value or e-value)")
 
 

@@ -1,14 +1,18 @@
-"""Every example in ``evalstop --help``, in each verb's and sub-command's ``--help`` and in the
-README's command blocks runs as written and exits 0.
+"""Every example in ``evalstop --help``, in each verb's and sub-command's ``--help``, in the
+README's and docs/'s command blocks runs as written and exits 0, and every YAML block of them loads
+(a session configuration also validates).
 
 The examples are extracted, not listed here: in a help text, the lines starting with
 ``evalstop`` of a block headed ``example:``/``examples...:``; in README.md, the lines starting
-with ``evalstop`` of its ``sh`` blocks (continuations joined, comments dropped).  Each runs with
-bash in a working directory that holds what the examples name: a copy of ``examples/`` (the
-files ship with evalstop) and ``session_bag/``, a recorded session of
-``examples/multitask_session.yaml`` (a real session driven through a simulated lab, written as a
-bag, as ``evaluation_manager`` and ``evalstop record`` would).  The installed ``evalstop`` script
-is first on ``PATH``.
+with ``evalstop`` of its ``sh`` blocks (continuations joined, comments dropped); in docs/*.md,
+every command of the ``sh`` and ``bash`` blocks: an ``evalstop`` command runs, the others are
+checked as :data:`CHECKED` says or left out for the reason :data:`NOT_RUN` gives (a command of
+neither kind fails the test).  Each runs with bash in a working directory that holds what the
+examples name: a copy of ``examples/`` (the files ship with evalstop, among them
+``examples/session_bag/`` and ``examples/session.db``, a recorded session of
+``examples/multitask_session.yaml`` and its journal, ``tools/example_session.py``) and that
+session as ``session_bag/`` and ``session_2025-06-11/``, the names the README and
+docs/recording.md record to.  The installed ``evalstop`` script is first on ``PATH``.
 
 Two examples run until told to stop; they are run as a user would and stopped the way they are
 meant to stop, and must then exit 0:
@@ -36,7 +40,6 @@ import pytest
 import yaml
 from runner_support import free_port, wait_for_port
 
-from evalstop_ros.audit.synthetic import SimulatedLab, simulate_recording, write_bag
 from evalstop_ros.cli.main import build_parser
 from evalstop_ros.session import parse_config
 
@@ -82,6 +85,111 @@ def readme_examples() -> list[tuple[str, str]]:
     return out
 
 
+#: What a docs example names that does not exist here, and what the test uses instead.
+DOCS_SUBSTITUTIONS = {
+    "postgresql://hub@db/hub": "hub.sqlite",  # a PostgreSQL server (the hub tests run one; docs/hub.md)
+    "http://hub:": "http://127.0.0.1:",  # the hub's host name
+    "--host 0.0.0.0": "--host 127.0.0.1",  # every interface of a shared test machine
+    "~/.ros/evalstop/s1.db": "examples/session.db",  # the journal of a session run on this machine
+}
+#: Commands of the docs' blocks that are checked, not run: their first words, and the check.
+CHECKED = {
+    "make": "the target exists in the Makefile (building it is what every test here runs on)",
+    "ros2 launch": "the launch file ships in launch/ and declares every argument given (a session on a robot)",
+    "ros2 run": "the executable is one the package installs (a node waits for its session)",
+}
+#: Commands of the docs' blocks that are left out, by their first words, and why.
+NOT_RUN = {
+    "cd": "moves into a ROS workspace",
+    "git clone": "clones this repository",
+    "echo": "writes a rosdep source under /etc (sudo)",
+    "rosdep": "installs system packages",
+    "colcon": "builds a ROS workspace (make ros builds the one the tests use)",
+    "sudo": "creates a system user and its files (docs/deploying.md)",
+    ".": "sources the ROS environment these tests run in",
+    "python -m pytest": "runs the test suite itself",
+    "ros2 bag record": "needs a live session; the QoS overrides file it names is checked to ship",
+    "curl": "reads a hub's leaderboard; the hub tests fetch it (test_hub_leaderboard.py)",
+    "evalstop audit journal.jsonl --against": "needs two stations' directories; test/hub/test_hub_audit.py runs it",
+}
+
+
+def docs_commands() -> list[tuple[str, str]]:
+    """``(where, command)`` of every command in the ``sh``/``bash`` blocks of docs/*.md; ``where``
+    is the file and the block's line (a block is a sequence a reader runs in one place)."""
+    out = []
+    for path in sorted((REPO / "docs").glob("*.md")):
+        text = path.read_text(encoding="utf-8")
+        for found in re.finditer(r"```(?:sh|bash)\n(.*?)```", text, flags=re.S):
+            where = f"docs/{path.name}:{text.count(chr(10), 0, found.start()) + 1}"
+            for line in found.group(1).replace("\\\n", " ").splitlines():
+                command = re.split(r"(?:^|\s+)#", line.strip(), maxsplit=1)[0].strip()
+                if command:
+                    out.append((where, " ".join(command.split())))
+    return out
+
+
+def yaml_blocks() -> list[tuple[str, str]]:
+    """``(where, text)`` of every ``yaml`` block of README.md and docs/*.md."""
+    return [(path.name, block) for path in [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
+            for block in re.findall(r"```yaml\n(.*?)```", path.read_text(encoding="utf-8"), flags=re.S)]
+
+
+def _kind(command: str, table: dict[str, str]) -> str | None:
+    return next((key for key in sorted(table, key=len, reverse=True) if command == key or command.startswith(key + " ")),
+                None)
+
+
+def _check(command: str) -> str:
+    """What is wrong with a :data:`CHECKED` command ("" if nothing)."""
+    words = shlex.split(command)
+    if words[0] == "make":
+        targets = set(re.findall(r"^([\w.-]+):", (REPO / "Makefile").read_text(), flags=re.M))
+        missing = [t for t in words[1:] if "=" not in t and t not in targets]
+        return f"no Makefile target {missing}" if missing else ""
+    if words[:2] == ["ros2", "launch"]:
+        package, launch_file, *arguments = words[2:]
+        path = REPO / "launch" / launch_file
+        if package != "evalstop" or not path.is_file():
+            return f"no launch file {package}/{launch_file}"
+        declared = set(re.findall(r"DeclareLaunchArgument\(\s*['\"](\w+)['\"]",
+                                  path.read_text() + (REPO / "evalstop_ros" / "launch_parts.py").read_text()))
+        given = [a.split(":=")[0] for a in arguments if ":=" in a]
+        undeclared = [a for a in given if a not in declared]
+        return f"{launch_file} declares no argument {undeclared}" if undeclared else ""
+    if words[:2] == ["ros2", "run"]:
+        return "" if words[2] == "evalstop" and (REPO / "scripts" / words[3]).is_file() else f"no executable {words[3]}"
+    return f"no check for {command}"
+
+
+def test_the_docs_commands_are_run_checked_or_excused() -> None:
+    """Every command of docs/ is an ``evalstop`` example (run below), passes its check, or is
+    listed with its reason; and the files the left-out ones name ship."""
+    problems = []
+    for where, command in docs_commands():
+        if command.startswith("evalstop ") and _kind(command, NOT_RUN) is None:
+            continue
+        if _kind(command, CHECKED):
+            problem = _check(command)
+            if problem:
+                problems.append(f"{where}: {command}: {problem}")
+        elif _kind(command, NOT_RUN) is None:
+            problems.append(f"{where}: {command}: neither run, checked nor excused (add it to CHECKED or NOT_RUN)")
+    assert not problems, "\n".join(problems)
+    assert (REPO / "config" / "bag_qos_overrides.yaml").is_file()
+
+
+def test_every_yaml_block_loads() -> None:
+    """Each ``yaml`` block of the README and docs/ is YAML; a session configuration (it names
+    ``policies``) also validates."""
+    assert len(yaml_blocks()) >= 2
+    for where, text in yaml_blocks():
+        data = yaml.safe_load(text)
+        assert isinstance(data, dict), f"{where}: {text[:200]}"
+        if "policies" in data:
+            parse_config(data, where)
+
+
 def test_the_extraction_finds_the_examples() -> None:
     """Every verb's help has an example; the README's blocks have theirs."""
     helps = help_examples()
@@ -102,12 +210,12 @@ def test_help_cites_only_files_that_ship() -> None:
 
 @pytest.fixture(scope="module")
 def workdir(tmp_path_factory: pytest.TempPathFactory) -> pathlib.Path:
-    """The directory the examples run in: examples/ and a recorded session_bag/."""
+    """The directory the examples run in: examples/, and its recorded session as the bags the
+    README and docs/recording.md record to."""
     root = tmp_path_factory.mktemp("examples-cwd")
     shutil.copytree(REPO / "examples", root / "examples")
-    config = parse_config(yaml.safe_load((REPO / "examples" / "multitask_session.yaml").read_text()))
-    lab = SimulatedLab({"policy_a": 0.3, "policy_b": 0.85})
-    write_bag(root / "session_bag", simulate_recording(config, lab, session_id="multitask"))
+    for name in ("session_bag", "session_2025-06-11"):
+        shutil.copytree(REPO / "examples" / "session_bag", root / name)
     return root
 
 
@@ -224,3 +332,19 @@ def test_readme_examples_run(workdir: pathlib.Path, tmp_path: pathlib.Path, ros_
     cwd = tmp_path / "cwd"
     shutil.copytree(workdir, cwd)
     _run_examples(readme_examples(), cwd, _environment(tmp_path / "cache"), ros_env)
+
+
+def test_docs_examples_run(workdir: pathlib.Path, tmp_path: pathlib.Path, ros_env: dict[str, str]) -> None:
+    """The ``evalstop`` commands of docs/ (with :data:`DOCS_SUBSTITUTIONS`), in order, each
+    block in a fresh working directory."""
+    blocks: dict[str, list[tuple[str, str]]] = {}
+    for where, command in docs_commands():
+        if command.startswith("evalstop ") and _kind(command, NOT_RUN) is None:
+            for name, instead in DOCS_SUBSTITUTIONS.items():
+                command = command.replace(name, instead)
+            blocks.setdefault(where, []).append((where, command))
+    assert sum(len(block) for block in blocks.values()) >= 10
+    for k, examples in enumerate(blocks.values()):
+        cwd = tmp_path / f"cwd{k}"
+        shutil.copytree(workdir, cwd)
+        _run_examples(examples, cwd, _environment(tmp_path / "cache"), ros_env)

@@ -91,6 +91,7 @@ def test_busy_port_is_one_line_and_exit_3(evalstop_script: Run, tmp_path: pathli
     assert done.stdout == ""
     assert done.stderr == (f"evalstop hub serve: error: cannot listen on 127.0.0.1:{port}: the port is in use "
                            "(another hub or program; pick another --port)\n")
+    assert list(tmp_path.iterdir()) == []  # no empty database left behind
 
 
 def test_exit_codes_of_the_verbs(evalstop_script: Run, tmp_path: pathlib.Path) -> None:

@@ -58,7 +58,8 @@ def test_json_equals_the_core(evalstop, tmp_path, stdout_json, model, core):
     assert [row["policy"] for row in payload["ranking"]] == [row["policy"] for row in expected]
     assert payload["win_rates"]["policies"] == ["fast", "octo", "pi0"]
     assert payload["win_rates"]["games"] == [[0, 2, 3], [2, 0, 2], [3, 2, 0]]
-    assert payload["notes"] == {"fast": [], "octo": [], "pi0": []}
+    assert payload["n_notes"] == {"fast": 0, "octo": 0, "pi0": 0} and "notes" not in payload
+    assert payload["data_note"] == ""
     ranking = core(expected_data())
     low, high = ranking.interval(0.95)
     assert payload["interval"] == {"level": 0.95, "se_method": ranking.se_method, "calibrated": True}
@@ -186,6 +187,8 @@ def test_explanations_are_grouped_per_policy(evalstop, tmp_path, stdout_json):
     path.write_text("policy_a,policy_b,preference,progress_a,progress_b,explanation\n"
                     "x,y,A,100,0,y froze\nx,z,B,10,90,\nz,y,tie,50,50,both slow\n")
     payload = stdout_json(evalstop("rank", str(path), "--model", "prog", "--json"))
+    assert payload["n_notes"] == {"x": 1, "y": 2, "z": 1} and "notes" not in payload  # counts by default
+    payload = stdout_json(evalstop("rank", str(path), "--model", "prog", "--json", "--notes"))
     assert payload["notes"] == {"x": ["y froze"], "y": ["y froze", "both slow"], "z": ["both slow"]}
 
 

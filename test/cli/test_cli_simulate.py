@@ -94,3 +94,41 @@ def test_malformed_list_is_a_usage_error(evalstop):
                     "--dist", "partial", "--levels", "0,x", "--probs-a", "1,0", "--probs-b", "0,1")
     assert proc.returncode == 2 and proc.stdout == ""
     assert "expected comma-separated numbers; found '0,x'" in proc.stderr
+
+
+def test_progress_lines_say_each_tenth_with_the_time_left() -> None:
+    """A log's progress: a line per tenth of the work done, with the time so far and left at that pace."""
+    import io
+
+    from evalstop_ros.cli._estimates import ProgressLines
+
+    now = [0.0]
+    out = io.StringIO()
+    lines = ProgressLines("evalstop simulate", "pairs", out=out, clock=lambda: now[0])
+    for done in range(0, 1001, 50):
+        now[0] = done / 100  # 10 s in all
+        lines(done, 1000)
+    said = out.getvalue().splitlines()
+    assert len(said) == 9, said  # 10 % .. 90 %; the end is the summary's
+    assert said[0] == "evalstop simulate: 10% (100 of 1,000 pairs), 1 s, about 9 s left"
+    assert said[-1] == "evalstop simulate: 90% (900 of 1,000 pairs), 9 s, about 1 s left"
+
+
+def test_monte_carlo_reports_every_trial_of_every_chunk() -> None:
+    """The progress callback of the simulation: monotone, in pairs, ending at reps x n_max (chunks
+    whose sequences all decided early count as fed to n_max); the estimates do not change."""
+    import numpy as np
+
+    from evalstop_ros.stats.registry import make_process
+    from evalstop_ros.stats.simulate import bernoulli, monte_carlo
+
+    def run(progress: object) -> object:
+        return monte_carlo(lambda r, s: make_process("nscore", r, alpha=0.05, alternative="two-sided", n_max=60, seed=s), bernoulli(0.1, 0.9),
+                           reps=250, n_max=60, rng=np.random.default_rng(3), chunk=100, progress=progress)  # type: ignore[arg-type]
+
+    seen: list[tuple[int, int]] = []
+    summary = run(lambda done, total: seen.append((done, total)))
+    assert summary == run(False)
+    done = [d for d, _ in seen]
+    assert all(t == 250 * 60 for _, t in seen) and done == sorted(done) and done[-1] == 250 * 60
+    assert len(seen) > 3 * 3  # within chunks, not only at their ends

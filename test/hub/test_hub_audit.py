@@ -176,7 +176,7 @@ def test_the_journaled_evaluation_governs_the_audit(record: dict[str, Any]) -> N
     shopped = record["root"] / "shopped.json"
     shopped.write_text(json.dumps(board))
     status, report = _audit(record["export"], "--against", str(shopped))
-    assert status == 1 and {"leaderboard: published with method 'wsr', the hub's journaled evaluation has 'nscore'",
+    assert status == 1 and {"leaderboard: published with method 'wsr', the hub's journaled evaluation has 'mixture'",
                             "leaderboard: published with alpha 0.2, the hub's journaled evaluation has 0.05"} <= \
         set(report["problems"])
 

@@ -55,11 +55,17 @@ def test_the_hub_evaluates_as_it_was_started(tmp_path: pathlib.Path) -> None:
            "'uncertain', given 'uniform')" in changed.stderr
     hub.start()  # the journaled settings again: served
     hub.stop()
+    restarted = HubProcess(db, viewer, tmp_path)  # a restart with no option: the journaled evaluation
+    restarted.start()
+    restarted.stop()
+    announced = (tmp_path / "hub-1.log").read_text()
+    assert f"leaderboard: http://127.0.0.1:{restarted.port}/leaderboard" in announced, announced
+    assert "mixture at family-wise alpha 0.1, ranker bt, schedule uncertain, tasks towel,cup" in announced, announced
     export = tmp_path / "journal.jsonl"
     assert cli("hub", "export", "--db", db, "-o", str(export)).returncode == 0
     entries = [json.loads(line) for line in export.read_text().splitlines()]
     [evaluation] = [e["body"] for e in entries if e["kind"] == "evaluation"]
-    assert evaluation == {"method": "nscore", "alpha": 0.1, "ranker": "bt", "models": ["paired", "bt", "davidson", "elo",
+    assert evaluation == {"method": "mixture", "alpha": 0.1, "ranker": "bt", "models": ["paired", "bt", "davidson", "elo",
                           "prog", "task"], "budget": 40, "schedule": "uncertain", "tasks": ["towel", "cup"]}
     hub_view = cli("hub", "analyze", str(export))
     assert hub_view.returncode == 0 and hub_view.stderr == ""
@@ -67,3 +73,11 @@ def test_the_hub_evaluates_as_it_was_started(tmp_path: pathlib.Path) -> None:
     what_if = cli("hub", "analyze", str(export), "--alpha", "0.05")
     assert what_if.returncode == 0 and "family-wise level 0.05" in what_if.stdout
     assert "a what-if analysis, not the hub's evaluation (alpha: journaled 0.1, given 0.05)" in what_if.stderr
+
+
+def test_a_refused_first_start_leaves_no_database(tmp_path: pathlib.Path) -> None:
+    """A start refused for its evaluation (a test that needs a horizon) leaves no empty database behind."""
+    db = tmp_path / "hub.sqlite"
+    done = cli("hub", "serve", "--db", str(db), "--port", "0", "--method", "step")
+    assert done.returncode == 2 and "anytime-valid test without a horizon" in done.stderr, done.stderr
+    assert list(tmp_path.iterdir()) == []

@@ -40,7 +40,7 @@ def test_two_policies_claim_when_a_direction_reaches_alpha_over_two() -> None:
         x, y = float(rng.random() < 0.9), float(rng.random() < 0.3)
         trials.append(("good", "bad", x, y) if rng.random() < 0.5 else ("bad", "good", y, x))
     board = leaderboard(["bad", "good"], [_result(*t) for t in trials], models=("bt",))
-    sides = {alt: make_process("nscore", 1, alpha=0.025, alternative=alt, n_max=None) for alt in ("greater", "less")}
+    sides = {alt: make_process("mixture", 1, alpha=0.025, alternative=alt, n_max=None) for alt in ("greater", "less")}
     expected = None
     for n, (a, _, sa, sb) in enumerate(trials, 1):
         bad, good = (sb, sa) if a == "good" else (sa, sb)  # oriented (bad, good) by name

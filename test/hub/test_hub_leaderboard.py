@@ -86,10 +86,19 @@ def test_leaderboard_page_in_headless_chromium(chromium: Any, tmp_path: pathlib.
     shown = re.findall(r'<tr class="policy" data-policy="(\w+)" data-rank="(\d+)">', page)
     assert shown == [(row["policy"], str(row["rank"])) for row in board["ranking"]]
     assert len(re.findall(r'<tr class="pair"', page)) == 3
-    assert "45 results counted" in page and re.search(r"Computed at \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC, as of result 45", page)
-    assert "Family-wise error: all 3 pairs of the 3 policies (P(P-1)/2 = 3, 6 directional hypotheses)" in page
+    assert "45 results counted" in page
+    assert re.search(r"Computed at \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC from 45 results\s+\(the last one: journal "
+                     r"entry \d+, counted \d{4}-", page)
+    assert "Family-wise error: all 3 pairs of the 3 policies (6 directional hypotheses) form one family" in page
+    assert '<meta http-equiv="refresh" content="30">' in page and "reloads itself every 30 s" in page
+    for table in re.findall(r"<thead><tr>(.*?)</tr></thead>", page, re.S):  # no two columns alike
+        headers = re.findall(r"<th>(.*?)</th>", table)
+        assert len(headers) == len(set(headers)), headers
+    # one model table shown (the primary, bt), the others folded away until asked for
+    assert re.findall(r'<details class="model" id="model-(\w+)" open>', page) == ["bt"]
+    assert len(re.findall(r'<details class="model" id="model-\w+">', page)) == 5
     assert board["family"] == {"procedure": "sequential Holm", "pairs": 3, "hypotheses": 6, "alpha": 0.05,
-                               "side_alpha": 0.05 / 6, "method": "nscore",
+                               "side_alpha": 0.05 / 6, "method": "mixture",
                                "analysis": "after every counted result, in journal order"}
     assert set(board["models"]) == {"paired", "bt", "davidson", "elo", "prog", "task"}
     for name, model in board["models"].items():  # every model: score, SE and interval, shown on the page
@@ -99,8 +108,9 @@ def test_leaderboard_page_in_headless_chromium(chromium: Any, tmp_path: pathlib.
             assert f"[{row['low']:.3f}, {row['high']:.3f}]" in page
     for row in board["ranking"]:  # intervals from stats.ranking, three decimals, around the rate
         assert row["win_low"] <= row["win_rate"] <= row["win_high"]
-        assert f"[{row['win_low']:.3f}, {row['win_high']:.3f}]" in page and f">{row['win_rate']:.3f}<" in page
-    assert page.count("<circle ") == 6 and page.count('<svg viewBox="0 0 640') == 2  # model score + win rate plots
+        assert f">{row['win_rate']:.3f} [{row['win_low']:.3f}, {row['win_high']:.3f}]<" in page
+    # model score + win rate plots, a dot per policy each
+    assert page.count('class="plot-dot"') == 6 and page.count('<figure class="ranking-plot"') == 2
     # the page as a browser lays it out at this width: no horizontal overflow
     root = tmp_path / "site"
     root.mkdir()
@@ -108,6 +118,10 @@ def test_leaderboard_page_in_headless_chromium(chromium: Any, tmp_path: pathlib.
     result = measure(chromium, root, serve_directory(root), "leaderboard.html", width, height, tmp_path / "profile-dom")
     assert result["scrollWidth"] <= result["innerWidth"] and result["wide"] == [], result["wide"]
     assert "alpha" in result["text"] and "Pairs under sequential Holm" in result["text"]
+    plots = _plot_layout(chromium, root, serve_directory(root), width, height, tmp_path / "profile-plot")
+    assert plots["smallest_font_px"] >= 12, plots  # legible on a phone: the labels are text, not a scaled SVG
+    assert plots["overlapping_ticks"] == 0 and plots["cut_labels"] == [], plots
+    assert plots["track_px"] >= (150 if width < 760 else 600), plots
     from matplotlib import image
 
     pixels = image.imread(shot)[..., :3]
@@ -147,6 +161,45 @@ def test_a_browser_signs_in_with_a_cookie(tmp_path: pathlib.Path) -> None:
         assert page.status == 200 and "45 results counted" in text and 'data-policy="alpha"' in text
     finally:
         hub.stop()
+
+
+_PLOT_HARNESS = """<!DOCTYPE html><html><body><pre id="result">pending</pre>
+<iframe id="page" src="leaderboard.html" style="border:0" width="{width}" height="{height}"></iframe>
+<script>
+const frame = document.getElementById("page");
+frame.addEventListener("load", () => {{
+  const doc = frame.contentDocument, win = frame.contentWindow;
+  const texts = Array.from(doc.querySelectorAll(".plot-label, .plot-tick, .plot-value, .ranking-plot figcaption"));
+  const sizes = texts.map(el => parseFloat(win.getComputedStyle(el).fontSize));
+  let overlapping = 0;
+  for (const axis of doc.querySelectorAll(".plot-axis")) {{
+    const boxes = Array.from(axis.querySelectorAll(".plot-tick")).map(el => el.getBoundingClientRect())
+      .filter(box => box.width > 0);
+    for (let k = 1; k < boxes.length; k++) if (boxes[k].left < boxes[k - 1].right) overlapping++;
+  }}
+  const cut = Array.from(doc.querySelectorAll(".plot-label")).filter(el => el.scrollWidth > el.clientWidth + 1)
+    .map(el => el.textContent);
+  const track = doc.querySelector(".plot-track").getBoundingClientRect().width;
+  document.getElementById("result").textContent = JSON.stringify({{smallest_font_px: Math.min(...sizes),
+    overlapping_ticks: overlapping, cut_labels: cut, track_px: track}});
+}});
+</script></body></html>
+"""
+
+
+def _plot_layout(chromium: Any, root: pathlib.Path, base_url: str, width: int, height: int,
+                 profile: pathlib.Path) -> dict[str, Any]:
+    """The ranking plots as Chromium lays them out in a ``width`` px frame: the smallest font of
+    their text, tick labels that overlap, policy names cut short, the width of a plot's track."""
+    import html
+    import json
+
+    (root / "plot-harness.html").write_text(_PLOT_HARNESS.format(width=width, height=height), encoding="utf-8")
+    done = chromium(profile, "--virtual-time-budget=20000", "--dump-dom", f"{base_url}/plot-harness.html")
+    found = re.search(r'<pre id="result">(.*?)</pre>', done.stdout, re.S)
+    assert found and found.group(1) != "pending", done.stdout[-2000:] + done.stderr[-2000:]
+    result: dict[str, Any] = json.loads(html.unescape(found.group(1)))
+    return result
 
 
 class _NoRedirect(urllib.request.HTTPRedirectHandler):

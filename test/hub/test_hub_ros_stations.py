@@ -30,6 +30,8 @@ from hub_support import (
     station_records,
 )
 
+from evalstop_ros.session.auth import new_keys, write_keys
+
 POLICIES = {"heron": 0.85, "walrus": 0.5, "osprey": 0.2}
 #: A/B trials each station runs.
 TRIALS = 8
@@ -197,8 +199,8 @@ def test_ros_stations_survive_kills_and_every_result_counts_once(
 
 def test_operator_scores_pause_and_resume_a_ros_station(
         tmp_path: pathlib.Path, start_node: Callable[..., Any], probe: Any) -> None:
-    """A station whose runner does not score: the operator's trial_score (tokens checked, every
-    score answered on score_ack) makes the results; session_control pauses and resumes it, and a
+    """A station whose runner does not score (and opens the station's sealed goals): the operator's
+    trial_score (tokens checked, every score answered on score_ack) makes the results; session_control pauses and resumes it, and a
     score sent while paused is refused, as a session refuses it (the trial loop's rules)."""
     from evalstop.msg import ScoreAck, SessionStatus, TrialRequest, TrialScore
     from evalstop.srv import SessionControl
@@ -218,10 +220,14 @@ def test_operator_scores_pause_and_resume_a_ros_station(
         acks = probe.collect(ScoreAck, "score_ack", qos.EVENT_QOS)
         scores = probe.node.create_publisher(TrialScore, "trial_score", qos.SCORE_QOS)
         (tmp_path / "lab.key").write_text(key)
-        start_node("sim_robot", params={"auto_score": False, "duration": 0.0})
+        # the station seals the policy-server address in every goal for its runner (the runner key)
+        goal_key = write_keys(tmp_path / "runner.key", new_keys(["runner"]))
+        start_node("sim_robot", params={"auto_score": False, "duration": 0.0, "goal_key_file": str(goal_key)})
         manager = start_node("station_manager", params={
             "hub_url": hub.url, "station_id": "lab", "hub_key_file": str(tmp_path / "lab.key"), "hub_trials": 2,
-            "journal_dir": str(tmp_path / "stations"), "exit_on_finish": True, "exit_linger": 0.5})
+            "journal_dir": str(tmp_path / "stations"), "exit_on_finish": True, "exit_linger": 0.5,
+            "goal_key_file": str(goal_key), "allow_unsealed": False})
+        manager.wait_for(r"runner goals sealed")
 
         def awaiting_score(trial_id: int) -> TrialRequest:
             probe.spin_until(lambda: any(s.pending_trial_id == trial_id and s.state_name == "hub:running:awaiting_score"

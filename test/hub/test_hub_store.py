@@ -203,14 +203,14 @@ def _old_database(database: str, version: int = 1) -> None:
             pg.execute(sql, params)
 
 
-def test_migrations_2_to_4_keep_the_queue_load_and_journal_of_a_v1_database(open_store: Opener, database: str) -> None:
+def test_migrations_2_to_5_keep_the_queue_load_journal_and_results_of_a_v1_database(open_store: Opener, database: str) -> None:
     """Schema v2 (issue #23) marks a lease already handed out again as ``requeued`` (it is not
     handed out a second time) and fills ``pair_load`` with the leased and reported assignments;
     v3 links the journal entries already written, v4 numbers them without gaps and relinks them
-    by the standard chain new entries continue."""
+    by the standard chain new entries continue; v5 keeps the results, their upload ids now the station's own."""
     _old_database(database)
     store = open_store(database, Clock())
-    assert store.schema_version() == latest_version() == 4
+    assert store.schema_version() == latest_version() == 5
     assert store.counts() == {"requeued": 1, "done": 1, "leased": 1, "results": 1}
     with store._tx() as run:
         assert run("SELECT policy_low, policy_high, load FROM pair_load") == [("alpha", "beta", 2)]
@@ -253,7 +253,7 @@ def test_a_v3_database_migrates_to_the_standard_chain_and_its_export_verifies(
     entry is named."""
     _old_database(database, version=3)
     store = open_store(database, Clock())
-    assert store.schema_version() == 4
+    assert store.schema_version() == latest_version()
     store.add_policy("gamma", "sim://success=0.5")
     work, _ = store.lease("s2", 30.0, ["t"], "need", random.Random(1))
     assert store.submit("s2", work.assignment_id, "upload-w", 1.0, 0.0) == "recorded"

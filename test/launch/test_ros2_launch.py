@@ -32,6 +32,8 @@ from typing import Any
 import pytest
 from nodes_support import NodeProcess, operator_keys
 
+from evalstop_ros.session.auth import new_keys, write_keys
+
 REPO = pathlib.Path(__file__).resolve().parents[2]
 #: The launch_testing test (``add_launch_test`` in CMakeLists.txt), run with ``launch_test``.
 LAUNCH_TEST = REPO / "test" / "launch" / "test_demo_launch.py"  # (conftest.py: not collected by pytest)
@@ -102,10 +104,11 @@ def test_eval_launch_sim_runs_a_session_that_audits_and_answers_the_ros2_cli(
     """``ros2 launch evalstop eval.launch.py robot:=sim`` to ``finished``; the CLI; the audit of the journal."""
     journals = tmp_path / "journals"
     process = launch("eval.launch.py", robot="sim", namespace=namespace, session_id="launch-sim",
-                     journal_dir=str(journals))
+                     journal_dir=str(journals), exit_on_finish="false")
     process.wait_for(r"session launch-sim finished: \d+ trials scored, 2/2 tests decided", 300.0)
 
-    # the manager stays up after the session (a dashboard can still read it): ask it as a user would
+    # exit_on_finish:=false: the manager stays up after the session (a dashboard can still read
+    # it): ask it as a user would
     described = ros2("param", "describe", "--no-daemon", "--spin-time", "10", f"{namespace}/evaluation_manager",
                      "goal_response_timeout")
     assert described.returncode == 0, described.stdout + described.stderr
@@ -130,6 +133,55 @@ def test_eval_launch_sim_runs_a_session_that_audits_and_answers_the_ros2_cli(
     assert process.stop(timeout=60) == 0, process.tail()
     audit = _audit(journals / "launch-sim.db")
     assert "2 decision(s)" in audit
+
+
+def _errors(output: str) -> list[str]:
+    """The lines of ``ros2 launch`` output a user would read as a failure."""
+    return [line for line in output.splitlines() if "[ERROR]" in line or "process has died" in line
+            or "Traceback" in line]
+
+
+def test_eval_launch_sim_ends_when_the_session_finishes(launch: Any, namespace: str, tmp_path: pathlib.Path) -> None:
+    """``ros2 launch evalstop eval.launch.py robot:=sim``, nothing else: the launch ends by itself
+    with status 0 once the session is finished (exit_on_finish), every process clean."""
+    journals = tmp_path / "journals"
+    process = launch("eval.launch.py", robot="sim", namespace=namespace, session_id="launch-ends",
+                     journal_dir=str(journals))
+    assert process.wait(300.0) == 0, process.tail()
+    assert re.search(r"session launch-ends finished: \d+ trials scored, 2/2 tests decided", process.output)
+    assert re.search(r"\[evaluation_manager-1\]: process has finished cleanly", process.output), process.tail()
+    assert _errors(process.output) == [], _errors(process.output)
+    _audit(journals / "launch-ends.db")
+
+
+def test_ctrl_c_in_the_terminal_stops_the_launch_without_an_error_line(ros_env: dict[str, str], namespace: str,
+                                                                     tmp_path: pathlib.Path) -> None:
+    """Ctrl-C in the launch's terminal mid-session (SIGINT to the whole process group: ``ros2 launch``,
+    the manager, policy_runner and the two policy servers each get it, then again from launch):
+    status 0, every process finished cleanly, no ERROR line (policy_server used to outlive the 5 s
+    and be killed with SIGTERM, policy_runner to report the interrupted rollout as a robot fault)."""
+    import signal
+
+    cmd = [shutil.which("ros2", path=ros_env["PATH"]) or "ros2", "launch", "evalstop", "eval.launch.py",
+           "robot:=sim_policy", "confirm_reset:=false", f"namespace:={namespace}", "session_id:=launch-ctrl-c",
+           f"journal_dir:={tmp_path / 'journals'}"]
+    log_path = tmp_path / "launch.log"
+    with log_path.open("wb") as log:
+        proc = subprocess.Popen(cmd, env=ros_env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 300.0
+        while "rollout started" not in log_path.read_text(errors="replace"):
+            assert proc.poll() is None and time.monotonic() < deadline, log_path.read_text()[-3000:]
+            time.sleep(0.2)
+        os.killpg(proc.pid, signal.SIGINT)  # what the terminal does on Ctrl-C
+        assert proc.wait(60) == 0, log_path.read_text()[-3000:]
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    output = log_path.read_text(errors="replace")
+    assert _errors(output) == [], "\n".join(_errors(output))
+    assert output.count("process has finished cleanly") == 4, output[-3000:]  # manager, runner, two servers
 
 
 def test_eval_launch_sim_policy_finishes_within_ten_minutes(launch: Any, namespace: str,
@@ -201,8 +253,9 @@ def test_eval_launch_real_robot_waits_for_the_operator(launch: Any, ros2: Any, n
         (fakes / name).parent.mkdir(parents=True, exist_ok=True)
         (fakes / name).write_text(textwrap.dedent(text))
     keys, _ = operator_keys(tmp_path, "alice")  # a real robot's session takes signed scores only
+    goal_key = write_keys(tmp_path / "runner.key", new_keys(["runner"]))  # ... and seals its runner goals
     process = launch("eval.launch.py", robot=robot, namespace=namespace, session_id=f"launch-{robot}",
-                     journal_dir=str(tmp_path / "journals"), operator_keys_file=str(keys),
+                     journal_dir=str(tmp_path / "journals"), operator_keys_file=str(keys), goal_key_file=str(goal_key),
                      env={"PYTHONPATH": f"{fakes}{os.pathsep}{ros_env['PYTHONPATH']}"})
     process.wait_for(rf"serving RunTrial on '/{robot}/run_trial' with the '{robot}' robot: 2 policies", 120.0)
     process.wait_for(rf"session launch-{robot} opened \(running, 0 trials scored\): runner '/{robot}/run_trial'", 60.0)

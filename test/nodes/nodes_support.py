@@ -188,3 +188,21 @@ class NodeProcess:
         self.proc.send_signal(signal.SIGKILL)
         self.proc.wait()
         self._log.close()
+
+
+def launch_default(file: str, argument: str, robot: str) -> str:
+    """The default of launch argument ``argument`` of ``launch/<file>`` for ``robot``, evaluated from the
+    file's own text (a ``PythonExpression`` over ``robot``, or a constant)."""
+    import ast
+
+    tree = ast.parse((REPO / "launch" / file).read_text())
+    declared = next(c for c in ast.walk(tree) if isinstance(c, ast.Call) and getattr(c.func, "id", None)
+                    == "DeclareLaunchArgument" and isinstance(c.args[0], ast.Constant) and c.args[0].value
+                    == argument)
+    default = next(k.value for k in declared.keywords if k.arg == "default_value")
+    if isinstance(default, ast.Constant):
+        return str(default.value)
+    assert isinstance(default, ast.Call) and getattr(default.func, "id", None) == "PythonExpression"
+    parts = [robot if isinstance(e, ast.Name) and e.id == "robot" else ast.literal_eval(e)
+             for e in default.args[0].elts]  # type: ignore[attr-defined]
+    return str(eval("".join(parts)))  # the launch file's own expression

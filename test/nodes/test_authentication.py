@@ -15,7 +15,7 @@ import time
 from typing import Any
 
 import pytest
-from nodes_support import operator_keys, write_config
+from nodes_support import launch_default, operator_keys, write_config
 
 pytestmark = pytest.mark.usefixtures("ros_env")
 
@@ -246,23 +246,9 @@ def test_the_terminal_ignores_forged_acks(start_node: Any, probe: Any, tmp_path:
     assert terminal.wait() == 0
 
 
-def _allow_unsigned_default(robot: str) -> str:
-    """eval.launch.py's default of ``allow_unsigned`` for ``robot``, evaluated from the file's own text."""
-    import ast
-
-    tree = ast.parse((pathlib.Path(__file__).resolve().parents[2] / "launch" / "eval.launch.py").read_text())
-    declared = next(c for c in ast.walk(tree) if isinstance(c, ast.Call) and getattr(c.func, "id", None)
-                    == "DeclareLaunchArgument" and isinstance(c.args[0], ast.Constant) and c.args[0].value
-                    == "allow_unsigned")
-    default = next(k.value for k in declared.keywords if k.arg == "default_value")
-    assert isinstance(default, ast.Call) and getattr(default.func, "id", None) == "PythonExpression"
-    parts = [robot if isinstance(e, ast.Name) and e.id == "robot" else ast.literal_eval(e)
-             for e in default.args[0].elts]  # type: ignore[attr-defined]
-    return str(eval("".join(parts)))  # the launch file's own expression
-
-
 def test_real_robots_are_signed_by_default_in_the_launch_file() -> None:
-    assert {robot: _allow_unsigned_default(robot) for robot in ("sim", "sim_policy", "droid", "widowx")} == {
+    assert {robot: launch_default("eval.launch.py", "allow_unsigned", robot)
+            for robot in ("sim", "sim_policy", "droid", "widowx")} == {
         "sim": "true", "sim_policy": "true", "droid": "false", "widowx": "false"}
     text = (pathlib.Path(__file__).resolve().parents[2] / "launch" / "eval.launch.py").read_text()
     assert "'allow_unsigned': LaunchConfiguration('allow_unsigned')," in text  # passed to the manager

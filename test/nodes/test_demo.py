@@ -26,6 +26,9 @@ def test_demo_reaches_decisions_the_offline_analysis_agrees_with(ros_env: dict[s
     assert re.search(r"session demo-\S+ finished after \d+ scored trials", done.stdout)
     assert "agrees with every live decision" in done.stdout
     assert "node exit codes {'evaluation_manager': 0, 'sim_robot': 0}" in done.stdout
+    journal = next(tmp_path.glob("demo-*.db"))
+    assert f"journal: {journal}\nreport:  evalstop report {journal} -o {tmp_path / 'report'}" in done.stdout
+    assert re.search(r"trial +\d+ \| \d+ s(, at most \d+ s left)? \| ", done.stdout)  # progress, ETA
 
 
 def test_policy_demo_confirms_every_reset_with_signed_controls(ros_env: dict[str, str],
@@ -40,3 +43,38 @@ def test_policy_demo_confirms_every_reset_with_signed_controls(ros_env: dict[str
     confirmed = int(re.search(r"the automatic operator confirmed (\d+) scene resets", done.stdout).group(1))  # type: ignore[union-attr]
     assert confirmed >= trials > 0
     assert "agrees with every live decision" in done.stdout
+
+
+def _failing_demo(ros_env: dict[str, str], *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(DEMO), *args], env=ros_env, capture_output=True, text=True, timeout=timeout, check=False)
+
+
+def test_a_config_the_robot_cannot_run_is_refused_before_any_node_starts(ros_env: dict[str, str],
+                                                                         tmp_path: pathlib.Path) -> None:
+    """Policies sim_robot does not serve, and an invalid config: the reason on the terminal, exit 2,
+    no node started (no journal directory made)."""
+    unserved = _failing_demo(ros_env, "--config", str(REPO / "config" / "adastop_sim.yaml"),
+                             "--journal-dir", str(tmp_path / "a"))
+    assert unserved.returncode == 2, unserved.stdout + unserved.stderr
+    assert "compares agent_1, agent_2, agent_3, agent_4, agent_5, but sim_robot serves only policy_a, policy_b" \
+        in unserved.stderr
+    assert "--policies agent_1,agent_2,agent_3,agent_4,agent_5" in unserved.stderr
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("policies: [policy_a, policy_b]\nalpha: 2\n")
+    invalid = _failing_demo(ros_env, "--config", str(bad), "--journal-dir", str(tmp_path / "b"))
+    assert invalid.returncode == 2 and f"{bad}: " in invalid.stderr and "alpha: must lie in (0, 1)" in invalid.stderr
+    assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
+
+
+def test_a_session_waiting_for_a_human_says_so(ros_env: dict[str, str], tmp_path: pathlib.Path) -> None:
+    """``scoring: operator``: announced at the start, and the trial's wait for a score said on the
+    terminal within seconds (the demo then gives up at its timeout)."""
+    config = yaml.safe_load((REPO / "config" / "eval.yaml").read_text())
+    config["scoring"] = "operator"
+    path = tmp_path / "operator.yaml"
+    path.write_text(yaml.safe_dump(config))
+    done = _failing_demo(ros_env, "--config", str(path), "--journal-dir", str(tmp_path / "j"), "--timeout", "40")
+    assert done.returncode == 1
+    assert "scoring: operator" in done.stdout and "every trial waits for a human's score" in done.stdout
+    assert re.search(r"trial \d+ waits for an operator's score \(the config's `scoring` is not `auto`\)", done.stderr), \
+        done.stdout[-2000:] + done.stderr[-2000:]

@@ -3,8 +3,10 @@ session with a WARN in ``/diagnostics``, and no goal is sent while two runners c
 
 Two stations on one ROS domain with the default action name ``run_trial`` is the way this happens:
 every goal request reaches both servers, both robots run the rollout, and rclpy's action client only
-logs "Ignoring unexpected goal response" for the second. The manager counts the servers from the
-ROS graph (:meth:`evalstop_ros.nodes.runner_link.RunnerLink.servers`).
+logs "Ignoring unexpected goal response" for the second. The manager reports the ROS graph
+(:meth:`evalstop_ros.nodes.runner_link.RunnerLink.graph`) to the rule both managers apply
+(:mod:`evalstop_ros.session.runner_check`); a node serving only the goal service is
+test_sealed_goals.py's.
 """
 
 from __future__ import annotations

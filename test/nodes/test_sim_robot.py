@@ -135,3 +135,34 @@ def test_ctrl_c_during_a_rollout_ends_quietly(start_node: Any, probe: Any) -> No
         assert time.monotonic() < deadline, robot.output
     assert robot.stop() == 0
     assert "Traceback" not in robot.output and "[ERROR]" not in robot.output, robot.output
+
+
+def test_sealed_goals_run_with_the_runner_key_only(start_node: Any, probe: Any, tmp_path: Any) -> None:
+    """A goal sealed by a manager with a runner key: a runner holding the key runs it and proves it in the
+    result; one without a key (or with another) fails it as ``sealed goal (error <id>)``."""
+    from evalstop.action import RunTrial
+    from rclpy.action import ActionClient
+
+    from evalstop_ros.session.auth import new_keys, write_keys
+    from evalstop_ros.session.goal_sealing import GoalSealer, session_seal_key
+
+    keys = {name: write_keys(tmp_path / f"{name}.key", new_keys(["runner"])) for name in ("lab", "other")}
+    lab_key = bytes.fromhex(keys["lab"].read_text().split()[-1])
+    sealer = GoalSealer(lab_key, session_seal_key(bytes(32), "s1"), "s1")
+    runners = {"keyed": start_node("sim_robot", params={"goal_key_file": str(keys["lab"])}, ns="/keyed"),
+               "keyless": start_node("sim_robot", ns="/keyless"),
+               "other": start_node("sim_robot", params={"goal_key_file": str(keys["other"])}, ns="/other")}
+    results = {}
+    for name in runners:
+        client = ActionClient(probe.node, RunTrial, f"/{name}/run_trial")
+        goal = RunTrial.Goal(session_id="s1", trial_id=1, label="X", task="t", initial_condition="c", attempt=1,
+                             **sealer.goal_fields(1, 1, "policy_b"))
+        results[name] = probe.run_goal(client, goal, 60.0)
+        assert sealer.result_problem(goal, results[name]) == ("" if name == "keyed" else "no runner proof")
+    assert results["keyed"].ok and results["keyed"].auto_scored
+    for name in ("keyless", "other"):
+        assert not results[name].ok and re.fullmatch(r"sealed goal \(error [0-9a-f]{8}\): (no runner key|it does not "
+                                                     r"open with this runner's key)", results[name].message)
+    runners["keyless"].wait_for(r"trial 1: sealed goal: no runner key; the run fails")
+    runners["other"].wait_for(r"trial 1: sealed goal: it does not open with this runner's key; the run fails")
+    assert all("policy_b" not in r.output for r in runners.values())

@@ -330,3 +330,49 @@ def test_a_lost_answer_to_the_reset_confirmation_is_re_sent(
     assert len(re.findall(r"trial 1 \(attempt 1\): rollout started", robot.output)) == 1
     events = read_journal(tmp_path / "tty.db").events
     assert [(e.trial_id, e.payload["attempt"]) for e in events if e.kind == "reset_confirmed"] == [(1, 1)]
+
+
+#: Bytes a terminal passes on as typed (no line-discipline control characters: ^C, ^D, ^U ... act on the tty).
+TYPED = bytes([0x1B, *range(0x20, 0x7F), *range(0x80, 0x100)])
+
+
+@pytest.mark.parametrize("locale", [{"LC_ALL": "C.UTF-8"}, {"LC_ALL": "C", "PYTHONIOENCODING": "ascii"},
+                                    {"LC_ALL": "C", "PYTHONIOENCODING": "latin-1"}], ids=["utf8", "ascii", "latin1"])
+def test_random_bytes_in_every_command_in_any_locale(start_node: Any, tmp_path: pathlib.Path, ros_env: dict[str, str],
+                                                     namespace: str, locale: dict[str, str]) -> None:
+    """Every command with random bytes after it (notes, preference, instruction, progress, undo reason, a
+    random word) in a UTF-8, an ASCII and a Latin-1 terminal: the terminal answers each and stays up; a
+    note with a byte that is not UTF-8 reaches the journal with U+FFFD in its place."""
+    import random
+
+    from evalstop_ros.session import read_journal
+
+    config = write_config(tmp_path / "operator.yaml", scoring="operator")
+    start_node("sim_robot", params={"auto_score": False, "duration": 0.0})
+    start_node("evaluation_manager", params={"config_file": str(config), "session_id": "tty",
+                                             "journal_dir": str(tmp_path), "journal_fsync": False})
+    term = Terminal([str(LIB / "teleop_scorer"), "--ros-args", "-r", f"__ns:={namespace}", "-p", "ack_timeout:=1.0"],
+                    {**ros_env, **locale})
+    try:
+        term.expect(r"== trial 1 \(round 1\) -- policy label \w+ ==")
+        term.expect(r"-- robot done: score trial 1 now")
+        rng = random.Random(str(locale))
+        for command in ("n", "r", "i", "p", "f", "v", "u", "h", "", "zz"):
+            for _ in range(3):
+                junk = bytes(rng.choice(TYPED) for _ in range(rng.randrange(1, 40)))
+                os.write(term.master, command.encode() + b" " + junk + b"\n")
+        for reset in ("r =", "i", "v yes"):  # (a random preference, an instruction outside design ab: refused)
+            term.type(reset)
+        os.write(term.master, b"n slipped \xff at \xc3( the end\n")
+        term.type("f 0.5")
+        term.expect(r"trial 1: recorded: success=0 progress=0.5", timeout=30.0)
+        term.type("q")
+        assert term.close() == 0, term.screen
+    finally:
+        if term.proc.poll() is None:
+            term.proc.kill()
+            term.proc.wait()
+    assert "Traceback" not in term.screen and "Error" not in term.screen, term.screen
+    first = next(e for e in read_journal(tmp_path / "tty.db").events
+                 if e.kind == "score_accepted" and e.trial_id == 1).payload["submission"]
+    assert first["notes"] == "slipped \ufffd at \ufffd( the end"

@@ -2,7 +2,9 @@
 
 :func:`measure` loads a page in an iframe of the given width inside a harness page and reads
 back, after load: the document's ``scrollWidth`` against the frame's ``innerWidth`` (horizontal
-overflow), every image (complete, natural size), and the elements wider than the frame.
+overflow), every image (complete, natural size), the elements wider than the frame, every
+table's width against its box (a wider table hides columns behind a scroll) and the height of
+the lines each no-wrap cell's text takes.
 :func:`screenshot` takes a full-width screenshot into :data:`ARTEFACTS` (kept after the run:
 ``build/test-output/`` of the repository; open the PNGs to look at the pages).
 """
@@ -31,9 +33,15 @@ frame.addEventListener("load", () => {{
     const wide = Array.from(doc.body.querySelectorAll("*")).filter(el => {{
       const r = el.getBoundingClientRect(); return r.right > win.innerWidth + 1 && !el.closest(".scroll");
     }}).map(el => el.tagName + (el.id ? "#" + el.id : "") + (el.className ? "." + el.className : ""));
+    const tables = Array.from(doc.querySelectorAll("table")).map(t => ({{id: t.id,
+      width: t.scrollWidth, box: t.parentElement.clientWidth}}));
+    const nowrap = Array.from(doc.querySelectorAll("td.nowrap")).map(td => {{
+      const range = doc.createRange(); range.selectNodeContents(td);
+      return {{lines: new Set(Array.from(range.getClientRects()).map(r => Math.round(r.top))).size, text: td.innerText}};
+    }});
     document.getElementById("result").textContent = JSON.stringify({{title: doc.title,
       scrollWidth: doc.documentElement.scrollWidth, innerWidth: win.innerWidth, images: images, wide: wide,
-      text: doc.body.innerText.slice(0, 20000)}});
+      tables: tables, nowrap: nowrap, text: doc.body.innerText.slice(0, 20000)}});
   }};
   Promise.all(Array.from(doc.images).map(img => img.complete ? null :
     new Promise(done => {{ img.onload = done; img.onerror = done; }}))).then(settle);

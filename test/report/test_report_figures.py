@@ -89,11 +89,11 @@ def test_numbers_say_what_they_are_over(reports: dict[str, AuditReport], tmp_pat
         values = [float(t.success) for t in report.trials if t.policy == policy and t.success is not None]
         assert f"{np.mean(values):.3f}" in title and f"all {len(values)} trials" in title
     page = write_report(report, tmp_path / "out", formats=("png",)).page.read_text()
-    assert "mean A at the stop" in page and "mean B at the stop" in page
+    assert "mean A / B at the stop" in page
     decided = [t for t in report.tests if t.result.decision in (Decision.A_BETTER, Decision.B_BETTER)]
     assert decided
     for test in report.tests:  # three decimals in every mean cell
-        assert f">{test.values_a.mean():.3f}<" in page and f">{test.values_b.mean():.3f}<" in page
+        assert f">{test.values_a.mean():.3f} / {test.values_b.mean():.3f}<" in page
     cells = re.findall(r'<td data-label="[^"]*" class="num">(0\.\d+)</td>', page)
     assert cells and all(len(c.split(".")[1]) >= 3 for c in cells), cells
 

@@ -79,24 +79,25 @@ def _videos(page: str) -> list[dict[str, str]]:
             for tag in re.findall(r"<video [^>]*>", page)]
 
 
-def test_the_page_links_every_recorded_video_relatively(site: tuple[pathlib.Path, ReportFiles]) -> None:
+def test_the_page_shows_every_recorded_video_copied_into_the_report(site: tuple[pathlib.Path, ReportFiles]) -> None:
+    """The report folder is self-contained: each video is copied into its videos/ folder and linked there."""
     root, files = site
     page = files.page.read_text()
     assert "<h2>Trial videos</h2>" in page
     videos = _videos(page)
-    expected = [root / "episodes" / "s1" / f"trial_{t:04d}_attempt_1" / f"{c}.mp4"
-                for t in range(1, RECORDED + 1) for c in CAMERAS]
-    assert [pathlib.Path(v["src"]) for v in videos] == \
-        [pathlib.Path("..", "episodes", "s1", p.parent.name, p.name) for p in expected]
+    originals = [root / "episodes" / "s1" / f"trial_{t:04d}_attempt_1" / f"{c}.mp4"
+                 for t in range(1, RECORDED + 1) for c in CAMERAS]
+    assert [v["src"] for v in videos] == [f"videos/{p.parent.name}/{p.name}" for p in originals]
     assert [(int(v["data-trial"]), v["data-camera"]) for v in videos] == \
         [(t, c) for t in range(1, RECORDED + 1) for c in CAMERAS]
-    for video, mp4 in zip(videos, expected):
-        assert (files.page.parent / video["src"]).resolve() == mp4.resolve() and mp4.is_file()
+    for video, mp4 in zip(videos, originals):
+        copy = files.page.parent / video["src"]
+        assert copy.resolve().is_relative_to(files.page.parent.resolve()) and copy.read_bytes() == mp4.read_bytes()
         assert " controls " in video["tag"] and video["preload"] == "metadata"
-    assert list(files.videos) == [p.resolve() for p in expected]
+    assert list(files.videos) == [(files.page.parent / v["src"]).resolve() for v in videos]
     assert re.search(r"trial 1 \(label \w, (bad|good)_vla, attempt 1: ran, success=[01] progress=[\d.]+\)", page)
     assert f"episodes/s1/trial_{RECORDED + 1:04d}_attempt_1</code> not found on this machine" in page
-    assert not (files.page.parent / "episodes").exists(), "the report links the videos, it does not copy them"
+    assert "../" not in "".join(v["src"] for v in videos)
 
 
 HARNESS = """<!DOCTYPE html><html><body><pre id="result">pending</pre>
@@ -138,7 +139,7 @@ def test_chromium_loads_every_trial_video(chromium: Any, served: str, site: tupl
     rendered = json.loads(html.unescape(text))
     assert len(rendered) == len(files.videos) == RECORDED * len(CAMERAS)
     for video, mp4 in zip(rendered, files.videos):
-        assert video["url"] == f"{served}/episodes/s1/{mp4.parent.name}/{mp4.name}"
+        assert video["url"] == f"{served}/report/videos/{mp4.parent.name}/{mp4.name}"
         frames, seconds = imageio_ffmpeg.count_frames_and_secs(str(mp4))
         assert (video["error"], video["ready"] >= 1) == (0, True), video
         assert (video["width"], video["height"]) == (64, 48) and frames > 0

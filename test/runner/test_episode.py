@@ -178,8 +178,9 @@ def test_an_episode_is_recorded_with_a_video_per_camera(tmp_path: Any) -> None:
     assert data["joint_position"].shape == (6, 7) and data["latency"].shape == (6,)
     assert np.all(np.diff(data["step_time"]) > 0)
     assert set(np.unique(data["actions"][:, 7])) <= {0.0, 1.0}
-    for camera in ("exterior_image_1_left", "wrist_image_left"):
-        assert imageio_ffmpeg.count_frames_and_secs(str(folder / f"{camera}.mp4"))[0] == 6
+    for camera in ("exterior_image_1_left", "wrist_image_left"):  # a frame per control step at 15 Hz: real time
+        frames, seconds = imageio_ffmpeg.count_frames_and_secs(str(folder / f"{camera}.mp4"))
+        assert frames == 30 and seconds == pytest.approx(30 / 15.0, abs=0.1)
     assert result.steps == 30
 
 

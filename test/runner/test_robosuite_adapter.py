@@ -86,6 +86,24 @@ def test_cameras_are_the_protocols_at_the_policys_resolution_and_show_the_seeded
     assert not np.allclose(_cube(arm)[:2], first[:2], atol=0.005), "another trial, another scene"
 
 
+def test_the_videos_get_the_cameras_at_the_record_resolution_the_policy_its_own(arm: object) -> None:
+    """``record_resolution``: each observed camera rendered a second time for the episode videos;
+    the policy's images stay at its resolution (and the same scene)."""
+    arm.begin(EpisodeInfo("s", 1, "lift_cube", "scene_a", "cartesian_velocity", (96, 96)))  # type: ignore[attr-defined]
+    plain = arm.observe()  # type: ignore[attr-defined]
+    assert plain.recording == {}
+    arm.record_resolution = (240, 320)  # type: ignore[attr-defined]
+    try:
+        obs = arm.observe()  # type: ignore[attr-defined]
+    finally:
+        arm.record_resolution = None  # type: ignore[attr-defined]
+    assert set(obs.recording) == set(obs.images) == {"exterior_image_1_left", "wrist_image_left"}
+    assert all(frame.shape == (240, 320, 3) and frame.dtype == np.uint8 for frame in obs.recording.values())
+    assert all(np.array_equal(obs.images[k], plain.images[k]) for k in obs.images)
+    seen = locate_cube(obs.images["exterior_image_1_left"])
+    assert seen is not None and np.linalg.norm(seen[:2] - _cube(arm)[:2]) < 0.015
+
+
 def test_joint_velocity_and_position_actions_move_the_panda(arm: object) -> None:
     arm.begin(EpisodeInfo("s", 1, "t", "c", "joint_velocity", (32, 32)))  # type: ignore[attr-defined]
     start = arm.observe().joint_position  # type: ignore[attr-defined]

@@ -155,7 +155,7 @@ INVALID = [
      r"metrics\[0\]: metric 'progress' cannot use method 'step', which needs binary success data"),
     ({"metrics": [{"name": "progress", "method": "savi"}]}, r"cannot use method 'savi'"),
     ({"metrics": [{"name": "success", "method": "ttest"}]},
-     r"metrics\[0\]\.method: should be one of \('step', 'nscore', 'wsr', 'savi', 'lai', 'adastop'\); found 'ttest'"),
+     r"metrics\[0\]\.method: should be one of \('step', 'nscore', 'wsr', 'savi', 'mixture', 'lai', 'adastop'\); found 'ttest'"),
     ({"metrics": [{"name": "speed"}]}, r"metrics\[0\]\.name: Input should be 'success' or 'progress'; found 'speed'"),
     ({"metrics": [{"name": "success", "bins": 3}]}, r"`bins` applies only to method 'nscore'; found bins=3 with 'step'"),
     ({"metrics": [{"name": "progress", "bins": 1}]}, r"`bins` must be an integer in \[2, 10000\] for method 'nscore'; found 1"),

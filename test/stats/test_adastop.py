@@ -91,14 +91,19 @@ def test_permutation_test_is_exact_at_one_interim(law):
     # whatever the law (it replaces a 3000-run Monte Carlo estimate of the same design, spec P1).
     rng = np.random.default_rng(7)
     x = {"normal": rng.normal, "cauchy": rng.standard_cauchy, "t2": lambda size: rng.standard_t(2, size)}[law](size=10)
-    count = 0
+    # The default ("closed") also needs the pair's normal-theory test: it rejects a subset of these.
+    count, closed = 0, 0
     for first in itertools.combinations(range(10), 5):
         if 0 not in first:
             continue
         rest = [i for i in range(10) if i not in first]
         table = np.column_stack([x[list(first)], x[rest]])
-        count += rejected(adastop_test(table, n_per_interim=5, n_interims=1, alpha=0.05))
+        paper = rejected(adastop_test(table, n_per_interim=5, n_interims=1, alpha=0.05, permutation="split"))
+        both = rejected(adastop_test(table, n_per_interim=5, n_interims=1, alpha=0.05))
+        assert paper or not both
+        count, closed = count + paper, closed + both
     assert count == 6
+    assert closed >= 1  # the most extreme relabelings pass the normal-theory test too
 
 
 # -- decisions, early stopping, state --------------------------------------------------------------
@@ -147,10 +152,13 @@ def test_same_seed_same_result_and_paths_drawn_before_data():
     assert np.array_equal(a._orders, b._orders)
 
 
-def test_the_three_schemes_coincide_for_two_agents():
+def test_two_agents_split_and_relabel_coincide_and_closed_adds_the_normal_theory_test():
     x = np.random.default_rng(9).normal([0, 0.8], 1, size=(30, 2))
     split = adastop_test(x, **DESIGN, permutation="split")
-    assert split == adastop_test(x, **DESIGN, permutation="relabel") == adastop_test(x, **DESIGN)
+    assert split == adastop_test(x, **DESIGN, permutation="relabel")
+    closed = adastop_test(x, **DESIGN)
+    assert closed.boundaries[: split.interim] == split.boundaries and closed.decisions == split.decisions
+    assert closed.decided_at[0] >= split.decided_at[0]
 
 
 def test_to_dict_is_json_ready():
@@ -220,7 +228,7 @@ def test_adastop_test_names_the_rows_of_a_bad_interim():
         adastop_test(x, **DESIGN)
 
 
-# -- Monte Carlo: family-wise error under the global null (issue 5 acceptance; adastop.md §6 P1) ----
+# -- Monte Carlo: family-wise error under the global null (adastop.md §6 P1) -----------------------
 
 @pytest.mark.slow
 def test_fwe_five_agents_n5_k6():
@@ -376,7 +384,7 @@ def test_mujoco_decision_directions(env):
         assert modal in allowed, f"{env} {(a, b)}: paper {decision!r}, outcomes {counts[(a, b)]}"
 
 
-# -- closed testing: strong control under partial nulls (issue 20; docs/adastop.md) ------------------
+# -- closed testing: strong control under partial nulls (docs/adastop.md) ---------------------------
 
 def test_intersection_hypotheses_are_the_connected_partitions():
     from evalstop_ros.stats.adastop_closed import closed_partitions
@@ -403,7 +411,7 @@ def test_a_comparison_is_rejected_only_when_every_intersection_holding_it_crosse
         res = test.update(rng.normal([0.0, 0.0, 1.5, 3.0], 1.0, size=(5, 4)).T)
         engine = test._closed
         for j, decision in enumerate(res.decisions):
-            all_crossed = bool(engine.crossed[engine.holding[j]].all())
+            all_crossed = bool(engine.decided[engine.holding[j]].all())
             assert (decision in ("larger", "smaller")) == all_crossed
         if res.is_finished:
             break
@@ -476,6 +484,69 @@ def test_closed_fwe_under_global_nulls_with_heavy_tails(agents, law):
     assert_fpr(_fwe(columns, 5, 4, pairs, reps, seed=agents), reps, 0.05)
 
 
+def _tight_among_wide(rng, rows):  # equal means 0; one agent sd 0.15, three sd 1 (the previous default: 0.090)
+    return np.column_stack([rng.normal(0, s, rows) for s in (0.15, 1.0, 1.0, 1.0)])
+
+
+def _tight_and_wide(rng, rows):  # two agents, equal means, spread ratio 10
+    return np.column_stack([rng.normal(0, 0.1, rows), rng.normal(0, 1.0, rows)])
+
+
+@pytest.mark.slow
+def test_closed_fwe_with_equal_means_and_one_tight_agent_among_wide_ones():
+    # Every pair has mean difference 0, so every pair is a true null of "larger"/"smaller".  N = 5,
+    # K = 4; 400 data sets, bound alpha + 2 SE = 0.0718 (full size: bench/adastop_study.py).
+    reps = 400
+    pairs = [(i, j) for i in range(4) for j in range(i + 1, 4)]
+    assert_fpr(_fwe(_tight_among_wide, 5, 4, pairs, reps, seed=36), reps, 0.05)
+
+
+@pytest.mark.slow
+def test_two_agents_with_spread_ratio_10_hold_only_with_the_normal_theory_test():
+    # Two agents, equal means, sd 0.1 and 1, N = 5, K = 4: the paper's exact permutation test alone
+    # ("split") declares them different too often (0.088 over 1000 data sets in the study), the
+    # default adds the pair's normal-theory test.  400 data sets, bound 0.0718.
+    reps = 400
+    assert_fpr(_fwe(_tight_and_wide, 5, 4, [(0, 1)], reps, seed=38), reps, 0.05)
+    with pytest.raises(AssertionError, match="exceeds bound"):
+        assert_fpr(_fwe(_tight_and_wide, 5, 4, [(0, 1)], reps, seed=38, permutation="split"), reps, 0.05)
+
+
+def test_spread_warning_names_the_agents_and_stays_quiet_otherwise():
+    from evalstop_ros.stats.adastop_welch import SMALL_SAMPLE, spread_warning
+
+    scores = np.random.default_rng(2).normal(0.0, [0.1, 1.0, 1.0], size=(10, 3))
+    line = spread_warning(scores, [10, 10, 10], ["a", "b", "c"], [(0, 1), (0, 2), (1, 2)])
+    assert line is not None and line.startswith("warning: spreads differ") and "of a" in line
+    assert spread_warning(scores, [10, 10, 10], ["a", "b", "c"], [(1, 2)]) is None  # equal spreads compared
+    many = np.random.default_rng(2).normal(0.0, [0.1, 1.0], size=(SMALL_SAMPLE, 2))
+    assert spread_warning(many, [SMALL_SAMPLE] * 2, ["a", "b"], [(0, 1)]) is None  # enough scores
+    skewed = np.column_stack([np.full(10, 1.0) + np.linspace(-0.05, 0.05, 10), [0.1] * 8 + [4.0, 4.2]])
+    line = spread_warning(skewed, [10, 10], ["steady", "rare"], [(0, 1)])
+    assert line is not None and "rare's scores are skewed (+" in line
+
+
+def test_welch_statistic_follows_its_definition():
+    # Welch's t and Satterthwaite's df (Welch 1947) by scipy, mapped by Wallace's (1959) formula
+    from scipy import stats
+
+    from evalstop_ros.stats.adastop_welch import welch_z
+
+    x, y = np.random.default_rng(5).normal(0, [[0.2], [1.5]], size=(2, 7)) + np.array([[0.4], [0.0]])
+    t, _ = stats.ttest_ind(x, y, equal_var=False)
+    vx, vy = x.var(ddof=1) / 7, y.var(ddof=1) / 7
+    nu = (vx + vy) ** 2 / (vx**2 / 6 + vy**2 / 6)
+    want = (8 * nu + 1) / (8 * nu + 3) * math.sqrt(nu * math.log1p(t * t / nu))
+    sums, squares = np.array([[x.sum()], [y.sum()]]), np.array([[(x * x).sum()], [(y * y).sum()]])
+    assert welch_z(sums, squares, np.array([0]), np.array([1]), 7)[0, 0] == pytest.approx(want, rel=1e-10)
+    # Wallace's normal deviate tracks the t tail: within 0.05 of the exact one at nu near 6
+    assert stats.norm.isf(stats.t.sf(abs(t), nu)) == pytest.approx(want, abs=0.05)
+    # each agent's five scores constant: none (1s vs 1s, path 0) or a sure difference (1s vs 2s, path 1)
+    constant = welch_z(np.array([[5.0, 5.0], [5.0, 10.0]]), np.array([[5.0, 5.0], [5.0, 20.0]]), np.array([0]),
+                       np.array([1]), 5)
+    assert constant.tolist() == [[0.0, math.inf]]
+
+
 def test_closed_separates_a_low_spread_pair_beside_high_spread_agents():
     # Power where it matters: a1 ~ N(0, 0.1^2) vs a2 ~ N(0.3, 0.1^2) (3 SD apart) next to
     # a3 = a4 ~ N(0, 1).  The studentized statistic keeps the noisy pair from masking the clear one.
@@ -513,12 +584,13 @@ def test_closed_ties_are_exact():
     assert np.unique(engine._block_stats((0, 1, 2), block, 1)).size == math.factorial(9) // 6**3 // 6
 
 
-# -- the closed engine's speed-up (issue 20) changed no result: traces recorded before it ----------
+# -- speed-ups of the closed engine change no result: traces recorded before them ---------------------
 _CLOSED_TRACES = {  # sha256 (first 16 hex) of every interim's per-partition boundaries, spent level,
-    # crossings, surviving paths and decisions, recorded with the einsum implementation (eb1b121)
-    "null5": "7a5b21c94de7393f", "spread4": "7ae9dd0e59b1de2c", "shift4": "c76c9bb9c050f7fa",
-    "star6": "1911ee8d6f3a7f4d", "ties4": "9d7f717ed4ed1a3b", "all7": "c95f7178e028d07f",
-    "mixed3": "437945e2de54373a",
+    # crossings, surviving paths, normal-theory boundaries and decisions, recorded with the Welch
+    # statistic before the engine was vectorised over blocks
+    "null5": "494a2dcab39d7fb3", "spread4": "9f64b6935074153c", "shift4": "80eab8e8ee2bf925",
+    "star6": "96e2256abed1de2f", "ties4": "fffc693e51747dd2", "all7": "09f7419d2ac5a9a0",
+    "mixed3": "7a613da830199af0",
 }
 
 
@@ -535,7 +607,7 @@ def _closed_trace_cases():
 
 
 def test_closed_engine_is_bit_identical_to_the_recorded_traces():
-    # seed 002 Alg. 3 per partition; the bincount summation reproduces the old einsum's sums bit for bit
+    # seed 002 Alg. 3 per partition: a faster summation must reproduce the recorded sums bit for bit
     import hashlib
     import json
 
@@ -551,11 +623,22 @@ def test_closed_engine_is_bit_identical_to_the_recorded_traces():
             c = test._closed
             trace.append({"boundary": [float(x).hex() for x in c.boundary], "spent": [float(x).hex() for x in c.spent],
                           "crossed": c.crossed.astype(int).tolist(), "alive": int(c.alive.sum()),
+                          "reference": [float(x).hex() for x in c.reference.boundary],
                           "decisions": list(result.decisions)})
         assert hashlib.sha256(json.dumps(trace).encode()).hexdigest()[:16] == _CLOSED_TRACES[name], name
 
 
-# -- the closed engine against a plain reference (issue 20, speed-ups must change no bit) -----------
+# -- the closed engine against a plain reference (speed-ups must change no bit) ---------------------
+def _plain_welch_z(sa, qa, sc, qc, count):
+    """Welch's t with Satterthwaite's df on Wallace's normal scale, in plain floats (docs/adastop.md)."""
+    wa, wc = qa - sa * sa / count, qc - sc * sc / count
+    if wa <= 1e-12 * qa and wc <= 1e-12 * qc:  # both agents' scores constant
+        return math.inf if (sa - sc) ** 2 > 1e-12 * count * (qa + qc) else 0.0
+    va, vc = max(wa, 0.0) / (count - 1), max(wc, 0.0) / (count - 1)
+    t2, nu = (sa - sc) ** 2 / count / (va + vc), (count - 1) * (va + vc) ** 2 / (va * va + vc * vc)
+    return math.sqrt(nu * math.log1p(t2 / nu)) * (8 * nu + 1) / (8 * nu + 3)
+
+
 def _reference_closed_trace(comparisons, agents, n, k_max, b, alpha, seed, blocks):
     """The closed scheme of docs/adastop.md written out path by path in plain Python floats.
 
@@ -595,10 +678,7 @@ def _reference_closed_trace(comparisons, agents, n, k_max, b, alpha, seed, block
                 best = 0.0
                 for j in inside[blk]:
                     (sa, qa), (sc, qc) = (running[blk][path][blk.index(l)] for l in comparisons[j])
-                    pooled = qa + qc
-                    squares = pooled - (sa + sc) * (sa + sc) / (2 * k * n)
-                    if squares > 1e-12 * pooled:
-                        best = max(best, abs(sa - sc) / math.sqrt(max(squares, 0.0)))
+                    best = max(best, _plain_welch_z(sa, qa, sc, qc, k * n))
                 stat[blk].append(best)
         boundaries = []
         for p, part in enumerate(partitions):
@@ -613,9 +693,7 @@ def _reference_closed_trace(comparisons, agents, n, k_max, b, alpha, seed, block
                     crossed[p] = True
                 alive[p] = [a and m[path] <= boundary for path, a in enumerate(alive[p])]
             boundaries.append(boundary)
-        rejected = [all(crossed[p] for p, part in enumerate(partitions) if any(j in inside[blk] for blk in part))
-                    for j in range(len(comparisons))]
-        trace.append((boundaries, list(spent), list(crossed), [sum(a) for a in alive], rejected))
+        trace.append((boundaries, list(spent), list(crossed), [sum(a) for a in alive]))
     return trace
 
 
@@ -646,9 +724,14 @@ def test_closed_engine_matches_the_plain_reference(agents, n, k_max, b, seed, co
         blocks.append(block)
         res = test.update(block)
         got.append((engine.boundary.tolist(), engine.spent.tolist(), engine.crossed.tolist(),
-                    engine.alive.sum(axis=1).tolist(), [d in ("larger", "smaller") for d in res.decisions]))
+                    engine.alive.sum(axis=1).tolist()))
+        # a comparison is decided once both tests of every partition holding it crossed
+        both = engine.crossed & engine.reference.crossed
+        assert [d in ("larger", "smaller") for d in res.decisions] == [bool(both[h].all()) for h in engine.holding]
     want = _reference_closed_trace(test.comparisons, agents, n, k_max, b, 0.2, seed, blocks)
-    assert got == want
+    for (boundary, *rest), (want_boundary, *want_rest) in zip(got, want, strict=True):
+        assert boundary == pytest.approx(want_boundary, rel=1e-12)  # log1p may differ by an ulp from numpy's
+        assert rest == want_rest
     assert any(any(step[2]) for step in got) and not all(got[-1][2])  # some but not all tests crossed
 
 
@@ -668,3 +751,26 @@ def test_closed_engine_within_block_counts_follow_the_keys(n):
             own = keys[agent * n : (agent + 1) * n]
             assert np.array_equal(counts[agent], (own[:, None, :] < keys[None]).sum(axis=0)), (k, agent)
         assert not counts[4].any()  # agent 4 is in no comparison
+
+
+def test_closed_runs_in_a_forked_child_after_the_parent_ran_it():
+    # the engine's thread pool is per process: a child forked after the parent used it (a report
+    # rendering in worker processes, say) must start its own instead of waiting on missing threads
+    import os
+    import signal
+    import time
+
+    x = np.random.default_rng(0).normal(size=(10, 3))
+    parent = adastop_test(x, n_per_interim=5, n_interims=2, n_permutations=200)
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child reports through its exit code
+        child = adastop_test(x, n_per_interim=5, n_interims=2, n_permutations=200)
+        os._exit(0 if child == parent else 3)
+    deadline = time.monotonic() + 120
+    while (done := os.waitpid(pid, os.WNOHANG))[0] == 0 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    if done[0] == 0:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+        pytest.fail("the forked child hung")
+    assert os.waitstatus_to_exitcode(done[1]) == 0

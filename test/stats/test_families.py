@@ -1,4 +1,4 @@
-"""Tests of evalstop_ros.stats.families: comparison plans, alpha splitting, Holm, letter displays."""
+"""Tests of evalstop_ros.stats.families: comparison plans, Holm, letter displays."""
 
 from __future__ import annotations
 
@@ -9,14 +9,10 @@ import numpy as np
 import pytest
 
 from evalstop_ros.stats.errors import StatsInputError
-from evalstop_ros.stats.families import (
-    Comparison,
-    bonferroni,
-    comparison_pairs,
-    split_alpha,
-)
+from evalstop_ros.stats.families import Comparison, comparison_pairs
 from evalstop_ros.stats.holm import holm
 from evalstop_ros.stats.letters import compact_letter_display
+from evalstop_ros.stats.levels import bonferroni
 
 
 def pairs(*names: str) -> set[frozenset[str]]:
@@ -66,33 +62,6 @@ def test_comparison_is_frozen():
 def test_comparison_pairs_validation(policies, kwargs, match):
     with pytest.raises(StatsInputError, match=match):
         comparison_pairs(policies, **kwargs)
-
-
-# -- bonferroni / split_alpha ----------------------------------------------------------------------
-
-def test_bonferroni_matches_the_paper_threshold():
-    # seed 000 §VI-B: 0.05 / 6 = 0.0083 for four policies
-    assert bonferroni(0.05, 6) == pytest.approx(0.05 / 6, rel=1e-15)
-
-
-def test_sidak_is_exact_and_larger_than_bonferroni():
-    level = split_alpha(0.05, 4, "sidak")
-    assert (1 - level) ** 4 == pytest.approx(0.95, rel=1e-14)
-    assert level > split_alpha(0.05, 4, "bonferroni") == bonferroni(0.05, 4)
-
-
-@pytest.mark.parametrize(
-    ("alpha", "m", "method", "match"),
-    [
-        (1.5, 3, "bonferroni", r"`alpha` must lie in \(0, 1\); found 1.5"),
-        (0.05, 0, "bonferroni", "`m` must be a positive integer; found 0"),
-        (0.05, 2.0, "sidak", "`m` must be a positive integer; found 2.0"),
-        (0.05, 3, "holm", r"`method` should be one of \('bonferroni', 'sidak'\); found 'holm'"),
-    ],
-)
-def test_split_alpha_validation(alpha, m, method, match):
-    with pytest.raises(StatsInputError, match=match):
-        split_alpha(alpha, m, method)
 
 
 # -- holm --------------------------------------------------------------------------------------------

@@ -19,10 +19,11 @@ from evalstop_ros.stats.ranking_eval import ArenaWorld, mmrv, pearson, simulate_
 from evalstop_ros.stats.ranking_fits import fit_bt, fit_davidson, fit_elo, fit_prog
 from evalstop_ros.stats.ranking_task import (
     TaskModelOptions,
+    _block_derivatives,
     _Design,
+    _log_conditional,
     _objective,
-    _per_policy,
-    _slot_derivatives,
+    _solve,
     _State,
     fit_task,
 )
@@ -45,13 +46,12 @@ def test_gradients_match_finite_differences(partial_weight: float) -> None:
     options = TaskModelOptions(n_buckets=3, l2_theta=0.3, l2_psi=0.2, partial_weight=partial_weight)
     rng = np.random.default_rng(1)
     state = random_state(rng, data.n_policies, 3)
-    gamma = rng.dirichlet(np.ones(3), len(data))
     design = _Design(data, options)
-    g_i, g_j, _, _ = _slot_derivatives(design, state)
-    raw = _per_policy(design, gamma * g_i, gamma * g_j)
+    gamma = rng.dirichlet(np.ones(3), design.size)
+    raw, _ = _block_derivatives(design.partial, design.moments @ gamma, _solve(state.theta, state.psi, state.tau))
     grad_psi = raw - options.l2_psi * state.psi
     grad_theta = raw.sum(axis=1) - options.l2_theta * state.theta
-    grad_tau = -(gamma * (g_i + g_j)).sum(axis=0)
+    grad_tau = -raw.sum(axis=0)
 
     def numeric(field: str, index: tuple[int, ...]) -> float:
         step = 1e-6
@@ -59,7 +59,7 @@ def test_gradients_match_finite_differences(partial_weight: float) -> None:
         for sign in (1.0, -1.0):
             shifted = _State(state.theta.copy(), state.psi.copy(), state.tau.copy(), state.nu, state.nu_tie)
             getattr(shifted, field)[index] += sign * step
-            values.append(_objective(data, shifted, gamma, options))
+            values.append(_objective(design, shifted, gamma, options))
         return (values[0] - values[1]) / (2 * step)
 
     for p in range(data.n_policies):
@@ -76,17 +76,17 @@ def test_curvature_matches_finite_differences_without_partial_term() -> None:
     options = TaskModelOptions(n_buckets=2, l2_theta=0.3)
     rng = np.random.default_rng(3)
     state = random_state(rng, data.n_policies, 2)
-    gamma = rng.dirichlet(np.ones(2), len(data))
     design = _Design(data, options)
-    _, _, h_i, h_j = _slot_derivatives(design, state)
-    info = _per_policy(design, gamma * h_i, gamma * h_j).sum(axis=1) + options.l2_theta
+    gamma = rng.dirichlet(np.ones(2), design.size)
+    _, info = _block_derivatives(design.partial, design.moments @ gamma, _solve(state.theta, state.psi, state.tau))
+    info = info.sum(axis=1) + options.l2_theta
     step = 1e-4
     for p in range(data.n_policies):
         values = []
         for shift in (step, 0.0, -step):
             moved = state.theta.copy()
             moved[p] += shift
-            values.append(_objective(data, _State(moved, state.psi, state.tau, state.nu, 0.4), gamma, options))
+            values.append(_objective(design, _State(moved, state.psi, state.tau, state.nu, 0.4), gamma, options))
         second = (values[0] - 2 * values[1] + values[2]) / step**2
         assert -second == pytest.approx(info[p], rel=1e-4)
 
@@ -103,16 +103,35 @@ def test_fit_satisfies_the_identifiability_constraints() -> None:
     assert fit.ranking.model == "task" and fit.ranking.scores is fit.theta
 
 
-def test_nu_tie_cancels_from_the_responsibilities() -> None:
-    from evalstop_ros.stats.ranking_task import _log_conditional
+@pytest.mark.parametrize("partial_weight", [0.0, 1.0])
+def test_log_conditional_is_app_b1_per_comparison(partial_weight: float) -> None:
+    # the design's gathered form against App. B.1 (and B.4) written out for every comparison
+    data, _ = arena(8, 200)
+    data.progress_a[::7] = np.nan  # progress not recorded for some
+    options = TaskModelOptions(n_buckets=5, partial_weight=partial_weight)
+    design = _Design(data, options)
+    assert design.size < len(data) if partial_weight == 0 else design.size <= len(data)
+    state = random_state(np.random.default_rng(9), data.n_policies, 5)
+    q = _solve(state.theta, state.psi, state.tau)
+    q_i, q_j = q[data.i], q[data.j]
+    y = data.outcome[:, None]
+    expected = np.where(y == 2, np.log(q_i * (1 - q_j)), np.where(y == 0, np.log((1 - q_i) * q_j),
+                        np.log(2 * state.nu_tie * np.sqrt(q_i * (1 - q_i) * q_j * (1 - q_j)))))
+    weight = partial_weight / options.sigma_partial**2
+    for s, q_slot in ((data.progress_a[:, None], q_i), (data.progress_b[:, None], q_j)):
+        expected = expected - np.where(np.isnan(s), 0.0, 0.5 * weight * (np.nan_to_num(s) - q_slot) ** 2)
+    np.testing.assert_allclose(_log_conditional(design, state)[design.inverse], expected, rtol=1e-12, atol=1e-12)
+    assert design.counts.sum() == len(data)
 
+
+def test_nu_tie_cancels_from_the_responsibilities() -> None:
     data, _ = arena(5, 100)
     design = _Design(data, TaskModelOptions(n_buckets=4))
     state = random_state(np.random.default_rng(6), data.n_policies, 4)
     posteriors = []
     for nu_tie in (0.1, 0.9):
         state.nu_tie = nu_tie
-        logp, _, _ = _log_conditional(design, state)
+        logp = _log_conditional(design, state)
         joint = np.log(state.nu) + logp
         posteriors.append(np.exp(joint - joint.max(axis=1, keepdims=True)))
         posteriors[-1] /= posteriors[-1].sum(axis=1, keepdims=True)

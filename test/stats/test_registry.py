@@ -35,7 +35,7 @@ def same_result(left: SequentialResult, right: SequentialResult) -> bool:
 
 
 def test_methods_are_the_five_sequential_tests():
-    assert tuple(METHODS) == ("step", "nscore", "wsr", "savi", "lai")
+    assert tuple(METHODS) == ("step", "nscore", "wsr", "savi", "mixture", "lai")
 
 
 def test_methods_is_read_only():
@@ -60,6 +60,7 @@ DIRECT = {
     "nscore": lambda m: m.nscore_test(SCORES_A, SCORES_B, alpha=0.05, alternative="two-sided", bins=3, n_max=60),
     "wsr": lambda m: m.wsr_test(SCORES_A, SCORES_B, alpha=0.05, alternative="two-sided", c=0.9, n_max=60),
     "savi": lambda m: m.savi_test(SCORES_A, SCORES_B, alpha=0.05, alternative="two-sided", n_max=60),
+    "mixture": lambda m: m.mixture_test(SCORES_A, SCORES_B, alpha=0.05, alternative="two-sided", n_max=60),
     "lai": lambda m: m.lai_test(SCORES_A, SCORES_B, alpha=0.05, alternative="two-sided", n_max=60),
 }
 
@@ -111,7 +112,7 @@ def test_method_spec_is_frozen():
     ("call", "match"),
     [
         (lambda: make_process("ttest", 1, alpha=0.05, alternative="two-sided", n_max=10),
-         r"`method` should be one of \('step', 'nscore', 'wsr', 'savi', 'lai'\); found 'ttest'"),
+         r"`method` should be one of \('step', 'nscore', 'wsr', 'savi', 'mixture', 'lai'\); found 'ttest'"),
         (lambda: run_test("barnard", [0], [1], alpha=0.05), r"found 'barnard'"),
         (lambda: make_process(None, 1, alpha=0.05, alternative="two-sided", n_max=10), "found None"),
         (lambda: make_process("nscore", 0, alpha=0.05, alternative="two-sided", n_max=None),

@@ -71,6 +71,31 @@ def test_dropping_negligible_rows_bounds_the_decision_probabilities_from_above()
     assert (operating_characteristics(table, grid, grid, floor=1e-6).power_b_better - exact.power_b_better).max() > 1e-9
 
 
+def test_synthesis_with_a_row_floor_keeps_the_exact_type1_below_alpha():
+    """Large tables are synthesized with a row floor (dropped rows and sub-floor states counted as
+    spent risk): the exact Type-I error stays <= alpha, and the table is the exact synthesis's up to
+    weights moved by about the dropped mass.  Shown here at N_max 100 with a floor that drops much."""
+    from evalstop_ros.stats.step_synthesis import synthesize_weights
+    from evalstop_ros.stats.step_table import BUDGET_FRACTION, dead_time, default_grid_size
+
+    n_max, alpha, grid = 100, 0.05, default_grid_size(100)
+
+    def table(floor):
+        regions = synthesize_weights(n_max, alpha, budget=BUDGET_FRACTION * alpha, dead_time=dead_time(n_max),
+                                     grid_size=grid, floor=floor)
+        return StepTable.from_regions(n_max, alpha, regions, grid)
+
+    exact, pruned = table(0.0), table(1e-9)
+    report = check_type1(pruned, grid_size=1000)
+    assert report.max_fpr <= alpha and report.max_fpr >= 0.95 * alpha, report
+    # the floor's mass is counted as spent, so a little less is spent (the floor had an effect)
+    assert 0.0 < check_type1(exact, grid_size=1000).max_fpr - report.max_fpr < 1e-5
+    np.testing.assert_array_equal(pruned.thresholds, exact.thresholds)
+    oc_exact = operating_characteristics(exact, 0.3, 0.6)
+    oc_pruned = operating_characteristics(pruned, 0.3, 0.6)
+    assert abs(oc_pruned.power_b_better[0] - oc_exact.power_b_better[0]) < 1e-4
+
+
 def _plain_operating_characteristics(table, p0, p1):
     """Eq. 5 written out on the full ``(S0, S1)`` grid, one point at a time, with the table's
     ``reject_weight`` and its mirror for AcceptNull (footnote 4): the reference the propagation

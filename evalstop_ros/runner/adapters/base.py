@@ -25,6 +25,9 @@ class Observation:
     joint_position: np.ndarray       # (7,)
     cartesian_position: np.ndarray   # (6,)
     gripper_position: np.ndarray     # (1,) in [0, 1], 1 = closed
+    #: The same cameras at their own resolution, for the episode's videos only (never sent to the
+    #: policy); empty: the videos show ``images``.
+    recording: dict[str, np.ndarray] = dataclasses.field(default_factory=dict)
 
 
 class JointReading(NamedTuple):

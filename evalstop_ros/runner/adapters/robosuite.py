@@ -115,6 +115,9 @@ class RobosuiteArm:
     :param resolution: (height, width) of the cameras when the policy asks for no resolution.
     :param spread: Half-width (m) of the square the object is placed in, for tasks placed by a
         uniform sampler (Lift, Stack); robosuite's own range when 0 (Lift: 3 cm).
+    :param record_resolution: (height, width) at which each observed camera is rendered a second
+        time for the episode videos (:attr:`Observation.recording`; the policy's images are
+        unchanged); ``None``: the videos show the policy's images.
     """
 
     action_spaces = ("joint_velocity", "joint_position", "cartesian_velocity")
@@ -123,7 +126,8 @@ class RobosuiteArm:
     simulated_time = True
 
     def __init__(self, *, task: str = "Lift", seed: int = 0, rate: float = 15.0,
-                 resolution: tuple[int, int] = (128, 128), spread: float = 0.0) -> None:
+                 resolution: tuple[int, int] = (128, 128), spread: float = 0.0,
+                 record_resolution: tuple[int, int] | None = None) -> None:
         self._suite = import_robosuite()
         if task not in importlib.import_module("robosuite.environments.base").REGISTERED_ENVS:
             raise RunnerError(f"unknown robosuite task {task!r} (e.g. Lift, Stack, PickPlace, Door)")
@@ -136,6 +140,8 @@ class RobosuiteArm:
         self.action_space = "joint_velocity"
         self._target = np.zeros(7)
         self._camera_size = self.resolution
+        self.record_resolution = None if record_resolution is None else (int(record_resolution[0]),
+                                                                          int(record_resolution[1]))
         self.best_progress = 0.0
         #: Control steps the simulation ran in this rollout.
         self.sim_steps = 0
@@ -197,8 +203,8 @@ class RobosuiteArm:
         """One upright (H, W, 3) uint8 frame of robosuite camera ``camera`` at the rollout's resolution."""
         return self._in_worker(self._render, camera)
 
-    def _render(self, camera: str) -> np.ndarray:
-        height, width = self._camera_size
+    def _render(self, camera: str, size: tuple[int, int] | None = None) -> np.ndarray:
+        height, width = size or self._camera_size
         frame = self.env.sim.render(width=width, height=height, camera_name=camera)
         return np.ascontiguousarray(frame[::-1])  # OpenGL rows run bottom-up
 
@@ -212,9 +218,11 @@ class RobosuiteArm:
         site = robot.eef_site_id["right"]
         position = np.array(self.env.sim.data.site_xpos[site])
         euler = Rotation.from_matrix(np.array(self.env.sim.data.site_xmat[site]).reshape(3, 3)).as_euler("xyz")
+        recording = ({} if self.record_resolution is None else
+                     {name: self._render(camera, self.record_resolution) for camera, name in CAMERAS.items()})
         return Observation(images={name: self._render(camera) for camera, name in CAMERAS.items()},
                            joint_position=self._arm_joints(), cartesian_position=np.concatenate([position, euler]),
-                           gripper_position=np.array([self._gripper_closed()]))
+                           gripper_position=np.array([self._gripper_closed()]), recording=recording)
 
     def act(self, action: np.ndarray, action_space: str, duration: float | None = None) -> None:
         """One control period of simulated time (whatever ``duration``: the simulator keeps its own)."""

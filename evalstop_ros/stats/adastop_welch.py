@@ -1,0 +1,233 @@
+r"""AdaStop's studentized statistic and its normal-theory companion test (seed 002, Welch 1947).
+
+The closed scheme (:mod:`.adastop_closed`) tests each intersection hypothesis :math:`H_\pi` with
+the largest **Welch statistic** over the comparisons inside the blocks of :math:`\pi`
+(:func:`welch_z`; Chung and Romano 2013, Janssen 1997 for studentized permutation tests).  A
+permutation test is exact when the agents of a block share one law, whatever the statistic.
+When they only share a *mean*, no permutation test holds at a few scores per agent: beside an
+agent with (almost) no spread, the split that keeps the two agents apart is the most extreme one
+whenever the other agent's ``N`` scores fall on one side, which happens with probability
+:math:`2^{1-N}` (1/16 at ``N = 5``; ``docs/adastop.md``).
+
+:class:`WelchReference` is therefore a second sequential test of each :math:`H_\pi`, run beside
+the permutation test and required as well: the same statistic, the same linear spending and
+survivor rule, but its ``B - 1`` reference paths are independent data sets of normal scores with
+one common variance.  For normal scores with equal variances it is an exact Monte Carlo test;
+with unequal variances Welch's statistics tend to a normal vector with the covariance of unequal
+"sample sizes" :math:`n / \sigma_l^2`, under which the largest standardized pairwise difference
+is at most as large as under equal ones (Hayter 1984, the Tukey-Kramer conjecture), and
+Satterthwaite's degrees of freedom carry the small-sample tails.  Requiring both tests keeps the
+permutation test's exactness under equal laws and adds the normal theory's level under equal means.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+from numpy.typing import NDArray
+
+__all__ = ["SKEWNESS", "SMALL_SAMPLE", "SPREAD_RATIO", "WelchReference", "spend_interim", "spread_warning", "welch_z",
+           "welch_z_squared"]
+
+#: Slack (in paths) of ``floor(level * B)``: the spent level is a sum of ratios.
+_COUNT_TOL = 1e-9
+#: Largest / smallest standard deviation among compared agents above which, with fewer than
+#: :data:`SMALL_SAMPLE` scores per agent, :func:`spread_warning` warns (docs/adastop.md: the study's
+#: worlds with ratios 6.7-10 at 3-10 scores per interim).
+SPREAD_RATIO = 3.0
+#: Scores per agent below which unequal spreads leave equal-mean decisions to Welch's approximation.
+SMALL_SAMPLE = 20
+#: Sample skewness (in absolute value) above which, at small N, Welch's t is itself skewed and the
+#: equal-mean decisions are unreliable (docs/adastop.md: gamma and beta rows of the study).
+SKEWNESS = 1.0
+#: Within-agent sums of squares below this fraction of the raw ones are rounding noise: equal scores.
+_SPREAD_RTOL = 1e-12
+
+
+def welch_z(
+    sums: NDArray[np.float64], squares: NDArray[np.float64], first: NDArray[np.intp], second: NDArray[np.intp],
+    count: int,
+) -> NDArray[np.float64]:
+    r"""Welch's studentized mean difference of each comparison, on the normal scale; ``(J, B)``.
+
+    ``sums`` and ``squares`` are ``(agents, B)`` per-agent sums and sums of squares of ``count``
+    scores each; comparison ``j`` is agents ``first[j]`` and ``second[j]``.  With the unbiased
+    variances :math:`v_1, v_2`, Welch's statistic and Satterthwaite's degrees of freedom are
+
+    .. math::
+
+        t = \frac{\bar x_1 - \bar x_2}{\sqrt{(v_1 + v_2) / n}}, \qquad
+        \hat\nu = \frac{(n - 1) (v_1 + v_2)^2}{v_1^2 + v_2^2} \in [n - 1, 2 n - 2],
+
+    and :math:`|t|` is mapped to the normal deviate of its :math:`t_{\hat\nu}` tail by Wallace's
+    (1959) transformation :math:`z = \frac{8\hat\nu + 1}{8\hat\nu + 3}
+    \sqrt{\hat\nu \log(1 + t^2/\hat\nu)}` (a Welch test's p-value, computed in a few array
+    passes).  A pair whose agents each have equal scores gets ``inf`` if their means differ, else 0;
+    with one score per agent (no variance) every statistic is 0.
+    """
+    return np.sqrt(welch_z_squared(sums, squares, first, second, count))
+
+
+def welch_z_squared(
+    sums: NDArray[np.float64], squares: NDArray[np.float64], first: NDArray[np.intp], second: NDArray[np.intp],
+    count: int,
+) -> NDArray[np.float64]:
+    r"""The square of :func:`welch_z`, in a few in-place array passes (a maximum needs no square root).
+
+    With :math:`D = \sum x_1 - \sum x_2` and the within-agent sums of squares :math:`SS_l = (n - 1) v_l`,
+    :math:`t^2/\hat\nu = D^2 (SS_1^2 + SS_2^2) / (n (SS_1 + SS_2)^3)`.
+    """
+    if count < 2:
+        return np.zeros((len(first), sums.shape[1]))
+    within = np.square(sums)
+    within /= -count
+    within += squares  # per agent: sum of squared deviations (the variances times n - 1: the scale cancels)
+    constant = within <= _SPREAD_RTOL * squares  # per agent: its scores all equal (up to rounding)
+    np.maximum(within, 0.0, out=within)
+    power = np.square(within)
+    total = within[first]
+    total += within[second]  # T = SS_1 + SS_2
+    spread = power[first]
+    spread += power[second]  # S = SS_1^2 + SS_2^2
+    difference = sums[first]
+    difference -= sums[second]
+    np.square(difference, out=difference)  # D^2, D = n (mean_1 - mean_2)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        nu = np.square(total)
+        ratio = np.multiply(difference, spread)
+        ratio /= count
+        spread /= nu  # S / T^2
+        nu *= total  # T^3
+        ratio /= nu  # t^2 / nu = D^2 S / (n T^3)
+        z_square = np.log1p(ratio, out=ratio)
+        np.divide(count - 1, spread, out=nu)  # nu = (n - 1) T^2 / S
+        z_square *= nu
+        nu *= 8
+        nu += 3
+        np.divide(2.0, nu, out=nu)
+        np.subtract(1.0, nu, out=nu)  # (8 nu + 1) / (8 nu + 3)
+        np.square(nu, out=nu)
+        z_square *= nu
+    degenerate = constant[first] & constant[second]
+    if degenerate.any():  # each agent's scores all equal: a sure difference, or none
+        differs = difference > _SPREAD_RTOL * count * (squares[first] + squares[second])
+        z_square[degenerate] = np.where(differs[degenerate], np.inf, 0.0)
+    return z_square
+
+
+def spend_interim(
+    statistic: NDArray[np.float64], alive: NDArray[np.bool_], spent: float, *, k: int, alpha: float, n_interims: int,
+) -> tuple[float, float, bool]:
+    """One interim of a group-sequential Monte Carlo or permutation test (seed 002 Eqs. 10-12).
+
+    ``statistic`` holds the ``B`` paths' values, path 0 the observed data; ``alive`` the paths
+    that stayed within every earlier boundary (updated in place).  The boundary is the smallest
+    value whose exceedances among the survivors keep the spent level at most ``k alpha / K``
+    (found by selection, ``np.partition``); ``inf`` when the allowance rounds to no path.
+    Returns the boundary, the level spent so far and whether path 0 crossed (strictly).
+    """
+    b = statistic.size
+    allowed = math.floor((k * alpha / n_interims - spent) * b + _COUNT_TOL)
+    if allowed <= 0:
+        return math.inf, spent, False
+    values = statistic[alive]
+    rank = values.size - 1 - min(allowed, values.size - 1)  # the (allowed)-th largest, 0-based
+    boundary = float(np.partition(values, rank)[rank])
+    spent += np.count_nonzero(values > boundary) / b
+    alive &= statistic <= boundary
+    return boundary, spent, bool(statistic[0] > boundary)
+
+
+class WelchReference:
+    """The normal-theory test of every intersection hypothesis, beside the permutation test (module docstring).
+
+    Parameters
+    ----------
+    comparisons : sequence of (int, int)
+        The comparisons as agent index pairs.
+    implies : sequence of int arrays
+        Per intersection hypothesis, the comparisons it holds (its statistic is their largest
+        :func:`welch_z`).
+    n_agents, n_per_interim, n_interims, alpha, n_permutations, seed :
+        As in :class:`~evalstop_ros.stats.adastop.AdaStop`; the reference paths are drawn from
+        ``seed`` (a stream of their own), independent of the data.
+
+    Notes
+    -----
+    The reference paths need no data, so their boundaries are those of a fixed design; only
+    path 0, the observed statistic, changes with the scores.
+    """
+
+    def __init__(
+        self, comparisons: Sequence[tuple[int, int]], implies: Sequence[NDArray[np.intp]], *, n_agents: int,
+        n_per_interim: int, n_interims: int, alpha: float, n_permutations: int, seed: int,
+    ) -> None:
+        pairs = np.asarray(comparisons, dtype=np.intp)
+        self._first, self._second = pairs[:, 0], pairs[:, 1]
+        self.implies = [np.asarray(p, dtype=np.intp) for p in implies]
+        self.n_agents, self.n, self.k_max, self.alpha, self.b = n_agents, n_per_interim, n_interims, alpha, n_permutations
+        self._rng = np.random.default_rng([seed, 0x57E1C4])
+        #: ``(L, B)`` per agent: sums and sums of squares, column 0 the observed (centred) scores
+        self._sums = np.zeros((n_agents, self.b))
+        self._squares = np.zeros((n_agents, self.b))
+        self.crossed = np.zeros(len(self.implies), dtype=bool)
+        self.alive = np.ones((len(self.implies), self.b), dtype=bool)
+        self.spent = np.zeros(len(self.implies))
+        self.boundary = np.full(len(self.implies), math.inf)
+        self.interim = 0
+
+    def update(self, block: NDArray[np.float64], open_tests: NDArray[np.bool_]) -> NDArray[np.bool_]:
+        """Interim ``k``: ``block`` ``(L, N)`` scores, centred (0 for agents no longer run); the tests crossed so far.
+
+        Only ``open_tests`` (still needed, not yet crossed here) are updated.
+        """
+        k = self.interim + 1
+        draws = self._rng.standard_normal((self.n_agents, self.n, self.b - 1))
+        self._sums[:, 0] += block.sum(axis=1)
+        self._squares[:, 0] += np.square(block).sum(axis=1)
+        self._sums[:, 1:] += draws.sum(axis=1)
+        self._squares[:, 1:] += np.einsum("lnb,lnb->lb", draws, draws)
+        self.boundary[:] = math.inf
+        todo = np.flatnonzero(open_tests & ~self.crossed)
+        if todo.size:
+            used = np.unique(np.concatenate([self.implies[p] for p in todo]))
+            z = np.zeros((len(self._first), self.b))
+            z[used] = np.sqrt(welch_z_squared(self._sums, self._squares, self._first[used], self._second[used], k * self.n))
+            for p in map(int, todo):
+                statistic = z[self.implies[p]].max(axis=0)
+                self.boundary[p], self.spent[p], crossed = spend_interim(
+                    statistic, self.alive[p], float(self.spent[p]), k=k, alpha=self.alpha, n_interims=self.k_max)
+                self.crossed[p] = crossed
+        self.interim = k
+        return self.crossed.copy()
+
+
+def spread_warning(
+    scores: NDArray[np.float64], n_scores: Sequence[int], agents: Sequence[str], comparisons: Sequence[tuple[int, int]],
+) -> str | None:
+    """One line when equal-mean decisions rest on a weak approximation, else None (docs/adastop.md).
+
+    ``scores`` is the ``(rows, L)`` table in interim order; agent ``l`` used its first ``n_scores[l]``
+    rows.  With fewer than :data:`SMALL_SAMPLE` scores per agent, warns when the compared agents'
+    standard deviations differ by more than :data:`SPREAD_RATIO`, or when with such spreads one
+    agent's sample skewness exceeds :data:`SKEWNESS` in absolute value.
+    """
+    used = sorted({l for pair in comparisons for l in pair})
+    fewest = min(n_scores[l] for l in used)
+    columns = {l: scores[: n_scores[l], l] for l in used if n_scores[l] >= 3}
+    spread = {l: float(np.std(x, ddof=1)) for l, x in columns.items()}
+    positive = {l: sd for l, sd in spread.items() if sd > 0}
+    if fewest >= SMALL_SAMPLE or len(positive) < 2:
+        return None
+    low, high = min(positive, key=positive.__getitem__), max(positive, key=positive.__getitem__)
+    ratio = positive[high] / positive[low]
+    if ratio <= SPREAD_RATIO:
+        return None
+    skew = {l: float(np.mean((columns[l] - columns[l].mean()) ** 3)) / float(np.std(columns[l])) ** 3 for l in positive}
+    worst = max(skew, key=lambda l: abs(skew[l]))
+    skewed = f"; {agents[worst]}'s scores are skewed ({skew[worst]:+.1f})" if abs(skew[worst]) > SKEWNESS else ""
+    return (f"warning: spreads differ {ratio:.1f}x (sd {positive[low]:.3g} of {agents[low]}, {positive[high]:.3g} "
+            f"of {agents[high]}) with {fewest} scores per agent{skewed}: for equal means the decisions rest on "
+            f"Welch's approximation, not on the exact permutation law (docs/adastop.md)")

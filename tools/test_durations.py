@@ -1,0 +1,114 @@
+#!/usr/bin/env python3
+"""Where the test time goes: one tier of ``make test`` / ``make check`` run with per-test times.
+
+Runs pytest on one tier (the marker expressions of the Makefile) with a JUnit report, then
+prints the tier's wall time, the summed test time and its share per directory, per module and
+per marker (``ros``, ``slow``, ``mc``, ...), and the slowest tests, each as a share of the summed
+time (a ratio, so the figures compare across machines and loads).  A module whose time is
+mostly ``ros`` tests is where moving engine checks below ROS pays (docs/testing.md).
+
+Run: ``.venv/bin/python tools/test_durations.py --tier check`` (``--tier rest|ros|serial``;
+``-n 2`` for xdist workers as ``make test``; ``--paths test/stats`` to limit it; ``--top 25``).
+ROS tiers need the ROS environment (``tools/ros/env.sh``) and ``EVALSTOP_TEST_DOMAIN_BASE``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import os
+import pathlib
+import subprocess
+import sys
+import tempfile
+import time
+import xml.etree.ElementTree as ET
+
+#: The Makefile's tiers (CHECK_MARKERS and the three runs of `make test`).
+TIERS = {
+    "check": "not ros and not netns and not slow and not mc and not serial",
+    "rest": "not ros and not serial",
+    "ros": "ros and not serial",
+    "serial": "serial",
+}
+
+
+def run_tier(markers: str, paths: list[str], workers: int, report: pathlib.Path) -> float:
+    """Run pytest on ``paths`` with ``-m markers``; the wall time (s).  The JUnit report goes to ``report``."""
+    argv = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "-m", markers, f"--junitxml={report}",
+            "-o", "junit_duration_report=call", *paths]
+    if workers > 1:
+        argv += ["-n", str(workers)]
+    start = time.perf_counter()
+    subprocess.run(argv, check=False)
+    return time.perf_counter() - start
+
+
+def marker_index(paths: list[str], markers: str) -> dict[str, set[str]]:
+    """``nodeid -> markers`` of the tier's tests (from a collection run that prints them)."""
+    code = (
+        "import sys, json, pytest\n"
+        "class P:\n"
+        "    def pytest_collection_finish(self, session):\n"
+        "        self.marks = {i.nodeid: sorted({m.name for m in i.iter_markers()}) for i in session.items}\n"
+        "p = P()\n"
+        "pytest.main(['-p', 'no:cacheprovider', '-q', '--collect-only', '-m', sys.argv[1], *sys.argv[2:]], plugins=[p])\n"
+        "print(json.dumps(getattr(p, 'marks', {})))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code, markers, *paths], capture_output=True, text=True, check=False)
+    import json
+
+    return {k: set(v) for k, v in json.loads(out.stdout.strip().splitlines()[-1]).items()}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tier", choices=TIERS, default="check")
+    parser.add_argument("--paths", nargs="*", default=["test"])
+    parser.add_argument("-n", "--workers", type=int, default=1)
+    parser.add_argument("--top", type=int, default=20)
+    args = parser.parse_args()
+    markers = TIERS[args.tier]
+    with tempfile.TemporaryDirectory() as scratch:
+        report = pathlib.Path(scratch) / "junit.xml"
+        wall = run_tier(markers, args.paths, args.workers, report)
+        cases = [(f"{c.get('classname', '')}::{c.get('name', '')}", float(c.get("time", 0.0)),
+                  c.find("failure") is not None or c.find("error") is not None)
+                 for c in ET.parse(report).getroot().iter("testcase")]
+    marks = marker_index(args.paths, markers)
+    total = sum(t for _, t, _ in cases) or 1.0
+
+    def module_of(name: str) -> str:
+        return name.split("::")[0].replace(".", "/") + ".py"
+
+    def marks_of(name: str) -> set[str]:
+        module, _, test = name.partition("::")
+        path = module.replace(".", "/") + ".py"
+        return next((m for nodeid, m in marks.items() if nodeid.startswith(path) and nodeid.endswith(test)), set())
+
+    print(f"tier {args.tier} (-m \"{markers}\"), {len(cases)} tests, {args.workers} worker(s), "
+          f"load average {os.getloadavg()[0]:.1f}: wall {wall:.0f} s, summed test time {total:.0f} s "
+          f"({total / wall:.2f} x wall); {sum(f for *_, f in cases)} failed")
+    by_dir: collections.Counter[str] = collections.Counter()
+    by_module: collections.Counter[str] = collections.Counter()
+    by_marker: collections.Counter[str] = collections.Counter()
+    for name, seconds, _ in cases:
+        by_dir[str(pathlib.Path(module_of(name)).parent)] += seconds
+        by_module[module_of(name)] += seconds
+        for mark in marks_of(name) & {"ros", "slow", "mc", "netns", "serial"} or {"(plain)"}:
+            by_marker[mark] += seconds
+    for title, counter in (("per directory", by_dir), ("per marker", by_marker)):
+        print(f"\n{title}:")
+        for key, seconds in counter.most_common():
+            print(f"  {seconds / total:6.1%}  {seconds:8.1f} s  {key}")
+    print(f"\nslowest {args.top} modules:")
+    for key, seconds in by_module.most_common(args.top):
+        print(f"  {seconds / total:6.1%}  {seconds:8.1f} s  {key}")
+    print(f"\nslowest {args.top} tests:")
+    for name, seconds, failed in sorted(cases, key=lambda c: -c[1])[: args.top]:
+        print(f"  {seconds / total:6.1%}  {seconds:8.1f} s  {name}{'  (failed)' if failed else ''}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
