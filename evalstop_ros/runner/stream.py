@@ -155,11 +155,11 @@ class CommandStream:
             target = self.last.command[:len(self.guard.limits.joint_names)]
         arrival = after + max(0.5, 5 * self.settings.period)
         while True:
-            reading = self._read()
-            if reading is not None and reading.age <= min(self.settings.max_state_age, time.monotonic() - after):
-                if target is None or time.monotonic() >= arrival or self._near(reading, target):
-                    return reading
-            if time.monotonic() >= max(deadline, arrival if target is not None else deadline):
+            reading, now = self._read(), time.monotonic()
+            if reading is not None and reading.age <= min(self.settings.max_state_age, now - after) and (
+                    target is None or now >= arrival or self._near(reading, target)):
+                return reading
+            if now >= (max(deadline, arrival) if target is not None else deadline):
                 break
             time.sleep(0.005)
         last = "none received" if reading is None else f"the last is {reading.age:.2f} s old"
