@@ -16,6 +16,10 @@ limits before the adapter sees it: a chunk with a non-finite or out-of-limit val
 whole (the robot holds, the goal fails), every tick is rate-limited, missed ticks are dropped
 (never replayed), and a watchdog holds the robot after ``watchdog_ticks`` ticks without a valid
 action. Frames from a policy server are bounded (``max_frame_size``, ``max_metadata_size``).
+Everything the runner sends the robot, between episodes too (holds, stops, the move home), goes
+through the robot's one command stream (:mod:`evalstop_ros.runner.stream`): re-synced to a joint
+state younger than ``joint_state_max_age`` at every transition, and a rollout starts only once the
+arm is within ``home_tolerance`` of home (else the goal fails with a robot fault after ``home_timeout``).
 
 Every failure (server unreachable, slow, gone mid-episode, wrong reply, refused by the guard)
 stops the robot and ends the goal with ``ok=false`` and the message ``"<category> (error
@@ -57,6 +61,7 @@ from ..runner.episode import EpisodeControl, EpisodeSettings, Progress, run_epis
 from ..runner.errors import Category, ErrorLog, RunnerError, default_error_dir, operator_message
 from ..runner.guard import GUARD_MODES, CommandLimits
 from ..runner.recorder import EpisodeRecorder, with_recording
+from ..runner.stream import CommandStream, StreamSettings
 from ..runner.trials import GoalOpener, RunLedger, load_servers
 from ..session import auth
 from ._common import declare, spin_node
@@ -104,6 +109,18 @@ class PolicyRunner(QuickNode):
         self.watchdog_ticks: int = declare(self, "watchdog_ticks", 10,
                                            "Control ticks without a valid action before the robot is told to hold.",
                                            int_range=(1, 100000))
+        stream = StreamSettings(
+            period=1.0 / self.rate, guard_mode=self.guard_mode,
+            max_state_age=declare(self, "joint_state_max_age", 0.2,
+                                  "Freshness bound (s) of the measured joint state the command stream re-syncs to "
+                                  "(start of an episode, hold, homing, fault) and a hold publishes; older: nothing "
+                                  "is sent and the fault says why.", float_range=(0.001, 10.0), read_only=True),
+            home_tolerance=declare(self, "home_tolerance", 0.01,
+                                   "Homing is done when every measured joint is this close to home (rad).",
+                                   float_range=(1e-5, 1.0), read_only=True),
+            home_timeout=declare(self, "home_timeout", 30.0,
+                                 "Seconds homing may take before the reset fails with a robot fault.",
+                                 float_range=(0.1, 600.0), read_only=True))
         self.max_frame_size: int = declare(self, "max_frame_size", MAX_FRAME_SIZE,
                                            "Largest frame accepted from a policy server (bytes); a larger one "
                                            "fails the run before it is read.", int_range=(1024, 2**31 - 1))
@@ -132,6 +149,8 @@ class PolicyRunner(QuickNode):
             self.robot: RobotAdapter = make_adapter(robot, **options)
         except (RunnerError, ImportError) as err:
             raise ValueError(str(err)) from err
+        #: The robot's one command stream: the only path to the adapter's ``act``.
+        self.stream = CommandStream(self.robot, stream)
         self._ledger: RunLedger[RunTrial.Result] = RunLedger()
         self._robot_lock = threading.Lock()
         self._control = EpisodeControl()
@@ -169,6 +188,10 @@ class PolicyRunner(QuickNode):
                     "command_type": declare(self, "ros2.command_type", "trajectory",
                                             "trajectory (JointTrajectory) or array (Float64MultiArray).",
                                             read_only=True),
+                    "array_space": declare(self, "ros2.array_space", "joint_position",
+                                           "With command_type array: the forward controller's command space, "
+                                           "joint_position or joint_velocity (policies, holds and homing use it).",
+                                           read_only=True),
                     "joint_names": list(declare(self, "ros2.joint_names", [f"joint{i}" for i in range(1, 9)],
                                                 "Arm joint names (7), then the gripper.", read_only=True)),
                     "dt": 1.0 / self.rate, **self._ros2_limits()}
@@ -269,8 +292,8 @@ class PolicyRunner(QuickNode):
             response.success, response.message = True, "emergency stop released"
             return response
         self._estop.set()
-        self._control.abort("emergency stop", self.robot)
-        self.robot.stop()
+        self._control.abort("emergency stop", self.stream)
+        self._hold("emergency stop")
         self.get_logger().error("EMERGENCY STOP: robot holding position; session paused")
         self._pause_session("emergency stop at the robot (policy_runner)")
         response.success, response.message = True, "robot stopped; release with data=false"
@@ -322,8 +345,14 @@ class PolicyRunner(QuickNode):
 
     def _on_cancel(self, goal_handle: ServerGoalHandle) -> CancelResponse:
         self.get_logger().info(f"trial {goal_handle.request.trial_id}: cancel requested, robot stopping")
-        self._control.abort("canceled", self.robot)
+        self._control.abort("canceled", self.stream)
         return CancelResponse.ACCEPT
+
+    def _hold(self, why: str) -> None:
+        """Hold the robot (its command stream); a hold that could not be sent is logged (runner text only)."""
+        problem = self.stream.stop()
+        if problem:
+            self.get_logger().error(f"{why}: robot not held: {problem}")
 
     def _execute(self, goal_handle: ServerGoalHandle) -> RunTrial.Result:
         goal: RunTrial.Goal = goal_handle.request
@@ -399,9 +428,9 @@ class PolicyRunner(QuickNode):
                                   max_metadata_size=self.max_metadata_size) as client:
                     outcome = run_episode(client, self.robot, episode, settings, control=control, on_step=on_step,
                                           policy_session=f"{goal.session_id}-{goal.trial_id}", recorder=recorder,
-                                          on_event=on_event)
+                                          on_event=on_event, stream=self.stream)
             except Exception as exc:  # any failure: the robot holds, the text stays private
-                self.robot.stop()
+                self._hold(trial)
                 err = exc if isinstance(exc, RunnerError) else RunnerError(
                     f"{type(exc).__name__}: {exc}", category=Category.ROBOT)
                 if not rclpy.ok(context=self.context):  # Ctrl-C or shutdown: an ending, not a fault
@@ -421,6 +450,8 @@ class PolicyRunner(QuickNode):
             if self.auto_score and outcome.score is not None:
                 result.auto_scored = True
                 result.auto_success, result.auto_progress = outcome.score.success, outcome.score.progress
+            if outcome.home_error:  # the runner's own text; the next rollout homes first
+                self.get_logger().error(f"{trial}: {outcome.home_error}")
             feedback.phase, feedback.progress, feedback.elapsed = "done", 1.0, result.duration
             goal_handle.publish_feedback(feedback)
             scored = (f", success={int(result.auto_success)} progress={result.auto_progress:.3f}"
@@ -432,4 +463,4 @@ class PolicyRunner(QuickNode):
 def main(args: list[str] | None = None) -> int:
     """Run the node until Ctrl-C or an external shutdown; exit code 0, or 2 on bad parameters."""
     return spin_node("policy_runner", PolicyRunner, args, threads=4,
-                     on_exit=lambda node: node.robot.stop())  # type: ignore[attr-defined]
+                     on_exit=lambda node: node.stream.stop())  # type: ignore[attr-defined]

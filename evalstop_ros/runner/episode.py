@@ -4,8 +4,9 @@ As RoboArena's evaluation client (seed ``001_*`` §4.1): a new chunk is queried 
 previous one is used up, every action of a chunk runs open-loop, the gripper command is
 thresholded at 0.5 to {0, 1}, joint velocities are clipped to [-1, 1], and the loop runs at
 15 Hz up to ``max_steps`` actions. Then, unlike RoboArena's client, every chunk passes the
-command guard (:mod:`.guard`) and every action is rate-limited by it before ``act``: the loop
-is the only caller of the adapter's ``act``.
+command guard (:mod:`.guard`) and every action is rate-limited by it before ``act``: every
+command, the loop's and the holds, stops and homing around it, goes through the robot's one
+:class:`~.stream.CommandStream`, the only caller of the adapter's ``act``.
 
 Schedule (no burst of late commands): ticks follow an absolute schedule (tick ``k`` at ``t0 + k / rate``), one
 command per tick at most. The policy is queried in a worker thread, so the loop keeps ticking
@@ -21,8 +22,9 @@ period however long physics and rendering take; the ticks run back to back, the 
 for the policy's chunk (as simulated benchmarks do; the client's ``infer_timeout`` still
 applies), no tick is missed, dropped or spaced, and ``timeout`` counts simulated seconds
 (``steps / rate``): a slow renderer changes neither the schedule nor the outcome. Any failure stops the robot (hold position)
-before :class:`~.errors.RunnerError` propagates; a finished rollout sends the robot home and the
-policy server its ``reset``.
+before :class:`~.errors.RunnerError` propagates; a finished rollout sends the robot home (the
+stream's :meth:`~.stream.CommandStream.home`, which returns once the arm is there) and the policy
+server its ``reset``.
 """
 
 from __future__ import annotations
@@ -40,8 +42,8 @@ import numpy as np
 from .adapters.base import EpisodeInfo, Observation, RobotAdapter, Score
 from .client import ACTION_DIMS, ServerConfig
 from .errors import Category, RunnerError
-from .guard import CommandGuard
 from .recorder import EpisodeRecorder
+from .stream import CommandStream, StreamSettings
 
 __all__ = ["EpisodeControl", "EpisodeResult", "EpisodeSettings", "Progress", "build_request", "postprocess", "resize_with_pad",
            "run_episode"]
@@ -96,7 +98,10 @@ class EpisodeResult:
     step_starts: list[float] = dataclasses.field(default_factory=list)
     #: Per step: the runner's own time (s), i.e. without the policy query and the robot's observe / act.
     overheads: list[float] = dataclasses.field(default_factory=list)
+    #: Why the policy server's ``reset`` failed or was skipped (may quote the server: private log only).
     reset_error: str = ""
+    #: Why the robot did not get home after the rollout (the runner's own text); the next rollout homes first.
+    home_error: str = ""
     #: Ticks without an action (waiting for a chunk), watchdog holds, commands the guard rate-limited.
     missed_ticks: int = 0
     holds: int = 0
@@ -107,8 +112,8 @@ class EpisodeControl:
     """Ends a rollout from another thread: :meth:`finish` (operator: task done, counts as run) or
     :meth:`abort` (emergency stop, cancel: the robot holds at once and the rollout fails).
 
-    ``abort`` stops the robot under the same lock the loop holds around ``act``, so no action
-    reaches the robot after it.
+    ``abort`` stops the robot (its :class:`~.stream.CommandStream`) under the same lock the loop holds
+    around each command, so no action reaches the robot after it.
     """
 
     def __init__(self) -> None:
@@ -121,11 +126,12 @@ class EpisodeControl:
         self.finished.set()
         self._wake.set()
 
-    def abort(self, reason: str, robot: RobotAdapter) -> None:
+    def abort(self, reason: str, stream: CommandStream) -> str:
+        """End the rollout and hold the robot; "" or why nothing could be sent (:meth:`CommandStream.stop`)."""
         with self.lock:
             self.abort_reason = self.abort_reason or reason
             self._wake.set()
-            robot.stop()
+            return stream.stop()
 
     def sleep(self, seconds: float) -> None:
         """Sleep ``seconds`` or until :meth:`finish` / :meth:`abort`."""
@@ -200,7 +206,7 @@ def _never() -> bool:
 def run_episode(client: ChunkSource, robot: RobotAdapter, episode: EpisodeInfo, settings: EpisodeSettings, *,
                 control: EpisodeControl | None = None, on_step: Callable[[Progress], None] | None = None,
                 policy_session: str = "", recorder: EpisodeRecorder | None = None,
-                on_event: Callable[[str], None] | None = None) -> EpisodeResult:
+                on_event: Callable[[str], None] | None = None, stream: CommandStream | None = None) -> EpisodeResult:
     """Run one rollout of ``client``'s policy on ``robot``; see the module docstring.
 
     :param control: Ends the rollout early from another thread (operator, emergency stop).
@@ -208,16 +214,22 @@ def run_episode(client: ChunkSource, robot: RobotAdapter, episode: EpisodeInfo, 
     :param policy_session: ``session_id`` sent to servers that ask for one, and to ``reset``.
     :param recorder: Records the episode (written when the episode ends, failed or not).
     :param on_event: Told what the operator should know mid-rollout (a watchdog hold); no policy text.
+    :param stream: The robot's command stream (a runner keeps one for its whole life); None: a new one
+        for this rollout, from ``settings``.
 
     The rollout ends after ``max_steps``, at ``timeout``, when ``control`` finishes it (the operator's
     "task done"), or when a robot with a ``task_done()`` method (optional; the simulated arm has one)
     says the task is done after a step.
-    :raises RunnerError: on any failure, after ``robot.stop()``.
+    :raises RunnerError: on any failure, after the robot was told to hold.
     """
     config = client.config
     space = config.action_space
     if space not in robot.action_spaces:
         raise RunnerError(f"the robot cannot execute action space {space!r}", category=Category.PROTOCOL)
+    if stream is None:
+        stream = CommandStream(robot, StreamSettings(period=1.0 / settings.rate, guard_mode=settings.guard_mode))
+    elif stream.robot is not robot:
+        raise ValueError("the stream drives another robot")
     control = control or EpisodeControl()
     result = EpisodeResult(0, 0.0, "max_steps", None)
     period = 1.0 / settings.rate
@@ -227,11 +239,11 @@ def run_episode(client: ChunkSource, robot: RobotAdapter, episode: EpisodeInfo, 
     simulated = bool(getattr(robot, "simulated_time", False))  # the robot keeps time (module docstring)
     try:
         # (an adapter may learn its limits here: ros2 from robot_description; a simulator sets up
-        # the controller and camera size the policy asks for)
-        robot.begin(dataclasses.replace(episode, action_space=space, image_resolution=config.image_resolution))
-        guard = CommandGuard(robot.limits, getattr(robot, "control_period", None) or period, settings.guard_mode)
+        # the controller and camera size the policy asks for; a robot not at home is homed first)
+        guard = stream.begin(dataclasses.replace(episode, action_space=space, image_resolution=config.image_resolution))
+        limited_before = guard.limited
         start = time.monotonic()
-        tick, last_command, missed, started = start, -np.inf, 0, False
+        tick, missed = start, 0
         while result.steps < settings.max_steps:
             if not simulated:
                 control.sleep(tick - time.monotonic())
@@ -253,11 +265,7 @@ def run_episode(client: ChunkSource, robot: RobotAdapter, episode: EpisodeInfo, 
                     robot_time += time.monotonic() - now
                     if recorder is not None:
                         recorder.observation(now - start, observation)
-                    if started:
-                        guard.observed(observation.joint_position, observation.cartesian_position, space)
-                    else:  # the rollout starts at rest where the robot is
-                        guard.start(observation.joint_position, observation.cartesian_position)
-                        started = True
+                    stream.observed(observation.joint_position, observation.cartesian_position, space)
                     request = build_request(observation, config, settings.prompt, policy_session)
                     pending = worker.submit(client.action_chunk, request, ACTION_DIMS[space])
                 waited = time.monotonic()
@@ -272,16 +280,12 @@ def run_episode(client: ChunkSource, robot: RobotAdapter, episode: EpisodeInfo, 
                     processed = np.array([postprocess(a, space, settings) for a in raw])
                     chunk.extend(guard.check_chunk(processed, space))
             if chunk:
-                action = guard.command(chunk.popleft(), space)
-                spacing = last_command + period / 2 - time.monotonic()
-                if spacing > 0 and not simulated:
-                    time.sleep(spacing)
                 with control.lock:
                     if control.abort_reason:
                         raise RunnerError(control.abort_reason, category=_abort_category(control.abort_reason))
-                    sent = time.monotonic()
-                    robot.act(action, space)
-                    last_command = sent
+                    sending = time.monotonic()
+                    action = stream.step(chunk.popleft(), space)
+                    sent = stream.last.time if stream.last is not None else sending
                     robot_time += time.monotonic() - sent
                 missed = 0
                 if recorder is not None:
@@ -298,31 +302,34 @@ def run_episode(client: ChunkSource, robot: RobotAdapter, episode: EpisodeInfo, 
             else:
                 missed += 1
                 result.missed_ticks += 1
+                with control.lock:
+                    stream.coast()   # a velocity that lasts until the next command slows down meanwhile
                 if missed == settings.watchdog_ticks:
                     with control.lock:
-                        robot.stop()
-                        last_command = time.monotonic()
-                    guard.held()
+                        stream.hold()   # in the command space in use, at the measured pose (re-synced)
                     result.holds += 1
                     if on_event is not None:
                         on_event(f"watchdog: no valid action for {missed} ticks ({missed * period:.2f} s), "
                                  "robot holding position")
             tick += period
         result.duration = time.monotonic() - start
-        result.limited = guard.limited
+        result.limited = guard.limited - limited_before
         result.score = robot.score()
     except BaseException:
-        robot.stop()
+        stream.stop()
         raise
     finally:
         worker.shutdown(wait=False, cancel_futures=True)
         if recorder is not None:
             recorder.close()
-    robot.reset()
+    try:  # the rollout is over and counts; homing that fails is noted (the next rollout homes first)
+        stream.home()
+    except RunnerError as err:
+        result.home_error = str(err)
     if pending is not None:  # ended (operator, timeout) while a query ran: the connection is busy, no reset
         result.reset_error = "a policy query was still running at the end of the episode"
         return result
-    try:  # the rollout is over and counts; a server that mishandles reset is only noted
+    try:  # a server that mishandles reset is only noted
         client.reset(policy_session)
     except RunnerError as err:
         result.reset_error = str(err)

@@ -1,8 +1,10 @@
 """The command guard: every action a policy returns passes here before it reaches a robot adapter.
 
-A robot declares what it may be commanded in a :class:`CommandLimits`; the episode loop builds one
-:class:`CommandGuard` per rollout from it and sends the adapter nothing but what
-:meth:`CommandGuard.command` returns (no other path reaches ``act``).
+A robot declares what it may be commanded in a :class:`CommandLimits`; the robot's one command stream
+(:mod:`.stream`) builds one :class:`CommandGuard` from it for the runner's whole life and sends the
+adapter nothing but what the guard returns: rollout steps (:meth:`CommandGuard.command`), homing
+steps (:meth:`CommandGuard.toward`), and holds at a measured pose it re-syncs to
+(:meth:`CommandGuard.start`). No other path reaches ``act``.
 
 **How an adapter declares its limits.** Give the adapter an attribute ``limits`` holding a
 :class:`CommandLimits` (a class attribute for fixed, published limits, an instance attribute when
@@ -33,8 +35,10 @@ refused whole with a :class:`~.errors.RunnerError` of category "refused by the c
 operator-safe detail names the joint (or axis) and the limit, never the value the policy sent.
 With ``mode="clamp"`` (an explicit ``guard_mode`` parameter of the runner) such values are clamped
 into the limits instead; non-finite values are refused in both modes. Per tick
-(:meth:`CommandGuard.command`): the target is rate-limited so that no tick moves a joint further
-than ``velocity * period``, the change of velocity per tick stays within ``acceleration * period``
+(:meth:`CommandGuard.command`; a tick lasts ``period``, or less when the command follows the previous
+one sooner: the stream passes the time it lasts as the controller executes it): the target is
+rate-limited so that no tick moves a joint further than ``velocity * period``, the change of
+velocity per tick stays within ``acceleration * period``
 and the joint brakes in time to stop at its position limit (the largest speed from which a
 constant deceleration stops within the distance ``d`` left, ``sqrt(2 a d) - a T``); end-effector
 speeds are scaled down to ``linear_speed`` / ``angular_speed``.
@@ -189,7 +193,7 @@ def _refuse(detail: str) -> RunnerError:
 
 
 class CommandGuard:
-    """The guard of one rollout (see the module docstring).
+    """The guard of one robot's command stream (see the module docstring).
 
     :param limits: The robot's limits.
     :param period: Control period (s): the time one command lasts.
@@ -215,7 +219,11 @@ class CommandGuard:
 
     # -- state ------------------------------------------------------------------------------
     def start(self, joint_position: np.ndarray, cartesian_position: np.ndarray | None = None) -> None:
-        """A rollout starts at rest at the observed pose."""
+        """Re-sync to a measured pose at rest: the reference becomes ``joint_position``, the velocity zero.
+
+        The command stream (:mod:`.stream`) calls it at every transition: the start of an episode, after a
+        hold, after homing, after a fault.
+        """
         self._q = self._observed(joint_position)
         self._v = np.zeros_like(self._q)
         if cartesian_position is not None:
@@ -233,9 +241,19 @@ class CommandGuard:
         if cartesian_position is not None:
             self._ee = np.asarray(cartesian_position, dtype=np.float64)[:3].copy()
 
-    def held(self) -> None:
-        """The robot was told to hold: it is at rest (at the last command)."""
-        self._v = np.zeros_like(self._v)
+    def overran(self, seconds: float) -> None:
+        """The last (velocity) command lasted ``seconds`` longer than its tick: the reference moves on with it."""
+        self._q = self._q + self._v * max(0.0, float(seconds))
+
+    @property
+    def reference(self) -> np.ndarray:
+        """The joint position the next command is limited against (rad; a copy)."""
+        return self._q.copy()
+
+    @property
+    def velocity(self) -> np.ndarray:
+        """The joint velocity of the last command (rad/s; a copy): zero at rest."""
+        return self._v.copy()
 
     def _observed(self, joint_position: np.ndarray) -> np.ndarray:
         q = np.asarray(joint_position, dtype=np.float64).ravel()[:len(self.limits.joint_names)]
@@ -302,62 +320,79 @@ class CommandGuard:
                 row[:3] = self._from_step(target - position)
             position = target
 
-    def _cartesian_step(self, values: np.ndarray, speed: float | None) -> np.ndarray:
-        """Displacement (m or rad) of one action's three values, scaled down to ``speed``."""
-        step = np.asarray(values, dtype=np.float64) * (self.period if self.limits.cartesian_unit == "velocity" else 1.0)
+    def _cartesian_step(self, values: np.ndarray, speed: float | None, period: float | None = None) -> np.ndarray:
+        """Displacement (m or rad) of one action's three values over ``period`` s, scaled down to ``speed``."""
+        period = self.period if period is None else period
+        step = np.asarray(values, dtype=np.float64) * (period if self.limits.cartesian_unit == "velocity" else 1.0)
         if speed is not None:
-            norm, allowed = float(np.linalg.norm(step)), speed * self.period
+            norm, allowed = float(np.linalg.norm(step)), speed * period
             if norm > allowed:
                 step = step * (allowed / norm)
         return step
 
-    def _from_step(self, step: np.ndarray) -> np.ndarray:
-        return step / self.period if self.limits.cartesian_unit == "velocity" else step
+    def _from_step(self, step: np.ndarray, period: float | None = None) -> np.ndarray:
+        return step / (self.period if period is None else period) if self.limits.cartesian_unit == "velocity" else step
 
     # -- per tick ---------------------------------------------------------------------------
-    def command(self, action: np.ndarray, action_space: str) -> np.ndarray:
-        """The rate-limited command of one action of a checked chunk (updates the guard's state)."""
+    def command(self, action: np.ndarray, action_space: str, period: float | None = None) -> np.ndarray:
+        """The rate-limited command of one action of a checked chunk (updates the guard's state).
+
+        :param period: How long this command lasts (s) as the controller executes it: the spacing to the
+            previous command when that is shorter than the control period (at most the control period).
+        """
+        tick = self.period if period is None else min(max(float(period), 1e-6), self.period)
         out = np.array(action, dtype=np.float64)
         if action_space in _JOINT_SPACES:
             n = len(self.limits.joint_names)
             if action_space == "joint_position":
-                desired = (out[:n] - self._q) / self.period
+                desired = (out[:n] - self._q) / tick
             else:
                 desired = out[:n] * self.limits.velocity_unit
-            velocity = self._limit_velocity(desired, out[:n] if action_space == "joint_position" else None)
+            velocity = self._limit_velocity(desired, out[:n] if action_space == "joint_position" else None, tick)
             if not np.allclose(velocity, desired, rtol=1e-9, atol=1e-12):
                 self.limited += 1
-            self._q = np.clip(self._q + velocity * self.period, self._lower, self._upper)
+            self._q = np.clip(self._q + velocity * tick, self._lower, self._upper)
             self._v = velocity
             out[:n] = self._q if action_space == "joint_position" else velocity / self.limits.velocity_unit
         elif action_space == "cartesian_velocity":
-            lin = self._cartesian_step(out[:3], self.limits.linear_speed)
-            ang = self._cartesian_step(out[3:6], self.limits.angular_speed)
+            lin = self._cartesian_step(out[:3], self.limits.linear_speed, tick)
+            ang = self._cartesian_step(out[3:6], self.limits.angular_speed, tick)
             if self.limits.workspace_lower is not None and self.limits.workspace_upper is not None:
                 lin = np.clip(self._ee + lin, self.limits.workspace_lower, self.limits.workspace_upper) - self._ee
             self._ee = self._ee + lin
-            new = np.concatenate([self._from_step(lin), self._from_step(ang)])
+            new = np.concatenate([self._from_step(lin, tick), self._from_step(ang, tick)])
             if not np.allclose(new, out[:6], rtol=1e-9, atol=1e-12):
                 self.limited += 1
             out[:6] = new
         return out
 
-    def _limit_velocity(self, desired: np.ndarray, target: np.ndarray | None) -> np.ndarray:
-        """Speed, acceleration and braking limits of one tick (see the module docstring)."""
-        period, v = self.period, np.clip(desired, -self._vmax, self._vmax)
+    def toward(self, target: np.ndarray, gripper: float, action_space: str, period: float | None = None) -> np.ndarray:
+        """One tick toward joint positions ``target`` (rate-limited, braking into it), as a command of
+        ``action_space``: the position reached, or the joint velocity that reaches it (homing)."""
+        n = len(self.limits.joint_names)
+        out = self.command(np.append(np.asarray(target, dtype=np.float64)[:n], gripper), "joint_position", period)
+        if action_space == "joint_velocity":
+            out[:n] = self._v / self.limits.velocity_unit
+        return out
+
+    def _limit_velocity(self, desired: np.ndarray, target: np.ndarray | None, period: float) -> np.ndarray:
+        """Speed, acceleration and braking limits of one tick of ``period`` s (see the module docstring)."""
+        v = np.clip(desired, -self._vmax, self._vmax)
         if target is not None:  # brake into the target (a new target may still be overshot: acceleration wins)
             ahead = target - self._q
-            v = np.where(ahead >= 0, np.minimum(v, self._braking(ahead)), np.maximum(v, -self._braking(-ahead)))
+            v = np.where(ahead >= 0, np.minimum(v, self._braking(ahead, period)),
+                         np.maximum(v, -self._braking(-ahead, period)))
         if self._amax is not None:
             v = np.clip(v, self._v - self._amax * period, self._v + self._amax * period)
         # the position limits win over everything: brake in time to stop at them
-        limited: np.ndarray = np.clip(v, -self._braking(self._q - self._lower), self._braking(self._upper - self._q))
+        limited: np.ndarray = np.clip(v, -self._braking(self._q - self._lower, period),
+                                      self._braking(self._upper - self._q, period))
         return limited
 
-    def _braking(self, distance: np.ndarray) -> np.ndarray:
-        """Largest speed (>= 0) from which the joint still stops within ``distance``."""
+    def _braking(self, distance: np.ndarray, period: float) -> np.ndarray:
+        """Largest speed (>= 0) from which the joint still stops within ``distance`` (ticks of ``period`` s)."""
         d = np.maximum(np.asarray(distance, dtype=np.float64), 0.0)
         if self._amax is None:
-            return d / self.period
-        a, period = self._amax, self.period
+            return d / period
+        a = self._amax
         return np.maximum(np.sqrt(2.0 * a * d) - a * period, np.minimum(d / period, a * period))

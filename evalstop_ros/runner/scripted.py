@@ -14,7 +14,9 @@ joint 3; ``stall`` sleeps ``delay`` s once (a server that stalls mid-episode, th
 ``huge`` replies with a frame of about ``frame_bytes`` bytes. Joint-*position* policies
 (:func:`metadata_for` says ``action_space: joint_position``): ``position`` steers to the goal
 with position targets; ``out_of_limits`` sends joint 4 to 1e6 rad; ``jump`` sends every joint to
-alternately +-1.4 rad each chunk (inside the sim's range, far beyond a tick's velocity).
+alternately +-1.4 rad each chunk (inside the sim's range, far beyond a tick's velocity); ``lurch``
+jumps as ``jump`` and stalls ``delay`` s once at the ``fail_after``-th request (a late chunk of huge
+steps after a watchdog hold).
 ``error`` with ``error_text`` raises that text instead (a traceback that names the policy).
 """
 
@@ -34,8 +36,9 @@ METADATA: dict[str, Any] = {"image_resolution": [32, 32], "needs_wrist_camera": 
                             "needs_stereo_camera": False, "needs_session_id": True,
                             "action_space": "joint_velocity"}
 
-KINDS = ("good", "bad", "error", "slow", "wrong_shape", "nan", "stall", "huge", "position", "out_of_limits", "jump")
-_POSITION_KINDS = ("position", "out_of_limits", "jump")
+KINDS = ("good", "bad", "error", "slow", "wrong_shape", "nan", "stall", "huge", "position", "out_of_limits", "jump",
+         "lurch")
+_POSITION_KINDS = ("position", "out_of_limits", "jump", "lurch")
 
 
 def metadata_for(kind: str) -> dict[str, Any]:
@@ -64,7 +67,7 @@ class ScriptedPolicy:
         failing = self.requests >= self.fail_after
         if self.kind == "error" and failing:
             raise RuntimeError(self.error_text)
-        if (self.kind == "slow" and failing) or (self.kind == "stall" and self.requests == self.fail_after):
+        if (self.kind == "slow" and failing) or (self.kind in ("stall", "lurch") and self.requests == self.fail_after):
             time.sleep(self.delay)
         if self.kind == "huge" and failing:
             return {"actions": np.zeros((max(1, self.frame_bytes // 64), 8))}
@@ -90,7 +93,7 @@ class ScriptedPolicy:
             actions[:, :7] = start + np.cumsum(actions[:, :7], axis=0) * self.dt
             if self.kind == "out_of_limits" and failing:
                 actions[:, 3] = 1e6
-            if self.kind == "jump":
+            if self.kind in ("jump", "lurch"):
                 actions[:, :7] = 1.4 if self.requests % 2 else -1.4
         return {"actions": actions.astype(np.float32)}
 

@@ -17,14 +17,14 @@ NAMES = [f"panda_joint{i}" for i in range(1, 8)] + ["gripper"]
 LIMITS = {"position_lower": (-2.0,) * 7, "position_upper": (2.0,) * 7, "velocity": (1.0,) * 7}
 
 
-def _arm(probe: Any, command_type: str, *, from_urdf: bool = False) -> Any:
+def _arm(probe: Any, command_type: str, *, from_urdf: bool = False, array_space: str = "joint_position") -> Any:
     from evalstop_ros.runner.adapters import make_adapter
     from evalstop_ros.runner.guard import CommandLimits
 
     limits = None if from_urdf else CommandLimits(tuple(NAMES[:7]), **LIMITS)  # type: ignore[arg-type]
     return make_adapter("ros2", node=probe.node, joint_state_topic="joint_states", command_topic="command",
                         cameras=["exterior_image_1_left=cam/image_raw", "wrist_image_left=wrist/image_raw"],
-                        command_type=command_type, joint_names=NAMES, dt=0.1, limits=limits)
+                        command_type=command_type, joint_names=NAMES, dt=0.1, limits=limits, array_space=array_space)
 
 
 def _feed(probe: Any) -> Any:
@@ -49,6 +49,8 @@ def _feed(probe: Any) -> Any:
 def test_observe_and_commands_as_joint_trajectories(probe: Any) -> None:
     from trajectory_msgs.msg import JointTrajectory
 
+    from evalstop_ros.runner.stream import CommandStream
+
     commands = probe.collect(JointTrajectory, "command", 10)
     arm = _arm(probe, "trajectory")
     _feed(probe)
@@ -57,48 +59,61 @@ def test_observe_and_commands_as_joint_trajectories(probe: Any) -> None:
     assert obs.joint_position.tolist() == pytest.approx([0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7])
     assert obs.gripper_position.tolist() == [0.5]
     assert obs.images["exterior_image_1_left"][0, 0].tolist() == [0, 0, 9], "bgr8 -> RGB"
+    reading = arm.joint_state()
+    assert reading.position.tolist() == pytest.approx(obs.joint_position.tolist()) and reading.gripper == 0.5
+    assert 0.0 <= reading.age < 1.0, "unstamped: aged from its arrival"
     arm.act(np.array([0.5] * 7 + [1.0]), "joint_velocity")
     first = probe.spin_until(lambda: commands and commands[0], 20.0, "a trajectory command")
     assert list(first.joint_names) == NAMES and list(first.points[0].velocities) == [0.5] * 7 + [1.0]
-    assert first.points[0].time_from_start.nanosec == 100_000_000
-    arm.stop()
-    hold = probe.spin_until(lambda: len(commands) >= 2 and commands[1], 20.0, "a hold command")
-    assert list(hold.points[0].positions) == pytest.approx([0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.5])
-    arm.reset()
-    home = probe.spin_until(lambda: len(commands) >= 3 and commands[2], 20.0, "the home command")
-    assert list(home.points[0].positions) == [0.0] * 8
-    # from 0.7 rad at 1 rad/s: reached no sooner than 0.7 s (1.5 x that: 1.05 s)
-    assert home.points[0].time_from_start.sec + 1e-9 * home.points[0].time_from_start.nanosec == pytest.approx(1.05)
-    assert home.header.stamp.sec > 0, "stamped when sent"
+    assert first.points[0].time_from_start.nanosec == 100_000_000, "one period dt by default"
+    assert first.header.stamp.sec > 0, "stamped when sent"
+    arm.act(np.array([0.2] * 7 + [0.0]), "joint_position", 0.0625)
+    second = probe.spin_until(lambda: len(commands) >= 2 and commands[1], 20.0, "a position command")
+    assert list(second.points[0].positions) == [0.2] * 7 + [0.0]
+    assert second.points[0].time_from_start.nanosec == 62_500_000, "as long as the stream says it lasts"
+    # holds are the stream's: after position commands, the measured pose with the gripper as commanded
+    stream, held = CommandStream(arm), threading.Event()
+
+    def step_and_hold() -> None:   # (in another thread: the probe spins here, the joint states keep coming)
+        stream.step(np.array([0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 1.0]), "joint_position")
+        stream.hold()
+        held.set()
+
+    threading.Thread(target=step_and_hold).start()
+    probe.spin_until(held.is_set, 20.0, "the hold")
+    hold = probe.spin_until(lambda: len(commands) >= 4 and commands[3], 20.0, "a hold command")
+    assert list(hold.points[0].positions) == pytest.approx([0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 1.0])
 
 
-def test_an_episode_drives_the_arm_through_float64_arrays(probe: Any) -> None:
-    from std_msgs.msg import Float64MultiArray
+def test_an_episode_drives_the_arm_through_float64_arrays_and_homes_it(probe: Any) -> None:
+    from standin_arm import StandInArm
 
     from evalstop_ros.runner.adapters.base import EpisodeInfo
     from evalstop_ros.runner.client import PolicyClient, ServerAddress
     from evalstop_ros.runner.episode import EpisodeSettings, run_episode
     from evalstop_ros.runner.server import PolicyServer
+    from evalstop_ros.runner.stream import CommandStream, StreamSettings
 
-    commands = probe.collect(Float64MultiArray, "command", 50)
-    arm = _arm(probe, "array")
-    _feed(probe)
+    start = np.array([0.1 * i for i in range(1, 8)] + [0.5])
+    stand_in = StandInArm(probe.node, NAMES, "array", start=start, dt=0.02, array_space="joint_velocity",
+                          command_topic="command", camera_topics=("cam/image_raw", "wrist/image_raw"))
+    arm = _arm(probe, "array", array_space="joint_velocity")
     probe.spin_until(lambda: arm._joints is not None and len(arm._images) == 2, 20.0, "joint state and images")
+    assert arm.action_spaces == ("joint_velocity",), "a velocity controller takes velocities only"
     done: list[Any] = []
+    settings = EpisodeSettings("p", rate=50.0, max_steps=10)
+    stream = CommandStream(arm, StreamSettings(period=1.0 / settings.rate, home_tolerance=0.01, max_state_age=0.5))
     with PolicyServer("good") as server, PolicyClient(ServerAddress("127.0.0.1", server.port)) as client:
         thread = threading.Thread(target=lambda: done.append(run_episode(
-            client, arm, EpisodeInfo("s", 1, "t", "c"), EpisodeSettings("p", rate=50.0, max_steps=10))))
+            client, arm, EpisodeInfo("s", 1, "t", "c"), settings, stream=stream)))
         thread.start()
-        probe.spin_until(lambda: done, 30.0, "the episode")
+        probe.spin_until(lambda: done, 60.0, "the episode")
         thread.join()
-    assert done[0].steps == 10
-    probe.spin_until(lambda: len(commands) >= 11 and np.allclose(commands[-1].data, 0.0, atol=1e-12), 20.0,
-                     "10 actions and the way home")
-    actions = np.array([c.data for c in commands[:10]])
-    assert actions.shape == (10, 8) and np.abs(actions[:, :7]).max() <= 1.0
-    # home from (0.1 .. 0.7, gripper 0.5) in rate-limited steps of at most 1 rad/s * 0.1 s
-    home = np.array([c.data for c in commands[10:]])
-    assert len(home) >= 7 and np.abs(np.diff(home[:, :7], axis=0)).max() <= 0.1 + 1e-9
+    assert done[0].steps == 10 and done[0].home_error == ""
+    assert np.abs(stand_in.pose()[:7]).max() <= 0.01, "home (all zeros), as measured, when the episode returns"
+    velocities = np.array([c.values for c in stand_in.commands])
+    assert np.abs(velocities).max() <= 1.0 + 1e-9 and set(stand_in.kinds) == {"joint_velocity"}
+    assert len(velocities) > 10 and np.all(velocities[-1] == 0.0), "homed by velocities, ending at rest"
 
 
 def test_limits_come_from_the_robot_description_urdf(probe: Any) -> None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import importlib
 import pathlib
 import re
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -186,59 +187,153 @@ def test_a_300_mb_frame_is_refused_with_the_runner_s_memory_bounded(
     assert runner.stop() == 0
 
 
-def test_jumps_are_rate_limited_on_the_ros2_arm_and_out_of_limit_chunks_never_published(
-        start_node: Any, probe: Any, tmp_path: pathlib.Path, openpi: OpenpiServers) -> None:
-    from rclpy.qos import DurabilityPolicy, QoSProfile
-    from sensor_msgs.msg import Image, JointState
-    from std_msgs.msg import String
-    from trajectory_msgs.msg import JointTrajectory
+#: Per command type (and an array controller's space): the adversarial openpi servers, in the order their
+#: goals are sent, back to back (the instant a result arrives): huge legal steps, late chunks of huge steps
+#: after a watchdog hold, a refused chunk, a stall, a server error; last (after a rollout that ended well,
+#: so that no homing comes first), a driver dropout during a stall.
+_ADVERSARIES = {
+    ("trajectory", "joint_position"): ["jump", "lurch", "out_of_limits", "stall", "error", "jump", "lurch"],
+    ("array", "joint_position"): ["jump", "lurch", "out_of_limits", "jump", "out_of_limits", "lurch", "lurch"],
+    ("array", "joint_velocity"): ["good", "stall", "error", "good", "error", "stall", "stall"],
+}
+_OPTIONS = {"lurch": ("--fail-after", "2", "--delay", "1.5"), "stall": ("--fail-after", "2", "--delay", "1.5"),
+            "error": ("--fail-after", "3"), "out_of_limits": ("--fail-after", "2")}
 
-    names = [f"j{i}" for i in range(1, 8)]
-    lower, upper, speed = -1.5, 1.5, 1.0
-    urdf = "<robot name='arm'>" + "".join(
-        f"<joint name='{n}' type='revolute'><limit lower='{lower}' upper='{upper}' velocity='{speed}' effort='1'/>"
-        "</joint>" for n in names) + "</robot>"
-    latched = QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL)
-    probe.node.create_publisher(String, "robot_description", latched).publish(String(data=urdf))
-    commands = probe.collect(JointTrajectory, "joint_command", 1000)
-    joints = probe.node.create_publisher(JointState, "joint_states", 10)
-    camera = probe.node.create_publisher(Image, "camera/image_raw", 10)
-    state = {"q": np.zeros(8)}
 
-    def tick() -> None:  # a perfect arm: it is where it was last told to be
-        if commands and commands[-1].points[0].positions:
-            state["q"] = np.array(commands[-1].points[0].positions)
-        joints.publish(JointState(name=[*names, "gripper"], position=[float(v) for v in state["q"]]))
-        camera.publish(Image(height=32, width=32, encoding="rgb8", step=96, data=bytes(32 * 32 * 3)))
+#: The ros2 arm of these tests (the limits are the runner's parameters): rad, rad/s, rad/s^2.
+_RATE, _LOWER, _UPPER, _SPEED, _ACCEL = 30.0, -1.5, 1.5, 1.0, 8.0
+_NAMES = [f"j{i}" for i in range(1, 8)]
 
-    probe.node.create_timer(0.01, tick)
-    ports = {"jumping": openpi.start("jump"), "bad_vla": openpi.start("out_of_limits")}
-    rate = 30.0
-    runner = _runner(start_node, tmp_path, ports, robot="ros2", rate=rate, max_steps=45,
-                     **{"ros2.joint_names": [*names, "gripper"], "ros2.cameras": ["exterior_image_1_left=camera/image_raw",
-                                                                                   "wrist_image_left=camera/image_raw"]})
-    runner.wait_for(r"command guard 'refuse': limits from robot_description")
-    ok = _run_goal(probe, 1, "jumping")
-    assert ok.ok, ok.message
+
+def _ros2_runner(start_node: Any, probe: Any, tmp_path: pathlib.Path, ports: dict[str, int], command_type: str,
+                 space: str) -> tuple[Any, Any]:
+    """A stand-in arm away from home (:mod:`standin_arm`) and ``policy_runner`` driving it (``robot:=ros2``)."""
+    from standin_arm import StandInArm
+
+    arm = StandInArm(probe.node, [*_NAMES, "gripper"], command_type, start=np.append(np.full(7, 0.4), 0.0),
+                     dt=1.0 / _RATE, array_space=space)
+    # (a 0.5 s freshness bound and a 0.8 s watchdog: a loaded machine delays joint states by 0.3 s and more)
+    runner = _runner(start_node, tmp_path, ports, robot="ros2", rate=_RATE, max_steps=24, watchdog_ticks=24,
+                     timeout=60.0, joint_state_max_age=0.5, home_tolerance=0.01, home_timeout=60.0, **{
+                         "ros2.home": [0.0] * 7 + [0.5],   # the gripper half open: homing commands stand out
+                         "ros2.joint_names": [*_NAMES, "gripper"], "ros2.command_type": command_type,
+                         "ros2.array_space": space, "ros2.limits_source": "parameters",
+                         "ros2.position_lower": [_LOWER] * 7, "ros2.position_upper": [_UPPER] * 7,
+                         "ros2.velocity_limits": [_SPEED] * 7, "ros2.acceleration_limits": [_ACCEL] * 7,
+                         "ros2.cameras": ["exterior_image_1_left=camera/image_raw",
+                                          "wrist_image_left=camera/image_raw"]})
+    runner.wait_for(r"command guard 'refuse': 7 joints")
+    return arm, runner
+
+
+def _assert_within_the_limits_and_every_rollout_starts_home(arm: Any, tmp_path: pathlib.Path, rollouts: int) -> None:
+    """Every command within the limits (:func:`command_check.violations`); each rollout's first command (the
+    episode recordings, in trial order) found the arm home."""
+    from command_check import violations
+
+    from evalstop_ros.runner.guard import CommandLimits
+
+    limits = CommandLimits(tuple(_NAMES), (_LOWER,) * 7, (_UPPER,) * 7, (_SPEED,) * 7, (_ACCEL,) * 7)
+    assert violations(arm.commands, limits) == []
+    episodes = [data["actions"] for data in _recorded(tmp_path) if len(data["actions"])]
+    assert len(episodes) >= rollouts
+    sent = 0
+    for actions in episodes:   # each rollout's commands, found in order among all the arm got (not homing's)
+        for k, action in enumerate(actions):
+            sent = next(i for i in range(sent, len(arm.commands)) if arm.grippers[i] != 0.5
+                        and np.array_equal(arm.commands[i].values, action[:7]))
+            if k == 0:
+                pose = arm.commands[sent].measured[-1]
+                assert np.abs(pose).max() <= 0.01 + 1e-9, ("a rollout started before the arm was home", pose)
+            sent += 1
+
+
+@pytest.mark.parametrize(("command_type", "space"), list(_ADVERSARIES))
+def test_an_adversarial_openpi_server_never_makes_the_ros2_arm_exceed_a_limit(
+        start_node: Any, probe: Any, tmp_path: pathlib.Path, openpi: OpenpiServers, command_type: str,
+        space: str) -> None:
+    """The runner (``robot:=ros2``, the limits from parameters) against openpi's own server serving
+    policies that go wrong, goals back to back, and a stand-in arm (:mod:`standin_arm`) that moves as
+    its controller would and records every command: no command beyond a position, velocity or
+    acceleration limit relative to the previous one or to the measured pose (:func:`command_check.violations`;
+    a trajectory as its ``time_from_start`` says, an array over one period); every rollout's first
+    command found the arm home; a driver dropout gets no hold, and the fault says why."""
+    kinds = _ADVERSARIES[(command_type, space)]
+    ports = {kind: openpi.start(kind, *_OPTIONS.get(kind, ())) for kind in dict.fromkeys(kinds)}
+    arm, runner = _ros2_runner(start_node, probe, tmp_path, ports, command_type, space)
+    results = []
+    for trial, kind in enumerate(kinds[:-1], start=1):
+        results.append((kind, _run_goal(probe, trial, kind, timeout=180.0)))
+    for kind, result in results:
+        expected_ok = kind in ("jump", "lurch", "stall", "good")
+        assert result.ok == expected_ok, (kind, result.message)
+    assert any(re.match(r"refused by the command guard \(error [0-9a-f]{8}\): j4 above its position limit 1\.5 rad",
+                        r.message) for _, r in results) or "out_of_limits" not in kinds
+    # a driver dropout during a stall: the watchdog's hold finds no fresh joint state, nothing is sent
+    before = len(arm.commands)
+    arm.fall_silent_after(4)   # after the first chunk of the last rollout (the arm is home: no homing first)
+    dropout = _run_goal(probe, len(kinds), kinds[-1], timeout=180.0)
     probe.spin_for(0.5)
-    sent = list(commands)
-    refused = _run_goal(probe, 2, "bad_vla")
-    assert not refused.ok and re.match(
-        r"refused by the command guard \(error [0-9a-f]{8}\): j4 above its position limit 1\.5 rad", refused.message)
-    probe.spin_for(1.0)
-    everything = list(commands)
-    positions = np.array([c.points[0].positions[:7] for c in everything])
-    assert np.all(positions >= lower) and np.all(positions <= upper), "nothing outside the URDF limits published"
-    # the rollout's commands (not the home move, which is given its time): within a tick's velocity
-    rollout = np.array([c.points[0].positions[:7] for c in sent if c.points[0].time_from_start.sec == 0
-                        and c.points[0].time_from_start.nanosec == int(1e9 / rate)])
-    assert len(rollout) >= 45
-    assert np.abs(np.diff(rollout, axis=0)).max() <= speed / rate + 1e-9
-    stamps = np.array([c.header.stamp.sec + 1e-9 * c.header.stamp.nanosec for c in everything])
-    assert np.diff(stamps).min() >= 0.5 / rate, "no two commands closer than half a period"
-    for c in everything:   # the home move: no faster than the limits allow
-        duration = c.points[0].time_from_start.sec + 1e-9 * c.points[0].time_from_start.nanosec
-        assert duration > 0
+    silent_at = len(arm.commands)
+    arm.fall_silent_after(None)
+    assert not dropout.ok and re.match(r"robot fault \(error [0-9a-f]{8}\): no joint state fresher than 0\.5 s to "
+                                       r"hold the robot", dropout.message), dropout.message
+    runner.wait_for(r"robot not held: no joint state fresher than 0\.5 s")
+    # afterwards the runner homes the arm before the next rollout, from the measured pose
+    again = _run_goal(probe, len(kinds) + 1, kinds[0], timeout=180.0)
+    assert again.ok, again.message
+    probe.spin_for(0.5)
+    assert len(arm.commands) > 150
+    during = np.array([c.values for c in arm.commands[before + 4:silent_at]])
+    if space == "joint_velocity" and command_type == "array":   # a velocity that lasts: ramped to zero, no state needed
+        assert len(during) and np.all(during[-1] == 0.0) and np.all(np.diff(np.abs(during), axis=0) <= 1e-12), during
+    else:
+        assert len(during) == 0, "no hold, no stop, nothing at all during the dropout"
+    _assert_within_the_limits_and_every_rollout_starts_home(arm, tmp_path, len(kinds))
+    if command_type == "trajectory":
+        stamps = np.array(arm.stamps)
+        assert np.diff(stamps).min() >= 0.5 / _RATE - 1e-3, "no two commands closer than half a period"
+    assert runner.stop() == 0
+
+
+def test_an_operator_who_scores_the_instant_an_episode_ends_never_catches_the_arm_homing(
+        start_node: Any, probe: Any, tmp_path: pathlib.Path, openpi: OpenpiServers) -> None:
+    """The manager sends the goals; the operator scores each trial the instant the session awaits its
+    score, so the next goal follows at once, resets back to back: every rollout still starts with the
+    arm home, and no command exceeds a limit."""
+    from evalstop.msg import SessionStatus, TrialRequest, TrialScore
+
+    from evalstop_ros import qos
+
+    kinds = ["jump", "lurch", "stall"]
+    ports = {kind: openpi.start(kind, *_OPTIONS.get(kind, ())) for kind in kinds}
+    config = write_config(tmp_path / "arm.yaml", policies=kinds, n_max=50, scoring="operator", alpha=0.05,
+                          metrics=[{"name": "success", "method": "step", "alpha": 0.05}])
+    statuses = probe.collect(SessionStatus, "session_status", qos.STATUS_QOS)
+    requests = probe.collect(TrialRequest, "trial_request", qos.TRIAL_REQUEST_QOS)
+    scores = probe.node.create_publisher(TrialScore, "trial_score", qos.SCORE_QOS)
+    scored: dict[int, float] = {}
+
+    def score_at_once() -> None:  # re-sent every second while the score is awaited (DDS may drop one)
+        status = statuses[-1] if statuses else None
+        if status is None or status.state_name != "running:awaiting_score":
+            return
+        trial = status.pending_trial_id
+        request = next((r for r in reversed(requests) if r.trial_id == trial), None)
+        if request is not None and time.monotonic() - scored.get(trial, -1.0) > 1.0:
+            scored[trial] = time.monotonic()
+            scores.publish(TrialScore(trial_id=trial, token=request.token, success=True, progress=1.0,
+                                      scorer="tester"))
+
+    probe.node.create_timer(0.005, score_at_once)
+    arm, runner = _ros2_runner(start_node, probe, tmp_path, ports, "trajectory", "joint_position")
+    manager = start_node("evaluation_manager", params={
+        "config_file": str(config), "session_id": "s1", "journal_dir": str(tmp_path / "journals"),
+        "journal_fsync": False})
+    probe.spin_until(lambda: statuses and statuses[-1].trials_done >= 6, 300.0, "six trials scored")
+    assert manager.stop() == 0
+    probe.spin_for(0.5)
+    _assert_within_the_limits_and_every_rollout_starts_home(arm, tmp_path, 6)
     assert runner.stop() == 0
 
 

@@ -21,6 +21,7 @@ from evalstop_ros.runner.episode import EpisodeSettings, run_episode
 from evalstop_ros.runner.errors import RunnerError
 from evalstop_ros.runner.scripted import METADATA
 from evalstop_ros.runner.server import PolicyServer
+from evalstop_ros.runner.stream import CommandStream, StreamSettings
 
 SETTINGS = EpisodeSettings("put the marker in the cup", rate=500.0, max_steps=12)
 
@@ -86,9 +87,9 @@ def fake_modules(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     yield
 
 
-def _run(robot: RobotAdapter, kind: str = "good", **server: Any) -> Any:
+def _run(robot: RobotAdapter, kind: str = "good", stream: CommandStream | None = None, **server: Any) -> Any:
     with PolicyServer(kind, **server) as policy, PolicyClient(ServerAddress("127.0.0.1", policy.port)) as client:
-        return run_episode(client, robot, EpisodeInfo("s", 1, "marker_in_cup", "c"), SETTINGS)
+        return run_episode(client, robot, EpisodeInfo("s", 1, "marker_in_cup", "c"), SETTINGS, stream=stream)
 
 
 def test_droid_adapter_drives_robot_env(fake_modules: None) -> None:
@@ -114,7 +115,7 @@ def test_droid_adapter_holds_on_failure(fake_modules: None) -> None:
     with pytest.raises(RunnerError, match="expected \\(N, 8\\)"):
         _run(robot, "wrong_shape")
     (env,) = FakeRobotEnv.made
-    assert env.steps[-1].tolist() == [0.0] * 7 + [0.25], "zero joint velocity, gripper where it is"
+    assert env.steps[-1].tolist() == [0.0] * 7 + [env.steps[-2][7]], "zero joint velocity, gripper as commanded"
     assert env.resets == 0, "a failed rollout does not move the arm home"
 
 
@@ -129,12 +130,13 @@ def test_widowx_adapter_drives_the_bridge_client(fake_modules: None) -> None:
     (client,) = FakeWidowXClient.made
     assert client.address == ("widowx.local", 5556) and client.params == {}
     metadata = {**METADATA, "needs_wrist_camera": False, "action_space": "cartesian_velocity"}
-    result = _run(robot, metadata=metadata, action_dim=7)
+    stream = CommandStream(robot, StreamSettings(period=1.0 / SETTINGS.rate))
+    result = _run(robot, metadata=metadata, action_dim=7, stream=stream)
     actions = np.array(client.actions)
     assert actions.shape == (12, 7) and set(np.unique(actions[:, 6])) <= {0.0, 1.0}
     assert client.resets == 1 and result.steps == 12
-    robot.stop()
-    assert client.actions[-1].tolist() == [0.0] * 6 + [1.0]
+    assert stream.stop() == ""
+    assert client.actions[-1].tolist() == [0.0] * 6 + [actions[-1, 6]], "no end-effector motion, gripper as commanded"
 
 
 def test_widowx_adapter_refuses_joint_policies(fake_modules: None) -> None:

@@ -21,6 +21,7 @@ from evalstop_ros.runner.client import PolicyClient, ServerAddress
 from evalstop_ros.runner.episode import EpisodeControl, EpisodeSettings, run_episode
 from evalstop_ros.runner.errors import Category, RunnerError
 from evalstop_ros.runner.server import PolicyServer
+from evalstop_ros.runner.stream import CommandStream, Sent, StreamSettings
 
 FAST = EpisodeSettings("put the block on the target", rate=500.0, max_steps=30)
 
@@ -52,9 +53,9 @@ def test_gripper_threshold_and_velocity_clipping_reach_the_arm() -> None:
     class Recording(SimArm):
         actions: ClassVar[list[np.ndarray]] = []
 
-        def act(self, action: np.ndarray, action_space: str) -> None:
+        def act(self, action: np.ndarray, action_space: str, duration: float | None = None) -> None:
             self.actions.append(action.copy())
-            super().act(action, action_space)
+            super().act(action, action_space, duration)
 
     arm = Recording(seed=2, end_on_success=False)
     with PolicyServer("good", chunk=3) as server, PolicyClient(ServerAddress("127.0.0.1", server.port)) as client:
@@ -152,13 +153,14 @@ def test_failure_unreachable_server() -> None:
 
 def test_emergency_abort_stops_the_arm_before_any_further_action() -> None:
     control = EpisodeControl()
-    arm = SimArm(end_on_success=False)  # still running at the abort
+    arm = _Commands()  # still running at the abort
+    settings = EpisodeSettings("p", rate=50.0, max_steps=1000)
+    stream = arm.stream(settings)
     with PolicyServer("good") as server, PolicyClient(ServerAddress("127.0.0.1", server.port)) as client:
-        threading.Timer(0.2, lambda: control.abort("emergency stop", arm)).start()
+        threading.Timer(0.2, lambda: control.abort("emergency stop", stream)).start()
         with pytest.raises(RunnerError, match="emergency stop"):
-            run_episode(client, arm, EpisodeInfo("s", 1, "t", "c"), EpisodeSettings("p", rate=50.0, max_steps=1000),
-                        control=control)
-    assert arm.stopped
+            run_episode(client, arm, EpisodeInfo("s", 1, "t", "c"), settings, control=control, stream=stream)
+    assert arm.stopped and arm.log[-2][1] == arm.log[-1][1] == "hold", "held at the abort, and again as it fails"
 
 
 def test_an_episode_is_recorded_with_a_video_per_camera(tmp_path: Any) -> None:
@@ -197,19 +199,19 @@ def test_a_failed_episode_is_recorded_too(tmp_path: Any) -> None:
 # -- the command guard, the schedule and bounded frames (issue 19) -------------------------------
 
 class _Commands(SimArm):
-    """The sim arm, noting every command and hold it gets (with the monotonic time)."""
+    """The sim arm with its command stream noting every command and hold it sends (with the monotonic time)."""
 
     def __init__(self, **options: Any) -> None:
         super().__init__(**{"end_on_success": False, **options})  # every rollout runs its max_steps
         self.log: list[tuple[float, str, np.ndarray | None]] = []
 
-    def act(self, action: np.ndarray, action_space: str) -> None:
-        self.log.append((time.monotonic(), action_space, action.copy()))
-        super().act(action, action_space)
+    def stream(self, settings: EpisodeSettings) -> CommandStream:
+        def note(sent: Sent) -> None:
+            held = sent.kind in ("hold", "stop")
+            self.log.append((sent.time, "hold" if held else sent.action_space, None if held else sent.command))
 
-    def stop(self) -> None:
-        self.log.append((time.monotonic(), "hold", None))
-        super().stop()
+        return CommandStream(self, StreamSettings(period=1.0 / settings.rate, guard_mode=settings.guard_mode),
+                             listener=note)
 
 
 def _spacing(arm: _Commands) -> np.ndarray:
@@ -224,7 +226,7 @@ def test_a_chunk_outside_the_limits_never_reaches_the_robot(kind: str, detail: s
     arm = _Commands()
     with PolicyServer(kind) as server, PolicyClient(ServerAddress("127.0.0.1", server.port)) as client, \
             pytest.raises(RunnerError) as err:
-        run_episode(client, arm, EpisodeInfo("s", 1, "t", "c"), FAST)
+        run_episode(client, arm, EpisodeInfo("s", 1, "t", "c"), FAST, stream=arm.stream(FAST))
     assert err.value.category is Category.GUARD and err.value.detail == detail
     commands = np.array([a for _, space, a in arm.log if a is not None])
     assert len(commands) == 8, "the two good chunks ran, nothing of the third"
@@ -235,7 +237,7 @@ def test_a_chunk_outside_the_limits_never_reaches_the_robot(kind: str, detail: s
 def test_jumps_are_rate_limited_to_the_velocity_limit() -> None:
     arm = _Commands()
     with PolicyServer("jump") as server, PolicyClient(ServerAddress("127.0.0.1", server.port)) as client:
-        result = run_episode(client, arm, EpisodeInfo("s", 1, "t", "c"), FAST)
+        result = run_episode(client, arm, EpisodeInfo("s", 1, "t", "c"), FAST, stream=arm.stream(FAST))
     assert result.steps == 30 and result.limited > 0
     targets = np.array([np.zeros(7)] + [a[:7] for _, _, a in arm.log if a is not None])
     step = np.abs(np.diff(targets, axis=0))
@@ -247,7 +249,8 @@ def test_a_stall_mid_episode_holds_the_robot_and_resumes_without_catching_up() -
     arm, events = _Commands(), []
     settings = EpisodeSettings("p", rate=50.0, max_steps=24, watchdog_ticks=5)
     with PolicyServer("stall", delay=1.5) as server, PolicyClient(ServerAddress("127.0.0.1", server.port)) as client:
-        result = run_episode(client, arm, EpisodeInfo("s", 1, "t", "c"), settings, on_event=events.append)
+        result = run_episode(client, arm, EpisodeInfo("s", 1, "t", "c"), settings, on_event=events.append,
+                             stream=arm.stream(settings))
     # (a loaded machine may delay another chunk past 5 ticks: then the watchdog holds again, and says so)
     assert result.steps == 24 and result.holds == len(events) >= 1
     assert set(events) == {"watchdog: no valid action for 5 ticks (0.10 s), robot holding position"}
@@ -280,7 +283,7 @@ def test_a_300_mb_frame_is_refused_before_it_is_read(tmp_path: Any) -> None:
             run_episode(client, arm, EpisodeInfo("s", 1, "t", "c"), FAST)
     finally:
         stop(server)
-    assert err.value.category is Category.PROTOCOL and arm.stopped
+    assert err.value.category is Category.PROTOCOL and not np.any(arm.joints), "no command reached the arm"
     assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - peak < 32 * 2**10
 
 
@@ -295,11 +298,12 @@ def test_clamp_mode_clamps_instead_of_refusing_but_never_passes_a_nan() -> None:
     arm = _Commands()
     clamp = EpisodeSettings("p", rate=500.0, max_steps=30, guard_mode="clamp")
     with PolicyServer("out_of_limits") as server, PolicyClient(ServerAddress("127.0.0.1", server.port)) as client:
-        result = run_episode(client, arm, EpisodeInfo("s", 1, "t", "c"), clamp)
+        result = run_episode(client, arm, EpisodeInfo("s", 1, "t", "c"), clamp, stream=arm.stream(clamp))
     commands = np.array([a for _, _, a in arm.log if a is not None])
     assert result.steps == 30 and np.abs(commands[:, :7]).max() <= 1.5
     climb = np.diff(commands[8:, 3])   # from the third chunk on, joint 4 heads for its limit at full speed
     assert np.allclose(climb, arm.max_velocity * arm.control_period), "clamped to the limit, then rate-limited"
     with PolicyServer("nan") as server, PolicyClient(ServerAddress("127.0.0.1", server.port)) as client, \
             pytest.raises(RunnerError, match="non-finite"):
-        run_episode(client, _Commands(), EpisodeInfo("s", 1, "t", "c"), clamp)
+        arm = _Commands()
+        run_episode(client, arm, EpisodeInfo("s", 1, "t", "c"), clamp, stream=arm.stream(clamp))

@@ -1,15 +1,15 @@
-"""The robot interface the runner drives: observe, act, reset to home, stop."""
+"""The robot interface the runner drives: observe, act (through the command stream), measured joint state, home."""
 
 from __future__ import annotations
 
 import dataclasses
-from typing import Protocol, runtime_checkable
+from typing import NamedTuple, Protocol, runtime_checkable
 
 import numpy as np
 
 from ..guard import CommandLimits
 
-__all__ = ["EpisodeInfo", "Observation", "RobotAdapter", "Score"]
+__all__ = ["EpisodeInfo", "JointReading", "Observation", "RobotAdapter", "Score"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -28,6 +28,16 @@ class Observation:
     #: The same cameras at their own resolution, for the episode's videos only (never sent to the
     #: policy); empty: the videos show ``images``.
     recording: dict[str, np.ndarray] = dataclasses.field(default_factory=dict)
+
+
+class JointReading(NamedTuple):
+    """The measured joint state: arm joint positions (rad), the gripper (0 open .. 1 closed), its age (s)."""
+
+    position: np.ndarray
+    gripper: float
+    age: float
+    #: End-effector pose (x y z roll pitch yaw) when the robot measures it with the joints; None: not known.
+    cartesian: np.ndarray | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -60,8 +70,15 @@ class RobotAdapter(Protocol):
     """A robot the runner can drive.
 
     Actions are 7 joint values (positions or velocities, per ``action_space``) plus the gripper
-    position in {0, 1} (the runner thresholds it). Every action has passed the command guard
-    (:mod:`evalstop_ros.runner.guard`) against ``limits`` first: nothing else calls ``act``.
+    position in {0, 1} (the runner thresholds it). Every command comes from the robot's one
+    :class:`~evalstop_ros.runner.stream.CommandStream`, which limits it against ``limits`` first:
+    rollout steps, holds, homing and stops alike; nothing else calls ``act``.
+
+    Optional members: ``joint_state()`` (a :class:`JointReading`, or None while none arrived; without it
+    the stream measures with ``observe``); ``home`` (joint positions + gripper: the stream homes the arm
+    itself, step by guarded step, and waits until the measured pose is there) or else ``reset()`` (the
+    robot's own way home, e.g. DROID's ``RobotEnv.reset``, blocking until done); ``control_period``,
+    ``simulated_time`` (see :func:`~evalstop_ros.runner.episode.run_episode`).
     """
 
     #: Action spaces the robot executes ("joint_position", "joint_velocity", "cartesian_velocity").
@@ -69,23 +86,14 @@ class RobotAdapter(Protocol):
     #: What the robot may be commanded (see :mod:`evalstop_ros.runner.guard` for how to declare it).
     limits: CommandLimits
 
-    # A simulator that keeps its own time sets ``simulated_time = True``: the runner then runs
-    # its steps back to back, without wall-clock pacing or deadline (:func:`~..episode.run_episode`).
-
     def begin(self, episode: EpisodeInfo) -> None:
         """Prepare one rollout (the scene was reset by the operator)."""
 
     def observe(self) -> Observation:
         """The current observation."""
 
-    def act(self, action: np.ndarray, action_space: str) -> None:
-        """Send one (8,) action; returns at once (the runner keeps the rate)."""
-
-    def reset(self) -> None:
-        """Move to the home pose (after an episode)."""
-
-    def stop(self) -> None:
-        """Hold the current position now (failure, emergency stop). Must be safe to call any time."""
+    def act(self, action: np.ndarray, action_space: str, duration: float | None = None) -> None:
+        """Send one (8,) command, to be executed over ``duration`` s (None: one control period); returns at once."""
 
     def score(self) -> Score | None:
         """The rollout's score if the robot can judge it itself (the sim can), else None."""

@@ -18,7 +18,7 @@ import numpy as np
 
 from ..errors import RunnerError
 from ..guard import CommandLimits
-from .base import EpisodeInfo, Observation, Score
+from .base import EpisodeInfo, JointReading, Observation, Score
 
 __all__ = ["CAMERA_NAMES", "DROID_VELOCITY_UNIT", "FRANKA_LIMITS", "DroidArm", "parse_cameras"]
 
@@ -88,6 +88,9 @@ class DroidArm:
     """The ``droid`` robot adapter (see the module docstring)."""
 
     action_spaces = ("joint_position", "joint_velocity")
+    #: One action lasts one period of DROID's 15 Hz control loop (``control_hz``), whatever the runner's rate:
+    #: a joint-velocity action moves ``DROID_VELOCITY_UNIT / 15`` rad per unit. The guard's period.
+    control_period = 1.0 / 15.0
 
     def __init__(self, *, cameras: dict[str, str] | None = None, module: str = "droid.robot_env",
                  arm: str = "panda") -> None:
@@ -101,7 +104,6 @@ class DroidArm:
         self.cameras = dict(cameras or {})
         self._envs: dict[str, Any] = {}
         self._space = "joint_velocity"
-        self._last: dict[str, Any] = {}
 
     def _env(self, space: str) -> Any:
         if space not in self._envs:
@@ -120,31 +122,25 @@ class DroidArm:
             name = self.cameras.get(key)
             if name is not None:
                 images[name] = np.ascontiguousarray(np.asarray(frame)[..., :3][..., ::-1])
-        self._last = state
         return Observation(images=images,
                            joint_position=np.asarray(state["joint_positions"], dtype=np.float64),
                            cartesian_position=np.asarray(state["cartesian_position"], dtype=np.float64),
                            gripper_position=np.atleast_1d(np.asarray(state["gripper_position"], dtype=np.float64)))
 
-    def act(self, action: np.ndarray, action_space: str) -> None:
+    def act(self, action: np.ndarray, action_space: str, duration: float | None = None) -> None:
+        """One ``RobotEnv.step`` (DROID's controller runs each action for one of its 15 Hz periods)."""
         self._env(action_space).step(np.asarray(action, dtype=np.float64))
 
-    def reset(self) -> None:
-        self._env(self._space).reset()
+    def joint_state(self) -> JointReading:
+        """The arm's joints and gripper, read now (the robot state of ``RobotEnv.get_observation``)."""
+        state = self._env(self._space).get_observation()["robot_state"]
+        return JointReading(np.asarray(state["joint_positions"], dtype=np.float64),
+                            float(np.atleast_1d(state["gripper_position"])[0]), 0.0,
+                            np.asarray(state["cartesian_position"], dtype=np.float64))
 
-    def stop(self) -> None:
-        """Hold: zero joint velocity (or the last joint position), gripper unchanged."""
-        if not self._envs:
-            return
-        gripper = float(np.atleast_1d(self._last.get("gripper_position", [0.0]))[0])
-        if self._space == "joint_velocity" or "joint_positions" not in self._last:
-            hold = np.zeros(8)
-            env = self._env("joint_velocity")
-        else:
-            hold = np.asarray(self._last["joint_positions"], dtype=np.float64)
-            env = self._env("joint_position")
-        hold = np.concatenate([hold[:7], [gripper]])
-        env.step(hold)
+    def reset(self) -> None:
+        """DROID's own way home (``RobotEnv.reset``: blocks until the arm is there)."""
+        self._env(self._space).reset()
 
     def score(self) -> Score | None:
         return None

@@ -48,7 +48,7 @@ from typing import Any, TypeVar
 import numpy as np
 
 from ..errors import RunnerError
-from .base import EpisodeInfo, Observation, Score
+from .base import EpisodeInfo, JointReading, Observation, Score
 from .droid import FRANKA_LIMITS
 
 _T = TypeVar("_T")
@@ -142,7 +142,6 @@ class RobosuiteArm:
         self._camera_size = self.resolution
         self.record_resolution = None if record_resolution is None else (int(record_resolution[0]),
                                                                           int(record_resolution[1]))
-        self.stopped = False
         self.best_progress = 0.0
         #: Control steps the simulation ran in this rollout.
         self.sim_steps = 0
@@ -187,7 +186,7 @@ class RobosuiteArm:
             if each is not None and hasattr(each, "rng"):
                 each.rng = rng
         self.env.reset()
-        self.stopped, self.best_progress, self.sim_steps = False, 0.0, 0
+        self.best_progress, self.sim_steps = 0.0, 0
         self._target = self._arm_joints()  # joint-position target of the joint action spaces
 
     # -- robot interface --------------------------------------------------------------------
@@ -225,13 +224,11 @@ class RobosuiteArm:
                            joint_position=self._arm_joints(), cartesian_position=np.concatenate([position, euler]),
                            gripper_position=np.array([self._gripper_closed()]), recording=recording)
 
-    def act(self, action: np.ndarray, action_space: str) -> None:
-        if not self.stopped:
-            self._in_worker(self._act, action, action_space)
+    def act(self, action: np.ndarray, action_space: str, duration: float | None = None) -> None:
+        """One control period of simulated time (whatever ``duration``: the simulator keeps its own)."""
+        self._in_worker(self._act, action, action_space)
 
     def _act(self, action: np.ndarray, action_space: str) -> None:
-        if self.stopped:
-            return
         values = np.asarray(action, dtype=np.float64)
         gripper = 2.0 * float(values[-1]) - 1.0
         if action_space in _JOINT_SPACES:
@@ -244,6 +241,12 @@ class RobosuiteArm:
             arm = values[:6] / self.rate  # m/s, rad/s -> this period's displacement
         self._step(np.concatenate([arm, [gripper]]))
 
+    def joint_state(self) -> JointReading | None:
+        """The simulated Panda's joints and gripper, now (None before the first rollout)."""
+        if self.env is None:
+            return None
+        return self._in_worker(lambda: JointReading(self._arm_joints(), self._gripper_closed(), 0.0))
+
     def _step(self, command: np.ndarray) -> None:
         self.env.step(command)
         self.sim_steps += 1
@@ -251,11 +254,6 @@ class RobosuiteArm:
 
     def reset(self) -> None:
         """Home pose: the next :meth:`begin` resets the scene (robosuite's reset homes the Panda)."""
-        self.stopped = False
-
-    def stop(self) -> None:
-        """Hold: no further command reaches the simulation (it stays frozen until the next rollout)."""
-        self.stopped = True
 
     def score(self) -> Score:
         return self._in_worker(self._score)

@@ -5,15 +5,16 @@ then the gripper joint, whose position is taken as 0 = open .. 1 = closed) and o
 ``sensor_msgs/Image`` (rgb8 / bgr8 / rgba8 / bgra8) per camera (``cameras``:
 ``"exterior_image_1_left=/cam/image_raw"``). Out on ``command_topic``: a
 ``trajectory_msgs/JointTrajectory`` with one point (positions for ``joint_position``, velocities
-for ``joint_velocity``, reached after ``dt``), or a ``std_msgs/Float64MultiArray`` of the 8
-action values (``command_type: array``). ``stop`` sends a hold (the last joint positions, zero
-velocity); ``reset`` sends ``home`` (default all zeros) as a position command reached no faster
-than the velocity limits allow (a trajectory point that far in time; with ``command_type: array``,
-rate-limited steps of ``dt``). Whatever publishes (a rollout step, a hold, a home step), no two
-commands are stamped closer than ``dt / 2``: the spacing is kept on the clock that stamps them, at
-the moment of stamping, so a thread delayed between the rollout's own spacing and the publish
-cannot bunch two commands. The node that owns the subscriptions must be spinning
-(policy_runner's executor does that).
+for ``joint_velocity``, reached after the command's duration: its ``time_from_start``, the spacing
+to the previous command as the command stream measured it, at most ``dt``), or a
+``std_msgs/Float64MultiArray`` of the 8 action values (``command_type: array``) for a forward
+controller of one command space, ``array_space`` (``joint_position`` or ``joint_velocity``: the
+controller the lab configured; the robot then executes policies of that space only, and homes and
+holds in it too; an array carries no timing, so its commands are a full period ``dt`` apart). The adapter only
+publishes: holds, stops and the move to ``home`` (default all zeros) are the command stream's
+(:mod:`~..stream`), from the measured joint state :meth:`Ros2Arm.joint_state` (its age counted from
+its header stamp, as a driver's ``joint_state_broadcaster`` sets it; from its arrival if unstamped). The node that owns the subscriptions must be spinning (policy_runner's executor does
+that).
 
 Limits (:class:`~..guard.CommandLimits`): given as ``limits`` (policy_runner builds them from its
 ``ros2.*`` limit parameters), or read from the ``<limit>`` tags of the URDF on the
@@ -35,8 +36,8 @@ from std_msgs.msg import Float64MultiArray, String
 from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 
 from ..errors import RunnerError
-from ..guard import CommandGuard, CommandLimits, limits_from_urdf
-from .base import EpisodeInfo, Observation, Score
+from ..guard import CommandLimits, limits_from_urdf
+from .base import EpisodeInfo, JointReading, Observation, Score
 
 __all__ = ["Ros2Arm", "image_to_rgb"]
 
@@ -56,24 +57,29 @@ def image_to_rgb(msg: Any) -> np.ndarray:
 class Ros2Arm:
     """The ``ros2`` robot adapter (see the module docstring)."""
 
-    action_spaces = ("joint_position", "joint_velocity")
+    action_spaces: tuple[str, ...] = ("joint_position", "joint_velocity")
 
     def __init__(self, *, node: Any, joint_state_topic: str = "joint_states", cameras: list[str] | None = None,
                  command_topic: str = "joint_command", command_type: str = "trajectory",
                  joint_names: list[str] | None = None, dt: float = 1.0 / 15.0, home: list[float] | None = None,
                  stale_after: float = 1.0, limits: CommandLimits | None = None,
                  robot_description_topic: str = "robot_description", gripper_range: tuple[float, float] = (0.0, 1.0),
-                 ) -> None:
+                 array_space: str = "joint_position") -> None:
         if command_type not in ("trajectory", "array"):
             raise RunnerError(f"ros2.command_type must be 'trajectory' or 'array'; found {command_type!r}")
+        if array_space not in self.action_spaces:
+            raise RunnerError(f"ros2.array_space must be joint_position or joint_velocity; found {array_space!r}")
+        if command_type == "array":  # a forward controller takes one command space
+            self.action_spaces = (array_space,)
+        #: A trajectory point says how long it lasts (``time_from_start``); an array does not: the command
+        #: stream then spaces commands a full period apart.
+        self.timed_commands = command_type == "trajectory"
         self.joint_names = list(joint_names or [f"joint{i}" for i in range(1, 9)])
         if len(self.joint_names) != 8:
             raise RunnerError(f"ros2.joint_names needs 7 arm joints and the gripper (8); found {len(self.joint_names)}")
         self.dt, self.stale_after, self.command_type = dt, stale_after, command_type
         self.home = np.asarray(home if home is not None else np.zeros(8), dtype=np.float64)
         self._lock = threading.Lock()
-        self._send_lock = threading.Lock()      # one publish at a time, spaced (module docstring)
-        self._last_sent = -1 << 62              # ns on the node's clock
         self._joints: tuple[float, np.ndarray] | None = None
         self._images: dict[str, np.ndarray] = {}
         self._node = node
@@ -111,10 +117,15 @@ class Ros2Arm:
             self.limits_problem = str(err)
 
     def _on_joints(self, msg: Any) -> None:
+        """A joint state, timed when it was measured (its header stamp; unstamped: when it arrived)."""
         positions = dict(zip(msg.name, msg.position))
         if all(n in positions for n in self.joint_names):
+            measured = time.monotonic()
+            stamp = msg.header.stamp.sec * 1_000_000_000 + msg.header.stamp.nanosec
+            if stamp > 0:
+                measured -= min(max(0.0, (self._node.get_clock().now().nanoseconds - stamp) * 1e-9), 3600.0)
             with self._lock:
-                self._joints = (time.monotonic(), np.array([positions[n] for n in self.joint_names]))
+                self._joints = (measured, np.array([positions[n] for n in self.joint_names]))
 
     def _on_image(self, name: str, msg: Any) -> None:
         image = image_to_rgb(msg)
@@ -129,8 +140,10 @@ class Ros2Arm:
         return joints[1]
 
     def begin(self, episode: EpisodeInfo) -> None:
+        """Wait (up to 5 s) for the limits and a joint state no older than ``stale_after``."""
         deadline = time.monotonic() + 5.0
-        while (self._joints is None or self.limits is None) and time.monotonic() < deadline:
+        while time.monotonic() < deadline and (self.limits is None or (reading := self.joint_state()) is None
+                                               or reading.age > self.stale_after):
             time.sleep(0.02)
         if self.limits is None:
             raise RunnerError(f"no joint limits: {self.limits_problem or 'no robot_description received'}")
@@ -143,62 +156,31 @@ class Ros2Arm:
         return Observation(images=images, joint_position=state[:7], cartesian_position=np.zeros(6),
                            gripper_position=state[7:8])
 
-    def _publish(self, values: np.ndarray, action_space: str, duration: float | None = None) -> None:
-        with self._send_lock:
-            clock = self._node.get_clock()
-            wait = self._last_sent + int(self.dt * 5e8) - clock.now().nanoseconds
-            if wait > 0:
-                time.sleep(wait * 1e-9)
-            now = clock.now()
-            self._last_sent = now.nanoseconds
-            self._publisher.publish(self._message(values, action_space, duration, now.to_msg()))
+    def joint_state(self) -> JointReading | None:
+        """The last joint state received (arm joints, gripper) and its age (s), or None."""
+        with self._lock:
+            joints = self._joints
+        if joints is None:
+            return None
+        return JointReading(joints[1][:7].copy(), float(joints[1][7]), time.monotonic() - joints[0])
 
-    def _message(self, values: np.ndarray, action_space: str, duration: float | None, stamp: Any) -> Any:
+    def act(self, action: np.ndarray, action_space: str, duration: float | None = None) -> None:
+        """Publish one command, stamped now, lasting ``duration`` s (``time_from_start``; None: ``dt``)."""
+        values = np.asarray(action, dtype=np.float64)
         if self.command_type == "array":
-            return Float64MultiArray(data=[float(v) for v in values])
+            self._publisher.publish(Float64MultiArray(data=[float(v) for v in values]))
+            return
         point = JointTrajectoryPoint()
         if action_space == "joint_velocity":
             point.velocities = [float(v) for v in values]
         else:
             point.positions = [float(v) for v in values]
-        duration = self.dt if duration is None else duration
-        seconds = int(duration)
-        point.time_from_start = Duration(sec=seconds, nanosec=int((duration - seconds) * 1e9))
+        seconds = self.dt if duration is None else float(duration)
+        whole = int(seconds)
+        point.time_from_start = Duration(sec=whole, nanosec=min(int((seconds - whole) * 1e9), 999_999_999))
         trajectory = JointTrajectory(joint_names=self.joint_names, points=[point])
-        trajectory.header.stamp = stamp   # when it was sent
-        return trajectory
-
-    def act(self, action: np.ndarray, action_space: str) -> None:
-        self._publish(np.asarray(action, dtype=np.float64), action_space)
-
-    def reset(self) -> None:
-        """Home, no faster than the limits allow (see the module docstring)."""
-        with self._lock:
-            joints = self._joints
-        if joints is None or self.limits is None:
-            raise RunnerError("cannot go home: no joint state or no limits")
-        start = joints[1]
-        if self.command_type == "trajectory":
-            speed = np.asarray(self.limits.velocity)
-            duration = max(self.dt, float(np.max(np.abs(self.home[:7] - start[:7]) / speed)) * 1.5)
-            self._publish(self.home, "joint_position", duration)
-            return
-        guard = CommandGuard(self.limits, self.dt)
-        guard.start(start[:7])
-        for _ in range(100000):
-            command = guard.command(self.home, "joint_position")
-            self._publish(command, "joint_position")
-            if np.allclose(command[:7], self.home[:7], atol=1e-9):
-                return
-            time.sleep(self.dt)
-
-    def stop(self) -> None:
-        with self._lock:
-            joints = self._joints
-        if joints is not None:
-            self._publish(joints[1], "joint_position")
-        elif self.command_type == "array":
-            self._publish(np.zeros(8), "joint_velocity")
+        trajectory.header.stamp = self._node.get_clock().now().to_msg()   # when it was sent
+        self._publisher.publish(trajectory)
 
     def score(self) -> Score | None:
         return None

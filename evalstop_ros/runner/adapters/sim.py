@@ -19,7 +19,7 @@ import zlib
 import numpy as np
 
 from ..guard import CommandLimits
-from .base import EpisodeInfo, Observation, Score
+from .base import EpisodeInfo, JointReading, Observation, Score
 
 __all__ = ["BANDS", "SIM_POSITION_LIMIT", "SimArm", "read_goal"]
 
@@ -107,18 +107,23 @@ class SimArm:
             cartesian_position=np.concatenate([self.joints[:3], np.zeros(3)]),
             gripper_position=np.array([self.gripper]))
 
-    def act(self, action: np.ndarray, action_space: str) -> None:
-        self.stopped = False  # a hold lasts until the next command
+    def act(self, action: np.ndarray, action_space: str, duration: float | None = None) -> None:
+        """Integrate one command over ``dt`` simulated seconds (whatever ``duration``: the sim keeps its own
+        time). ``stopped`` tells whether it held the arm (no joint motion)."""
         target = np.asarray(action[:BANDS], dtype=np.float64)
         velocity = target if action_space == "joint_velocity" else (target - self.joints) / self.dt
-        self.joints = self.joints + np.clip(velocity, -self.max_velocity, self.max_velocity) * self.dt
+        velocity = np.clip(velocity, -self.max_velocity, self.max_velocity)
+        self.stopped = not np.any(velocity)
+        self.joints = self.joints + velocity * self.dt
         self.gripper = float(action[BANDS])
 
-    def reset(self) -> None:
-        self.joints, self.gripper, self.stopped = np.zeros(BANDS), 0.0, False
+    def joint_state(self) -> JointReading:
+        """The simulated joints and gripper, exact and current."""
+        return JointReading(self.joints.copy(), self.gripper, 0.0, np.concatenate([self.joints[:3], np.zeros(3)]))
 
-    def stop(self) -> None:
-        self.stopped = True
+    def reset(self) -> None:
+        """Home: the simulated scene puts the arm at zero (no command; the next :meth:`begin` does too)."""
+        self.joints, self.gripper, self.stopped = np.zeros(BANDS), 0.0, False
 
     def task_done(self) -> bool:
         """Every joint within ``tolerance`` of the goal with the gripper closed (the success of :meth:`score`),

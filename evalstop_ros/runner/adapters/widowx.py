@@ -77,17 +77,13 @@ class WidowXArm:
                            joint_position=np.concatenate([state[:6], [0.0]]),
                            cartesian_position=state[:6], gripper_position=state[6:7])
 
-    def act(self, action: np.ndarray, action_space: str) -> None:
+    def act(self, action: np.ndarray, action_space: str, duration: float | None = None) -> None:
+        """One ``step_action`` (an end-effector delta and the gripper)."""
         self._client.step_action(np.asarray(action, dtype=np.float64))
 
     def reset(self) -> None:
+        """Bridge's own way home (``WidowXClient.reset``)."""
         self._client.reset()
-
-    def stop(self) -> None:
-        """Hold: a zero end-effector delta with the gripper where it is."""
-        obs = self._client.get_observation()
-        gripper = float(obs["state"][6]) if obs is not None else 0.0
-        self._client.step_action(np.concatenate([np.zeros(6), [gripper]]))
 
     def score(self) -> Score | None:
         return None
