@@ -27,7 +27,8 @@ SHAPES: dict[str, list[list[str]]] = {
     "hub": [["add-policy", "--db", "D/hub.sqlite", "T", "T"], ["add-station", "--db", "D/hub.sqlite", "T",
                                                                 "--key-file", "D/station.key"],
             ["analyze", "F"], ["T"]],
-    "record": [["T"], ["--output", "T"]],
+    # a recording that starts stops by itself (inside the ROS environment it would record until Ctrl-C)
+    "record": [["T"], ["--output", "T", "--duration", "0.5"]],
 }
 #: Valid text a random file may start with, so that parsing gets past the first line.
 PREFIXES = (b"", b"a,b\n", b"policy_a,policy_b\n1,0\n", b"{\"seq\": 1}\n", b"policies: [a, b]\n")

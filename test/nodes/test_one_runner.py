@@ -65,7 +65,9 @@ def test_a_second_runner_on_the_action_pauses_the_session_with_a_warning(
     probe.spin_until(lambda: statuses[-1].state == SessionStatus.STATE_PAUSED, 20.0, "paused again")
     probe.spin_for(1.0)
     assert [len(re.findall(r"rollout started", n.output)) for n in (first, second)] == started
-    assert started[1] == 0, "the second runner never ran a goal"
+    # a goal sent in the instant before the second server was discovered reaches both servers (every
+    # server of an action's goal service receives each request): at most that one; none once paused
+    assert started[1] <= 1, "the second runner ran goals after the manager saw it"
 
     # one runner again: the WARN names no second runner, and the operator's resume runs trials on it
     second.stop()
