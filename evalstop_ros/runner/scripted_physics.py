@@ -23,8 +23,8 @@ cube's centre; a grasp with an error of about 5 mm or more closes on the top edg
 * ``sloppy``: reads the cube off a 4x subsampled image with a coarse threshold, larger height
   errors (spread 8 mm): lifted it in 8 of 40;
 * ``exact`` and ``high``: the same two perceptions without a drawn error, ``exact`` closing at the
-  cube's centre (lifts it every time), ``high`` 3 cm above it (slips every time): a pair far
-  apart, for quick checks.
+  cube's centre (lifts it in most scenes), ``high`` 3 cm above it (slips): a pair far apart,
+  for quick checks.
 
 A new ``session_id`` or a ``reset`` starts a new rollout's state (and draws its error).
 """
