@@ -56,6 +56,7 @@ from rclpy.utilities import remove_ros_args
 
 from .. import qos
 from ..ros_context import ros_context
+from ..runner.scripted_physics import KINDS as PHYSICS_KINDS
 from ..session import ConfigError, SessionConfig, load_config, offline_claims, offline_decisions
 from ..session.auth import Signer, new_keys, write_keys
 from ._common import EXIT_FAILURE, EXIT_OK, EXIT_USAGE
@@ -209,8 +210,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--robot", choices=("sim_robot", "sim_policy", "physics"), default="sim_robot",
                         help="sim_robot (default), or sim_policy: two scripted policy servers (openpi protocol) "
                              "run by policy_runner on its simulated arm (config/sim_policy.yaml), or physics: "
-                             "two scripted grasping policies on a simulated Franka Panda in robosuite/MuJoCo "
-                             "(config/physics.yaml; needs tools/install_physics.sh), episode videos in the report")
+                             "scripted grasping policies on a simulated Franka Panda in robosuite/MuJoCo "
+                             "(config/physics.yaml: grasp_vla vs sloppy_vla, or a config's own <kind>_<name> "
+                             "policies of the kinds grasp, sloppy, exact, high; needs tools/install_physics.sh), "
+                             "episode videos in the report")
     parser.add_argument("--server-command", default="",
                         help="sim_policy: command that serves a scripted policy (given --policy and --port), e.g. "
                              "openpi's own server: 'build/openpi-venv/bin/python tools/openpi_policy_server.py'; "
@@ -263,11 +266,21 @@ PHYSICS_RUNNER = {"robot": "robosuite", "robosuite.task": "Lift", "robosuite.spr
                   "robosuite.record_resolution": [256, 256]}
 
 
-def _policy_robot(args: argparse.Namespace, workdir: pathlib.Path, key_file: pathlib.Path) -> dict[str, list[str]]:
-    """Commands of ``--robot sim_policy`` / ``physics``: a good and a bad scripted policy server, and policy_runner."""
+def _physics_policies(config: SessionConfig) -> list[str]:
+    """The policies ``--robot physics`` serves: the config's when each names a physics kind
+    (``<kind>_<name>``, e.g. ``exact_vla``, ``high_vla``), else ``grasp_vla`` and ``sloppy_vla``."""
+    if config.policies and all(p.split("_")[0] in PHYSICS_KINDS for p in config.policies):
+        return list(config.policies)
+    return ["grasp_vla", "sloppy_vla"]
+
+
+def _policy_robot(args: argparse.Namespace, served: Sequence[str], workdir: pathlib.Path,
+                  key_file: pathlib.Path) -> dict[str, list[str]]:
+    """Commands of ``--robot sim_policy`` / ``physics``: a scripted policy server per served policy
+    (its kind the name's first part), and policy_runner."""
     physics = args.robot == "physics"
     ports = {}
-    for policy in (("grasp_vla", "sloppy_vla") if physics else ("good_vla", "bad_vla")):
+    for policy in served:
         with socket.socket() as sock:
             sock.bind(("127.0.0.1", 0))
             ports[policy] = sock.getsockname()[1]
@@ -300,12 +313,12 @@ def run(args: argparse.Namespace) -> int:
         print(f"evalstop_demo: --policies, --rates and --progress-means need as many values; found "
               f"{len(policies)}, {len(rates)}, {len(means)}", file=sys.stderr)
         return EXIT_USAGE
-    served = {"sim_policy": ["good_vla", "bad_vla"], "physics": ["grasp_vla", "sloppy_vla"]}.get(args.robot, policies)
     try:
         config = load_config(config_path, confirm_reset=args.robot != "sim_robot" or None)
     except ConfigError as err:  # said here, before a node starts, not in the manager's log
         print(f"evalstop_demo: {err}", file=sys.stderr)
         return EXIT_USAGE
+    served = {"sim_policy": ["good_vla", "bad_vla"], "physics": _physics_policies(config)}.get(args.robot, policies)
     problem = _unrunnable(config, config_path, args.robot, served)
     if problem:
         print(f"evalstop_demo: {problem}", file=sys.stderr)
@@ -320,8 +333,8 @@ def run(args: argparse.Namespace) -> int:
     env.setdefault("RCUTILS_CONSOLE_OUTPUT_FORMAT", "[{severity}] [{name}]: {message}")
     os.environ.update({k: env[k] for k in ("ROS_AUTOMATIC_DISCOVERY_RANGE", "ROS_DOMAIN_ID", "ROS_LOG_DIR")})
     robot_line = {"sim_policy": "policy_runner (sim arm) with policy servers good_vla, bad_vla",
-                  "physics": "policy_runner (robosuite Lift, simulated Franka Panda) with policy servers grasp_vla, "
-                             "sloppy_vla"}.get(args.robot, "sim_robot: " + ", ".join(
+                  "physics": "policy_runner (robosuite Lift, simulated Franka Panda) with policy servers "
+                             + ", ".join(served)}.get(args.robot, "sim_robot: " + ", ".join(
                       f"{p} success rate {r:g}" for p, r in zip(policies, rates)))
     print(f"evalstop demo: session {session_id}, config {config_path}\n"
           f"  {robot_line}\n"
@@ -345,7 +358,7 @@ def run(args: argparse.Namespace) -> int:
                       # as `ros2 launch evalstop eval.launch.py robot:=sim_policy`: the (automatic) operator
                       # confirms each scene reset before the robot starts
                       "confirm_reset": args.robot != "sim_robot"}
-    robot = (_policy_robot(args, workdir, runner_key) if args.robot != "sim_robot"
+    robot = (_policy_robot(args, served, workdir, runner_key) if args.robot != "sim_robot"
              else {"sim_robot": [_executable("sim_robot"), *_ros_args(sim_params)]})
     procs: dict[str, subprocess.Popen[bytes]] = {}
     logs = {name: (workdir / f"{name}.log").open("wb") for name in (*robot, "evaluation_manager")}

@@ -13,31 +13,41 @@ machine on the proprioception of each request (``observation/cartesian_position`
 the cube, descend, close the gripper, lift — one action chunk of proportional end-effector
 velocities per request.
 
-Two kinds, so that the outcome depends on the actions:
+Competence is a property of the policy, not of luck: each rollout draws a grasp-height error
+from the rollout's ``session_id`` (the runner sends ``<session>-<trial>``, independent of the
+observation; the same id gives the same error), ``bias + spread * |N(0, 1)|`` metres above the
+cube's centre; a grasp with an error of about 5 mm or more closes on the top edge and slips. Kinds:
 
-* ``grasp``: segments the full-resolution image and closes the gripper at the cube's centre;
-* ``sloppy``: a degraded policy — it reads the cube off a 4x subsampled image with a coarse
-  threshold and closes its gripper 3 cm higher, on the top edge of the cube, so its grasps
-  mostly slip.
+* ``grasp``: full-resolution segmentation, small height errors (spread 3 mm): lifted the cube in
+  25 of 40 rollouts (bench/physics_success.py, docs/policy_runner.md);
+* ``sloppy``: reads the cube off a 4x subsampled image with a coarse threshold, larger height
+  errors (spread 8 mm): lifted it in 8 of 40;
+* ``exact`` and ``high``: the same two perceptions without a drawn error, ``exact`` closing at the
+  cube's centre (lifts it in most scenes), ``high`` 3 cm above it (slips): a pair far apart,
+  for quick checks.
 
-A new ``session_id`` (the runner sends ``<session>-<trial>`` per rollout) or a ``reset`` starts a
-new rollout's state.
+A new ``session_id`` or a ``reset`` starts a new rollout's state (and draws its error).
 """
 
 from __future__ import annotations
 
+import zlib
 from typing import Any
 
 import numpy as np
 
-__all__ = ["CAMERA_FOVY", "CAMERA_POSITION", "CAMERA_ROTATION", "KINDS", "METADATA", "GraspPolicy", "locate_cube"]
+__all__ = ["CAMERA_FOVY", "CAMERA_POSITION", "CAMERA_ROTATION", "HEIGHT_ERROR", "KINDS", "METADATA", "GraspPolicy", "height_error", "locate_cube"]
 
 #: The metadata frame of the physics policies (RoboArena's PolicyServerConfig keys).
 METADATA: dict[str, Any] = {"image_resolution": [96, 96], "needs_wrist_camera": True, "n_external_cameras": 1,
                             "needs_stereo_camera": False, "needs_session_id": True,
                             "action_space": "cartesian_velocity"}
 
-KINDS = ("grasp", "sloppy")
+KINDS = ("grasp", "sloppy", "exact", "high")
+
+#: Per kind: (bias, spread) of the grasp-height error in m above the cube's centre (module docstring).
+HEIGHT_ERROR = {"grasp": (0.0, 0.003), "sloppy": (0.0, 0.008), "exact": (0.0, 0.0), "high": (0.025, 0.0)}
+_COARSE = ("sloppy", "high")  # kinds that read the cube off a subsampled image with a coarse threshold
 
 #: The exterior camera's calibration: robosuite's ``agentview`` (world position m, camera-to-world
 #: rotation whose columns are the camera's x (right), y (up) and z (backward) axes, vertical field
@@ -80,20 +90,39 @@ cube's visible faces (top and front, 1 cm above its centre), above the cube's ce
     return np.array([seen[0], seen[1], _CUBE_Z])
 
 
-class GraspPolicy:
-    """One scripted grasping policy (``kind`` in :data:`KINDS`; see the module docstring)."""
+def height_error(kind: str, session_id: object) -> float:
+    """The grasp-height error (m above the cube's centre) of ``kind`` in the rollout ``session_id``.
 
-    def __init__(self, kind: str = "grasp", *, chunk: int = 4, rate: float = 15.0) -> None:
+    ``bias + spread * |z|`` with ``z`` standard normal, seeded by the kind and the rollout's id only
+    (:data:`HEIGHT_ERROR`): the same rollout always gets the same error, whatever the policy sees.
+    """
+    bias, spread = HEIGHT_ERROR[kind]
+    seed = [zlib.crc32(kind.encode()), zlib.crc32(str(session_id).encode())]
+    return bias + spread * abs(float(np.random.default_rng(seed).standard_normal()))
+
+
+class GraspPolicy:
+    """One scripted grasping policy (``kind`` in :data:`KINDS`; see the module docstring).
+
+    ``error``: a fixed grasp-height error (m) instead of the one drawn per rollout (measurements).
+    """
+
+    def __init__(self, kind: str = "grasp", *, chunk: int = 4, rate: float = 15.0, error: float | None = None) -> None:
         if kind not in KINDS:
             raise ValueError(f"unknown physics policy {kind!r} (known: {', '.join(KINDS)})")
-        self.kind, self.chunk, self.dt = kind, chunk, 1.0 / rate
+        self.kind, self.chunk, self.dt, self.fixed_error = kind, chunk, 1.0 / rate, error
         self.requests = 0
         self._rollout: object = None
         self._cube: np.ndarray | None = None
         self._closing = 0  # actions spent closing the gripper (> 0: grasping)
+        self.error = self._draw(None)
+
+    def _draw(self, session_id: object) -> float:
+        return height_error(self.kind, session_id) if self.fixed_error is None else self.fixed_error
 
     def reset(self) -> None:
         self.requests, self._rollout, self._cube, self._closing = 0, None, None, 0
+        self.error = self._draw(None)
 
     def infer(self, obs: dict[str, Any]) -> dict[str, Any]:
         if obs.get("endpoint") == "reset":
@@ -102,10 +131,11 @@ class GraspPolicy:
         if obs.get("session_id") != self._rollout:
             self.reset()
             self._rollout = obs.get("session_id")
+            self.error = self._draw(self._rollout)
         self.requests += 1
         position = np.asarray(obs["observation/cartesian_position"], dtype=np.float64)[:3].copy()
         if self._closing == 0:  # still approaching: (re)locate the cube while it is in view
-            sloppy = self.kind == "sloppy"
+            sloppy = self.kind in _COARSE
             seen = locate_cube(np.asarray(obs["observation/exterior_image_1_left"]), stride=4 if sloppy else 1,
                                threshold=1.3 if sloppy else 2.0)
             if seen is not None and (self._cube is None or np.linalg.norm(position[:2] - seen[:2]) > 0.03):
@@ -121,7 +151,7 @@ class GraspPolicy:
         """(end-effector velocity, raw gripper command) of one action from the predicted position."""
         if self._cube is None:  # nothing seen: stay
             return np.zeros(3), _OPEN
-        grasp = self._cube + np.array([0.0, 0.0, 0.03 if self.kind == "sloppy" else 0.005])
+        grasp = self._cube + np.array([0.0, 0.0, 0.005 + self.error])
         if self._closing:
             self._closing += 1
             target = grasp if self._closing <= _CLOSE_STEPS else np.array([grasp[0], grasp[1], _LIFT_Z])

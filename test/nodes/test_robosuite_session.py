@@ -3,9 +3,13 @@
 Two scripted grasping policies served by openpi's OWN WebsocketPolicyServer (its separate venv)
 run on the simulated Panda (robosuite Lift in MuJoCo, rendered offscreen through EGL) until
 STEP and N-SCORE stop: what ``make demo-physics`` runs, at a family-wise alpha of 0.2 so that it
-stops after a few pairs (CI time). The competent policy must win, the live decisions must equal
-the offline re-analysis of the journal, the journal must audit VERIFIED, and every run must have
-its videos. Without robosuite, ``policy_runner`` must refuse ``robot:=robosuite`` in one line.
+stops after a few pairs (CI time). The session chooses its policies explicitly: the far-apart pair
+``high_vla`` vs ``exact_vla`` (the same perceptions as the demo's ``sloppy_vla`` and ``grasp_vla``
+without their per-rollout grasp-height errors: always 3 cm too high, always at the cube's centre),
+not the demo's close pair (about 80 % vs 40 %, dozens of trials). The competent policy must win,
+the live decisions must equal the offline re-analysis of the journal, the journal must audit
+VERIFIED, and every run must have its videos. Without robosuite, ``policy_runner`` must refuse
+``robot:=robosuite`` in one line.
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ def test_a_physics_session_stops_for_the_competent_policy_and_audits_verified(ro
                                                                             tmp_path: pathlib.Path) -> None:
     _require_robosuite()
     config = yaml.safe_load((REPO / "config" / "physics.yaml").read_text())
+    config["policies"] = ["high_vla", "exact_vla"]  # the far-apart pair (module docstring)
     config["alpha"] = 0.2
     config["metrics"] = [{"name": "success", "method": "step", "alpha": 0.1},
                          {"name": "progress", "method": "nscore", "alpha": 0.1, "bins": 21}]
@@ -49,9 +54,10 @@ def test_a_physics_session_stops_for_the_competent_policy_and_audits_verified(ro
                           env=ros_env, capture_output=True, text=True, timeout=1800, check=False)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     out = done.stdout
-    # the competent policy (grasp_vla, policy b) wins on both metrics, as the offline analysis says
-    assert re.search(r"sloppy_vla vs grasp_vla\s+success\s+step\s+\S+\s+\d+ B_BETTER", out), out[-2000:]
-    assert re.search(r"sloppy_vla vs grasp_vla\s+progress\s+nscore\s+\S+\s+\d+ B_BETTER", out), out[-2000:]
+    assert "policy servers high_vla, exact_vla" in out, out[:2000]
+    # the competent policy (exact_vla, policy b) wins on both metrics, as the offline analysis says
+    assert re.search(r"high_vla vs exact_vla\s+success\s+step\s+\S+\s+\d+ B_BETTER", out), out[-2000:]
+    assert re.search(r"high_vla vs exact_vla\s+progress\s+nscore\s+\S+\s+\d+ B_BETTER", out), out[-2000:]
     assert "agrees with every live decision" in out
     trials = int(re.search(r"finished after (\d+) scored trials", out).group(1))  # type: ignore[union-attr]
     videos = int(re.search(r"audit of the journal: VERIFIED; report with (\d+) episode videos", out).group(1))  # type: ignore[union-attr]

@@ -62,14 +62,35 @@ def _rollout(arm: object, kind: str, episode: EpisodeInfo, settings: EpisodeSett
         return run_episode(client, arm, episode, settings, policy_session=f"{episode.session_id}-{episode.trial_id}")  # type: ignore[arg-type]
 
 
-def test_the_competent_policy_lifts_the_cube_and_the_sloppy_one_does_not(arm: object) -> None:
+def test_the_exact_grasp_lifts_the_cube_and_the_high_one_does_not(arm: object) -> None:
     scene = EpisodeInfo("s-physics", 3, "lift_cube", "scene_a")
-    grasp = _rollout(arm, "grasp", scene)
-    assert grasp.score.success and grasp.score.progress == 1.0  # type: ignore[attr-defined]
+    exact = _rollout(arm, "exact", scene)
+    assert exact.score.success and exact.score.progress == 1.0  # type: ignore[attr-defined]
     assert _cube(arm)[2] > 0.84, "Lift's own check: the cube is off the table"
-    sloppy = _rollout(arm, "sloppy", scene)
-    assert not sloppy.score.success and 0.0 < sloppy.score.progress < 0.5  # type: ignore[attr-defined]
+    high = _rollout(arm, "high", scene)
+    assert not high.score.success and 0.0 < high.score.progress < 0.5  # type: ignore[attr-defined]
     assert _cube(arm)[2] < 0.84
+
+
+def test_the_drawn_grasp_errors_make_grasp_succeed_more_often_than_sloppy_and_repeat_per_rollout(arm: object) -> None:
+    """Each rollout's grasp-height error comes from its id: the same rollout (scene and id) ends the
+    same way; over 8 paired scenes grasp lifts the cube more often than sloppy. At the rates
+    bench/physics_success.py measured (docs/policy_runner.md, 0.625 and 0.2) grasp's 8 rollouts
+    beat sloppy's with probability 0.94 for a fresh set of ids; these ids are fixed, so the
+    outcome is the same on every run."""
+    wins = {"grasp": 0, "sloppy": 0}
+    sloppy_runs = []
+    for trial in range(1, 9):
+        scene = EpisodeInfo("s-drawn", trial, "lift_cube", ("scene_a", "scene_b", "scene_c")[trial % 3])
+        for kind in wins:
+            result = _rollout(arm, kind, scene)
+            wins[kind] += bool(result.score.success)  # type: ignore[attr-defined]
+            if kind == "sloppy":
+                sloppy_runs.append((scene, result.score))  # type: ignore[attr-defined]
+    assert wins["grasp"] > wins["sloppy"], wins
+    scene, first = sloppy_runs[0]
+    again = _rollout(arm, "sloppy", scene).score  # type: ignore[attr-defined]
+    assert (again.success, again.progress) == (first.success, first.progress), "the same rollout, the same outcome"
 
 
 def test_cameras_are_the_protocols_at_the_policys_resolution_and_show_the_seeded_scene(arm: object) -> None:

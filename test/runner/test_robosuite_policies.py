@@ -1,8 +1,8 @@
 """The scripted grasping policies of the robosuite Panda (numpy only: no simulator needed).
 
 Their perception (the red cube's centroid ray through the exterior camera's calibration onto the
-table) and their state machine (hover, descend, close, lift); that they grasp real cubes in MuJoCo
-is tested in test_robosuite_adapter.py.
+table), their state machine (hover, descend, close, lift) and the grasp-height error each rollout
+draws from its id; that they grasp real cubes in MuJoCo is tested in test_robosuite_adapter.py.
 """
 
 from __future__ import annotations
@@ -10,7 +10,15 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from evalstop_ros.runner.scripted_physics import CAMERA_POSITION, CAMERA_ROTATION, METADATA, GraspPolicy, locate_cube
+from evalstop_ros.runner.scripted_physics import (
+    CAMERA_POSITION,
+    CAMERA_ROTATION,
+    HEIGHT_ERROR,
+    METADATA,
+    GraspPolicy,
+    height_error,
+    locate_cube,
+)
 
 
 def _image(row: int, col: int, size: int = 96, half: int = 2) -> np.ndarray:
@@ -56,15 +64,45 @@ def test_grasp_hovers_descends_closes_then_lifts() -> None:
     assert np.all(fresh[:, 6] > 0.5) and fresh[0, 2] == pytest.approx(0.0, abs=1e-6), "a new rollout starts over"
 
 
-def test_sloppy_closes_3_cm_higher_than_grasp() -> None:
+def test_high_closes_3_cm_higher_than_exact() -> None:
     image = _image(48, 48, half=4)
-    seen = {kind: locate_cube(image, stride=4 if kind == "sloppy" else 1, threshold=1.3 if kind == "sloppy" else 2.0)
-            for kind in ("grasp", "sloppy")}
-    assert seen["grasp"] is not None and seen["sloppy"] is not None
+    seen = {kind: locate_cube(image, stride=4 if kind == "high" else 1, threshold=1.3 if kind == "high" else 2.0)
+            for kind in ("exact", "high")}
+    assert seen["exact"] is not None and seen["high"] is not None
     closes = {}
     for kind, cube in seen.items():
         height = [cube[0], cube[1], cube[2] + 0.035]  # 3.5 cm above the cube's centre
         closes[kind] = bool(np.all(GraspPolicy(kind).infer(_obs(image, height))["actions"][:, 6] > 0.5))
-    assert closes == {"grasp": False, "sloppy": True}, "grasp descends further; sloppy closes on the cube's top"
+    assert closes == {"exact": False, "high": True}, "exact descends further; high closes on the cube's top"
     with pytest.raises(ValueError, match="unknown physics policy"):
         GraspPolicy("clever")
+
+
+def test_the_grasp_height_error_is_drawn_per_rollout_from_its_id_alone() -> None:
+    rollouts = [f"session-{trial}" for trial in range(400)]
+    errors = {kind: np.array([height_error(kind, r) for r in rollouts]) for kind in ("grasp", "sloppy", "exact", "high")}
+    assert [height_error("grasp", r) for r in rollouts[:20]] == list(errors["grasp"][:20]), "the same id, the same error"
+    assert len(set(errors["grasp"])) == 400 and np.all(errors["grasp"] >= 0), "another rollout, another error"
+    for kind in ("grasp", "sloppy"):  # half-normal: mean spread * sqrt(2 / pi)
+        bias, spread = HEIGHT_ERROR[kind]
+        assert errors[kind].mean() == pytest.approx(bias + spread * np.sqrt(2 / np.pi), rel=0.15)
+    assert np.median(errors["sloppy"]) > 2 * np.median(errors["grasp"])
+    assert np.all(errors["exact"] == 0.0) and np.all(errors["high"] == HEIGHT_ERROR["high"][0])
+
+
+def test_the_policy_closes_at_the_height_its_rollout_drew() -> None:
+    image = _image(48, 48, half=4)
+    cube = locate_cube(image, stride=4, threshold=1.3)  # as sloppy sees it
+    assert cube is not None
+    ids = [f"s-{trial}" for trial in range(200)]
+    small, large = min(ids, key=lambda r: height_error("sloppy", r)), max(ids, key=lambda r: height_error("sloppy", r))
+    assert height_error("sloppy", large) > 0.015 and height_error("sloppy", small) < 0.001
+    above = [cube[0], cube[1], cube[2] + 0.005 + 0.012]  # 1.2 cm above where an exact grasp closes
+    policy = GraspPolicy("sloppy")  # one server's policy, two rollouts: each with its own error
+    for rollout, closes in ((large, True), (small, False), (large, True)):
+        actions = policy.infer(_obs(image, above, session=rollout))["actions"]
+        assert policy.error == height_error("sloppy", rollout)
+        assert bool(np.all(actions[:, 6] > 0.5)) is closes, (rollout, policy.error)
+    fixed = GraspPolicy("sloppy", error=0.0)
+    first = fixed.infer(_obs(image, above, session=large))["actions"][0]
+    assert first[6] < 0.5 and first[2] < 0, "a fixed error wins over the drawn one: it descends, open"
