@@ -75,7 +75,8 @@ exit status: 0 finished and verified, 1 failed (a node died, timeout, offline mi
 
 
 def _fmt(value: float) -> str:
-    return "nan" if math.isnan(value) else f"{value:.4g}"
+    """A p-value or e-value as the report writes it: ``-`` where the method defines none (STEP, AdaStop)."""
+    return "-" if math.isnan(value) else f"{value:.4g}"
 
 
 def comparison_line(c: ComparisonStatus) -> str:
