@@ -19,6 +19,13 @@ keeps its own spread and shape, so the reference follows the skewness of Welch's
 reference misses (second-order accurate for smooth laws, Hall 1992, against first order).
 Requiring both tests keeps the permutation test's exactness under equal laws and adds the
 bootstrap's (asymptotic) level under equal means.
+
+Inside the bootstrap test each comparison's signed statistic goes through Hall's (1992) monotone
+cubic that removes the skewness term of a studentized mean (:func:`hall_transform`; Johnson 1978
+is its quadratic part), with a skewness shared by the compared agents
+(:func:`shared_skewness`): five scores of an exponential-like agent that missed the long tail show
+no skew, so its own resample cannot know that a low mean with a small spread is what such an
+agent produces often (``docs/adastop.md``, the skewed row of the study).
 """
 
 from __future__ import annotations
@@ -29,8 +36,8 @@ from collections.abc import Sequence
 import numpy as np
 from numpy.typing import NDArray
 
-__all__ = ["SKEWNESS", "SMALL_SAMPLE", "SPREAD_RATIO", "WelchReference", "spend_interim", "spread_warning", "welch_z",
-           "welch_z_squared"]
+__all__ = ["HALL_SLOPE_MAX", "SKEWNESS", "SMALL_SAMPLE", "SPREAD_RATIO", "WelchReference", "difference_skewness", "hall_transform",
+           "shared_skewness", "spend_interim", "spread_warning", "welch_z", "welch_z_squared"]
 
 #: Slack (in paths) of ``floor(level * B)``: the spent level is a sum of ratios.
 _COUNT_TOL = 1e-9
@@ -43,6 +50,9 @@ SMALL_SAMPLE = 20
 #: Sample skewness (in absolute value) above which, at small N, Welch's t is itself skewed and the
 #: equal-mean decisions are least reliable (docs/adastop.md: the study's exponential-like gamma row).
 SKEWNESS = 1.0
+#: Largest coefficient ``|a|`` of :func:`hall_transform`: its slope ``(1 + a z)^2`` stays >= 1/4 for
+#: ``|z| <= 5`` (docs/adastop.md: the skewed row of the study measured 0.061 uncapped, 0.062 at 0.1).
+HALL_SLOPE_MAX = 0.1
 #: Within-agent sums of squares below this fraction of the raw ones are rounding noise: equal scores.
 _SPREAD_RTOL = 1e-12
 
@@ -118,6 +128,66 @@ def welch_z_squared(
     return z_square
 
 
+def shared_skewness(history: NDArray[np.float64]) -> float:
+    """The bias-adjusted sample skewness ``G1`` of the most skewed agent (rows of ``history``), 0 if none.
+
+    ``G1 = g1 sqrt(n (n - 1)) / (n - 2)`` (Joanes and Gill 1998, the adjusted Fisher-Pearson
+    coefficient), sign kept, over the agents whose scores are not all equal; ``n >= 3`` scores.
+    One value for all: agents scored in one evaluation share the kind of their scores (returns,
+    durations, progress), and an agent whose few scores missed a long tail shows no skew itself.
+    """
+    count = history.shape[1]
+    if count < 3 or not history.size:
+        return 0.0
+    deviation = history - history.mean(axis=1, keepdims=True)
+    m2 = np.mean(np.square(deviation), axis=1)
+    m3 = np.mean(deviation**3, axis=1)
+    varied = m2 > _SPREAD_RTOL * np.mean(np.square(history), axis=1)
+    if not varied.any():
+        return 0.0
+    g1 = m3[varied] / m2[varied] ** 1.5 * math.sqrt(count * (count - 1)) / (count - 2)
+    return float(g1[np.argmax(np.abs(g1))])
+
+
+def hall_transform(z: NDArray[np.float64], skew: NDArray[np.float64]) -> NDArray[np.float64]:
+    r"""Hall's (1992) skewness-removing transformation of studentized statistics ``z`` (``(J, B)``, signed).
+
+    ``skew`` (``(J,)``) is the skewness :math:`\gamma_D` of each comparison's mean difference; with
+    :math:`a = \gamma_D / 3`, :math:`g(z) = z + a z^2 + a^2 z^3 / 3 + a / 2 = ((1 + a z)^3 - 1) / (3 a) + a / 2`,
+    monotone for every :math:`a` (the first two terms and the constant are Johnson's 1978
+    correction of t, whose Edgeworth term for a skewed mean is :math:`\gamma (2 z^2 + 1) / 6`).
+    :math:`|a|` is capped at :data:`HALL_SLOPE_MAX`: the expansion holds for small :math:`a z`, and at
+    :math:`z = -1/a` the cubic is flat, which would bury a clear difference in the discounted direction.
+    """
+    a = np.clip(np.asarray(skew, dtype=np.float64) / 3.0, -HALL_SLOPE_MAX, HALL_SLOPE_MAX)[:, None]
+    out = np.array(z, dtype=np.float64)
+    skewed = np.abs(a[:, 0]) > 1e-12
+    if skewed.any():
+        a_s, z_s = a[skewed], out[skewed]
+        with np.errstate(invalid="ignore", over="ignore"):
+            cubic = (np.power(1.0 + a_s * z_s, 3) - 1.0) / (3.0 * a_s) + a_s / 2.0
+        out[skewed] = np.where(np.isinf(z_s), z_s, cubic)
+    return out
+
+
+def difference_skewness(history: NDArray[np.float64], first: NDArray[np.intp], second: NDArray[np.intp],
+                        skew: float) -> NDArray[np.float64]:
+    r"""Skewness of each comparison's mean difference when every agent's scores have skewness ``skew``.
+
+    With ``n`` scores each and sample variances :math:`v_l`: :math:`\gamma_D = \gamma (v_1^{3/2} -
+    v_2^{3/2}) / (\sqrt{n} (v_1 + v_2)^{3/2})` (third cumulant of :math:`\bar x_1 - \bar x_2` over its
+    variance to the power 3/2); 0 when both agents' scores are constant.
+    """
+    count = history.shape[1]
+    if count < 2 or skew == 0.0:
+        return np.zeros(len(first))
+    v = history.var(axis=1, ddof=1)
+    total = v[first] + v[second]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        gamma = skew * (v[first] ** 1.5 - v[second] ** 1.5) / (math.sqrt(count) * total**1.5)
+    return np.where(total > 0, gamma, 0.0)
+
+
 def spend_interim(
     statistic: NDArray[np.float64], alive: NDArray[np.bool_], spent: float, *, k: int, alpha: float, n_interims: int,
 ) -> tuple[float, float, bool]:
@@ -159,8 +229,10 @@ class WelchReference:
     -----
     Path 0 is the observed data.  A path's interim-``k`` scores come from the bootstrap law of
     interim ``k`` (all scores so far), its earlier ones from the earlier interims' laws: the
-    boundaries of interims already analysed are never revised.  Cost per interim: one draw of
-    ``L N (B - 1)`` indices and a gather, as the normal draws it replaces.
+    boundaries of interims already analysed are never revised.  At each interim every path's
+    statistics go through :func:`hall_transform` with the skewness of the observed scores (one
+    coefficient per comparison for all paths: a resample of five scores gives no usable skewness).
+    Cost per interim: one draw of ``L N (B - 1)`` indices and a gather, as the normal draws it replaces.
     """
 
     def __init__(
@@ -204,7 +276,12 @@ class WelchReference:
         if todo.size:
             used = np.unique(np.concatenate([self.implies[p] for p in todo]))
             z = np.zeros((len(self._first), b))
-            z[used] = np.sqrt(welch_z_squared(self._sums, self._squares, self._first[used], self._second[used], k * n))
+            first, second = self._first[used], self._second[used]
+            sign = np.sign(self._sums[first] - self._sums[second])
+            z_signed = sign * np.sqrt(welch_z_squared(self._sums, self._squares, first, second, k * n))
+            agents = np.unique(np.concatenate([first, second]))  # all still scored (their tests are open)
+            skew = shared_skewness(self._history[agents])
+            z[used] = np.abs(hall_transform(z_signed, difference_skewness(self._history, first, second, skew)))
             for p in map(int, todo):
                 statistic = z[self.implies[p]].max(axis=0)
                 self.boundary[p], self.spent[p], crossed = spend_interim(
