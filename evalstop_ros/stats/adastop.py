@@ -46,8 +46,8 @@ PERMUTATIONS = ("closed", "relabel", "split")
 #: What each scheme guarantees, for reports (docs/adastop.md).
 GUARANTEES = {
     "closed": "exact for every N: agents with equal score distributions are declared different with probability "
-              "<= alpha (family-wise); for equal means with unequal spreads: a bootstrap of Welch's statistic "
-              "(asymptotic; weakest for strongly skewed scores at small N)",
+              "<= alpha (family-wise); for equal means with unequal spreads: a skewness-corrected bootstrap of "
+              "Welch's statistic (asymptotic; weakest for strongly skewed scores at small N)",
     "relabel": "exact under the global null only; partial nulls with unequal spreads are not controlled",
     "split": "the paper's Eq. (8); with three or more agents not exact even under the global null",
 }

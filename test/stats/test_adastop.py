@@ -235,7 +235,7 @@ def test_adastop_test_names_the_rows_of_a_bad_interim():
 
 @pytest.mark.slow
 def test_fwe_five_agents_n5_k6():
-    # Issue 5: 5 agents, N = 5, K = 6, all pairs, N(0, 1) scores; the public package measures
+    # 5 agents, N = 5, K = 6, all pairs, N(0, 1) scores; the public package measures
     # about 0.10 here (pitfall P1).  The default (closed) scheme with B = 500 paths (exact for
     # any B; B = 10^4 in bench/family_fwer.py), 300 repetitions, bound alpha + 2 SE = 0.0752.
     rng = np.random.default_rng(2024)
@@ -344,13 +344,15 @@ def _mujoco_run(env: str, rng: np.random.Generator, seed: int, permutation: str 
 
 
 @pytest.mark.parametrize(
-    ("permutation", "interim", "majority"), [("split", 1, 0.5), ("relabel", 2, 0.9), ("closed", 2, 0.9)]
+    ("permutation", "interim", "majority"), [("split", 1, 0.5), ("relabel", 2, 0.9), ("closed", 2, 0.7)]
 )
 def test_halfcheetah_sac_settles_early(permutation, interim, majority):
     # Fig. 3/5: on HalfCheetah every decision involving SAC is made with 5 scores.  The paper's
     # split statistic does so in most of 12 synthetic data sets; the relabeling (whose first pool
     # holds all four very different agents) and the closed test (whose test of all four agents
-    # together relabels them all) need 10 scores.  SAC is always found larger.
+    # together relabels them all) need 10 scores; the closed test 15 in 3 of the 12 (its bootstrap
+    # test discounts the direction the agents' sample skewness makes likely, docs/adastop.md; 1 of 12
+    # without).  SAC is always found larger.
     rng = np.random.default_rng(0)
     runs = [_mujoco_run("HalfCheetah", rng, seed=s, permutation=permutation) for s in range(12)]
     assert all(r.decision_table()["SAC"] == {"PPO": "larger", "DDPG": "larger", "TRPO": "larger"} for r in runs)
@@ -454,7 +456,7 @@ def _two_heavy_spreads(rng, rows):  # a1 = a2 ~ 0.1 t(2), a3 = a4 ~ Cauchy: uneq
     ids=["two-spreads", "one-low-spread", "two-heavy-spreads"],
 )
 def test_closed_fwe_under_partial_nulls_with_unequal_spreads(columns, true_nulls):
-    # Issue 20: relabel declares an equal pair different in 0.120 (two spreads) and 0.089 (one
+    # The relabel scheme declares an equal pair different in 0.120 (two spreads) and 0.089 (one
     # low spread) of the runs at N = 4, K = 5, alpha = 0.05.  400 data sets, bound alpha + 2 SE
     # = 0.0718 (B = 200 paths keep the test exact, Hemerik and Goeman 2018; full size in bench/).
     reps = 400
@@ -619,10 +621,11 @@ def test_closed_ties_are_exact():
 _CLOSED_TRACES = {  # sha256 (first 16 hex) of every interim's per-partition boundaries, spent level,
     # crossings, surviving paths, bootstrap boundaries and decisions, recorded with the Welch
     # statistic before the engine was vectorised over blocks (re-recorded when the normal reference
-    # paths became the agents' centred bootstrap: the permutation columns did not change)
-    "null5": "e24352e6c42afc7c", "spread4": "71630993850a7ca3", "shift4": "67d41292616df4ef",
-    "star6": "c10361c76e2d8e7d", "ties4": "f2dfc0dc41d3b566", "all7": "e7ec472f8eebe423",
-    "mixed3": "35efdda829f72bbe",
+    # paths became the agents' centred bootstrap, and again when the bootstrap test's statistics
+    # went through the skewness correction: the permutation columns did not change either time)
+    "null5": "827663d4f0050f35", "spread4": "00518a040bb80b90", "shift4": "ccdafaa0249ca4a4",
+    "star6": "650f81c97e73192e", "ties4": "b35b88292d4e2421", "all7": "16e553fd191ba57d",
+    "mixed3": "6c4701ab9a593d2c",
 }
 
 
