@@ -1,7 +1,7 @@
 r"""AdaStop's Welch statistic and the null-centred bootstrap test run beside each permutation test.
 
 Seed 002 with Welch (1947) and Hall and Wilson (1991); why both tests are required is in
-docs/adastop.md.
+docs/adastop.md and docs/statistics.md.
 """
 
 from __future__ import annotations

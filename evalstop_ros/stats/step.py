@@ -1,7 +1,7 @@
 """STEP at run time: look up the synthesized regions after each trial and decide (seed 003 §IV).
 
 Randomization replayable from the seed; ``"two-sided"`` uses the table at ``α/2`` (seed 003 Eq. 9).
-STEP defines no p-value or e-value: both are NaN.
+STEP defines no p-value or e-value: both are NaN.  Decision rule and levels: docs/statistics.md.
 """
 
 from __future__ import annotations

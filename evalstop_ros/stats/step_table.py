@@ -1,7 +1,7 @@
 """STEP decision tables: compact on-disk format, parameter hash, shipped tables and the user cache.
 
 Lookup order: shipped tables, then ``$EVALSTOP_CACHE_DIR`` (else ``$XDG_CACHE_HOME/evalstop/step``
-or ``~/.cache/evalstop/step``), synthesized there on a miss.
+or ``~/.cache/evalstop/step``), synthesized there on a miss.  The layout: docs/statistics.md.
 """
 
 from __future__ import annotations
