@@ -1,7 +1,7 @@
 """The hub's HTTP service (FastAPI): authenticated JSON API for stations and the leaderboard.
 
-Every endpoint needs a key (the leaderboard may be made public); a station key reads nothing that
-names a policy.  Endpoints and blinding: docs/hub_server.md and docs/hub.md.
+Stations, runners and viewers authenticate with keys; a station key reads nothing that names a
+policy.  Endpoints and blinding: docs/hub_server.md and docs/hub.md.
 """
 
 # No `from __future__ import annotations`: FastAPI reads the endpoints' annotations at run time,

@@ -1,4 +1,4 @@
-"""Which policy pair the hub hands out next: ``uncertain`` (default), ``need`` or ``uniform`` (seed 001 §3).
+"""Which policy pair the hub hands out next: ``uncertain`` (default), ``need``, or ``uniform`` (RoboArena's pairing, seed 001 §3).
 
 The schedules and their study: docs/hub_server.md, docs/hub_study.md.
 """
