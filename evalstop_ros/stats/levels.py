@@ -1,4 +1,7 @@
-"""How a family-wise level is shared among a family's tests: the one alpha split, :func:`split_alpha`."""
+"""How a family-wise level is shared among a family's tests: the one alpha split, :func:`split_alpha`.
+
+Which splits are valid under which dependence: docs/statistics.md (``stats/families.py``).
+"""
 
 from __future__ import annotations
 
