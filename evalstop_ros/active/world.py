@@ -1,4 +1,4 @@
-"""Synthetic multi-task worlds shaped like seed 004's settings (§V, App. D), for the study and tests."""
+"""Synthetic multi-task worlds shaped like seed 004's settings (§V, App. D), for the study and tests (docs/active.md)."""
 
 from __future__ import annotations
 
