@@ -328,3 +328,11 @@ def test_module_docstrings_are_short() -> None:
     long = {path for path, n in lengths.items() if n > MAX_DOCSTRING}
     assert long <= NOT_YET_SHORTENED, f"over {MAX_DOCSTRING} lines (design prose goes to docs/): {sorted(long - NOT_YET_SHORTENED)}"
     assert not NOT_YET_SHORTENED - long, f"shortened, remove from NOT_YET_SHORTENED: {sorted(NOT_YET_SHORTENED - long)}"
+
+
+def test_the_design_notes_name_modules_that_exist() -> None:
+    """A ``### `pkg/module.py``` heading of a docs/ page (the design notes per module) names a module of the package."""
+    named = {(page.name, name) for page in sorted((ROOT / "docs").glob("*.md"))
+             for name in re.findall(r"^### `([\w/]+\.py)`", page.read_text(encoding="utf-8"), re.MULTILINE)}
+    assert ("statistics.md", "stats/holm.py") in named
+    assert sorted(f"{page}: {name}" for page, name in named if not (PACKAGE / name).is_file()) == []
