@@ -13,6 +13,7 @@ import numpy as np
 from scipy.stats import binomtest
 
 from .errors import StatsInputError
+from .levels import split_alpha
 from .ranking import Comparisons
 from .registry import run_test
 from .sequential import Decision, SequentialResult
@@ -138,7 +139,7 @@ def pairwise_tests(
     pairs = list(itertools.combinations(range(data.n_policies), 2))
     if not pairs or not metrics:
         raise StatsInputError("pairwise tests need at least two policies and one metric")
-    alpha_each = alpha / (len(pairs) * len(metrics))
+    alpha_each = split_alpha(alpha, len(pairs) * len(metrics))
     if run_order == "check":
         message = _order_check(data, pairs)
         if message is not None:

@@ -10,6 +10,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from .errors import StatsInputError
+from .levels import split_alpha
 from .sequential import Decision, SequentialResult, run_sequence
 from .step_oc import StepOC, Type1Report, check_type1, operating_characteristics
 from .step_table import StepTable, load_table, synthesize_table
@@ -32,7 +33,7 @@ __all__ = [
 
 def table_alpha(alpha: float, alternative: str) -> float:
     """Per-direction level of the table a test at family level ``alpha`` needs."""
-    return alpha / 2.0 if alternative == "two-sided" else alpha
+    return split_alpha(alpha, 2) if alternative == "two-sided" else alpha
 
 
 def step_uniforms(seed: int, n: int, size: int) -> NDArray[np.float64]:
