@@ -82,6 +82,19 @@ def module_of(name: str) -> str:
     return name.split("::")[0].replace(".", "/") + ".py"
 
 
+def print_slowest(cases: list[Case], total: float, top: int) -> None:
+    """The ``top`` slowest modules and tests of ``cases``, each as a share of ``total``."""
+    by_module: collections.Counter[str] = collections.Counter()
+    for name, seconds, _ in cases:
+        by_module[module_of(name)] += seconds
+    print(f"\nslowest {top} modules:")
+    for key, seconds in by_module.most_common(top):
+        print(f"  {seconds / total:6.1%}  {seconds:8.1f} s  {key}")
+    print(f"\nslowest {top} tests:")
+    for name, seconds, failed in sorted(cases, key=lambda c: -c[1])[:top]:
+        print(f"  {seconds / total:6.1%}  {seconds:8.1f} s  {name}{'  (failed)' if failed else ''}")
+
+
 def summarize_reports(reports: list[pathlib.Path], before: list[pathlib.Path], top: int) -> None:
     """Per run (one report each: ``make test`` writes one per run), module and test; with ``before``,
     the summed time per module before and after, the largest savings first."""
@@ -94,15 +107,7 @@ def summarize_reports(reports: list[pathlib.Path], before: list[pathlib.Path], t
         seconds = sum(t for _, t, _ in cases)
         print(f"  {seconds / total:6.1%}  {seconds:8.1f} s  {run} ({len(cases)} tests)")
     cases = [case for cases in runs.values() for case in cases]
-    by_module: collections.Counter[str] = collections.Counter()
-    for name, seconds, _ in cases:
-        by_module[module_of(name)] += seconds
-    print(f"\nslowest {top} modules:")
-    for key, seconds in by_module.most_common(top):
-        print(f"  {seconds / total:6.1%}  {seconds:8.1f} s  {key}")
-    print(f"\nslowest {top} tests:")
-    for name, seconds, failed in sorted(cases, key=lambda c: -c[1])[:top]:
-        print(f"  {seconds / total:6.1%}  {seconds:8.1f} s  {name}{'  (failed)' if failed else ''}")
+    print_slowest(cases, total, top)
     if not before:
         return
     old: collections.Counter[str] = collections.Counter()
@@ -152,23 +157,16 @@ def main() -> int:
           f"load average {os.getloadavg()[0]:.1f}: wall {wall:.0f} s, summed test time {total:.0f} s "
           f"({total / wall:.2f} x wall); {sum(f for *_, f in cases)} failed")
     by_dir: collections.Counter[str] = collections.Counter()
-    by_module: collections.Counter[str] = collections.Counter()
     by_marker: collections.Counter[str] = collections.Counter()
     for name, seconds, _ in cases:
         by_dir[str(pathlib.Path(module_of(name)).parent)] += seconds
-        by_module[module_of(name)] += seconds
         for mark in marks_of(name) & {"ros", "slow", "mc", "netns", "serial"} or {"(plain)"}:
             by_marker[mark] += seconds
     for title, counter in (("per directory", by_dir), ("per marker", by_marker)):
         print(f"\n{title}:")
         for key, seconds in counter.most_common():
             print(f"  {seconds / total:6.1%}  {seconds:8.1f} s  {key}")
-    print(f"\nslowest {args.top} modules:")
-    for key, seconds in by_module.most_common(args.top):
-        print(f"  {seconds / total:6.1%}  {seconds:8.1f} s  {key}")
-    print(f"\nslowest {args.top} tests:")
-    for name, seconds, failed in sorted(cases, key=lambda c: -c[1])[: args.top]:
-        print(f"  {seconds / total:6.1%}  {seconds:8.1f} s  {name}{'  (failed)' if failed else ''}")
+    print_slowest(cases, total, args.top)
     return 0
 
 
