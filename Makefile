@@ -159,14 +159,15 @@ demo-hub-ros: venv ros
 # tests need robosuite and EGL (tools/install_physics.sh): required, never skipped, under make test.
 # Runs side by side: under Kilted the tests without ROS, under Kilted the ROS tests (test/nodes,
 # test/launch and every test with a node process), under Jazzy the ROS tests marked `jazzy` (their
-# subject differs between distributions; docs/testing.md). A ROS test mostly waits for node processes and DDS, so each ROS run has
-# ROS_WORKERS pytest-xdist workers (`--dist loadgroup`: a module marked `xdist_group` stays on one
-# worker); the run without ROS, mostly CPU-bound, has REST_WORKERS. Every pytest process gets its
+# subject differs between distributions; docs/testing.md). A ROS test mostly waits for node
+# processes and DDS, so each ROS run has ROS_WORKERS pytest-xdist workers (`--dist loadgroup`: a
+# module marked `xdist_group` stays on one worker); the run without ROS, mostly CPU-bound, has REST_WORKERS. Every pytest process gets its
 # own DDS domains: each run a base (EVALSTOP_TEST_DOMAIN_BASE, 20 domains apart), each worker a
 # block of 4 above it (test/conftest.py), and namespaces carry the pid. The ROS runs write logs,
 # printed when they end. Then the tests marked `serial` (wall-clock deadlines sized for a machine
-# running nothing else) run alone, and tools/test_durations.py prints where the time went (each run
-# writes a JUnit report to build/test-logs). `make check` runs the quick tier on all cores; docs/testing.md.
+# running nothing else) run alone, and tools/test_durations.py prints where the time went (each
+# run writes a JUnit report to build/test-logs). `make check` runs the quick tier on all cores;
+# docs/testing.md.
 # `make test ROS_DISTROS=kilted`: the whole suite under Kilted only (the ROS tests of one
 # distribution; Jazzy's are the second). CI (.ci/run) runs both. Measured on the shared 2-core
 # machine (load 5 from others' tests too): 12 min in all; without ROS 11 min, Kilted ROS 8,

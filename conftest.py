@@ -209,7 +209,7 @@ _LONG_FIRST = {
 def pytest_ignore_collect(collection_path: pathlib.Path, config: pytest.Config) -> bool | None:
     """Under ``-m serial`` exactly (``make test``'s last run, alone on the machine) only the modules of
     ``_SERIAL_TESTS`` are collected, the one place ``serial`` is set: collecting the whole tree to keep
-    five tests took about 10 CPU-s of that run's one process."""
+    five tests took 10 to 14 CPU-s of that run's one process (3 so)."""
     if config.getoption("markexpr", "") != "serial" or collection_path.suffix != ".py":
         return None
     if collection_path.name == "conftest.py":
