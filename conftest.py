@@ -147,6 +147,46 @@ _SERIAL_TESTS = {
     "test/hub/test_hub_leaderboard.py": ("test_leaderboard_page_in_headless_chromium",),
 }
 
+#: the ROS tests that ``make test`` runs under ROS 2 Jazzy too (``jazzy``; docs/testing.md, "Two
+#: distributions"): those whose subject is what differs between the distributions, namely the built
+#: interfaces, rclpy (contexts, logging, executor threads, parameters and their ranges, actions and
+#: services), Fast DDS (lost responses re-sent, the graph's count of action servers, a command stream
+#: over DDS), the message packages of the ros2 adapter, and launch, launch_testing and the ros2 CLI.
+#: The session logic, the guards and the statistics above them are the same Python under both and
+#: run under Kilted only; so do the checks of the repository's own files (package.xml, launch files'
+#: syntax trees).
+_JAZZY_TESTS = {
+    "test/nodes/test_ros_package.py": ("test_interfaces_import", "test_decision_constants_match_the_stats_core",
+                                       "test_installed_tree_has_package_data"),
+    "test/nodes/test_ros_context.py": ("test_an_error_caused_by_ctrl_c_inside_rclpy_ends_the_context_quietly",
+                                       "test_any_other_error_while_ros_is_up_propagates"),
+    "test/nodes/test_quick_log.py": ("test_quick_logger_prints_what_rclpy_prints_with_the_callers_location",),
+    "test/nodes/test_realtime.py": ("test_a_node_with_thread_priority_runs_all_its_threads_under_sched_fifo",),
+    "test/nodes/test_evaluation_manager.py": ("test_paired_session_reaches_the_decision_of_the_offline_analysis",
+                                              "test_pause_resume_undo_and_abort",
+                                              "test_parameters_override_the_config_before_the_session_starts",
+                                              "test_invalid_parameters_give_one_fatal_line_and_exit_2"),
+    "test/nodes/test_sim_robot.py": ("test_a_goal_sent_again_gets_the_same_rollout", "test_parameter_change_is_checked",
+                                     "test_invalid_parameters_exit_with_status_2",
+                                     "test_ctrl_c_during_a_rollout_ends_quietly"),
+    "test/nodes/test_lost_messages.py": ("test_lost_goal_responses_are_re_sent_and_change_nothing",),
+    "test/nodes/test_one_runner.py": ("test_a_second_runner_on_the_action_pauses_the_session_with_a_warning",),
+    "test/nodes/test_teleop_scorer.py": ("test_operator_scores_notes_and_undoes_from_the_terminal",),
+    "test/nodes/test_ros2_adapter.py": ("test_observe_and_commands_as_joint_trajectories",
+                                        "test_an_episode_drives_the_arm_through_float64_arrays_and_homes_it",
+                                        "test_limits_come_from_the_robot_description_urdf",
+                                        "test_stale_joint_states_fail_the_rollout"),
+    "test/nodes/test_command_stream_ros2.py": ("test_no_command_of_a_random_runner_life_exceeds_a_limit_over_dds",),
+    "test/launch/test_ros2_launch.py": ("test_eval_launch_sim_runs_a_session_that_audits_and_answers_the_ros2_cli",
+                                        "test_eval_launch_sim_ends_when_the_session_finishes",
+                                        "test_ctrl_c_in_the_terminal_stops_the_launch_without_an_error_line",
+                                        "test_eval_launch_sim_policy_finishes_within_ten_minutes",
+                                        "test_eval_launch_real_robot_waits_for_the_operator",
+                                        "test_station_launch_runs_the_hubs_trials_and_exits",
+                                        "test_demo_launch_reaches_a_decision_and_exits",
+                                        "test_launch_testing_test_of_the_demo_passes"),
+}
+
 #: the longest tests (wall time in a `make test` run, pytest-xdist workers beside two other runs):
 #: under pytest-xdist they are handed out first, longest first, so that they do not start near
 #: the end of a run and leave the other workers idle until they finish (xdist hands out the
@@ -168,11 +208,24 @@ _LONG_FIRST = {
 }
 
 
+def pytest_ignore_collect(collection_path: pathlib.Path, config: pytest.Config) -> bool | None:
+    """Under ``-m serial`` exactly (``make test``'s last run, alone on the machine) only the modules of
+    ``_SERIAL_TESTS`` are collected, the one place ``serial`` is set: collecting the whole tree to keep
+    five tests took 10 to 14 CPU-s of that run's one process (3 so)."""
+    if config.getoption("markexpr", "") != "serial" or collection_path.suffix != ".py":
+        return None
+    if collection_path.name == "conftest.py":
+        return None
+    root = pathlib.Path(str(config.rootpath))
+    relative = collection_path.relative_to(root).as_posix() if collection_path.is_relative_to(root) else ""
+    return None if relative in _SERIAL_TESTS else True
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Mark ``ros`` every test that needs the ROS environment (its directory, a doctest of a
     module importing rclpy, or the ``ros_env`` fixture, which every node-starting fixture uses),
-    ``netns`` every test that uses the ``netns`` fixture, ``mc``, ``slow`` and ``serial`` the tests listed
-    above; give the long ones a longer timeout unless they set their own."""
+    ``netns`` every test that uses the ``netns`` fixture, ``mc``, ``slow``, ``serial`` and ``jazzy`` the
+    tests listed above; give the long ones a longer timeout unless they set their own."""
     root = pathlib.Path(str(config.rootpath))
     for item in items:
         path = pathlib.Path(str(item.path)).relative_to(root).as_posix() if item.path.is_relative_to(root) else ""
@@ -189,6 +242,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.slow)
         if function in _SERIAL_TESTS.get(path, ()):
             item.add_marker(pytest.mark.serial)
+        if function in _JAZZY_TESTS.get(path, ()):
+            item.add_marker(pytest.mark.jazzy)
         if item.get_closest_marker("timeout") is None:
             node = f"{path}::{item.name.split('[')[0]}"
             seconds = _LONG_TIMEOUTS.get(node) or _LONG_TIMEOUTS.get(path)

@@ -1,7 +1,3 @@
-"""evalstop: sequential policy-comparison evaluations with anytime-valid stopping.
-
-The :mod:`evalstop_ros.stats` subpackage is the pure statistics core (numpy/scipy, no ROS
-imports); :mod:`evalstop_ros.cli` is the ``evalstop`` command line.
-"""
+"""evalstop: sequential policy-comparison evaluations with anytime-valid stopping."""
 
 __version__ = "0.1.0"

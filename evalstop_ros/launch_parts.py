@@ -1,11 +1,6 @@
-"""What the launch files (``launch/*.launch.py``) share: the package's nodes, each named after its
-executable with its output on the screen, a launch argument as a typed parameter, and the launch
-arguments every launch of a session or a station declares alike.
+"""What the launch files (``launch/*.launch.py``) share: the nodes, typed launch arguments, the common arguments.
 
-Only launch APIs that exist in ROS 2 Humble, Jazzy and Kilted (``test/launch/test_launch_files.py``
-checks this module's imports as it checks the launch files'). ``launch`` and ``launch_ros`` come
-with a ROS installation, not with this package's Python requirements: they are imported where a
-launch file calls for them, so the module loads without them (the doctest run imports every module).
+Only launch APIs of ROS 2 Humble, Jazzy and Kilted; ``launch`` is imported where a launch file calls for it.
 """
 
 __all__ = ["as_parameters", "evalstop_node", "session_arguments", "typed"]

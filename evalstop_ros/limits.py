@@ -1,9 +1,4 @@
-"""Size limits of every user-given number (session configs, CLI options): one table, no imports.
-
-A value outside its range is refused with one line naming it (a config before anything is
-journaled, a CLI option with exit status 2), never left to allocate an array it cannot hold.
-Each bound is far above any real-robot evaluation.
-"""
+"""Size limits of every user-given number (session configs, CLI options): one table, no imports."""
 
 from __future__ import annotations
 

@@ -1,13 +1,4 @@
-"""Operator input as text every output can carry: any bytes, any locale.
-
-What an operator types (teleop notes, operator names) or passes (command-line values, key and
-config files) reaches ROS messages (UTF-8 by definition), the journal (JSON) and terminals whose
-locale may not be UTF-8.  Python hands undecodable input on as lone surrogates (``surrogateescape``
-under a C locale, a bad ``argv``), which no UTF-8 encoder accepts: a note with one such byte
-crashed the operator's terminal.  :func:`decode_input` turns any input into valid text (every byte
-that is not UTF-8 becomes U+FFFD, control characters but tab are dropped, so no escape sequence
-reaches a terminal), and :func:`printable` fits any text (a config's reset instructions too) to a
-stream's encoding, without control characters.
+"""Operator input as text every output can carry: any bytes, any locale (:func:`decode_input`, :func:`printable`; docs/nodes.md).
 """
 
 from __future__ import annotations

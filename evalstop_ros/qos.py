@@ -1,20 +1,4 @@
-"""The QoS profiles of every evalstop topic, named once.
-
-Nodes choose their profile in ``main`` and receive it in the constructor (the ros2/demos
-``talker_qos`` pattern); publishers and subscribers of one topic use the same profile
-here, so they are always compatible.
-
-* Latched topics (``trial_request``, ``session_status``): reliable + transient-local,
-  depth 1, so a node that joins late (an operator terminal restarted mid-session, a
-  dashboard) immediately receives the pending trial and the latest status.
-* ``session_config`` (latched, depth 1) and ``session_event`` (transient-local, depth 1000):
-  the design and the journal, so that a recording of the session is self-contained.
-* ``comparison_status``: reliable + transient-local with a deep history, so a late
-  subscriber gets the latest update of every comparison (one message per pair and change).
-* Event topics (``trial_score``, ``score_ack``): reliable, volatile, keep-all, so a burst
-  of scores is never dropped.
-* ``/diagnostics``: the conventional ``diagnostic_msgs`` profile (reliable, volatile).
-"""
+"""The QoS profiles of every evalstop topic, named once (per topic: docs/nodes.md)."""
 
 from __future__ import annotations
 

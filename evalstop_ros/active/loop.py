@@ -1,20 +1,4 @@
-"""Algorithm 1 of seed 004: active experiment selection on a simulated world, with its metrics.
-
-::
-
-    T_cur <- random task; run every policy on it d times          (line 1, initialisation)
-    fit the surrogate                                             (line 3)
-    until the cost budget is spent:
-        S MC-dropout predictions of every pair -> EIG             (line 5, Eq. 1)
-        choose by the strategy, epsilon-greedy                    (lines 6-7, Eq. 2)
-        run the query d times (task-level: every policy)          (line 8)
-        refit; charge c_eval per rollout and c_switch on a task change  (lines 9-10)
-        log L1 of the mean and the average log-likelihood (eval mode)   (line 11)
-
-L1 is ``mean_ij |E_P[X_ij] - E_Q[X_ij]|``; the log-likelihood is averaged over a fixed
-held-out set of ``holdout`` outcomes per pair drawn once per seed (the paper averages over its
-offline dataset, §V).  Costs follow :class:`~.costs.CostModel`.
-"""
+"""Algorithm 1 of seed 004: active experiment selection on a simulated world, with its metrics (docs/active.md)."""
 
 from __future__ import annotations
 

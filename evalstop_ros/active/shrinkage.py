@@ -1,29 +1,6 @@
-"""A hierarchical Bayesian (shrinkage) surrogate for seed 004's Algorithm 1, beside the MLP.
+"""A hierarchical Bayesian (shrinkage) Gaussian-process surrogate for seed 004's Algorithm 1, beside the MLP.
 
-The mean outcome ``f_ij`` of policy ``i`` on task ``j`` gets a Gaussian prior that is a sum of
-independent effects (a Gaussian process over the pairs, closed-form, no training loop):
-
-.. math::
-
-    f_{ij} = \\mu + a_i + g(t_j) + h_i(t_j), \\qquad
-    \\mathrm{Cov}(f_{ij}, f_{kl}) = s\\,[\\tau_0^2 + \\tau_a^2 \\delta_{ik} + \\tau_g^2 \\kappa_{jl}
-        + \\tau_h^2 \\delta_{ik} \\kappa_{jl}]
-
-with prior mean ``mu`` = 1/2 (its spread is the ``tau_0`` term), ``kappa_jl`` the cosine similarity of the task embeddings (:mod:`.embeddings`): a policy's
-ability ``a_i``, a task effect ``g`` that is smooth in the embedding, and a policy-specific
-task effect ``h_i`` (the specialists), each shrunk toward 0 -- so a pair never run borrows from
-the same policy on similar tasks and from other policies on the same task.  Outcomes are
-``y = f_ij + noise`` (variance ``sigma^2``); the posterior over all ``M x N`` pairs is the usual
-Gaussian conditioning on the cell means (``sigma^2 / count`` per cell).  The overall scale ``s``
-and ``sigma^2`` are chosen by maximising the marginal likelihood over a small grid (empirical
-Bayes) at every fit.
-
-It has :class:`~.surrogate.Surrogate`'s interface: ``predict(samples=S)`` draws ``S`` posterior
-samples of ``f`` (the uncertainty the EIG of seed 004 Eq. 1 needs, in place of MC dropout), drawn
-through the covariance's unique symmetric square root (:meth:`ShrinkageSurrogate.covariance_root`:
-the same draws on any LAPACK build); the binary
-head is ``Bernoulli(clip(f))``, the binned head a Gaussian ``N(f, sigma^2)`` discretised on the
-bins.  ``mean()`` is the posterior mean of ``f`` clipped to [0, 1].
+Closed form, with the MLP's interface; the model is in docs/active.md.
 """
 
 from __future__ import annotations

@@ -1,28 +1,6 @@
-"""The surrogate model of seed 004 §IV-A: an MLP on (policy embedding, task embedding).
+"""The surrogate model of seed 004 §IV-A: an MLP on (policy, task) embeddings with MC dropout (App. C).
 
-``theta_ij = MLP([e_pi_i, e_T_j])`` with dropout after every hidden layer, and one of two heads:
-
-* ``"binary"`` -- one logit, ``Q_ij = Bernoulli(sigmoid(.))``, trained with binary cross-entropy;
-* ``"binned"`` -- ``K`` logits, a categorical distribution over ``K`` equal bins of [0, 1] for a
-  continuous progress score, trained with cross-entropy on the bin of each outcome.
-
-The paper's continuous head is a 2-component Gaussian mixture whose entropy it then *bins into
-25 bins* to compute the EIG (§IV-B).  A categorical head over those same bins is the model the
-EIG is actually computed on, has an exact entropy, and cannot degenerate (a mixture's scale
-collapses to 0 on repeated identical outcomes, so its log-likelihood diverges); its density is
-``q_b K`` on bin ``b``.  Uncertainty is MC dropout (App. C): ``S`` forward passes with dropout on.
-
-Each :meth:`Surrogate.fit` re-initialises the network from its seed and trains full-batch AdamW
-for ``epochs`` epochs (App. B-B: weight decay 1e-4, dropout 0.1).  The paper warm-starts with
-lr 1e-4 ("retrained continuously"); re-initialising makes every fit -- and so every scheduling
-choice -- a pure function of ``(seed, data)``, which the audit replays, and needs a larger
-learning rate (3e-3 by default; docs/active.md).
-
-Why PyTorch (CPU build ``torch==2.13.0``): the model needs dropout at prediction time, two
-custom heads and weight-decayed Adam; scikit-learn's MLP has none of the first two, and a
-hand-written numpy network with its own backpropagation is code the project would have to
-own.  A fit plus 10 MC passes over 10 x 50 candidates takes well under a second on 2 cores
-(bench/active_step.py).
+Heads, training and why PyTorch: docs/active.md.
 """
 
 from __future__ import annotations

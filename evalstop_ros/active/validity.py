@@ -1,17 +1,4 @@
-"""Monte Carlo of the tests' level when an adaptive scheduler picks each round's task.
-
-Used by the validity tests and docs/active.md.  The scheduler here is an *adversary*: after
-every round it runs the open task whose pairs so far favour policy B the most (largest running
-sum of ``b - a``).  The choice uses past data only (it is predictable), like every acquisition
-of seed 004, and it steers the sampling towards false claims harder than EIG does, so a level
-that holds against it holds for the acquisitions too.
-
-* :func:`per_task_fpr` -- ``schedule: active`` as the session runs it: one test per task fed
-  only that task's pairs.  A test's decision after its ``n``-th pair depends on those ``n``
-  pairs alone, so each task's stream is simulated in full once and the schedule decides how
-  far into it the test gets -- exactly what feeding the pairs one by one would give.
-* :func:`pooled_fpr` -- the combination config validation refuses: one test over the pairs of
-  every task, under a null that holds only *on average over the tasks*.
+"""Monte Carlo of the tests' level when an adaptive (adversarial) scheduler picks each round's task (docs/active.md).
 """
 
 from __future__ import annotations

@@ -1,18 +1,4 @@
-"""Synthetic multi-task worlds shaped like seed 004's settings (§V, App. D), for the study and tests.
-
-The paper's datasets are not public, so the study runs on worlds built to their shape: tasks are
-``verb x object`` instructions (MetaWorld-like: 10 policies, 50 tasks, a switch costs 1 when the
-object changes and 0 otherwise; OpenVLA-like: 4 policies, 29 tasks on 2 embodiments, a switch
-costs 1 within and 3 across).  Policy ``i`` succeeds on task ``j`` with
-
-.. math::
-
-    p_{ij} = \\sigma\\big(a_i + u_i \\cdot v_{verb(j)} + w_{obj(j)}\\big)
-
-so tasks sharing a verb (or object) have correlated outcomes -- the structure a task embedding
-can exploit.  A continuous world draws progress from a failure spike near 0 (probability
-``1 - p_ij``) or a success mode near 0.9, the bimodal shape of §IV-A.
-"""
+"""Synthetic multi-task worlds shaped like seed 004's settings (§V, App. D), for the study and tests (docs/active.md)."""
 
 from __future__ import annotations
 

@@ -1,10 +1,6 @@
-"""Offline audit of evalstop sessions from a rosbag or a session journal.
+"""Offline audit of evalstop sessions from a rosbag or a session journal: :func:`read_source`, :func:`verify`, :func:`audit`.
 
-:func:`read_source` reads a bag (sqlite3 or mcap, from ``ros2 bag record`` or ``evalstop
-record``) or a journal into a :class:`SessionRecord`; :func:`verify` rebuilds the session,
-re-runs the statistics core on the scores in collection order and checks every published
-decision and p-value and the protocol, returning an :class:`AuditReport`.  :func:`audit` does
-both.  The recorder (:mod:`.recorder`) needs ROS and is imported only by ``evalstop record``.
+The recorder (:mod:`.recorder`) needs ROS and is imported only by ``evalstop record``.
 """
 
 from __future__ import annotations

@@ -1,12 +1,4 @@
-"""Audit of ``schedule: active``: re-run every scheduling choice from the journal.
-
-For each ``schedule_choice`` event the scheduler (:func:`~evalstop_ros.session.active_schedule.choose_task`)
-is re-run on what the session knew at that moment -- the journaled embeddings, the effective
-scores folded from the events before it, the tests decided so far -- and must give the same
-task, the same acquisition scores (within :data:`SCORE_ATOL`; PyTorch on another CPU may differ
-in the last bits) and the same data digest.  Every trial of the round must then run the chosen
-task from the chosen condition, and the condition must be the task's next draw of the plan.
-"""
+"""Audit of ``schedule: active``: re-run every scheduling choice from the journal (seed 004; docs/audit.md)."""
 
 from __future__ import annotations
 

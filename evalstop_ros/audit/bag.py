@@ -1,10 +1,4 @@
-"""Reading a rosbag2 bag (sqlite3 or mcap) of an evalstop session into a :class:`SessionRecord`.
-
-Works the same for bags made by ``ros2 bag record`` and by ``evalstop record``: only the topic
-*types* and their message content matter.  Topics are found by type (``evalstop/msg/...``)
-under any namespace; a bag holding the topics of several namespaces, or several sessions,
-needs ``namespace=`` / ``session_id=``.  Messages are read in the bag's timestamp order (the
-receive time), which is the order the verifier uses across topics.
+"""Reading a rosbag2 bag (sqlite3 or mcap) of an evalstop session into a :class:`SessionRecord`, topics found by type.
 """
 
 from __future__ import annotations

@@ -1,15 +1,4 @@
-"""The evalstop topics, their QoS, and the message definitions as a rosbags typestore.
-
-Bags from ``ros2 bag record`` and from ``evalstop record`` embed the definition of every
-recorded type, and :class:`rosbags.highlevel.AnyReader` builds its typestore from them.  This
-module supplies the same definitions for *writing* bags (:mod:`.recorder`, :mod:`.synthetic`)
-and as a fallback for reading a bag whose connections carry none.  The ``.msg`` files are read
-from, in order: ``$EVALSTOP_MSG_DIR``; ``share/evalstop/msg`` of the colcon install on
-``$AMENT_PREFIX_PATH``; the ``msg/`` directory of a source checkout.
-
-``SessionConfig`` and ``SessionEvent`` are the two messages that make a bag self-contained (the
-pre-registered configuration, latched at session start, and the manager's journal events: auto
-scores, corrections, voids, decisions).
+"""The evalstop topics, their QoS, and the message definitions as a rosbags typestore (where the ``.msg`` files are found: docs/audit.md).
 """
 
 from __future__ import annotations

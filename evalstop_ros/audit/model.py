@@ -1,16 +1,4 @@
-"""One session, as read from a rosbag or a journal: the plain data the verifier works on.
-
-A :class:`SessionRecord` keeps two views apart:
-
-* the **journal stream** -- what the manager committed to its journal, in ``seq`` order (the
-  journal file itself, or the ``session_event`` topic of a bag): requests with their policy,
-  every score submission with its outcome, corrections, voids, decisions, state changes;
-* the **wire** (bags only) -- what went over the topics, in recording order: trial requests,
-  scores, acknowledgements and the published status of every comparison.
-
-Every record has ``position``, its place in the source (bag message order, or journal ``seq``),
-which orders events across topics, and ``stamp_ns``, the bag's receive time or the journal's
-wall clock, in integer nanoseconds since the Unix epoch.
+"""One session, as read from a rosbag or a journal: the plain data the verifier works on (journal stream and wire; docs/audit.md).
 """
 
 from __future__ import annotations

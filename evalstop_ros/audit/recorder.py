@@ -1,17 +1,4 @@
-"""``evalstop record``: record evalstop's topics to a rosbag2 bag where rosbag2 is not installed.
-
-One node, :class:`SessionRecorder`, subscribes to every topic of :data:`~.interfaces.TOPICS`
-with *raw* subscriptions (the CDR bytes as received, never deserialized and re-serialized) and
-the publisher's QoS -- transient-local for the latched ones, so a recorder started late still
-gets the configuration, the pending request, the latest status and the journal history -- and
-writes each message with its receive time through the rosbags writer (mcap or sqlite3).  The
-bag's metadata carries every type's message definition (from the installed ``.msg`` files) and
-the offered QoS, so ``ros2 bag info``, ``ros2 bag play`` and rosbags read it like a bag from
-``ros2 bag record``.
-
-Recording ends on Ctrl-C / SIGTERM, after ``duration`` seconds, or -- with ``until_finished`` --
-``linger`` seconds after a ``session_status`` reports the session finished or aborted.  The bag
-is complete only once the recorder has closed it (metadata.yaml is written last).
+"""``evalstop record``: record evalstop's topics to a rosbag2 bag where rosbag2 is not installed (raw subscriptions; docs/audit.md).
 """
 
 from __future__ import annotations

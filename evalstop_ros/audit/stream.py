@@ -1,24 +1,4 @@
-"""A journal against the ``session_event`` stream a bag recorded of it, event by event.
-
-The manager publishes every journal event right after it commits it (sealed for the wire,
-:func:`~evalstop_ros.session.blinding.seal`), so a recording of ``session_event`` is a copy of
-the journal made by someone else while the session ran.  Whoever holds the journal file can
-cut events and recompute the hash chain and the head file; they cannot change the recording.
-:func:`compare_streams` reports (``stream_mismatch``):
-
-* an event published but missing from the journal, or journaled with other content (kind,
-  trial or payload as published);
-* journal events after the recording's last one when the recording reaches the session's end
-  (its ``finished``/``aborted`` event): they were never published, so they were added later.
-
-Both sides are compared as published: until the ``key_revealed`` event the manager names the
-policies by stand-ins (:class:`~evalstop_ros.session.public_view.PublicView`, built here from
-the journal's config and key, as the manager builds it), so a journal event before the reveal is
-compared through that view; a recording already turned back into real names
-(:func:`~.bag.read_bag`) goes through the same view, which leaves a public payload unchanged.
-
-Events the recording lacks inside its range (a recorder started late, a lost message) are not
-evidence against the journal: they are counted in a note.
+"""A journal against the ``session_event`` stream a bag recorded of it, event by event (``stream_mismatch``; docs/audit.md).
 """
 
 from __future__ import annotations

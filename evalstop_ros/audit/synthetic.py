@@ -1,17 +1,5 @@
-"""Simulated recordings: the messages evaluation_manager publishes for an in-process session.
-
-For tests, benchmarks and documentation without ROS.  :func:`simulate_recording` drives a real
-:class:`~evalstop_ros.session.EvaluationSession` (journal and all) through a simulated lab and
-returns the messages the manager would have published, in order, as rosbags message objects;
-:func:`write_bag` writes them as a rosbag2 bag (sqlite3 or mcap) with the rosbags writer.
-
-What is published, and when, comes from :class:`~evalstop_ros.session.publishing.SessionPublisher`,
-the module ``evaluation_manager`` itself publishes through; the trial loop is the node's own,
-:class:`~evalstop_ros.session.driver.TrialDriver` (its fault limit, held and missing automatic
-scores), so a recording shows what the node decides; this module only plays the lab and the
-operator and turns the field mappings into rosbags messages.  With ``scoring: operator`` the
-operator's scores travel on ``trial_score``; with ``auto`` the runner's score is journaled with
-its result and submitted by the loop, which only the journal stream shows.
+"""Simulated recordings: the messages evaluation_manager publishes for an in-process session, driven by
+:class:`~evalstop_ros.session.driver.TrialDriver` (tests, benchmarks and docs without ROS).
 """
 
 from __future__ import annotations

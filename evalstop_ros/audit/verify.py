@@ -1,31 +1,7 @@
 """The verifier: rebuild a session from its record, re-run the statistics, check every claim.
 
-:func:`verify` takes a :class:`~.model.SessionRecord` (a bag or a journal) and returns an
-:class:`AuditReport`.  It
-
-1. resolves the pre-registered configuration (one hash for the whole session);
-2. folds what the manager *counted* into a :class:`~evalstop_ros.session.trials.TrialBook` --
-   from the journal stream when there is one, otherwise from the wire (requests unblinded
-   through the plan, scores the manager acknowledged as accepted) -- and cross-checks the two
-   views when a bag has both;
-3. checks the protocol (:data:`CODES`): trial ids, tokens, scores for trials never requested,
-   trials requested but never scored, data after the stop, corrections without a reason,
-   configuration, level or method changes;
-4. re-runs every test with the session's own offline analysis (:mod:`evalstop_ros.session.offline`,
-   the rows of ``offline_decisions``: the statistics core on the effective scores in collection
-   order, with the configuration's levels, ``n_max`` and STEP seeds) -- Bonferroni, sequential
-   Holm (``correction: holm``), per-task tests of a multi-task ``claim`` and ``design: adastop`` --
-   and checks every published state (``comparison_status``, ``session_status``, ``decision``
-   events) against the recomputation at its pair count: decision, stopping trial, p-value and
-   e-value (relative 1e-9, far tighter than the 6 significant digits printed) and the running
-   means (absolute 1e-9); a claim row (``task`` ``"*"``) is checked against ``offline_claims``;
-5. replays STEP's randomization from the logged seed (:class:`StepReplay`).
-
-A published state is compared with the recomputation *as of its time*: corrections and voids
-published before it are applied, later ones are not (a correction re-runs a test, so earlier
-states legitimately differ).  When a published state is not reproduced, the running means
-published before and at that pair pin down which trial's value differs; a data violation found
-earlier (a missing, altered or unrequested score) is named as the cause instead.
+Configuration, counted trials, protocol, every published state against the offline analysis at its
+pair count, STEP's randomization; the steps are in docs/audit.md.
 """
 
 from __future__ import annotations

@@ -1,8 +1,4 @@
-"""Up-front run-time estimates of the long verbs (``step check``, ``step synthesize``, ``simulate``).
-
-The constants are measured on the project's reference machine (2 cores, `bench/`-style load of
-one); a loaded machine can take twice as long, so the line gives a range.  The estimate is
-printed on stderr (never in the ``--json`` output) when it exceeds :data:`ANNOUNCE_SECONDS`.
+"""Up-front run-time estimates of the long verbs (``step check``, ``step synthesize``, ``simulate``), printed on stderr.
 """
 
 from __future__ import annotations

@@ -1,21 +1,6 @@
-"""Reading A/B comparisons from a CSV file, for ``evalstop rank``.
+"""Reading A/B comparisons for ``evalstop rank``: a CSV file, a hub export, a session journal or a rosbag (seed 001 Sec. 3.1).
 
-Header (any order, other columns ignored): ``policy_a,policy_b,preference,progress_a,progress_b``
-and optionally ``task``, ``valid`` and ``explanation``.  One row per A/B pair (seed 001 Sec. 3.1):
-
-* ``preference``: ``A``, ``B`` or ``tie`` (case-insensitive);
-* ``progress_a``, ``progress_b``: the operator's progress score on RoboArena's 0-100 scale (an
-  empty cell = not recorded);
-* ``task``: the instruction, free text; ``explanation``: the operator's reason, free text;
-* ``valid``: ``1``/``0`` (also ``true``/``false``, ``yes``/``no``, ``y``/``n``).  Only valid pairs
-  count, as in the released RoboArena client; a missing column means every pair is valid.
-
-Every error names the file, the line (header = line 1) and the offending value.
-
-:func:`load_ab` also reads a hub's journal export (``evalstop hub export``, JSON lines:
-:func:`load_hub_export`) and a ``design: ab`` session from its journal (``.db``) or a rosbag of it
-(directory, ``.mcap`` or ``.db3``): the same journal events either way, folded by
-:func:`evalstop_ros.session.ab.ab_rounds`.
+The CSV columns are in docs/cli.md; every error names the file, the line and the value.
 """
 
 from __future__ import annotations

@@ -1,12 +1,4 @@
-"""``evalstop adastop``: AdaStop over a CSV of scores collected interim by interim (seed 002).
-
-The CSV has a header naming the agents (one column each; a first column with an empty header,
-as pandas writes it, is taken for a row index and skipped) and one row per run, in interim
-order: rows 1..N are interim 1, N+1..2N interim 2, and so on.  Scores are any finite numbers.
-An agent that left the rotation may have empty cells from then on.  The verb replays the rows
-through :func:`evalstop_ros.stats.adastop.adastop_test` and reports the decision table, the
-interim of each decision, the agents that stopped early, and -- while undecided -- the agents
-the next interim needs.
+"""``evalstop adastop``: AdaStop over a CSV of scores collected interim by interim (seed 002; the CSV layout: docs/cli.md).
 """
 
 from __future__ import annotations

@@ -1,9 +1,4 @@
-"""``evalstop analyze``: replay a recorded paired comparison through a sequential test.
-
-The pairs are read from a CSV file (:mod:`.data`) and handed to
-:func:`evalstop_ros.stats.registry.run_test`, i.e. to the method's own ``*_test`` function, which
-reads them in collection order and reports the *first* stop: the only reading the anytime and
-STEP guarantees cover (seed 003 §IV: the guarantee covers the first stop).
+"""``evalstop analyze``: replay a recorded paired comparison through a sequential test, reporting the first stop (seed 003 §IV).
 """
 
 from __future__ import annotations

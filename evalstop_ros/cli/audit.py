@@ -1,8 +1,4 @@
-"""``evalstop audit``: verify a recorded session, from a rosbag or from its journal.
-
-A thin layer over :func:`evalstop_ros.audit.audit`: read the source, rebuild the session, re-run
-the statistics core on the scores in collection order, check every published decision and
-p-value and the protocol, print the verdict.
+"""``evalstop audit``: verify a recorded session, from a rosbag or from its journal (a thin layer over :func:`evalstop_ros.audit.audit`).
 """
 
 from __future__ import annotations

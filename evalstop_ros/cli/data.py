@@ -1,17 +1,6 @@
-"""Reading paired scores of two policies from a CSV file, for ``evalstop analyze``.
+"""Reading paired scores of two policies from a CSV file (wide or long layout), for ``evalstop analyze``.
 
-Two layouts are accepted (blank lines are skipped):
-
-* **wide**: one row per trial, one column per policy.  The header is exactly ``policy_a,policy_b``
-  (in either order), or any header when the two columns are named with ``columns=(A, B)``;
-  other columns are then ignored.  Every row must hold a score in both columns.
-* **long**: columns ``trial,policy,score`` (others ignored), one row per score.  The file must
-  hold exactly two policies, or ``columns=(A, B)`` selects two; policy A is the one named first
-  (else the first to appear).  Pairs are formed by trial id, in order of each id's first
-  appearance (seed 000 §V-A, seed 003 §III: pairing by index); a trial with one
-  policy's score only is an error, as is a second score for the same trial and policy.
-
-Every error names the file, the line (header = line 1) and the offending value.
+The layouts are in docs/cli.md; every error names the file, the line and the value.
 """
 
 from __future__ import annotations

@@ -1,14 +1,4 @@
-"""``evalstop keys``: create the operator key files of authenticated scores and controls.
-
-``evalstop keys new OPERATOR... --dir DIR`` draws a fresh key (from the OS) for every operator
-and writes, readable by their owner only:
-
-* ``DIR/operators.keys``: every operator, for the manager (``operator_keys_file``);
-* ``DIR/<OPERATOR>.key``: one operator's own line, for its terminal (teleop_scorer's
-  ``key_file``) or for policy_runner (``key_file``; ``:`` in a name becomes ``_``).
-
-See docs/integrity.md. Existing files are not overwritten.
-"""
+"""``evalstop keys``: create the operator key files of authenticated scores and controls (docs/integrity.md)."""
 
 from __future__ import annotations
 

@@ -1,11 +1,7 @@
-"""``evalstop step synthesize|check|oc``: STEP decision tables, their Type-I check and exact OC.
+"""``evalstop step synthesize|check|oc``: STEP decision tables, their Type-I check and exact OC (seed 003 §IV, Eqs. 7-10).
 
-STEP's regions are synthesized offline per ``(n_max, alpha)`` (seed 003 §IV, Eqs. 7-10) and
-cached in the user cache directory (``$EVALSTOP_CACHE_DIR``, else ``$XDG_CACHE_HOME/evalstop/step``
-or ``~/.cache/evalstop/step``).  The verbs take the same ``--alpha``/``--alternative`` as
-``evalstop analyze``: a two-sided test at ``alpha`` uses the table at ``alpha / 2`` per direction
-(:func:`evalstop_ros.stats.step.table_alpha`), so synthesizing with the flags of the analysis
-fetches the table the analysis will use.
+Same ``--alpha``/``--alternative`` as ``evalstop analyze``, so synthesizing with the analysis's flags
+fetches the table it will use.
 """
 
 from __future__ import annotations

@@ -1,10 +1,1 @@
-"""The evaluation hub: one service coordinating many stations (``evalstop hub``).
-
-* :mod:`.store` policies, stations (hashed, revocable keys), leased assignments, idempotent
-  results and the global journal on PostgreSQL or SQLite (:mod:`.schema` migrations);
-* :mod:`.app` the FastAPI service; :mod:`.page` the leaderboard page;
-* :mod:`.leaderboard` ranking and pairwise sequential tests over the journal (online = offline);
-* :mod:`.station` the ROS-free station client with its local journal and sync-later.
-
-See docs/hub.md.
-"""
+"""The evaluation hub: one service coordinating many stations (``evalstop hub``; docs/hub.md)."""

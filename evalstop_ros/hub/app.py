@@ -1,38 +1,7 @@
 """The hub's HTTP service (FastAPI): authenticated JSON API for stations and the leaderboard.
 
-Endpoints (every one needs ``Authorization: Bearer <key>``; the leaderboard may be made public):
-
-=========================================  ========  ====================================================
-``POST /v1/work``                          station   lease the next A/B trial: id, task, deadline, runner ticket
-``POST /v1/tickets/resolve``               station   the runner's policy-server addresses for a live lease
-                                                     (relay locators with ``--relay``: addresses stay here)
-``WS   /v1/relay``                         runner    the policy protocol relayed to an arm's server
-                                                     (``Authorization: Api-Key <relay token>``; :mod:`.relay`)
-``POST /v1/assignments/{id}/renew``        station   extend a live lease (heartbeat of a long trial)
-``POST /v1/assignments/{id}/result``       station   report the scores once (idempotent by ``upload_id``)
-``GET  /v1/leaderboard``                   viewer    rankings (all models, SEs, intervals), every pair's state
-                                                     under sequential Holm, progress (settled / budget) (JSON)
-``GET  /leaderboard``                      viewer    the same as an HTML page (a browser without a key
-                                                     gets a sign-in form, 401)
-``POST /leaderboard/login``                -         form field ``key`` (a viewer key): sets an HttpOnly cookie
-``GET  /v1/journal?after=SEQ``             viewer    the global journal (policy names included)
-``GET  /v1/status``                        any       counts of assignments and results
-=========================================  ========  ====================================================
-
-A browser cannot send the ``Authorization`` header, so ``/leaderboard`` also accepts the key from
-the HttpOnly, SameSite=Strict cookie ``evalstop_hub_key`` that the sign-in form sets (path
-``/leaderboard``, :data:`~.page.COOKIE_DAYS` days); the JSON API takes the header only.
-
-Blinding: work sent to stations names the arms ``A`` and ``B`` only; policy names and server
-addresses stay in the hub. The runner reaches its arms' servers through the lease's runner ticket,
-which resolves once: to relay locators with ``relay`` (:mod:`.relay`: the hub forwards the policy
-protocol, no address leaves it), else to the addresses. A station key reads nothing that names a policy: the leaderboard
-(JSON and page) and the journal answer 403 to it, since a station reading the leaderboard
-before and after its own upload would learn which policy was its arm A. ``--public-leaderboard``
-opens the leaderboard (not the journal) to anyone, stations included, and so gives up that part
-of the blinding; it is an explicit opt-in for a public evaluation.
-Bodies above ``max_body`` bytes are refused (413) before they are read; malformed JSON and
-out-of-range fields give 400 with the reason; nothing is written by a refused request.
+Stations, runners and viewers authenticate with keys; a station key reads nothing that names a
+policy.  Endpoints and blinding: docs/hub_server.md and docs/hub.md.
 """
 
 # No `from __future__ import annotations`: FastAPI reads the endpoints' annotations at run time,

@@ -1,31 +1,6 @@
-"""Audit of a hub export: the hash chain, the protocol, every station's uploads, the leaderboard.
+"""Audit of a hub export (``evalstop audit journal.jsonl``): the hash chain, the protocol, every station's uploads, the leaderboard.
 
-``evalstop audit journal.jsonl`` (an ``evalstop hub export``) checks, without the hub:
-
-* **the chain** (:mod:`.chain`): no entry edited, removed, inserted or reordered -- the standard
-  journal's chain, checked by the standard checker, or for an export of a hub before schema
-  version 4 the old chain it was written with (a note says so);
-* **the evaluation** (:mod:`.evaluation`): one ``evaluation`` entry, journaled before the first
-  result (a hub from before evaluations were journaled has none, or one after its first results:
-  a note); every re-derivation below uses it;
-* **the protocol**: every result belongs to an assignment handed out to the station that
-  reports it, with the assignment's policies and task; one result per assignment; no result for
-  a lease whose trial had been handed out again; every policy registered; every task one of the
-  evaluation's;
-* **each station** (``--station DIR``, the directory of ``evalstop hub station`` or of a ROS
-  station): its journal (``station.db``, :mod:`.station_journal`) checked as a session journal is,
-  by the standard chain check -- the first edited or removed event named, as ``read_journal``'s
-  ``chain_break`` is, and a truncated or rewritten journal by its head file (the JSON lines
-  journal of an earlier development version is refused); and every upload
-  the hub acknowledged holds, in the hub's journal, the scores the station journaled before it
-  uploaded (an edited upload is named by its upload id), and the hub counts no upload of the
-  station that the station never made;
-* **the leaderboard** (``--against board.json``, a saved ``/v1/leaderboard``): published under the
-  journaled evaluation (method, level, ranker, models, budget), and re-derived from the entries up
-  to its ``as_of_seq`` by the code the hub runs (:func:`.leaderboard.leaderboard`): the same
-  results, order, pair decisions.
-
-Without ``--against`` the leaderboard of the whole export is re-derived under the journaled evaluation.
+What each check covers: docs/hub.md ("Audit of a hub export") and docs/hub_server.md.
 """
 
 from __future__ import annotations

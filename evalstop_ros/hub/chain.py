@@ -1,27 +1,6 @@
-"""The hub journal's hash chain: the standard journal's chain, and the reader of the old one.
+"""The hub journal's hash chain: the standard journal's chain (schema version 4), and the reader of the old one.
 
-Since schema version 4 the hub's journal is chained as a session's and a station's journal are
-(:func:`evalstop_ros.session.journal_format.chain_hash`): each entry stores
-``hash = chain_hash(previous, seq, stamp_ns, kind, None, body)`` (:func:`entry_hash`), where
-``seq`` is the entry's sequence number -- assigned by the store under the journal lock, so it is
-gap-free and known before the insert -- ``stamp_ns`` its stored time ``at`` (seconds, a double) in
-integer nanoseconds (:func:`stamp_ns`: ``round(at * 1e9)``, a function of the stored value alone,
-so an export re-derives it exactly), ``kind`` its kind and ``body`` its body text as stored
-(:func:`body_text`, re-written identically from an exported body); the hub's entries have no
-trial.  The first entry chains to :data:`HUB_GENESIS`, a constant (SHA-256 of
-``"evalstop-hub-journal"``: a hub database has no identity of its own to hash; its entries are
-what identifies it).  :func:`check_chain` checks an export with the standard checker
-(:func:`~evalstop_ros.session.journal_format.check_rows`): one implementation of chain checking
-for session, station and hub journals; the first entry edited, removed, inserted or reordered
-breaks its link and is named (seed 001 Sec. 3.1: every result of a distributed evaluation must be
-accounted for; the chain makes an export tamper-evident).
-
-The old chain (schema version 3, before the hub's journal was the standard one) linked an entry
-by :func:`link` over the previous link, ``repr(at)``, kind and body, without the sequence number,
-from :data:`GENESIS`.  A hub migrating to version 4 relinks its entries by the standard chain; an
-export written by a version-3 hub still verifies: :func:`export_chain` tells which chain an export
-uses (the first entry whose stored link is one chain's and not the other's) and
-:func:`check_chain` checks it by that chain.
+An export is tamper-evident (seed 001 Sec. 3.1: every result must be accounted for); docs/hub_server.md.
 """
 
 from __future__ import annotations

@@ -1,16 +1,5 @@
 """Opening the hub's database: an SQLite file only its owner can read, a PostgreSQL pool whose
-connection string is never printed.
-
-The hub's database holds the policy names, their servers' addresses and every result, so an SQLite
-database -- the file and SQLite's ``-wal`` and ``-shm`` files beside it -- is created (or tightened
-to) mode 0600 whatever the umask, in a directory created 0700, and a directory other users can write
-is refused: the rules of the session journal (:mod:`evalstop_ros.session.journal_files`), applied
-by the same functions. Exports and key files are written by :func:`write_private`.
-
-A PostgreSQL connection string may carry a password: :func:`describe` names a database without it,
-and :func:`scrub` removes the string (and its password) from any error text before it is shown.
-libpq's own ways to keep the password off the command line (``~/.pgpass``, ``PGPASSWORD``,
-``PGSERVICE``) work unchanged.
+connection string is never printed (docs/hub_server.md).
 """
 
 from __future__ import annotations

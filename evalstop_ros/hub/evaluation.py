@@ -1,15 +1,6 @@
 """A hub's evaluation: what it tests and how, journaled once, like a session's configuration.
 
-A session journals its configuration before its first trial, and a restart on the same journal
-keeps it (``config_diff``: a changed level, method or budget is refused), so that no one can
-look at the data and then pick the level that makes a claim. The hub does the same: the first
-start on a database journals an ``evaluation`` entry (the anytime-valid ``method`` of the pairwise
-tests, the family-wise ``alpha``, the primary ``ranker`` and the ranking ``models``, the
-``budget``, the ``schedule`` and the ``tasks``); every later start, by any hub process, must
-name the same evaluation or is refused with the differences (an option not given is the
-journaled one: a restart needs no flag repeated, :func:`resumed`); ``evalstop hub analyze`` reads it
-from an export, and ``evalstop audit`` checks that a published leaderboard used it. A journal
-written before hubs journaled their evaluation has none: its first start journals the one given.
+A later start must name the same evaluation or is refused with the differences (docs/hub_server.md).
 """
 
 from __future__ import annotations

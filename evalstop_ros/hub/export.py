@@ -22,6 +22,8 @@ def read_export(path: str | pathlib.Path) -> list[dict[str, Any]]:
         lines = pathlib.Path(path).read_text(encoding="utf-8").splitlines()
     except OSError as err:
         raise HubError(f"cannot read {path}: {err.strerror}") from err
+    except UnicodeDecodeError as err:
+        raise HubError(f"{path}: not a hub export (not UTF-8 text: byte {err.start})") from err
     entries = []
     for number, line in enumerate(lines, 1):
         if not line.strip():

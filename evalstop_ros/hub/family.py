@@ -1,26 +1,7 @@
-"""The hub's comparisons as one family under sequential Holm: the engine a local K-policy session uses.
+"""The hub's comparisons as one family under sequential Holm (seed 000 §VI-B, seed 003 footnote 5).
 
-Every pair of the hub's ``P`` policies is a comparison (:func:`~evalstop_ros.stats.families.comparison_pairs`,
-``m = P (P - 1) / 2``, oriented ``(x, y)`` with ``x < y`` by name); each has its two directional
-hypotheses ("y better", "x better"), each tested by a one-sided anytime-valid process at
-``alpha / 2m`` (by default the mixture e-process, :mod:`evalstop_ros.stats.mixture`; docs/hub.md),
-and after every counted result the session's :class:`~evalstop_ros.stats.engine.HolmEngine` analyses all
-``2m`` running-minimum p-values at once: the probability that *any* "better" claim on the
-leaderboard is false is at most ``alpha``, however often it is read (seed 000 §VI-B; seed 003
-footnote 5: a multi-policy comparison is its pairwise comparisons examined simultaneously; the
-validity argument is in :mod:`evalstop_ros.stats.families`, "Which procedures remain valid":
-Holm on anytime-valid p-values at any single analysis time, repeated, keeping its rejections).
-
-The analysis time is one counted result, in journal order (a result that lowers no p-value
-changes nothing Holm decides, so the engine is not re-run for it).  A local session analyses in rounds
-(step ``n`` once every open comparison has ``n`` pairs); the hub's pairs arrive unbalanced by
-design (its schedule spends results on the uncertain pairs, decided pairs get none), so it
-analyses the current p-values after each result instead -- the same engine
-(:meth:`HolmEngine.analyse`, lock-step with one lane), valid by the same argument.  A
-decided comparison is fed nothing more and keeps its p-values from its stop.
-
-A policy registered after results were counted changes the family (``m`` and every level), so
-the family is rebuilt and every result replayed over the new ``m`` pairs.
+Every pair's two directional hypotheses, analysed by the one :class:`~evalstop_ros.stats.engine.HolmEngine`
+after each counted result; docs/hub_server.md and docs/hub.md ("The pairs' test").
 """
 
 from __future__ import annotations

@@ -1,32 +1,6 @@
-"""The leaderboard over every station's results, from the hub's journal.
+"""The leaderboard over every station's results, from the hub's journal: pairs under sequential Holm, rankings, progress.
 
-One class, :class:`Leaderboard`, turns the journal's ``result`` entries (in journal order) into
-the leaderboard; the hub feeds it its live journal as it grows and ``evalstop hub analyze`` an
-exported one (:func:`leaderboard`), so the two agree by construction and the tests compare them.
-
-* **Comparisons**: all ``P (P - 1) / 2`` policy pairs form one family under sequential Holm at
-  family-wise level ``alpha`` (:class:`~.family.HolmPairs`: the statistics core's
-  :class:`~evalstop_ros.stats.holm.SequentialHolm` and
-  :class:`~evalstop_ros.stats.holm.DirectionalTests`, the engine of a local K-policy session;
-  seed ``000_*`` §VI-B).  A "better" claim anywhere on the board is false with probability at
-  most ``alpha``, however often the board is read.
-* **Rankings**: the primary ranking (``ranker``: ``winrate`` or a model of :mod:`.rankings`) and
-  every model of ``models`` (Bradley-Terry, Davidson, Elo, PROG, paired progress, the task-aware
-  model of seed ``001_*`` Sec. 3.2) with SEs and intervals; each policy's win rate and mean
-  score also carry an anytime-valid interval (:func:`~evalstop_ros.stats.ranking_groups.group_summary`).
-* **Progress** (:meth:`Leaderboard.progress`): the current order (Bradley-Terry, with adjacent
-  policies swapped where Holm decided otherwise), which adjacent pairs are decided, and whether
-  the ranking is settled (every adjacent pair decided) or the budget of results spent; the
-  ``uncertain`` schedule takes its :class:`~.schedule.Focus` from here (:meth:`Leaderboard.focus`).
-
-The state is kept per result (:meth:`Leaderboard.add`): the family's tests, each policy's counts,
-and the results as the core's comparison arrays (grown in place), so that a board is cheap to read
-at any size. :meth:`Leaderboard.capture` takes what a snapshot needs in O(policies) -- the hub
-does this under the lock its leases take -- and the snapshot is computed from it afterwards,
-outside that lock. The ranking models are refitted on every result up to :data:`EXACT_MODELS`
-results and after that at steps of 5 % (:func:`model_point`, a function of the number of results
-alone, so the live board and an offline analysis fit the same results); ``models_as_of`` says on
-how many.
+The live hub and ``evalstop hub analyze`` run the same class; docs/hub_server.md.
 """
 
 from __future__ import annotations

@@ -1,13 +1,4 @@
-"""The leaderboard and its sign-in form as self-contained HTML pages (no scripts, no external resources).
-
-Rendered from the report's Jinja2 templates (``evalstop_ros/report/templates``: ``leaderboard.html.j2``,
-``login.html.j2``), so the hub's page and a session report read alike: three decimals everywhere,
-a time stamp and the result the board is as of, whether the ranking is settled, the ranking as
-plots (HTML and CSS: the labels are text at the page's font size, legible on a phone) and as a
-table, the pairs under sequential Holm and what the family-wise level covers, then every ranking
-model's scores with SEs and intervals (the primary model's open, the others on demand). The page
-reloads itself every :data:`REFRESH_SECONDS` (a ``meta refresh``: no script).
-"""
+"""The leaderboard and its sign-in form as self-contained HTML pages (no scripts, no external resources)."""
 
 from __future__ import annotations
 

@@ -1,13 +1,4 @@
-"""The hub's rankings: every model of :mod:`evalstop_ros.stats.ranking`, with standard errors and intervals.
-
-The counted results become the core's :class:`~evalstop_ros.stats.ranking.Comparisons` (seed
-``001_*`` RoboArena App. B.1: arm A's policy ``i``, arm B's ``j``, ``y = 2`` when A's score is
-higher, ``1`` for equal scores, ``0`` otherwise; both scores as progress; the result's task), and
-each model of ``evalstop rank`` is fitted by the same function (:data:`MODELS`, :func:`fit_model`):
-Bradley-Terry, Davidson, Elo, PROG, paired progress and the task-aware model of seed ``001_*``
-Sec. 3.2 / App. B (every hub result carries its task).  Each row has the score, its SE and the
-``level`` interval ``score -+ z se`` of :meth:`~evalstop_ros.stats.ranking.Ranking.interval`
-(pointwise, for the data in hand -- unlike the pairwise tests these are not anytime-valid).
+"""The hub's rankings: every model of :mod:`evalstop_ros.stats.ranking` on the counted results (seed 001 App. B.1), with SEs and intervals.
 """
 
 from __future__ import annotations

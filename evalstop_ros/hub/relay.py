@@ -1,24 +1,5 @@
 """The hub's relay of the policy protocol: a runner reaches its arms' policy servers through the
-hub, so that no station ever learns a policy server's address.
-
-With relaying on (``evalstop hub serve --relay``, the default on PostgreSQL, the multi-lab hub), a
-resolved runner ticket gives the runner one **relay locator** per arm instead of an address:
-``ws://HUB/v1/relay/<token>`` (``wss://`` behind HTTPS), the token random, single-lease, stored as
-a hash (:meth:`~.store.HubStore.resolve_ticket`). The runner connects to ``ws://HUB/v1/relay``
-with the header ``Authorization: Api-Key <token>`` (what openpi's own client sends for an API key;
-:func:`evalstop_ros.runner.client.relay_address` splits a locator), the hub checks that the
-token's lease lives (:meth:`~.store.HubStore.relay_target`), opens a WebSocket to the arm's policy
-server and forwards every frame both ways, unchanged -- openpi's protocol (WebSocket + msgpack-numpy,
-:mod:`evalstop_ros.runner.wire`): the server's metadata frame, then one reply per request --
-except a policy server's TEXT frame (an error: a traceback, which may name its host, port and
-checkpoint), which the hub logs and replaces by ``policy server error (hub log <ref>)``. A socket
-on the station's machine shows the hub as its peer (``/proc/net/tcp``), never the policy server.
-
-Addresses the hub relays: ``ws://`` and ``wss://`` URLs, ``tcp://HOST:PORT`` and ``HOST:PORT``
-(:func:`upstream_uri`); a ``sim://`` address is a simulation run by the station itself, with no
-server to reach, and is handed to the runner as it is. Frames are bounded both ways: a policy
-server's by :data:`MAX_FRAME_SIZE` (the runner's own bound), a runner's by uvicorn's
-``ws_max_size``.
+hub, so that no station ever learns a policy server's address (docs/hub.md, docs/hub_server.md).
 """
 
 from __future__ import annotations

@@ -1,19 +1,6 @@
-"""Which policy pair the hub hands out next: spend robot time where the ranking is still uncertain.
+"""Which policy pair the hub hands out next: ``uncertain`` (default), ``need``, or ``uniform`` (RoboArena's pairing, seed 001 §3).
 
-Three schedules (``evalstop hub serve --schedule``):
-
-* ``uncertain`` (default): decided pairs leave the schedule; the next result goes to a pair whose
-  order is still open -- two policies *adjacent* in the current ranking that sequential Holm has
-  not decided (:class:`Focus`, computed by :meth:`~.leaderboard.Leaderboard.focus`), the least
-  loaded of them first.  Before every pair has a few results (``warm-up``), and once every
-  adjacent pair is decided, the open non-adjacent pairs are served the same way; once every pair
-  is decided, all pairs by need (the hub keeps serving; it reports the ranking settled).
-* ``need``: among all pairs with the fewest results and open leases (ties at random).
-* ``uniform``: any pair, uniformly -- RoboArena's pairing (seed ``001_*`` §3: random pairs of
-  policies per evaluation).
-
-``docs/hub_study.md`` (``bench/hub_study.py``) compares the results needed to settle a planted
-ranking under ``uncertain`` and ``uniform``.  Which policy is arm A is drawn per trial in all three.
+The schedules and their study: docs/hub_server.md, docs/hub_study.md.
 """
 
 from __future__ import annotations

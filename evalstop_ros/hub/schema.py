@@ -1,34 +1,4 @@
-"""Versioned schema migrations of the hub store, for PostgreSQL and SQLite.
-
-Each migration is applied once, in order, inside one transaction, and recorded in
-``schema_version``; :func:`migrations` yields the statements of the versions a store still
-lacks. The two dialects differ only in the auto-numbered key of the journal.
-
-Version 2 makes every query of a lease, an upload and a ticket an index look-up, so that the
-cost of ``POST /v1/work`` does not grow with the leases ever made: an expired
-lease that was handed out again is marked ``requeued`` (the queue of requeued work is then the
-``expired`` rows, oldest first, instead of a scan for expired rows without a successor), a
-unique index on ``requeue_of`` lets an expired lease be handed out again at most once, the
-per-pair load of the ``need`` schedule is kept in ``pair_load`` instead of being counted over
-all assignments, and a runner ticket records when it was used (single use).
-
-Version 3 chains the journal (:mod:`.chain`): each entry stores the SHA-256 link over the one
-before it and itself, so an export is tamper-evident and ``evalstop audit`` can verify it; the
-store computes the links of the entries an older database already holds when it migrates.
-
-Version 4 makes the hub's journal the standard journal's chain (:mod:`.chain`: the link hashes
-the sequence number too, as a session's and a station's do); its sequence numbers are assigned by
-the store under the journal lock (gap-free, no longer the column's auto-numbering). It changes no
-table: the store renumbers the entries an older database holds 1, 2, 3, ... in their order (an
-auto-numbered sequence skips a number where a transaction was rolled back; no entry is lost
-there) and relinks them. Both migrations run on PostgreSQL and SQLite alike.
-
-Version 5 scopes upload ids per station: ``results`` is unique on ``(station_id, upload_id)``
-instead of ``upload_id`` alone, so a station can neither learn whether another station used an id
-(a 409 "already used") nor take one another station will use. The table is rebuilt (SQLite cannot
-drop a column's constraint), on both dialects by the same statements. It also adds
-``relay_tokens``: the hashes of the tokens with which a runner reaches an arm's policy server
-through the hub's relay (:mod:`.relay`), one per arm of a resolved lease.
+"""Versioned schema migrations of the hub store, for PostgreSQL and SQLite (each version's change: docs/hub_server.md).
 """
 
 from __future__ import annotations

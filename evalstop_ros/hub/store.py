@@ -1,26 +1,7 @@
-"""The hub's store: policies, stations, leased assignments, results and the global journal.
+"""The hub's store: policies, stations, leased assignments, results and the global journal, on PostgreSQL or SQLite.
 
-One class over two databases: PostgreSQL (psycopg 3, ``postgresql://...``) for a shared hub and
-SQLite (``sqlite:///path`` or a bare path) as the embedded default for one lab. SQL is written
-with ``?`` placeholders and translated for psycopg. Every state change is one transaction that
-also appends to ``journal``; the journal's ``result`` entries are the hub's record of truth, from
-which the leaderboard is computed (:mod:`.leaderboard`), online and offline alike.
-
-Concurrency. On PostgreSQL the store holds a connection pool (psycopg_pool) and
-takes no process-wide lock, so several hub processes serve one database: each transaction runs
-on its own connection (READ COMMITTED) and claims the rows it changes with row locks -- expired
-leases and requeued work with ``FOR UPDATE SKIP LOCKED`` (two processes never take the same
-row), an assignment being reported or renewed with ``FOR UPDATE`` -- and uploads are made
-idempotent by the unique keys of ``results`` (``ON CONFLICT DO NOTHING``). Runner tickets are
-spent by one ``UPDATE ... WHERE ticket_used_at IS NULL RETURNING``. Journal entries are written
-last in a transaction, under a transaction-scoped advisory lock, numbered by the store (the one
-after the last entry: gap-free, as the standard chain of :mod:`.chain` hashes them) and linked to
-the last entry, so that their sequence numbers follow the commit order (a reader that has seen
-entry ``n`` never later finds an entry below ``n``). Row locks are taken in one order (station, its own assignments, pair loads sorted by pair,
-journal lock) and rows of other stations only with ``SKIP LOCKED``, never waited for, so
-transactions cannot deadlock; should the database still abort one (a deadlock or serialisation
-failure, a lost connection), the request is answered 503 and the station retries it. SQLite is
-for one process: one connection, one lock and ``BEGIN IMMEDIATE``.
+Every state change is one transaction that appends to the journal; concurrency across hub
+processes is in docs/hub_server.md.
 """
 
 from __future__ import annotations

@@ -1,31 +1,7 @@
 """``evalstop_demo``: a complete simulated evaluation as separate ROS processes, start to decision.
 
-What ``ros2 launch evalstop demo.launch.py`` does, for machines without ``ros2 launch`` (the
-PyPI-wheel ROS of ``make demo``): it starts ``sim_robot`` and ``evaluation_manager`` from the
-installed package as processes that talk over DDS on the loopback interface, follows the
-manager's ``session_status`` and prints the progress (as the automatic operator it confirms each
-scene reset a ``confirm_reset`` session asks for, through ``session_control``), waits for the final decision, stops
-everything, and re-checks the journal offline (the live decisions must equal the statistics
-core's re-analysis of the recorded scores).
-
-Exit status: 0 when the session finished and the offline re-analysis agrees, 1 otherwise,
-2 for usage errors.
-
-Example::
-
-    $ evalstop_demo --rates 0.5,0.8
-    evalstop demo: session demo-20250611-101500, ROS_DOMAIN_ID 17 ...
-    trial   2 | 1 s, at most 49 s left | running:awaiting_run | policy:2 vs policy:1: success/step n=1 CONTINUE, ...
-    ...
-    journal: /tmp/evalstop-demo-.../demo-20250611-101500.db
-    report:  evalstop report /tmp/evalstop-demo-.../demo-20250611-101500.db -o /tmp/evalstop-demo-.../report
-
-A config the robot cannot run (invalid, or naming policies the simulated robot does not serve) is
-refused before any node starts; a session that pauses, or whose trial waits for a human's score
-(no ``scoring: auto``), is said on the terminal with the manager's reason.
-
-(While the session runs the manager names the policies by sealed stand-ins,
-``evalstop_ros.session.public_view``; the final summary names them.)
+Exit status: 0 when the session finished and the offline re-analysis agrees, 1 otherwise, 2 for
+usage errors (docs/nodes.md).
 """
 
 from __future__ import annotations

@@ -1,53 +1,8 @@
 """``evaluation_manager``: runs one :class:`~evalstop_ros.session.EvaluationSession` over ROS.
 
-The node only turns messages into calls on the session object (plain Python, journaled,
-unit-tested without DDS) and the session's answers back into messages:
-
-* publishes the pending trial, blinded, on ``trial_request`` (latched: a late operator
-  terminal still sees it; ``trial_id`` 0 once nothing is pending);
-* sends it to the runner as a ``RunTrial`` goal (``runner_action``; retried after a runner
-  fault, the session paused after ``runner.max_attempts`` faults in a row -- the journaled
-  config's, filled in from the ``max_attempts`` parameter when the file has none -- or as soon as
-  more than one node serves the action, :meth:`~.manager_base.ManagerNode.watch_runners`); what
-  identifies the policy is sealed for the runner (``goal_key_file``, :mod:`~evalstop_ros.session.goal_sealing`),
-  and a result without the runner's proof is refused;
-* records scores from ``trial_score`` -- the operator's, or, when the session config says
-  ``scoring: auto``, the runner's own ``auto_success``/``auto_progress``, which the manager
-  submits itself as scorer ``auto:<runner action>`` -- and answers every score on
-  ``score_ack`` (a rejection carries the reason that is also logged);
-* publishes ``session_status`` (latched), ``comparison_status`` (one message per changed
-  comparison; with a multi-task claim also per changed claim row, ``task`` ``"*"``), ``/diagnostics``, and for recordings ``session_config`` (the pre-registered
-  design, latched) and ``session_event`` (every journal event right after it is committed;
-  after a restart the whole journal again, same ``seq``);
-* serves ``start_session``, ``session_control`` (pause/resume/abort, and the operator's
-  confirmation that the scene is reset: with ``confirm_reset`` in the session config a trial is
-  sent to the runner only after it) and ``correct_score``.
-
-With ``operator_keys_file`` set, every score, correction/void and session-control request
-must be signed by an operator listed there (:mod:`evalstop_ros.session.auth`): unsigned,
-unknown, forged or replayed ones are refused with the reason, counted in ``/diagnostics`` and
-journaled in bounded form (``message_rejected``), and the answers (``score_ack``, the service
-responses) are signed for the operator.  Without it the manager refuses to start when
-``allow_unsigned`` is false (eval.launch.py's default for ``robot:=droid`` and ``widowx``);
-otherwise it warns at start-up and reports ``authentication: off`` in ``/diagnostics``.
-
-The trial loop and its rules (the fault limit, held automatic scores, the operator's fallback
-when an automatic score is missing or invalid) are :class:`~evalstop_ros.session.driver.TrialDriver`'s,
-decided from the journal alone: crash safety comes from the session journal
-(``journal_dir/<session_id>.db``): started again with the same ``session_id`` the manager replays
-it and carries on from the pending trial with the same decisions.
-
-A station of an evaluation hub is another node, ``station_manager`` (:mod:`.station_manager`,
-docs/hub.md); given ``hub_url`` this node refuses to start and says so.  The plumbing both share
-(parameters, topics, services, diagnostics timer, exit) is :class:`~.manager_base.ManagerNode`'s.
-
-Until the session's key is revealed at its end, every operator-reachable output (the topics
-above, ``/diagnostics``, the session's log lines) names the policies only by the stand-ins of
-:class:`~evalstop_ros.session.public_view.PublicView` (``policy:1`` ... in a sealed order); at
-the reveal the node publishes ``session_config`` and every comparison again with the real names.
-
-When the session ends the node keeps serving its final status (a lab dashboard can still
-read it), unless ``exit_on_finish`` is set (the demo and tests), then it exits with status 0.
+The node turns messages into session calls and the answers back into messages; the trial rules
+are :class:`~evalstop_ros.session.driver.TrialDriver`'s, the plumbing :class:`~.manager_base.ManagerNode`'s.
+Topics, signing, blinding and exit: docs/nodes.md and docs/ros.md.
 """
 
 from __future__ import annotations

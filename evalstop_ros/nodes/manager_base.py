@@ -1,23 +1,4 @@
-"""What ``evaluation_manager`` and ``station_manager`` share: the node plumbing around a trial loop.
-
-Both nodes drive one runner through :class:`~evalstop_ros.session.driver.TrialDriver` and talk
-to the operator over the same interface; :class:`ManagerNode` holds that interface once:
-
-* the runner parameters (:func:`~.manager_parameters.declare_runner_parameters`: ``journal_dir``,
-  ``runner_action``, ``max_attempts``, ``goal_response_timeout``, ``exit_on_finish``,
-  ``exit_linger``), checked again on every change;
-* the outputs (``trial_request``, ``session_status``, ``session_config`` latched;
-  ``comparison_status``; ``score_ack``; ``session_event``; ``/diagnostics`` every second), written
-  through a :class:`~evalstop_ros.session.publishing.SessionPublisher`;
-* the inputs: the ``trial_score`` subscription and the ``session_control`` and ``correct_score``
-  services, each handed to the subclass (``_on_score``, ``_on_session_control``,
-  ``_on_correct_score``);
-* the exit: :attr:`ManagerNode.done` gets the exit status after ``exit_linger`` once the work is
-  over with ``exit_on_finish`` (:meth:`ManagerNode.exit_when_lingered`), and :func:`run_manager`
-  is both nodes' ``main``.
-
-What the subclass does with a message is its own: a local session (``evaluation_manager``) or the
-hub's work (``station_manager``).
+"""What ``evaluation_manager`` and ``station_manager`` share: the node plumbing around a trial loop (docs/nodes.md).
 """
 
 from __future__ import annotations

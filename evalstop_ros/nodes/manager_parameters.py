@@ -1,13 +1,4 @@
-"""The manager nodes' parameters: declared with their ranges and descriptions, checked at
-start-up and on every change.
-
-:func:`declare_runner_parameters` declares those of every node that drives a runner
-(``evaluation_manager`` and ``station_manager``: journal, runner action and limits, exit);
-:func:`declare_manager_parameters` adds ``evaluation_manager``'s session parameters.
-
-The pre-registered ones (:data:`SESSION_PARAMETERS`) are fixed while a session is active;
-``max_attempts`` only fills in ``runner.max_attempts`` for a config that does not set it, and
-that value is journaled with the session (:mod:`evalstop_ros.session.driver`).
+"""The manager nodes' parameters: declared with their ranges and descriptions, checked at start-up and on every change.
 """
 
 from __future__ import annotations

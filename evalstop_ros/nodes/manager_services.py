@@ -1,8 +1,4 @@
-"""``evaluation_manager``'s ``session_control`` and ``correct_score`` requests as session calls.
-
-Each function takes the ROS request's fields and answers ``(ok, message)`` for the response;
-the node authenticates the request first, signs the answer, and stops a rollout whose trial an
-abort or a void took away.
+"""``evaluation_manager``'s ``session_control`` and ``correct_score`` requests as session calls, answered ``(ok, message)``.
 """
 
 from __future__ import annotations

@@ -1,40 +1,7 @@
 """``policy_runner``: a ``RunTrial`` action server that runs served policies on a robot.
 
-Per goal it opens what identifies the policy (sealed by a manager with a runner key: the runner
-holds the same key in ``goal_key_file``, :class:`~evalstop_ros.runner.trials.GoalOpener`; a
-goal it cannot open fails as ``sealed goal (error <id>)``), signs the result with its proof,
-looks up the policy's server in ``servers_file`` (policy id -> host:port [+ API
-key]; see :mod:`evalstop_ros.runner.trials`), connects, reads the metadata frame, and runs one
-episode (:func:`evalstop_ros.runner.episode.run_episode`: action chunks open-loop at ``rate``
-Hz, gripper thresholded, joint velocities clipped, up to ``max_steps`` / ``timeout``), then
-sends the robot home and the server its ``reset``. Feedback carries the step, elapsed time and
-inference latency. A goal re-sent with the same (session, trial, attempt) is the same run: it
-gets the first run's result, the robot does not move again.
-
-Every action passes the command guard (:mod:`evalstop_ros.runner.guard`) against the robot's
-limits before the adapter sees it: a chunk with a non-finite or out-of-limit value is refused
-whole (the robot holds, the goal fails), every tick is rate-limited, missed ticks are dropped
-(never replayed), and a watchdog holds the robot after ``watchdog_ticks`` ticks without a valid
-action. Frames from a policy server are bounded (``max_frame_size``, ``max_metadata_size``).
-Everything the runner sends the robot, between episodes too (holds, stops, the move home), goes
-through the robot's one command stream (:mod:`evalstop_ros.runner.stream`): re-synced to a joint
-state younger than ``joint_state_max_age`` at every transition, and a rollout starts only once the
-arm is within ``home_tolerance`` of home (else the goal fails with a robot fault after ``home_timeout``).
-
-Every failure (server unreachable, slow, gone mid-episode, wrong reply, refused by the guard)
-stops the robot and ends the goal with ``ok=false`` and the message ``"<category> (error
-<id>)"`` (:mod:`evalstop_ros.runner.errors`; the guard adds ``": <joint> ... limit ..."``): nothing
-a policy server says reaches the result, the log, ``/rosout`` or the feedback, and policy ids and
-server addresses appear in none of them. The full text, with the policy and its server, goes to
-``<error_log_dir>/errors.jsonl`` (0600, directory 0700) under the same id. Services:
-
-* ``emergency_stop`` (std_srvs/SetBool): ``true`` halts the robot at once (hold position),
-  fails the running goal, latches (new goals fail) and pauses the session through the manager's
-  ``session_control`` (journaled with the reason); ``false`` releases the latch.
-* ``end_episode`` (std_srvs/Trigger): the operator ends the running episode early ("task
-  done"); the run counts as finished and is scored as usual.
-
-Parameters: see :meth:`PolicyRunner.__init__` (``ros2 param describe`` shows the same text).
+Every action passes the command guard; nothing a policy server says reaches the result, the log
+or the feedback.  docs/policy_runner.md and docs/nodes.md.
 """
 
 from __future__ import annotations

@@ -1,15 +1,5 @@
-"""A node logger (and a node using it) without rclpy's per-message search for the caller's source line.
-
-rclpy's :class:`~rclpy.impl.rcutils_logger.RcutilsLogger` identifies every message's caller
-with ``inspect.getframeinfo`` on each frame up the stack, which reads the source file: ~0.5 ms a
-message, more than half of ``evaluation_manager``'s work per score (three or four INFO lines a
-trial), and under CPU load each of those milliseconds is a chance to be preempted between a
-score and its status.  :class:`QuickLogger` takes the caller from the frame itself (its code
-object's function, file and current line, which is all rcutils prints) and hands the message to
-rcutils as rclpy does; messages with filters (``once``, ``throttle_duration_sec``,
-``skip_first``) take rclpy's own path, which keys the filters by caller.
-
-:class:`SessionLogHandler` forwards the session layer's Python log records to a node's logger.
+"""A node logger without rclpy's per-message search for the caller's source line, and the handler
+that forwards the session layer's log records to a node's logger (docs/nodes.md).
 """
 
 from __future__ import annotations

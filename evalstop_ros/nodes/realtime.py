@@ -1,18 +1,6 @@
 """Real-time scheduling of a node's threads: the ``thread_priority`` parameter of every evalstop node.
 
-On a loaded machine each thread wake-up between a score and its status (the DDS receive thread
-and the executor, on each side, and the journal's fsync) may wait for a CPU-bound process to
-use up its time slice; with the kernel's 4 ms tick (``CONFIG_HZ=250``) a few such waits are
-10-15 ms.  ``thread_priority`` N in 1..99 puts every thread of the node's process under
-``SCHED_FIFO`` with priority N, as ros2_control's ``controller_manager`` does for its control
-loop (its ``thread_priority`` parameter): such a thread runs as soon as it wakes.  Threads the
-process starts later inherit the policy.  0 (the default) leaves the normal scheduler.
-
-The node needs the permission: ``CAP_SYS_NICE`` (root) or an ``rtprio`` limit of at least N
-(``@realtime - rtprio 99`` in ``/etc/security/limits.conf`` and the user in group
-``realtime``, the set-up ros2_control documents).  Without it the node logs one warning and
-runs with normal scheduling.  The evalstop nodes never busy-wait, and the kernel keeps 5 % of
-every second for other processes (``kernel.sched_rt_runtime_us``) even if one did.
+``SCHED_FIFO`` at priority N, given the permission; docs/ros.md and docs/nodes.md.
 """
 
 from __future__ import annotations

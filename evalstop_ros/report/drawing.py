@@ -1,10 +1,4 @@
-"""Drawing the report's figures into files: each figure laid out once (constrained layout, then
-frozen), saved once per format, the figures spread over worker processes where the machine has
-the cores for it, with a progress line per figure (and an estimate of the time left).
-
-The workers are forked (nothing is pickled but figure numbers and file names); a process with
-other threads running (e.g. a ROS node's executor) draws in-process instead, as forking it is not
-safe.
+"""Drawing the report's figures into files: laid out once, saved per format, spread over worker processes (docs/report.md).
 """
 
 from __future__ import annotations

@@ -1,11 +1,4 @@
-"""The report's data exports, read directly by a notebook: ``trials.csv`` and ``decisions.csv``.
-
-Time stamps are ISO 8601 in UTC with microseconds (``2025-06-15T14:13:20.001000+00:00``; pandas'
-``read_csv(..., parse_dates=[...])`` and ``pd.to_datetime`` read them as they are), beside the
-raw nanosecond stamps the session recorded.  When ``pyarrow`` is installed the same tables are
-also written as ``trials.parquet`` and ``decisions.parquet`` (typed columns, time stamps as
-``timestamp[us, UTC]``).  The columns are documented in :data:`TRIAL_COLUMNS` and
-:data:`DECISION_COLUMNS` (and in docs/report.md).
+"""The report's data exports, read directly by a notebook: ``trials.csv`` and ``decisions.csv`` (and Parquet with pyarrow).
 """
 
 from __future__ import annotations

@@ -1,14 +1,4 @@
-"""The report's figures: matplotlib (Agg, no pyplot state), each a :class:`~matplotlib.figure.Figure`.
-
-Every builder takes an :class:`~evalstop_ros.audit.AuditReport` and returns the figure, laid out
-at print size (:mod:`.style`): no text leaves the figure (long titles are wrapped to its width),
-legends sit outside the data (below the panels), and the numbers a figure quotes say what they
-are over: "all 65 trials" of a policy, or "at the stop, pair 17" of a test.  The decisions table
-of the page quotes the latter, the figures mostly the former.
-
-Degenerate data is drawn as what it is: a policy whose scores are all equal (a point mass, e.g.
-every rollout complete) is one marker sized by its count, not a sliver of a violin; a violin is
-drawn only over at least :data:`MIN_VIOLIN_DISTINCT` distinct values.
+"""The report's figures: matplotlib (Agg, no pyplot state), each a :class:`~matplotlib.figure.Figure` at print size (docs/report.md).
 """
 
 from __future__ import annotations

@@ -1,9 +1,4 @@
-"""The report's HTML page, rendered from ``templates/report.html.j2`` (Jinja2, autoescaped).
-
-One self-contained page (inline CSS, no script, images by relative path) so that the output
-directory can be zipped, mailed or served as it is; it fits a phone's width (tables scroll
-inside their box, figures scale down).
-"""
+"""The report's HTML page, rendered from ``templates/report.html.j2``: one self-contained page (no script)."""
 
 from __future__ import annotations
 

@@ -1,9 +1,4 @@
-"""The report's figure style: print size and resolution, a colour-blind-safe palette, text that fits.
-
-Colours are Okabe and Ito's eight-colour palette (*Color Universal Design*, 2008), which stays
-distinguishable under the common colour-vision deficiencies and in greyscale print; lines also
-differ by style (the level alpha is always dashed).  Every figure is built at its print size and
-saved at :data:`PRINT_DPI` as PNG, and as SVG and PDF (vector) on request.
+"""The report's figure style: print size and resolution, Okabe and Ito's colour-blind-safe palette, text that fits.
 """
 
 from __future__ import annotations

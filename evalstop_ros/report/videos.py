@@ -1,14 +1,4 @@
-"""Trial videos: the episode recordings of a session, linked from the report page.
-
-``policy_runner`` (with ``record_dir``) writes one folder per run with an mp4 per camera
-(:mod:`evalstop_ros.runner.recorder`) and names the folder in the run's result message, which
-the manager journals with the trial's ``runner_result`` event.  :func:`trial_videos` reads those
-events from the audited record (a journal, or a bag's ``session_event`` stream) and finds the
-videos on this machine; :func:`copy_videos` copies them into the report's ``videos/`` folder, so
-that the report directory is self-contained (it can be zipped, mailed or served alone);
-:func:`videos_section` is the page's "Trial videos" section: an HTML5 ``<video>`` per trial, run
-and camera, linked by a path relative to the report directory.  A folder given as a relative
-path is looked up next to the journal (or bag), then in the working directory.
+"""Trial videos: the episode recordings of a session, copied into the report and linked from its page (docs/report.md).
 """
 
 from __future__ import annotations

@@ -1,22 +1,7 @@
-"""A client of one openpi / RoboArena policy server (WebSocket + :mod:`.wire`).
+"""A client of one openpi / RoboArena policy server (WebSocket + :mod:`.wire`; seed 001 §4.1).
 
-A hub's relay (:func:`relay_address`; ``evalstop_ros/hub/relay.py``) speaks the same protocol: the
-client connects to the relay with the arm's relay token as its API key.
-
-Protocol (openpi ``websocket_client_policy.py`` / ``websocket_policy_server.py``; RoboArena,
-seed ``001_*`` §4.1): the client connects (optional header ``Authorization: Api-Key <key>``),
-the server's first frame is its metadata map, then each binary request frame (an observation)
-gets one binary reply frame (the action chunk). A TEXT frame is a server-side error (a
-traceback), after which the server closes the connection. RoboArena servers also take
-``{"endpoint": "reset"}`` after an episode; plain openpi servers have no reset and would try to
-infer on it, so :meth:`PolicyClient.reset` is sent only to servers whose metadata asks for the
-RoboArena request format.
-
-Every failure raises :class:`~.errors.RunnerError` with a fixed category (unreachable, too slow,
-protocol error, server error); its text may quote the server and goes to the runner's private
-error log only (:mod:`.errors`). Frames are bounded: the metadata frame by ``max_metadata_size``,
-every later frame by ``max_frame_size``; a larger frame is refused from its header, before its
-payload is read into memory (websockets' ``max_size``), and the connection is closed (1009).
+Every failure is a :class:`~.errors.RunnerError` with a fixed category; frames are bounded
+(docs/policy_runner.md).
 """
 
 from __future__ import annotations

@@ -1,30 +1,7 @@
 """One rollout: build the observation the server asks for, run action chunks open-loop at a fixed rate.
 
-As RoboArena's evaluation client (seed ``001_*`` §4.1): a new chunk is queried only when the
-previous one is used up, every action of a chunk runs open-loop, the gripper command is
-thresholded at 0.5 to {0, 1}, joint velocities are clipped to [-1, 1], and the loop runs at
-15 Hz up to ``max_steps`` actions. Then, unlike RoboArena's client, every chunk passes the
-command guard (:mod:`.guard`) and every action is rate-limited by it before ``act``: every
-command, the loop's and the holds, stops and homing around it, goes through the robot's one
-:class:`~.stream.CommandStream`, the only caller of the adapter's ``act``.
-
-Schedule (no burst of late commands): ticks follow an absolute schedule (tick ``k`` at ``t0 + k / rate``), one
-command per tick at most. The policy is queried in a worker thread, so the loop keeps ticking
-while it waits; a tick without an action is *missed*, never made up: a late chunk starts at
-the next tick and its actions run one per tick, and a loop that falls more than a quarter
-period behind drops the missed ticks and resumes the schedule from now. Two commands are never
-closer than half a period. A watchdog holds the robot (``stop``) after ``watchdog_ticks``
-missed ticks in a row and says so (``on_event``).
-
-Simulated time: a robot that keeps its own clock (``simulated_time = True``, the
-robosuite adapter) is not paced by the wall clock. Each action advances the simulation one
-period however long physics and rendering take; the ticks run back to back, the simulation waits
-for the policy's chunk (as simulated benchmarks do; the client's ``infer_timeout`` still
-applies), no tick is missed, dropped or spaced, and ``timeout`` counts simulated seconds
-(``steps / rate``): a slow renderer changes neither the schedule nor the outcome. Any failure stops the robot (hold position)
-before :class:`~.errors.RunnerError` propagates; a finished rollout sends the robot home (the
-stream's :meth:`~.stream.CommandStream.home`, which returns once the arm is there) and the policy
-server its ``reset``.
+As RoboArena's evaluation client (seed 001 §4.1), but every command passes the guard and the one
+command stream; the schedule, watchdog and simulated time are in docs/policy_runner.md.
 """
 
 from __future__ import annotations

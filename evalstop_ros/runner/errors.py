@@ -1,17 +1,7 @@
 """The one exception type of the runner package, its fixed categories, and the runner's private error log.
 
-Nothing a policy server says reaches an operator channel verbatim: a server's error
-text may name the policy (a traceback, an echoed metadata frame). Every failed rollout is shown
-to the operator (action result ``message``, logs, ``/rosout``, feedback) as one fixed
-:class:`Category` plus an opaque error id::
-
-    <category> (error <id>)                      e.g.  "server error (error 3fa2c19b)"
-    <category> (error <id>): <detail>            detail only from the runner itself (the command
-                                                 guard names the joint and the limit, never a value)
-
-(a recorded run's message goes on with ``; recorded in <folder>``, :mod:`.recorder`). The full
-text, with the policy and its server, goes to :class:`ErrorLog`, a file only the runner's Unix
-user can read, keyed by the id. :func:`parse_message` reads a message back (the manager side).
+The operator sees ``<category> (error <id>)``, never a server's words; the full text goes to
+:class:`ErrorLog` (docs/policy_runner.md).
 """
 
 from __future__ import annotations

@@ -1,47 +1,7 @@
 """The command guard: every action a policy returns passes here before it reaches a robot adapter.
 
-A robot declares what it may be commanded in a :class:`CommandLimits`; the robot's one command stream
-(:mod:`.stream`) builds one :class:`CommandGuard` from it for the runner's whole life and sends the
-adapter nothing but what the guard returns: rollout steps (:meth:`CommandGuard.command`), homing
-steps (:meth:`CommandGuard.toward`), and holds at a measured pose it re-syncs to
-(:meth:`CommandGuard.start`). No other path reaches ``act``.
-
-**How an adapter declares its limits.** Give the adapter an attribute ``limits`` holding a
-:class:`CommandLimits` (a class attribute for fixed, published limits, an instance attribute when
-they come from parameters or a URDF, as ``ros2``)::
-
-    class MyArm:
-        action_spaces = ("joint_position",)
-        limits = CommandLimits(
-            joint_names=("j1", ..., "j7"),
-            position_lower=(...), position_upper=(...),   # rad
-            velocity=(...),                                # rad/s
-            acceleration=(...),                            # rad/s^2 (optional)
-            gripper=(0.0, 1.0),
-            source="Vendor datasheet, section ...")       # where the numbers come from
-
-An end-effector robot (``cartesian_velocity``) gives ``workspace_lower`` / ``workspace_upper``
-(m, the box its end effector must stay in), ``linear_speed`` (m/s) and ``angular_speed`` (rad/s),
-and says whether its actions are velocities (m/s, rad/s) or per-action deltas (m, rad:
-``cartesian_unit="delta"``). A robot whose joint-velocity actions are normalised (DROID's
-``[-1, 1]``) gives ``velocity_unit``, the rad/s of one action unit. An adapter whose simulated
-time per action differs from the wall-clock control period (``sim``) says so with an attribute
-``control_period`` (s); the guard then rate-limits per simulated tick.
-
-**What the guard does.** Per chunk (:meth:`CommandGuard.check_chunk`): a chunk holding any
-non-finite value, a joint-position target outside ``[position_lower, position_upper]``, a gripper
-command outside ``gripper``, or (end effector) a predicted position outside the workspace box is
-refused whole with a :class:`~.errors.RunnerError` of category "refused by the command guard" whose
-operator-safe detail names the joint (or axis) and the limit, never the value the policy sent.
-With ``mode="clamp"`` (an explicit ``guard_mode`` parameter of the runner) such values are clamped
-into the limits instead; non-finite values are refused in both modes. Per tick
-(:meth:`CommandGuard.command`; a tick lasts ``period``, or less when the command follows the previous
-one sooner: the stream passes the time it lasts as the controller executes it): the target is
-rate-limited so that no tick moves a joint further than ``velocity * period``, the change of
-velocity per tick stays within ``acceleration * period``
-and the joint brakes in time to stop at its position limit (the largest speed from which a
-constant deceleration stops within the distance ``d`` left, ``sqrt(2 a d) - a T``); end-effector
-speeds are scaled down to ``linear_speed`` / ``angular_speed``.
+An adapter declares a :class:`CommandLimits`; chunks outside them are refused (or clamped), every
+tick is rate-limited.  How to declare limits, and what is checked: docs/policy_runner.md, docs/deploying.md.
 """
 
 from __future__ import annotations

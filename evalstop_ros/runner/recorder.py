@@ -1,19 +1,6 @@
-"""Episode recording: what the robot saw and did, per trial, next to the journal.
+"""Episode recording: what the robot saw and did, per trial, next to the journal (``episode.npz`` and one mp4 per camera).
 
-One directory per run (``<record_dir>/<session>/trial_<id>_attempt_<n>/``) holding
-
-* ``episode.npz``: ``step_time`` (s since the start) and ``actions`` (as sent to the robot,
-  after thresholding and clipping) per step; ``obs_time``, ``joint_position``,
-  ``cartesian_position``, ``gripper_position`` per observation; ``latency`` per policy query;
-* one mp4 per camera (``exterior_image_1_left.mp4``, ...), as RoboArena uploads them (H.264
-  through the ffmpeg that ``imageio-ffmpeg`` ships): a frame per control step at the control
-  rate, so it plays in real time -- each step shows the last observation taken before it -- at
-  the camera's own resolution where the robot renders one for recording
-  (:attr:`~.adapters.base.Observation.recording`), else the policy's.
-
-Observations are the ones the loop takes (one per action chunk): recording never adds robot
-calls, so a recorded rollout is the same rollout (a step between two observations repeats the
-earlier one's frame: what the policy last saw).
+The layout is in docs/policy_runner.md ("Episode recording").
 """
 
 from __future__ import annotations

@@ -1,23 +1,6 @@
-"""Scripted policies for the ``sim`` arm: the "good" and "bad" policies of the tests and demo.
+"""Scripted policies for the ``sim`` arm: the "good" and "bad" policies of the tests and demo, and the failure cases.
 
-numpy only (runs under numpy 1 in openpi's own server venv, and numpy 2 here). ``infer`` takes
-an openpi observation map and returns ``{"actions": (chunk, 8) float32}``: joint velocities
-steering to the goal read off the exterior camera (:func:`~.adapters.sim.read_goal`) plus a
-gripper command (raw 0.3 = open, 0.7 = close once near the goal: the runner's 0.5 threshold
-decides). "good" averages every column of the camera; "bad" reads four columns and steers with a
-bias. Failure modes for the failure tests: ``error`` raises on the ``fail_after``-th request,
-``slow`` sleeps ``delay`` s from then on, ``wrong_shape`` returns (chunk, 7). ``action_dim`` 7
-drops joints 6-7 (a stand-in for a 6-DoF end-effector policy with the gripper last).
-
-Command-guard cases (a misbehaving server), from the ``fail_after``-th request on: ``nan`` puts a NaN in
-joint 3; ``stall`` sleeps ``delay`` s once (a server that stalls mid-episode, then goes on);
-``huge`` replies with a frame of about ``frame_bytes`` bytes. Joint-*position* policies
-(:func:`metadata_for` says ``action_space: joint_position``): ``position`` steers to the goal
-with position targets; ``out_of_limits`` sends joint 4 to 1e6 rad; ``jump`` sends every joint to
-alternately +-1.4 rad each chunk (inside the sim's range, far beyond a tick's velocity); ``lurch``
-jumps as ``jump`` and stalls ``delay`` s once at the ``fail_after``-th request (a late chunk of huge
-steps after a watchdog hold).
-``error`` with ``error_text`` raises that text instead (a traceback that names the policy).
+numpy only (runs in openpi's own server venv); the kinds are listed in docs/policy_runner.md.
 """
 
 from __future__ import annotations

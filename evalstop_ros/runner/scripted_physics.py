@@ -1,32 +1,6 @@
 """Scripted policies for the ``robosuite`` Panda: find the cube in the exterior image, grasp it, lift it.
 
-numpy only (runs in openpi's own server venv under numpy 1, and here under numpy 2). Like
-:mod:`.scripted`, ``infer`` takes an openpi observation map and returns ``{"actions": (chunk, 7)}``
-in the ``cartesian_velocity`` space (end-effector m/s and rad/s in the robot's base frame, then
-the gripper: raw 0.2 = open, 0.8 = close; the runner's 0.5 threshold decides).
-
-Perception: the cube is the red blob of ``observation/exterior_image_1_left`` (colour
-segmentation); its centroid's viewing ray through the exterior camera's calibration (robosuite's
-``agentview`` camera: position, orientation, 45 degree vertical field of view, as a lab calibrates
-its camera) meets the plane of the cube's centre: that is where to grasp. Control: a state
-machine on the proprioception of each request (``observation/cartesian_position``) — hover above
-the cube, descend, close the gripper, lift — one action chunk of proportional end-effector
-velocities per request.
-
-Competence is a property of the policy, not of luck: each rollout draws a grasp-height error
-from the rollout's ``session_id`` (the runner sends ``<session>-<trial>``, independent of the
-observation; the same id gives the same error), ``bias + spread * |N(0, 1)|`` metres above the
-cube's centre; a grasp with an error of about 5 mm or more closes on the top edge and slips. Kinds:
-
-* ``grasp``: full-resolution segmentation, small height errors (spread 3 mm): lifted the cube in
-  25 of 40 rollouts (bench/physics_success.py, docs/policy_runner.md);
-* ``sloppy``: reads the cube off a 4x subsampled image with a coarse threshold, larger height
-  errors (spread 8 mm): lifted it in 8 of 40;
-* ``exact`` and ``high``: the same two perceptions without a drawn error, ``exact`` closing at the
-  cube's centre (lifts it in most scenes), ``high`` 3 cm above it (slips): a pair far apart,
-  for quick checks.
-
-A new ``session_id`` or a ``reset`` starts a new rollout's state (and draws its error).
+numpy only; kinds ``grasp``, ``sloppy``, ``exact``, ``high`` and their measured rates: docs/policy_runner.md.
 """
 
 from __future__ import annotations

@@ -1,15 +1,6 @@
-"""The openpi protocol, server side: serves a :class:`~.scripted.ScriptedPolicy` (tests, policy demo)
-or a :class:`~.scripted_physics.GraspPolicy` (the robosuite Panda: kinds ``grasp``, ``sloppy``).
-
-Same behaviour as openpi's ``WebsocketPolicyServer``: metadata frame first, one reply per
-request, ``server_timing`` added to every reply, a TEXT frame with the traceback then close
-code 1011 on an exception, ``GET /healthz`` answered with 200. In addition: an optional API key
-(``Authorization: Api-Key <key>``; a wrong or missing key gets HTTP 401) and
-``disconnect_after`` (drop the connection without a word on that request: a server that dies
-mid-episode).
+"""The openpi protocol, server side: serves a scripted policy (tests, policy demo, the robosuite Panda).
 
     python -m evalstop_ros.runner.server --policy good --port 8001 [--api-key KEY]
-    ros2 run evalstop policy_server --policy bad --port 8102
 """
 
 from __future__ import annotations

@@ -1,36 +1,7 @@
 """The command stream: one per robot, owned by the command guard, for the runner's whole life.
 
-Every command that reaches a robot adapter passes here: rollout steps (:meth:`CommandStream.step`),
-watchdog holds (:meth:`~CommandStream.hold`), stops after a failure or an emergency stop
-(:meth:`~CommandStream.stop`) and the move home between episodes (:meth:`~CommandStream.home`).
-One :class:`~.guard.CommandGuard` limits them all; its reference is the pose commanded last, re-synced
-to the measured joint state at every transition (the start of an episode, after a hold, after homing,
-after a fault), and only to a joint state younger than ``max_state_age``.
-
-The invariants (docs/deploying.md, "One command stream"):
-
-* No command exceeds a joint's position, velocity or acceleration limit relative to the previous
-  command *as the controller executes it*: every command is sent with the time it lasts
-  (``duration``, a ``JointTrajectory``'s ``time_from_start``): the spacing to the previous command,
-  at most one control period, and the guard limits it for that time. Two commands are never closer
-  than half a period; homing steps are a full period apart, and so are all commands of a robot whose
-  commands carry no timing (``timed_commands = False``: a ``Float64MultiArray``), each limited for one
-  period.
-* A transition starts from rest: the stream waits until the last command has run its course and
-  re-syncs only to a joint state measured after that; velocity commands without timing, which a
-  forward controller keeps executing, are first ramped down to zero within the acceleration limits;
-  so are they at every tick a rollout waits for its chunk (:meth:`CommandStream.coast`), and the
-  reference of such commands moves on for as long as each actually ran.
-* A hold is in the command space of the last command: the measured pose for position commands, zero
-  velocity for velocity commands, zero end-effector motion for Cartesian ones; the gripper stays
-  where it was last commanded. A stop (failure, emergency stop) holds at once, without the ramp. Without a fresh joint state nothing is published and the fault says
-  why. Before the first command nothing is held (the robot has no command of ours to hold).
-* Homing completes before a rollout starts. A robot with a ``home`` pose is homed here: guarded
-  steps toward it (in the command space in use), then a wait until the measured pose is within
-  ``home_tolerance`` of it, re-stepping from the measured pose while it is not, and a clear fault
-  after ``home_timeout``. A robot without one homes itself (``reset()``, blocking), and the stream
-  re-syncs to where it ended. A robot with a ``home`` pose that is not known to be at home (the
-  first episode, or after a failed rollout) is homed before the next episode starts.
+Rollout steps, holds, stops and homing all pass here; its invariants are in docs/deploying.md
+("One command stream") and docs/policy_runner.md.
 """
 
 from __future__ import annotations

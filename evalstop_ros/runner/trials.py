@@ -1,23 +1,6 @@
 """Which server serves which policy, sealed goals opened, and idempotent runs keyed by (session, trial, attempt).
 
-The servers file (YAML) maps policy ids to servers; keep API keys out of it where you can and
-name an environment variable instead::
-
-    policy_servers:
-      pi0_fast_droid: {host: 10.0.0.5, port: 8000}
-      pi0_flow_droid: {host: gpu-box.lab, port: 8001, api_key_env: PI0_FLOW_KEY}
-
-A station of a hub that relays the policy protocol (``evalstop_ros/hub/relay.py``) gets relay
-locators instead of policy ids; the runner takes those of the hubs listed (and only those)::
-
-    hub_relays: [ws://hub.lab:8765]
-
-A manager with a runner key seals what identifies the policy in each goal
-(:mod:`evalstop_ros.session.goal_sealing`): :class:`GoalOpener` opens it with the runner's copy of the
-key (``goal_key_file``) and signs the result with the runner's proof.
-
-The manager re-sends a goal whose response it lost with the same (session, trial, attempt):
-:class:`RunLedger` runs such a goal once and hands every copy the same result.
+The servers file's format is in docs/policy_runner.md.
 """
 
 from __future__ import annotations

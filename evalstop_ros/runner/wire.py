@@ -1,16 +1,4 @@
-"""openpi's wire format: msgpack with a numpy extension (openpi_client/msgpack_numpy.py).
-
-Every message between a policy client and an openpi/RoboArena policy server is one binary
-WebSocket frame holding one msgpack map. numpy values travel as msgpack maps with BYTES keys:
-
-* an array: ``{b"__ndarray__": True, b"data": <raw bytes, C order>, b"dtype": <dtype.str, e.g. "<f4">,
-  b"shape": [d0, d1, ...]}``;
-* a numpy scalar: ``{b"__npgeneric__": True, b"data": <Python value>, b"dtype": <dtype.str>}``.
-
-Object, void and complex-char dtypes are refused (openpi never falls back to pickle). This is a
-re-implementation from the format's description, written for numpy 2 (``openpi-client`` pins
-numpy < 2); ``test/runner/test_openpi_compat.py`` checks it against openpi's own code.
-"""
+"""openpi's wire format: msgpack with a numpy extension, re-implemented for numpy 2 (docs/policy_runner.md)."""
 
 from __future__ import annotations
 

@@ -1,13 +1,7 @@
 """Session logic between the ROS nodes and the statistics core (plain Python, no ROS imports).
 
-:mod:`.config` validates the pre-registered design (:class:`SessionConfig`, from YAML),
-:mod:`.plan` derives every random choice from its seed, :mod:`.journal` is the append-only
-SQLite log, and :mod:`.session` is the journaled state machine the manager node drives
-(:class:`EvaluationSession`; its replay in :mod:`.replay`, edits in :mod:`.edits`, schedule in
-:mod:`.schedule`, value types in :mod:`.values`, submission limits in :mod:`.limits`; the
-protocol in docs/protocol.md); a session survives ``kill -9`` by replaying its journal.
-:mod:`.analysis` holds the live tests (Bonferroni, sequential Holm, multi-task, AdaStop) and
-:mod:`.offline` re-runs them from a journal with the statistics core's own drivers.
+The configuration, the seeded plan, the journal and the journaled state machine the manager node
+drives (:class:`EvaluationSession`); docs/session.md and docs/protocol.md.
 """
 
 from .config import ConfigError, SessionConfig, load_config, parse_config

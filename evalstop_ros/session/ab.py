@@ -1,18 +1,7 @@
 """A/B rounds of a ``design: ab`` session as ranking data (seed 001, RoboArena, Sec. 3.1).
 
-A round of an A/B session runs one pair of policies back to back from one condition
-(:meth:`~.plan.Plan.ab_pair`); the policy that ran first is ``A``, the other ``B``.  The operator
-scores both trials (progress in [0, 1]) and states a preference with either score: the preferred
-trial's blinded label, or ``=`` for a tie (``TrialScore.preference``); the notes are the
-explanation.  Only *complete* rounds count -- both trials with an effective score (a voided trial
-is re-run in its round, :class:`~.trials.TrialBook`) and a preference -- as only valid pairs count
-in RoboArena; the others are counted and set aside.  Under ``scoring: auto`` no preference is
-ever stated; there the preference follows the two scores (the higher progress, then success, is
-preferred; equal scores tie), as the hub's leaderboard reads its results, and such rounds are
-counted (``n_derived``).
-
-Everything comes from the journal events through :class:`~.trials.TrialBook`, so the journal
-and a bag's ``session_event`` stream give the same comparisons.
+Only complete rounds (both scores and a preference, or a preference derived under ``scoring: auto``)
+count; the rules are in docs/session.md.
 """
 
 from __future__ import annotations

@@ -1,20 +1,7 @@
 """``schedule: active``: the next round's task of a session, by seed 004's task-level acquisition.
 
-The session (:mod:`evalstop_ros.session.session`) calls :func:`choose_task` when a round ends.
-The choice is a pure function of
-
-* the configuration (strategy, lambda, epsilon, costs, seed),
-* the embeddings journaled once in the ``active_embeddings`` event (:func:`session_embeddings`),
-* the effective scores so far, in trial order, and the round number,
-
-so the audit (:mod:`evalstop_ros.audit.active`) re-runs it from the journal and checks every
-``schedule_choice`` event.  The surrogate (:mod:`evalstop_ros.active.surrogate`) is fitted afresh to all the data
-at every choice: the shrinkage model (:class:`~evalstop_ros.active.shrinkage.ShrinkageSurrogate`) in closed form,
-the MLP (:class:`~evalstop_ros.active.surrogate.Surrogate`) re-initialised from a seed fixed by the session seed.
-Its predictive samples (posterior draws, or MC-dropout passes) are seeded by the round, and the
-epsilon draw and tie breaks come from the generator ``default_rng([seed, 8, round])`` -- the
-plan's stream scheme (:mod:`evalstop_ros.session.plan`).  Before any score (round 1), and under
-``random-task``, no surrogate is fitted and the choice is uniform.
+A pure function of the configuration, the journaled embeddings, the scores so far and the round, so
+the audit replays every choice (docs/session.md, docs/active.md).
 """
 
 from __future__ import annotations

@@ -1,22 +1,7 @@
 """The live statistics of a session: one object per test, the Holm families and the AdaStop run.
 
-Three kinds of tests, chosen by the configuration (:func:`build_tests`):
-
-:class:`PairedTest`
-    ``correction: bonferroni`` (any ``claim``): one
-    :class:`~evalstop_ros.stats.sequential.PairedProcess` at the test's own level, stopped at its
-    own first decision or after ``n_max`` pairs.
-:class:`HolmTest` in a :class:`HolmFamily`
-    ``correction: holm``: one one-sided process per directional hypothesis; the decisions come
-    from the family's sequential Holm (:class:`~evalstop_ros.stats.engine.HolmEngine`).
-:class:`AdaStopTest` in an :class:`AdaStopRun`
-    ``design: adastop``: the comparisons of one
-    :class:`~evalstop_ros.stats.adastop.AdaStop`, fed one interim block at a time.
-
-Every test's state is a pure function of the trial book (:class:`~.trials.TrialBook`): new pairs
-are fed incrementally, and a change to an earlier pair rebuilds the state by replay, so the live
-session, its replay after a crash and :mod:`.offline` all agree.  Nothing here journals or
-schedules; :mod:`.session` does.
+Every test's state is a pure function of the trial book, so the live session, its replay and
+:mod:`.offline` agree (docs/session.md).
 """
 
 from __future__ import annotations

@@ -1,31 +1,7 @@
 """Authenticated scores and controls: per-operator keys, HMAC-SHA256 signatures, replay counters.
 
-One module (no ROS imports) used by the manager, the operator terminal, the runner and the
-audit, so all of them sign and check the same bytes (``docs/integrity.md``).
-
-What is signed
-    A request (``TrialScore``, a ``CorrectScore`` or ``SessionControl`` request) carries its
-    operator id (the ``scorer`` field), a ``counter`` and a ``mac``.  The MAC is
-    ``HMAC-SHA256(key, canonical(kind, session_id, operator, counter, fields))`` where
-    ``fields`` are *all* the message's fields except ``header``, ``counter`` and ``mac``
-    (:func:`message_fields`): a field added to a message later (a new ``SessionControl``
-    command, say) is covered without touching this module.  The session id binds the
-    signature to one session.
-Answers
-    The manager signs its answer (``ScoreAck``, the service responses) with the key of the
-    operator it answers, over the answer's fields and the *request's* operator and counter, so
-    an answer cannot be forged nor moved to another request.
-Replay
-    Each operator's counters must strictly increase.  A client starts from the wall clock in
-    nanoseconds (a restarted terminal still goes up) and adds one per message; every send, a
-    re-send too, is signed afresh.  The manager journals the counter of each authenticated
-    request with the event it caused (:meth:`~.session.EvaluationSession.authenticated`), so a
-    resumed session keeps the last counter of every operator.
-
-Key files (text, one ``OPERATOR HEXKEY`` per line, ``#`` comments): the manager's lists every
-authorized operator (:func:`read_keys`), a client's holds its own single line
-(:func:`read_identity`).  Keys are at least 16 bytes; :func:`write_keys` creates a file
-readable by its owner only.
+One module for the manager, the operator terminal, the runner and the audit, so all sign and check
+the same bytes; what is signed and the key files are in docs/integrity.md and docs/session.md.
 """
 
 from __future__ import annotations

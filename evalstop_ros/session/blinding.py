@@ -1,20 +1,5 @@
 """Blinding in the journal and on the wire: what a record may hold in clear, and how the key
-revealed at the end restores the rest (commit-reveal, :mod:`.plan`).
-
-Sealed while the session runs, in the journal file as on ``session_event``:
-
-* a ``trial_requested`` event's ``policy_id`` (which policy is behind the label) and ``token``:
-  not stored at all; the payload says ``"sealed": true``.  Both are functions of the plan's key,
-  the round and the label, so :func:`unseal` recomputes them (the session does so on every replay
-  with the key it keeps in the journal's ``meta``; the audit with the key revealed at the end,
-  which :func:`revealed_key` checks against the commitment published before the first trial);
-* a runner's full result message (it may quote a policy server, :mod:`.runner_messages`):
-  journaled as ``detail_sealed``, AES-256-GCM under a key derived from the plan's key
-  (:func:`seal_text`), bound to its session, trial and field; the operator channels carry
-  only its category and id (``message``).  :func:`unseal` decrypts it back to ``detail``.
-
-:func:`journal_payload` is the payload as the journal stores it, :func:`seal` as
-``session_event`` publishes it (the journal's form without even the ciphertext).
+revealed at the end restores the rest (commit-reveal, :mod:`.plan`; docs/integrity.md, docs/session.md).
 """
 
 from __future__ import annotations

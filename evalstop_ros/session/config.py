@@ -1,55 +1,7 @@
-"""The session configuration: what is compared, how trials are scheduled, and at what level.
+"""The session configuration: the pre-registered design of one evaluation (seed 003 §V-A, seed 000 §V).
 
-A :class:`SessionConfig` is the pre-registered design of one evaluation (seed 003 §V-A,
-seed 000 §V: everything that defines the tests is fixed before the first trial).  It is
-loaded from YAML with :func:`load_config`, validated once at that boundary, and stored verbatim
-in the session journal as :meth:`SessionConfig.canonical_json`.  Resuming a journal with a
-configuration whose :attr:`SessionConfig.config_hash` differs is refused
-(:class:`~evalstop_ros.session.journal.Journal`), with :func:`~.config_input.config_diff` naming what changed.
-
-Defaults that depend on other fields are *resolved at validation* and appear in the canonical
-dump: a metric's ``method`` (success -> ``step``, progress -> ``nscore``; ``adastop`` under
-``design: adastop``), its ``bins`` (N-SCORE only: 2 for success, 21 for progress, the paper's
-N-SCORE_inf), its ``alpha`` (the share of the session ``alpha`` left by the metrics that set one,
-split evenly) and ``task_correction`` (the first one :data:`~evalstop_ros.stats.multitask.TASK_CORRECTIONS`
-lists for the claim).  A change of a code default therefore changes the hash of a new session
-but can never silently change a running one.  The canonical dump holds every field, defaults
-included; a change to its form is a new journal schema
-(:data:`~.journal_format.SCHEMA_VERSION`), so an older journal is refused, never misread.
-
-Designs at a glance (the statistics are in :mod:`.session`'s docstring):
-
-* ``design: paired | independent`` with ``claim: pooled`` (default): one sequential test per
-  comparison x metric over the trials of every task, at ``metric alpha / m``; ``correction:
-  holm`` replaces the Bonferroni stops by sequential Holm where the method has anytime-valid
-  p-values.
-* ``claim: every | any | per-task``: one test per comparison x metric x *task*, at
-  :func:`~evalstop_ros.stats.multitask.task_alpha` of the comparison's level; rounds cycle
-  through the tasks, and the per-task results combine into the claim (seed 003 Eq. 11).
-* ``design: adastop``: AdaStop (seed 002) over interims of ``adastop.n_per_interim`` trials per
-  agent, for batch (simulation) evaluations of one metric.
-* ``design: ab``: RoboArena's A/B protocol (seed 001 Alg. 1): each round draws one undecided
-  pair of policies uniformly at random and runs the two back to back, in random order, from the
-  same condition (:meth:`~.plan.Plan.ab_pair`); the pair's tests pair up within the round, as in
-  ``paired``, and the operator's preference rides on the scores (:mod:`.ab`).
-* ``schedule: active`` (with ``design: paired`` and a per-task ``claim``): each round's task is
-  chosen by seed 004's cost-aware task-level EIG from the scores so far (``active:`` settings,
-  :class:`ActiveScheduleConfig`; docs/active.md).
-
-Example YAML (see ``config/eval.yaml``)::
-
-    policies: [diffusion_v1, diffusion_v2]
-    tasks:
-      - id: pick_cube
-        description: Pick the red cube and place it in the bowl.
-        initial_conditions:
-          - {id: left, reset_instructions: Cube 10 cm left of the bowl.}
-          - {id: right, reset_instructions: Cube 10 cm right of the bowl.}
-    metrics:
-      - {name: success, alpha: 0.02}          # STEP on binary success
-      - {name: progress, alpha: 0.03}         # N-SCORE (K = 21) on progress in [0, 1]
-    n_max: 100
-    seed: 1
+Loaded from YAML (:func:`load_config`), validated once, stored in the journal as its canonical JSON;
+defaults resolved at validation, the designs and an example: docs/session.md and ``config/eval.yaml``.
 """
 
 from __future__ import annotations

@@ -1,9 +1,5 @@
-"""The sections of a session configuration: tasks and their initial conditions, metrics, AdaStop,
-the active schedule and the runner (:class:`~.config.SessionConfig` holds them; its module
-docstring says what the fields mean together).
-
-Each section validates its own fields (ranges from :mod:`evalstop_ros.limits`); checks across
-sections live on :class:`~.config.SessionConfig`.
+"""The sections of a session configuration: tasks and conditions, metrics, AdaStop, the active
+schedule and the runner, each validating its own fields (:class:`~.config.SessionConfig` checks across them).
 """
 
 from __future__ import annotations

@@ -1,28 +1,9 @@
 """The trial loop: what comes next in a session, and the rules of a runner's result.
 
-:class:`TrialDriver` is the one loop over a session that the ``evaluation_manager`` node, the
-audit's simulated recordings (:mod:`evalstop_ros.audit.synthetic`) and the session tests drive
-over an :class:`~.session.EvaluationSession`, and a hub station (the ``station_manager`` node, the
-simulated stations of :func:`evalstop_ros.hub.sim_station.run_station`) over its
-:class:`~evalstop_ros.hub.work.StationWork`: both are a :class:`DrivenSession`, with their
-:class:`~.values.TrialRules` journaled.  The caller runs the robot and carries the messages; the
-driver decides, from the journal alone (a restart changes no decision):
-
-* **the fault limit**: after ``max_attempts`` (journaled) failed runs of one trial in a row the
-  session pauses, journaled with the reason; the operator fixes the robot and resumes
-  (``max_attempts`` more runs) or voids the trial (at a hub station: gives its assignment up).  A crash between the last fault
-  and the pause pauses on resume.
-* **automatic scores** (``scoring: auto``): the runner's score, journaled with its result, is
-  submitted as scorer ``auto:<runner action>`` while the session runs; one that came while it
-  was paused (or before a crash) is held until it runs again.
-* **one runner per action**: the caller reports what the ROS graph shows of the runner's action
-  (:class:`~.runner_check.RunnerGraph`) to :meth:`TrialDriver.watch_runners`; with more than one
-  server (two stations on one domain, or a node serving only the goal service) no goal is sent and
-  a running session pauses, journaled with the reason (:class:`~.runner_check.RunnerCheck`).
-* **the operator's fallback**: an automatically scored trial whose successful run carries no
-  valid automatic score (the runner did not score it, or sent a score out of range) waits for
-  the operator's score, before and after a restart; it is never run again behind the operator's
-  back.
+:class:`TrialDriver` drives any :class:`DrivenSession` (an :class:`~.session.EvaluationSession`, a
+hub station's work) from the journal alone: the fault limit (pause after ``max_attempts`` failed
+runs), automatic scores (held while paused), one runner per action (:mod:`.runner_check`) and the
+operator's fallback for a run without a valid automatic score.  Details: docs/session.md.
 """
 
 from __future__ import annotations

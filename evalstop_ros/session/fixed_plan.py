@@ -1,19 +1,6 @@
-"""The fixed-N plan of a session's design: the trials a batch evaluation of the same design runs
-when nothing stops early, the baseline of "trials saved" (docs/report.md).
+"""The fixed-N plan of a session's design, the baseline of "trials saved" (docs/report.md).
 
-The plan follows the design's own budget, unit by unit:
-
-* ``design: paired | independent``, ``claim: pooled``: every policy once per round, ``n_max``
-  rounds (seed 003 Sec. V: ``n_max`` bounds the pairs of every comparison): ``K n_max`` trials;
-* a non-pooled ``claim``: each round runs one task and every test is fed that task's pairs, so
-  the plan runs ``n_max`` rounds **per task**: ``K n_max`` trials per task, ``T K n_max`` in all;
-* ``design: ab``: a round runs one pair, each comparison at most ``n_max`` rounds (seed 001
-  Alg. 1): ``2 n_max`` trials **per A/B pair**, ``P 2 n_max`` for ``P`` pairs;
-* ``design: adastop``: ``N`` trials per agent and interim, ``K`` interims (seed 002): ``N K``
-  trials **per agent**, ``N K`` times the agents in all.
-
-A test's own plan is ``2 n_max`` trials (its pairs), ``2 N K`` under AdaStop.  Trials *used*
-are the scored ones (a voided trial is re-run and counted once).
+The trials each design runs when nothing stops early; per design in docs/session.md.
 """
 
 from __future__ import annotations

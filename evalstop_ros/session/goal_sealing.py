@@ -1,27 +1,6 @@
-"""Sealed ``RunTrial`` goals: what identifies a policy reaches the runner only, under AEAD.
+"""Sealed ``RunTrial`` goals: what identifies a policy reaches the runner only, under AEAD (RFC 8439).
 
-A goal travels over DDS, where any participant on the domain, a reader of Fast DDS's shared-memory
-segments in ``/dev/shm`` or a bag of the action topics sees it; a node that serves the goal service
-receives it.  So the policy's identity (its id; at a hub station its server's address) goes in the
-goal *sealed*, and the goal otherwise carries the blinded label (docs/deploying.md):
-
-* **runner key** ``R``: a lab secret shared by the manager and the runner through a file (0600; the
-  ``NAME HEXKEY`` line of ``evalstop keys new runner``, :func:`read_runner_key`), never through DDS;
-* **seal key** ``S``: one per session, ``HMAC-SHA256(session key, "evalstop-goal-seal", session id)``
-  (:func:`session_seal_key`) -- the session's randomization key is revealed at its end
-  (:mod:`.plan`), so afterwards the audit re-derives ``S`` and every seal; a hub station, which has
-  no revealed key, draws ``S`` at random;
-* the goal's ``seal_key`` is ``S`` under ``R`` (ChaCha20-Poly1305, random nonce, bound to the
-  session id) and its ``sealed`` is the identity under ``S``, padded to :data:`PAD` bytes (the
-  length tells nothing) and bound to ``(session, trial, attempt)``; its nonce is an HMAC of that
-  triple under ``S``, so a seal is a pure function of the plan (the audit recomputes it) and a
-  re-sent goal is the same bytes;
-* the runner proves it opened the seal: its result carries ``proof``, an HMAC under ``S`` over the
-  goal's seal and the result's fields (:func:`result_proof`), which nobody without ``R`` (or the
-  session key) can make; the manager refuses a result of a sealed goal without a valid proof.
-
-ChaCha20-Poly1305 is RFC 8439's AEAD (the ``cryptography`` package); a nonce repeats under ``S`` only
-for the same triple, whose plaintext is the same.
+Runner key, per-session seal key, the runner's proof of opening: docs/session.md and docs/deploying.md.
 """
 
 from __future__ import annotations

@@ -1,15 +1,6 @@
-"""What each method's error guarantee is, worded as it holds, for the report's page, its figures
-and the CLI's footers (one wording per method; :data:`~evalstop_ros.stats.methods.VALIDITY` is the
-short form).
+"""What each method's error guarantee is, worded as it holds, for the report, its figures and the CLI's footers.
 
-* STEP (seed 003 Sec. IV): exact level at its planned looks, pair 1 to ``N_max``, for the first
-  stop; it defines no anytime p-value, and nothing past ``N_max`` is covered.
-* N-SCORE, WSR, SAVI (seed 000 Sec. IV-V, Ville's inequality): anytime-valid p-values; any
-  stopping time, no budget.
-* Lai's boundary: approximately valid within ``N_max`` (calibrated by Monte Carlo).
-* AdaStop (seed 002 Theorem 1): group-sequential, family-wise at its pre-declared interims only,
-  no p-value.
-* Holm (seed 003 Sec. V): sequential Holm over the comparisons of a metric.
+One wording per method (:data:`~evalstop_ros.stats.methods.VALIDITY` is the short form).
 """
 
 from __future__ import annotations

@@ -1,28 +1,7 @@
-"""The session journal: an append-only SQLite log of everything that happened, in order.
+"""The session journal: an append-only, hash-chained SQLite log of everything that happened, in order.
 
-Storage -- the file, durability, triggers, hash chain, head file, writer lock and privacy -- is the
-standard journal's (:class:`~.journal_store.JournalStore`, shared with a hub station's local
-journal); this module adds what makes it a *session's*: its event kinds (:data:`KINDS`), its
-``meta`` rows (session id, configuration, randomization key and its commitment) and the genesis
-of its chain (:func:`~.journal_format.genesis_hash`).  Format: :mod:`.journal_format`.
-
-Integrity: every event is chained to the one before (the first to a genesis hash of the ``meta``
-rows) and the head is recorded in ``<path>.head``: :meth:`Journal.open` refuses a broken,
-truncated or rewritten journal (resume never builds on altered data) and :func:`read_journal`
-reports it (:attr:`JournalContents.chain_break`, which the audit names).
-
-Blinding: a new journal draws the session's randomization key from the OS
-(:func:`secrets.token_bytes`) and keeps it in ``meta`` (never published); the first event
-carries only its commitment (:func:`~.plan.commit_key`); the session reveals the key at its end
-(``key_revealed``).  The journal holds that key, so its files are private (mode 0600, no journal
-in a directory other users can write; :mod:`.journal_files`).
-
-Durability: when :meth:`Journal.append` returns the event survives a process kill (and, with
-``durable=True``, a power cut); a kill during the call leaves either the whole event or none.
-
-The stored configuration is the exact validated one (its canonical JSON); opening an existing
-journal with a configuration whose hash differs is refused, naming the fields that changed
-(seed 003 §V-A: alpha, N_max and the method are part of the test).
+The storage is :mod:`.journal_store`'s; this module adds the session's event kinds, ``meta`` rows
+and chain genesis (docs/integrity.md, docs/session.md).
 """
 
 from __future__ import annotations

@@ -1,11 +1,5 @@
 """Journal files only their owner can read: modes 0600 / 0700 whatever the umask, and no journal in a
-directory other users can write (they could replace or remove its files).
-
-The journal holds the session's randomization key (the blinding of seed 003 §V-A's protocol), so
-every file of a journal -- the database, its ``-wal`` and ``-shm`` files (SQLite creates them with
-the database's mode), ``.head`` and ``.lock`` -- is created or tightened to :data:`FILE_MODE`
-(:func:`open_private`, :func:`private_file`); :func:`journal_directory` creates a node's directory
-0700 and :func:`check_directory` refuses one others may write.
+directory other users can write (the journal holds the session's randomization key).
 """
 
 from __future__ import annotations

@@ -1,23 +1,6 @@
-"""The journal's format on disk: its tables, event kinds, rows and hash chain (seed 003 §V-A: the
-record an audit re-derives the decisions from; :mod:`.journal_store` writes and reads it, for a
-session's journal (:mod:`.journal`) and a hub station's).
+"""The journal's format on disk: its tables, event kinds, rows and hash chain (seed 003 §V-A).
 
-Layout (``sqlite3``)::
-
-    meta(key TEXT PRIMARY KEY, value TEXT)        -- schema, session_id, config_json,
-                                                  -- config_hash, created_ns, plan_key,
-                                                  -- key_commitment
-    events(seq INTEGER PRIMARY KEY,               -- 1, 2, 3, ... in commit order
-           stamp_ns INTEGER,                      -- wall clock, ns since the epoch
-           kind TEXT,                             -- one of KINDS
-           trial_id INTEGER NULL,
-           payload TEXT,                          -- a JSON object (strict: no NaN)
-           hash TEXT)                             -- the hash chain (below)
-
-Integrity: every event stores ``hash = SHA-256(previous hash, seq, stamp, kind, trial, payload)``
-(:func:`chain_hash`), the first one chained to a genesis hash of the ``meta`` rows
-(:func:`genesis_hash`), so an event edited after the fact (by someone who dropped the triggers
-that refuse ``UPDATE`` and ``DELETE``) breaks the chain at that event (:func:`check_chain`).
+The layout and the chain are in docs/session.md.
 """
 
 from __future__ import annotations

@@ -1,14 +1,6 @@
-"""The journal's head file ``<journal>.head``: the ``(seq, hash)`` of its last event.
+"""The journal's head file ``<journal>.head``: the ``(seq, hash)`` of its last event, in two CRC'd slots.
 
-Reopening a journal checks that the database still reaches the head, so a copy without its
-``-wal`` file or a truncated database is refused (:mod:`.journal`).  The head is rewritten after
-every append, on the path from a score to its acknowledgement, so it is written in place: two
-fixed-size slots, event ``seq`` into slot ``seq % 2`` with one ``pwrite`` on a descriptor kept
-open (no new file, no rename: ~1 µs instead of ~0.3 ms on ext4).  Each slot is one JSON line
-carrying a CRC-32 of its record; a write torn by a crash spoils at most the slot being written,
-and the reader takes the valid slot with the larger ``seq`` -- the one before, which a journal
-may be ahead of (a crash between the commit and the head write), never behind.  A head file of
-the earlier format (one record, replaced by rename) reads as a slot without a CRC.
+Why two slots written in place, and what a torn write leaves: docs/session.md.
 """
 
 from __future__ import annotations

@@ -1,32 +1,7 @@
 """The standard journal's storage: one append-only, durable, hash-chained, locked, private SQLite file.
 
-A session's journal (:mod:`.journal`) and a hub station's local journal
-(:mod:`evalstop_ros.hub.station_journal`) are both a :class:`JournalStore`; what differs between
-them is a :class:`JournalSpec` -- their event kinds, the ``meta`` rows that identify them and the
-genesis of their hash chain -- so a session journal cannot be opened as a station journal, nor the
-reverse (the message says which it is).
-
-Format (tables, the hash chain): :mod:`.journal_format`; file modes: :mod:`.journal_files`; the
-head file: :mod:`.journal_head`.
-
-Integrity: every event stores ``hash = SHA-256(previous hash, seq, stamp, kind, trial, payload)``
-(:func:`~.journal_format.chain_hash`), the first one chained to the spec's genesis hash of the
-``meta`` rows, so an event edited after the fact (by someone who dropped the triggers) breaks the
-chain at that event.  After each append the head ``(seq, hash)`` is written to ``<path>.head``:
-reopening checks the whole chain and that the database reaches the head, so a copy without its
-``-wal`` file, a truncated file or an emptied one is refused instead of silently starting over;
-:func:`read_store` reports the same problems instead of raising them (the audit names them).
-
-Durability: WAL mode, ``synchronous=FULL`` and one ``BEGIN IMMEDIATE ... COMMIT`` per event, so
-when :meth:`JournalStore.write` returns the event survives a process kill (and, with
-``durable=True``, a power cut); a kill during the call leaves either the whole event or none.
-Triggers refuse ``UPDATE`` and ``DELETE`` on both tables.  A lock file beside the database
-(``<path>.lock``, ``flock``, released by the kernel when the process dies) keeps a second writer
-out; within the process, appends from several threads are serialized.
-
-Privacy: every file of a journal (the database, its ``-wal`` and ``-shm`` files, ``.head`` and
-``.lock``) is created or tightened to mode 0600 whatever the umask, and a journal in a directory
-other users can write is refused (:func:`~.journal_files.check_directory`).
+Shared by a session's journal and a hub station's (a :class:`JournalSpec` tells them apart);
+integrity, durability and privacy are in docs/session.md and docs/integrity.md.
 """
 
 from __future__ import annotations

@@ -1,21 +1,6 @@
-"""Offline re-analysis of a session journal, independent of the live session object.
+"""Offline re-analysis of a session journal with the statistics core's own drivers (docs/session.md).
 
-Each function folds the journal with :class:`~.trials.TrialBook`, forms the pairs with
-:func:`~.trials.form_pairs` (per task for a non-pooled claim) and runs the statistics core's own
-drivers with the session's levels, ``n_max`` and seeds:
-
-* ``claim: pooled``, Bonferroni: each method's ``*_test`` function
-  (:func:`~evalstop_ros.stats.registry.run_test`) at ``metric alpha / m``;
-* ``correction: holm``: the statistics core's :class:`~evalstop_ros.stats.engine.HolmEngine`
-  with the session's options (as the live session and
-  :class:`~evalstop_ros.stats.families.FamilyProcess` do);
-* a non-pooled claim: ``run_test`` per task at :func:`~evalstop_ros.stats.multitask.task_alpha`,
-  combined by :func:`~evalstop_ros.stats.multitask.combine_tasks` (:func:`offline_claims`);
-* ``design: adastop``: the session's own interim fold (:class:`~.analysis.AdaStopRun`: the
-  statistics core's :class:`~evalstop_ros.stats.adastop.AdaStop` fed the complete interims).
-
-For a consistent journal every result equals the session's (:meth:`EvaluationSession.comparisons`,
-:meth:`~EvaluationSession.claims`, :meth:`~EvaluationSession.letters`), which the tests check.
+For a consistent journal every result equals the live session's, which the tests check.
 """
 
 from __future__ import annotations

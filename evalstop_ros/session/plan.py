@@ -1,46 +1,7 @@
 """Deterministic randomization of a session: trial order, conditions, blinded labels, tokens.
 
-Every random choice is a pure function of ``(key, stream, index...)``: each *named stream*
-below seeds its own generator, ``np.random.default_rng([*key, STREAM, *index])``, so the
-streams are independent of each other, of the data and of how many draws another stream made.
-
-**The key is a secret, committed and revealed** (commit-reveal; seed 001's double-blind
-evaluation).  A live session's key is ``KEY_BYTES`` random bytes from the OS
-(:func:`secrets.token_bytes`, drawn by :meth:`~.journal.Journal.open` and kept in the journal);
-what is published at the start is only its commitment :func:`commit_key` (SHA-256 of a domain
-tag, the session id and the key), and the key itself is revealed at the end (``key_revealed``).
-Labels, the trial order, conditions and tokens all come from the key, so nobody who sees only
-the published configuration (its ``seed`` included) can tell which label is which policy or
-predict a token; afterwards anyone can check the revealed key against the commitment made
-before the first trial and replay the whole plan.  STEP's and AdaStop's randomization
-(:meth:`Plan.step_seed`, :meth:`Plan.adastop_seed`) stay on the configuration's public
-``seed``: they must be fixed before the data, not hidden, and offline re-analysis needs them.
-Without a key (offline use, ``Plan(config)``) the key streams fall back to ``config.seed``.
-Nothing is carried between calls, which is what makes a restart reproduce the plan exactly: a
-session replaying its journal asks the same questions and gets the same answers (and checks
-them against what the journal recorded).
-
-Why each choice is randomized (seed 003 App. IX-A; seed 000 App. C):
-
-* **Trial order within a round** -- so drift (battery, lighting, wear, operator fatigue) hits
-  every policy alike.
-* **Initial conditions** -- cycled in a fresh random order per cycle (exactly balanced) or drawn
-  i.i.d. (``condition_schedule``); in the paired design a round shares one condition.
-* **Tasks of the rounds** (non-pooled ``claim``) -- each round runs one task; the rounds walk
-  through endless shuffled cycles of the tasks (:meth:`Plan.condition` at the walk's position),
-  skipping tasks that have left the rotation, so the tasks still running get balanced trials.
-* **AdaStop interims** (``design: adastop``) -- the ``N`` trials of every agent in an interim in
-  one random order (:meth:`Plan.interim_order`), and AdaStop's permutation paths from a seed of
-  their own (:meth:`Plan.adastop_seed`), fixed before the data.
-* **Blinded labels** -- the operator sees ``X``, ``Y``, ``Z``... and never a policy id (separate
-  evaluator and demonstrator); the mapping is random, drawn once per session or afresh every
-  round (``blinding``).
-* **A/B pairs** (``design: ab``) -- the pair of each round, uniformly among the undecided ones,
-  and which of the two runs first (:meth:`Plan.ab_pair`).
-* **Tokens** -- 12 hex characters per trial, an HMAC of the trial id under a secret derived from
-  the key and the session id.  A score must echo its trial's token, so a stale or misrouted
-  score (wrong trial, earlier session) is refused.  The token is unguessable before its request
-  is published; it is a guard against mistakes, not authentication (see ``docs/integrity.md``).
+Every choice is a pure function of a secret, committed and revealed key and a named stream
+(seed 003 App. IX-A, seed 000 App. C, seed 001's double blinding); docs/session.md.
 """
 
 from __future__ import annotations

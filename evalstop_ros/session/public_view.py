@@ -1,46 +1,7 @@
-"""What the operator's channels may say about the policies while a session runs (blind).
+"""What the operator's channels may say about the policies while a session runs: sealed stand-ins.
 
-The manager's own topics would otherwise name the compared policies: ``session_config`` (the
-config's ``policies``), ``comparison_status``/``session_status`` (``policy_a``, ``policy_b``, the
-active policies and letters), the ``decision`` and ``config`` events on ``session_event``,
-``/diagnostics`` and the session's log lines on ``/rosout``.  A score by label followed by a
-moving p-value names, through those, which policy the operator just scored.
-
-:class:`PublicView` is the one place that turns real policy ids into stand-ins: until the
-session's randomization key is revealed (its ``key_revealed`` event, journaled right after
-``finished``/``aborted``, :mod:`.blinding`), every operator-reachable channel names policy *i*
-of a sealed order as ``policy:i`` (:attr:`PublicView.standins`).
-
-Why opaque ids in a sealed order, and not the trial labels the operator already sees:
-
-* a label is what the operator scores; naming comparisons by label would tell directly which
-  label is winning ("X beats Y").  ``policy:i`` is unrelated to any label, and its order is a
-  permutation drawn from the session's secret key (HMAC-SHA256 of the key, the session id and
-  the policy), so even an operator who knows which policies a lab compares cannot tell which
-  stand-in is which before the key is revealed;
-* a decision's direction between two stand-ins is still published: what it adds to a moving
-  p-value (which round's label is ahead) is only a stand-in, which names no policy;
-* the config's hash is a hash of the *real* config: with the names guessed, an operator could
-  try each assignment of names to stand-ins until one hashes right.  The public view therefore
-  publishes the SHA-256 of the *public* config JSON instead (still a commitment to everything
-  but the names, and the ``config`` event's ``key_commitment`` fixes the stand-in order).
-
-After the reveal the manager publishes the latched ``session_config`` and every comparison
-row again with the real names; the journal (owner-only, :mod:`.journal`) keeps the real data
-throughout, and is the evaluator's view during the run (``evalstop status``/``evalstop audit`` read
-as the journal's owner, docs/deploying.md).
-
-A ``session_event`` is published through the view iff it precedes the ``key_revealed`` event in
-the journal (:meth:`PublicView.event_payload`); the audit compares a journal with its recording
-through the same function, and :meth:`PublicView.restore` turns a recording back into real names
-once it holds the revealed key and the real config (``evalstop audit`` of a bag).
-
-Only whole identifiers are replaced (a policy id not preceded or followed by an identifier
-character, :data:`~.config.Identifier`), in every string value and list item -- never in a
-mapping's keys, which are field names (a policy may well be called ``policy_a``); ``session_id``,
-tokens, MACs, scorers and trial labels are left alone.  A policy id equal to another value of a
-message (a policy named ``success`` or ``step``) would be replaced there too: name policies apart
-from metrics and methods.
+Until the key is revealed every operator-reachable channel names policy *i* as ``policy:i``;
+why, and what is left alone: docs/session.md and docs/integrity.md.
 """
 
 from __future__ import annotations

@@ -1,42 +1,7 @@
 """What the evaluation manager publishes for a session, as plain field mappings (no ROS).
 
-:class:`SessionPublisher` is the one place that decides *what* goes on each topic and *when*:
-``evaluation_manager`` hands every mapping to a ROS publisher (``send(topic, fields)`` builds the
-message), and the audit's simulated recordings (:mod:`evalstop_ros.audit.synthetic`) hand the
-same mappings to the rosbags writer, so a recording simulated without ROS carries exactly what
-the node would publish.  Field names are those of ``msg/*.msg``; ``header`` is left to the
-sender (it knows the clock), which gets the stamp of a journal event along; nested
-``comparisons`` are lists of mappings.
-
-Topics (relative names):
-
-``session_config``
-    Once per (re)start: the pre-registered configuration, its hash and the package version.
-``session_event``
-    Every journal event right after it is committed; after a restart the whole journal again
-    (same ``seq``), so a recorder started late still gets the full stream.  A trial request's
-    policy id and token are sealed (:func:`~.blinding.seal`): the key revealed at the end
-    restores them for the audit; a runner result carries only its operator text (a category and
-    an error id), never the runner's full message (sealed in the journal).
-``trial_request``
-    The pending trial, blinded (no policy id), when it or its attempt changes; ``trial_id`` 0
-    once the session has ended.
-``score_ack``
-    One per submitted score.
-``session_status``
-    After every change; ``comparison_status`` then carries each comparison whose pair count or
-    decision changed since the last status (with multi-task claims, also each claim row,
-    ``task == "*"``).
-
-While the session is not over, the per-policy running means (``mean_a``, ``mean_b``) of every
-comparison are withheld (NaN) on ``session_status``, ``comparison_status`` and ``/diagnostics``:
-with the operator's own scores by label they would link labels to policies.  Once the session
-has finished or was aborted every row is published again, with its means; the journal keeps the
-scores, so the audit recomputes everything.
-
-The mappings here name the real policies; until the session's key is revealed the node sends
-them through :class:`~.public_view.PublicView` (policy ids replaced by sealed stand-ins), and
-after the reveal publishes ``session_config`` again.
+One place decides what goes on each topic and when, for the node and the audit's simulated
+recordings alike; the topics are in docs/session.md and docs/ros.md.
 """
 
 from __future__ import annotations

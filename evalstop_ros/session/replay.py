@@ -1,11 +1,4 @@
-"""The replay of a session's journal: how each event changes the session's state.
-
-:class:`JournalReplay` is the event half of :class:`~.session.EvaluationSession`: a live command
-journals an event and applies it here exactly as a restart replays it, so a session rebuilt from
-its journal is the session that wrote it (docs/protocol.md, "Journal").  A handler checks the
-event against what the session computes and raises :class:`~.errors.JournalError` when they
-diverge.
-"""
+"""The replay of a session's journal: how each event changes the session's state (docs/protocol.md, "Journal")."""
 
 from __future__ import annotations
 

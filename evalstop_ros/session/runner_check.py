@@ -1,18 +1,4 @@
-"""One runner per action: who serves a ``RunTrial`` action, judged from the ROS graph.
-
-Every node that serves the action's hidden goal service (``<action>/_action/send_goal``) receives
-every goal, and every action server publishes ``<action>/_action/status`` and ``.../feedback``.
-Two of them mean each goal runs on two robots (two stations on one domain and action name), or
-that a node receives the goals without running them (an eavesdropper serving the goal service
-only: it learns what a goal carries, and may answer in the runner's place).  So the manager
-nodes report what the graph shows (:class:`RunnerGraph`) and :class:`RunnerCheck` decides, for
-``evaluation_manager`` and ``station_manager`` alike (through :class:`~.driver.TrialDriver`):
-
-* more than one server of different node names: a duplicate at once (the session pauses);
-* several servers of one node name (or a name the graph does not know yet): goals are held for
-  :data:`GRACE_S`, which is also what a runner restarted after ``kill -9`` looks like until DDS
-  drops the dead process's entry (its participant lease), then a duplicate.
-"""
+"""One runner per action: who serves a ``RunTrial`` action, judged from the ROS graph (docs/session.md)."""
 
 from __future__ import annotations
 

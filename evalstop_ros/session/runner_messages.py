@@ -1,18 +1,6 @@
 """What of a runner's result message an operator may see: a fixed category and an opaque id.
 
-A runner's message can carry a policy server's own words (a traceback's last line, an echoed
-metadata frame naming the policy), and the operator sees the session's messages next to the
-trial's blinded label (``session_event``'s ``runner_result``, the ``paused`` reason, ``/rosout``,
-``/diagnostics``).  So the session keeps, for those channels, only
-
-* a runner's operator message ``"<category> (error <id>)"`` (``policy_runner``'s form: a fixed
-  category word and 8 hex digits), cut before anything that follows it (a detail, the folder of
-  the recording);
-* the fixed messages the manager itself writes about a run (a timeout, a rejected goal);
-* for anything else, ``"runner error (error <id>)"`` with a fresh id.
-
-The full text is journaled sealed with the session's key (:func:`~.blinding.seal_text`) and
-revealed with the key at the end, so nothing is lost; the id ties the operator's line to it.
+The full text is journaled sealed (:func:`~.blinding.seal_text`); docs/session.md.
 """
 
 from __future__ import annotations

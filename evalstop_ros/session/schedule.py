@@ -1,9 +1,4 @@
-"""The schedule of a session: which trial comes next, and how many may still be needed.
-
-A :class:`Schedule` is owned by the :class:`~.session.EvaluationSession`; it reads the trial book
-and the tests (shared with the session, never changed here) and keeps only where the schedule
-stands (:class:`ScheduleState`, the ``schedule: active`` embeddings and round choices), which the
-session's replay sets from the journal.  The rules are in docs/protocol.md ("Scheduling").
+"""The schedule of a session: which trial comes next, and how many may still be needed (docs/protocol.md, "Scheduling").
 """
 
 from __future__ import annotations

@@ -1,10 +1,4 @@
-"""The evaluation session: a journaled state machine between the ROS nodes and the tests.
-
-The protocol (states, scheduling, scoring, edits, journal events, designs) is described in
-docs/protocol.md.  This module holds :class:`EvaluationSession`'s commands; the value types are
-in :mod:`.values`, the submission limits in :mod:`.limits`, the schedule in :mod:`.schedule` and
-the replay of journal events in :mod:`.replay`.
-"""
+"""The evaluation session: a journaled state machine between the ROS nodes and the tests (docs/protocol.md)."""
 
 from __future__ import annotations
 

@@ -1,29 +1,6 @@
-"""Trials, their effective scores, and how scores become pairs.
+"""Trials, their effective scores, and how scores become pairs (in collection order, seed 003 §IV).
 
-:class:`TrialBook` folds the trial-level journal events (``trial_requested``,
-``reset_confirmed``, ``runner_result``, ``score_accepted``/``post_decision_score``, ``correction``, ``void``) into one
-record per trial.  It is the only place that decides what a trial's *effective* score is, and
-both the live session and the offline re-analysis (:func:`~.session.offline_decisions`) use it.
-
-:func:`form_pairs` turns effective scores into the paired sequence of one comparison, in
-collection order:
-
-* ``paired`` design: round ``r`` gives one pair when both policies have an effective score in
-  round ``r`` (same task and condition, run back to back).  A re-run of a voided trial keeps
-  the voided trial's round, so it pairs with the same partners.  ``ab`` design likewise, except
-  that a round whose operator judged the pair not valid (a score with ``pair_invalid``) gives
-  no pair (seed 001 §3.1: only valid evaluations count).
-* ``independent`` design: the ``k``-th effective score of ``policy_a`` is paired with the
-  ``k``-th of ``policy_b`` (per-policy FIFO; surplus scores wait for their partner, seed 003 §III,
-  seed 000 §V-A).
-
-With a non-pooled ``claim`` each task has its own tests, and pairs are formed within a task
-(``task=...``): only trials of that task count, in either design.
-
-Either way a pair depends only on the scores of the two policies involved, and pairs are
-ordered by *completion*: the journal position of the later of their two scores (a correction
-keeps a score's position).  That is the order in which the pairs became available, i.e. the
-collection order the sequential guarantees are stated for (seed 003 §IV: the guarantee covers the first stop).
+The pairing rules per design are in docs/session.md.
 """
 
 from __future__ import annotations

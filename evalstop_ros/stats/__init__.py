@@ -1,15 +1,7 @@
-"""The evalstop statistics core: sequential policy comparison with Type-I guarantees.
+"""The evalstop statistics core (numpy/scipy, no ROS): sequential policy comparison with Type-I guarantees.
 
-Pure numpy/scipy (no ROS imports).  Every sequential test is a vectorised
-:class:`~evalstop_ros.stats.sequential.PairedProcess` with a one-sequence ``*_test`` wrapper:
-
-* STEP (seed 003): :func:`step_test`, :class:`StepProcess`, tables and exact characteristics.
-* N-SCORE (seed 000, Alg. 1): :func:`nscore_test`, :class:`NScoreProcess`.
-* Baselines: WSR (seed 000, Alg. 2), theta-SAVI, Lai's test, batch Barnard/Boschloo/Fisher.
-* Families of comparisons (Bonferroni, Holm, compact letter display), multi-task claims
-  (seed 003 Eq. 11), AdaStop for batches of seeds (seed 002), and the Monte Carlo engine.
-
-Orientation follows both papers: policy A is the baseline (pi_0), policy B the candidate (pi_1).
+STEP (seed 003), N-SCORE (seed 000), their baselines, families, multi-task claims, AdaStop
+(seed 002) and rankings (seed 001); design notes in docs/statistics.md.
 """
 
 from __future__ import annotations

@@ -1,20 +1,7 @@
-"""Shared machinery of the betting (e-process) tests: N-SCORE, WSR and θ-SAVI.
+"""Shared lanes of the betting e-process tests (N-SCORE, WSR, θ-SAVI); not public API.
 
-Not public API.  Each of those tests is one or two *one-sided* nonnegative supermartingales
-("children") per paired sequence.  A child tests ``H0: mu_0 >= mu_1`` on the pair
-``(r_0, r_1)`` it is fed; the child for the opposite direction is the same child fed the swapped
-pair ``(r_1, r_0)`` (seed 000 §V-A, the [ref-code] "mirrored" tests).  This module stores the
-children of ``R`` sequences side by side as *lanes* of flat ``(S * R,)`` state arrays (``S`` = 1
-or 2 sides), so every update is a handful of numpy operations whatever ``R`` is.
-
-Level bookkeeping, the same for every betting test in the core:
-
-* ``alternative="greater"`` (B better) or ``"less"`` (A better): one child at level ``alpha``;
-  it stops at the first ``n`` with ``X_n >= 1/alpha`` (Ville's inequality, seed 000 Eq. 10).
-* ``alternative="two-sided"``: two mirrored children, each at ``alpha / 2``, so that the
-  probability of *any* false directional claim is at most ``alpha`` even at an exact tie
-  ``mu_0 = mu_1`` (Bonferroni over the two children; the [ref-code] "ranking" mode,
-  seed 000 §VI-B).  The p-value is ``min(1, 2 min(p_greater, p_less))``.
+Two-sided tests are two mirrored one-sided children at ``alpha / 2`` each (seed 000 §V-A, §VI-B);
+details in docs/statistics.md.
 """
 
 from __future__ import annotations

@@ -1,21 +1,7 @@
-r"""AdaStop: a group-sequential permutation test comparing L agents (seed 002).
+r"""AdaStop: a group-sequential permutation test comparing L agents (seed 002 Alg. 3, Eqs. 8-12).
 
-``L >= 2`` agents are run ``N`` times per *interim*; after interim ``k`` the ``k N`` scores of each
-agent still needed enter a step-down permutation test whose boundaries spend ``alpha`` linearly
-over the ``K`` interims (seed 002 Alg. 3, Eqs. 8-12).  Each comparison ``(l1, l2)`` ends as
-``"larger"`` or ``"smaller"`` (``H_j: P_l1 = P_l2`` rejected; the sign of the mean difference gives
-the direction), or ``"equal"`` (not rejected after interim ``K``); ``"continue"`` while undecided.
-An agent whose comparisons are all decided leaves the rotation (seed 002 Alg. 3).
-
-:class:`AdaStop` is the stateful, interim-by-interim form (one :meth:`AdaStop.update` per interim,
-what an evaluation manager calls); :func:`adastop_test` replays a table of scores collected in
-interim order.  Both return a frozen :class:`AdaStopResult`.
-
-With three or more agents the default ``permutation="closed"`` replaces the paper's step-down
-by closed testing over exact per-intersection permutation tests (:mod:`.adastop_closed`): the
-paper's Lemma 3 does not give strong control when agents differ in spread (``docs/adastop.md``).
-Where the spec leaves a choice open, this module follows it as listed in the Notes of
-:class:`AdaStop`.
+:class:`AdaStop` runs interim by interim, :func:`adastop_test` replays a table of scores; with three
+or more agents the default ``permutation="closed"`` uses :mod:`.adastop_closed` (docs/adastop.md).
 """
 
 from __future__ import annotations

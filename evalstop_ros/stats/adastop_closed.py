@@ -1,42 +1,7 @@
-r"""AdaStop by closed testing: strong family-wise control under any partial null (docs/adastop.md).
+r"""AdaStop by closed testing over exact per-partition permutation tests: strong family-wise control.
 
-The paper's step-down (seed 002 Alg. 3) takes the boundary of the comparisons still open from
-one permutation law of all their statistics.  Lemma 3 then needs that law to be the null law of
-the *true* nulls' statistics, which fails when agents that are not equal (different spreads, say)
-are permuted together: pooling a low-spread agent's scores with high-spread ones shrinks the
-law of the maximum (the ``"relabel"`` scheme: FWE 0.12 at a nominal 0.05), and the ``"split"``
-paths are no relabeling of the data at all once three agents share comparisons.
-
-This module tests every intersection hypothesis with a permutation group that is exact for it,
-and combines them by closed testing (Marcus, Peritz and Gabriel 1976):
-
-* **Intersections are partitions.**  Equality of distributions is transitive, so the
-  intersection :math:`H_I = \bigcap_{j \in I} H_j` of comparisons :math:`I \subseteq C_0` says
-  that the agents of each connected component of the graph :math:`(\text{agents}, I)` share one
-  law.  Each :math:`H_I` is therefore :math:`H_\pi` for the partition :math:`\pi` of the agents
-  into those components, whose blocks are connected in the graph of :math:`C_0`; it implies
-  every comparison :math:`I(\pi)` of :math:`C_0` inside a block.
-* **One exact group-sequential test per partition** :math:`\phi_\pi`: at each interim the
-  scores of each block are relabeled among the block's agents (``N`` each, uniformly, blocks
-  independently), which leaves the joint law invariant under :math:`H_\pi` whatever the other
-  blocks' laws, spreads or tails.  The statistic is the largest Welch statistic over the
-  comparisons inside the blocks, on the normal scale of its Satterthwaite df
-  (:func:`~.adastop_welch.welch_z`), and the boundaries spend ``alpha`` linearly over the ``K``
-  interims on the surviving paths, as seed 002 Eqs. (10)-(12).  Weak control of this test is
-  seed 002's Theorem 1 weak part (App. C.2, Lemma 2) for this group.  Beside it runs a
-  bootstrap test of :math:`H_\pi` (:class:`~.adastop_welch.WelchReference`); :math:`\phi_\pi`
-  rejects once both crossed, which keeps the exactness under equal laws and adds the
-  bootstrap's approximation under equal means with unequal spreads (``docs/adastop.md``).
-* **Closed testing**: comparison ``j`` is rejected at interim ``k`` when every
-  :math:`\phi_\pi` with ``j`` inside a block has crossed its boundary at some interim
-  :math:`\le k`.  If :math:`\pi^*` is the partition of the agents into groups of equal laws, a
-  true null can only be rejected after :math:`\phi_{\pi^*}` (or a finer :math:`\phi_\pi`, also
-  exact under :math:`\pi^*`) crossed, which has probability at most ``alpha``.
-
-An agent leaves the rotation when its comparisons are all decided; by then every
-:math:`\phi_\pi` that relabels its scores has crossed, so no open test needs its later scores.
-The cost grows with the number of partitions (Bell numbers: 15, 52, 203, 877 for 4-7 agents
-with all pairs; :math:`2^{L-1}` for "one vs rest"), so :data:`MAX_PARTITIONS` caps it.
+Replaces the paper's step-down (seed 002 Alg. 3, Lemma 3) for three or more agents; the argument
+is in docs/adastop.md and docs/statistics.md.
 """
 
 from __future__ import annotations

@@ -1,10 +1,4 @@
-"""Permutation paths of the paper's step-down AdaStop (``"split"`` and ``"relabel"``, seed 002 §3.3-3.4).
-
-:class:`PaperPaths` holds the path machinery that :class:`~evalstop_ros.stats.adastop.AdaStop`
-uses for those two schemes (and for two agents, where all schemes are the paper's test with exact
-enumeration); the schemes themselves are described in the Notes of
-:class:`~evalstop_ros.stats.adastop.AdaStop`.
-"""
+"""Permutation paths of the paper's step-down AdaStop (``"split"`` and ``"relabel"``, seed 002 §3.3-3.4)."""
 
 from __future__ import annotations
 

@@ -1,31 +1,8 @@
-r"""AdaStop's studentized statistic and its bootstrap companion test (seed 002, Welch 1947, Hall and Wilson 1991).
+r"""AdaStop's Welch statistic and the null-centred bootstrap test run beside each permutation test.
 
-The closed scheme (:mod:`.adastop_closed`) tests each intersection hypothesis :math:`H_\pi` with
-the largest **Welch statistic** over the comparisons inside the blocks of :math:`\pi`
-(:func:`welch_z`; Chung and Romano 2013, Janssen 1997 for studentized permutation tests).  A
-permutation test is exact when the agents of a block share one law, whatever the statistic.
-When they only share a *mean*, no permutation test holds at a few scores per agent: beside an
-agent with (almost) no spread, the split that keeps the two agents apart is the most extreme one
-whenever the other agent's ``N`` scores fall on one side, which happens with probability
-:math:`2^{1-N}` (1/16 at ``N = 5``; ``docs/adastop.md``).
-
-:class:`WelchReference` is therefore a second sequential test of each :math:`H_\pi`, run beside
-the permutation test and required as well: the same statistic, the same linear spending and
-survivor rule, but its ``B - 1`` reference paths are a **null-centred bootstrap** of each agent's
-own scores: each path's scores of agent ``l`` at interim ``k`` are drawn with replacement from
-``l``'s scores of interims ``1..k``, shifted to mean 0 (Hall and Wilson 1991, "Two guidelines for
-bootstrap hypothesis testing": resample under the null, use a studentized statistic).  Each agent
-keeps its own spread and shape, so the reference follows the skewness of Welch's t that a normal
-reference misses (second-order accurate for smooth laws, Hall 1992, against first order).
-Requiring both tests keeps the permutation test's exactness under equal laws and adds the
-bootstrap's (asymptotic) level under equal means.
-
-Inside the bootstrap test each comparison's signed statistic goes through Hall's (1992) monotone
-cubic that removes the skewness term of a studentized mean (:func:`hall_transform`; Johnson 1978
-is its quadratic part), with a skewness shared by the compared agents
-(:func:`shared_skewness`): five scores of an exponential-like agent that missed the long tail show
-no skew, so its own resample cannot know that a low mean with a small spread is what such an
-agent produces often (``docs/adastop.md``, the skewed row of the study).
+Seed 002 with Welch (1947) and Hall and Wilson (1991); why both tests are required is in
+docs/adastop.md and docs/statistics.md, with the skewness correction of the bootstrap test
+(Hall 1992, :func:`hall_transform`).
 """
 
 from __future__ import annotations

@@ -1,15 +1,7 @@
-"""Fixed-N (batch) exact tests for two success rates: Barnard, Boschloo and Fisher.
+"""Fixed-N exact tests of two success rates (Barnard, Boschloo, Fisher): valid once, never in sequence.
 
-.. warning::
-
-   These tests are valid **only once**, at a sample size fixed before the data.  Re-running
-   them after every trial and stopping at the first ``p <= alpha`` is p-hacking: seed 003 §V
-   ("Barnard's Test run in sequence", Figs. 3 and 6) shows it violates Type-I error control.
-   Every result therefore carries ``sequential_valid=False``; use STEP, N-SCORE, θ-SAVI or WSR
-   for sequential decisions.
-
-The two samples need not be paired or of equal length.  The 2x2 table is laid out as scipy
-expects, one column per policy: ``[[S_A, S_B], [F_A, F_B]]`` (successes, failures).
+Re-running them after every trial violates Type-I control (seed 003 §V, Figs. 3 and 6), so every
+result carries ``sequential_valid=False``.
 """
 
 from __future__ import annotations

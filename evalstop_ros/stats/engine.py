@@ -1,10 +1,4 @@
-"""Sequential Holm over a family of comparisons: the one driver, with one option set.
-
-The live session (:mod:`evalstop_ros.session.analysis`), its offline re-analysis and the audit
-(:mod:`evalstop_ros.session.offline`), the Monte Carlo family (:class:`~.families.FamilyProcess`)
-and the hub's pairs (:mod:`evalstop_ros.hub.family`) all run a :class:`HolmEngine` built from a
-:class:`HolmOptions`; the design is in docs/ARCHITECTURE.md (step 4).
-"""
+"""Sequential Holm over a family of comparisons: the one driver (:class:`HolmEngine`), with one option set."""
 
 from __future__ import annotations
 

@@ -1,39 +1,7 @@
-"""Families of comparisons among K policies: which pairs, at what level, and how to show them.
+"""Families of comparisons among K policies: which pairs, at what level, run round by round, shown as letters.
 
-A K-policy evaluation is a family of paired two-policy tests (seed 003 footnote 5; seed 000
-§VI-B, Fig. 2).  This module plans the family (:func:`comparison_pairs`), shares the family-wise
-level among its members (:func:`.levels.split_alpha`, :func:`.holm.holm`), summarises
-the outcome as a compact letter display (:func:`.letters.compact_letter_display`), and runs the family
-round by round with policies leaving the rotation once decided (:class:`FamilyProcess`, online or
-vectorised over Monte Carlo repetitions; :func:`run_family` replays recorded trials; results are
-:class:`FamilyResult`).  Multi-task claims are in :mod:`.multitask`; AdaStop, a family test with
-its own step-down permutation boundaries, in :mod:`.adastop`.
-
-Which procedures remain valid with sequential tests
-----------------------------------------------------
-*Bonferroni* (``alpha / m`` per comparison) is always valid: the union bound needs only that
-each of the ``m`` tests controls its own error at ``alpha / m``, whatever the dependence between
-comparisons that share a policy's trials and whatever stopping rule each test itself allows
-(any time for the e-process tests, within the declared ``n_max`` for STEP and Lai).  It is the
-only procedure here for STEP, which has no p-value (seed 003 defines none).
-
-*Holm* needs p-values that are valid at the moment it is applied.  An anytime-valid p-value
-(N-SCORE, WSR, SAVI: ``P(exists n: p_n <= u) <= u`` under its null) is valid at every time,
-including a data-dependent one, so Holm applied to the ``m`` current p-values at any single
-analysis time controls the family-wise error at ``alpha`` under arbitrary dependence.  Because
-those p-values are running minima (they never increase) and Holm's rejections only grow as
-p-values fall, repeating Holm at every trial and keeping every rejection made so far is still
-covered: all of them are Holm rejections of the limits ``inf_n p_n``, which are valid p-values.
-To use it with processes that stop at their own level, run each test at ``alpha / m``: its own
-stop is then a Holm rejection, and Holm adds the comparisons whose p-value fell below
-``alpha / (m - k + 1)``.  Holm is *not* valid for fixed-sample p-values (Barnard, Boschloo,
-Fisher) recomputed at several looks, nor for STEP.  Holm controls errors for the nulls its
-p-values test: for directional claims under arbitrary dependence, give it both one-sided
-p-values of every pair (``2 m`` hypotheses).
-
-*Šidák* (:func:`.levels.split_alpha` with ``method="sidak"``) is valid only for independent
-comparisons, such as STEP's per-task tests on disjoint trials (seed 003 Eq. 11), never for
-pairwise comparisons that share a policy.
+Seed 003 footnote 5, seed 000 §VI-B; which of Bonferroni, Holm and Šidák stay valid with
+sequential tests is in docs/statistics.md.
 """
 
 from __future__ import annotations

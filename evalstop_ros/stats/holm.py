@@ -1,24 +1,4 @@
-"""Sequential Holm over directional anytime-valid p-values: the one implementation.
-
-Holm's step-down procedure [1]_ applied again at every analysis to the running-minimum p-values
-of anytime-valid tests (N-SCORE, seed 000 §IV, Eq. 16-17; WSR and SAVI) controls the
-family-wise error under any dependence: each p-value is valid at any time, they never increase,
-and Holm's rejections only grow as p-values fall, so every claim is a Holm rejection of the
-limits (see :mod:`.families`, "Which procedures remain valid").  Every comparison contributes its
-directional hypotheses (:data:`HOLM_SIDES`), each tested by a one-sided process at
-``alpha / H`` (:class:`DirectionalTests`).
-
-:class:`SequentialHolm` holds the state of the analyses: which comparisons are decided, at
-which step, and what the next step needs.  Everything that runs sequential Holm drives it: the
-Monte Carlo family (:class:`~.families.FamilyProcess`, lock-step over ``R`` sequences), the
-live session and its offline re-analysis (comparisons fed at their own pace: unequal-length
-trajectories), and through them the audit.
-
-References
-----------
-.. [1] Holm, S. "A simple sequentially rejective multiple test procedure".
-       *Scandinavian Journal of Statistics* 6(2), 65-70, 1979.
-"""
+"""Sequential Holm over directional anytime-valid p-values (Holm 1979; seed 000 §IV, Eqs. 16-17)."""
 
 from __future__ import annotations
 

@@ -1,35 +1,6 @@
-"""Anytime-valid confidence sequences for a mean in [0, 1] (the report's success-rate bands).
+"""Anytime-valid confidence sequences for a mean in [0, 1]: the report's success-rate bands.
 
-A value in [0, 1] is sub-Gaussian with variance proxy :math:`\\sigma^2 = 1/4` (Hoeffding's
-lemma), so for i.i.d. :math:`X_i` with mean :math:`\\mu`, :math:`S_t = \\sum_{i \\le t}(X_i - \\mu)`
-and :math:`V_t = \\sigma^2 t`, Robbins' normal mixture
-
-.. math::
-
-    M_t = \\sqrt{\\frac{\\rho}{V_t + \\rho}} \\exp\\!\\left(\\frac{S_t^2}{2 (V_t + \\rho)}\\right)
-
-is a nonnegative supermartingale with :math:`M_0 = 1` (mix :math:`\\exp(\\lambda S_t - \\lambda^2
-V_t / 2)` over :math:`\\lambda \\sim N(0, 1/\\rho)`).  By Ville's inequality
-:math:`P(\\exists t: M_t \\ge 1/\\alpha) \\le \\alpha`, i.e. with probability at least
-:math:`1 - \\alpha`, *simultaneously for all t*,
-
-.. math::
-
-    |\\hat\\mu_t - \\mu| \\le \\frac{1}{t}\\sqrt{2 (V_t + \\rho)
-    \\left(\\log\\frac{1}{\\alpha} + \\frac{1}{2}\\log\\left(1 + \\frac{V_t}{\\rho}\\right)\\right)}.
-
-The band may be read after every trial and at a data-dependent stop, unlike a fixed-n
-Clopper-Pearson interval.  :math:`\\rho` sets where the band is tightest: we make it tightest
-after ``m`` trials, which gives :math:`\\rho = V_m / x` with :math:`x = 2 \\log(1/\\alpha) + \\log(1 + x)`
-(set the derivative of the squared boundary in :math:`\\rho` to zero).
-
-References
-----------
-.. [1] Robbins, H. "Statistical methods related to the law of the iterated logarithm".
-       *Annals of Mathematical Statistics* 41(5), 1397-1409, 1970.
-.. [2] Howard, S. R., Ramdas, A., McAuliffe, J. and Sekhon, J. "Time-uniform, nonparametric,
-       nonasymptotic confidence sequences". *Annals of Statistics* 49(2), 1055-1080, 2021 (§3,
-       the normal-mixture boundary).
+Robbins' normal mixture (Howard et al. 2021, §3); the derivation is in docs/statistics.md.
 """
 
 from __future__ import annotations

@@ -1,11 +1,6 @@
-"""Lai's nearly optimal sequential test on the discordant pairs of two Bernoulli policies.
+"""Lai's sequential test on discordant pairs (a baseline of seed 003 §V): approximately valid only, within ``n_max``.
 
-**Approximately valid only, and only within a pre-declared budget ``n_max``.**  The stopping
-boundary is Lai's (1988) asymptotic approximation to a free-boundary problem; its one free
-constant ``c`` is *calibrated by Monte Carlo simulation* at ``p_0 = p_1 = 1/2`` for the given
-``(alpha, n_max)``, so the Type-I guarantee is empirical (simulation error included), not exact.
-Use STEP for an exact finite-budget test and N-SCORE, θ-SAVI or WSR for anytime validity.
-It is a baseline of seed 003 (§V, "Lai") and of its §VI comparisons.
+Its constant is calibrated by Monte Carlo at ``p_0 = p_1 = 1/2``, so its Type-I guarantee is empirical.
 """
 
 from __future__ import annotations

@@ -1,9 +1,6 @@
-"""How a family-wise level is shared among the tests of a family: the one alpha split.
+"""How a family-wise level is shared among a family's tests: the one alpha split, :func:`split_alpha`.
 
-Every split in the core goes through :func:`split_alpha`: a two-sided test's two children, a
-Holm family's directional hypotheses, a Bonferroni family's comparisons, a metric's comparisons
-and a multi-task claim's tasks.  Which splits are valid under which dependence is in
-:mod:`.families` ("Which procedures remain valid").
+Which splits are valid under which dependence: docs/statistics.md (``stats/families.py``).
 """
 
 from __future__ import annotations

@@ -1,10 +1,4 @@
-"""What each comparison method in the statistics core is and guarantees: the one table.
-
-The session's config validation, the registry, the families, the multi-task claims, reports
-and the CLI look a method up here, so that a batch test run in sequence, or Lai's calibrated
-test past its budget, is never presented as a valid sequential result, and no module keeps its
-own list of which methods are binary or define a p-value.
-"""
+"""What each comparison method is and guarantees: the one table every layer looks methods up in."""
 
 from __future__ import annotations
 

@@ -1,11 +1,6 @@
-r"""Mixture e-process: a paired comparison of bounded scores by a prior over constant bets.
+r"""Mixture e-process: a paired comparison of bounded scores by a prior over constant bets (seed 000 Eq. 3, Lemma 1).
 
-The capital is the prior-weighted mean of the constant-bet products
-:math:`\prod_n (1 + \lambda d_n)` (seed 000 Eq. 3 with a fixed :math:`\xi = \lambda`): each is a
-test supermartingale under :math:`H_0: E[d_n \mid \mathcal{F}_{n-1}] \le 0` (seed 000 Lemma 1),
-so their mixture is one too and Ville's inequality gives Type-I error at most ``alpha`` at any
-stopping time.  On success/failure scores it is the beta-binomial mixture martingale of the
-discordant pairs' signs.  The design and its validity are in docs/hub.md ("The pairs' test").
+Design and validity in docs/hub.md ("The pairs' test").
 """
 
 from __future__ import annotations

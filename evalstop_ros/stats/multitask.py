@@ -1,29 +1,7 @@
 r"""Multi-task claims: one paired sequential test per task, combined by the claim made (seed 003 Eq. 11).
 
-A candidate policy B is compared with a baseline A on ``T`` tasks, each with its own trials
-(seed 003 §V-C3, footnote 5).  What the tests license depends on the *claim*, which must be chosen before the data:
-
-``"every"``
-    "B is better on every task": :math:`H_1: \forall \tau\; \mu_B^{[\tau]} > \mu_A^{[\tau]}`
-    against :math:`H_0: \exists \tau\; \mu_B^{[\tau]} \le \mu_A^{[\tau]}` (seed 003 Eq. 11).  The
-    claim is made when every task's test claims "B better".  ``correction="iut"`` runs each task at
-    ``alpha``: by Berger's intersection-union principle the overall level is then ``alpha``
-    (any true null fails in some task, whose test errs with probability at most ``alpha``).  This is
-    a **deviation from seed 003**, which runs each task at ``alpha / T`` and confirms the claim "via
-    the Bonferroni correction" at the sum of the levels (``correction="bonferroni"``, valid but
-    conservative).
-``"any"``
-    "B is better on at least one task" (union claim, :math:`H_0: \forall \tau\; \mu_B^{[\tau]} \le
-    \mu_A^{[\tau]}`): made when some task claims "B better" at a family-wise corrected level
-    (Bonferroni ``alpha / T`` or Holm).
-``"per-task"``
-    A claim for each task separately, with family-wise error ``alpha`` over the ``T`` claims:
-    Bonferroni ``alpha / T`` or Holm.
-
-Holm runs each task's test at ``alpha / T`` (its first threshold) and then applies Holm's
-procedure to the tasks' final anytime-valid p-values (running minima, valid at any stopping time:
-the module notes of :mod:`.families`); it therefore needs an anytime-valid method and one-sided
-claims.  STEP defines no p-value: Bonferroni (or the IUT) only.
+Claims ``"every"`` (IUT or Bonferroni), ``"any"`` and ``"per-task"``; the levels, and where we deviate
+from seed 003, are in docs/statistics.md.
 """
 
 from __future__ import annotations

@@ -1,12 +1,6 @@
-"""N-SCORE: anytime-valid paired comparison of bounded scores by betting (seed 000).
+"""N-SCORE: anytime-valid paired comparison of bounded scores by betting (seed 000 Alg. 1, Theorem 1).
 
-The test multiplies, trial after trial, the factor ``1 + xi_n (r_1 - r_0)`` into a capital
-``X_n`` whose bet ``xi_n`` is chosen from *earlier* pairs only, by a plug-in Kelly rule on binned
-scores (seed 000, Alg. 1 and App. A-C Remark 1).  Under ``H0: mu_0 >= mu_1`` the capital is a
-nonnegative supermartingale (seed 000 Lemma 1), so stopping at the first ``X_n >= 1/alpha`` has
-Type-I error at most ``alpha`` at *any* stopping time (Theorem 1, Ville's inequality).
-
-Scores must be normalised to [0, 1] with bounds fixed before the data (seed 000 footnote 2).
+Scores are normalised to [0, 1] with bounds fixed before the data (seed 000 footnote 2).
 """
 
 from __future__ import annotations

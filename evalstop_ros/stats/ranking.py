@@ -1,19 +1,7 @@
 """Pairwise A/B comparisons and the ranking fitted to them (seed 001, RoboArena, Sec. 3.2, App. B.5).
 
-The data are :class:`Comparisons`: in comparison ``n`` policy ``i_n`` (run under label A) meets
-policy ``j_n`` (label B) and the evaluator reports ``y_n`` in {0, 1, 2} (B preferred, tie, A
-preferred; seed 001 App. B.1), optionally with progress scores in [0, 1] for both and a task
-instruction.  Every model returns a :class:`Ranking`: one score per policy, its standard error,
-the rank and the interval at any level (:meth:`Ranking.interval`).  The models are elsewhere:
-the baselines of App. B.5 and the paired-progress model in :mod:`.ranking_fits`, the
-task-aware model of Sec. 3.2 / App. B in :mod:`.ranking_task`; the rank-quality metrics and the
-simulator in :mod:`.ranking_eval`, per-group win rates and progress in :mod:`.ranking_groups`.
-
-Intervals: :meth:`Ranking.interval` at any level, normal, Student-t (``df``), Hall's
-skewness-corrected t (``skewness``) or the symmetric bootstrap-t (``boot_t``); every model's SE is checked by simulation to cover at the
-stated level in a hard RoboArena-like world (imbalanced pairing, ties, flipped preferences) at
-200, 1000 and 5000 comparisons (``test/stats/test_ranking_coverage.py``,
-``bench/ranking_coverage.py``, docs/ranking.md).
+:class:`Comparisons` in, a :class:`Ranking` with intervals out; the models are in :mod:`.ranking_fits`
+and :mod:`.ranking_task`, coverage in docs/ranking.md.
 """
 
 from __future__ import annotations

@@ -1,15 +1,4 @@
-"""Rank quality against an oracle, a RoboArena-like simulator and sample-efficiency curves.
-
-Metrics (seed 001 Sec. 5.2, following SIMPLER): the Pearson correlation of a method's scores
-with the oracle scores, and the Mean Maximum Rank Violation
-
-.. math:: \\mathrm{MMRV} = \\frac{1}{N} \\sum_i \\max_j |o_i - o_j|\\,
-          \\mathbb{1}[(m_i < m_j) \\neq (o_i < o_j)]
-
-(lower is better; the oracle ``o`` on the [0, 1] progress scale).  The oracle of seed 001 Sec. 5.1
-is every policy's mean progress over all tasks; :func:`simulate_arena` returns its exact value for
-the planted world.
-"""
+"""Rank quality against an oracle (Pearson, MMRV; seed 001 Sec. 5.2), a RoboArena-like simulator, sample-efficiency curves."""
 
 from __future__ import annotations
 

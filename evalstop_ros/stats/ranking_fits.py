@@ -1,21 +1,6 @@
-"""The ranking models fitted to pairwise A/B comparisons: the baselines of seed 001 App. B.5
-(Bradley-Terry, Davidson ties, Elo, progress averaging) and the paired-progress model.
-Each takes :class:`~.ranking.Comparisons` and returns a :class:`~.ranking.Ranking`; the task-aware
-model of Sec. 3.2 / App. B is in :mod:`.ranking_task`.
+"""The ranking models fitted to A/B comparisons: the baselines of seed 001 App. B.5 and the paired-progress model.
 
-Identifiability (documented per model, tested):
-
-* ``bt``, ``davidson``: the likelihood depends on ``theta`` only through differences; the L2
-  penalty makes the optimum unique and, because the likelihood gradient sums to zero over
-  policies, the penalised optimum satisfies ``sum(theta) = 0`` exactly.
-* ``elo``: the updates are zero-sum, so starting from 0 keeps ``sum(theta) = 0``.
-* ``prog``: absolute scale (mean progress in [0, 1]); nothing to fix.
-* ``paired``: differences identify ``mu`` up to a common shift; scores are centred (sum 0).
-
-Standard errors (coverage in docs/ranking.md): BT, Davidson and PAIRED use a
-small-sample corrected sandwich with Student-t quantiles
-(:func:`~.ranking_sandwich.sandwich_standard_errors`), Elo an online bootstrap, PROG the symmetric
-bootstrap-t (:meth:`~.ranking.Ranking.interval`).
+Identifiability and standard errors per model: docs/statistics.md and docs/ranking.md.
 """
 
 from __future__ import annotations

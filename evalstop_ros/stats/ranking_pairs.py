@@ -1,35 +1,6 @@
-"""Anytime-valid stopping for A/B campaigns: one sequential test per pair of policies and metric.
+"""Anytime-valid stopping for A/B campaigns: one N-SCORE test per pair of policies and metric (seeds 000, 001).
 
-RoboArena (seed 001) fixes the number of A/B sessions in advance and has no stopping rule.  Here
-every unordered pair ``{p, q}`` of the pool gets two paired sequential tests, run over the pair's
-comparisons in collection order:
-
-* **preference**: ``x_n`` = 1 if ``q`` was preferred, 1/2 for a tie, 0 if ``p`` was; the test
-  is fed ``(a, b) = (1 - x_n, x_n)``, so ``b - a = 2 x_n - 1`` and the null "q is not preferred
-  to p more often than the reverse" is ``E[b - a | past] <= 0`` (N-SCORE with ``K = 3`` levels,
-  seed 000 Alg. 1; the three values lie exactly on its grid);
-* **progress**: the two progress scores of the pair, same scene, ``(a, b) = (s_p, s_q)``
-  (N-SCORE with ``K = 21``, seed 000's N-SCORE_inf), over the comparisons that recorded both.
-
-The test of the pair ``(p, q)`` sees only that pair's comparisons, whatever else the campaign
-did, and the tasks may change from one comparison to the next: the e-process stays a test
-supermartingale as long as, conditionally on the past, ``q``'s expected preference (progress)
-does not exceed ``p``'s on the task drawn.  A claim "q is better" is therefore protected under
-the composite null "q is nowhere better", whatever the evaluators' choice of tasks.
-
-Family-wise control: each of the ``m = n_pairs x n_metrics`` tests runs at ``alpha / m``
-(Bonferroni; every test is anytime-valid, so the union bound holds at any stopping time and a
-decided pair may simply stop being assigned).
-
-**Run order.**  Label A is the policy run first.  The null above holds only when the order
-within a pair was randomised (A/B sessions flip a coin per comparison): with a fixed order, a
-first-run advantage of 0.05 alone lifts the family-wise error to 0.088 at 0.05.  ``run_order``
-says what to assume: ``"check"`` (default) warns in one line (:class:`RunOrderWarning`) when a
-pair's orders are fixed (all one way, five comparisons or more) or far from balanced (two-sided
-binomial test at 0.01); ``"stratified"``
-pairs each comparison where ``p`` ran first with the next one where ``q`` ran first and feeds the
-test the mean of the two (an order effect cancels in it, so the test holds whatever the order
-did; comparisons left unmatched are not used); ``"randomised"`` asserts the coin was flipped.
+Bonferroni over the pairs; the run-order assumption (``run_order``) is in docs/statistics.md.
 """
 
 from __future__ import annotations
@@ -42,6 +13,7 @@ import numpy as np
 from scipy.stats import binomtest
 
 from .errors import StatsInputError
+from .levels import split_alpha
 from .ranking import Comparisons
 from .registry import run_test
 from .sequential import Decision, SequentialResult
@@ -167,7 +139,7 @@ def pairwise_tests(
     pairs = list(itertools.combinations(range(data.n_policies), 2))
     if not pairs or not metrics:
         raise StatsInputError("pairwise tests need at least two policies and one metric")
-    alpha_each = alpha / (len(pairs) * len(metrics))
+    alpha_each = split_alpha(alpha, len(pairs) * len(metrics))
     if run_order == "check":
         message = _order_check(data, pairs)
         if message is not None:

@@ -1,10 +1,4 @@
-"""The small-sample corrected sandwich SE of the likelihood rankings BT, Davidson and PAIRED.
-
-:func:`sandwich_standard_errors` turns a fit at its optimum (:class:`WorkingFit`: per-comparison
-scores, working residuals and weights, plus the observed information) into the SE of every
-policy's centred score and the degrees of freedom of its Student-t interval.  Used by
-:mod:`.ranking`; the coverage it buys is measured in docs/ranking.md (``bench/ranking_coverage.py``).
-"""
+"""The small-sample corrected sandwich SE of the likelihood rankings BT, Davidson and PAIRED (coverage: docs/ranking.md)."""
 
 from __future__ import annotations
 

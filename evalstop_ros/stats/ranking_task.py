@@ -1,57 +1,6 @@
-"""The task-aware Bradley-Terry model of RoboArena, fitted by EM (seed 001 Sec. 3.2 Eq. 1, App. B).
+"""The task-aware Bradley-Terry model of RoboArena, fitted by EM (seed 001 Sec. 3.2 Eq. 1, App. B, Alg. 2).
 
-Each comparison belongs to one of ``T`` latent task buckets (never observed).  In bucket ``t``
-policy ``p`` solves the task with probability ``q_{p,t} = sigma(theta_p + psi_{p,t} - tau_t)``,
-independently of its opponent (App. B.1, "independent solve"), and
-
-.. math::
-
-    P(y=2 \\mid t) = q_i (1 - q_j), \\quad P(y=0 \\mid t) = (1 - q_i) q_j, \\quad
-    P(y=1 \\mid t) = 2 \\nu_{tie} \\sqrt{q_i (1 - q_i) q_j (1 - q_j)}, \\quad
-    P(y) = \\sum_t \\nu_t P(y \\mid t).
-
-EM (App. B.3, Algorithm 2): the E-step computes the responsibilities ``gamma_{n,t}``; the M-step
-takes one clipped Newton step per block (``theta``, then ``psi``, then ``tau``) on the expected
-complete-data objective of App. B.2,
-
-.. math::
-
-    Q = \\sum_{n,t} \\gamma_{n,t} [\\log \\nu_t + \\log P(y_n \\mid t)]
-        - \\tfrac{\\lambda_\\theta}{2} \\sum_p \\theta_p^2 - \\tfrac{\\lambda_\\psi}{2} \\sum_{p,t} \\psi_{p,t}^2,
-
-then sets ``nu_t`` to the mean responsibility and updates ``nu_tie`` as Algorithm 2 line 26.
-
-Signs, checked here rather than copied (and tested against finite differences):
-
-* ``dQ/dtheta_p`` *adds* the j-slot sum: ``z_j = theta_j + ...`` so ``dz_j/dtheta_j = +1``; App.
-  B.2 prints a minus before that sum, which would push a policy's ability the wrong way whenever it
-  plays under label B.
-* both L2 terms are penalties: ``-lambda theta`` in the gradient and ``-lambda`` in the second
-  derivative (the released ``em_hybrid`` code adds the psi term with the wrong sign).
-* the clipped Newton step ``x - clip(g/h)`` with ``h < 0`` is an ascent step.
-
-``nu_tie`` multiplies ``P(y=1|t)`` by the same factor in every bucket, so it cancels from the
-responsibilities and from every ``theta``/``psi``/``tau`` update: it cannot change the ranking.
-It is kept (as Algorithm 2 writes it, clipped to its domain (0, 1)) for the log-likelihood only.
-
-Identifiability.  The likelihood is unchanged by ``theta_p += c, psi_{p,.} -= c`` (per policy),
-``psi_{.,t} += c, tau_t += c`` (per bucket) and ``theta += c, tau += c`` (global).  After every
-M-step these three shifts are used to impose ``sum_t psi_{p,t} = 0`` for every policy,
-``sum_p psi_{p,t} = 0`` for every bucket and ``sum_p theta_p = 0``: exact reparametrisations that
-leave the fit unchanged (the paper's "centering ... to maintain zero mean", Sec. 3.2, done so
-that centring ``theta`` and ``tau`` separately cannot move the overall solve rate).
-
-Computation.  Comparisons that agree in everything the likelihood reads are one row with a count
-(:class:`_Design`); ``log P(y|t)`` is gathered from per-policy tables and the M-step reads only
-per-policy sums of the responsibilities, so an iteration costs two sparse products and one
-``exp`` over (rows, buckets).  A bootstrap resample is the same rows with its counts (the
-estimator on the resample, to round-off); the refits run in batches of :data:`_BATCH`, one EM
-over their block-diagonal maps (:class:`_Batch`), on a thread per core.
-
-Partial success (App. B.4, off by default): with ``partial_weight > 0`` each recorded progress
-``s`` adds ``-w (s - q)^2 / (2 sigma_partial^2)`` to ``log P(y|t)``; its gradient
-``w (s - q) q (1 - q) / sigma^2`` and Gauss-Newton curvature ``w (q (1 - q))^2 / sigma^2`` join the
-M-step.
+Signs, identifiability and cost are in docs/statistics.md; docs/ranking.md has the study.
 """
 
 from __future__ import annotations

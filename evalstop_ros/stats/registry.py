@@ -1,11 +1,4 @@
-"""Sequential tests by name: one constructor signature for every method in the core.
-
-The evaluation manager, the ``evalstop`` CLI and the Monte Carlo engine pick a test by its short
-name (``"step"``, ``"nscore"``, ``"wsr"``, ``"savi"``, ``"mixture"``, ``"lai"``).  :func:`make_process` builds
-its vectorised process; :func:`run_test` runs the method's own ``*_test`` function over one
-recorded sequence.  Both take the union of the methods' options and pass each method only the
-ones it uses.  Method modules are imported on first use, so importing the registry stays cheap.
-"""
+"""Sequential tests by name: one constructor signature for every method in the core (:func:`make_process`, :func:`run_test`)."""
 
 from __future__ import annotations
 

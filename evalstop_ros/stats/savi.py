@@ -1,10 +1,4 @@
-"""θ-SAVI: safe anytime-valid test for two Bernoulli success rates (Turner & Grünwald 2023).
-
-The e-process multiplies, pair after pair, the likelihood ratio of a predictable plug-in
-alternative ``(p̂_0, p̂_1)`` against its reverse-information projection onto the null boundary
-``p_0 = p_1``; it is the θ-SAVI baseline of seed 000 (Table I) and seed 003 (§V).  It needs
-success/failure data: scores other than 0 and 1 are refused.
-"""
+"""θ-SAVI: safe anytime-valid test for two Bernoulli success rates (Turner & Grünwald 2023; seed 000 Table I baseline)."""
 
 from __future__ import annotations
 

@@ -1,14 +1,6 @@
-"""The shape every sequential test in the core shares, and the drivers that run one.
+"""The shape every sequential test in the core shares (a vectorised process over ``R`` sequences) and the drivers that run one.
 
-A *process* is a vectorised state machine over ``R`` independent paired sequences: each call to
-``update(a, b)`` feeds trial ``n`` (one score per policy, arrays of shape ``(R,)``) to all of them.
-A sequence stops at its first decision and is frozen from then on (seed 003 §IV, seed 000
-Alg. 1: later data never overwrite a decision).  The same class serves the online use in the
-evaluation manager (``R = 1``), the retrospective analysis of a recorded session
-(:func:`run_sequence`) and the Monte Carlo engine (:func:`run_batch`).
-
-Orientation follows both seed papers: policy A is the baseline (pi_0, column 0) and policy B the
-candidate (pi_1, column 1); ``Decision.B_BETTER`` is the papers' RejectNull / AcceptAlternative.
+A sequence stops at its first decision and stays frozen (seed 003 §IV, seed 000 Alg. 1).
 """
 
 from __future__ import annotations

@@ -1,12 +1,4 @@
-"""Vectorised Monte Carlo of a sequential test's operating characteristics.
-
-A :class:`ScoreModel` draws ``(R, N)`` paired score arrays for policies A and B from a
-``np.random.Generator`` (:func:`bernoulli`, :func:`partial_credit`, :func:`continuous_beta`);
-:func:`monte_carlo` feeds them, a chunk of sequences at a time, to fresh processes through
-:func:`~evalstop_ros.stats.sequential.run_batch` and summarises the decisions
-(:class:`SimulationSummary`).  Within a pair the two scores are drawn independently; the
-papers' protocols do the same (seed 000 §VI, seed 003 §V-B).
-"""
+"""Vectorised Monte Carlo of a sequential test's operating characteristics (seed 000 §VI, seed 003 §V-B)."""
 
 from __future__ import annotations
 

@@ -1,23 +1,7 @@
-"""STEP: Sequential Testing for Efficient Policy comparison (seed 003, §IV), run-time side.
+"""STEP at run time: look up the synthesized regions after each trial and decide (seed 003 §IV).
 
-The regions are synthesized offline (:mod:`.step_synthesis`) into a :class:`~.step_table.StepTable`;
-at run time the paired success counts ``(S0, S1)`` are looked up after each trial and the test
-
-* rejects (``B_BETTER``: ``p1 > p0``) with probability ``w_n(S0, S1)`` when ``S1 > S0``,
-* accepts (``A_BETTER``: ``p0 > p1``, the flipped test of §II / footnote 4) with probability
-  ``w_n(S1, S0)`` when ``S0 > S1``,
-* continues on ties, and stops for good at its first decision (seed 003 §IV).
-
-The randomization draws ``U_n ~ Unif[0, 1)`` from a generator seeded by ``(seed, n)`` --
-independent of the data, fixed and logged before any data arrive (seed 003 §IV-B), and replayable from
-the seed alone for audits -- and decides when ``U_n < w``.
-
-Levels: a table at level ``α`` bounds *each* direction's error by ``α`` on its own null (the
-paper's test).  ``alternative="greater"``/``"less"`` use the table at ``α`` (the opposite region is
-still part of the test and still stops it, seed 003 Eq. 10); ``"two-sided"`` uses the table at ``α/2`` so
-that the chance of *any* false claim is at most ``α`` even at ``p0 = p1`` (each direction spends at most its level, seed 003 Eq. 9).
-
-STEP defines no p-value or e-value (spec §7); both are reported as NaN.
+Randomization replayable from the seed; ``"two-sided"`` uses the table at ``α/2`` (seed 003 Eq. 9).
+STEP defines no p-value or e-value: both are NaN.  Decision rule and levels: docs/statistics.md.
 """
 
 from __future__ import annotations
@@ -26,6 +10,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from .errors import StatsInputError
+from .levels import split_alpha
 from .sequential import Decision, SequentialResult, run_sequence
 from .step_oc import StepOC, Type1Report, check_type1, operating_characteristics
 from .step_table import StepTable, load_table, synthesize_table
@@ -48,7 +33,7 @@ __all__ = [
 
 def table_alpha(alpha: float, alternative: str) -> float:
     """Per-direction level of the table a test at family level ``alpha`` needs."""
-    return alpha / 2.0 if alternative == "two-sided" else alpha
+    return split_alpha(alpha, 2) if alternative == "two-sided" else alpha
 
 
 def step_uniforms(seed: int, n: int, size: int) -> NDArray[np.float64]:

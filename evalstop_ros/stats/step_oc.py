@@ -1,13 +1,4 @@
-"""Exact operating characteristics of a STEP table by forward propagation (seed 003 §V-B metrics).
-
-For any ``(p0, p1)`` the unstopped occupancy is propagated through the dynamics of Eq. 5 and the
-table's reject region and mirrored accept region (:class:`~.step_occupancy.Occupancy`), so the
-probability of each decision by ``N_max`` and ``E[min(τ, N_max)]`` are exact up to float64
-round-off -- no Monte Carlo.  :func:`check_type1` evaluates the reject probability on a dense
-diagonal null grid, the worst case by seed 003 IX-E1 (seed 003 IX-E2: verify between the
-synthesis control points, not only on them), from one propagation at ``p = 1/2`` reweighted by
-the likelihood ratio to every grid point (:func:`diagonal_reject_probability`).
-"""
+"""Exact operating characteristics of a STEP table by forward propagation (seed 003 §V-B metrics, IX-E1/E2)."""
 
 from __future__ import annotations
 

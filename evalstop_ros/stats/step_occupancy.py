@@ -1,25 +1,6 @@
 """Exact forward propagation of STEP's not-yet-stopped state distribution (seed 003, Eqs. 5 and 8).
 
-The state after ``n`` paired Bernoulli trials is ``(S0, S1)``; we store it in the coordinates
-``(a, g) = (S0, S1 - S0)`` so that the unstopped mass, which lives in a band ``|g| <= G`` around
-the diagonal (everything further out has been stopped), fits a ``(B, N_max + 1, 2G + 1)`` array
-for ``B`` parameter points at once.  One step applies the dynamics of Eq. 5,
-
-.. math::  q_n(a, g) = \\sum_{z_0, z_1} P(z_0) P(z_1)\\, q_{n-1}(a - z_0, g - z_1 + z_0),
-
-as two in-place one-dimensional updates (first ``z1``, then ``z0``), a few points at a time
-through one reused scratch array, so the peak memory is about one copy of the band.  The band
-widens on demand when mass reaches its edge.  Stopping (Eq. 8) touches only the rows that hold
-mass and the gap columns where some ``w > 0``.
-
-With a ``floor`` > 0 the propagation also keeps only the rows ``a`` (successes of policy A)
-that hold mass, per group of points updated together: a row whose mass is below ``floor`` at
-every point of the group is removed and its mass added to :attr:`Occupancy.dropped`.  Whatever that mass would have done later, it can stop in the reject
-region at most once, so ``rejected + dropped`` is a rigorous upper bound of the reject
-probability; at ``floor`` 0 nothing is dropped and the propagation is exact.  Under a null the mass of ``S0 ~ Bin(n, p)`` lives within a few standard
-deviations of ``n p``, so most rows go (a several-fold speed-up at ``N_max`` 500): each group of
-neighbouring points keeps its own band of rows, ``~ n p +- 8 sqrt(n p (1 - p))`` at ``floor``
-1e-15, and the propagation, the stopping and :meth:`Occupancy.reach` touch only those.
+With a ``floor`` > 0 rows of negligible mass are dropped into a rigorous upper bound (docs/step_synthesis.md).
 """
 
 from __future__ import annotations

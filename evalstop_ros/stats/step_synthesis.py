@@ -1,41 +1,6 @@
-"""Offline synthesis of STEP's randomized rejection regions (seed 003, §IV-B..E, Eqs. 7-10).
+"""Offline synthesis of STEP's randomized rejection regions: the LP of seed 003 Eq. 10, step by step.
 
-For each step ``n = 1..N_max`` in turn we solve the linear program of Eq. 10,
-
-.. math::
-
-    \\max_{w_n} \\mathbf 1^\\top w_n \\quad \\text{s.t.}\\quad
-    R_{n-1}^{(i)} + (P_n w_n)_i \\le F(n) \\;\\forall i, \\qquad 0 \\le w_n \\le 1,
-
-over the candidate states ``S1 > S0`` (IX-E2), where row ``i`` of ``P_n`` is the unstopped
-occupancy under the null point ``(p^{(i)}, p^{(i)})`` (Eq. 8, propagated by
-:class:`~evalstop_ros.stats.step_occupancy.Occupancy` with both the reject region and its mirrored
-accept region removed) and ``R_{n-1}^{(i)}`` is the rejection probability spent so far.
-Eq. 9 is read *cumulatively* (the increment-only reading over-spends α).
-
-**Risk budget with a dead time.** No decision is taken during the first ``d`` steps
-(:func:`~evalstop_ros.stats.step_table.dead_time`; the paper's §IV-D allows any non-negative
-``f``), and the budget grows uniformly over the remaining steps:
-``F(n) = budget · (n - d) / (N_max - d)`` for ``n > d``.  With ``d = 0`` this is the paper's
-uniform ``f(n) = budget / N_max``.  The first steps can only reject a handful of extreme states;
-spending nothing there leaves their share of α to the steps where power is made (at N_max = 50,
-α = 0.05, p = (0.3, 0.5): exact power 0.57 without a dead time, 0.59 with ``d = 9``).
-
-**Symmetry.** Relabelling successes as failures maps state ``(S0, S1)`` at step ``n`` to
-``(n - S1, n - S0)`` -- the same gap ``g``, ``a = S0`` to ``n - a - g`` -- and the null
-``(p, p)`` to ``(1 - p, 1 - p)``.  We tie ``w_n(a, g) = w_n(n - a - g, g)`` (as the authors' code
-does): each pair is one variable whose column is the sum of the two states' columns, so the
-constraints are exactly Eq. 10's.  The null grid is symmetric (:func:`null_grid`), so the LP is
-invariant under the relabelling and the average of any optimal solution with its mirror is
-optimal: the tie costs nothing in the objective and halves the LP.  It halves it twice: with tied
-weights the occupancy under ``1 - p`` is the mirror image of the occupancy under ``p``, so a
-null point's constraint is its mirror point's, and only the lower half of the grid (``p <= 1/2``)
-is propagated and constrained.
-
-The LP is solved exactly by column generation on HiGHS: states with no mass under any null are
-unreachable and get ``w = 1`` for free; the restricted LP starts from the states that are each
-affordable on their own and adds every state whose reduced cost ``1 - y^T P_j`` is positive until
-none is left, which certifies optimality for the full LP.
+Dead time, symmetry and column generation are in docs/step_synthesis.md and docs/statistics.md.
 """
 
 from __future__ import annotations

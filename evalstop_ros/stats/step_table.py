@@ -1,16 +1,7 @@
-"""STEP decision tables: compact on-disk format, parameter hash, shipped tables and cache.
+"""STEP decision tables: compact on-disk format, parameter hash, shipped tables and the user cache.
 
-A table stores the reject probabilities ``w_n(S0, S1)`` for ``S1 > S0`` (the accept region is
-their mirror).  Per step ``n`` and per ``a = S0`` it keeps a *threshold* ``t_n(a)``: ``w = 1`` for
-every gap ``g = S1 - S0 >= t_n(a)``; below it ``w = 0`` except for a short list of *exceptions*
-``(n, a, g, w)``, which hold the LP's fractional weights (at most one per null point and step,
-seed 003 §IV-C: per-step LPs grow as O(n^2)) and any non-threshold entries (no monotone structure is assumed).
-Weights are stored as float64 exactly as synthesized, so the exact checks evaluate the shipped
-file itself.
-
-Tables are identified by the SHA-256 of their canonical parameters (``param_hash``) and looked up
-in the tables shipped with the package, then in the user cache (``$EVALSTOP_CACHE_DIR``, else
-``$XDG_CACHE_HOME/evalstop/step`` or ``~/.cache/evalstop/step``), and synthesized there on a miss.
+Lookup order: shipped tables, then ``$EVALSTOP_CACHE_DIR`` (else ``$XDG_CACHE_HOME/evalstop/step``
+or ``~/.cache/evalstop/step``), synthesized there on a miss.  The layout: docs/statistics.md.
 """
 
 from __future__ import annotations

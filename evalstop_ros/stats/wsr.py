@@ -1,11 +1,4 @@
-"""WSR: the Waudby-Smith–Ramdas betting confidence sequence as a paired test (seed 000 App. B).
-
-The paper's baseline builds a time-uniform confidence sequence for the mean of the differences
-``r_1 - r_0`` and stops as soon as it excludes 0 (seed 000 App. B, Alg. 2).  Only the candidate
-mean "no difference" matters for that decision, so the test reduces to two betting capital
-processes at that single point (implementation note §5.1, "equivalent fast form", checked against
-the reference implementation on 60/60 sequences).
-"""
+"""WSR: the Waudby-Smith–Ramdas betting confidence sequence as a paired test (seed 000 App. B, Alg. 2)."""
 
 from __future__ import annotations
 

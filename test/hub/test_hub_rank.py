@@ -47,6 +47,11 @@ def test_a_broken_export_is_refused_with_its_line(tmp_path: pathlib.Path) -> Non
     broken.write_text("\n".join(lines) + "\n")
     done = cli("rank", str(broken))
     assert done.returncode == 2 and f"{broken}:6: not a JSON line of a hub export" in done.stderr
+    binary = tmp_path / "binary.jsonl"
+    binary.write_bytes(("\n".join(lines[:5]) + "\n").encode() + b"\xff\xfe\n")
+    done = cli("rank", str(binary))
+    assert done.returncode == 2 and f"{binary}: not a hub export (not UTF-8 text" in done.stderr, done.stderr
+    assert "Traceback" not in done.stderr
     empty = tmp_path / "empty.jsonl"
     empty.write_text(lines[0] + "\n")  # a policy registration, no result
     done = cli("rank", str(empty))

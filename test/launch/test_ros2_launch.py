@@ -136,9 +136,16 @@ def test_eval_launch_sim_runs_a_session_that_audits_and_answers_the_ros2_cli(
 
 
 def _errors(output: str) -> list[str]:
-    """The lines of ``ros2 launch`` output a user would read as a failure."""
-    return [line for line in output.splitlines() if "[ERROR]" in line or "process has died" in line
-            or "Traceback" in line]
+    """The lines of ``ros2 launch`` output a user would read as a failure (a traceback with the 30
+    lines after it, so that a failing assertion shows what was raised)."""
+    lines = output.splitlines()
+    found: list[str] = []
+    for i, line in enumerate(lines):
+        if "[ERROR]" in line or "process has died" in line:
+            found.append(line)
+        elif "Traceback" in line:
+            found.append("\n".join(lines[i:i + 30]))
+    return found
 
 
 def test_eval_launch_sim_ends_when_the_session_finishes(launch: Any, namespace: str, tmp_path: pathlib.Path) -> None:
@@ -154,6 +161,9 @@ def test_eval_launch_sim_ends_when_the_session_finishes(launch: Any, namespace: 
     _audit(journals / "launch-ends.db")
 
 
+# Signals under load: one CI run in many showed a traceback here (not reproduced in 65 runs at load 20-30;
+# the assertion now prints it): one rerun, docs/testing.md.
+@pytest.mark.flaky(reruns=1)
 def test_ctrl_c_in_the_terminal_stops_the_launch_without_an_error_line(ros_env: dict[str, str], namespace: str,
                                                                      tmp_path: pathlib.Path) -> None:
     """Ctrl-C in the launch's terminal mid-session (SIGINT to the whole process group: ``ros2 launch``,

@@ -44,6 +44,9 @@ def _scored(output: str) -> int:
     return max([int(resumed.group(1)) if resumed else 0, *scored])
 
 
+# Ten kill -9 on a loaded machine once left the next manager without any goal response (Fast DDS's
+# shared-memory transport after a killed participant, eProsima/Fast-DDS#5469; docs/testing.md): one rerun.
+@pytest.mark.flaky(reruns=1)
 def test_manager_killed_at_random_points_loses_nothing(start_node: Any, probe: Any, tmp_path: pathlib.Path) -> None:
     from evalstop.msg import SessionStatus
 
@@ -53,7 +56,7 @@ def test_manager_killed_at_random_points_loses_nothing(start_node: Any, probe: A
     config = write_config(tmp_path / "crash.yaml", n_max=50, seed=9)
     statuses = probe.collect(SessionStatus, "session_status", qos.STATUS_QOS)
     # a 20 ms rollout: a kill lands while a goal is out, between a run and its score, or in between
-    start_node("sim_robot", params={"success_rates": RATES, "progress_means": [0.5, 0.5], "duration": 0.02,
+    sim = start_node("sim_robot", params={"success_rates": RATES, "progress_means": [0.5, 0.5], "duration": 0.02,
                                     "failure_probability": 0.1, "seed": 5})
 
     # Both runs must follow one plan: their journals are created up front with the same randomization
@@ -90,7 +93,8 @@ def test_manager_killed_at_random_points_loses_nothing(start_node: Any, probe: A
         deadline = time.monotonic() + 120.0
         while _scored(run.output) < point:
             assert run.proc.poll() is None, f"the session ended before kill point {point}:\n{run.output}"
-            assert time.monotonic() < deadline, f"no {point} trials scored within 120 s:\n{run.output}"
+            assert time.monotonic() < deadline, (
+                f"no {point} trials scored within 120 s:\n{run.output}\nsim_robot:\n{sim.tail(60)}")
             time.sleep(0.005)
         time.sleep(float(rng.uniform(0.0, 0.03)))
         run.kill()

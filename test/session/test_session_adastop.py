@@ -110,6 +110,33 @@ def test_rows_are_adastop_rows(finished):
         assert status.n % N == 0 and 0.0 <= status.mean_a <= 1.0
 
 
+def test_a_relabel_session_equals_adastop_test_and_the_offline_analysis(tmp_path):
+    """The paper's relabel scheme (``permutation: relabel``, B = 2000, 4 interims of 5): the live rows and
+    letters equal ``adastop_test`` on the journaled scores and the offline re-analysis; the tie ends equal."""
+    design = {"n_per_interim": N, "n_interims": 4, "n_permutations": 2000, "permutation": "relabel"}
+    config = sim.make_config(**{**sim.ADASTOP_SESSION, "adastop": design})
+    path = tmp_path / "relabel.db"
+    with EvaluationSession.open(path, config, "ada", durable=False, plan_key=sim.TEST_KEY) as session:
+        session.start()
+        play(session)
+        assert session.state == SessionState.FINISHED
+        comparisons, letters = session.comparisons(), session.letters()
+    result = adastop_test(interim_table(path), n_per_interim=N, n_interims=4, alpha=0.05, n_permutations=2000,
+                          permutation="relabel", seed=Plan(config).adastop_seed(), agent_names=sim.AGENTS)
+    mapped = {"larger": Decision.A_BETTER, "smaller": Decision.B_BETTER, "equal": Decision.BUDGET_EXHAUSTED}
+    assert [(c.decision, c.n) for c in comparisons] == [(mapped[d], k * N) for d, k in zip(result.decisions,
+                                                                                          result.decided_at)]
+    assert letters == result.letters()
+    offline = offline_decisions(config, path)
+    assert [(o.result.decision, o.result.stopping_trial, o.result.n_observed) for o in offline] == [
+        (c.decision, c.stopping_trial, c.n) for c in comparisons]
+    assert offline_letters(config, path) == letters
+    assert len(comparisons) == 10 and {(c.method, c.task) for c in comparisons} == {("adastop", "")}
+    decisions = {(c.policy_a, c.policy_b): c.decision for c in comparisons}
+    assert decisions["agent_2", "agent_3"] == Decision.BUDGET_EXHAUSTED
+    assert decisions["agent_1", "agent_5"] == Decision.B_BETTER
+
+
 def test_each_interim_runs_n_trials_of_every_agent_still_needed(finished):
     path, trials, comparisons, _, _ = finished
     per_interim = collections.defaultdict(list)

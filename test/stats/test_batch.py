@@ -111,8 +111,13 @@ def test_rerunning_a_batch_test_after_every_trial_inflates_type_one() -> None:
     """
 
     @functools.cache
-    def pvalue(s_a: int, s_b: int, n: int) -> float:
+    def fisher(s_a: int, s_b: int, n: int) -> float:
         return float(stats.fisher_exact([[s_a, s_b], [n - s_a, n - s_b]]).pvalue)
+
+    def pvalue(s_a: int, s_b: int, n: int) -> float:
+        # the two-sided p-value is the same with the columns or the rows swapped: one of the four
+        # equivalent tables is computed (5,912 tables instead of 11,174 here)
+        return fisher(*min((s_a, s_b), (s_b, s_a), (n - s_a, n - s_b), (n - s_b, n - s_a)), n)
 
     rng = np.random.default_rng(3)
     reps, n = 200, 100

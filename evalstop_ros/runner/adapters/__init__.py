@@ -1,8 +1,4 @@
-"""Robot adapters: one small interface (:class:`~.base.RobotAdapter`), one module per robot.
-
-:func:`make_adapter` imports the selected adapter only, so the ``droid`` adapter needs DROID's
-``RobotEnv`` only when it is used, ``widowx`` the WidowX client, ``ros2`` rclpy, ``robosuite``
-robosuite and MuJoCo (the physics extra, tools/install_physics.sh).
+"""Robot adapters: one small interface (:class:`~.base.RobotAdapter`), one module per robot, imported only when selected.
 """
 
 from __future__ import annotations

@@ -1,12 +1,4 @@
-"""``droid``: a DROID station (Franka + Robotiq, ZED cameras) through DROID's ``RobotEnv``.
-
-``droid.robot_env.RobotEnv`` is imported when the adapter is built (only on a DROID station).
-As in RoboArena's evaluation client, the environment is built with the policy server's action
-space (``joint_position`` or ``joint_velocity``) and ``gripper_action_space="position"``; one
-environment per action space is kept. Cameras are mapped from DROID's image keys (a ZED serial
-plus ``_left`` / ``_right``) to the protocol's names by ``cameras``
-(``{"<serial>_left": "exterior_image_1_left", ...}``); DROID frames are BGR(A) and are converted
-to RGB.
+"""``droid``: a DROID station (Franka + Robotiq, ZED cameras) through DROID's ``RobotEnv`` (docs/policy_runner.md).
 """
 
 from __future__ import annotations

@@ -1,38 +1,6 @@
-"""``robosuite``: a simulated Franka Panda in MuJoCo (robosuite 1.5) — contacts, objects, grasps, rendering.
+"""``robosuite``: a simulated Franka Panda in MuJoCo (robosuite 1.5): contacts, objects, grasps, rendering.
 
-The task (``Lift``, ``Stack``, ``PickPlace``, ``Door``, ... any robosuite single-arm environment)
-comes from the parameters; the rollout's scene is seeded by the session, trial, task and initial
-condition (a re-run sees the same scene). The Panda executes the action space the policy's
-metadata asks for (:attr:`EpisodeInfo.action_space`):
-
-* ``joint_velocity`` (rad/s, the runner clips to +-1): integrated over each control period into a
-  joint-position target, as DROID's ``RobotEnv`` turns joint velocities into position targets,
-  tracked by robosuite's ``JOINT_POSITION`` impedance controller (delta input, 1:1 in rad);
-* ``joint_position`` (rad): the target moves toward it at most 1 rad/s through the same controller;
-* ``cartesian_velocity`` (end-effector linear m/s and angular rad/s, base frame): one control
-  period's displacement, through robosuite's ``OSC_POSE`` controller with delta input.
-
-Every action passes the runner's command guard first (:mod:`..guard`) against
-:data:`PANDA_LIMITS`: Franka's published Panda limits (joint positions, speeds, accelerations,
-end-effector speeds), so a policy that commands a joint beyond the Panda's range is refused
-before MuJoCo sees it.
-
-The gripper command ({0, 1}, 1 = closed) maps to robosuite's GRIP action (-1 open, +1 close).
-Cameras map to the protocol's names: ``agentview`` -> ``exterior_image_1_left``,
-``robot0_eye_in_hand`` -> ``wrist_image_left``, rendered upright at the policy's resolution
-(:attr:`EpisodeInfo.image_resolution`) only when the runner observes (once per action chunk):
-physics steps do not pay for rendering.
-
-Score: the task's own success check (``_check_success``) on the final state, and as progress the
-highest stage reached during the rollout per the task's shaped reward normalised to [0, 1]
-(Lift: reaching in [0, 0.44], grasped +0.11, lifted = 1; robosuite's ``reward_shaping``).
-
-Time: :attr:`RobosuiteArm.simulated_time` tells the runner that the simulator keeps time — each
-action advances the simulation exactly one control period however long MuJoCo and the renderer
-take, so the runner does not pace the loop by the wall clock (:func:`~..episode.run_episode`).
-
-Optional extra: robosuite, MuJoCo < 3.4 and EGL are installed by ``tools/install_physics.sh``
-(``make demo-physics`` runs it); this module is imported only when the adapter is selected.
+Action spaces, limits, cameras, score and simulated time: docs/policy_runner.md.
 """
 
 from __future__ import annotations

@@ -1,25 +1,6 @@
-"""``ros2``: any ROS 2 arm through generic topics.
+"""``ros2``: any ROS 2 arm through generic topics (``JointState`` and images in, ``JointTrajectory`` or an array out).
 
-In: ``sensor_msgs/JointState`` (``joint_state_topic``; ``joint_names`` picks the 7 arm joints,
-then the gripper joint, whose position is taken as 0 = open .. 1 = closed) and one
-``sensor_msgs/Image`` (rgb8 / bgr8 / rgba8 / bgra8) per camera (``cameras``:
-``"exterior_image_1_left=/cam/image_raw"``). Out on ``command_topic``: a
-``trajectory_msgs/JointTrajectory`` with one point (positions for ``joint_position``, velocities
-for ``joint_velocity``, reached after the command's duration: its ``time_from_start``, the spacing
-to the previous command as the command stream measured it, at most ``dt``), or a
-``std_msgs/Float64MultiArray`` of the 8 action values (``command_type: array``) for a forward
-controller of one command space, ``array_space`` (``joint_position`` or ``joint_velocity``: the
-controller the lab configured; the robot then executes policies of that space only, and homes and
-holds in it too; an array carries no timing, so its commands are a full period ``dt`` apart). The adapter only
-publishes: holds, stops and the move to ``home`` (default all zeros) are the command stream's
-(:mod:`~..stream`), from the measured joint state :meth:`Ros2Arm.joint_state` (its age counted from
-its header stamp, as a driver's ``joint_state_broadcaster`` sets it; from its arrival if unstamped). The node that owns the subscriptions must be spinning (policy_runner's executor does
-that).
-
-Limits (:class:`~..guard.CommandLimits`): given as ``limits`` (policy_runner builds them from its
-``ros2.*`` limit parameters), or read from the ``<limit>`` tags of the URDF on the
-``robot_description`` topic (``std_msgs/String``, transient local, as robot_state_publisher
-publishes it) when ``limits`` is None; a rollout does not start before they are known.
+Topics, timing and limits (parameters or the URDF): docs/policy_runner.md.
 """
 
 from __future__ import annotations

@@ -1,15 +1,4 @@
-"""``sim``: a simulated 7-joint arm whose success depends on the actions the policy returns.
-
-Each rollout has a hidden joint-space goal (drawn from the session, trial, task and initial
-condition, so a re-run sees the same scene). The exterior camera shows the goal: image row band
-``j`` (of 7) has brightness ``128 + 100 * goal[j]`` plus per-pixel Gaussian noise whose level is
-also drawn per rollout (some scenes are harder to see). The arm integrates joint velocities
-(clipped to ``max_velocity``) with step ``dt``; the rollout succeeds when every joint ends within
-``tolerance`` of the goal with the gripper closed, and ends there (:meth:`SimArm.task_done`: the runner
-stops the rollout as a DROID operator ends an episode once the task is done). Progress is the fraction of the initial mean
-joint distance covered. A policy that reads the scene well (averages many pixels) and steers to
-it succeeds more often than one that reads a few pixels or steers badly; the runner's gripper
-threshold and velocity clipping act on the outcome as on a real arm.
+"""``sim``: a simulated 7-joint arm whose success depends on the actions the policy returns (docs/policy_runner.md).
 """
 
 from __future__ import annotations

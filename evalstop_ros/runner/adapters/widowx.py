@@ -1,12 +1,4 @@
-"""``widowx``: a WidowX 250 through the Bridge ``WidowXClient`` (``widowx_envs.widowx_env_service``).
-
-The client is imported when the adapter is built (only where the Bridge stack is installed).
-Bridge policies (Octo, OpenVLA) act in end-effector deltas: the adapter executes the protocol's
-``cartesian_velocity`` action space (6 deltas + gripper, 7 values) with ``step_action``; the
-third-person camera (``full_image``) is ``exterior_image_1_left``; ``state`` (x, y, z, roll,
-pitch, yaw, gripper) gives the cartesian position and gripper; the arm has no 7-joint reading,
-so ``joint_position`` is the state's first six values padded with a zero.
-"""
+"""``widowx``: a WidowX 250 through the Bridge ``WidowXClient`` (docs/policy_runner.md)."""
 
 from __future__ import annotations
 
