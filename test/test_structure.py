@@ -176,12 +176,14 @@ _LOOP_CALLS = frozenset({"next_trial", "record_runner_result", "held_auto_score"
 
 
 def _loop_callers() -> set[str]:
-    """The evalstop_ros modules that call a method of :data:`_LOOP_CALLS` (definitions aside)."""
+    """The evalstop_ros modules that call a method of :data:`_LOOP_CALLS` (definitions aside, and a session's
+    delegation to its state machine, ``self._machine.record_runner_result(...)``: the one implementation)."""
     out = set()
     for path in PACKAGE.rglob("*.py"):
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
-                    and node.func.attr in _LOOP_CALLS):
+                    and node.func.attr in _LOOP_CALLS
+                    and not (isinstance(node.func.value, ast.Attribute) and node.func.value.attr == "_machine")):
                 out.add(_module_name(path))
     return out
 

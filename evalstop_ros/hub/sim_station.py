@@ -1,6 +1,7 @@
 """A simulated hub station without ROS: ``evalstop hub station``, the hub demo and the hub tests.
 
-:func:`run_station` drives a :class:`~.work.StationWork` with the session's trial loop
+:func:`run_station` drives a station's session (:class:`~.station_session.StationSession`, kept
+supplied by :class:`~.work.StationWork`) with the session's trial loop
 (:class:`~evalstop_ros.session.driver.TrialDriver`), exactly as the ``station_manager`` node
 does, on a simulated robot instead of a runner node: a policy server ``sim://success=P``
 (:func:`~.station.sim_address_rate`) succeeds with probability ``P`` and the robot scores each
@@ -52,7 +53,7 @@ def run_station(client: StationClient, trials: int, runner: ArmRunner, *, seed: 
     rng = random.Random(seed)
     work = StationWork(client, client.directory.name, trials=trials, retry_min=min(0.2, retry_seconds),
                        retry_max=max(3.0, retry_seconds))
-    driver = TrialDriver(work, "sim")
+    driver = TrialDriver(work.session, "sim")
     give_up = time.monotonic() + deadline_seconds
     told = ""
     work.start()

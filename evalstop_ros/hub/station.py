@@ -9,9 +9,8 @@ acknowledged by the hub as a duplicate and counted once. When the hub is unreach
 stay in the local journal and the next :meth:`~StationClient.sync` sends them; nothing is lost
 when the station itself is killed, because a restarted station reads its journal again.
 
-A station's work (leases, trials, scores) is :class:`~.work.StationWork`, driven by the session's
-trial loop: by the ``station_manager`` node, or by :func:`~.sim_station.run_station` for a
-simulated station.
+A station's trials are a :class:`~.station_session.StationSession`, driven by the session's trial
+loop; :class:`~.work.StationWork` talks to the hub for it in the background.
 """
 
 from __future__ import annotations
@@ -188,13 +187,10 @@ class StationClient:
 
     def resolve(self, work: Mapping[str, Any]) -> dict[str, str]:
         """Resolve the runner ticket of leased ``work`` to the policy-server addresses of arms
-        ``A`` and ``B``, and journal the lease: from here on the station holds the work (a
-        ``leased`` record without its ``result`` is an assignment the station started)."""
+        ``A`` and ``B`` (the station's session journals the lease, :meth:`~.station_session.StationSession.assign`)."""
         addresses = self.request("POST", "/v1/tickets/resolve", {"ticket": work["runner_ticket"]})
         if not isinstance(addresses, dict) or any(not isinstance(addresses.get(arm), str) for arm in ARMS):
             raise HubError("the hub's ticket answer has no address for arms A and B", 502)
-        self.append({"kind": "leased", "assignment_id": work["assignment_id"], "task": work["task"],
-                      "lease_deadline": work["lease_deadline"]})
         return {arm: addresses[arm] for arm in ARMS}
 
     def record_result(self, assignment_id: str, score_a: float, score_b: float) -> str:

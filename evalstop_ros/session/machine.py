@@ -116,13 +116,14 @@ class TrialMachine:
     # -- runner results --------------------------------------------------------------------
     def record_runner_result(self, trial_id: int, ok: bool, duration_s: float, message: str = "", *,
                              auto_score: tuple[bool, float] | None = None, goal_seal: dict[str, Any] | None = None,
-                             unready: Callable[[TrialRecord], str] | None = None) -> PendingTrial | None:
+                             unready: Callable[[TrialRecord], str] | None = None, detail: bool = True
+                             ) -> PendingTrial | None:
         """Journal the runner's result of the pending trial: ``None`` after a successful run (it waits for its
         score), else the trial to run again (``attempt + 1``).
 
         ``auto_score``: the runner's own score, journaled with the result (:meth:`held_auto_score`);
         ``goal_seal``: the run's sealed goal; ``unready``: why the owner does not take this run now ("" if it
-        does). :class:`~.errors.SessionError` if the owner is neither running nor paused, ``trial_id`` is not
+        does); ``detail``: journal the runner's full message too (an owner whose journal seals it). :class:`~.errors.SessionError` if the owner is neither running nor paused, ``trial_id`` is not
         the pending trial, ``unready`` says so, or ``duration_s`` is not a finite number >= 0.
         """
         self.transition("record a runner result", (SessionState.RUNNING, SessionState.PAUSED))
@@ -142,7 +143,7 @@ class TrialMachine:
         if goal_seal is not None:
             extra["goal_seal"] = dict(goal_seal)
         shown = operator_text(str(message), bool(ok))
-        if shown != str(message):  # the full text: sealed in a session's journal, revealed with the key
+        if detail and shown != str(message):  # the full text: sealed in a session's journal, revealed with the key
             extra["detail"] = str(message)
         self._commit("runner_result", trial_id, ok=bool(ok), duration_s=duration, message=shown, **extra)
         logger.info("trial %d (label %s) run %s in %.1f s%s", trial_id, record.label, "ok" if ok else "FAILED",

@@ -25,6 +25,7 @@ from hub_support import (
     check_counted_once,
     check_lost_lease_redone_once,
     hub_journal,
+    lease_marks,
     offline_equals_online,
     register_hub,
     station_records,
@@ -110,8 +111,8 @@ def test_ros_stations_survive_kills_and_every_result_counts_once(
 
     # 1. kill -9 the third station's manager in the middle of a lease
     def mid_lease() -> bool:
-        records = victim.records()
-        return sum(r["kind"] == "result" for r in records) >= 2 and records[-1]["kind"] == "leased"
+        marks = lease_marks(victim.records())
+        return marks.count("result") >= 2 and marks[-1] == "leased"
 
     probe.spin_until(mid_lease, 120, "the third station to be in the middle of a lease")
     victim.manager.kill()
@@ -134,8 +135,8 @@ def test_ros_stations_survive_kills_and_every_result_counts_once(
 
     probe.spin_until(paused_holding_a_lease, 120, "the first station paused in the middle of an assignment")
     held = stations[0].records()
-    assert any(r["kind"] == "control" and r["command"] == "pause" for r in held)  # journaled (issue 23)
-    assert [r for r in held if r["kind"] != "control"][-1]["kind"] == "leased"
+    assert any(r["kind"] == "paused" for r in held)  # journaled
+    assert lease_marks(held)[-1] == "leased"
     hub.kill()
     resumed = probe.call(SessionControl, "session_control",
                          SessionControl.Request(command=SessionControl.Request.COMMAND_RESUME))
@@ -309,10 +310,10 @@ def test_a_runner_that_keeps_failing_pauses_a_ros_station_and_a_void_gives_its_a
         trial_id = status.pending_trial_id
         journal = tmp_path / "stations" / "hub-lab"
         records = station_records(journal)
-        [pause] = [r for r in records if r["kind"] == "control"]
-        assert pause["command"] == "pause" and pause["reason"].startswith(
-            f"runner failed 2 times in a row on trial {trial_id}: robot fault (error ")
-        assert [(r["arm"], r["attempt"]) for r in records if r["kind"] == "fault"] == [("A", 1), ("A", 2)]
+        [pause] = [r for r in records if r["kind"] == "paused"]
+        assert pause["reason"].startswith(f"runner failed 2 times in a row on trial {trial_id}: robot fault (error ")
+        labels = {r["trial_id"]: r["label"] for r in records if r["kind"] == "trial_requested"}
+        assert [(labels[r["trial_id"]], r["ok"]) for r in records if r["kind"] == "runner_result"] == [("A", False)] * 2
         [assignment] = [r["assignment_id"] for r in records if r["kind"] == "leased"]
 
         undo = probe.call(CorrectScore, "correct_score", CorrectScore.Request(action=CorrectScore.Request.ACTION_UNDO))
