@@ -265,8 +265,9 @@ def test_operator_scores_pause_and_resume_a_ros_station(
         assert paused.ok, paused.message
         probe.spin_until(lambda: statuses[-1].state_name.startswith("hub:paused"), 20, "the paused status")
         assert statuses[-1].state == SessionStatus.STATE_PAUSED
+        manager.wait_for(r"station 'lab' paused: coffee")  # the session layer's log line, in the node's ROS log
         refused = score(2, request.token, True, 1.0, refused="paused")  # a session takes no score while paused
-        assert not refused.accepted and refused.reason == "station lab is paused; scores are accepted only while it runs"
+        assert not refused.accepted and refused.reason == "station is paused; scores are accepted only while it runs"
         resumed = probe.call(SessionControl, "session_control",
                              SessionControl.Request(command=SessionControl.Request.COMMAND_RESUME))
         assert resumed.ok, resumed.message
