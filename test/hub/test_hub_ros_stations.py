@@ -334,6 +334,37 @@ def test_a_runner_that_keeps_failing_pauses_a_ros_station_and_a_void_gives_its_a
         hub.stop()
 
 
+def test_a_second_runner_on_the_action_pauses_a_ros_station(
+        tmp_path: pathlib.Path, start_node: Callable[..., Any], probe: Any) -> None:
+    """The one-runner rule at a station, as at a local session (the trial loop's ``watch_runners``):
+    two runners serving ``run_trial`` pause the station, journaled with the reason, and the pause
+    shows in its status and its ROS log."""
+    from evalstop.msg import SessionStatus
+
+    from evalstop_ros import qos
+
+    db = str(tmp_path / "hub.sqlite")
+    keys, viewer = register_hub(db, POLICIES, ["lab"])
+    hub = HubProcess(db, viewer, tmp_path, ["--lease-seconds", "30", "--tasks", "towel"])
+    hub.start()
+    try:
+        statuses = probe.collect(SessionStatus, "session_status", qos.LATCHED_QOS)
+        (tmp_path / "lab.key").write_text(keys["lab"])
+        start_node("sim_robot", params={"duration": 0.3})
+        start_node("sim_robot", params={"duration": 0.3}, ros_args=["-r", "__node:=sim_robot_b"])
+        manager = start_node("station_manager", params={
+            "hub_url": hub.url, "station_id": "lab", "hub_key_file": str(tmp_path / "lab.key"),
+            "journal_dir": str(tmp_path / "stations")})
+        manager.wait_for(r"session paused: 2 runners serve the action 'run_trial'", 60)
+        probe.spin_until(lambda: statuses and statuses[-1].state_name.startswith("hub:paused"), 30,
+                         "the station's paused status")
+        [pause] = [r for r in station_records(tmp_path / "stations" / "hub-lab") if r["kind"] == "paused"]
+        assert pause["reason"].startswith("2 runners serve the action 'run_trial'")
+        manager.wait_for(r"station 'lab' paused: 2 runners serve", 10)  # the state machine's own line, forwarded
+    finally:
+        hub.stop()
+
+
 @pytest.mark.parametrize(("params", "env", "reason"), [
     ({"hub_url": ""}, {}, "`hub_url` is required"),
     ({"station_id": ""}, {}, "`station_id` is required with `hub_url`"),
