@@ -136,6 +136,7 @@ LAYERS: tuple[frozenset[str], ...] = tuple(frozenset(layer.split()) for layer in
     "audit",
     "report",
     "hub",
+    "station",
     "cli nodes",
 ))
 
@@ -291,9 +292,9 @@ def test_the_architecture_page_names_what_exists() -> None:
         "```\nnodes/    thin\ncli/ audit/   verbs\n```\n[protocol](protocol.md)") == []
     assert _architecture_problems(
         "`session/gone.py`, `session/trials.py: TrialLedger`, `hub/family.py: HolmPairs.nothing`, `gone.py`\n"
-        "```\nstation/    the client\n```\n[x](gone.md)") == [
+        "```\nnowhere/    the client\n```\n[x](gone.md)") == [
         "no file session/gone.py", "session/trials.py defines no TrialLedger", "hub/family.py defines no HolmPairs.nothing",
-        "no file gone.py", "no package directory station/", "no page gone.md"]
+        "no file gone.py", "no package directory nowhere/", "no page gone.md"]
     assert _architecture_problems(ARCHITECTURE.read_text(encoding="utf-8")) == []
 
 

@@ -39,7 +39,7 @@ JOURNAL = "station.db"
 JSON_LINES = "station.jsonl"
 
 #: A station journal's kinds and the payload fields each must carry: a session's state machine's
-#: (:class:`~evalstop_ros.session.machine.TrialMachine`) and the hub's (:class:`~.station_session.StationSession`).
+#: (:class:`~evalstop_ros.session.machine.TrialMachine`) and the hub's (:class:`~evalstop_ros.station.session.StationSession`).
 STATION_KINDS: dict[str, tuple[str, ...]] = {
     "opened": ("station_id",),
     "rules": ("max_faults", "trials", "scoring"),

@@ -1,12 +1,12 @@
 """``station_manager``: one station of an evaluation hub (the node side of
-:class:`~evalstop_ros.hub.station_session.StationSession`).
+:class:`~evalstop_ros.station.session.StationSession`).
 
 The node runs no session of its own: it is one station of an evaluation hub (``evalstop hub
 serve``), with ``evaluation_manager``'s topics, services and runner parameters (the plumbing both
 share is :class:`~.manager_base.ManagerNode`'s). :class:`StationManager` translates between ROS and the
-ROS-free station session (:class:`~evalstop_ros.hub.station_session.StationSession`: the hub's
+ROS-free station session (:class:`~evalstop_ros.station.session.StationSession`: the hub's
 A/B work under the session's state machine, each result journaled locally first), which
-:class:`~evalstop_ros.hub.work.StationWork` keeps supplied and uploads, retrying while the hub
+:class:`~evalstop_ros.station.work.StationWork` keeps supplied and uploads, retrying while the hub
 is unreachable; the session layer's log lines go to the node's ROS log:
 
 * the pending trial goes out blinded on ``trial_request`` (label ``A`` or ``B`` and the task;
@@ -55,12 +55,12 @@ from rclpy.qos import QoSProfile
 
 from .. import qos
 from ..hub.errors import HubError
-from ..hub.station import StationClient, read_key
-from ..hub.station_session import SCORING
-from ..hub.work import StationWork
 from ..session.driver import Action, TrialDriver, Verdict
 from ..session.goal_sealing import GoalSealer
 from ..session.values import PendingTrial, ScoreOutcome
+from ..station.client import StationClient, read_key
+from ..station.session import SCORING
+from ..station.work import StationWork
 from ._common import declare
 from .manager_base import ManagerNode, run_manager
 from .manager_services import apply_control, control_command
@@ -73,7 +73,7 @@ __all__ = ["StationManager", "main"]
 TICK = 0.2
 #: The loggers whose lines the node forwards to its ROS log: the session layer's (state machine, trial loop)
 #: and the station's (its session, the hub thread).
-STATION_LOGGERS = ("evalstop_ros.session", "evalstop_ros.hub")
+STATION_LOGGERS = ("evalstop_ros.session", "evalstop_ros.station")
 
 
 def _station_work(node: ManagerNode) -> tuple[StationWork, float]:

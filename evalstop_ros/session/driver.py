@@ -3,8 +3,8 @@
 :class:`TrialDriver` is the one loop over a session that the ``evaluation_manager`` node, the
 audit's simulated recordings (:mod:`evalstop_ros.audit.synthetic`) and the session tests drive
 over an :class:`~.session.EvaluationSession`, and a hub station (the ``station_manager`` node, the
-simulated stations of :func:`evalstop_ros.hub.sim_station.run_station`) over its
-:class:`~evalstop_ros.hub.station_session.StationSession`: both are a :class:`DrivenSession` on the
+simulated stations of :func:`evalstop_ros.station.sim.run_station`) over its
+:class:`~evalstop_ros.station.session.StationSession`: both are a :class:`DrivenSession` on the
 one state machine (:class:`~.machine.TrialMachine`), with their :class:`~.values.TrialRules` journaled.  The caller runs the robot and carries the messages; the
 driver decides, from the journal alone (a restart changes no decision):
 
@@ -49,7 +49,7 @@ class _Awaiting(Protocol):
 
 class DrivenSession(Protocol):
     """What the driver needs of a session (:class:`~.session.EvaluationSession`,
-    :class:`~evalstop_ros.hub.station_session.StationSession`); each journals what it is told before it acts."""
+    :class:`~evalstop_ros.station.session.StationSession`); each journals what it is told before it acts."""
 
     @property
     def state(self) -> SessionState: ...

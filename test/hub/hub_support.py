@@ -21,8 +21,8 @@ from typing import Any
 from runner_support import free_port
 
 from evalstop_ros.hub.errors import HubError
-from evalstop_ros.hub.station import read_records
 from evalstop_ros.hub.store import open_store
+from evalstop_ros.station.client import read_records
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 POSTGRES_SH = REPO / "tools" / "hub" / "postgres.sh"

@@ -24,12 +24,12 @@ import pytest
 from hub_support import HubProcess, call, hub_journal, register_hub, requeued, wait_for
 
 from evalstop_ros.hub.errors import HubError
-from evalstop_ros.hub.station import StationClient
 from evalstop_ros.hub.station_journal import read_station_journal
-from evalstop_ros.hub.station_session import StationSession
-from evalstop_ros.hub.work import StationWork
 from evalstop_ros.session.driver import Action, Next, TrialDriver, Verdict
 from evalstop_ros.session.errors import SessionError
+from evalstop_ros.station.client import StationClient
+from evalstop_ros.station.session import StationSession
+from evalstop_ros.station.work import StationWork
 
 
 @pytest.fixture
@@ -333,7 +333,7 @@ def test_a_restarted_station_keeps_its_journaled_rules_and_controls(hub: tuple[H
         assert _control(work, "pause", "gripper check")
     finally:
         work.close()
-    with caplog.at_level(logging.WARNING, logger="evalstop_ros.hub.station_session"):
+    with caplog.at_level(logging.WARNING, logger="evalstop_ros.station.session"):
         work = _work(process, keys["s1"], directory, "s1", trials=5, max_faults=5)
     try:
         assert (work.session.max_faults, work.session.trials, work.session.scoring) == (2, 0, "auto")

@@ -19,10 +19,10 @@ import pytest
 from session_sim import make_config
 
 from evalstop_ros.hub.errors import HubError
-from evalstop_ros.hub.station import StationClient, read_records
 from evalstop_ros.hub.station_journal import JOURNAL, JSON_LINES, open_station_journal, read_station_journal
 from evalstop_ros.session.errors import JournalError
 from evalstop_ros.session.journal import Journal, read_journal
+from evalstop_ros.station.client import StationClient, read_records
 
 
 def _result(n: int) -> dict[str, Any]:

@@ -16,13 +16,13 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
+from ..hub.errors import HubError
 from ..session.errors import JournalError
 from ..session.journal_format import Event
 from ..session.machine import TrialMachine
 from ..session.trials import TrialBook, TrialRecord
 from ..session.values import EditOutcome, PendingTrial, ScoreOutcome, SessionState, TrialRules
-from .errors import HubError
-from .station import ARMS, StationClient
+from .client import ARMS, StationClient
 
 __all__ = ["SCORING", "StationSession", "StationStatus"]
 

@@ -1,6 +1,6 @@
 """A station's traffic with the hub, in one background thread: upload, renew, lease, with back-off.
 
-:class:`StationWork` keeps a :class:`~.station_session.StationSession` (the trials, under the
+:class:`StationWork` keeps a :class:`~.session.StationSession` (the trials, under the
 session's state machine) supplied with the hub's assignments and uploads the results it journals,
 so the node's executor never waits on the network:
 
@@ -24,12 +24,12 @@ import threading
 import time
 from typing import Any
 
+from ..hub.errors import HubError
 from ..session.publishing import OK, WARN, Diagnostic
 from ..session.values import STATE_CODES as SESSION_STATE_CODES
 from ..session.values import SessionState
-from .errors import HubError
-from .station import StationClient
-from .station_session import StationSession
+from .client import StationClient
+from .session import StationSession
 
 __all__ = ["STATE_CODES", "StationWork", "WorkStatus"]
 
@@ -70,7 +70,7 @@ class StationWork:
 
     :param client: The station's hub client (its directory holds the local journal).
     :param station_id: The station's name.
-    :param trials, max_faults, scoring: The session's rules (:class:`~.station_session.StationSession`).
+    :param trials, max_faults, scoring: The session's rules (:class:`~.session.StationSession`).
     :param retry_min, retry_max: The back-off's bounds (s).
     """
 
