@@ -53,6 +53,7 @@ class TrialMachine:
     """States (idle, running, paused, finished, aborted), runner results and scores over a :class:`~.trials.TrialBook`.
 
     :param owner: How messages name the owner, e.g. ``session 'demo'`` or ``station 's1'``.
+    :param log_name: How log lines name it (default: ``owner``).
     :param book: The owner's trial book (the machine folds ``runner_result`` into it).
     :param commit: The owner's journal (:class:`Commit`).
     :param pending: The pending trial's record (``None`` when no trial waits).
@@ -60,8 +61,9 @@ class TrialMachine:
     """
 
     def __init__(self, owner: str, book: TrialBook, commit: Commit, pending: Callable[[], TrialRecord | None],
-                 request: Callable[[TrialRecord], PendingTrial]) -> None:
+                 request: Callable[[TrialRecord], PendingTrial], *, log_name: str = "") -> None:
         self.owner = owner
+        self.log_name = log_name or owner
         self.book = book
         self._commit = commit
         self._pending = pending
@@ -93,7 +95,7 @@ class TrialMachine:
             return
         self.transition("pause", (SessionState.RUNNING,))
         self._commit("paused", None, reason=str(reason))
-        logger.info("%s paused: %s", self.owner, reason)
+        logger.info("%s paused: %s", self.log_name, reason)
 
     def resume(self) -> None:
         """``PAUSED -> RUNNING`` (the fault count starts again); resuming a running one does nothing (a re-send)."""
@@ -101,7 +103,7 @@ class TrialMachine:
             return
         self.transition("resume", (SessionState.PAUSED,))
         self._commit("resumed", None)
-        logger.info("%s resumed", self.owner)
+        logger.info("%s resumed", self.log_name)
 
     def abort(self, reason: str) -> None:
         """Abort for good (any state but a final one); ``reason`` is required."""
@@ -111,7 +113,7 @@ class TrialMachine:
             return
         self.transition("abort", (SessionState.IDLE, SessionState.RUNNING, SessionState.PAUSED))
         self._commit("aborted", None, reason=str(reason))
-        logger.info("%s aborted: %s", self.owner, reason)
+        logger.info("%s aborted: %s", self.log_name, reason)
 
     # -- runner results --------------------------------------------------------------------
     def record_runner_result(self, trial_id: int, ok: bool, duration_s: float, message: str = "", *,

@@ -100,7 +100,7 @@ class EvaluationSession(ScoreEdits):
         self._schedule = Schedule(config, self.plan, session_id, self._book, self._tests, self._adastop)
         #: The state machine (life cycle, runner results, scores), the one a hub station runs too.
         self._machine = TrialMachine(f"session {session_id!r}", self._book, self._commit, self._schedule.pending,
-                                     self._schedule.request)
+                                     self._schedule.request, log_name=f"session {session_id}")
         self._announced: set[int] = set()
         self._revealed = False
         self._auth_counters: dict[str, int] = {}  # operator -> highest journaled request counter
