@@ -352,8 +352,8 @@ def _analyze(args: argparse.Namespace) -> int:
 
 
 def _station(args: argparse.Namespace) -> int:
-    from ..hub.sim_station import run_station, sim_runner
-    from ..hub.station import StationClient, read_key
+    from ..station.client import StationClient, read_key
+    from ..station.sim import run_station, sim_runner
 
     client = StationClient(args.hub, read_key(args.key_file), args.dir)
     acked = run_station(client, args.trials, sim_runner(args.trial_seconds), seed=args.seed,

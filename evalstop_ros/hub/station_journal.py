@@ -38,16 +38,26 @@ JOURNAL = "station.db"
 #: The JSON lines journal an earlier development version kept there: refused (:func:`check_no_json_lines`).
 JSON_LINES = "station.jsonl"
 
-#: A station journal's kinds and the payload fields each must carry (see :class:`~.work.StationWork`).
+#: A station journal's kinds and the payload fields each must carry: a session's state machine's
+#: (:class:`~evalstop_ros.session.machine.TrialMachine`) and the hub's (:class:`~evalstop_ros.station.session.StationSession`).
 STATION_KINDS: dict[str, tuple[str, ...]] = {
     "opened": ("station_id",),
     "rules": ("max_faults", "trials", "scoring"),
-    "control": ("command", "reason"),
+    "started": (),
+    "paused": ("reason",),
+    "resumed": (),
+    "aborted": ("reason",),
+    "finished": ("reason",),
     "leased": ("assignment_id", "task", "lease_deadline"),
+    "trial_requested": ("assignment_id", "round", "policy_id", "label", "task", "initial_condition", "token"),
+    "runner_result": ("ok", "duration_s", "message"),
+    "score_accepted": ("submission",),
+    "score_duplicate": ("submission",),
+    "score_rejected": ("reason", "claimed_trial_id", "submission"),
+    "void": ("reason", "had_score"),
     "result": ("assignment_id", "upload_id", "score_a", "score_b"),
     "ack": ("upload_id", "status"),
     "rejected": ("upload_id", "reason"),
-    "fault": ("assignment_id", "arm", "attempt", "message"),
     "given_up": ("assignment_id", "faults", "reason"),
 }
 
@@ -64,8 +74,9 @@ STATION_JOURNAL = JournalSpec(name="station", owner_row="station_id", kinds=froz
 
 
 def record_of(event: Event) -> dict[str, Any]:
-    """An event as a station record: its payload, ``kind``, ``seq`` and ``at``."""
-    return {"at": event.stamp_ns / 1e9, **event.payload, "kind": event.kind, "seq": event.seq}
+    """An event as a station record: its payload, ``kind``, ``seq``, ``at`` and the ``trial_id`` it names (if any)."""
+    trial = {} if event.trial_id is None else {"trial_id": event.trial_id}
+    return {"at": event.stamp_ns / 1e9, **event.payload, **trial, "kind": event.kind, "seq": event.seq}
 
 
 def check_no_json_lines(directory: pathlib.Path) -> None:
@@ -94,10 +105,14 @@ class StationJournal:
 
         :class:`~evalstop_ros.session.errors.JournalError` for another kind, a missing field or
         a payload that is not strict JSON."""
+        return record_of(self.write(kind, None, **fields))
+
+    def write(self, kind: str, trial_id: int | None, /, **fields: Any) -> Event:
+        """Append one event of ``kind`` naming ``trial_id`` (or none): the event (errors as :meth:`append`)."""
         missing = [f for f in STATION_KINDS.get(kind, ()) if f not in fields]
         if kind in STATION_KINDS and missing:
             raise JournalError(f"a station's {kind!r} record needs {missing}; found {sorted(fields)}")
-        return record_of(self._store.write(kind, None, fields))
+        return self._store.write(kind, trial_id, fields)
 
     def events(self) -> list[Event]:
         """Every event, ``opened`` first."""

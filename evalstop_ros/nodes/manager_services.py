@@ -3,13 +3,13 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol
 
 from evalstop.srv import CorrectScore, SessionControl
 
-from ..session import EvaluationSession, SessionError
+from ..session import EditOutcome, EvaluationSession, SessionError, SessionState
 
-__all__ = ["apply_control", "apply_correction", "control_command"]
+__all__ = ["Controlled", "apply_control", "apply_correction", "control_command"]
 
 #: ``SessionControl`` command -> its name.
 _COMMANDS = {SessionControl.Request.COMMAND_PAUSE: "pause", SessionControl.Request.COMMAND_RESUME: "resume",
@@ -22,7 +22,20 @@ def control_command(command: int) -> tuple[str | None, str]:
     return name, "" if name else f"unknown command {command} (1 pause, 2 resume, 3 abort, 4 confirm reset)"
 
 
-def apply_control(session: EvaluationSession | None, command: str, request: Any) -> tuple[bool, str]:
+class Controlled(Protocol):
+    """What ``session_control`` acts on: a local session or a hub station's."""
+
+    @property
+    def session_id(self) -> str: ...
+    @property
+    def state(self) -> SessionState: ...
+    def pause(self, reason: str = "") -> None: ...
+    def resume(self) -> None: ...
+    def abort(self, reason: str) -> None: ...
+    def confirm_reset(self, trial_id: int, attempt: int = 0) -> EditOutcome: ...
+
+
+def apply_control(session: Controlled | None, command: str, request: Any) -> tuple[bool, str]:
     """Pause, resume, abort, or confirm the reset of the pending trial; a request sent again (its
     answer was lost) gets the same answer."""
     if session is None:

@@ -1,11 +1,13 @@
 """``station_manager``: one station of an evaluation hub (the node side of
-:class:`~evalstop_ros.hub.work.StationWork`).
+:class:`~evalstop_ros.station.session.StationSession`).
 
 The node runs no session of its own: it is one station of an evaluation hub (``evalstop hub
 serve``), with ``evaluation_manager``'s topics, services and runner parameters (the plumbing both
 share is :class:`~.manager_base.ManagerNode`'s). :class:`StationManager` translates between ROS and the
-ROS-free :class:`~evalstop_ros.hub.work.StationWork` (which leases the hub's A/B work, journals
-each result locally first and uploads it, retrying while the hub is unreachable):
+ROS-free station session (:class:`~evalstop_ros.station.session.StationSession`: the hub's
+A/B work under the session's state machine, each result journaled locally first), which
+:class:`~evalstop_ros.station.work.StationWork` keeps supplied and uploads, retrying while the hub
+is unreachable; the session layer's log lines go to the node's ROS log:
 
 * the pending trial goes out blinded on ``trial_request`` (label ``A`` or ``B`` and the task;
   session id ``hub:<station_id>``) and, as a ``RunTrial`` goal, to the runner -- what the goal
@@ -14,7 +16,7 @@ each result locally first and uploads it, retrying while the hub is unreachable)
   topic and no log line; as ``evaluation_manager``, the station holds its goals and pauses while
   more than one node serves the runner action (:meth:`~.manager_base.ManagerNode.watch_runners`);
 * the trial loop is a session's (:class:`~evalstop_ros.session.driver.TrialDriver` over the
-  :class:`~evalstop_ros.hub.work.StationWork`), with its rules journaled in the station's journal:
+  station's session), with its rules journaled in the station's journal:
   a lost goal response is re-sent (same trial and attempt), a runner fault re-runs the trial
   (next attempt), a silent or vanished runner times out; after ``max_attempts`` faults in a row
   the station pauses, and the operator resumes it or voids the trial (``correct_score``'s
@@ -43,6 +45,7 @@ were). The local journal is ``journal_dir/hub-<station_id>/station.db`` (the sta
 
 from __future__ import annotations
 
+import logging
 import secrets
 from typing import Any
 
@@ -52,20 +55,25 @@ from rclpy.qos import QoSProfile
 
 from .. import qos
 from ..hub.errors import HubError
-from ..hub.station import StationClient, read_key
-from ..hub.work import SCORING, StationWork
 from ..session.driver import Action, TrialDriver, Verdict
 from ..session.goal_sealing import GoalSealer
 from ..session.values import PendingTrial, ScoreOutcome
+from ..station.client import StationClient, read_key
+from ..station.session import SCORING
+from ..station.work import StationWork
 from ._common import declare
 from .manager_base import ManagerNode, run_manager
-from .manager_services import control_command
+from .manager_services import apply_control, control_command
+from .quick_log import SessionLogHandler
 from .runner_link import RunnerLink, RunResult
 
 __all__ = ["StationManager", "main"]
 
 #: How often the station looks at the work and the goal in flight (s).
 TICK = 0.2
+#: The loggers whose lines the node forwards to its ROS log: the session layer's (state machine, trial loop)
+#: and the station's (its session, the hub thread).
+STATION_LOGGERS = ("evalstop_ros.session", "evalstop_ros.station")
 
 
 def _station_work(node: ManagerNode) -> tuple[StationWork, float]:
@@ -112,21 +120,29 @@ class StationManager(ManagerNode):
     def __init__(self, *, latched_qos: QoSProfile, comparison_qos: QoSProfile, event_qos: QoSProfile,
                  journal_qos: QoSProfile, diagnostics_qos: QoSProfile) -> None:
         super().__init__("station_manager")
+        # the session layer's and the station's log lines in the ROS log (no policy ids: arms A and B only)
+        self._log_handler = SessionLogHandler(self, str)
+        for name in STATION_LOGGERS:
+            forwarded = logging.getLogger(name)
+            forwarded.addHandler(self._log_handler)
+            forwarded.setLevel(logging.INFO)
+            forwarded.propagate = False
         self.work, self.run_timeout = _station_work(self)
         self.runner_name = self.runner_action or "run_trial"
         self.open_interfaces(latched_qos=latched_qos, comparison_qos=comparison_qos, event_qos=event_qos,
                              journal_qos=journal_qos, diagnostics_qos=diagnostics_qos)
         work = self.work
-        self.driver = TrialDriver(work, self.runner_name)
+        session = self.session = work.session
+        self.driver = TrialDriver(session, self.runner_name)
         # a station reveals no key: its seal key is its own, drawn afresh (sealed goals need no audit here)
-        sealer = GoalSealer(self.runner_key, secrets.token_bytes(32), work.session_id)
+        sealer = GoalSealer(self.runner_key, secrets.token_bytes(32), session.session_id)
         self._link = RunnerLink(self, self.runner_name, limits=self.runner_limits, on_done=self._done, sealer=sealer)
         self._status: dict[str, Any] | None = None
         self._ended = False
         self.get_logger().info(
             f"hub mode: station {work.station_id!r} of hub {work.client.hub_url}, runner '{self.runner_name}', "
-            f"scoring {work.scoring}, local journal {work.client.journal_path}"
-            + (f", {work.trials} trials" if work.trials else ""))
+            f"scoring {session.scoring}, local journal {work.client.journal_path}"
+            + (f", {session.trials} trials" if session.trials else ""))
         self.publisher.reset()
         work.start()
         self.create_timer(TICK, self._tick)
@@ -144,7 +160,7 @@ class StationManager(ManagerNode):
         upcoming = self.driver.advance(runner_busy=self._link.trial is not None)
         if upcoming.auto is not None:
             self._ack(upcoming.auto.trial.trial_id, upcoming.auto.outcome, self.driver.auto_scorer)
-        trial = self.work.pending_trial()
+        trial = self.session.pending_trial()
         if trial is not None:
             self.publisher.request(trial)
             if upcoming.action is Action.RUN and self._link.trial is None:
@@ -169,7 +185,7 @@ class StationManager(ManagerNode):
             log.error(verdict.message)
         elif verdict.verdict is Verdict.RETRY:
             # a category and an id only: the runner's own words may name the policy (session/runner_messages.py)
-            log.warning(f"trial {trial.trial_id}: runner fault: {self.work.runner_message}")
+            log.warning(f"trial {trial.trial_id}: runner fault: {self.session.runner_message}")
         elif verdict.verdict is Verdict.OPERATOR:
             log.warning(verdict.message)
         elif verdict.verdict is Verdict.RAN and not self.driver.auto:
@@ -185,9 +201,10 @@ class StationManager(ManagerNode):
         if command is None:
             response.ok = False
         else:
-            response.ok, response.message = self.work.control(command, request.reason)
+            response.ok, response.message = apply_control(self.session, command, request)
             if response.ok and command == "abort":
                 self._link.cancel()
+            self.work.wake()
             self._tick()
         if not response.ok:
             self.get_logger().warning(f"session_control {command or request.command} refused: {response.message}")
@@ -198,7 +215,7 @@ class StationManager(ManagerNode):
         is journaled)."""
         if request.action == CorrectScore.Request.ACTION_VOID:
             trial_id = int(request.trial_id)
-            outcome = self.work.void_score(trial_id, request.reason.strip())
+            outcome = self.session.void_score(trial_id, request.reason.strip())
             if outcome.applied and self._link.trial is not None and self._link.trial.trial_id == trial_id:
                 self._link.cancel()
             self._tick()
@@ -212,7 +229,8 @@ class StationManager(ManagerNode):
     def _on_score(self, msg: TrialScore) -> None:
         """An operator's score (``trial_score``)."""
         scorer = msg.scorer
-        outcome = self.work.submit_score(int(msg.trial_id), msg.token, bool(msg.success), float(msg.progress), scorer)
+        outcome = self.session.submit_score(int(msg.trial_id), msg.token, bool(msg.success), float(msg.progress),
+                                            scorer)
         self._ack(int(msg.trial_id), outcome, scorer)
         self._tick()
 
@@ -221,7 +239,7 @@ class StationManager(ManagerNode):
             self.get_logger().info(f"trial {trial_id} scored by {scorer[:64]!r}")
         elif not outcome.accepted:
             self.get_logger().warning(f"score for trial {trial_id} rejected: {outcome.reason}")
-        self.publisher.ack(self.work.session_id, trial_id, outcome)
+        self.publisher.ack(self.session.session_id, trial_id, outcome)
 
     # -- status -----------------------------------------------------------------------------
     def _publish_diagnostics(self) -> None:
@@ -234,7 +252,7 @@ class StationManager(ManagerNode):
         """Every trial is journaled and uploaded: say so, and exit with ``exit_on_finish``."""
         self._ended = True
         self._publish_status()
-        self.publisher.end(self.work.session_id)
+        self.publisher.end(self.session.session_id)
         status = self.work.status()
         self.get_logger().info(
             f"hub station {self.work.station_id} {status.state}: {status.trials_done} trials, {status.results_acked} "
@@ -245,6 +263,10 @@ class StationManager(ManagerNode):
         """Stop the hub thread, then destroy the node."""
         if getattr(self, "work", None) is not None:  # (also called by rclpy's shutdown when __init__ failed half-way)
             self.work.close()
+        handler = getattr(self, "_log_handler", None)
+        if handler is not None:
+            for name in STATION_LOGGERS:
+                logging.getLogger(name).removeHandler(handler)
         super().destroy_node()
 
 

@@ -1,9 +1,10 @@
 """The trial loop: what comes next in a session, and the rules of a runner's result.
 
 :class:`TrialDriver` drives any :class:`DrivenSession` (an :class:`~.session.EvaluationSession`, a
-hub station's work) from the journal alone: the fault limit (pause after ``max_attempts`` failed
-runs), automatic scores (held while paused), one runner per action (:mod:`.runner_check`) and the
-operator's fallback for a run without a valid automatic score.  Details: docs/session.md.
+hub station's :class:`~evalstop_ros.station.session.StationSession`, both on one
+:class:`~.machine.TrialMachine`) from the journal alone: the fault limit (pause after ``max_attempts``
+failed runs), automatic scores (held while paused), one runner per action (:mod:`.runner_check`) and
+the operator's fallback for a run without a valid automatic score.  Details: docs/session.md.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ class _Awaiting(Protocol):
 
 class DrivenSession(Protocol):
     """What the driver needs of a session (:class:`~.session.EvaluationSession`,
-    :class:`~evalstop_ros.hub.work.StationWork`); each journals what it is told before it acts."""
+    :class:`~evalstop_ros.station.session.StationSession`); each journals what it is told before it acts."""
 
     @property
     def state(self) -> SessionState: ...

@@ -102,7 +102,7 @@ class SessionPublisher:
 
     def station_status(self, fields: Fields) -> None:
         """Publish ``SessionStatus`` fields built by a hub station's work
-        (:meth:`~evalstop_ros.hub.work.StationWork.status_fields`)."""
+        (:meth:`~evalstop_ros.station.work.StationWork.status_fields`)."""
         self._send("session_status", fields, None)
 
     def end(self, session_id: str) -> None:

@@ -14,6 +14,7 @@ from .config import SessionConfig
 from .errors import JournalError
 from .journal import Event, Journal
 from .limits import REQUEST_KINDS, finite_or_none
+from .machine import TrialMachine
 from .plan import Plan
 from .schedule import Schedule
 from .trials import TrialBook, TrialRecord
@@ -54,16 +55,19 @@ class JournalReplay:
     _families: list[HolmFamily]
     _adastop: AdaStopRun | None
     _schedule: Schedule
-    _state: SessionState
+    _machine: TrialMachine
     _announced: set[int]
-    _faults: int
-    _runner_message: str
     _revealed: bool
     _auth_counters: dict[str, int]
     _auth: dict[str, Any] | None
     _lock: threading.RLock
     session_id: str
     on_commit: Callable[[Event], None] | None
+
+    @property
+    def _state(self) -> SessionState:
+        """The state machine's state (:class:`~.machine.TrialMachine`)."""
+        return self._machine.state
 
     def _commit(self, kind: str, trial_id: int | None, **payload: Any) -> None:
         """Journal an event, apply it exactly as a replay would, then tell :attr:`on_commit`."""
@@ -132,27 +136,17 @@ class JournalReplay:
             raise self._diverged(event, "the config event must be first and match the configuration")
 
     def _on_started(self, event: Event) -> None:
-        self._expect_state(event, SessionState.IDLE)
-        self._state = SessionState.RUNNING
+        """The life cycle and the runner's results: the state machine's (:meth:`~.machine.TrialMachine.apply`)."""
+        problem = self._machine.apply(event)
+        if problem:
+            raise self._diverged(event, problem)
 
-    def _on_paused(self, event: Event) -> None:
-        self._expect_state(event, SessionState.RUNNING)
-        self._state = SessionState.PAUSED
-
-    def _on_resumed(self, event: Event) -> None:
-        self._expect_state(event, SessionState.PAUSED)
-        self._state = SessionState.RUNNING
-        self._faults = 0
-
-    def _on_aborted(self, event: Event) -> None:
-        self._expect_state(event, SessionState.IDLE, SessionState.RUNNING, SessionState.PAUSED)
-        self._state = SessionState.ABORTED
+    _on_paused = _on_resumed = _on_aborted = _on_runner_result = _on_started
 
     def _on_finished(self, event: Event) -> None:
-        self._expect_state(event, SessionState.RUNNING, SessionState.PAUSED)
-        if not all(t.decided for t in self._tests):
+        if self._state in (SessionState.RUNNING, SessionState.PAUSED) and not all(t.decided for t in self._tests):
             raise self._diverged(event, "finished while some comparisons are undecided")
-        self._state = SessionState.FINISHED
+        self._on_started(event)
 
     def _on_key_revealed(self, event: Event) -> None:
         self._expect_state(event, SessionState.FINISHED, SessionState.ABORTED)
@@ -176,9 +170,8 @@ class JournalReplay:
         if event.trial_id != trial_id or event.payload != payload:
             raise self._diverged(event, f"journal has trial {event.trial_id} {event.payload}, the plan gives "
                                  f"trial {trial_id} {payload}")
-        self._book.apply(event)
+        self._machine.apply(event)
         self._schedule.state = schedule
-        self._faults = 0
 
     def _on_reset_confirmed(self, event: Event) -> None:
         record = self._schedule.pending()
@@ -188,11 +181,6 @@ class JournalReplay:
             raise self._diverged(event, f"reset confirmation of trial {event.trial_id} attempt {attempt}, but the "
                                  f"pending run is {None if record is None else (record.trial_id, record.attempt)}")
         self._book.apply(event)
-
-    def _on_runner_result(self, event: Event) -> None:
-        self._book.apply(event)
-        self._faults = 0 if event.payload.get("ok") else self._faults + 1
-        self._runner_message = str(event.payload.get("message", ""))
 
     def _on_score_accepted(self, event: Event) -> None:
         record = self._book.trials[event.trial_id]  # type: ignore[index]

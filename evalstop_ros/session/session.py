@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import contextlib
-import hmac
 import json
 import logging
-import math
 import os
 import threading
 from collections.abc import Callable, Iterator
@@ -20,26 +18,13 @@ from .analysis import PairedTest, Test, build_tests, combine_claims
 from .config import SessionConfig
 from .config_input import config_diff
 from .edits import ScoreEdits
-from .errors import JournalError, SessionError
+from .errors import JournalError
 from .journal import Event, Journal
-from .journal_format import encode_payload
 from .letters import letters
-from .limits import (
-    INSTRUCTION_CHARS,
-    LOG_BURST,
-    LOG_WINDOW_S,
-    NOTES_CHARS,
-    OPERATOR_CHARS,
-    REASON_CHARS,
-    RateLimit,
-    bounded,
-    json_safe,
-    score_fields,
-    score_submission,
-)
+from .limits import bounded, score_fields, score_submission
+from .machine import TrialMachine
 from .plan import Plan
 from .replay import locked as _locked
-from .runner_messages import operator_text
 from .schedule import Schedule
 from .trials import TrialBook, TrialRecord
 from .values import (
@@ -52,7 +37,6 @@ from .values import (
     SessionState,
     StatusSnapshot,
     TrialRules,
-    score_problem,
 )
 
 #: The value types and the submission helpers are importable from here too (their home modules
@@ -107,17 +91,14 @@ class EvaluationSession(ScoreEdits):
         self._book = TrialBook()
         self._tests: list[Test]
         self._tests, self._families, self._adastop = build_tests(config, self.plan)
-        self._state = SessionState.IDLE
         self._schedule = Schedule(config, self.plan, session_id, self._book, self._tests, self._adastop)
+        #: The state machine (life cycle, runner results, scores), the one a hub station runs too.
+        self._machine = TrialMachine(f"session {session_id!r}", self._book, self._commit, self._schedule.pending,
+                                     self._schedule.request, log_name=f"session {session_id}")
         self._announced: set[int] = set()
-        self._faults = 0  # failed runs of the pending trial in a row (since its request or a resume)
-        self._runner_message = ""  # the last runner result's operator text
         self._revealed = False
         self._auth_counters: dict[str, int] = {}  # operator -> highest journaled request counter
         self._auth: dict[str, Any] | None = None  # the request being handled (:meth:`authenticated`)
-        #: Scores rejected since this object was built (for diagnostics).
-        self.rejections = 0
-        self._log_limit = RateLimit(LOG_BURST, LOG_WINDOW_S)
         #: Called with every event right after it is journaled and applied (e.g. the node publishes it).
         self.on_commit: Callable[[Event], None] | None = None
         for event in journal.events():
@@ -149,17 +130,20 @@ class EvaluationSession(ScoreEdits):
     @property
     def state(self) -> SessionState:
         """The current :class:`SessionState`."""
-        return self._state
+        return self._machine.state
+
+    @property
+    def rejections(self) -> int:
+        """Scores rejected since this object was built (for diagnostics)."""
+        return self._machine.rejections
 
     def _transition(self, action: str, allowed: tuple[SessionState, ...]) -> None:
-        if self._state not in allowed:
-            raise SessionError(f"cannot {action}: session {self.session_id!r} is {self._state.value}")
+        self._machine.transition(action, allowed)
 
     @_locked
     def start(self) -> None:
         """Start the session (``IDLE -> RUNNING``)."""
-        self._transition("start", (SessionState.IDLE,))
-        self._commit("started", None)
+        self._machine.start()
         logger.info("session %s started: %d policies, %d tests", self.session_id, len(self.config.policies), len(self._tests))
 
     @_locked
@@ -168,31 +152,17 @@ class EvaluationSession(ScoreEdits):
 
         Pausing a paused session does nothing (a re-sent request whose answer was lost).
         """
-        if self._state == SessionState.PAUSED:
-            return
-        self._transition("pause", (SessionState.RUNNING,))
-        self._commit("paused", None, reason=str(reason))
-        logger.info("session %s paused: %s", self.session_id, reason)
+        self._machine.pause(reason)
 
     @_locked
     def resume(self) -> None:
         """Resume (``PAUSED -> RUNNING``); resuming a running session does nothing (a re-send)."""
-        if self._state == SessionState.RUNNING:
-            return
-        self._transition("resume", (SessionState.PAUSED,))
-        self._commit("resumed", None)
-        logger.info("session %s resumed", self.session_id)
+        self._machine.resume()
 
     @_locked
     def abort(self, reason: str) -> None:
         """Abort for good (any non-final state); ``reason`` is required."""
-        if not str(reason).strip():
-            raise SessionError("cannot abort: a reason is required")
-        if self._state == SessionState.ABORTED:
-            return
-        self._transition("abort", (SessionState.IDLE, SessionState.RUNNING, SessionState.PAUSED))
-        self._commit("aborted", None, reason=str(reason))
-        logger.info("session %s aborted: %s", self.session_id, reason)
+        self._machine.abort(reason)
         self._reveal()
 
     @_locked
@@ -328,29 +298,14 @@ class EvaluationSession(ScoreEdits):
             If ``trial_id`` is not the pending trial, the session is not running or paused, or
             (``confirm_reset``) the reset of this run was not confirmed.
         """
-        self._transition("record a runner result", (SessionState.RUNNING, SessionState.PAUSED))
-        record = self._schedule.pending()
-        if record is None or record.trial_id != trial_id:
-            pending = None if record is None else record.trial_id
-            raise SessionError(f"runner result for trial {trial_id!r}, but the pending trial is {pending}")
-        if self.config.confirm_reset and record.reset_confirmed != record.attempt:
-            raise SessionError(f"runner result for trial {trial_id}, attempt {record.attempt}, whose scene reset "
-                               "was not confirmed")
-        duration = float(duration_s)
-        if not (math.isfinite(duration) and duration >= 0):
-            raise SessionError(f"`duration_s` must be a finite number >= 0; found {duration_s!r}")
-        extra: dict[str, Any] = {}
-        if ok and auto_score is not None:
-            extra["auto_score"] = {"success": json_safe(auto_score[0]), "progress": json_safe(auto_score[1])}
-        if goal_seal is not None:
-            extra["goal_seal"] = dict(goal_seal)
-        shown = operator_text(str(message), bool(ok))
-        if shown != str(message):  # the full text: sealed in the journal, revealed with the key
-            extra["detail"] = str(message)
-        self._commit("runner_result", trial_id, ok=bool(ok), duration_s=duration, message=shown, **extra)
-        logger.info("trial %d (label %s) run %s in %.1f s%s", trial_id, record.label, "ok" if ok else "FAILED",
-                    duration, f": {shown}" if shown else "")
-        return None if ok else self._schedule.request(record)
+        def unready(record: TrialRecord) -> str:
+            if self.config.confirm_reset and record.reset_confirmed != record.attempt:
+                return (f"runner result for trial {trial_id}, attempt {record.attempt}, whose scene reset "
+                        "was not confirmed")
+            return ""
+
+        return self._machine.record_runner_result(trial_id, ok, duration_s, message, auto_score=auto_score,
+                                                  goal_seal=goal_seal, unready=unready)
 
     @_locked
     def held_auto_score(self) -> tuple[PendingTrial, bool, float] | None:
@@ -360,17 +315,13 @@ class EvaluationSession(ScoreEdits):
         (:meth:`record_runner_result`); the node submits it while the session runs.  A score that
         came while the session was paused, or before a crash, is held here until then.
         """
-        record = self._schedule.pending()
-        if record is None or not record.ran_ok or record.auto_score is None:
-            return None
-        success, progress = record.auto_score
-        return self._schedule.request(record), success, progress
+        return self._machine.held_auto_score()
 
     @property
     def runner_message(self) -> str:
         """The last run's message as an operator channel may show it (a category and an error id,
         :mod:`.runner_messages`; its full text is sealed in the journal)."""
-        return self._runner_message
+        return self._machine.runner_message
 
     @property
     def trial_rules(self) -> TrialRules:
@@ -384,7 +335,7 @@ class EvaluationSession(ScoreEdits):
 
         Derived from the journal like everything else, so a restart does not forget it.
         """
-        return self._faults
+        return self._machine.faults
 
     @_locked
     def submit_score(self, trial_id: int, token: str, success: bool, progress: float, operator: str = "",
@@ -406,50 +357,27 @@ class EvaluationSession(ScoreEdits):
         ab`` session, the round's ``instruction`` and ``pair_invalid`` (the operator judged the
         pair not valid: the round then forms no pair, :func:`~.trials.form_pairs`).
         """
-        if isinstance(success, np.bool_):
-            success = bool(success)
-        submission = score_submission(token, success, progress, operator, notes, preference, instruction, pair_invalid)
-        oversized = next((f"`{name}` is longer than {limit} characters ({len(value)})"
-                          for name, value, limit in (("token", token, 64), ("operator", operator, OPERATOR_CHARS),
-                                                     ("notes", notes, NOTES_CHARS), ("preference", preference, 16),
-                                                     ("instruction", instruction, INSTRUCTION_CHARS))
-                          if isinstance(value, str) and len(value) > limit), None)
-        if oversized:
-            return self._reject(trial_id, submission, oversized)
-        if not isinstance(pair_invalid, bool) or not isinstance(instruction, str):
-            return self._reject(trial_id, submission, "`pair_invalid` must be true or false and `instruction` a string")
-        if (instruction or pair_invalid) and self.config.design != "ab":
-            return self._reject(trial_id, submission, "`instruction` and `pair_invalid` apply only to design 'ab'; "
-                                f"this session's design is {self.config.design!r}")
-        if not self._known(trial_id):
-            return self._reject(trial_id, submission, f"unknown trial {bounded(trial_id)!r}")
-        record = self._book.trials[trial_id]
-        if not (isinstance(token, str) and hmac.compare_digest(token, record.token)):
-            return self._reject(trial_id, submission, f"wrong token for trial {trial_id}")
-        valid_number = isinstance(progress, (int, float, np.floating, np.integer)) and not isinstance(progress, bool)
-        if valid_number:
-            submission["progress"] = json_safe(float(progress))
-        if record.submission is not None:
-            if json.loads(encode_payload(submission)) == record.submission:
-                self._commit("score_duplicate", trial_id, submission=submission)
-                logger.info("trial %d (label %s): duplicate score acknowledged", trial_id, record.label)
-                return ScoreOutcome(True, True, f"duplicate of the recorded score of trial {trial_id}; ignored",
-                                    record.post_decision)
-            return self._reject(trial_id, submission, f"trial {trial_id} is already scored; use a correction to change it")
-        if record.voided:
-            return self._reject(trial_id, submission, f"trial {trial_id} was voided")
-        if self._state != SessionState.RUNNING:
-            return self._reject(trial_id, submission, f"session is {self._state.value}; scores are accepted only while it runs")
-        if not record.ran_ok:
-            return self._reject(trial_id, submission, f"trial {trial_id} has no successful run recorded yet")
-        problem = score_problem(success, progress) or self._preference_problem(preference, record.round)
-        if problem:
-            return self._reject(trial_id, submission, problem)
+        def form_problem() -> str | None:
+            if not isinstance(pair_invalid, bool) or not isinstance(instruction, str):
+                return "`pair_invalid` must be true or false and `instruction` a string"
+            if (instruction or pair_invalid) and self.config.design != "ab":
+                return ("`instruction` and `pair_invalid` apply only to design 'ab'; "
+                        f"this session's design is {self.config.design!r}")
+            return None
+
+        return self._machine.submit_score(
+            trial_id, token, success, progress, operator, notes, preference=preference, instruction=instruction,
+            pair_invalid=pair_invalid, form_problem=form_problem,
+            value_problem=lambda record: self._preference_problem(preference, record.round), accept=self._accept)
+
+    def _accept(self, record: TrialRecord, submission: dict[str, Any]) -> ScoreOutcome:
+        """Journal a valid score: fed to the undecided tests it can feed, else ``post_decision_score``."""
+        trial_id = record.trial_id
         undecided = [t for t in self._tests if t.feeds(record) and not t.decided]
         kind = "score_accepted" if undecided else "post_decision_score"
         self._commit(kind, trial_id, submission=submission)
-        logger.info("trial %d (label %s) scored: success=%d progress=%.3g%s", trial_id, record.label, success,
-                    progress, "" if undecided else " (post-decision: fed to no test)")
+        logger.info("trial %d (label %s) scored: success=%d progress=%.3g%s", trial_id, record.label,
+                    submission["success"], submission["progress"], "" if undecided else " (post-decision: fed to no test)")
         self._settle()
         if undecided:
             return ScoreOutcome(True, False, f"trial {trial_id} scored")
@@ -462,31 +390,16 @@ class EvaluationSession(ScoreEdits):
             return None
         return f"`preference` must be '', '=' or one of the labels {labels}; found {preference!r}"
 
-    def _reject(self, trial_id: object, submission: dict[str, Any], reason: str) -> ScoreOutcome:
-        """Journal a rejected score (with the trial id as claimed) in bounded form and say why.
-
-        Every string is cut to :data:`SUMMARY_CHARS` (with its full length), so one rejection adds
-        at most about 1 KB to the journal whatever was sent; the warning is rate-limited.
-        """
-        reason = str(bounded(reason, REASON_CHARS))
-        column = trial_id if isinstance(trial_id, int) and self._known(trial_id) else None
-        self._commit("score_rejected", column, reason=reason, claimed_trial_id=bounded(json_safe(trial_id)),
-                     submission={key: bounded(value) for key, value in submission.items()})
-        self.rejections += 1
-        if self._log_limit.allow():
-            logger.warning("score for trial %s rejected: %s", bounded(trial_id), reason + self._log_limit.suppressed())
-        return ScoreOutcome(False, False, reason)
-
     # -- reports ---------------------------------------------------------------------------
     @_locked
     def status(self) -> StatusSnapshot:
         """A :class:`StatusSnapshot` snapshot."""
         pending = self._schedule.pending()
-        live = self._state not in (SessionState.FINISHED, SessionState.ABORTED)
+        live = self.state not in (SessionState.FINISHED, SessionState.ABORTED)
         active = self._schedule.active() if live else ()
         return StatusSnapshot(
             session_id=self.session_id,
-            state=self._state,
+            state=self.state,
             trials_requested=len(self._book.trials),
             trials_scored=self._book.n_scored,
             trials_voided=self._book.n_voided,

@@ -21,8 +21,8 @@ from typing import Any
 from runner_support import free_port
 
 from evalstop_ros.hub.errors import HubError
-from evalstop_ros.hub.station import read_records
 from evalstop_ros.hub.store import open_store
+from evalstop_ros.station.client import read_records
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 POSTGRES_SH = REPO / "tools" / "hub" / "postgres.sh"
@@ -240,10 +240,15 @@ def leased(station: Any) -> set[str]:
     return {r["assignment_id"] for r in station.records() if r["kind"] == "leased"}
 
 
+def lease_marks(records: list[dict[str, Any]]) -> list[str]:
+    """The kinds of a station's records that take an assignment (``leased``) or end one (``result``, ``given_up``)."""
+    return [r["kind"] for r in records if r["kind"] in ("leased", "result", "given_up")]
+
+
 def mid_lease(station: Any) -> bool:
-    """``station`` has counted two results at least and is in the middle of a lease (its last record)."""
-    records = station.records()
-    return sum(r["kind"] == "result" for r in records) >= 2 and bool(records[-1]["kind"] == "leased")
+    """``station`` has counted two results at least and is in the middle of a lease (leased, not ended)."""
+    marks = lease_marks(station.records())
+    return marks.count("result") >= 2 and marks[-1] == "leased"
 
 
 #: The lease of the network-namespace tests' hub (s): a cut lasts a few leases, not a fixed minute.

@@ -19,7 +19,7 @@ from collections.abc import Iterator
 import pytest
 
 from evalstop_ros.hub.errors import HubError
-from evalstop_ros.hub.station import StationClient
+from evalstop_ros.station.client import StationClient
 
 TORN = {
     "status line": b"HTTP/1.1 20",

@@ -25,6 +25,7 @@ from hub_support import (
     check_counted_once,
     check_lost_lease_redone_once,
     hub_journal,
+    lease_marks,
     offline_equals_online,
     register_hub,
     station_records,
@@ -110,8 +111,8 @@ def test_ros_stations_survive_kills_and_every_result_counts_once(
 
     # 1. kill -9 the third station's manager in the middle of a lease
     def mid_lease() -> bool:
-        records = victim.records()
-        return sum(r["kind"] == "result" for r in records) >= 2 and records[-1]["kind"] == "leased"
+        marks = lease_marks(victim.records())
+        return marks.count("result") >= 2 and marks[-1] == "leased"
 
     probe.spin_until(mid_lease, 120, "the third station to be in the middle of a lease")
     victim.manager.kill()
@@ -134,8 +135,8 @@ def test_ros_stations_survive_kills_and_every_result_counts_once(
 
     probe.spin_until(paused_holding_a_lease, 120, "the first station paused in the middle of an assignment")
     held = stations[0].records()
-    assert any(r["kind"] == "control" and r["command"] == "pause" for r in held)  # journaled (issue 23)
-    assert [r for r in held if r["kind"] != "control"][-1]["kind"] == "leased"
+    assert any(r["kind"] == "paused" for r in held)  # journaled
+    assert lease_marks(held)[-1] == "leased"
     hub.kill()
     resumed = probe.call(SessionControl, "session_control",
                          SessionControl.Request(command=SessionControl.Request.COMMAND_RESUME))
@@ -264,8 +265,9 @@ def test_operator_scores_pause_and_resume_a_ros_station(
         assert paused.ok, paused.message
         probe.spin_until(lambda: statuses[-1].state_name.startswith("hub:paused"), 20, "the paused status")
         assert statuses[-1].state == SessionStatus.STATE_PAUSED
+        manager.wait_for(r"station 'lab' paused: coffee")  # the session layer's log line, in the node's ROS log
         refused = score(2, request.token, True, 1.0, refused="paused")  # a session takes no score while paused
-        assert not refused.accepted and refused.reason == "station lab is paused; scores are accepted only while it runs"
+        assert not refused.accepted and refused.reason == "station is paused; scores are accepted only while it runs"
         resumed = probe.call(SessionControl, "session_control",
                              SessionControl.Request(command=SessionControl.Request.COMMAND_RESUME))
         assert resumed.ok, resumed.message
@@ -282,8 +284,22 @@ def test_operator_scores_pause_and_resume_a_ros_station(
         hub.stop()
 
 
+@pytest.fixture
+def lab_hub(tmp_path: pathlib.Path) -> Iterator[HubProcess]:
+    """A hub with one station, ``lab``, whose key is in ``tmp_path/lab.key`` (30 s leases, task ``towel``)."""
+    db = str(tmp_path / "hub.sqlite")
+    keys, viewer = register_hub(db, POLICIES, ["lab"])
+    (tmp_path / "lab.key").write_text(keys["lab"])
+    hub = HubProcess(db, viewer, tmp_path, ["--lease-seconds", "30", "--tasks", "towel"])
+    hub.start()
+    try:
+        yield hub
+    finally:
+        hub.stop()
+
+
 def test_a_runner_that_keeps_failing_pauses_a_ros_station_and_a_void_gives_its_assignment_up(
-        tmp_path: pathlib.Path, start_node: Callable[..., Any], probe: Any) -> None:
+        tmp_path: pathlib.Path, start_node: Callable[..., Any], probe: Any, lab_hub: HubProcess) -> None:
     """The session's fault limit at a station: after ``max_attempts`` runner faults in a row the
     station pauses, journaled with the reason (the runner's category and id, never its words);
     ``correct_score``'s void of the pending trial gives its assignment up (journaled, requeued by
@@ -293,43 +309,58 @@ def test_a_runner_that_keeps_failing_pauses_a_ros_station_and_a_void_gives_its_a
 
     from evalstop_ros import qos
 
-    db = str(tmp_path / "hub.sqlite")
-    keys, viewer = register_hub(db, POLICIES, ["lab"])
-    hub = HubProcess(db, viewer, tmp_path, ["--lease-seconds", "30", "--tasks", "towel"])
-    hub.start()
-    try:
-        statuses = probe.collect(SessionStatus, "session_status", qos.LATCHED_QOS)
-        (tmp_path / "lab.key").write_text(keys["lab"])
-        start_node("sim_robot", params={"failure_probability": 1.0, "duration": 0.0})
-        start_node("station_manager", params={
-            "hub_url": hub.url, "station_id": "lab", "hub_key_file": str(tmp_path / "lab.key"), "max_attempts": 2,
-            "journal_dir": str(tmp_path / "stations")})
-        status = probe.spin_until(lambda: next((s for s in statuses[-1:] if s.state_name.startswith("hub:paused")),
-                                               None), 60, "the station paused at the fault limit")
-        trial_id = status.pending_trial_id
-        journal = tmp_path / "stations" / "hub-lab"
-        records = station_records(journal)
-        [pause] = [r for r in records if r["kind"] == "control"]
-        assert pause["command"] == "pause" and pause["reason"].startswith(
-            f"runner failed 2 times in a row on trial {trial_id}: robot fault (error ")
-        assert [(r["arm"], r["attempt"]) for r in records if r["kind"] == "fault"] == [("A", 1), ("A", 2)]
-        [assignment] = [r["assignment_id"] for r in records if r["kind"] == "leased"]
+    statuses = probe.collect(SessionStatus, "session_status", qos.LATCHED_QOS)
+    start_node("sim_robot", params={"failure_probability": 1.0, "duration": 0.0})
+    start_node("station_manager", params={
+        "hub_url": lab_hub.url, "station_id": "lab", "hub_key_file": str(tmp_path / "lab.key"), "max_attempts": 2,
+        "journal_dir": str(tmp_path / "stations")})
+    status = probe.spin_until(lambda: next((s for s in statuses[-1:] if s.state_name.startswith("hub:paused")),
+                                           None), 60, "the station paused at the fault limit")
+    trial_id = status.pending_trial_id
+    journal = tmp_path / "stations" / "hub-lab"
+    records = station_records(journal)
+    [pause] = [r for r in records if r["kind"] == "paused"]
+    assert pause["reason"].startswith(f"runner failed 2 times in a row on trial {trial_id}: robot fault (error ")
+    labels = {r["trial_id"]: r["label"] for r in records if r["kind"] == "trial_requested"}
+    assert [(labels[r["trial_id"]], r["ok"]) for r in records if r["kind"] == "runner_result"] == [("A", False)] * 2
+    [assignment] = [r["assignment_id"] for r in records if r["kind"] == "leased"]
 
-        undo = probe.call(CorrectScore, "correct_score", CorrectScore.Request(action=CorrectScore.Request.ACTION_UNDO))
-        assert not undo.ok and "only ACTION_VOID" in undo.message
-        void = probe.call(CorrectScore, "correct_score", CorrectScore.Request(
-            trial_id=trial_id, action=CorrectScore.Request.ACTION_VOID, reason="gripper broken"))
-        assert void.ok or "is not the pending trial" in void.message, void.message  # or a re-sent request
-        given_up = [r for r in station_records(journal) if r["kind"] == "given_up"]
-        assert [(r["assignment_id"], r["faults"], r["reason"]) for r in given_up] == [(assignment, 2, "gripper broken")]
-        resumed = probe.call(SessionControl, "session_control",
-                             SessionControl.Request(command=SessionControl.Request.COMMAND_RESUME))
-        assert resumed.ok or resumed.message.endswith("is not paused"), resumed.message
-        probe.spin_until(lambda: assignment in {e["body"]["assignment"] for e in hub_journal(hub.url, hub.key)
-                                                if e["kind"] == "requeued"}, 60,
-                         "the hub to requeue the assignment given up when the station asks for new work")
-    finally:
-        hub.stop()
+    undo = probe.call(CorrectScore, "correct_score", CorrectScore.Request(action=CorrectScore.Request.ACTION_UNDO))
+    assert not undo.ok and "only ACTION_VOID" in undo.message
+    void = probe.call(CorrectScore, "correct_score", CorrectScore.Request(
+        trial_id=trial_id, action=CorrectScore.Request.ACTION_VOID, reason="gripper broken"))
+    assert void.ok or "is not the pending trial" in void.message, void.message  # or a re-sent request
+    given_up = [r for r in station_records(journal) if r["kind"] == "given_up"]
+    assert [(r["assignment_id"], r["faults"], r["reason"]) for r in given_up] == [(assignment, 2, "gripper broken")]
+    resumed = probe.call(SessionControl, "session_control",
+                         SessionControl.Request(command=SessionControl.Request.COMMAND_RESUME))
+    assert resumed.ok or resumed.message.endswith("is not paused"), resumed.message
+    probe.spin_until(lambda: assignment in {e["body"]["assignment"] for e in hub_journal(lab_hub.url, lab_hub.key)
+                                            if e["kind"] == "requeued"}, 60,
+                     "the hub to requeue the assignment given up when the station asks for new work")
+
+
+def test_a_second_runner_on_the_action_pauses_a_ros_station(
+        tmp_path: pathlib.Path, start_node: Callable[..., Any], probe: Any, lab_hub: HubProcess) -> None:
+    """The one-runner rule at a station, as at a local session (the trial loop's ``watch_runners``):
+    two runners serving ``run_trial`` pause the station, journaled with the reason, and the pause
+    shows in its status and its ROS log."""
+    from evalstop.msg import SessionStatus
+
+    from evalstop_ros import qos
+
+    statuses = probe.collect(SessionStatus, "session_status", qos.LATCHED_QOS)
+    start_node("sim_robot", params={"duration": 0.3})
+    start_node("sim_robot", params={"duration": 0.3}, ros_args=["-r", "__node:=sim_robot_b"])
+    manager = start_node("station_manager", params={
+        "hub_url": lab_hub.url, "station_id": "lab", "hub_key_file": str(tmp_path / "lab.key"),
+        "journal_dir": str(tmp_path / "stations")})
+    manager.wait_for(r"session paused: 2 runners serve the action 'run_trial'", 60)
+    probe.spin_until(lambda: statuses and statuses[-1].state_name.startswith("hub:paused"), 30,
+                     "the station's paused status")
+    [pause] = [r for r in station_records(tmp_path / "stations" / "hub-lab") if r["kind"] == "paused"]
+    assert pause["reason"].startswith("2 runners serve the action 'run_trial'")
+    manager.wait_for(r"station 'lab' paused: 2 runners serve", 10)  # the state machine's own line, forwarded
 
 
 @pytest.mark.parametrize(("params", "env", "reason"), [

@@ -23,6 +23,7 @@ from hub_support import (
     check_lost_lease_redone_once,
     check_results,
     exit_ok,
+    mid_lease,
     register_hub,
     stop_all,
     wait_for,
@@ -49,15 +50,11 @@ def test_stations_survive_kills_and_every_result_counts_once(setup: tuple[HubPro
         station.start()
     victim = stations[2]
 
-    def mid_lease() -> bool:
-        records = victim.records()
-        return sum(r["kind"] == "result" for r in records) >= 2 and bool(records[-1]["kind"] == "leased")
-
-    wait_for(mid_lease, 120, "the third station to be in the middle of a lease")
+    wait_for(lambda: mid_lease(victim), 120, "the third station to be in the middle of a lease")
     assert victim.proc is not None
     victim.proc.send_signal(signal.SIGKILL)
     victim.proc.wait()
-    lost_lease = victim.records()[-1]["assignment_id"]
+    lost_lease = [r for r in victim.records() if r["kind"] == "leased"][-1]["assignment_id"]
 
     wait_for(lambda: bool(call(hub.url + "/v1/status", key=hub.key)[1]["results"] >= 8), 120, "8 results at the hub")
     hub.kill()  # SIGKILL while the two live stations upload

@@ -1,9 +1,10 @@
-"""A station without ROS (``station_manager``'s work): :class:`StationWork` against a real hub process.
+"""A station without ROS (``station_manager``'s work): a :class:`StationSession` supplied by
+:class:`StationWork` against a real hub process.
 
-Blinded trials (arm A, then B; the address for the runner only), scores checked like the
-session checks them (token, run first, duplicates), the result journaled before the upload,
-kept while the hub is down and uploaded once it is back; pause, resume and abort. The station is
-driven by the session's own trial loop (:class:`TrialDriver`), so it keeps a session's rules:
+Blinded trials (arm A, then B; the address for the runner only), scores checked by the session's
+state machine (token, run first, duplicates of either arm, field lengths), the result journaled
+before the upload, kept while the hub is down and uploaded once it is back; pause, resume and
+abort. The station is driven by the session's own trial loop (:class:`TrialDriver`), so it keeps a session's rules:
 the fault limit pauses it, a void gives the assignment up (the hub requeues it), an automatic
 score that came while paused is held until it resumes, a run without one waits for the operator.
 """
@@ -23,10 +24,12 @@ import pytest
 from hub_support import HubProcess, call, hub_journal, register_hub, requeued, wait_for
 
 from evalstop_ros.hub.errors import HubError
-from evalstop_ros.hub.station import StationClient
 from evalstop_ros.hub.station_journal import read_station_journal
-from evalstop_ros.hub.work import StationWork
 from evalstop_ros.session.driver import Action, Next, TrialDriver, Verdict
+from evalstop_ros.session.errors import SessionError
+from evalstop_ros.station.client import StationClient
+from evalstop_ros.station.session import StationSession
+from evalstop_ros.station.work import StationWork
 
 
 @pytest.fixture
@@ -49,14 +52,27 @@ def _work(hub: HubProcess, key: str, directory: pathlib.Path, name: str, trials:
     return work
 
 
+def _control(work: StationWork, command: str, reason: str = "") -> bool:
+    """``session_control`` as the node applies it: whether the session took the command."""
+    try:
+        if command == "resume":
+            work.session.resume()
+        else:
+            getattr(work.session, command)(reason)
+    except SessionError:
+        return False
+    work.wake()
+    return True
+
+
 @contextlib.contextmanager
 def _driven(hub: HubProcess, key: str, directory: pathlib.Path, name: str, trials: int,
             **rules: Any) -> Iterator[tuple[StationWork, TrialDriver]]:
     """A started station and the session's trial loop over it, once it holds an assignment; closed after."""
     work = _work(hub, key, directory, name, trials, **rules)
     try:
-        wait_for(lambda: work.pending_trial() is not None, 30, "an assignment")
-        yield work, TrialDriver(work, "run_trial")
+        wait_for(lambda: work.session.pending_trial() is not None, 30, "an assignment")
+        yield work, TrialDriver(work.session, "run_trial")
     finally:
         work.close()
 
@@ -64,7 +80,7 @@ def _driven(hub: HubProcess, key: str, directory: pathlib.Path, name: str, trial
 def test_a_lease_is_journaled_once_its_ticket_resolves(hub: tuple[HubProcess, dict[str, str]],
                                                        tmp_path: pathlib.Path) -> None:
     """A ``leased`` line means the station holds the work: a lease whose runner ticket was not
-    resolved (here: refused) leaves no line."""
+    resolved (here: refused) leaves no line; the session journals a resolved one with arm A's trial."""
     process, keys = hub
     client = StationClient(process.url, keys["s2"], tmp_path / "s2", timeout=2.0)
     work = client.lease()
@@ -74,8 +90,17 @@ def test_a_lease_is_journaled_once_its_ticket_resolves(hub: tuple[HubProcess, di
     assert refused.value.status == 401 and client.records() == []
     addresses = client.resolve(work)
     assert set(addresses) == {"A", "B"} and set(addresses.values()) <= {"sim://success=1", "sim://success=0"}
-    [record] = client.records()
-    assert (record["kind"], record["assignment_id"], record["task"]) == ("leased", work["assignment_id"], "towel")
+    assert client.records() == []
+    session = StationSession(client, "s2")
+    try:
+        assert session.assign(work, addresses) and not session.assign(work, addresses)  # one assignment at a time
+        rules, started, leased, requested = client.records()
+        assert (rules["kind"], started["kind"]) == ("rules", "started")
+        assert (leased["kind"], leased["assignment_id"], leased["task"]) == ("leased", work["assignment_id"], "towel")
+        assert (requested["kind"], requested["trial_id"], requested["label"]) == ("trial_requested", 1, "A")
+        assert "sim://" not in str(client.records())  # the addresses are for the runner only
+    finally:
+        client.close()
 
 
 def test_a_second_station_on_one_directory_is_refused(hub: tuple[HubProcess, dict[str, str]],
@@ -99,44 +124,47 @@ def test_a_second_station_on_one_directory_is_refused(hub: tuple[HubProcess, dic
 def test_trials_scores_and_an_outage(hub: tuple[HubProcess, dict[str, str]], tmp_path: pathlib.Path) -> None:
     process, keys = hub
     with _driven(process, keys["s1"], tmp_path / "s1", "s1", trials=2) as (work, driver):
-        trial = work.pending_trial()
+        trial = work.session.pending_trial()
         assert trial is not None
         assert (trial.session_id, trial.trial_id, trial.round, trial.label, trial.attempt) == ("hub:s1", 1, 1, "A", 1)
         assert trial.policy_id in ("sim://success=1", "sim://success=0") and trial.task == "towel"
         prompt = str(trial.operator_prompt())
         assert "sim://" not in prompt and "sure" not in prompt and "never" not in prompt
-        assert work.status().state == "running" and work.awaiting() == "run"
+        assert work.status().state == "running" and work.session.status().awaiting == "run"
 
-        assert "not run yet" in work.submit_score(1, trial.token, True, 1.0, "op").reason
+        assert "no successful run" in work.session.submit_score(1, trial.token, True, 1.0, "op").reason
         assert driver.advance() == Next(Action.RUN, trial)
         assert driver.run_done(trial, False, 1.0, "gripper fault").verdict is Verdict.RETRY  # runs again
-        assert work.pending_trial().attempt == 2  # type: ignore[union-attr]
+        assert work.session.pending_trial().attempt == 2  # type: ignore[union-attr]
         assert driver.run_done(dataclasses.replace(trial, trial_id=7), True, 1.0).verdict is Verdict.IGNORED
         # scoring auto, but the runner sent no score: the operator scores it
-        assert driver.run_done(trial, True, 1.0).verdict is Verdict.OPERATOR and work.awaiting() == "score"
+        assert driver.run_done(trial, True, 1.0).verdict is Verdict.OPERATOR and work.session.status().awaiting == "score"
         assert driver.advance().action is Action.SCORE
-        assert "wrong token" in work.submit_score(1, "0" * 12, True, 1.0, "op").reason
-        assert "progress" in work.submit_score(1, trial.token, False, 1.5, "op").reason
-        assert work.submit_score(1, trial.token, True, 0.5, "op").accepted
-        again = work.submit_score(1, trial.token, True, 0.5, "op")  # the answer was lost: resent
+        assert "wrong token" in work.session.submit_score(1, "0" * 12, True, 1.0, "op").reason
+        assert "longer than 64" in work.session.submit_score(1, trial.token, True, 1.0, "o" * 65).reason
+        assert "progress" in work.session.submit_score(1, trial.token, False, 1.5, "op").reason
+        assert work.session.submit_score(1, trial.token, True, 0.5, "op").accepted
+        again = work.session.submit_score(1, trial.token, True, 0.5, "op")  # the answer was lost: resent
         assert again.accepted and again.duplicate
-        second = work.pending_trial()
+        second = work.session.pending_trial()
         assert second is not None and (second.trial_id, second.label, second.attempt) == (2, "B", 1)
         assert second.token != trial.token
+        again = work.session.submit_score(1, trial.token, True, 0.5, "op")  # arm A's score resent during arm B
+        assert again.accepted and again.duplicate
         assert not work.client.pending()  # nothing journaled before the second arm's score
         assert driver.run_done(second, True, 1.0).verdict is Verdict.OPERATOR
-        assert work.submit_score(2, second.token, False, 0.25, "op").accepted
+        assert work.session.submit_score(2, second.token, False, 0.25, "op").accepted
         wait_for(lambda: work.status().results_acked == 1, 30, "the first result acknowledged")
         first = next(r for r in work.client.records() if r["kind"] == "result")
         assert (first["score_a"], first["score_b"]) == (1.0, 0.25)  # a success scores 1, else its progress
 
         # the hub goes down during the second assignment: its result is kept, then uploaded
-        wait_for(lambda: (work.pending_trial() or trial).round == 2, 30, "the second assignment")
-        third = work.pending_trial()
+        wait_for(lambda: (work.session.pending_trial() or trial).round == 2, 30, "the second assignment")
+        third = work.session.pending_trial()
         assert third is not None and (third.trial_id, third.round) == (3, 2)
         process.kill()
         for _ in ("A", "B"):  # the runner's own scores, submitted by the trial loop
-            t = work.pending_trial()
+            t = work.session.pending_trial()
             assert t is not None
             assert driver.run_done(t, True, 1.0, auto_score=(True, 1.0)).verdict is Verdict.RAN
             auto = driver.advance().auto
@@ -184,18 +212,18 @@ def test_a_result_journaled_after_a_sync_is_uploaded_before_new_work_is_asked_fo
     work = StationWork(client, "s1", trials=2, retry_min=0.05, retry_max=0.3)
     work.start()
     try:
-        wait_for(lambda: work.pending_trial() is not None, 30, "an assignment")
-        driver = TrialDriver(work, "run_trial")
+        wait_for(lambda: work.session.pending_trial() is not None, 30, "an assignment")
+        driver = TrialDriver(work.session, "run_trial")
         for arm in ("A", "B"):
-            trial = work.pending_trial()
+            trial = work.session.pending_trial()
             assert trial is not None and trial.label == arm
             assert driver.run_done(trial, True, 1.0).verdict is Verdict.OPERATOR
             if arm == "B":
                 client.armed.set()
-                work.control("pause")  # any call that wakes the hub thread up
-                work.control("resume")
+                _control(work, "pause")  # any call that wakes the hub thread up
+                _control(work, "resume")
                 wait_for(client.held.is_set, 30, "the hub thread held after a sync")
-            assert work.submit_score(trial.trial_id, trial.token, True, 1.0, "op").accepted
+            assert work.session.submit_score(trial.trial_id, trial.token, True, 1.0, "op").accepted
         assert client.pending()  # journaled, not uploaded: the hub thread is still held
         client.release.set()
         wait_for(lambda: work.status().results_acked == 1, 30, "the result acknowledged")
@@ -210,21 +238,20 @@ def test_a_result_journaled_after_a_sync_is_uploaded_before_new_work_is_asked_fo
 def test_pause_resume_abort(hub: tuple[HubProcess, dict[str, str]], tmp_path: pathlib.Path) -> None:
     process, keys = hub
     with _driven(process, keys["s2"], tmp_path / "s2", "s2", trials=0) as (work, driver):
-        assert work.control("resume")[0] is False  # not paused
-        assert work.control("pause", "emergency stop")[0] and work.paused
+        assert _control(work, "resume") and work.status().state == "running"  # a re-send: nothing changes
+        assert _control(work, "pause", "emergency stop") and work.session.paused
         status = work.status()
         assert status.state == "paused" and work.status_fields(status)["state_name"] == "hub:paused:awaiting_run"
         assert work.diagnostics(status, node="n", hardware_id="r", runner="")[0].level == 1
         assert driver.advance().action is Action.WAIT  # no run starts while paused
-        assert work.control("resume")[0] and not work.paused
+        assert _control(work, "resume") and not work.session.paused
         abort_work = work.status().assignment_id
-        assert work.control("abort", "robot broken")[0]
-        assert work.pending_trial() is None and work.status().state == "aborted"
+        assert _control(work, "abort", "robot broken")
+        assert work.session.pending_trial() is None and work.status().state == "aborted"
         assert driver.advance().action is Action.DONE
         wait_for(lambda: work.finished, 30, "the aborted station to be over")
         assert work.status_fields(work.status())["state"] == 4
-        assert work.control("resume")[0] is False
-        assert work.control("jump")[0] is False
+        assert _control(work, "resume") is False
         assert abort_work not in {r["assignment_id"] for r in work.client.records() if r["kind"] == "result"}
 
 
@@ -237,55 +264,56 @@ def test_a_station_keeps_the_rules_of_a_session(hub: tuple[HubProcess, dict[str,
     operator; ``scoring: operator`` ignores the runner's scores."""
     process, keys = hub
     with _driven(process, keys["s2"], tmp_path / "s2", "s2", trials=0, max_faults=2) as (work, driver):
-        trial = work.pending_trial()
+        trial = work.session.pending_trial()
         assert trial is not None and driver.max_attempts == 2 and driver.auto
         given_up = work.status().assignment_id
         assert driver.run_done(trial, False, 0.1, "arm stuck").verdict is Verdict.RETRY
-        trial = work.pending_trial()
+        trial = work.session.pending_trial()
         assert trial is not None and trial.attempt == 2
         paused = driver.run_done(trial, False, 0.1, "arm stuck")
-        assert paused.verdict is Verdict.PAUSED and work.paused and driver.advance().action is Action.WAIT
-        assert work.control("resume")[0]  # the operator fixed the robot: two more runs
-        trial = work.pending_trial()
+        assert paused.verdict is Verdict.PAUSED and work.session.paused and driver.advance().action is Action.WAIT
+        assert _control(work, "resume")  # the operator fixed the robot: two more runs
+        trial = work.session.pending_trial()
         assert trial is not None and trial.attempt == 3
         assert driver.run_done(trial, False, 0.1, "arm stuck").verdict is Verdict.RETRY
-        trial = work.pending_trial()
+        trial = work.session.pending_trial()
         assert trial is not None and driver.run_done(trial, False, 0.1, "arm stuck").verdict is Verdict.PAUSED
-        assert not work.void_score(trial.trial_id + 1, "wrong trial").applied
-        assert work.void_score(trial.trial_id, "arm stuck").applied  # the assignment is given up
-        assert work.pending_trial() is None and work.control("resume")[0]
-        wait_for(lambda: work.pending_trial() is not None, 30, "new work after giving one up")
+        assert not work.session.void_score(trial.trial_id + 1, "wrong trial").applied
+        assert work.session.void_score(trial.trial_id, "arm stuck").applied  # the assignment is given up
+        assert work.session.pending_trial() is None and _control(work, "resume")
+        wait_for(lambda: work.session.pending_trial() is not None, 30, "new work after giving one up")
         assert work.status().assignment_id != given_up
         wait_for(lambda: given_up in requeued(hub_journal(process.url, process.key)), 60,
                  "the assignment given up requeued when its lease runs out")
 
         # a run that ends while paused: its automatic score is held until the station resumes
-        trial = work.pending_trial()
+        trial = work.session.pending_trial()
         assert trial is not None and driver.advance().action is Action.RUN
-        assert work.control("pause", "emergency stop")[0]
+        assert _control(work, "pause", "emergency stop")
         assert driver.run_done(trial, True, 0.1, auto_score=(True, 1.0)).verdict is Verdict.HELD
-        assert "paused" in work.submit_score(trial.trial_id, trial.token, True, 1.0, "op").reason
+        assert "paused" in work.session.submit_score(trial.trial_id, trial.token, True, 1.0, "op").reason
         assert driver.advance() == Next(Action.WAIT)
-        assert work.control("resume")[0]
+        assert _control(work, "resume")
         auto = driver.advance().auto
         assert auto is not None and auto.trial == trial and auto.outcome.accepted
         # an automatic score out of range: the operator scores the run
-        second = work.pending_trial()
+        second = work.session.pending_trial()
         assert second is not None and second.label == "B"
         assert driver.run_done(second, True, 0.1, auto_score=(False, 1.5)).verdict is Verdict.OPERATOR
-        assert driver.advance().action is Action.SCORE and work.awaiting() == "score"
-        assert work.submit_score(second.trial_id, second.token, False, 0.5, "op").accepted
+        assert driver.advance().action is Action.SCORE and work.session.status().awaiting == "score"
+        assert work.session.submit_score(second.trial_id, second.token, False, 0.5, "op").accepted
         records = work.client.records()
         result = next(r for r in records if r["kind"] == "result")
         assert (result["score_a"], result["score_b"]) == (1.0, 0.5)
-        faults = [r["message"] for r in records if r["kind"] == "fault"]
+        faults = [r["message"] for r in records if r["kind"] == "runner_result" and not r["ok"]]
         assert len(faults) == 4 and all(m.startswith("runner error (error ") and "arm stuck" not in m for m in faults)
-        pauses = [r["reason"] for r in records if r["kind"] == "control" and r["command"] == "pause"]
+        assert not any("detail" in r for r in records)  # the runner's own words: not journaled
+        pauses = [r["reason"] for r in records if r["kind"] == "paused"]
         assert pauses[0].startswith("runner failed 2 times in a row on trial 1") and "arm stuck" not in pauses[0]
         assert [(r["assignment_id"], r["faults"], r["reason"]) for r in records if r["kind"] == "given_up"] == [
             (given_up, 2, "arm stuck")]
     with _driven(process, keys["s1"], tmp_path / "s1", "s1", trials=0, scoring="operator") as (operator, driver):
-        trial = operator.pending_trial()
+        trial = operator.session.pending_trial()
         assert trial is not None and not driver.auto
         assert driver.run_done(trial, True, 0.1, auto_score=(True, 1.0)).verdict is Verdict.RAN
         assert driver.advance() == Next(Action.SCORE, trial)  # the runner's score is not used
@@ -301,36 +329,36 @@ def test_a_restarted_station_keeps_its_journaled_rules_and_controls(hub: tuple[H
     directory = tmp_path / "s1"
     work = _work(process, keys["s1"], directory, "s1", trials=0, max_faults=2)
     try:
-        wait_for(lambda: work.pending_trial() is not None, 30, "an assignment")
-        assert work.control("pause", "gripper check")[0]
+        wait_for(lambda: work.session.pending_trial() is not None, 30, "an assignment")
+        assert _control(work, "pause", "gripper check")
     finally:
         work.close()
-    with caplog.at_level(logging.WARNING, logger="evalstop_ros.session.hub"):
+    with caplog.at_level(logging.WARNING, logger="evalstop_ros.station.session"):
         work = _work(process, keys["s1"], directory, "s1", trials=5, max_faults=5)
     try:
-        assert (work.max_faults, work.trials, work.scoring) == (2, 0, "auto")
+        assert (work.session.max_faults, work.session.trials, work.session.scoring) == (2, 0, "auto")
         assert any("max_faults 2" in r.getMessage() and "ignored" in r.getMessage() for r in caplog.records)
-        assert work.paused and work.status().state == "paused"
+        assert work.session.paused and work.status().state == "paused"
         assert work.diagnostics(work.status(), node="n", hardware_id="r", runner="")[0].message == \
             "paused (gripper check)"
-        assert work.control("resume")[0] and not work.paused
-        wait_for(lambda: work.pending_trial() is not None, 30, "an assignment after the restart")
-        trial = work.pending_trial()
+        assert _control(work, "resume") and not work.session.paused
+        wait_for(lambda: work.session.pending_trial() is not None, 30, "an assignment after the restart")
+        trial = work.session.pending_trial()
         assert trial is not None
         given_up = work.status().assignment_id
-        driver = TrialDriver(work, "run_trial")
+        driver = TrialDriver(work.session, "run_trial")
         for attempt, verdict in ((1, Verdict.RETRY), (2, Verdict.PAUSED)):  # the journaled limit: 2 faults, not 5
             assert trial.attempt == attempt and driver.run_done(trial, False, 0.1, "arm stuck").verdict is verdict
-            trial = work.pending_trial() or trial
-        assert work.void_score(trial.trial_id, "arm stuck").applied
+            trial = work.session.pending_trial() or trial
+        assert work.session.void_score(trial.trial_id, "arm stuck").applied
         assert work.status().assignment_id != given_up
-        assert work.control("abort", "robot broken")[0]
+        assert _control(work, "abort", "robot broken")
     finally:
         work.close()
     work = _work(process, keys["s1"], directory, "s1", trials=0, max_faults=2)
     try:
-        assert work.status().state == "aborted" and work.control("resume")[0] is False
-        assert work.pending_trial() is None
+        assert work.status().state == "aborted" and _control(work, "resume") is False
+        assert work.session.pending_trial() is None
     finally:
         work.close()
     contents = read_station_journal(directory)
@@ -340,10 +368,13 @@ def test_a_restarted_station_keeps_its_journaled_rules_and_controls(hub: tuple[H
     assert records == contents.records
     kinds = [r["kind"] for r in records]
     assert kinds.count("rules") == 1 and records[0] == {**records[0], "kind": "rules", "max_faults": 2, "trials": 0}
-    controls = [(r["command"], r["reason"]) for r in records if r["kind"] == "control"]
-    assert controls[:2] == [("pause", "gripper check"), ("resume", "")] and controls[3] == ("abort", "robot broken")
-    assert controls[2][0] == "pause" and controls[2][1].startswith("runner failed 2 times in a row")
-    faults = [(r["assignment_id"], r["arm"], r["attempt"]) for r in records if r["kind"] == "fault"]
-    assert faults == [(given_up, "A", 1), (given_up, "A", 2)]
-    assert [(r["assignment_id"], r["faults"]) for r in records if r["kind"] == "given_up"] == [(given_up, 2)]
+    controls = [(r["kind"], r.get("reason", "")) for r in records if r["kind"] in ("paused", "resumed", "aborted")]
+    assert controls[:2] == [("paused", "gripper check"), ("resumed", "")] and controls[3] == ("aborted", "robot broken")
+    assert controls[2][0] == "paused" and controls[2][1].startswith("runner failed 2 times in a row")
+    trial_of = {r["trial_id"]: r["assignment_id"] for r in records if r["kind"] == "trial_requested"}
+    faults = [(trial_of[r["trial_id"]], r["ok"]) for r in records if r["kind"] == "runner_result"]
+    assert faults == [(given_up, False), (given_up, False)]
+    given = [(r["assignment_id"], r["faults"], r["reason"]) for r in records if r["kind"] == "given_up"]
+    assert given[0][2].startswith("the station restarted")  # the lease it held before the restart
+    assert (given_up, 2, "arm stuck") in given
     assert records[0]["scoring"] == "auto"

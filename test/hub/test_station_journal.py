@@ -19,10 +19,10 @@ import pytest
 from session_sim import make_config
 
 from evalstop_ros.hub.errors import HubError
-from evalstop_ros.hub.station import StationClient, read_records
 from evalstop_ros.hub.station_journal import JOURNAL, JSON_LINES, open_station_journal, read_station_journal
 from evalstop_ros.session.errors import JournalError
 from evalstop_ros.session.journal import Journal, read_journal
+from evalstop_ros.station.client import StationClient, read_records
 
 
 def _result(n: int) -> dict[str, Any]:
@@ -58,7 +58,9 @@ def test_a_station_journal_is_the_standard_journal(tmp_path: pathlib.Path) -> No
 def test_station_kinds_and_their_fields_are_validated(tmp_path: pathlib.Path) -> None:
     journal = open_station_journal(tmp_path, "lab")
     try:
-        with pytest.raises(JournalError, match=r"`kind` should be one of .*; found 'score_accepted'"):
+        with pytest.raises(JournalError, match=r"`kind` should be one of .*; found 'decision'"):
+            journal.append("decision", upload_id="u1")  # a session's kind: a station runs no tests
+        with pytest.raises(JournalError, match=r"a station's 'score_accepted' record needs \['submission'\]"):
             journal.append("score_accepted", upload_id="u1")
         with pytest.raises(JournalError, match=r"a station's 'result' record needs \['score_a', 'score_b'\]"):
             journal.append("result", assignment_id="a1", upload_id="u1")

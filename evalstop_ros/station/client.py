@@ -1,7 +1,7 @@
 """A station's side of the hub, without ROS: ask for work, run it, journal locally, upload.
 
 :class:`StationClient` keeps the station's local journal -- the standard journal
-(:mod:`.station_journal`: SQLite, one durable transaction per record, hash-chained, locked against
+(:mod:`~evalstop_ros.hub.station_journal`: SQLite, one durable transaction per record, hash-chained, locked against
 a second writer, private), ``DIR/station.db`` -- and writes every result there *before*
 uploading it. :meth:`StationClient.sync` uploads the results not yet acknowledged, in journal
 order, each with its own ``upload_id``, so a retry after a lost answer or a hub restart is
@@ -9,9 +9,8 @@ acknowledged by the hub as a duplicate and counted once. When the hub is unreach
 stay in the local journal and the next :meth:`~StationClient.sync` sends them; nothing is lost
 when the station itself is killed, because a restarted station reads its journal again.
 
-A station's work (leases, trials, scores) is :class:`~.work.StationWork`, driven by the session's
-trial loop: by the ``station_manager`` node, or by :func:`~.sim_station.run_station` for a
-simulated station.
+A station's trials are a :class:`~.session.StationSession`, driven by the session's trial
+loop; :class:`~.work.StationWork` talks to the hub for it in the background.
 """
 
 from __future__ import annotations
@@ -26,10 +25,16 @@ import uuid
 from collections.abc import Mapping
 from typing import Any
 
+from ..hub.errors import HubError
+from ..hub.station_journal import (
+    JOURNAL,
+    StationJournal,
+    check_no_json_lines,
+    open_station_journal,
+    read_station_journal,
+)
 from ..session.errors import JournalError
 from ..session.journal_files import journal_directory
-from .errors import HubError
-from .station_journal import JOURNAL, StationJournal, check_no_json_lines, open_station_journal, read_station_journal
 
 __all__ = ["ARMS", "SIM_ADDRESS", "StationClient", "read_key", "read_records", "sim_address_rate"]
 
@@ -42,7 +47,7 @@ SIM_ADDRESS = "sim://success="
 
 def sim_address_rate(address: str) -> float | None:
     """The success probability ``P`` of a simulated policy server ``sim://success=P`` (``None``:
-    not such an address, or ``P`` not in [0, 1]). Used by :func:`.sim_station.sim_runner` and ``sim_robot``.
+    not such an address, or ``P`` not in [0, 1]). Used by :func:`.sim.sim_runner` and ``sim_robot``.
 
     >>> sim_address_rate("sim://success=0.85"), sim_address_rate("policy_a"), sim_address_rate("sim://success=2")
     (0.85, None, None)
@@ -188,13 +193,10 @@ class StationClient:
 
     def resolve(self, work: Mapping[str, Any]) -> dict[str, str]:
         """Resolve the runner ticket of leased ``work`` to the policy-server addresses of arms
-        ``A`` and ``B``, and journal the lease: from here on the station holds the work (a
-        ``leased`` record without its ``result`` is an assignment the station started)."""
+        ``A`` and ``B`` (the station's session journals the lease, :meth:`~.session.StationSession.assign`)."""
         addresses = self.request("POST", "/v1/tickets/resolve", {"ticket": work["runner_ticket"]})
         if not isinstance(addresses, dict) or any(not isinstance(addresses.get(arm), str) for arm in ARMS):
             raise HubError("the hub's ticket answer has no address for arms A and B", 502)
-        self.append({"kind": "leased", "assignment_id": work["assignment_id"], "task": work["task"],
-                      "lease_deadline": work["lease_deadline"]})
         return {arm: addresses[arm] for arm in ARMS}
 
     def record_result(self, assignment_id: str, score_a: float, score_b: float) -> str:

@@ -1,9 +1,10 @@
 """A simulated hub station without ROS: ``evalstop hub station``, the hub demo and the hub tests.
 
-:func:`run_station` drives a :class:`~.work.StationWork` with the session's trial loop
+:func:`run_station` drives a station's session (:class:`~.session.StationSession`, kept
+supplied by :class:`~.work.StationWork`) with the session's trial loop
 (:class:`~evalstop_ros.session.driver.TrialDriver`), exactly as the ``station_manager`` node
 does, on a simulated robot instead of a runner node: a policy server ``sim://success=P``
-(:func:`~.station.sim_address_rate`) succeeds with probability ``P`` and the robot scores each
+(:func:`~.client.sim_address_rate`) succeeds with probability ``P`` and the robot scores each
 run itself (``scoring: auto``). Leases, renewals, the local journal and the uploads are the
 work's (its hub thread retries while the hub is unreachable; nothing journaled is lost when the
 process is killed). What it prints (the operator's view) names the arms ``A`` and ``B`` only.
@@ -15,9 +16,9 @@ import random
 import time
 from collections.abc import Callable
 
+from ..hub.errors import HubError
 from ..session.driver import Action, TrialDriver
-from .errors import HubError
-from .station import StationClient, sim_address_rate
+from .client import StationClient, sim_address_rate
 from .work import StationWork
 
 __all__ = ["ArmRunner", "run_station", "sim_runner"]
@@ -52,7 +53,7 @@ def run_station(client: StationClient, trials: int, runner: ArmRunner, *, seed: 
     rng = random.Random(seed)
     work = StationWork(client, client.directory.name, trials=trials, retry_min=min(0.2, retry_seconds),
                        retry_max=max(3.0, retry_seconds))
-    driver = TrialDriver(work, "sim")
+    driver = TrialDriver(work.session, "sim")
     give_up = time.monotonic() + deadline_seconds
     told = ""
     work.start()
