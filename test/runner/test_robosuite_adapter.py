@@ -125,20 +125,6 @@ def test_the_videos_get_the_cameras_at_the_record_resolution_the_policy_its_own(
     assert seen is not None and np.linalg.norm(seen[:2] - _cube(arm)[:2]) < 0.015
 
 
-def test_joint_velocity_and_position_actions_move_the_panda(arm: object) -> None:
-    arm.begin(EpisodeInfo("s", 1, "t", "c", "joint_velocity", (32, 32)))  # type: ignore[attr-defined]
-    start = arm.observe().joint_position  # type: ignore[attr-defined]
-    for _ in range(15):  # 1 s of simulated time at 0.3 rad/s on joint 7
-        arm.act(np.array([0, 0, 0, 0, 0, 0, 0.3, 1.0]), "joint_velocity")  # type: ignore[attr-defined]
-    moved = arm.observe().joint_position - start  # type: ignore[attr-defined]
-    assert moved[6] == pytest.approx(0.3, abs=0.06) and np.abs(moved[:6]).max() < 0.02, moved
-    arm.begin(EpisodeInfo("s", 1, "t", "c", "joint_position", (32, 32)))  # type: ignore[attr-defined]
-    target = start + np.array([0, 0, 0, 0.2, 0, 0, 0])
-    for _ in range(30):
-        arm.act(np.concatenate([target, [0.0]]), "joint_position")  # type: ignore[attr-defined]
-    assert np.abs(arm.observe().joint_position - target).max() < 0.03  # type: ignore[attr-defined]
-
-
 def test_the_episode_runs_in_simulated_time(arm: object) -> None:
     # timeout counts simulated seconds (step / rate), however slowly MuJoCo renders: at 15 Hz a
     # 1 s limit ends the rollout after exactly 16 steps, each one control period of physics
