@@ -169,3 +169,13 @@ def test_an_unknown_task_is_refused_in_one_line(arm: object) -> None:
 
     with pytest.raises(RunnerError, match=r"unknown robosuite task 'Lfit' \(e\.g\. Lift"):
         make_adapter("robosuite", task="Lfit")
+
+
+def test_a_stalled_policy_neither_trips_the_watchdog_nor_spends_the_simulated_time_limit(arm: object) -> None:
+    """The simulation waits for a late chunk: a server that stalls 2 s (30 periods, three times the
+    watchdog's 10 ticks) costs no tick, no hold and none of the episode's 1.5 s of simulated time."""
+    settings = EpisodeSettings("p", rate=15.0, max_steps=40, timeout=1.5)
+    result = _rollout(arm, "stall", EpisodeInfo("s", 6, "t", "c"), settings, fail_after=2, delay=2.0)
+    assert result.ended_by == "timeout" and result.steps == 23 and arm.sim_steps == 23  # type: ignore[attr-defined]
+    assert result.missed_ticks == 0 and result.holds == 0  # type: ignore[attr-defined]
+    assert result.duration > 2.0, "the wall clock ran past the limit while the simulation waited"  # type: ignore[attr-defined]
