@@ -14,14 +14,9 @@ metadata asks for (:attr:`EpisodeInfo.action_space`):
   end-effector pose reference advances by ``v * dt`` each period, tracked by robosuite's
   ``OSC_POSE`` controller with absolute input in the base frame.
 
-The controller is sent the reference, led by ``kd / kp`` s of motion (velocity feed-forward,
-:mod:`.tracking`), never a step from the arm's current pose (which the arm never reaches: it moved
-at 30 % of a commanded m/s). The reference stays within 0.02 rad (joints), 5 mm and 0.05 rad (end
-effector) plus 0.06 s of the commanded motion of the measured pose, so an arm held by contact does
-not wind up. Tracking, measured on the simulator's state in ``test/runner/test_robosuite_tracking.py``
-(tolerances in docs/policy_runner.md): a velocity held for up to 1 s moves the arm within 5 % of
-the command (10 to 15 % at 1 m/s or 1 rad/s of the end effector), a joint position is reached
-within 0.01 rad.
+The controller is sent that moving reference, led by ``kd / kp`` s of motion (:mod:`.tracking`),
+never a step from the arm's current pose; tolerances and measurements in docs/policy_runner.md
+("Faithful actions"), tests in ``test/runner/test_robosuite_tracking.py``.
 
 Every action passes the runner's command guard first (:mod:`..guard`) against
 :data:`PANDA_LIMITS`: Franka's published Panda limits (joint positions, speeds, accelerations,
@@ -40,7 +35,8 @@ highest stage reached during the rollout per the task's shaped reward normalised
 
 Time: :attr:`RobosuiteArm.simulated_time` tells the runner that the simulator keeps time — each
 action advances the simulation exactly one control period however long MuJoCo and the renderer
-take, so the runner does not pace the loop by the wall clock (:func:`~..episode.run_episode`).
+take, so the runner does not pace the loop by the wall clock (:func:`~..episode.run_episode`;
+docs/policy_runner.md, "Simulated time").
 
 Optional extra: robosuite, MuJoCo < 3.4 and EGL are installed by ``tools/install_physics.sh``
 (``make demo-physics`` runs it); this module is imported only when the adapter is selected.
