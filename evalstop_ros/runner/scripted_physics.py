@@ -16,12 +16,12 @@ velocities per request.
 Competence is a property of the policy, not of luck: each rollout draws a grasp-height error
 from the rollout's ``session_id`` (the runner sends ``<session>-<trial>``, independent of the
 observation; the same id gives the same error), ``bias + spread * |N(0, 1)|`` metres above the
-cube's centre; a grasp with an error of about 5 mm or more closes on the top edge and slips. Kinds:
+cube's centre; a grasp with an error of about 7 mm or more closes on the top edge and slips. Kinds:
 
 * ``grasp``: full-resolution segmentation, small height errors (spread 3 mm): lifted the cube in
-  25 of 40 rollouts (bench/physics_success.py, docs/policy_runner.md);
+  30 of 30 rollouts (bench/physics_success.py, docs/policy_runner.md);
 * ``sloppy``: reads the cube off a 4x subsampled image with a coarse threshold, larger height
-  errors (spread 8 mm): lifted it in 8 of 40;
+  errors (spread 8 mm): lifted it in 20 of 30;
 * ``exact`` and ``high``: the same two perceptions without a drawn error, ``exact`` closing at the
   cube's centre (lifts it in most scenes), ``high`` 3 cm above it (slips): a pair far apart,
   for quick checks.
