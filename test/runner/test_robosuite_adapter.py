@@ -8,14 +8,13 @@ simulator; the first build compiles robosuite's numba kernels (a few seconds).
 
 from __future__ import annotations
 
-import importlib.util
-import os
 import subprocess
 import sys
 from collections.abc import Iterator
 
 import numpy as np
 import pytest
+from runner_support import require_robosuite
 
 from evalstop_ros.runner.adapters.base import EpisodeInfo
 from evalstop_ros.runner.client import PolicyClient, ServerAddress
@@ -41,10 +40,7 @@ def test_without_the_extra_selecting_the_adapter_fails_with_one_line() -> None:
 
 @pytest.fixture(scope="module")
 def arm() -> Iterator[object]:
-    if importlib.util.find_spec("robosuite") is None:
-        if os.environ.get("EVALSTOP_PHYSICS_REQUIRED"):
-            pytest.fail("robosuite is missing but EVALSTOP_PHYSICS_REQUIRED is set; run tools/install_physics.sh")
-        pytest.skip("robosuite not installed; run tools/install_physics.sh (make test does)")
+    require_robosuite()
     from evalstop_ros.runner.adapters.robosuite import RobosuiteArm
 
     robot = RobosuiteArm(task="Lift", seed=0, rate=15.0, spread=0.1)

@@ -15,12 +15,11 @@ the simulator first.
 
 from __future__ import annotations
 
-import importlib.util
-import os
 from collections.abc import Iterator
 
 import numpy as np
 import pytest
+from runner_support import require_robosuite
 from scipy.spatial.transform import Rotation
 
 from evalstop_ros.runner.adapters.base import EpisodeInfo
@@ -62,10 +61,7 @@ def test_an_orientation_reference_turns_at_the_angular_velocity_and_stays_near_a
 # -- the simulated Panda ------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def arm() -> Iterator[object]:
-    if importlib.util.find_spec("robosuite") is None:
-        if os.environ.get("EVALSTOP_PHYSICS_REQUIRED"):
-            pytest.fail("robosuite is missing but EVALSTOP_PHYSICS_REQUIRED is set; run tools/install_physics.sh")
-        pytest.skip("robosuite not installed; run tools/install_physics.sh (make test does)")
+    require_robosuite()
     from evalstop_ros.runner.adapters.robosuite import RobosuiteArm
 
     robot = RobosuiteArm(task="Lift", seed=0, rate=RATE)
