@@ -10,7 +10,7 @@ a line per rollout, then per kind: successes / rollouts, the rate and its binomi
 sqrt(p (1 - p) / n), the mean progress. ``--error M`` fixes the grasp-height error (m above the
 cube's centre) instead of drawing it: where a grasp starts to slip. ::
 
-    nice -n 10 env MUJOCO_GL=egl python bench/physics_success.py --rollouts 40 [--kinds grasp,sloppy]
+    nice -n 10 env MUJOCO_GL=egl python bench/physics_success.py --rollouts 15 [--first 16] [--kinds grasp,sloppy]
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--kinds", default="grasp,sloppy", help="comma-separated policy kinds")
     parser.add_argument("--rollouts", type=int, default=10,
-                        help="rollouts per kind (default %(default)s, what make bench runs; the docs' rates: 40)")
+                        help="rollouts per kind (default %(default)s, what make bench runs; the docs' rates: 30, as 15 and 15 from --first 16)")
     parser.add_argument("--first", type=int, default=1, help="trial number of the first rollout")
     parser.add_argument("--session", default="rates", help="session id (seeds the scenes and the policies' errors)")
     parser.add_argument("--seed", type=int, default=0, help="the adapter's scene seed (robosuite.seed)")

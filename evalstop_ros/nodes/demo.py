@@ -380,7 +380,10 @@ def run(args: argparse.Namespace) -> int:
                           f"to resume it (node logs in {workdir})", file=sys.stderr)
                     return EXIT_FAILURE
                 if time.monotonic() - started > args.timeout:
-                    print(f"evalstop demo: no decision within {args.timeout:g} s; see {workdir}", file=sys.stderr)
+                    done = 0 if monitor.status is None else monitor.status.trials_done
+                    print(f"evalstop demo: no decision within {args.timeout:g} s (--timeout) after {done} scored "
+                          f"trials; the session was stopped unfinished (its journal and node logs: {workdir})",
+                          file=sys.stderr)
                     return EXIT_FAILURE
             final = monitor.status
             if monitor.resets_confirmed:

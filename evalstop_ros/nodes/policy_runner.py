@@ -52,7 +52,7 @@ class PolicyRunner(QuickNode):
         robot: str = declare(self, "robot", "sim", f"Robot adapter: {', '.join(ADAPTERS)}.", read_only=True)
         self.rate: float = declare(self, "rate", 15.0, "Control rate (Hz).", float_range=(0.1, 1000.0))
         self.max_steps: int = declare(self, "max_steps", 400, "Steps per episode.", int_range=(1, 100000))
-        self.timeout: float = declare(self, "timeout", 120.0, "Wall-time limit of an episode (s).",
+        self.timeout: float = declare(self, "timeout", 120.0, "Time limit of an episode (s; simulated seconds on a simulator that keeps time).",
                                       float_range=(0.1, 3600.0))
         self.connect_timeout: float = declare(self, "connect_timeout", 10.0,
                                               "Seconds to connect to a policy server and read its metadata.",

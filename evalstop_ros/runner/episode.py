@@ -39,7 +39,8 @@ class ChunkSource(Protocol):
 
 @dataclasses.dataclass(frozen=True)
 class EpisodeSettings:
-    """Loop settings: ``rate`` (Hz), ``max_steps``, ``timeout`` (s of wall time), the task ``prompt``;
+    """Loop settings: ``rate`` (Hz), ``max_steps``, ``timeout`` (s: wall time, or simulated time on a robot that
+    keeps its own, module docstring), the task ``prompt``;
     ``guard_mode`` ("refuse" or "clamp", :mod:`.guard`) and ``watchdog_ticks`` (missed ticks before a hold)."""
 
     prompt: str

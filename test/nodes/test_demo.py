@@ -68,7 +68,7 @@ def test_a_config_the_robot_cannot_run_is_refused_before_any_node_starts(ros_env
 
 def test_a_session_waiting_for_a_human_says_so(ros_env: dict[str, str], tmp_path: pathlib.Path) -> None:
     """``scoring: operator``: announced at the start, and the trial's wait for a score said on the
-    terminal within seconds (the demo then gives up at its timeout)."""
+    terminal within seconds (the demo then gives up at its timeout, and says so)."""
     config = yaml.safe_load((REPO / "config" / "eval.yaml").read_text())
     config["scoring"] = "operator"
     path = tmp_path / "operator.yaml"
@@ -78,3 +78,6 @@ def test_a_session_waiting_for_a_human_says_so(ros_env: dict[str, str], tmp_path
     assert "scoring: operator" in done.stdout and "every trial waits for a human's score" in done.stdout
     assert re.search(r"trial \d+ waits for an operator's score \(the config's `scoring` is not `auto`\)", done.stderr), \
         done.stdout[-2000:] + done.stderr[-2000:]
+    # the timeout is said as such, with what was done and where the unfinished session is
+    assert re.search(r"no decision within 40 s \(--timeout\) after 0 scored trials; the session was stopped "
+                     r"unfinished \(its journal and node logs: ", done.stderr), done.stderr[-2000:]

@@ -1,10 +1,12 @@
-"""Helpers of the runner tests: the separate openpi venv, free ports, waiting for a server.
+"""Helpers of the runner tests: the separate openpi venv, free ports, waiting for a server, the physics extra.
 
 ``free_port`` and ``wait_for_port`` serve the hub and CLI tests too (``test/runner`` is on pytest's path)."""
 
 from __future__ import annotations
 
 import fcntl
+import importlib.util
+import os
 import pathlib
 import socket
 import subprocess
@@ -70,3 +72,11 @@ def stop(process: subprocess.Popen[bytes]) -> None:
     except subprocess.TimeoutExpired:
         process.kill()
         process.wait(10)
+
+
+def require_robosuite() -> None:
+    """Skip without the physics extra (tools/install_physics.sh); fail instead under ``EVALSTOP_PHYSICS_REQUIRED``."""
+    if importlib.util.find_spec("robosuite") is None:
+        if os.environ.get("EVALSTOP_PHYSICS_REQUIRED"):
+            pytest.fail("robosuite is missing but EVALSTOP_PHYSICS_REQUIRED is set; run tools/install_physics.sh")
+        pytest.skip("robosuite not installed; run tools/install_physics.sh (make test does)")

@@ -1,6 +1,7 @@
 """``robosuite``: a simulated Franka Panda in MuJoCo (robosuite 1.5): contacts, objects, grasps, rendering.
 
-Action spaces, limits, cameras, score and simulated time: docs/policy_runner.md.
+Action spaces (each tracks its command: :mod:`.tracking`), limits, cameras, score and simulated
+time: docs/policy_runner.md.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import numpy as np
 from ..errors import RunnerError
 from .base import EpisodeInfo, JointReading, Observation, Score
 from .droid import FRANKA_LIMITS
+from .tracking import MovingOrientation, MovingReference, lead_time
 
 _T = TypeVar("_T")
 
@@ -42,7 +44,11 @@ CAMERAS = {"agentview": "exterior_image_1_left", "robot0_eye_in_hand": "wrist_im
 
 _JOINT_SPACES = ("joint_velocity", "joint_position")
 _FINGER_TRAVEL = 0.04  # m per Panda finger (open); robot0_gripper_qpos is (left, right)
-_MAX_LAG = 0.2  # rad: the joint target never runs further ahead of the arm (a blocked arm does not wind up)
+_KP = 150.0  # robosuite's default stiffness of both controllers (critically damped)
+# how far a reference may lie from the measured pose at rest (rad, m, rad; more in motion: .tracking)
+_SLACK = {"joint": 0.02, "position": 0.005, "orientation": 0.05}
+_JOINT_SPEED = np.array(PANDA_LIMITS.velocity)
+_HAND = 0.2  # m: about the distance of the grip site from the wrist's joints
 
 
 def import_robosuite() -> Any:
@@ -55,23 +61,27 @@ def import_robosuite() -> Any:
         raise RunnerError(INSTALL_HINT) from err
 
 
-def _controller_config(action_space: str, rate: float) -> dict[str, Any]:
-    """The Panda's composite controller for ``action_space`` (module docstring)."""
+def _controller_config(action_space: str) -> dict[str, Any]:
+    """The Panda's composite controller for ``action_space``: absolute input (module docstring)."""
     controllers: Any = importlib.import_module("robosuite.controllers")
     config: dict[str, Any] = controllers.load_composite_controller_config(robot="Panda")
+    arm = config["body_parts"]["right"]
     if action_space in _JOINT_SPACES:
-        arm = config["body_parts"]["right"]
-        # input = output = the joint-position error to the target (rad), at most _MAX_LAG
         config["body_parts"]["right"] = {
-            "type": "JOINT_POSITION", "input_max": _MAX_LAG, "input_min": -_MAX_LAG, "output_max": _MAX_LAG,
-            "output_min": -_MAX_LAG, "kp": 150, "damping_ratio": 1, "impedance_mode": "fixed",
-            "kp_limits": [0, 300], "damping_ratio_limits": [0, 10], "qpos_limits": None, "interpolation": None,
-            "ramp_ratio": 0.2, "gripper": arm["gripper"]}
-    else:  # input = output = one period's displacement (m, rad) at the Panda's end-effector speed limits
-        step = [_LINEAR_SPEED / rate] * 3 + [_ANGULAR_SPEED / rate] * 3
-        config["body_parts"]["right"].update(input_max=step, input_min=[-v for v in step], output_max=step,
-                                             output_min=[-v for v in step])
+            "type": "JOINT_POSITION", "input_type": "absolute", "input_max": 2 * np.pi, "input_min": -2 * np.pi,
+            "output_max": 2 * np.pi, "output_min": -2 * np.pi, "kp": _KP, "damping_ratio": 1,
+            "impedance_mode": "fixed", "kp_limits": [0, 300], "damping_ratio_limits": [0, 10], "qpos_limits": None,
+            "interpolation": None, "ramp_ratio": 0.2, "gripper": arm["gripper"]}
+    else:  # a pose in the robot's base frame: position (m) and rotation vector (rad)
+        arm.update(input_type="absolute", input_ref_frame="base", kp=_KP, damping_ratio=1, interpolation=None,
+                   input_max=10.0, input_min=-10.0, output_max=10.0, output_min=-10.0)
     return config
+
+
+def _capped(velocity: np.ndarray, speed: float) -> np.ndarray:
+    """``velocity`` scaled down to norm ``speed`` if faster."""
+    norm = float(np.linalg.norm(velocity))
+    return velocity * (speed / norm) if norm > speed else velocity
 
 
 class RobosuiteArm:
@@ -106,7 +116,9 @@ class RobosuiteArm:
         self._envs: dict[str, Any] = {}
         self.env: Any = None
         self.action_space = "joint_velocity"
-        self._target = np.zeros(7)
+        self._joints: MovingReference | None = None    # the joint action spaces' reference
+        self._position: MovingReference | None = None  # cartesian_velocity: the end effector's
+        self._orientation: MovingOrientation | None = None
         self._camera_size = self.resolution
         self.record_resolution = None if record_resolution is None else (int(record_resolution[0]),
                                                                           int(record_resolution[1]))
@@ -126,7 +138,7 @@ class RobosuiteArm:
         kind = "joint" if action_space in _JOINT_SPACES else "cartesian"
         if kind not in self._envs:
             env = self._suite.make(
-                self.task, robots="Panda", controller_configs=_controller_config(action_space, self.rate),
+                self.task, robots="Panda", controller_configs=_controller_config(action_space),
                 has_renderer=False, has_offscreen_renderer=True, use_camera_obs=False, use_object_obs=True,
                 reward_shaping=True, reward_scale=1.0, control_freq=self.rate, horizon=10**9, hard_reset=False,
                 ignore_done=True, seed=self.seed)
@@ -155,7 +167,11 @@ class RobosuiteArm:
                 each.rng = rng
         self.env.reset()
         self.best_progress, self.sim_steps = 0.0, 0
-        self._target = self._arm_joints()  # joint-position target of the joint action spaces
+        lead = lead_time(_KP)  # the rollout starts from rest at the measured pose
+        self._joints = MovingReference(self._arm_joints(), lead=lead, slack=_SLACK["joint"])
+        position, rotation = self._hand_pose()
+        self._position = MovingReference(position, lead=lead, slack=_SLACK["position"])
+        self._orientation = MovingOrientation(rotation, lead=lead, slack=_SLACK["orientation"])
 
     # -- robot interface --------------------------------------------------------------------
     def _arm_joints(self) -> np.ndarray:
@@ -199,15 +215,34 @@ class RobosuiteArm:
     def _act(self, action: np.ndarray, action_space: str) -> None:
         values = np.asarray(action, dtype=np.float64)
         gripper = 2.0 * float(values[-1]) - 1.0
+        dt = self.control_period
         if action_space in _JOINT_SPACES:
-            velocity = values[:7] if action_space == "joint_velocity" else (values[:7] - self._target) * self.rate
+            assert self._joints is not None
             joints = self._arm_joints()
-            self._target = np.clip(self._target + np.clip(velocity, -1.0, 1.0) / self.rate,
-                                   joints - _MAX_LAG, joints + _MAX_LAG)
-            arm = self._target - joints
+            if action_space == "joint_velocity":
+                velocity = values[:7]
+            else:  # reach the commanded position by the end of the period
+                velocity = (values[:7] - self._joints.position) / dt
+            arm = self._joints.advance(np.clip(velocity, -_JOINT_SPEED, _JOINT_SPEED), dt, joints)
         else:
-            arm = values[:6] / self.rate  # m/s, rad/s -> this period's displacement
+            assert self._position is not None and self._orientation is not None
+            position, rotation = self._hand_pose()
+            linear = _capped(values[:3], _LINEAR_SPEED)
+            angular = _capped(values[3:6], _ANGULAR_SPEED)
+            goal = self._orientation.advance(angular, dt, rotation)
+            # (turning moves the grip site too: its speed about the wrist counts toward the position's bound)
+            speed = float(np.linalg.norm(linear) + _HAND * np.linalg.norm(angular))
+            arm = np.concatenate([self._position.advance(linear, dt, position, speed=speed), goal.as_rotvec()])
         self._step(np.concatenate([arm, [gripper]]))
+
+    def _hand_pose(self) -> tuple[np.ndarray, np.ndarray]:
+        """The end effector's position (m) and rotation matrix in the robot's base frame (the controller's)."""
+        robot = self.env.robots[0]
+        base_position, base_rotation = robot.composite_controller.get_controller_base_pose("right")
+        site = robot.eef_site_id["right"]
+        position = base_rotation.T @ (np.asarray(self.env.sim.data.site_xpos[site]) - base_position)
+        rotation = base_rotation.T @ np.asarray(self.env.sim.data.site_xmat[site]).reshape(3, 3)
+        return position, rotation
 
     def joint_state(self) -> JointReading | None:
         """The simulated Panda's joints and gripper, now (None before the first rollout)."""
