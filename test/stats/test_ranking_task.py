@@ -48,7 +48,7 @@ def test_gradients_match_finite_differences(partial_weight: float) -> None:
     state = random_state(rng, data.n_policies, 3)
     design = _Design(data, options)
     gamma = rng.dirichlet(np.ones(3), design.size)
-    raw, _ = _block_derivatives(design.partial, design.moments @ gamma, _solve(state.theta, state.psi, state.tau))
+    raw, _ = _block_derivatives(design.partial, design.moments(gamma), _solve(state.theta, state.psi, state.tau))
     grad_psi = raw - options.l2_psi * state.psi
     grad_theta = raw.sum(axis=1) - options.l2_theta * state.theta
     grad_tau = -raw.sum(axis=0)
@@ -78,7 +78,7 @@ def test_curvature_matches_finite_differences_without_partial_term() -> None:
     state = random_state(rng, data.n_policies, 2)
     design = _Design(data, options)
     gamma = rng.dirichlet(np.ones(2), design.size)
-    _, info = _block_derivatives(design.partial, design.moments @ gamma, _solve(state.theta, state.psi, state.tau))
+    _, info = _block_derivatives(design.partial, design.moments(gamma), _solve(state.theta, state.psi, state.tau))
     info = info.sum(axis=1) + options.l2_theta
     step = 1e-4
     for p in range(data.n_policies):
