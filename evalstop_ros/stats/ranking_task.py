@@ -324,7 +324,7 @@ class _Batch:
         return out[self._moment_rows], out[self._pair_rows]
 
 
-def _scaled(m: sparse.csr_matrix, scale: FloatArray) -> sparse.csr_matrix:
+def _scaled(m: sparse.csr_matrix | sparse.csr_array, scale: FloatArray) -> sparse.csr_matrix:
     """``m @ diag(scale)``: each column of the CSR map ``m`` scaled (its entries, not the rows' values)."""
     return sparse.csr_matrix((m.data * scale[m.indices], m.indices, m.indptr), shape=m.shape)
 
