@@ -385,7 +385,7 @@ def _responsibilities(b: _Batch, tables: FloatArray, shift: FloatArray) -> tuple
         joint -= top
         np.exp(joint, out=joint)
         gamma[bad], total[bad] = joint, joint.sum(axis=1)
-        log_mix[bad] = top.ravel()  # a new array (fancy indexing)
+        log_mix[bad] += top.ravel()  # a new array (fancy indexing)
     return gamma, b.counts / total, log_mix + np.log(total)
 
 
