@@ -43,8 +43,8 @@ that centring ``theta`` and ``tau`` separately cannot move the overall solve rat
 
 Computation.  Comparisons that agree in everything the likelihood reads are one row with a count
 (:class:`_Design`); ``log P(y|t)`` is gathered from per-policy tables and the M-step reads only
-per-policy sums of the responsibilities, so an iteration costs two sparse products and one
-``exp`` over (rows, buckets).  A bootstrap resample is the same rows with its counts (the
+per-policy sums of the responsibilities over runs of equal rows, so an iteration costs two sparse
+products and one ``exp`` over (rows, buckets) (docs/ranking.md).  A bootstrap resample is the same rows with its counts (the
 estimator on the resample, to round-off); the refits run in batches of :data:`_BATCH`, one EM
 over their block-diagonal maps (:class:`_Batch`), on a thread per core.
 
