@@ -176,9 +176,9 @@ class _Design:
     the state only through per-policy tables (:func:`_tables`), so :attr:`rows` gathers it with
     two entries per row (four with the B.4 term; row constants apart, which cancel from the
     responsibilities).  The rows are sorted by ``(i, j, y)`` (and whether each progress was
-    recorded), so the M-step's per-policy and per-pair sums of the responsibilities are sums over
-    contiguous groups of rows (:attr:`starts`) mapped by :attr:`group_map`, plus the
-    progress-weighted sums of :attr:`progress_map`.
+    recorded), so the M-step's per-policy and per-pair sums of the responsibilities are the sums
+    over runs of equal rows and the per-policy progress-weighted sums (:attr:`collect`, one entry
+    a row, three with the B.4 term) mapped by the small :attr:`group_map`.
     """
 
     def __init__(self, data: Comparisons, options: TaskModelOptions) -> None:
