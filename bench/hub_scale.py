@@ -20,7 +20,7 @@ lab's screen, and the lease latency after 100 000 results against a fresh hub, i
 * Without the queueing of 200 clients: one station alone leasing, resolving and uploading
   ``--serial`` times in a row, fresh and after the seeding, under the viewer.
 
-The hubs fit ``--models`` (default: every model but ``task``, whose 100 bootstrap refits docs/hub.md
+The hubs fit ``--models`` (default: every model but ``task``, whose 50 bootstrap refits docs/hub.md
 advises against on a large hub).
 
     python bench/hub_scale.py [--stations 200] [--rounds 5] [--seed-results 100000] [--poll 2]

@@ -85,7 +85,8 @@ def main() -> int:
     parser.add_argument("--models", default="bt,davidson,prog,paired,elo", help="comma-separated (default %(default)s)")
     parser.add_argument("--sizes", default="200,1000,5000", help="comparisons per dataset (default %(default)s)")
     parser.add_argument("--reps", type=int, default=200, help="datasets per cell (default %(default)s)")
-    parser.add_argument("--n-boot", type=int, default=100, help="bootstrap refits of the task model (default %(default)s)")
+    parser.add_argument("--n-boot", type=int, default=TaskModelOptions().n_boot,
+                        help="bootstrap refits of the task model (default %(default)s)")
     parser.add_argument("--worlds", default="hard,planted", help="comma-separated, of hard, planted "
                         "(default %(default)s)")
     parser.add_argument("--level", type=float, default=0.95, help="interval level (default %(default)s)")

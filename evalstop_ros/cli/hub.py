@@ -137,7 +137,7 @@ def _analysis_arguments(parser: argparse.ArgumentParser, journaled: bool = False
                         "win rate")
     parser.add_argument("--models", type=_models, default=default(MODELS),
                         help="ranking models shown with SEs and intervals, comma-separated or 'all' (default "
-                        f"{given}all: {','.join(MODELS)}); task fits 100 bootstrap refits, slow "
+                        f"{given}all: {','.join(MODELS)}); task fits 50 bootstrap refits, slow "
                         "on large hubs")
     parser.add_argument("--budget", type=bounded_int(0, 10**9), default=default(0),
                         help=f"results after which the evaluation is reported finished (default {given}"

@@ -39,7 +39,7 @@ models (seed 001, RoboArena, Sec. 3.2 and App. B):
   paired    least squares on the within-pair progress differences; score = progress relative to
             the pool average (an evaluator's calibration offset cancels within the pair)
   task      the paper's task-aware model (latent task buckets, EM of App. B); score = theta;
-            SE by bootstrap over comparisons (--n-boot, default 100 EM refits; slow on large files)
+            SE by bootstrap over comparisons (--n-boot, default 50 EM refits; slow on large files)
 
 which model (docs/ranking_study.md: 4 worlds x 200/1000/5000 comparisons): paired is the default,
 never far from the best and immune to graders who see some policies more than others; prog is
@@ -83,7 +83,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="task model: weight of the progress scores (App. B.4; 0 = preferences only; "
                         "default %(default)s)")
     parser.add_argument("--n-boot", type=bounded_int(0, COUNT_LIMIT), default=None,
-                        help="bootstrap resamples for the SE (elo default 200; task default 100; task 0 = the "
+                        help="bootstrap resamples for the SE (elo default 200; task default 50; task 0 = the "
                         "conditional information SE, too narrow, no interval printed) or, for prog, for its "
                         "bootstrap-t interval (default 999; 0 = Hall's skewness-corrected t)")
     parser.add_argument("--level", type=float, default=0.95,

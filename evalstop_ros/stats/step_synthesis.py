@@ -108,7 +108,8 @@ class _StepLP:
 
 
 def _solve_step(
-    masses: NDArray[np.float64], budget: NDArray[np.float64], *, column_generation: bool = True
+    masses: NDArray[np.float64], budget: NDArray[np.float64], *, column_generation: bool = True,
+    overwrite: bool = False,
 ) -> NDArray[np.float64]:
     """Solve Eq. 10 for one step: ``max sum(w)`` s.t. ``masses @ w <= budget``, ``0 <= w <= 1``.
 
@@ -129,7 +130,10 @@ def _solve_step(
     # each null point's budget instead of swamping budgets of ~1e-4; a null point with nothing
     # left to spend keeps its zero right-hand side (any state it can reach then gets w = 0).
     scale = np.where(budget > 0, budget, 1.0)
-    masses = masses / scale[:, None]
+    if overwrite:  # the caller's array: scaled where it lies (no copy of the (M, C) matrix)
+        masses /= scale[:, None]
+    else:
+        masses = masses / scale[:, None]
     rhs = budget / scale
     if column_generation:
         # The fraction of the tightest budget one state uses on its own (inf: no budget left).
@@ -156,8 +160,9 @@ def _solve_step(
             w = np.zeros(n_candidates)
             w[lp.cols] = np.clip(x, 0.0, 1.0)
             spend = masses[:, lp.cols] @ w[lp.cols]  # the other weights are 0
-            violated = np.flatnonzero(spend > rhs * (1.0 + _FEASIBILITY_TOL))
-            violated = np.setdiff1d(violated, lp.rows)
+            outside = np.ones(n_points, dtype=bool)
+            outside[lp.rows] = False
+            violated = np.flatnonzero((spend > rhs * (1.0 + _FEASIBILITY_TOL)) & outside)
             if violated.size:
                 lp.add_rows(masses, violated)
                 continue
@@ -179,12 +184,17 @@ def risk_budget(n: int, n_max: int, budget: float, dead_time: int) -> float:
     return 0.0 if n <= dead_time else budget * (n - dead_time) / (n_max - dead_time)
 
 
-def _mirror_pairs(a: NDArray[np.intp], g: NDArray[np.intp], n: int) -> tuple[NDArray[np.intp], ...]:
-    """The tied pairs among states ``(a, g)`` at step ``n``: ``(a_low, a_high, g)``, one row per pair
-    (``a_low == a_high`` for a state that is its own mirror), each state in exactly one pair."""
-    low = np.minimum(a, n - a - (g + 1))  # g is the 0-based gap index
-    low, g = np.divmod(np.unique(low * (n + 1) + g), n + 1)
-    return low, n - low - (g + 1), g
+def _mirror_pairs(reachable: NDArray[np.bool_], n: int) -> tuple[NDArray[np.intp], ...]:
+    """The tied pairs among the states ``(a, g)`` marked in ``reachable`` ``(n + 1, gaps)`` at step
+    ``n``: ``(a_low, a_high, g)``, one row per pair with a state marked (``a_low == a_high`` for a
+    state that is its own mirror), ordered by ``(a_low, g)``; ``g`` is the 0-based gap index."""
+    a, g = np.arange(reachable.shape[0])[:, None], np.arange(reachable.shape[1])[None, :]
+    mirror = n - a - (g + 1)  # (a, a + g + 1) <-> (n - a - g - 1, n - a): the same gap
+    inside = mirror >= 0
+    mirror_reached = np.zeros_like(reachable)
+    mirror_reached[inside] = reachable[mirror[inside], np.broadcast_to(g, reachable.shape)[inside]]
+    low, g_idx = np.nonzero((reachable | mirror_reached) & (a <= mirror))
+    return low, n - low - (g_idx + 1), g_idx
 
 
 def synthesize_weights(
@@ -235,12 +245,14 @@ def synthesize_weights(
             unpriced = (n + 1) * gaps * occupancy.floor
             allowed = np.maximum(risk_budget(n, n_max, budget, dead_time) - spent - _BUDGET_SLACK - unpriced, 0.0)
             weights = np.ones((n + 1, gaps))
-            a_idx, g_idx = np.nonzero(reachable[:, :gaps])
-            low, high, g_idx = _mirror_pairs(a_idx, g_idx, n)
+            low, high, g_idx = _mirror_pairs(reachable[:, :gaps], n)
             columns = occupancy.reject_mass(low, g_idx)
             mirrored = high != low  # a state that is its own mirror is counted once
-            columns += occupancy.reject_mass(np.where(mirrored, high, low), g_idx) * mirrored
-            w = _solve_step(columns, allowed, column_generation=column_generation)
+            other = occupancy.reject_mass(np.where(mirrored, high, low), g_idx)
+            other[:, ~mirrored] = 0.0
+            columns += other
+            del other
+            w = _solve_step(columns, allowed, column_generation=column_generation, overwrite=True)
             weights[low, g_idx] = w
             weights[high, g_idx] = w
             rejected, _ = occupancy.stop(weights)

@@ -60,7 +60,7 @@ def test_past_the_exact_range_models_are_fitted_at_model_points_live_and_offline
 
 
 def test_leases_are_not_held_up_by_a_board_read(tmp_path: pathlib.Path) -> None:
-    """A board read that fits a slow model (the task model's 100 bootstrap refits, seconds) takes
+    """A board read that fits a slow model (the task model's 50 bootstrap refits, seconds) takes
     its snapshot outside the lock an ``uncertain`` lease takes: leases go on while it computes.
     (The board used to be computed under that lock: every lease waited for the read.)"""
     db = str(tmp_path / "hub.sqlite")

@@ -10,7 +10,7 @@ dataset being dependent; about 0.005 at 200 datasets, 0.009 at 60), 3 SE keeping
 false alarm per test near 0.3 %.
 
 Sized for CI; ``bench/ranking_coverage.py`` runs the same worlds at full size (more datasets,
-n = 200 / 1000 / 5000, the task model with 60 buckets and 100 bootstrap refits).
+n = 200 / 1000 / 5000, the task model with 60 buckets and its bootstrap refits, `--n-boot`).
 """
 
 from __future__ import annotations

@@ -19,8 +19,10 @@ from evalstop_ros.stats.ranking_eval import ArenaWorld, mmrv, pearson, simulate_
 from evalstop_ros.stats.ranking_fits import fit_bt, fit_davidson, fit_elo, fit_prog
 from evalstop_ros.stats.ranking_task import (
     TaskModelOptions,
+    _Batch,
     _block_derivatives,
     _Design,
+    _e_step,
     _log_conditional,
     _objective,
     _solve,
@@ -48,7 +50,7 @@ def test_gradients_match_finite_differences(partial_weight: float) -> None:
     state = random_state(rng, data.n_policies, 3)
     design = _Design(data, options)
     gamma = rng.dirichlet(np.ones(3), design.size)
-    raw, _ = _block_derivatives(design.partial, design.moments @ gamma, _solve(state.theta, state.psi, state.tau))
+    raw, _ = _block_derivatives(design.partial, design.moments(gamma), _solve(state.theta, state.psi, state.tau))
     grad_psi = raw - options.l2_psi * state.psi
     grad_theta = raw.sum(axis=1) - options.l2_theta * state.theta
     grad_tau = -raw.sum(axis=0)
@@ -78,7 +80,7 @@ def test_curvature_matches_finite_differences_without_partial_term() -> None:
     state = random_state(rng, data.n_policies, 2)
     design = _Design(data, options)
     gamma = rng.dirichlet(np.ones(2), design.size)
-    _, info = _block_derivatives(design.partial, design.moments @ gamma, _solve(state.theta, state.psi, state.tau))
+    _, info = _block_derivatives(design.partial, design.moments(gamma), _solve(state.theta, state.psi, state.tau))
     info = info.sum(axis=1) + options.l2_theta
     step = 1e-4
     for p in range(data.n_policies):
@@ -237,3 +239,22 @@ def test_efficiency_curve_improves_with_data_and_pairs_the_models() -> None:
         assert curve.mmrv_mean[model][1] < curve.mmrv_mean[model][0]
     np.testing.assert_allclose(curve.pearson_diff["bt"], curve.pearson_mean["prog"] - curve.pearson_mean["bt"])
     assert set(curve.pearson_diff) == {"bt"} and np.all(curve.pearson_diff_se["bt"] > 0)
+
+
+@pytest.mark.parametrize("partial_weight", [0.0, 1.0, 1e4])
+def test_responsibilities_are_the_posterior_of_app_b1_even_where_exp_overflows(partial_weight: float) -> None:
+    # the E-step shifts by the largest log nu_t only; with a huge progress weight (w / 2 = 5.6e4 per
+    # slot) exp overflows and those rows are recomputed with their own maximum: the same posterior
+    data, _ = arena(3, 150)
+    options = TaskModelOptions(n_buckets=5, partial_weight=partial_weight)
+    design = _Design(data, options)
+    state = random_state(np.random.default_rng(4), data.n_policies, 5)
+    joint = np.log(state.nu) + _log_conditional(design, state)
+    expected = np.exp(joint - joint.max(axis=1, keepdims=True))
+    expected /= expected.sum(axis=1, keepdims=True)
+    batch = _Batch([design])
+    e, scale, log_mix = _e_step(batch, state.theta[None], state.psi[None], state.tau[None], state.nu[None])
+    np.testing.assert_allclose(scale[:, None] * e / design.counts[:, None], expected, rtol=1e-9, atol=1e-300)
+    row_constant = design.constant + np.where(design.tie, np.log(2.0 * state.nu_tie), 0.0)
+    top = joint.max(axis=1)
+    np.testing.assert_allclose(log_mix + row_constant, top + np.log(np.exp(joint - top[:, None]).sum(axis=1)), rtol=1e-12)

@@ -318,3 +318,22 @@ def test_more_trials_than_n_max_are_refused():
 def test_table_mismatch_is_refused():
     with pytest.raises(StatsInputError, match="this test needs"):
         StepProcess(alpha=0.05, alternative="two-sided", n_max=100, table=load_table(100, 0.05))
+
+
+def test_mirror_pairs_hold_each_reachable_state_once():
+    """The synthesis ties ``w_n(a, g)`` to its mirror ``w_n(n - a - g, g)``: every marked state is in
+    exactly one pair, ``(a_low, a_high, g)`` ordered by ``(a_low, g)``, and each pair holds a marked state."""
+    from evalstop_ros.stats.step_synthesis import _mirror_pairs
+
+    rng = np.random.default_rng(5)
+    for n in (1, 2, 7, 30):
+        a, g = np.arange(n + 1)[:, None], np.arange(n)[None, :]
+        reachable = (rng.random((n + 1, n)) < 0.4) & (a + g + 1 <= n)  # S1 = a + g + 1 <= n
+        low, high, gap = _mirror_pairs(reachable, n)
+        assert np.all(low <= high) and np.all(high == n - low - gap - 1)
+        key = low * (n + 1) + gap
+        assert np.all(np.diff(key) > 0)
+        states = {(int(x), int(y)) for x, y in zip(*np.nonzero(reachable))}
+        covered = [(int(x), int(y)) for x, y in zip(low, gap)] + [(int(x), int(y)) for x, y, z in zip(high, gap, low) if x != z]
+        assert len(covered) == len(set(covered)) and states <= set(covered)
+        assert all(reachable[x, y] or reachable[z, y] for x, z, y in zip(low, high, gap))
