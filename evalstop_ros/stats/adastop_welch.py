@@ -13,6 +13,8 @@ from collections.abc import Sequence
 import numpy as np
 from numpy.typing import NDArray
 
+from .hall import hall_cubic
+
 __all__ = ["HALL_SLOPE_MAX", "SKEWNESS", "SMALL_SAMPLE", "SPREAD_RATIO", "WelchReference", "difference_skewness", "hall_transform",
            "shared_skewness", "spend_interim", "spread_warning", "welch_z", "welch_z_squared"]
 
@@ -137,14 +139,8 @@ def hall_transform(z: NDArray[np.float64], skew: NDArray[np.float64]) -> NDArray
     :math:`z = -1/a` the cubic is flat, which would bury a clear difference in the discounted direction.
     """
     a = np.clip(np.asarray(skew, dtype=np.float64) / 3.0, -HALL_SLOPE_MAX, HALL_SLOPE_MAX)[:, None]
-    out = np.array(z, dtype=np.float64)
-    skewed = np.abs(a[:, 0]) > 1e-12
-    if skewed.any():
-        a_s, z_s = a[skewed], out[skewed]
-        with np.errstate(invalid="ignore", over="ignore"):
-            cubic = (np.power(1.0 + a_s * z_s, 3) - 1.0) / (3.0 * a_s) + a_s / 2.0
-        out[skewed] = np.where(np.isinf(z_s), z_s, cubic)
-    return out
+    z = np.asarray(z, dtype=np.float64)
+    return np.where(np.isinf(z), z, hall_cubic(z, a))
 
 
 def difference_skewness(history: NDArray[np.float64], first: NDArray[np.intp], second: NDArray[np.intp],

@@ -16,6 +16,7 @@ from scipy.stats import norm as _NORMAL
 from scipy.stats import t as _STUDENT
 
 from .errors import StatsInputError
+from .hall import hall_cubic_inverse
 
 __all__ = ["PREFERENCES", "Comparisons", "FloatArray", "IntArray", "Ranking", "comparisons"]
 
@@ -239,15 +240,10 @@ class Ranking:
         if self.skewness is None or self.df is None:
             return self.scores - z * self.se, self.scores + z * self.se
         quantile = np.asarray(z, dtype=np.float64)
-        root_n = np.sqrt(self.df + 1.0)
-        g = np.nan_to_num(self.skewness)
-        a: FloatArray = g / (3.0 * root_n)
-        shift: FloatArray = g / (6.0 * root_n)
-        flat = np.abs(a) < 1e-12
-        safe = np.where(flat, 1.0, a)
+        a = np.nan_to_num(self.skewness) / (3.0 * np.sqrt(self.df + 1.0))
 
         def inverse(u: FloatArray) -> FloatArray:
-            return np.asarray(np.where(flat, u - shift, (np.cbrt(1.0 + 3.0 * safe * (u - shift)) - 1.0) / safe))
+            return hall_cubic_inverse(u, a)
 
         return self.scores - self.se * inverse(quantile), self.scores - self.se * inverse(-quantile)
 
