@@ -21,7 +21,7 @@ from rclpy.action.server import ServerGoalHandle
 from rclpy.callback_groups import ReentrantCallbackGroup
 from rclpy.parameter import Parameter
 
-from ..hub.station import sim_address_rate
+from ..hub.sim_address import sim_address_rate
 from ..runner.errors import Category, RunnerError, new_error_id, operator_message
 from ..runner.trials import GoalOpener
 from ._common import declare, spin_node
