@@ -21,9 +21,9 @@ from rclpy.action.server import ServerGoalHandle
 from rclpy.callback_groups import ReentrantCallbackGroup
 from rclpy.parameter import Parameter
 
+from ..hub.sim_address import sim_address_rate
 from ..runner.errors import Category, RunnerError, new_error_id, operator_message
 from ..runner.trials import GoalOpener
-from ..station.client import sim_address_rate
 from ._common import declare, spin_node
 from .quick_log import QuickNode
 from .realtime import declare_thread_priority

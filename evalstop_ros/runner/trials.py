@@ -9,13 +9,15 @@ import collections
 import os
 import pathlib
 import threading
-from typing import Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import yaml
 
 from ..session.goal_sealing import SealError, open_goal, read_runner_key, result_proof
-from .client import ServerAddress, ServerBook
 from .errors import Category, RunnerError
+
+if TYPE_CHECKING:
+    from .client import ServerAddress
 
 __all__ = ["GoalOpener", "RunLedger", "load_servers"]
 
@@ -31,6 +33,8 @@ def load_servers(path: str | pathlib.Path) -> dict[str, ServerAddress]:
     >>> load_servers(p)["good"].uri
     'ws://127.0.0.1:8001'
     """
+    from .client import ServerAddress, ServerBook  # the websocket client: not loaded by sim_robot's GoalOpener
+
     try:
         data = yaml.safe_load(pathlib.Path(path).read_text())
     except (OSError, yaml.YAMLError) as err:

@@ -13,13 +13,13 @@ import math
 import os
 import secrets
 from collections.abc import Mapping
-from typing import Any
-
-from cryptography.exceptions import InvalidTag
-from cryptography.hazmat.primitives.ciphers.aead import ChaCha20Poly1305
+from typing import TYPE_CHECKING, Any
 
 from .auth import AuthError, read_identity
 from .errors import SessionError
+
+if TYPE_CHECKING:
+    from cryptography.hazmat.primitives.ciphers.aead import ChaCha20Poly1305
 
 __all__ = ["PAD", "GoalSealer", "Opened", "SealError", "journal_seal", "open_goal", "read_runner_key",
            "result_proof", "seal_identity", "seal_problem", "session_seal_key", "wrap_seal_key"]
@@ -32,6 +32,24 @@ _KEY = 32
 
 class SealError(SessionError):
     """A goal that cannot be sealed or opened (no runner key, a wrong one, a damaged seal)."""
+
+
+def _aead(key: bytes) -> ChaCha20Poly1305:
+    """ChaCha20-Poly1305 under ``key``, imported on first use: a node that never meets a sealed
+    goal does not load cryptography at start-up."""
+    from cryptography.hazmat.primitives.ciphers.aead import ChaCha20Poly1305
+
+    return ChaCha20Poly1305(key)
+
+
+def _unseal(key: bytes, box: bytes, place: bytes) -> bytes:
+    """The plain text of ``box`` (``nonce || cipher text``); ``ValueError`` when it does not open."""
+    from cryptography.exceptions import InvalidTag
+
+    try:
+        return _aead(key).decrypt(box[:_NONCE], box[_NONCE:], place)
+    except InvalidTag as err:
+        raise ValueError("the authentication tag does not match") from err
 
 
 def read_runner_key(path: str | os.PathLike[str]) -> bytes:
@@ -67,15 +85,14 @@ def seal_identity(seal_key: bytes, session_id: str, trial_id: int, attempt: int,
     raw = identity.encode()
     size = len(raw) + 2
     padded = len(raw).to_bytes(2, "big") + raw + bytes(-size % PAD)
-    return nonce + ChaCha20Poly1305(seal_key).encrypt(nonce, padded, place)
+    return nonce + _aead(seal_key).encrypt(nonce, padded, place)
 
 
 def _open_identity(seal_key: bytes, session_id: str, trial_id: int, attempt: int, sealed: bytes) -> str:
     try:
-        padded = ChaCha20Poly1305(seal_key).decrypt(sealed[:_NONCE], sealed[_NONCE:],
-                                                    _place(session_id, trial_id, attempt))
+        padded = _unseal(seal_key, sealed, _place(session_id, trial_id, attempt))
         return padded[2:2 + int.from_bytes(padded[:2], "big")].decode()
-    except (InvalidTag, ValueError, UnicodeDecodeError) as err:
+    except (ValueError, UnicodeDecodeError) as err:
         raise SealError("the goal's seal does not open with its seal key (damaged, or moved from another "
                         "trial)") from err
 
@@ -87,7 +104,7 @@ def _wrap_place(session_id: str) -> bytes:
 def wrap_seal_key(runner_key: bytes, seal_key: bytes, session_id: str) -> bytes:
     """``S`` sealed under the runner key ``R`` for ``session_id`` (random nonce)."""
     nonce = secrets.token_bytes(_NONCE)
-    return nonce + ChaCha20Poly1305(runner_key).encrypt(nonce, seal_key, _wrap_place(session_id))
+    return nonce + _aead(runner_key).encrypt(nonce, seal_key, _wrap_place(session_id))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -109,9 +126,8 @@ def open_goal(runner_key: bytes | None, goal: Any) -> Opened:
         raise SealError("the goal is sealed and this runner has no runner key (set `goal_key_file` to the "
                         "manager's runner key file)")
     try:
-        seal_key = ChaCha20Poly1305(runner_key).decrypt(wrapped[:_NONCE], wrapped[_NONCE:],
-                                                        _wrap_place(str(goal.session_id)))
-    except (InvalidTag, ValueError) as err:
+        seal_key = _unseal(runner_key, wrapped, _wrap_place(str(goal.session_id)))
+    except ValueError as err:
         raise SealError("the goal's seal key does not open with this runner's key (the manager has another "
                         "runner key, or the goal was forged)") from err
     identity = _open_identity(seal_key, str(goal.session_id), int(goal.trial_id), int(goal.attempt), sealed)

@@ -26,6 +26,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..hub.errors import HubError
+from ..hub.sim_address import SIM_ADDRESS, sim_address_rate
 from ..hub.station_journal import (
     JOURNAL,
     StationJournal,
@@ -41,24 +42,6 @@ __all__ = ["ARMS", "SIM_ADDRESS", "StationClient", "read_key", "read_records", "
 #: The two arms of an A/B assignment, run in this order.
 ARMS = ("A", "B")
 KEY_ENV = "EVALSTOP_HUB_KEY"
-#: Address prefix of a simulated policy server, ``sim://success=P``.
-SIM_ADDRESS = "sim://success="
-
-
-def sim_address_rate(address: str) -> float | None:
-    """The success probability ``P`` of a simulated policy server ``sim://success=P`` (``None``:
-    not such an address, or ``P`` not in [0, 1]). Used by :func:`.sim.sim_runner` and ``sim_robot``.
-
-    >>> sim_address_rate("sim://success=0.85"), sim_address_rate("policy_a"), sim_address_rate("sim://success=2")
-    (0.85, None, None)
-    """
-    if not address.startswith(SIM_ADDRESS):
-        return None
-    try:
-        rate = float(address.removeprefix(SIM_ADDRESS))
-    except ValueError:
-        return None
-    return rate if 0.0 <= rate <= 1.0 else None
 
 
 def read_key(key_file: str | None) -> str:

@@ -6,8 +6,9 @@ STEP (seed 003), N-SCORE (seed 000), their baselines, families, multi-task claim
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from ..lazy_exports import lazy_exports
 
 if TYPE_CHECKING:  # the real imports, for type checkers; at run time each name loads on first use
     from .adastop import DECISIONS, PERMUTATIONS, AdaStop, AdaStopResult, adastop_test
@@ -119,18 +120,7 @@ _EXPORTS: dict[str, str] = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    """Load the submodule that defines ``name`` on first access (PEP 562)."""
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f".{module}", __name__), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_EXPORTS))
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
 
 __all__ = [
     "BATCH_METHODS",
