@@ -7,18 +7,16 @@ evaluation do the same)::
 
     session = EvaluationSession.open(path, config, session_id)
     session.start()
-    driver = TrialDriver(session, runners=("arm_1/run_trial", "arm_2/run_trial"))
-    while True:
-        for work in driver.dispatch():       # journals trial_requested / trial_dispatched
+    driver = TrialDriver(session, runners=config.runner.actions)
+    while not driver.finished:
+        for work in driver.dispatch():        # journals trial_requested / trial_dispatched
             if work.action is Action.RUN:     # Action.RESET: tell work.runner's operator to reset
                 start(work.runner, work.trial)  # asynchronously: the policy, sealed, to that runner
         runner, trial, ok, seconds, score = wait_for_any_result()
         driver.run_done(trial, ok, seconds, auto_score=score, runner=runner)
-        if driver.finished:                   # decided (or aborted): give up what still runs
-            for work in driver.stop("the session is decided"):
-                cancel(work.runner, work.trial)
-            break                             # a result that still comes: run_done journals it
-                                              # as result_after_stop, never used
+    for work in driver.stop("the session is decided"):  # decided or aborted: give up what still runs
+        cancel(work.runner, work.trial)
+    # a result that still comes goes to driver.run_done too: journaled as result_after_stop, never used
 
 Every result is journaled when it arrives; scores enter the tests in plan order (the session
 scores only its earliest open trial, docs/parallel.md), so the decision is the serial session's
