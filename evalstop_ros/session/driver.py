@@ -35,7 +35,7 @@ from __future__ import annotations
 import enum
 import logging
 import math
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, cast
 
@@ -177,6 +177,9 @@ class TrialDriver:
         self.session = session
         #: Who holds which trial, with ``runners`` (:mod:`.parallel`).
         self.pool = RunnerPool(tuple(runners)) if runners else None
+        #: The automatic scores submitted in plan order so far (:meth:`submit_in_order`; a node acknowledges
+        #: and clears them).
+        self.auto_scores: list[AutoScore] = []
         self.auto_scorer = f"auto:{runner_action or session.trial_rules.runner_action}"
         self._refused: set[int] = set()  # automatic scores the session refused (not expected: values are checked)
         self._told = 0  # the last trial whose operator fallback was logged
@@ -344,12 +347,14 @@ class TrialDriver:
             submitted.append(auto)
             if not auto.outcome.accepted:
                 break
+        self.auto_scores.extend(submitted)
         return submitted
 
-    def dispatch(self) -> list[Dispatch]:
+    def dispatch(self, ready: Collection[str] | None = None) -> list[Dispatch]:
         """Give each free runner its next trial: its reserved one, else the plan's next (issued now, with
         the rest of its round under a round design).  ``RUN`` dispatches are journaled
-        (``trial_dispatched``); nothing is given while the session is not running, or at the fault limit."""
+        (``trial_dispatched``); nothing is given while the session is not running, or at the fault limit.
+        ``ready``: the runners that can take a goal now (default: every free one)."""
         session, pool = self._parallel()
         self.submit_in_order()
         if session.state != SessionState.RUNNING:
@@ -359,6 +364,8 @@ class TrialDriver:
             return []
         out = []
         for runner in pool.free():
+            if ready is not None and runner not in ready:
+                continue
             trial = pool.next_for(runner, lambda trial_id: session.trial_phase(trial_id) in ("reset", "run"))
             if trial is None:
                 trial = self._adopt(session, pool, runner) or self._issue(session, pool, runner)
