@@ -282,7 +282,7 @@ class EvaluationManager(ManagerParameters, ManagerNode):
         as after the stop."""
         ready = [a for a, link in self._links.items() if link.trial is None and link.client.server_is_ready()]
         for work in driver.dispatch(ready):
-            self._publisher.request(work.trial)
+            self._publisher.request(work.trial, work.runner)  # the operator learns which arm, never which policy
             if work.action is Action.RUN:
                 self._links[work.runner].start(work.trial)
             else:

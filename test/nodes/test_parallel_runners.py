@@ -18,7 +18,7 @@ ARMS = ("arm_1", "arm_2")
 
 def test_two_runners_serve_one_session_in_plan_order(start_node: Any, probe: Any, namespace: str,
                                                      tmp_path: pathlib.Path) -> None:
-    from evalstop.msg import SessionStatus
+    from evalstop.msg import SessionStatus, TrialRequest
 
     from evalstop_ros import qos
     from evalstop_ros.audit import audit
@@ -28,6 +28,7 @@ def test_two_runners_serve_one_session_in_plan_order(start_node: Any, probe: Any
                           metrics=[{"name": "success", "method": "nscore", "alpha": 0.1}],
                           runner={"runners": [f"{arm}/run_trial" for arm in ARMS], "timeout_s": 30.0})
     statuses = probe.collect(SessionStatus, "session_status", qos.STATUS_QOS)
+    requests = probe.collect(TrialRequest, "trial_request", qos.TRIAL_REQUEST_QOS)
     manager = start_node("evaluation_manager", params={
         "config_file": str(config), "session_id": "s1", "journal_dir": str(tmp_path / "journals"),
         "journal_fsync": False, "exit_on_finish": True, "exit_linger": 4.0})
@@ -63,5 +64,8 @@ def test_two_runners_serve_one_session_in_plan_order(start_node: Any, probe: Any
     cancelled = {e.trial_id: e.payload["runner"] for e in events if e.kind == "trial_cancelled" and e.payload["runner"]}
     late = {e.trial_id for e in events if e.kind == "result_after_stop"}
     assert cancelled and late and late <= set(cancelled)
+    # each operator prompt names the arm to reset and score, and no policy
+    assert {r.reset_instructions.split(":")[0] for r in requests} == {f"On {arm}/run_trial" for arm in ARMS}
+    assert not any("policy_" in r.reset_instructions for r in requests)
     report = audit(journal)
     assert report.verified, [v.message for v in report.violations]
