@@ -47,8 +47,10 @@ class ConcurrentTrials(JournalReplay):
     def trial_phase(self, trial_id: int) -> str:
         """What open trial ``trial_id`` waits for: ``"reset"``, ``"run"`` or ``"score"`` ("" if it is not open)."""
         record = self._book.trials.get(trial_id) if isinstance(trial_id, int) else None
-        if record is None or record.closed:
-            return ""
+        return "" if record is None or record.closed else self._awaiting(record)
+
+    def _awaiting(self, record: TrialRecord) -> str:
+        """An open trial's phase: ``"reset"``, ``"run"`` or ``"score"`` (:class:`~.values.StatusSnapshot`)."""
         if record.ran_ok:
             return "score"
         if self.config.confirm_reset and record.reset_confirmed != record.attempt:
@@ -73,6 +75,11 @@ class ConcurrentTrials(JournalReplay):
         if self._schedule.pending() is not None and (self.config.schedule == "active" or self._adastop is not None):
             raise SessionError("schedule 'active' and design 'adastop' choose the next trial from the scores: "
                                "a trial cannot be issued while another is open (docs/parallel.md)")
+        return self._schedule.request(self._request_next())
+
+    def _request_next(self) -> TrialRecord:
+        """Journal the plan's next trial (``trial_requested``; under ``schedule: active`` its round's task
+        choice first) and return its record."""
         if self.config.schedule == "active":
             self._schedule.choose_round(self._commit)
         trial_id, payload, _ = self._schedule.next_spec()
@@ -80,7 +87,7 @@ class ConcurrentTrials(JournalReplay):
         record = self._book.trials[trial_id]
         logger.info("trial %d (label %s) requested: round %d, task %s, condition %s", trial_id, record.label,
                     record.round, record.task, record.initial_condition)
-        return self._schedule.request(record)
+        return record
 
     def _transition_to_issue(self) -> None:
         if self._state != SessionState.RUNNING:

@@ -48,7 +48,7 @@ from .plan import Plan
 from .replay import locked as _locked
 from .runner_messages import operator_text
 from .schedule import Schedule
-from .trials import TrialBook, TrialRecord
+from .trials import TrialBook
 from .values import (
     ClaimSnapshot,
     ComparisonSnapshot,
@@ -270,13 +270,7 @@ class EvaluationSession(ScoreEdits, ConcurrentTrials):
         self._transition("request a trial", (SessionState.RUNNING,))
         record = self._schedule.pending()
         if record is None:
-            if self.config.schedule == "active":
-                self._schedule.choose_round(self._commit)
-            trial_id, payload, _ = self._schedule.next_spec()
-            self._commit("trial_requested", trial_id, **payload)
-            record = self._book.trials[trial_id]
-            logger.info("trial %d (label %s) requested: round %d, task %s, condition %s", trial_id, record.label,
-                        record.round, record.task, record.initial_condition)
+            record = self._request_next()
         return self._schedule.request(record)
 
     @_locked
@@ -509,14 +503,6 @@ class EvaluationSession(ScoreEdits, ConcurrentTrials):
             max_trials_left=self._schedule.max_trials_left() if live else 0,
             active_tasks=self._schedule.active_tasks() if live else (),
         )
-
-    def _awaiting(self, record: TrialRecord) -> str:
-        """The pending trial's phase: ``"reset"``, ``"run"`` or ``"score"`` (:class:`StatusSnapshot`)."""
-        if record.ran_ok:
-            return "score"
-        if self.config.confirm_reset and record.reset_confirmed != record.attempt:
-            return "reset"
-        return "run"
 
     @_locked
     def comparisons(self) -> list[ComparisonSnapshot]:
