@@ -329,7 +329,9 @@ class EvaluationManager(ManagerParameters, ManagerNode):
     def _watch(self) -> None:
         """Deadlines of every wait on the runner (:class:`~.runner_link.RunnerLink`); one runner per action."""
         session, link, driver = self.session, self._link, self._driver
-        for each in self._links.values():
+        for action, each in self._links.items():  # several runners: each one's rule and deadlines
+            if driver is not None:
+                self.watch_runners(driver, each, action)
             each.watch(session.config.runner.timeout_s if session is not None else 300.0)
         if self._links and session is not None and session.state == SessionState.RUNNING:
             self._advance()  # a runner that appeared, or came free

@@ -185,6 +185,8 @@ class TrialDriver:
         self._told = 0  # the last trial whose operator fallback was logged
         #: The one-runner rule (:mod:`.runner_check`): its ``state`` says what holds the goals.
         self.runners = RunnerCheck()
+        #: The same rule per runner, with several (:meth:`check`).
+        self.checks: dict[str, RunnerCheck] = {}
 
     @property
     def max_attempts(self) -> int:
@@ -272,10 +274,17 @@ class TrialDriver:
             return session.state not in FINAL  # paused (by someone else): as good as by the limit
         return True
 
-    def watch_runners(self, graph: RunnerGraph) -> str:
-        """Apply the one-runner rule to ``graph``: pause a running session on a duplicate (journaled with the
-        reason, which is returned; "" when nothing was paused now). While :attr:`runners` holds, send no goal."""
-        duplicate = self.runners.look(graph)
+    def check(self, runner: str = "") -> RunnerCheck:
+        """The one-runner rule of ``runner`` (one of several, :meth:`dispatch`), or of the one runner ("")."""
+        if not runner:
+            return self.runners
+        return self.checks.setdefault(runner, RunnerCheck())
+
+    def watch_runners(self, graph: RunnerGraph, runner: str = "") -> str:
+        """Apply the one-runner rule to ``graph`` (of ``runner``, with several): pause a running session on a
+        duplicate (journaled with the reason, which is returned; "" when nothing was paused now). While
+        :attr:`runners` (:meth:`check`) holds, send no goal (:meth:`dispatch` skips that runner)."""
+        duplicate = self.check(runner).look(graph)
         session = self.session
         if not duplicate or session.state != SessionState.RUNNING:
             return ""
@@ -364,7 +373,7 @@ class TrialDriver:
             return []
         out = []
         for runner in pool.free():
-            if ready is not None and runner not in ready:
+            if (ready is not None and runner not in ready) or self.check(runner).hold:
                 continue
             trial = pool.next_for(runner, lambda trial_id: session.trial_phase(trial_id) in ("reset", "run"))
             if trial is None:

@@ -16,6 +16,7 @@ from evalstop_ros.session.driver import Action, TrialDriver, Verdict
 from evalstop_ros.session.errors import ConfigError, SessionError
 from evalstop_ros.session.offline import offline_decisions
 from evalstop_ros.session.parallel import RunnerPool
+from evalstop_ros.session.runner_check import RunnerGraph
 
 RATES = {"pi0": 0.3, "pi1": 0.8}
 ARMS = ("arm_1/run_trial", "arm_2/run_trial", "arm_3/run_trial")
@@ -196,3 +197,15 @@ def test_the_runner_list_is_checked_and_defaults_to_the_one_action() -> None:
         sim.make_config(runner={"runners": [ARMS[0], ARMS[0]]})
     with pytest.raises(SessionError, match="distinct"):
         RunnerPool((ARMS[0], ARMS[0]))
+
+
+def test_a_second_server_on_one_runner_holds_it_and_pauses_the_session(tmp_path: pathlib.Path) -> None:
+    with open_session(tmp_path / "duplicate.db") as session:
+        driver = TrialDriver(session, runners=ARMS[:2])
+        alone = RunnerGraph(ARMS[0], 1, ("/arm_1/sim_robot",), ("/arm_1/sim_robot",), ("/arm_1/sim_robot",))
+        assert driver.watch_runners(alone, ARMS[0]) == "" and session.state == SessionState.RUNNING
+        two = RunnerGraph(ARMS[1], 2, ("/arm_2/rogue", "/arm_2/sim_robot"), ("/arm_2/sim_robot",), ())
+        paused = driver.watch_runners(two, ARMS[1])
+        assert "2 runners serve the action" in paused and session.state == SessionState.PAUSED
+        session.resume()
+        assert {w.runner for w in driver.dispatch()} == {ARMS[0]}  # arm_2 stays held while the rogue is there
