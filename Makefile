@@ -54,7 +54,7 @@ JAZZY_ENV     := EVALSTOP_VENV=$(JAZZY_VENV) EVALSTOP_INSTALL=$(JAZZY_INSTALL) .
 #: CLI); the whole suite runs under Kilted (docs/testing.md, "Two distributions")
 JAZZY_TESTS   := -m jazzy test/nodes test/launch
 
-.PHONY: venv ros ros-tools ros-jazzy demo demo-policy demo-physics demo-hub demo-hub-ros test check lint bench tables clean
+.PHONY: venv ros ros-tools ros-jazzy demo demo-policy demo-physics demo-parallel demo-hub demo-hub-ros test check lint bench tables clean
 
 venv: $(STAMP)
 
@@ -148,6 +148,11 @@ demo-physics: venv ros
 	tools/install_physics.sh $(VENV)
 	$(ROS_ENV) $(ROS_INSTALL)/lib/evalstop/evalstop_demo --robot physics --timeout 7200 \
 	  --server-command "$$(tools/openpi_venv.sh) tools/openpi_policy_server.py"
+
+# Several runners, one session (docs/parallel.md): two simulated arms (sim_robot in /arm_1 and /arm_2)
+# on one session, ending with the decision, the report and `evalstop audit` VERIFIED.
+demo-parallel: venv ros
+	$(ROS_ENV) tools/parallel_demo.sh
 
 # Second demo: the evaluation hub on a local PostgreSQL server with three simulated stations.
 demo-hub: venv

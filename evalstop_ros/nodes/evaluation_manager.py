@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime
+import functools
 import logging
 import pathlib
 from collections.abc import Callable
@@ -92,6 +93,7 @@ class EvaluationManager(ManagerParameters, ManagerNode):
         self._link: RunnerLink | None = None  # the session's runner: the goal in flight and its deadlines
         self._runner_name = ""
         self._driver: TrialDriver | None = None  # the session's trial loop (session/driver.py)
+        self._links: dict[str, RunnerLink] = {}  # several runners (runner.runners, docs/parallel.md): one link each
         self._ended = False
         self._reject_log = RateLimit(LOG_BURST, LOG_WINDOW_S)  # a flood of bad scores cannot flood the log
         self._auth_log = RateLimit(LOG_BURST, LOG_WINDOW_S)  # nor a flood of unauthenticated messages
@@ -178,15 +180,18 @@ class EvaluationManager(ManagerParameters, ManagerNode):
         if self.session is not None:
             self.session.close()
         self.session, self._ended = session, False
-        self._runner_name = self.runner_action or config.runner.action_name
-        self._driver = TrialDriver(session, self._runner_name)
-        if self._link is not None:
-            self._link.cancel()
-            self._link.destroy()
+        actions = config.runner.actions if len(config.runner.actions) > 1 else ()
+        self._runner_name = ", ".join(actions) or self.runner_action or config.runner.action_name
+        self._driver = TrialDriver(session, actions[0] if actions else self._runner_name, runners=actions)
+        for link in [*([self._link] if self._link is not None else []), *self._links.values()]:
+            link.cancel()
+            link.destroy()
         assert session.plan.key is not None  # a live session's plan has the journal's key
         sealer = GoalSealer(self.runner_key, session_seal_key(session.plan.key, session_id), session_id)
-        self._link = RunnerLink(self, self._runner_name, limits=self.runner_limits, on_done=self._run_done,
-                                sealer=sealer)
+        self._links = {action: RunnerLink(self, action, limits=self.runner_limits, sealer=sealer,
+                                          on_done=functools.partial(self._parallel_done, action)) for action in actions}
+        self._link = None if actions else RunnerLink(self, self._runner_name, limits=self.runner_limits,
+                                                     on_done=self._run_done, sealer=sealer)
         self._view, self._revealed = PublicView(config.policies, session.plan.key, session_id), False
         self._publisher.reset()
         self._publisher.config(session, __version__)
@@ -210,6 +215,9 @@ class EvaluationManager(ManagerParameters, ManagerNode):
         session, driver = self.session, self._driver
         if session is None or driver is None:
             return
+        if self._links:
+            self._dispatch(session, driver)
+            return
         upcoming = driver.advance(runner_busy=self._running is not None)
         if upcoming.auto is not None:
             self._ack(upcoming.auto.trial.trial_id, upcoming.auto.outcome, scorer=driver.auto_scorer)
@@ -222,6 +230,40 @@ class EvaluationManager(ManagerParameters, ManagerNode):
         self._publisher.status(session)
         if session.state in FINAL and not self._ended:
             self._end()
+
+    def _dispatch(self, session: EvaluationSession, driver: TrialDriver) -> None:
+        """Several runners (docs/parallel.md): every free runner whose server is there gets its trial of the
+        plan (:meth:`TrialDriver.dispatch`); at the stop what still runs is cancelled, its result journaled
+        as after the stop."""
+        ready = [a for a, link in self._links.items() if link.trial is None and link.client.server_is_ready()]
+        for work in driver.dispatch(ready):
+            self._publisher.request(work.trial, work.runner)  # the operator learns which arm, never which policy
+            if work.action is Action.RUN:
+                self._links[work.runner].start(work.trial)
+            else:
+                self.get_logger().info(f"trial {work.trial.trial_id} (label {work.trial.label}): reset the scene "
+                                       f"of runner '{work.runner}', then confirm it")
+        for auto in driver.auto_scores:
+            self._ack(auto.trial.trial_id, auto.outcome, scorer=driver.auto_scorer)
+        driver.auto_scores.clear()
+        self._publisher.status(session)
+        if session.state in FINAL and not self._ended:
+            for work in driver.stop(f"the session is {session.state.value}"):
+                self.get_logger().info(f"trial {work.trial.trial_id}: canceled on runner '{work.runner}' at the "
+                                       "stop (its result, if it comes, is journaled as after the stop)")
+                self._links[work.runner].cancel_and_report()
+            self._end()
+
+    def _parallel_done(self, runner: str, trial: PendingTrial, result: RunResult) -> None:
+        """One runner's result (:meth:`TrialDriver.run_done` with its runner); move on."""
+        if self._driver is None:
+            return
+        verdict = self._driver.run_done(trial, result.ok, result.duration, result.message, runner=runner,
+                                        auto_score=result.auto_score, goal_seal=result.goal_seal)
+        if verdict.message:
+            log = self.get_logger()
+            (log.error if verdict.verdict is Verdict.PAUSED else log.info)(verdict.message)
+        self._advance()
 
     @property
     def _running(self) -> PendingTrial | None:
@@ -242,6 +284,12 @@ class EvaluationManager(ManagerParameters, ManagerNode):
     def _watch(self) -> None:
         """Deadlines of every wait on the runner (:class:`~.runner_link.RunnerLink`); one runner per action."""
         session, link, driver = self.session, self._link, self._driver
+        for action, each in self._links.items():  # several runners: each one's rule and deadlines
+            if driver is not None:
+                self.watch_runners(driver, each, action)
+            each.watch(session.config.runner.timeout_s if session is not None else 300.0)
+        if self._links and session is not None and session.state == SessionState.RUNNING:
+            self._advance()  # a runner that appeared, or came free
         if session is None or link is None or driver is None:
             return
         held = link.held

@@ -178,13 +178,13 @@ class ManagerNode(RunnerParameters, QuickNode):
         state = "" if link is None else link.held or link.state
         return f"waiting for the runner action server '{runner}'" if state == "waiting" else state
 
-    def watch_runners(self, driver: TrialDriver, link: RunnerLink) -> bool:
+    def watch_runners(self, driver: TrialDriver, link: RunnerLink, runner: str = "") -> bool:
         """The one-runner rule on what the graph shows now (:meth:`TrialDriver.watch_runners`, the same for
         both managers): goals are held while it holds, a running session pauses on a second runner (logged;
         ``/diagnostics`` says why, WARN). Whether the session was paused now."""
         before = link.held
-        paused = driver.watch_runners(link.graph())
-        link.held = driver.runners.state
+        paused = driver.watch_runners(link.graph(), runner)  # runner: one of several (docs/parallel.md)
+        link.held = driver.check(runner).state
         if link.held and link.held != before:
             self.get_logger().warning(f"runner action '{link.resolved}': {link.held}")
         if paused:

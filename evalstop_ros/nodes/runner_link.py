@@ -127,6 +127,13 @@ class RunnerLink:
         if goal is not None and goal.handle is not None:
             goal.handle.cancel_goal_async()
 
+    def cancel_and_report(self) -> None:
+        """Cancel the rollout in flight at the stop but keep waiting for its result: it still goes to
+        ``on_done`` (the session journals it as after the stop, docs/parallel.md)."""
+        goal = self._goal
+        if goal is not None and goal.handle is not None:
+            goal.handle.cancel_goal_async()
+
     def _send(self, goal: _Goal) -> None:
         """Send (or send again) the goal; the same (session, trial, attempt) every time."""
         trial = goal.trial

@@ -101,6 +101,9 @@ class SimRobot(QuickNode):
             "Beta concentration of the progress of a failed rollout (> 0; larger = less spread).")
         self.duration: float = declare(
             self, "duration", 0.05, "Simulated rollout duration (s).")
+        self.success_duration: float = declare(
+            self, "success_duration", -1.0, "Duration (s) of a rollout that succeeds, which ends at once as "
+            "with end_on_success (durations that depend on the outcome); < 0: `duration`.", read_only=True)
         self.failure_probability: float = declare(
             self, "failure_probability", 0.0,
             "Probability that a rollout fails to run (result ok=false, injected runner fault), in [0, 1].")
@@ -118,6 +121,8 @@ class SimRobot(QuickNode):
             raise ValueError(str(err)) from err
         problem = self._check(self.policies, self.success_rates, self.progress_means,
                               self.progress_concentration, self.duration, self.failure_probability)
+        if not math.isfinite(self.success_duration):
+            problem = f"`success_duration` must be a number of seconds; found {self.success_duration!r}"
         if problem:
             raise ValueError(problem)
         self.add_on_set_parameters_callback(self._on_set_parameters)
@@ -233,6 +238,10 @@ class SimRobot(QuickNode):
             attempt = goal.attempt or self._attempts[(goal.session_id, goal.trial_id)]
         named = f"policy {policy}, " if self.log_policy_ids else ""
         self.get_logger().info(f"trial {goal.trial_id} ({named}attempt {attempt}): rollout started")
+        outcome = simulate_outcome(seed, goal.session_id, policy, goal.trial_id, success_rate=rate,
+                                   progress_mean=mean, concentration=concentration)
+        if outcome.success and self.success_duration >= 0:
+            duration = self.success_duration
         start = time.monotonic()
         feedback = RunTrial.Feedback()
         for step in range(FEEDBACK_STEPS):
@@ -245,8 +254,6 @@ class SimRobot(QuickNode):
             feedback.elapsed = time.monotonic() - start
             goal_handle.publish_feedback(feedback)
             time.sleep(duration / FEEDBACK_STEPS)
-        outcome = simulate_outcome(seed, goal.session_id, policy, goal.trial_id, success_rate=rate,
-                                   progress_mean=mean, concentration=concentration)
         fault = bool(_rng(seed, goal.session_id, goal.trial_id, attempt, "fault").random() < failure_probability)
         result = RunTrial.Result(ok=not fault, duration=time.monotonic() - start)
         if fault:

@@ -3,8 +3,9 @@
 :class:`TrialDriver` drives any :class:`DrivenSession` (an :class:`~.session.EvaluationSession`, a
 hub station's :class:`~evalstop_ros.station.session.StationSession`, both on one
 :class:`~.machine.TrialMachine`) from the journal alone: the fault limit (pause after ``max_attempts``
-failed runs), automatic scores (held while paused), one runner per action (:mod:`.runner_check`) and
-the operator's fallback for a run without a valid automatic score.  Details: docs/session.md.
+failed runs), automatic scores (held while paused), one runner per action (:mod:`.runner_check`),
+several runners at once with scores in plan order (``runners=``, :mod:`.parallel`, docs/parallel.md)
+and the operator's fallback for a run without a valid automatic score.  Details: docs/session.md.
 """
 
 from __future__ import annotations
@@ -12,14 +13,17 @@ from __future__ import annotations
 import enum
 import logging
 import math
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
+from .config_sections import ROUND_DESIGNS
 from .errors import SessionError
+from .parallel import RunnerPool
 from .runner_check import RunnerCheck, RunnerGraph
 from .values import FINAL, PendingTrial, ScoreOutcome, SessionState, TrialRules, score_problem
 
-__all__ = ["Action", "AutoScore", "DrivenSession", "Next", "RunVerdict", "TrialDriver", "Verdict"]
+__all__ = ["Action", "AutoScore", "Dispatch", "DrivenSession", "Next", "RunVerdict", "TrialDriver", "Verdict"]
 
 logger = logging.getLogger(__name__)
 
@@ -53,6 +57,22 @@ class DrivenSession(Protocol):
                      operator: str = "") -> ScoreOutcome: ...
 
 
+class ParallelSession(DrivenSession, Protocol):
+    """What :meth:`TrialDriver.dispatch` needs besides (:class:`~.concurrent.ConcurrentTrials`)."""
+
+    @property
+    def config(self) -> Any: ...
+    def trial_phase(self, trial_id: int) -> str: ...
+    def issue_trial(self) -> PendingTrial | None: ...
+    def round_continues(self) -> bool: ...
+    def open_trials(self) -> list[PendingTrial]: ...
+    def record_dispatch(self, trial_id: int, runner: str) -> None: ...
+    def record_cancel(self, trial_id: int, runner: str, reason: str) -> None: ...
+    def record_late_result(self, trial_id: int, runner: str, ok: bool, duration_s: float, message: str = "", *,
+                           auto_score: tuple[bool, float] | None = None,
+                           goal_seal: dict[str, Any] | None = None) -> None: ...
+
+
 class Action(enum.Enum):
     """What the caller does next (:meth:`TrialDriver.advance`)."""
 
@@ -74,6 +94,16 @@ class AutoScore:
 
     trial: PendingTrial
     outcome: ScoreOutcome
+
+
+@dataclass(frozen=True)
+class Dispatch:
+    """:meth:`TrialDriver.dispatch`'s answer for one runner: run ``trial`` on it (``RUN``), or have its
+    operator reset its scene first (``RESET``); :meth:`TrialDriver.stop`'s: cancel ``trial`` on it."""
+
+    runner: str
+    trial: PendingTrial
+    action: Action
 
 
 @dataclass(frozen=True)
@@ -100,6 +130,8 @@ class Verdict(enum.Enum):
     HELD = "held"
     #: Automatic scoring, but the run has no valid automatic score: the operator scores it.
     OPERATOR = "operator"
+    #: The result came after the session stopped: journaled as ``result_after_stop``, never used.
+    AFTER_STOP = "after_stop"
 
 
 @dataclass(frozen=True)
@@ -116,15 +148,23 @@ class TrialDriver:
     :param session: The session (started or resumed by the caller).
     :param runner_action: The runner's action name; automatic scores are journaled with scorer
         ``auto:<runner_action>`` (default: the rules' ``runner_action``).
+    :param runners: Several runners serving the session at once (:meth:`dispatch`, docs/parallel.md).
     """
 
-    def __init__(self, session: DrivenSession, runner_action: str = "") -> None:
+    def __init__(self, session: DrivenSession, runner_action: str = "", *, runners: Sequence[str] = ()) -> None:
         self.session = session
+        #: Who holds which trial, with ``runners`` (:mod:`.parallel`).
+        self.pool = RunnerPool(tuple(runners)) if runners else None
+        #: The automatic scores submitted in plan order so far (:meth:`submit_in_order`; a node acknowledges
+        #: and clears them).
+        self.auto_scores: list[AutoScore] = []
         self.auto_scorer = f"auto:{runner_action or session.trial_rules.runner_action}"
         self._refused: set[int] = set()  # automatic scores the session refused (not expected: values are checked)
         self._told = 0  # the last trial whose operator fallback was logged
         #: The one-runner rule (:mod:`.runner_check`): its ``state`` says what holds the goals.
         self.runners = RunnerCheck()
+        #: The same rule per runner, with several (:meth:`check`).
+        self.checks: dict[str, RunnerCheck] = {}
 
     @property
     def max_attempts(self) -> int:
@@ -212,10 +252,17 @@ class TrialDriver:
             return session.state not in FINAL  # paused (by someone else): as good as by the limit
         return True
 
-    def watch_runners(self, graph: RunnerGraph) -> str:
-        """Apply the one-runner rule to ``graph``: pause a running session on a duplicate (journaled with the
-        reason, which is returned; "" when nothing was paused now). While :attr:`runners` holds, send no goal."""
-        duplicate = self.runners.look(graph)
+    def check(self, runner: str = "") -> RunnerCheck:
+        """The one-runner rule of ``runner`` (one of several, :meth:`dispatch`), or of the one runner ("")."""
+        if not runner:
+            return self.runners
+        return self.checks.setdefault(runner, RunnerCheck())
+
+    def watch_runners(self, graph: RunnerGraph, runner: str = "") -> str:
+        """Apply the one-runner rule to ``graph`` (of ``runner``, with several): pause a running session on a
+        duplicate (journaled with the reason, which is returned; "" when nothing was paused now). While
+        :attr:`runners` (:meth:`check`) holds, send no goal (:meth:`dispatch` skips that runner)."""
+        duplicate = self.check(runner).look(graph)
         session = self.session
         if not duplicate or session.state != SessionState.RUNNING:
             return ""
@@ -227,24 +274,34 @@ class TrialDriver:
 
     def run_done(self, trial: PendingTrial, ok: bool, duration_s: float, message: str = "", *,
                  auto_score: tuple[bool, float] | None = None,
-                 goal_seal: dict[str, Any] | None = None) -> RunVerdict:
+                 goal_seal: dict[str, Any] | None = None, runner: str = "") -> RunVerdict:
         """Journal the runner's result of ``trial`` and apply the rules (module docstring).
 
         A result for a trial that is no longer pending (voided meanwhile, the session over) is
         ignored; a duration that is not a finite number >= 0 is journaled as 0.  ``goal_seal``: what the
         goal sealed for the runner (:func:`~.goal_sealing.journal_seal`), journaled with the result.
+        ``runner``: the runner that ran it (several runners, :meth:`dispatch`): any open trial's result
+        is journaled when it arrives, one after the stop as ``result_after_stop`` (:attr:`Verdict.AFTER_STOP`).
         """
         session = self.session
-        pending = session.pending_trial()
-        if pending is None or pending.trial_id != trial.trial_id or session.state in FINAL:
-            return RunVerdict(Verdict.IGNORED, f"trial {trial.trial_id}: runner result ignored "
-                              "(the trial is no longer pending)")
         duration = duration_s if math.isfinite(duration_s) and duration_s >= 0 else 0.0
+        if runner:
+            late = self._parallel_result(trial, runner, ok, duration, message, auto_score, goal_seal)
+            if late is not None:
+                return late
+        else:
+            pending = session.pending_trial()
+            if pending is None or pending.trial_id != trial.trial_id or session.state in FINAL:
+                return RunVerdict(Verdict.IGNORED, f"trial {trial.trial_id}: runner result ignored "
+                                  "(the trial is no longer pending)")
         try:
-            session.record_runner_result(trial.trial_id, ok, duration, message, auto_score=auto_score,
-                                         goal_seal=goal_seal)
+            retry = session.record_runner_result(trial.trial_id, ok, duration, message, auto_score=auto_score,
+                                                 goal_seal=goal_seal)
         except SessionError as err:  # voided or aborted from another thread since the check above
             return RunVerdict(Verdict.IGNORED, f"trial {trial.trial_id}: runner result ignored ({err})")
+        if runner and self.pool is not None:
+            self.pool.finish(runner, trial.trial_id, retry)
+            self.submit_in_order()
         if not ok:
             if self._fault_limit(trial):
                 return RunVerdict(Verdict.PAUSED, f"session paused: runner failed {session.runner_faults} times on "
@@ -258,3 +315,109 @@ class TrialDriver:
             self._told = trial.trial_id
             return RunVerdict(Verdict.OPERATOR, f"trial {trial.trial_id}: {fallback}; waiting for trial_score")
         return RunVerdict(Verdict.RAN)
+
+    # -- several runners (docs/parallel.md) ------------------------------------------------------
+    @property
+    def finished(self) -> bool:
+        """The session is over (decided or aborted): :meth:`stop` gives up what still runs."""
+        return self.session.state in FINAL
+
+    def _parallel(self) -> tuple[ParallelSession, RunnerPool]:
+        if self.pool is None:
+            raise SessionError("this driver has no runners (TrialDriver(..., runners=...))")
+        return cast(ParallelSession, self.session), self.pool
+
+    def submit_in_order(self) -> list[AutoScore]:
+        """Submit the held automatic scores of the earliest open trials, in plan order, until one is missing."""
+        submitted = []
+        while (auto := self.submit_held()) is not None:
+            submitted.append(auto)
+            if not auto.outcome.accepted:
+                break
+        self.auto_scores.extend(submitted)
+        return submitted
+
+    def dispatch(self, ready: Collection[str] | None = None) -> list[Dispatch]:
+        """Give each free runner its next trial: its reserved one, else the plan's next (issued now, with
+        the rest of its round under a round design).  ``RUN`` dispatches are journaled
+        (``trial_dispatched``); nothing is given while the session is not running, or at the fault limit.
+        ``ready``: the runners that can take a goal now (default: every free one)."""
+        session, pool = self._parallel()
+        self.submit_in_order()
+        if session.state != SessionState.RUNNING:
+            return []
+        head = session.pending_trial()
+        if head is not None and self._fault_limit(head):
+            return []
+        out = []
+        for runner in pool.free():
+            if (ready is not None and runner not in ready) or self.check(runner).hold:
+                continue
+            trial = pool.next_for(runner, lambda trial_id: session.trial_phase(trial_id) in ("reset", "run"))
+            if trial is None:
+                trial = self._adopt(session, pool, runner) or self._issue(session, pool, runner)
+            if trial is None:
+                break
+            if session.trial_phase(trial.trial_id) == "reset":
+                out.append(Dispatch(runner, trial, Action.RESET))
+                continue
+            session.record_dispatch(trial.trial_id, runner)
+            pool.start(runner, trial)
+            out.append(Dispatch(runner, trial, Action.RUN))
+        return out
+
+    def _adopt(self, session: ParallelSession, pool: RunnerPool, runner: str) -> PendingTrial | None:
+        """An open trial no runner holds (after a restart: it was on a robot, or reserved) goes to ``runner``,
+        with the rest of its round."""
+        orphans = [t for t in session.open_trials()
+                   if session.trial_phase(t.trial_id) in ("reset", "run") and not pool.holds(t.trial_id)]
+        if not orphans:
+            return None
+        pool.reserve(runner, [t for t in orphans if t.round == orphans[0].round])
+        return orphans[0]
+
+    def _issue(self, session: ParallelSession, pool: RunnerPool, runner: str) -> PendingTrial | None:
+        try:
+            trial = session.issue_trial()
+            if trial is None:
+                return None
+            trials = [trial]
+            while session.config.design in ROUND_DESIGNS and session.round_continues():
+                more = session.issue_trial()
+                if more is None:
+                    break
+                trials.append(more)
+        except SessionError as err:  # no pair left to issue: the session settles on the next score
+            logger.info("no trial issued for %s: %s", runner, err)
+            return None
+        pool.reserve(runner, trials)
+        return trial
+
+    def stop(self, reason: str) -> list[Dispatch]:
+        """At the stop, give up every open trial (journaled ``trial_cancelled``: on a runner, reserved for one,
+        or run with its result unused); returns the running ones, to cancel on their runners (robot held, operator told).  Their results, if they still come,
+        go to :meth:`run_done` and are journaled as after the stop."""
+        session, pool = self._parallel()
+        running, waiting = pool.release()
+        for runner, trial in [*running, *waiting]:
+            session.record_cancel(trial.trial_id, runner, reason)
+        given_up = {trial.trial_id for _, trial in [*running, *waiting]}
+        for trial in session.open_trials():  # ran, its result waiting for earlier trials when the tests stopped
+            if trial.trial_id not in given_up:
+                session.record_cancel(trial.trial_id, "", reason)
+        return [Dispatch(runner, trial, Action.RUN) for runner, trial in running]
+
+    def _parallel_result(self, trial: PendingTrial, runner: str, ok: bool, duration: float, message: str,
+                         auto_score: tuple[bool, float] | None, goal_seal: dict[str, Any] | None) -> RunVerdict | None:
+        """A parallel runner's result that is not recorded as a run: after the stop, or for a closed trial."""
+        session, pool = self._parallel()
+        if session.state in FINAL:
+            pool.finish(runner, trial.trial_id)
+            session.record_late_result(trial.trial_id, runner, ok, duration, message, auto_score=auto_score,
+                                       goal_seal=goal_seal)
+            return RunVerdict(Verdict.AFTER_STOP, f"trial {trial.trial_id} on {runner}: result after the stop, "
+                              "journaled, not used")
+        if session.trial_phase(trial.trial_id) != "run":
+            pool.finish(runner, trial.trial_id)
+            return RunVerdict(Verdict.IGNORED, f"trial {trial.trial_id}: runner result ignored (not waiting for a run)")
+        return None

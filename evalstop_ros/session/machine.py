@@ -61,13 +61,16 @@ class TrialMachine:
     """
 
     def __init__(self, owner: str, book: TrialBook, commit: Commit, pending: Callable[[], TrialRecord | None],
-                 request: Callable[[TrialRecord], PendingTrial], *, log_name: str = "") -> None:
+                 request: Callable[[TrialRecord], PendingTrial], *, log_name: str = "",
+                 open_trial: Callable[[Any], TrialRecord | None] | None = None) -> None:
         self.owner = owner
         self.log_name = log_name or owner
         self.book = book
         self._commit = commit
         self._pending = pending
         self._request = request
+        #: The record of an open trial a runner result may be for (default: the pending one only).
+        self._open_trial = open_trial
         #: The current state (changed by :meth:`apply` only).
         self.state = SessionState.IDLE
         #: Failed runs of the pending trial in a row, since it was requested or the owner resumed.
@@ -126,13 +129,15 @@ class TrialMachine:
         ``auto_score``: the runner's own score, journaled with the result (:meth:`held_auto_score`);
         ``goal_seal``: the run's sealed goal; ``unready``: why the owner does not take this run now ("" if it
         does); ``detail``: journal the runner's full message too (an owner whose journal seals it). :class:`~.errors.SessionError` if the owner is neither running nor paused, ``trial_id`` is not
-        the pending trial, ``unready`` says so, or ``duration_s`` is not a finite number >= 0.
+        an open trial (the pending one, or any the owner's ``open_trial`` knows), ``unready`` says so, or ``duration_s`` is not a finite number >= 0.
         """
         self.transition("record a runner result", (SessionState.RUNNING, SessionState.PAUSED))
-        record = self._pending()
-        if record is None or record.trial_id != trial_id:
-            pending = None if record is None else record.trial_id
-            raise SessionError(f"runner result for trial {trial_id!r}, but the pending trial is {pending}")
+        pending = self._pending()
+        record = self._open_trial(trial_id) if self._open_trial is not None else (
+            pending if pending is not None and pending.trial_id == trial_id else None)
+        if record is None:
+            head = None if pending is None else pending.trial_id
+            raise SessionError(f"runner result for trial {trial_id!r}, but the pending trial is {head} (not open)")
         refusal = unready(record) if unready is not None else ""
         if refusal:
             raise SessionError(refusal)

@@ -55,10 +55,14 @@ def comparison_fields(c: ComparisonSnapshot, *, blind: bool = False) -> Fields:
     }
 
 
-def request_fields(trial: PendingTrial) -> Fields:
-    """``TrialRequest`` message fields: what the operator may see (no policy id)."""
+def request_fields(trial: PendingTrial, runner: str = "") -> Fields:
+    """``TrialRequest`` message fields: what the operator may see (no policy id).  With several runners
+    the reset instructions start with the runner (the arm) whose scene to reset and score."""
     prompt = trial.operator_prompt()
-    return {"round": trial.round, **dataclasses.asdict(prompt), "round_labels": list(prompt.round_labels)}
+    fields = {"round": trial.round, **dataclasses.asdict(prompt), "round_labels": list(prompt.round_labels)}
+    if runner:
+        fields["reset_instructions"] = f"On {runner}: {prompt.reset_instructions}"
+    return fields
 
 
 class SessionPublisher:
@@ -93,11 +97,12 @@ class SessionPublisher:
             "payload_json": json.dumps(seal(event.kind, event.payload), sort_keys=True, separators=(",", ":"), ensure_ascii=False)},
             event.stamp_ns)
 
-    def request(self, trial: PendingTrial) -> None:
-        """``trial_request``, if the pending trial or its attempt changed."""
+    def request(self, trial: PendingTrial, runner: str = "") -> None:
+        """``trial_request``, if the pending trial or its attempt changed (``runner``: the one it goes to,
+        with several, :func:`request_fields`)."""
         key = (trial.trial_id, trial.attempt)
         if key != self._request:
-            self._send("trial_request", request_fields(trial), None)
+            self._send("trial_request", request_fields(trial, runner), None)
             self._request = key
 
     def station_status(self, fields: Fields) -> None:

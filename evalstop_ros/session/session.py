@@ -15,6 +15,7 @@ import numpy as np
 
 from ..stats.sequential import Decision
 from .analysis import PairedTest, Test, build_tests, combine_claims
+from .concurrent import ConcurrentTrials
 from .config import SessionConfig
 from .config_input import config_diff
 from .edits import ScoreEdits
@@ -57,7 +58,7 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-class EvaluationSession(ScoreEdits):
+class EvaluationSession(ScoreEdits, ConcurrentTrials):
     """A journaled evaluation session (the protocol: docs/protocol.md).
 
     Parameters
@@ -94,7 +95,7 @@ class EvaluationSession(ScoreEdits):
         self._schedule = Schedule(config, self.plan, session_id, self._book, self._tests, self._adastop)
         #: The state machine (life cycle, runner results, scores), the one a hub station runs too.
         self._machine = TrialMachine(f"session {session_id!r}", self._book, self._commit, self._schedule.pending,
-                                     self._schedule.request, log_name=f"session {session_id}")
+                                     self._schedule.request, log_name=f"session {session_id}", open_trial=self._open_trial)
         self._announced: set[int] = set()
         self._revealed = False
         self._auth_counters: dict[str, int] = {}  # operator -> highest journaled request counter
@@ -233,13 +234,7 @@ class EvaluationSession(ScoreEdits):
         self._transition("request a trial", (SessionState.RUNNING,))
         record = self._schedule.pending()
         if record is None:
-            if self.config.schedule == "active":
-                self._schedule.choose_round(self._commit)
-            trial_id, payload, _ = self._schedule.next_spec()
-            self._commit("trial_requested", trial_id, **payload)
-            record = self._book.trials[trial_id]
-            logger.info("trial %d (label %s) requested: round %d, task %s, condition %s", trial_id, record.label,
-                        record.round, record.task, record.initial_condition)
+            record = self._request_next()
         return self._schedule.request(record)
 
     @_locked
@@ -262,11 +257,11 @@ class EvaluationSession(ScoreEdits):
             return EditOutcome(True, f"trial {trial_id}: reset already confirmed", trial_id)  # a re-send
         if self._state != SessionState.RUNNING:
             return EditOutcome(False, f"session is {self._state.value}; confirm the reset once it runs", trial_id)
-        record = self._schedule.pending()
-        if record is None or not self._known(trial_id) or record.trial_id != trial_id:
-            pending = "none" if record is None else f"trial {record.trial_id}"
-            return EditOutcome(False, f"trial {bounded(trial_id)} is not the pending trial ({pending} is); "
-                               "nothing confirmed", None)
+        record = self._book.trials[trial_id] if self._known(trial_id) else None
+        if record is None or record.closed:  # several may be open (parallel runners, docs/parallel.md)
+            head = self._schedule.pending()
+            return EditOutcome(False, f"trial {bounded(trial_id)} is not the pending trial ("
+                               f"{'none' if head is None else f'trial {head.trial_id}'} is); nothing confirmed", None)
         if not isinstance(attempt, int) or isinstance(attempt, bool) or attempt not in (0, record.attempt):
             return EditOutcome(False, f"trial {trial_id}: attempt {bounded(attempt)} is over (the current run is "
                                f"attempt {record.attempt}: reset the scene again)", trial_id)
@@ -295,7 +290,7 @@ class EvaluationSession(ScoreEdits):
         Raises
         ------
         SessionError
-            If ``trial_id`` is not the pending trial, the session is not running or paused, or
+            If ``trial_id`` is not an open trial, the session is not running or paused, or
             (``confirm_reset``) the reset of this run was not confirmed.
         """
         def unready(record: TrialRecord) -> str:
@@ -368,7 +363,20 @@ class EvaluationSession(ScoreEdits):
         return self._machine.submit_score(
             trial_id, token, success, progress, operator, notes, preference=preference, instruction=instruction,
             pair_invalid=pair_invalid, form_problem=form_problem,
-            value_problem=lambda record: self._preference_problem(preference, record.round), accept=self._accept)
+            value_problem=lambda record: self._order_problem(record) or self._preference_problem(preference, record.round),
+            accept=self._accept)
+
+    def _order_problem(self, record: TrialRecord) -> str | None:
+        """Scores enter in plan order, whatever the runs' durations (docs/parallel.md)."""
+        head = self._schedule.pending()
+        return None if head is None or head.trial_id == record.trial_id else (
+            f"scores enter in plan order: trial {head.trial_id} first")
+
+    def _open_trial(self, trial_id: Any) -> TrialRecord | None:
+        """The record of ``trial_id`` if it is open (issued, neither scored nor voided): with several
+        runners more than one is (docs/parallel.md)."""
+        record = self._book.trials[trial_id] if self._known(trial_id) else None
+        return None if record is None or record.closed else record
 
     def _accept(self, record: TrialRecord, submission: dict[str, Any]) -> ScoreOutcome:
         """Journal a valid score: fed to the undecided tests it can feed, else ``post_decision_score``."""
@@ -412,14 +420,6 @@ class EvaluationSession(ScoreEdits):
             max_trials_left=self._schedule.max_trials_left() if live else 0,
             active_tasks=self._schedule.active_tasks() if live else (),
         )
-
-    def _awaiting(self, record: TrialRecord) -> str:
-        """The pending trial's phase: ``"reset"``, ``"run"`` or ``"score"`` (:class:`StatusSnapshot`)."""
-        if record.ran_ok:
-            return "score"
-        if self.config.confirm_reset and record.reset_confirmed != record.attempt:
-            return "reset"
-        return "run"
 
     @_locked
     def comparisons(self) -> list[ComparisonSnapshot]:
