@@ -54,7 +54,7 @@ JAZZY_ENV     := EVALSTOP_VENV=$(JAZZY_VENV) EVALSTOP_INSTALL=$(JAZZY_INSTALL) .
 JAZZY_TESTS   := test/nodes test/launch \
   --deselect test/nodes/test_robosuite_session.py::test_a_physics_session_stops_for_the_competent_policy_and_audits_verified
 
-.PHONY: venv ros ros-tools ros-jazzy demo demo-policy demo-physics demo-hub demo-hub-ros test check lint bench tables clean
+.PHONY: venv ros ros-tools ros-jazzy demo demo-policy demo-physics demo-sim-eval demo-parallel demo-hub demo-hub-ros test check lint bench tables clean
 
 venv: $(STAMP)
 
@@ -146,6 +146,14 @@ demo-physics: venv ros
 	tools/install_physics.sh $(VENV)
 	$(ROS_ENV) $(ROS_INSTALL)/lib/evalstop/evalstop_demo --robot physics --timeout 3600 \
 	  --server-command "$$(tools/openpi_venv.sh) tools/openpi_policy_server.py"
+
+# Simulated evaluation at scale: `evalstop sim-eval` of two served physics policies on three robosuite
+# tasks with 2 Ray workers on this machine, ending with the decision, the audit (VERIFIED) and the
+# report (tools/demo_sim_eval.sh; docs/sim_eval.md). Its own step of demo-parallel.
+demo-sim-eval: venv
+	tools/install_physics.sh $(VENV)
+	tools/demo_sim_eval.sh $(VENV)
+demo-parallel: demo-sim-eval
 
 # Second demo: the evaluation hub on a local PostgreSQL server with three simulated stations.
 demo-hub: venv
