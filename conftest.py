@@ -119,7 +119,8 @@ _SLOW_TESTS = {
     # one Ray sim-eval session of robosuite rollouts (minutes), shared by its three tests
     "test/parallel/test_sim_eval.py": ("test_every_task_is_decided_and_the_claim_established_with_fewer_rollouts",
                                        "test_a_killed_worker_is_a_fault_and_its_trial_runs_again",
-                                       "test_the_journal_audits_verified_and_reports"),
+                                       "test_the_journal_audits_verified_and_reports",
+                                       "test_a_cancelled_rollout_releases_its_worker_at_once"),
     "test/cli/test_cli_rank.py": ("test_categories_with_operator_map",),
     # 3-8 s each: a hub process started twice; the figures in three formats; hubs on PostgreSQL
     "test/hub/test_hub_cli.py": ("test_the_hub_evaluates_as_it_was_started",),

@@ -12,11 +12,12 @@ apart), the summed rollout time, and the speed-up against one worker in the same
 paper for a cluster of W workers, wall ~= rollouts x mean rollout time / W (each worker one rollout
 at a time, rounds of a pair kept on one worker).
 
-Sizes: the preset's n_max 20 per task (fixed-N batch 3 x 20 x 2 = 120 rollouts), horizons of 70
-to 120 actions at 15 Hz (5 to 8 s simulated). ``make bench`` runs it with ``--workers 1,2``.
-::
+Sizes by default (what ``make bench`` runs, minutes on two cores): alpha 0.3 (0.1 per task under
+Holm), n_max 5 per task (the fixed-N batch: 3 x 5 x 2 = 30 rollouts), horizons of 80 actions at
+15 Hz (5.3 s simulated), workers 1 and 2; the preset's own sizes (alpha 0.05, n_max 20: a batch of
+120 rollouts, horizons of 90 to 120 actions) with ``--preset-sizes``. ::
 
-    nice -n 10 python bench/sim_eval_scale.py --workers 1,2,4 [--json]
+    nice -n 10 python bench/sim_eval_scale.py --workers 1,2,4 [--preset-sizes] [--json]
 """
 
 from __future__ import annotations
@@ -36,18 +37,35 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--workers", default="1,2", help="comma-separated worker counts (default %(default)s)")
     parser.add_argument("--config", default=str(REPO / "examples" / "sim_eval.yaml"))
+    parser.add_argument("--alpha", type=float, default=0.3, help="the session's alpha (default %(default)s)")
+    parser.add_argument("--n-max", type=int, default=5, help="n_max per task (default %(default)s)")
+    parser.add_argument("--max-steps", type=int, default=80, help="every task's horizon, actions (default %(default)s)")
+    parser.add_argument("--preset-sizes", action="store_true", help="the preset's alpha, n_max and horizons")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     if importlib.util.find_spec("robosuite") is None or importlib.util.find_spec("ray") is None:
         print("sim_eval_scale: robosuite or ray is not installed (tools/install_physics.sh, evalstop[ray]); skipped")
         return 0
     sys.path.insert(0, str(REPO))
+    import yaml
+
     from evalstop_ros.parallel.ray_pool import RayPool
     from evalstop_ros.parallel.sim_config import load_sim_eval
     from evalstop_ros.parallel.sim_eval import run_sim_eval, served_policies
     from evalstop_ros.runner.errors import ErrorLog
 
-    config, simulation = load_sim_eval(args.config)
+    data = yaml.safe_load(pathlib.Path(args.config).read_text())
+    if not args.preset_sizes:
+        data.update(alpha=args.alpha, n_max=args.n_max)
+        for task in data["simulation"]["tasks"].values():
+            task.update(max_steps=args.max_steps)
+    sized = tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False)
+    with sized:
+        yaml.safe_dump(data, sized)
+    config, simulation = load_sim_eval(sized.name)
+    pathlib.Path(sized.name).unlink()
+    print(f"sizes: alpha {config.alpha}, n_max {config.n_max}, horizons "
+          f"{[t.max_steps for t in simulation.tasks.values()]} actions at {simulation.rate:g} Hz", file=sys.stderr)
     rows = []
     for workers in [int(w) for w in args.workers.split(",")]:
         with tempfile.TemporaryDirectory(prefix="sim-eval-bench-") as tmp, served_policies(simulation) as addresses:

@@ -91,18 +91,33 @@ class RayPool:
         """The indices of the workers with a rollout in flight."""
         return sorted(self._busy)
 
-    def worker_pids(self) -> list[int]:
-        """The process id of every worker (waits until each is up)."""
-        pids: list[int] = self.ray.get([a.pid.remote() for a in self.actors])
-        return pids
+    def worker_pids(self, timeout: float = 300.0) -> list[int]:
+        """The process id of every worker, waiting until each is up (a restarting one is asked again)."""
+        return [self._pid(index, timeout) for index in range(self.workers)]
 
-    def submit(self, key: Hashable, request: RolloutRequest) -> int:
-        """Run ``request`` on an idle worker (one that did not just fail, if any); its index."""
+    def _pid(self, index: int, timeout: float) -> int:
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                return int(self.ray.get(self.actors[index].pid.remote(), timeout=max(deadline - time.monotonic(), 0.1)))
+            except self.ray.exceptions.ActorUnavailableError:  # restarting: not up yet (polled)
+                if time.monotonic() > deadline:
+                    raise ParallelError(f"worker {index} did not come back within {timeout:g} s") from None
+                time.sleep(0.2)
+
+    def submit(self, key: Hashable, request: RolloutRequest, *, worker: int | None = None) -> int:
+        """Run ``request`` on worker ``worker``, or on an idle one (one that did not just fail, if any); its index."""
         idle = [i for i in range(self.workers) if i not in self._busy]
+        if worker is not None:
+            if worker not in idle:
+                raise ParallelError(f"worker {worker} is not idle (or does not exist)")
+            idle = [worker]
         if not idle:
             raise ParallelError("no idle worker (collect a result or cancel a rollout first)")
         index = next((i for i in idle if i not in self._failed), idle[0])
-        self._failed.discard(index)
+        if index in self._failed:  # killed or died: restarted by Ray; a call before it is up would fail
+            self._pid(index, 300.0)
+            self._failed.discard(index)
         self._busy[index] = (key, self.actors[index].run.remote(request), time.monotonic())
         return index
 
@@ -138,6 +153,7 @@ class RayPool:
             return False
         _, ref, _ = self._busy.pop(index)
         self.ray.kill(self.actors[index], no_restart=False)  # a running sync call cannot be interrupted otherwise
+        self._failed.add(index)
         self.ray.cancel(ref)
         self.cancelled += 1
         return True

@@ -19,7 +19,9 @@ import json
 import os
 import pathlib
 import signal
+import socket
 import threading
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -27,8 +29,10 @@ import yaml
 
 from evalstop_ros.cli.main import main as evalstop
 from evalstop_ros.parallel.ray_pool import RayPool
+from evalstop_ros.parallel.rollout import RolloutRequest
 from evalstop_ros.parallel.sim_config import load_sim_eval
 from evalstop_ros.parallel.sim_eval import SimEvalResult, run_sim_eval, served_policies
+from evalstop_ros.runner.client import ServerAddress
 from evalstop_ros.runner.errors import ErrorLog
 from evalstop_ros.session.values import SessionState
 from evalstop_ros.stats.sequential import Decision
@@ -55,8 +59,15 @@ def _kill_first_busy_worker(pool: RayPool, pids: list[int], killed: list[int], s
 
 
 @pytest.fixture(scope="module")
-def session(tmp_path_factory: pytest.TempPathFactory) -> tuple[SimEvalResult, list[int], list[str]]:
+def pool() -> Iterator[RayPool]:
+    """Two rollout workers on a private local Ray cluster, for the module."""
     _require_physics()
+    with RayPool(2) as workers:
+        yield workers
+
+
+@pytest.fixture(scope="module")
+def session(pool: RayPool, tmp_path_factory: pytest.TempPathFactory) -> tuple[SimEvalResult, list[int], list[str]]:
     out = tmp_path_factory.mktemp("sim_eval")
     data = yaml.safe_load(PRESET.read_text())
     data.update(alpha=0.3, n_max=5)
@@ -68,7 +79,7 @@ def session(tmp_path_factory: pytest.TempPathFactory) -> tuple[SimEvalResult, li
     lines: list[str] = []
     killed: list[int] = []
     stop = threading.Event()
-    with served_policies(simulation) as addresses, RayPool(2) as pool:
+    with served_policies(simulation) as addresses:
         pids = pool.worker_pids()
         killer = threading.Thread(target=_kill_first_busy_worker, args=(pool, pids, killed, stop), daemon=True)
         killer.start()
@@ -114,3 +125,18 @@ def test_the_journal_audits_verified_and_reports(session: tuple[SimEvalResult, l
     assert audit["verified"] is True
     assert evalstop(["report", str(result.journal), "-o", str(tmp_path / "report")]) == 0
     assert (tmp_path / "report" / "index.html").is_file()
+
+
+def test_a_cancelled_rollout_releases_its_worker_at_once(pool: RayPool) -> None:
+    # a policy server that accepts the connection and never answers: the rollout would wait for it
+    with socket.create_server(("127.0.0.1", 0)) as silent:
+        before = pool.worker_pids()
+        request = RolloutRequest("cancel", 1, 1, "lift_centre", "scene_a", "lift", ServerAddress(
+            "127.0.0.1", silent.getsockname()[1]), "Lift", 0.02, 0, 80, 15.0, infer_timeout=600.0)
+        worker = pool.submit("in flight", request)
+        assert pool.busy() == [worker]
+        assert pool.cancel("in flight")
+        assert pool.busy() == [] and pool.idle == 2
+        assert pool.wait(timeout=0) == []  # nothing comes back from a cancelled rollout
+        after = pool.worker_pids()  # the killed worker was restarted
+    assert after[worker] != before[worker] and after[1 - worker] == before[1 - worker]
