@@ -6,8 +6,9 @@ output not forwarded, Ray's own logging at ERROR), and one :class:`~.rollout.Rol
 per worker (``max_restarts=-1``: Ray restarts an actor whose process died). A rollout in flight on
 a worker that dies comes back as a failed :class:`~.rollout.RolloutOutcome` ("robot fault", the
 worker named in its private text): the session journals it as a fault and runs the trial again
-(the runner's fault rule, :class:`~evalstop_ros.session.driver.TrialDriver`), on the next idle
-worker, preferring one that did not just fail. :meth:`RayPool.cancel` releases a rollout at once:
+(the runner's fault rule, :class:`~evalstop_ros.session.driver.TrialDriver`) once the restarted
+worker is up (or, when no worker is named, on an idle one that did not just fail).
+:meth:`RayPool.cancel` releases a rollout at once:
 a rollout not started is cancelled, a running one's actor is killed (and restarted, its
 simulations rebuilt on demand): a sync actor's running call cannot be interrupted otherwise.
 """
