@@ -78,6 +78,8 @@ _ROS_TESTS = {"test/audit/test_interfaces.py": ("test_definitions_hash_like_rosi
 #: power), by file and function: listed here rather than decorated, so that the tier stays in
 #: one place (docs/testing.md); each is seeded and states its bound.
 _MC_TESTS = {
+    "test/session/test_parallel_validity.py": ("test_plan_order_keeps_the_level_and_completion_order_does_not",
+                                               "test_sessions_on_four_runners_keep_the_family_wise_error"),
     "test/stats/test_adastop.py": ("test_fwe_five_agents_n5_k6", "test_fwe_spec_pitfall_p1_designs",
                                    "test_toy_examples_rejection_rates", "test_mujoco_decision_directions",
                                    "test_closed_fwe_under_partial_nulls_with_unequal_spreads",

@@ -35,7 +35,8 @@ __all__ = ["AFTER_END_KINDS", "VerifierState"]
 _SCORE_KINDS = ("score_accepted", "post_decision_score", "score_duplicate", "score_rejected")
 _EDIT_KINDS = ("correction", "void")
 #: What a session journals after it finished or was aborted: its key, and messages it refused.
-AFTER_END_KINDS = frozenset({"key_revealed", "score_rejected", "score_duplicate", "message_rejected", "request_noted"})
+AFTER_END_KINDS = frozenset({"key_revealed", "score_rejected", "score_duplicate", "message_rejected", "request_noted",
+                             "trial_cancelled", "result_after_stop"})
 
 def _submission(payload: dict[str, Any]) -> dict[str, Any]:
     sub = payload.get("submission")

@@ -172,9 +172,15 @@ class ProtocolChecks(VerifierState):
     def unscored(self, book: TrialBook) -> None:
         final = self.final_state()
         open_ids = [r.trial_id for r in book.trials.values() if not r.closed]
+        given_up = {e.trial_id: e.payload for e in self.events if e.kind == "trial_cancelled"}
+        late = {e.trial_id for e in self.events if e.kind == "result_after_stop"}
         for trial_id in open_ids:
             last = trial_id == max(book.trials)
             record = book.trials[trial_id]
+            if trial_id in given_up:  # several runners: open at the stop (docs/parallel.md)
+                self.notes.append(f"trial {trial_id} was cancelled at the stop on {given_up[trial_id].get('runner')}"
+                                  f"{'; its result came after the stop, not used' if trial_id in late else ''}")
+                continue
             if last and final in ("running", "paused", "aborted", "unknown"):
                 self.notes.append(f"trial {trial_id} was pending (requested, not scored) when the "
                                   f"{'session was aborted' if final == 'aborted' else 'source ends'}")

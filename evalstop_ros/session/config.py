@@ -293,6 +293,10 @@ class SessionConfig(ConfigModel):
             raise ValueError(f"design 'ab' pools the tasks (the evaluator picks them); `claim` must be 'pooled'; "
                              f"found {self.claim!r}")
         self._check_active()
+        if len(self.runner.actions) > 1 and (self.schedule == "active" or self.design == "adastop"):
+            raise ValueError(f"{len(self.runner.actions)} `runner.runners` need a plan fixed before the outcomes it "
+                             "waits for; schedule 'active' and design 'adastop' choose the next trials from the "
+                             "scores (docs/parallel.md): name one runner")
         return self
 
     def _check_active(self) -> None:

@@ -221,4 +221,19 @@ class RunnerConfig(ConfigModel):
     #: :class:`~.driver.TrialDriver`); the evaluation manager's ``max_attempts`` parameter fills it
     #: in when the file does not set it, so the journaled configuration always holds the limit.
     max_attempts: int = Field(default=3, ge=1, le=1000)
+    #: Several runner actions serving one session at once (docs/parallel.md), e.g.
+    #: ``[arm_1/run_trial, arm_2/run_trial]``; empty: the one ``action_name``.
+    runners: list[Annotated[str, StringConstraints(min_length=1)]] = Field(default_factory=list, max_length=64)
+
+    @field_validator("runners")
+    @classmethod
+    def _distinct(cls, value: list[str]) -> list[str]:
+        if len(set(value)) != len(value):
+            raise ValueError(f"`runners` must name distinct actions; found {value}")
+        return value
+
+    @property
+    def actions(self) -> tuple[str, ...]:
+        """The runner actions of the session: ``runners``, or the one ``action_name``."""
+        return tuple(self.runners) or (self.action_name,)
 

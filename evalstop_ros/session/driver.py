@@ -19,6 +19,11 @@ driver decides, from the journal alone (a restart changes no decision):
   (:class:`~.runner_check.RunnerGraph`) to :meth:`TrialDriver.watch_runners`; with more than one
   server (two stations on one domain, or a node serving only the goal service) no goal is sent and
   a running session pauses, journaled with the reason (:class:`~.runner_check.RunnerCheck`).
+* **several runners** (``runners=``, docs/parallel.md): :meth:`TrialDriver.dispatch` gives every free
+  runner a trial of the plan (a round design keeps a round on one runner), each result is journaled
+  when it arrives, and scores enter the tests in plan order; at the stop :meth:`TrialDriver.stop`
+  gives up what still runs (``trial_cancelled``) and a later result is journaled as
+  ``result_after_stop``, never used.  :mod:`.parallel` shows the loop.
 * **the operator's fallback**: an automatically scored trial whose successful run carries no
   valid automatic score (the runner did not score it, or sent a score out of range) waits for
   the operator's score, before and after a restart; it is never run again behind the operator's
@@ -30,14 +35,17 @@ from __future__ import annotations
 import enum
 import logging
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
+from .config_sections import ROUND_DESIGNS
 from .errors import SessionError
+from .parallel import RunnerPool
 from .runner_check import RunnerCheck, RunnerGraph
 from .values import FINAL, PendingTrial, ScoreOutcome, SessionState, TrialRules, score_problem
 
-__all__ = ["Action", "AutoScore", "DrivenSession", "Next", "RunVerdict", "TrialDriver", "Verdict"]
+__all__ = ["Action", "AutoScore", "Dispatch", "DrivenSession", "Next", "RunVerdict", "TrialDriver", "Verdict"]
 
 logger = logging.getLogger(__name__)
 
@@ -71,6 +79,22 @@ class DrivenSession(Protocol):
                      operator: str = "") -> ScoreOutcome: ...
 
 
+class ParallelSession(DrivenSession, Protocol):
+    """What :meth:`TrialDriver.dispatch` needs besides (:class:`~.concurrent.ConcurrentTrials`)."""
+
+    @property
+    def config(self) -> Any: ...
+    def trial_phase(self, trial_id: int) -> str: ...
+    def issue_trial(self) -> PendingTrial | None: ...
+    def round_continues(self) -> bool: ...
+    def open_trials(self) -> list[PendingTrial]: ...
+    def record_dispatch(self, trial_id: int, runner: str) -> None: ...
+    def record_cancel(self, trial_id: int, runner: str, reason: str) -> None: ...
+    def record_late_result(self, trial_id: int, runner: str, ok: bool, duration_s: float, message: str = "", *,
+                           auto_score: tuple[bool, float] | None = None,
+                           goal_seal: dict[str, Any] | None = None) -> None: ...
+
+
 class Action(enum.Enum):
     """What the caller does next (:meth:`TrialDriver.advance`)."""
 
@@ -92,6 +116,16 @@ class AutoScore:
 
     trial: PendingTrial
     outcome: ScoreOutcome
+
+
+@dataclass(frozen=True)
+class Dispatch:
+    """:meth:`TrialDriver.dispatch`'s answer for one runner: run ``trial`` on it (``RUN``), or have its
+    operator reset its scene first (``RESET``); :meth:`TrialDriver.stop`'s: cancel ``trial`` on it."""
+
+    runner: str
+    trial: PendingTrial
+    action: Action
 
 
 @dataclass(frozen=True)
@@ -118,6 +152,8 @@ class Verdict(enum.Enum):
     HELD = "held"
     #: Automatic scoring, but the run has no valid automatic score: the operator scores it.
     OPERATOR = "operator"
+    #: The result came after the session stopped: journaled as ``result_after_stop``, never used.
+    AFTER_STOP = "after_stop"
 
 
 @dataclass(frozen=True)
@@ -134,10 +170,13 @@ class TrialDriver:
     :param session: The session (started or resumed by the caller).
     :param runner_action: The runner's action name; automatic scores are journaled with scorer
         ``auto:<runner_action>`` (default: the rules' ``runner_action``).
+    :param runners: Several runners serving the session at once (:meth:`dispatch`, docs/parallel.md).
     """
 
-    def __init__(self, session: DrivenSession, runner_action: str = "") -> None:
+    def __init__(self, session: DrivenSession, runner_action: str = "", *, runners: Sequence[str] = ()) -> None:
         self.session = session
+        #: Who holds which trial, with ``runners`` (:mod:`.parallel`).
+        self.pool = RunnerPool(tuple(runners)) if runners else None
         self.auto_scorer = f"auto:{runner_action or session.trial_rules.runner_action}"
         self._refused: set[int] = set()  # automatic scores the session refused (not expected: values are checked)
         self._told = 0  # the last trial whose operator fallback was logged
@@ -245,24 +284,34 @@ class TrialDriver:
 
     def run_done(self, trial: PendingTrial, ok: bool, duration_s: float, message: str = "", *,
                  auto_score: tuple[bool, float] | None = None,
-                 goal_seal: dict[str, Any] | None = None) -> RunVerdict:
+                 goal_seal: dict[str, Any] | None = None, runner: str = "") -> RunVerdict:
         """Journal the runner's result of ``trial`` and apply the rules (module docstring).
 
         A result for a trial that is no longer pending (voided meanwhile, the session over) is
         ignored; a duration that is not a finite number >= 0 is journaled as 0.  ``goal_seal``: what the
         goal sealed for the runner (:func:`~.goal_sealing.journal_seal`), journaled with the result.
+        ``runner``: the runner that ran it (several runners, :meth:`dispatch`): any open trial's result
+        is journaled when it arrives, one after the stop as ``result_after_stop`` (:attr:`Verdict.AFTER_STOP`).
         """
         session = self.session
-        pending = session.pending_trial()
-        if pending is None or pending.trial_id != trial.trial_id or session.state in FINAL:
-            return RunVerdict(Verdict.IGNORED, f"trial {trial.trial_id}: runner result ignored "
-                              "(the trial is no longer pending)")
         duration = duration_s if math.isfinite(duration_s) and duration_s >= 0 else 0.0
+        if runner:
+            late = self._parallel_result(trial, runner, ok, duration, message, auto_score, goal_seal)
+            if late is not None:
+                return late
+        else:
+            pending = session.pending_trial()
+            if pending is None or pending.trial_id != trial.trial_id or session.state in FINAL:
+                return RunVerdict(Verdict.IGNORED, f"trial {trial.trial_id}: runner result ignored "
+                                  "(the trial is no longer pending)")
         try:
-            session.record_runner_result(trial.trial_id, ok, duration, message, auto_score=auto_score,
-                                         goal_seal=goal_seal)
+            retry = session.record_runner_result(trial.trial_id, ok, duration, message, auto_score=auto_score,
+                                                 goal_seal=goal_seal)
         except SessionError as err:  # voided or aborted from another thread since the check above
             return RunVerdict(Verdict.IGNORED, f"trial {trial.trial_id}: runner result ignored ({err})")
+        if runner and self.pool is not None:
+            self.pool.finish(runner, trial.trial_id, retry)
+            self.submit_in_order()
         if not ok:
             if self._fault_limit(trial):
                 return RunVerdict(Verdict.PAUSED, f"session paused: runner failed {session.runner_faults} times on "
@@ -276,3 +325,105 @@ class TrialDriver:
             self._told = trial.trial_id
             return RunVerdict(Verdict.OPERATOR, f"trial {trial.trial_id}: {fallback}; waiting for trial_score")
         return RunVerdict(Verdict.RAN)
+
+    # -- several runners (docs/parallel.md) ------------------------------------------------------
+    @property
+    def finished(self) -> bool:
+        """The session is over (decided or aborted): :meth:`stop` gives up what still runs."""
+        return self.session.state in FINAL
+
+    def _parallel(self) -> tuple[ParallelSession, RunnerPool]:
+        if self.pool is None:
+            raise SessionError("this driver has no runners (TrialDriver(..., runners=...))")
+        return cast(ParallelSession, self.session), self.pool
+
+    def submit_in_order(self) -> list[AutoScore]:
+        """Submit the held automatic scores of the earliest open trials, in plan order, until one is missing."""
+        submitted = []
+        while (auto := self.submit_held()) is not None:
+            submitted.append(auto)
+            if not auto.outcome.accepted:
+                break
+        return submitted
+
+    def dispatch(self) -> list[Dispatch]:
+        """Give each free runner its next trial: its reserved one, else the plan's next (issued now, with
+        the rest of its round under a round design).  ``RUN`` dispatches are journaled
+        (``trial_dispatched``); nothing is given while the session is not running, or at the fault limit."""
+        session, pool = self._parallel()
+        self.submit_in_order()
+        if session.state != SessionState.RUNNING:
+            return []
+        head = session.pending_trial()
+        if head is not None and self._fault_limit(head):
+            return []
+        out = []
+        for runner in pool.free():
+            trial = pool.next_for(runner, lambda trial_id: session.trial_phase(trial_id) in ("reset", "run"))
+            if trial is None:
+                trial = self._adopt(session, pool, runner) or self._issue(session, pool, runner)
+            if trial is None:
+                break
+            if session.trial_phase(trial.trial_id) == "reset":
+                out.append(Dispatch(runner, trial, Action.RESET))
+                continue
+            session.record_dispatch(trial.trial_id, runner)
+            pool.start(runner, trial)
+            out.append(Dispatch(runner, trial, Action.RUN))
+        return out
+
+    def _adopt(self, session: ParallelSession, pool: RunnerPool, runner: str) -> PendingTrial | None:
+        """An open trial no runner holds (after a restart: it was on a robot, or reserved) goes to ``runner``,
+        with the rest of its round."""
+        orphans = [t for t in session.open_trials()
+                   if session.trial_phase(t.trial_id) in ("reset", "run") and not pool.holds(t.trial_id)]
+        if not orphans:
+            return None
+        pool.reserve(runner, [t for t in orphans if t.round == orphans[0].round])
+        return orphans[0]
+
+    def _issue(self, session: ParallelSession, pool: RunnerPool, runner: str) -> PendingTrial | None:
+        try:
+            trial = session.issue_trial()
+            if trial is None:
+                return None
+            trials = [trial]
+            while session.config.design in ROUND_DESIGNS and session.round_continues():
+                more = session.issue_trial()
+                if more is None:
+                    break
+                trials.append(more)
+        except SessionError as err:  # no pair left to issue: the session settles on the next score
+            logger.info("no trial issued for %s: %s", runner, err)
+            return None
+        pool.reserve(runner, trials)
+        return trial
+
+    def stop(self, reason: str) -> list[Dispatch]:
+        """At the stop, give up every open trial (journaled ``trial_cancelled``: on a runner, reserved for one,
+        or run with its result unused); returns the running ones, to cancel on their runners (robot held, operator told).  Their results, if they still come,
+        go to :meth:`run_done` and are journaled as after the stop."""
+        session, pool = self._parallel()
+        running, waiting = pool.release()
+        for runner, trial in [*running, *waiting]:
+            session.record_cancel(trial.trial_id, runner, reason)
+        given_up = {trial.trial_id for _, trial in [*running, *waiting]}
+        for trial in session.open_trials():  # ran, its result waiting for earlier trials when the tests stopped
+            if trial.trial_id not in given_up:
+                session.record_cancel(trial.trial_id, "", reason)
+        return [Dispatch(runner, trial, Action.RUN) for runner, trial in running]
+
+    def _parallel_result(self, trial: PendingTrial, runner: str, ok: bool, duration: float, message: str,
+                         auto_score: tuple[bool, float] | None, goal_seal: dict[str, Any] | None) -> RunVerdict | None:
+        """A parallel runner's result that is not recorded as a run: after the stop, or for a closed trial."""
+        session, pool = self._parallel()
+        if session.state in FINAL:
+            pool.finish(runner, trial.trial_id)
+            session.record_late_result(trial.trial_id, runner, ok, duration, message, auto_score=auto_score,
+                                       goal_seal=goal_seal)
+            return RunVerdict(Verdict.AFTER_STOP, f"trial {trial.trial_id} on {runner}: result after the stop, "
+                              "journaled, not used")
+        if session.trial_phase(trial.trial_id) != "run":
+            pool.finish(runner, trial.trial_id)
+            return RunVerdict(Verdict.IGNORED, f"trial {trial.trial_id}: runner result ignored (not waiting for a run)")
+        return None

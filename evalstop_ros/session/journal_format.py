@@ -37,7 +37,7 @@ __all__ = ["KINDS", "SCHEMA", "SCHEMA_VERSION", "ChainBreak", "Event", "chain_ha
 
 #: The one journal schema this code reads (the tables and the canonical configuration's form);
 #: a journal of any other is refused (:meth:`~.journal_store.JournalSpec.check_type`).
-SCHEMA_VERSION = "3"
+SCHEMA_VERSION = "4"
 #: Event kinds (see :mod:`evalstop_ros.session.session` for when each is written).
 KINDS = frozenset({
     "config",
@@ -61,6 +61,9 @@ KINDS = frozenset({
     "key_revealed",
     "message_rejected",
     "request_noted",
+    "trial_dispatched",
+    "trial_cancelled",
+    "result_after_stop",
 })
 
 _NO_CHANGE = "BEGIN SELECT RAISE(ABORT, 'the journal is append-only'); END"

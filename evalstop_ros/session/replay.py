@@ -188,12 +188,12 @@ class JournalReplay:
         self._faults = 0
 
     def _on_reset_confirmed(self, event: Event) -> None:
-        record = self._schedule.pending()
+        record = self._book.trials.get(event.trial_id) if event.trial_id is not None else None
         attempt = event.payload.get("attempt")
-        if (not self.config.confirm_reset or record is None or record.trial_id != event.trial_id
+        if (not self.config.confirm_reset or record is None or record.closed
                 or attempt != record.attempt or record.reset_confirmed == attempt):
-            raise self._diverged(event, f"reset confirmation of trial {event.trial_id} attempt {attempt}, but the "
-                                 f"pending run is {None if record is None else (record.trial_id, record.attempt)}")
+            raise self._diverged(event, f"reset confirmation of trial {event.trial_id} attempt {attempt}, but that "
+                                 f"run is not open ({None if record is None else (record.trial_id, record.attempt)})")
         self._book.apply(event)
 
     def _on_runner_result(self, event: Event) -> None:

@@ -64,6 +64,7 @@ class Schedule:
     #: ``schedule: active``: the journaled embeddings and each round's choice (round -> payload).
     embeddings: dict[str, list[list[float]]] | None = dataclasses.field(default=None, init=False)
     choices: dict[int, dict[str, Any]] = dataclasses.field(default_factory=dict, init=False)
+    _head: int = dataclasses.field(default=1, init=False)  # no trial before it is open (:meth:`pending`)
 
     def add_rerun(self, trial_id: int) -> None:
         """Schedule a re-run of the voided trial ``trial_id``."""
@@ -134,10 +135,20 @@ class Schedule:
         return tuple(task for task in ids if any(t.task == task and not t.decided for t in self.tests))
 
     def pending(self) -> TrialRecord | None:
-        if not self.book.trials:
-            return None
-        last = self.book.trials[len(self.book.trials)]
-        return None if last.closed else last
+        """The head of the open trials: the earliest one neither scored nor voided (a closed trial
+        never reopens, so the search resumes where it stopped)."""
+        trials, head = self.book.trials, self._head
+        while head <= len(trials) and trials[head].closed:
+            head += 1
+        self._head = head
+        return trials[head] if head <= len(trials) else None
+
+    def open_records(self) -> list[TrialRecord]:
+        """Every open trial, in plan order (several with parallel runners, docs/parallel.md)."""
+        head = self.pending()
+        if head is None:
+            return []
+        return [r for r in list(self.book.trials.values())[head.trial_id - 1:] if not r.closed]
 
     def round_task(self, position: int) -> str | None:
         """The task of the round at walk position ``position`` (``None``: pooled, any task).

@@ -23,6 +23,7 @@ import numpy as np
 
 from ..stats.sequential import Decision
 from .analysis import PairedTest, Test, build_tests, combine_claims
+from .concurrent import ConcurrentTrials
 from .config import SessionConfig
 from .config_input import config_diff
 from .edits import ScoreEdits
@@ -79,7 +80,7 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-class EvaluationSession(ScoreEdits):
+class EvaluationSession(ScoreEdits, ConcurrentTrials):
     """A journaled evaluation session (the protocol: docs/protocol.md).
 
     Parameters
@@ -298,11 +299,11 @@ class EvaluationSession(ScoreEdits):
             return EditOutcome(True, f"trial {trial_id}: reset already confirmed", trial_id)  # a re-send
         if self._state != SessionState.RUNNING:
             return EditOutcome(False, f"session is {self._state.value}; confirm the reset once it runs", trial_id)
-        record = self._schedule.pending()
-        if record is None or not self._known(trial_id) or record.trial_id != trial_id:
-            pending = "none" if record is None else f"trial {record.trial_id}"
-            return EditOutcome(False, f"trial {bounded(trial_id)} is not the pending trial ({pending} is); "
-                               "nothing confirmed", None)
+        record = self._book.trials[trial_id] if self._known(trial_id) else None
+        if record is None or record.closed:  # several may be open (parallel runners, docs/parallel.md)
+            head = self._schedule.pending()
+            return EditOutcome(False, f"trial {bounded(trial_id)} is not the pending trial ("
+                               f"{'none' if head is None else f'trial {head.trial_id}'} is); nothing confirmed", None)
         if not isinstance(attempt, int) or isinstance(attempt, bool) or attempt not in (0, record.attempt):
             return EditOutcome(False, f"trial {trial_id}: attempt {bounded(attempt)} is over (the current run is "
                                f"attempt {record.attempt}: reset the scene again)", trial_id)
@@ -331,14 +332,14 @@ class EvaluationSession(ScoreEdits):
         Raises
         ------
         SessionError
-            If ``trial_id`` is not the pending trial, the session is not running or paused, or
+            If ``trial_id`` is not an open trial, the session is not running or paused, or
             (``confirm_reset``) the reset of this run was not confirmed.
         """
         self._transition("record a runner result", (SessionState.RUNNING, SessionState.PAUSED))
-        record = self._schedule.pending()
-        if record is None or record.trial_id != trial_id:
-            pending = None if record is None else record.trial_id
-            raise SessionError(f"runner result for trial {trial_id!r}, but the pending trial is {pending}")
+        record = self._book.trials[trial_id] if self._known(trial_id) else None
+        if record is None or record.closed:  # several may be open (parallel runners, docs/parallel.md)
+            pending = getattr(self._schedule.pending(), "trial_id", None)
+            raise SessionError(f"runner result for trial {trial_id!r}, but the pending trial is {pending} (not open)")
         if self.config.confirm_reset and record.reset_confirmed != record.attempt:
             raise SessionError(f"runner result for trial {trial_id}, attempt {record.attempt}, whose scene reset "
                                "was not confirmed")
@@ -448,6 +449,9 @@ class EvaluationSession(ScoreEdits):
             return self._reject(trial_id, submission, f"session is {self._state.value}; scores are accepted only while it runs")
         if not record.ran_ok:
             return self._reject(trial_id, submission, f"trial {trial_id} has no successful run recorded yet")
+        head = self._schedule.pending()
+        if head is not None and head.trial_id != trial_id:  # plan order, whatever the durations (docs/parallel.md)
+            return self._reject(trial_id, submission, f"scores enter in plan order: trial {head.trial_id} first")
         problem = score_problem(success, progress) or self._preference_problem(preference, record.round)
         if problem:
             return self._reject(trial_id, submission, problem)

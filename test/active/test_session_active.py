@@ -173,7 +173,7 @@ def test_a_journal_of_an_earlier_development_version_is_refused_with_a_clear_err
     connection.commit()
     connection.close()
     before = path.read_bytes()
-    message = r"has schema '2', not '3'.*another \(development\) version"
+    message = r"has schema '2', not '4'.*another \(development\) version"
     with pytest.raises(JournalError, match=message):
         EvaluationSession.open(path, parse_config(_config(surrogate="mlp")), "s1")
     with pytest.raises(JournalError, match=message):

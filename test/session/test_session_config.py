@@ -50,20 +50,20 @@ def test_robot_presets_are_operator_scored_and_blinded_per_round(name, action):
     assert all(c.reset_instructions for t in config.tasks for c in t.initial_conditions)
 
 
-#: Hashes of the presets under journal schema 3 (every field written out).  The canonical form is
+#: Hashes of the presets under journal schema 4 (every field written out).  The canonical form is
 #: part of the journal schema: a change to it changes these and must come with a new
 #: ``SCHEMA_VERSION``, so that a journal of the old form is refused rather than misread.
 PRESET_HASHES = {
-    "eval": "83990ff47b37524b62a15ea1b0d9400d40960ed9b18e4a22844de15651d2afde",
-    "droid": "d7c5032c09128d6bccfbae4b46a6a911edd2c5842f9799b80c645d8db51a93e0",
-    "widowx": "ef9886273d1fa7610d4247032bb4ba94a604e7d328b7e19df8b61e167a30de2b",
+    "eval": "658eeb55095adbf199be80487770fec512afd50867351cf606195d2783e6f528",
+    "droid": "25764210199b203813da5696f9fb2e4fe2309da16f3109b5c469efdd900518ec",
+    "widowx": "52f9324becd0d0895cfd88e2068bc3c13e12d6206c2bfd714ed1ea6f3e032cf9",
 }
 
 
 @pytest.mark.parametrize(("name", "digest"), PRESET_HASHES.items())
 def test_preset_hashes_are_those_of_the_journal_schema(name, digest):
     config = load_config(CONFIG_DIR / f"{name}.yaml")
-    assert SCHEMA_VERSION == "3"
+    assert SCHEMA_VERSION == "4"
     assert config.config_hash == digest
     assert set(config.to_dict()) == set(type(config).model_fields)  # defaults included
 

@@ -1,0 +1,198 @@
+"""Several runners, one session (:meth:`TrialDriver.dispatch`, docs/parallel.md): trials run at once on
+every runner, results are journaled as they arrive, scores enter the tests in plan order, so the
+decisions are a serial session's whatever the durations; at the stop what still runs is cancelled and
+a late result is journaled as after the stop, never used."""
+
+from __future__ import annotations
+
+import pathlib
+from collections.abc import Callable
+
+import pytest
+import session_sim as sim
+
+from evalstop_ros.session import EvaluationSession, SessionState, read_journal
+from evalstop_ros.session.driver import Action, TrialDriver, Verdict
+from evalstop_ros.session.errors import ConfigError, SessionError
+from evalstop_ros.session.offline import offline_decisions
+from evalstop_ros.session.parallel import RunnerPool
+
+RATES = {"pi0": 0.3, "pi1": 0.8}
+ARMS = ("arm_1/run_trial", "arm_2/run_trial", "arm_3/run_trial")
+AUTO = {"scoring": "auto", "metrics": [{"name": "success", "method": "nscore"}]}
+
+
+def open_session(path: pathlib.Path, **overrides: object) -> EvaluationSession:
+    session = EvaluationSession.open(path, sim.make_config(**{**AUTO, **overrides}), "s1", durable=False,
+                                     plan_key=sim.TEST_KEY)
+    if session.state == SessionState.IDLE:
+        session.start()
+    return session
+
+
+def slow_failures(success: bool, trial_id: int) -> float:
+    """``end_on_success``: a success ends at once, a failure runs to the timeout (plus jitter)."""
+    return (1.0 if success else 10.0) + sim._uniform("jitter", trial_id)
+
+
+def run_parallel(driver: TrialDriver, duration: Callable[[bool, int], float] = slow_failures,
+                 until: Callable[[TrialDriver], bool] = lambda driver: driver.finished) -> dict[str, list[int]]:
+    """Run ``driver``'s session on simulated runners (a discrete-event clock) until ``until``; the runs
+    still on a runner then are returned (runner -> trial ids), not reported."""
+    clock, running = 0.0, {}
+    ran: dict[str, list[int]] = {}
+    while not until(driver):
+        for work in driver.dispatch():
+            assert work.action is Action.RUN
+            success, _ = sim.outcome(work.trial.policy_id, work.trial.trial_id, RATES)
+            running[work.runner] = (clock + duration(success, work.trial.trial_id), work.trial)
+            ran.setdefault(work.runner, []).append(work.trial.trial_id)
+        assert running, "no runner got work in a running session"
+        runner = min(running, key=lambda r: running[r][0])
+        end, trial = running.pop(runner)
+        clock = end
+        score = sim.outcome(trial.policy_id, trial.trial_id, RATES)
+        assert driver.run_done(trial, True, end, auto_score=score, runner=runner).verdict is not Verdict.IGNORED
+    return {runner: [trial.trial_id] for runner, (_, trial) in running.items()}
+
+
+def serial_decisions(path: pathlib.Path) -> list[tuple[str, int, int | None]]:
+    with EvaluationSession.open(path, sim.make_config(**AUTO), "s1", durable=False, plan_key=sim.TEST_KEY) as session:
+        session.start()
+        driver = TrialDriver(session)
+        while (upcoming := driver.advance()).action is Action.RUN:
+            assert upcoming.trial is not None
+            driver.run_done(upcoming.trial, True, 1.0,
+                            auto_score=sim.outcome(upcoming.trial.policy_id, upcoming.trial.trial_id, RATES))
+        assert session.state == SessionState.FINISHED
+        return [(c.decision.name, c.n, c.stopping_trial) for c in session.comparisons()]
+
+
+def test_runners_overlap_and_decide_as_a_serial_session(tmp_path: pathlib.Path) -> None:
+    path = tmp_path / "parallel.db"
+    with open_session(path) as session:
+        driver = TrialDriver(session, runners=ARMS[:2])
+        run_parallel(driver)
+        assert session.state == SessionState.FINISHED
+        live = [(c.decision.name, c.n, c.stopping_trial) for c in session.comparisons()]
+        cancelled = driver.stop("the session is decided")
+    assert live == serial_decisions(tmp_path / "serial.db")
+    assert live[0][0] != "CONTINUE"
+    events = read_journal(path).events
+    dispatched = [e for e in events if e.kind == "trial_dispatched"]
+    assert {e.payload["runner"] for e in dispatched} == set(ARMS[:2])
+    # results arrive out of plan order, and scores enter the tests in it
+    results = [e.trial_id for e in events if e.kind == "runner_result"]
+    scored = [e.trial_id for e in events if e.kind == "score_accepted"]
+    assert results != sorted(results) and scored == sorted(scored)
+    given_up = [e.trial_id for e in events if e.kind == "trial_cancelled"]  # running, and a round's rest never started
+    assert {w.trial.trial_id for w in cancelled} <= set(given_up) and given_up
+    offline = offline_decisions(sim.make_config(**AUTO), path)
+    assert [(r.result.decision.name, r.result.n_observed, r.result.stopping_trial) for r in offline] == live
+    sim.audit_verified(path)
+
+
+def test_a_result_after_the_stop_is_journaled_and_never_used(tmp_path: pathlib.Path) -> None:
+    path = tmp_path / "late.db"
+    with open_session(path) as session:
+        driver = TrialDriver(session, runners=ARMS)
+        run_parallel(driver)
+        decided = [(c.decision.name, c.n) for c in session.comparisons()]
+        cancelled = driver.stop("the session is decided")
+        assert cancelled, "three arms with slow failures: a run is still on a robot at the stop"
+        for work in cancelled:
+            verdict = driver.run_done(work.trial, True, 12.0, auto_score=(True, 1.0), runner=work.runner)
+            assert verdict.verdict is Verdict.AFTER_STOP and "after the stop" in verdict.message
+        assert [(c.decision.name, c.n) for c in session.comparisons()] == decided
+    events = read_journal(path).events
+    late = [e for e in events if e.kind == "result_after_stop"]
+    assert [e.trial_id for e in late] == [w.trial.trial_id for w in cancelled]
+    assert all(e.payload["runner"] in ARMS for e in late)
+    assert not [e for e in events if e.kind == "score_accepted" and e.trial_id in {w.trial.trial_id for w in cancelled}]
+    sim.audit_verified(path)
+
+
+def test_a_paired_round_stays_on_one_runner(tmp_path: pathlib.Path) -> None:
+    path = tmp_path / "rounds.db"
+    with open_session(path) as session:
+        run_parallel(TrialDriver(session, runners=ARMS[:2]))
+    events = read_journal(path).events
+    rounds = {e.trial_id: e.payload["round"] for e in events if e.kind == "trial_requested"}
+    runner_of: dict[int, set[str]] = {}
+    for e in events:
+        if e.kind == "trial_dispatched":
+            runner_of.setdefault(rounds[e.trial_id], set()).add(e.payload["runner"])
+    assert len(runner_of) > 4 and all(len(runners) == 1 for runners in runner_of.values())
+    assert len({next(iter(r)) for r in runner_of.values()}) == 2  # and both runners worked
+
+
+def test_a_restart_with_results_waiting_reproduces_the_plan_order(tmp_path: pathlib.Path) -> None:
+    path = tmp_path / "crash.db"
+    with open_session(path) as session:
+        driver = TrialDriver(session, runners=ARMS[:2])
+        run_parallel(driver, until=lambda d: d.session.status().trials_scored >= 6 and any(
+            session.trial_phase(t.trial_id) == "score" for t in session.open_trials()))
+        waiting = [t for t in session.open_trials() if session.trial_phase(t.trial_id) == "score"]
+    # crash: the journal alone holds the results that wait for their predecessors
+    with open_session(path) as session:
+        driver = TrialDriver(session, runners=ARMS[:2])
+        run_parallel(driver)
+        live = [(c.decision.name, c.n, c.stopping_trial) for c in session.comparisons()]
+        driver.stop("the session is decided")
+    assert live == serial_decisions(tmp_path / "serial.db")
+    assert waiting, "two arms with slow failures: a later trial's result waits for an earlier one at the crash"
+    events = read_journal(path).events
+    assert [e.trial_id for e in events if e.kind == "score_accepted"] == sorted(
+        e.trial_id for e in events if e.kind == "score_accepted")
+    sim.audit_verified(path)
+
+
+def test_an_operator_scores_in_plan_order(tmp_path: pathlib.Path) -> None:
+    path = tmp_path / "operator.db"
+    with open_session(path, scoring="operator") as session:
+        driver = TrialDriver(session, runners=ARMS[:2])
+        first, other = driver.dispatch()  # round 1 on the first arm, round 2 on the other
+        assert (first.trial.trial_id, other.trial.trial_id) == (1, 3) and first.runner != other.runner
+        driver.run_done(other.trial, True, 1.0, runner=other.runner)
+        refused = session.submit_score(3, other.trial.token, True, 1.0, operator="op")
+        assert not refused.accepted and "trial 1 first" in refused.reason
+        driver.run_done(first.trial, True, 1.0, runner=first.runner)
+        assert session.submit_score(1, first.trial.token, False, 0.2, operator="op").accepted
+        second = next(w for w in driver.dispatch() if w.runner == first.runner)
+        assert (second.runner, second.trial.trial_id) == (first.runner, 2)
+        driver.run_done(second.trial, True, 1.0, runner=second.runner)
+        assert session.submit_score(2, second.trial.token, True, 1.0, operator="op").accepted
+        assert session.submit_score(3, other.trial.token, True, 1.0, operator="op").accepted
+
+
+def test_a_failed_run_is_retried_on_its_runner(tmp_path: pathlib.Path) -> None:
+    with open_session(tmp_path / "retry.db") as session:
+        driver = TrialDriver(session, runners=ARMS[:2])
+        first, second = driver.dispatch()
+        assert driver.run_done(first.trial, False, 1.0, "arm fault", runner=first.runner).verdict is Verdict.RETRY
+        (again,) = driver.dispatch()
+        assert again.runner == first.runner and again.trial.trial_id == first.trial.trial_id
+        assert again.trial.attempt == 2 and second.runner not in {w.runner for w in driver.dispatch()}
+
+
+ACTIVE = {
+    "schedule": "active", "claim": "per-task", "active": {"embedding": "random"},
+    "metrics": [{"name": "success", "alternative": "greater", "method": "nscore"}],
+    "tasks": [{"id": f"t{i}", "description": f"task {i}", "initial_conditions": [{"id": "c", "reset_instructions": "r"}]}
+              for i in range(2)],
+}
+
+
+@pytest.mark.parametrize("overrides", [sim.ADASTOP_SESSION, ACTIVE])
+def test_plans_chosen_from_the_scores_refuse_several_runners(overrides: dict[str, object]) -> None:
+    with pytest.raises(ConfigError, match="name one runner"):
+        sim.make_config(**{**overrides, "runner": {"runners": list(ARMS[:2])}})
+
+
+def test_the_runner_list_is_checked_and_defaults_to_the_one_action() -> None:
+    assert sim.make_config().runner.actions == ("run_trial",)
+    assert sim.make_config(runner={"runners": list(ARMS)}).runner.actions == ARMS
+    with pytest.raises(ConfigError, match="distinct"):
+        sim.make_config(runner={"runners": [ARMS[0], ARMS[0]]})
+    with pytest.raises(SessionError, match="distinct"):
+        RunnerPool((ARMS[0], ARMS[0]))
