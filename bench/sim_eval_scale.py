@@ -63,11 +63,11 @@ def main() -> int:
     with sized:
         yaml.safe_dump(data, sized)
     config, simulation = load_sim_eval(sized.name)
-    pathlib.Path(sized.name).unlink()
     print(f"sizes: alpha {config.alpha}, n_max {config.n_max}, horizons "
           f"{[t.max_steps for t in simulation.tasks.values()]} actions at {simulation.rate:g} Hz", file=sys.stderr)
     rows = []
     for workers in [int(w) for w in args.workers.split(",")]:
+        config, simulation = load_sim_eval(sized.name, workers=workers)
         with tempfile.TemporaryDirectory(prefix="sim-eval-bench-") as tmp, served_policies(simulation) as addresses:
             started = time.perf_counter()
             with RayPool(workers) as pool:
@@ -81,7 +81,9 @@ def main() -> int:
                      "rollout_s": round(result.rollout_s, 1), "rollouts": result.rollouts,
                      "per_task": result.per_task, "fixed_n": result.fixed_n, "state": result.state.value,
                      "decisions": {c.task: c.decision.name for c in result.comparisons},
-                     "claims": [c.established for c in result.claims]})
+                     "claims": [c.established for c in result.claims], "after_stop": result.after_stop,
+                     "cancelled": result.cancelled})
+    pathlib.Path(sized.name).unlink()
     base = rows[0]["wall_s"]
     for row in rows:
         row["speedup"] = round(base / row["wall_s"], 2) if row["wall_s"] else None

@@ -60,7 +60,7 @@ def run(args: argparse.Namespace) -> int:
     from ..session.values import SessionState
 
     try:
-        config, simulation = load_sim_eval(args.config)
+        config, simulation = load_sim_eval(args.config, workers=args.workers)
     except SessionError as err:
         raise CliError(str(err)) from err
     if args.check:
@@ -95,7 +95,8 @@ def run(args: argparse.Namespace) -> int:
         "session_id": result.session_id, "journal": str(result.journal), "state": result.state.value,
         "rollouts": result.rollouts, "faults": result.faults, "per_task": result.per_task,
         "fixed_n_rollouts": result.fixed_n, "wall_s": round(result.wall_s, 3), "rollout_s": round(result.rollout_s, 3),
-        "workers": args.workers, "comparisons": [c.to_dict() for c in result.comparisons],
+        "workers": args.workers, "after_stop": result.after_stop, "cancelled": result.cancelled,
+        "comparisons": [c.to_dict() for c in result.comparisons],
         "claims": [{"policy_a": c.policy_a, "policy_b": c.policy_b, "metric": c.metric, "claim": c.claim,
                     "established": c.established, "final": c.final, "n": c.n,
                     "task_claims": [t.name for t in c.task_claims]} for c in result.claims],

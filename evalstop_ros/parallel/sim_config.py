@@ -85,8 +85,21 @@ class SimulationConfig(ConfigModel):
     infer_timeout: float = Field(60.0, gt=0.0, le=3600.0)
 
 
-def load_sim_eval(path: str | pathlib.Path) -> tuple[SessionConfig, SimulationConfig]:
+def worker_names(workers: int) -> list[str]:
+    """The runner names of ``workers`` Ray workers, as the session journals them.
+
+    >>> worker_names(2)
+    ['ray_worker_1', 'ray_worker_2']
+    """
+    return [f"ray_worker_{i}" for i in range(1, workers + 1)]
+
+
+def load_sim_eval(path: str | pathlib.Path, *, workers: int | None = None) -> tuple[SessionConfig, SimulationConfig]:
     """The session configuration and the ``simulation`` section of ``path``.
+
+    ``workers``: the Ray workers of the run; the session's ``runner.runners`` (one runner per worker,
+    journaled) are filled in with :func:`worker_names` where the file names none, and must number
+    ``workers`` where it does.
 
     Raises
     ------
@@ -98,6 +111,16 @@ def load_sim_eval(path: str | pathlib.Path) -> tuple[SessionConfig, SimulationCo
     if not isinstance(data, Mapping) or "simulation" not in data:
         raise ConfigError(str(path), "a sim-eval configuration needs a `simulation` section (tasks, policies)")
     rest: dict[str, Any] = {k: v for k, v in data.items() if k != "simulation"}
+    if workers is not None:
+        given = rest.get("runner") or {}
+        runner = dict(given) if isinstance(given, Mapping) else {}
+        named = runner.get("runners")
+        if named and (not isinstance(named, list) or len(named) != workers):
+            raise ConfigError(str(path), f"runner.runners names {named!r}; sim-eval runs {workers} workers "
+                              "(one runner each): name as many, or none")
+        if not named:
+            runner["runners"] = worker_names(workers)
+        rest["runner"] = runner
     session = parse_config(rest, str(path))
     try:
         simulation = SimulationConfig.model_validate(data["simulation"])

@@ -12,8 +12,12 @@ as a runner fault with its category and an error id; its full text goes to the p
 (:class:`~evalstop_ros.runner.errors.ErrorLog`). At the fault limit the session pauses, and
 sim-eval, having no operator to fix anything, aborts it with the reason.
 
-Results enter the tests in the plan's order: a trial is issued only when its predecessor is
-scored (docs/sim_eval.md, "What is valid and why").
+Several workers run at once through the driver's parallel dispatch (one runner per worker,
+``runner.runners``; :meth:`~evalstop_ros.session.driver.TrialDriver.dispatch`): a round stays on
+one worker, each result is journaled when it arrives, and scores enter the tests in the plan's
+order; at the stop the rollouts still in flight are cancelled (their workers released at once) and
+a result that already came back is journaled as after the stop, never used (docs/sim_eval.md,
+"What is valid and why").
 """
 
 from __future__ import annotations
@@ -48,7 +52,8 @@ class SimEvalResult:
     ``rollouts`` counts every rollout run (faults included), ``per_task`` the scored ones per task;
     ``fixed_n`` is the fixed-N batch of the same design (``n_max`` pairs per task and comparison's
     policies); ``rollout_s`` the summed time the workers spent in rollouts, ``wall_s`` the time to
-    the decision.
+    the decision; ``after_stop`` the results journaled after the stop (never used), ``cancelled``
+    the rollouts released at the stop.
     """
 
     session_id: str
@@ -62,6 +67,8 @@ class SimEvalResult:
     rollout_s: float
     comparisons: list[ComparisonSnapshot]
     claims: list[ClaimSnapshot]
+    after_stop: int = 0
+    cancelled: int = 0
 
 
 @contextmanager
@@ -99,6 +106,8 @@ def run_sim_eval(config: SessionConfig, simulation: SimulationConfig, pool: RayP
                  progress: Callable[[str], None] | None = None) -> SimEvalResult:
     """Run the session of ``config`` to its end on ``pool``'s workers (module docstring).
 
+    :param config: The session; ``runner.runners`` names the workers, one per worker of ``pool``
+        (:func:`~.sim_config.load_sim_eval` fills them in).
     :param journal_path: The session journal to create (its directory must exist).
     :param addresses: The policy servers (:func:`served_policies`).
     :param error_log: Where the full text of each failed rollout goes.
@@ -107,53 +116,96 @@ def run_sim_eval(config: SessionConfig, simulation: SimulationConfig, pool: RayP
     if config.scoring != "auto" or config.confirm_reset:
         raise ParallelError("sim-eval needs `scoring: auto` and `confirm_reset: false` (the simulator scores "
                             "and resets its own rollouts)")
+    runners = config.runner.actions
+    if len(runners) != pool.workers:
+        raise ParallelError(f"the session names {len(runners)} runners ({list(runners)}) for {pool.workers} workers")
     say = progress or (lambda line: None)
     prompts = {task.id: task.description or task.id for task in config.tasks}
     journal = Journal.open(journal_path, session_id, config)
     session = EvaluationSession(config, journal, session_id)
     start = time.monotonic()
-    rollouts, faults, rollout_s = 0, 0, 0.0
-    per_task: Counter[str] = Counter()
+    tally = _Tally()
+    held: dict[str, PendingTrial] = {}  # runner -> the trial on its worker
     try:
         session.start()
-        driver = TrialDriver(session)
-        decided = 0
-        while True:
-            upcoming = driver.advance()
-            if upcoming.action is Action.DONE:
-                break
-            if upcoming.action is Action.WAIT and session.state == SessionState.PAUSED:
+        driver = TrialDriver(session, runners=runners)
+        while not driver.finished:
+            if session.state == SessionState.PAUSED:  # the fault limit, and no operator to resume
                 session.abort(f"paused with no operator to resume it: {session.runner_message}")
                 break
-            trial = upcoming.trial
-            if upcoming.action is not Action.RUN or trial is None:
-                raise ParallelError(f"sim-eval cannot go on: the session waits for {upcoming.action.value} "
-                                    f"(trial {trial.trial_id if trial else '-'})")
-            pool.submit(trial.trial_id, _request(trial, simulation, addresses, prompts[trial.task]))
-            results: list[tuple[object, RolloutOutcome]] = []
-            while not results:
-                results = pool.wait(timeout=5.0)
-            for _, outcome in results:
-                rollouts += 1
-                rollout_s += outcome.duration_s
-                message = _message(outcome, error_log, trial)
-                verdict = driver.run_done(trial, outcome.ok, outcome.duration_s, message,
-                                          auto_score=(outcome.success, outcome.progress) if outcome.ok else None)
-                if verdict.verdict is Verdict.RAN:
-                    per_task[trial.task] += 1
-                else:
-                    faults += 1
-                driver.submit_held()
-                say(_line(trial, outcome, message, rollouts, time.monotonic() - start))
-            now = session.status().comparisons_decided
-            if now > decided:
-                decided = now
-                say(f"decided {decided} of {session.status().comparisons_total} tests after {rollouts} rollouts")
-        return SimEvalResult(session_id, journal_path, session.state, rollouts, faults, dict(per_task),
-                             fixed_n_rollouts(config), time.monotonic() - start, rollout_s,
-                             session.comparisons(), session.claims())
+            for work in driver.dispatch():
+                if work.action is not Action.RUN:
+                    raise ParallelError(f"sim-eval cannot go on: {work.runner} waits for {work.action.value}")
+                pool.submit(work.runner, _request(work.trial, simulation, addresses, prompts[work.trial.task]),
+                            worker=runners.index(work.runner))
+                held[work.runner] = work.trial
+            if not held:
+                if driver.finished:
+                    break
+                raise ParallelError("sim-eval cannot go on: no trial to run and the session is not over")
+            for runner, outcome in pool.wait(timeout=5.0):
+                _done(driver, str(runner), held.pop(str(runner)), outcome, error_log, tally, say, start)
+            tally.decisions(session, say)
+        _stop(driver, pool, held, error_log, tally, say, start)
+        return SimEvalResult(session_id, journal_path, session.state, tally.rollouts, tally.faults,
+                             dict(tally.per_task), fixed_n_rollouts(config), time.monotonic() - start,
+                             tally.rollout_s, session.comparisons(), session.claims(), tally.after_stop,
+                             pool.cancelled)
     finally:
         session.close()
+
+
+def _stop(driver: TrialDriver, pool: RayPool, held: dict[str, PendingTrial], error_log: ErrorLog, tally: _Tally,
+          say: Callable[[str], None], start: float) -> None:
+    """At the stop: give up what still runs (journaled), journal what already came back as after the stop
+    (never used), and release the rest at once."""
+    cancelled = driver.stop("the session is decided")
+    for runner, outcome in pool.wait(timeout=0):
+        _done(driver, str(runner), held.pop(str(runner)), outcome, error_log, tally, say, start)
+    for work in cancelled:
+        if pool.cancel(work.runner):
+            held.pop(work.runner, None)
+            say(f"trial {work.trial.trial_id} (task {work.trial.task}, label {work.trial.label}) cancelled on "
+                f"{work.runner} at the stop")
+
+
+def _done(driver: TrialDriver, runner: str, trial: PendingTrial, outcome: RolloutOutcome, error_log: ErrorLog,
+          tally: _Tally, say: Callable[[str], None], start: float) -> None:
+    """Journal one rollout's outcome through the driver (plan order, faults, after the stop) and say it."""
+    message = _message(outcome, error_log, trial)
+    verdict = driver.run_done(trial, outcome.ok, outcome.duration_s, message, runner=runner,
+                              auto_score=(outcome.success, outcome.progress) if outcome.ok else None)
+    tally.count(trial, outcome, verdict.verdict)
+    note = " (after the stop: journaled, not used)" if verdict.verdict is Verdict.AFTER_STOP else ""
+    say(_line(trial, outcome, message, tally.rollouts, time.monotonic() - start) + f" on {runner}{note}")
+
+
+@dataclasses.dataclass
+class _Tally:
+    """Counts of the run, for the result and the progress lines."""
+
+    rollouts: int = 0
+    faults: int = 0
+    after_stop: int = 0
+    rollout_s: float = 0.0
+    decided: int = 0
+    per_task: Counter[str] = dataclasses.field(default_factory=Counter)
+
+    def count(self, trial: PendingTrial, outcome: RolloutOutcome, verdict: Verdict) -> None:
+        self.rollouts += 1
+        self.rollout_s += outcome.duration_s
+        if verdict is Verdict.AFTER_STOP:
+            self.after_stop += 1
+        elif verdict in (Verdict.RAN, Verdict.HELD):
+            self.per_task[trial.task] += 1
+        elif verdict is not Verdict.IGNORED:
+            self.faults += 1
+
+    def decisions(self, session: EvaluationSession, say: Callable[[str], None]) -> None:
+        status = session.status()
+        if status.comparisons_decided > self.decided:
+            self.decided = status.comparisons_decided
+            say(f"decided {self.decided} of {status.comparisons_total} tests after {self.rollouts} rollouts")
 
 
 def _message(outcome: RolloutOutcome, error_log: ErrorLog, trial: PendingTrial) -> str:

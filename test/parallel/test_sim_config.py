@@ -53,3 +53,12 @@ def test_a_task_the_session_lacks_is_refused(tmp_path: pathlib.Path) -> None:
     path.write_text(yaml.safe_dump(data))
     with pytest.raises(ConfigError, match=r"\['lift_moon'\] not in the session's tasks"):
         load_sim_eval(path)
+
+
+def test_each_worker_is_a_runner_of_the_session(tmp_path: pathlib.Path) -> None:
+    session, _ = load_sim_eval(PRESET, workers=3)
+    assert session.runner.actions == ("ray_worker_1", "ray_worker_2", "ray_worker_3")
+    path = _write(tmp_path, {"runner": {"runners": ["gpu_a", "gpu_b"]}})
+    assert load_sim_eval(path, workers=2)[0].runner.actions == ("gpu_a", "gpu_b")  # the file's own names
+    with pytest.raises(ConfigError, match=r"runner.runners names \['gpu_a', 'gpu_b'\]; sim-eval runs 3 workers"):
+        load_sim_eval(path, workers=3)

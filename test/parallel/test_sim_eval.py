@@ -75,7 +75,7 @@ def session(pool: RayPool, tmp_path_factory: pytest.TempPathFactory) -> tuple[Si
         task.update(spread=spread, max_steps=80)
     path = out / "sim_eval.yaml"
     path.write_text(yaml.safe_dump(data))
-    config, simulation = load_sim_eval(path)
+    config, simulation = load_sim_eval(path, workers=2)
     lines: list[str] = []
     killed: list[int] = []
     stop = threading.Event()
