@@ -54,7 +54,7 @@ JAZZY_ENV     := EVALSTOP_VENV=$(JAZZY_VENV) EVALSTOP_INSTALL=$(JAZZY_INSTALL) .
 #: CLI); the whole suite runs under Kilted (docs/testing.md, "Two distributions")
 JAZZY_TESTS   := -m jazzy test/nodes test/launch
 
-.PHONY: venv ros ros-tools ros-jazzy demo demo-policy demo-physics demo-parallel demo-hub demo-hub-ros test check lint bench tables clean
+.PHONY: venv ros ros-tools ros-jazzy demo demo-policy demo-physics demo-sim-eval demo-parallel demo-hub demo-hub-ros test check lint bench tables clean
 
 venv: $(STAMP)
 
@@ -153,6 +153,13 @@ demo-physics: venv ros
 # on one session, ending with the decision, the report and `evalstop audit` VERIFIED.
 demo-parallel: venv ros
 	$(ROS_ENV) tools/parallel_demo.sh
+# Simulated evaluation at scale: `evalstop sim-eval` of two served physics policies on three robosuite
+# tasks with 2 Ray workers on this machine, ending with the decision, the audit (VERIFIED) and the
+# report (tools/demo_sim_eval.sh; docs/sim_eval.md). Its own step of demo-parallel.
+demo-sim-eval: venv
+	tools/install_physics.sh $(VENV)
+	tools/demo_sim_eval.sh $(VENV)
+demo-parallel: demo-sim-eval
 
 # Second demo: the evaluation hub on a local PostgreSQL server with three simulated stations.
 demo-hub: venv

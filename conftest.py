@@ -64,6 +64,8 @@ _LONG_TIMEOUTS = {"test/runner/test_openpi_compat.py": 1500, "test/nodes/test_ro
                   # hubs and stations killed and restarted: a hub restart alone took minutes on a loaded machine
                   "test/hub/test_hub_two_processes.py": 1800, "test/hub/test_hub_ros_stations.py": 1800,
                   "test/hub/test_hub_stations.py": 1800,
+                  # a Ray sim-eval session of about 20 robosuite rollouts, a worker killed and restarted
+                  "test/parallel/test_sim_eval.py": 2400,
                   "test/launch/test_ros2_launch.py::test_eval_launch_sim_policy_finishes_within_ten_minutes": 1800,
                   # 17 Lift rollouts: 480 s beside the other engineers' work (load 17 on 2 cores)
                   "test/runner/test_robosuite_adapter.py::test_the_drawn_grasp_errors_make_grasp_succeed_more_often_"
@@ -118,6 +120,11 @@ _MC_TESTS = {
 #: module: more than about 10 s on a 2-core machine (measured with --durations; docs/testing.md),
 #: or a few seconds each where ``make check`` would pass 3 minutes with them
 _SLOW_TESTS = {
+    # one Ray sim-eval session of robosuite rollouts (minutes), shared by its three tests
+    "test/parallel/test_sim_eval.py": ("test_every_task_is_decided_and_the_claim_established_with_fewer_rollouts",
+                                       "test_a_killed_worker_is_a_fault_and_its_trial_runs_again",
+                                       "test_the_journal_audits_verified_and_reports",
+                                       "test_a_cancelled_rollout_releases_its_worker_at_once"),
     "test/cli/test_cli_rank.py": ("test_categories_with_operator_map",),
     # 3-8 s each: a hub process started twice; the figures in three formats; hubs on PostgreSQL
     "test/hub/test_hub_cli.py": ("test_the_hub_evaluates_as_it_was_started",),
@@ -194,6 +201,7 @@ _JAZZY_TESTS = {
 #: the end of a run and leave the other workers idle until they finish (xdist hands out the
 #: tests in collection order). Only the order changes, and only under pytest-xdist.
 _LONG_FIRST = {
+    "test/parallel/test_sim_eval.py::test_every_task_is_decided_and_the_claim_established_with_fewer_rollouts": 300,
     "test/launch/test_ros2_launch.py::test_eval_launch_sim_policy_finishes_within_ten_minutes": 335,
     "test/nodes/test_robosuite_session.py::test_a_physics_session_stops_for_the_competent_policy_and_audits_verified": 162,
     "test/runner/test_robosuite_adapter.py::test_the_drawn_grasp_errors_make_grasp_succeed_more_often_than_sloppy_"

@@ -29,6 +29,8 @@ setup(
                     # policy_runner: openpi's wire protocol (WebSocket + msgpack), episode videos (ffmpeg)
                     "runner": ["websockets>=13", "msgpack>=1.0", "imageio-ffmpeg>=0.5"],
                     # evalstop hub: the HTTP service and PostgreSQL
-                    "hub": ["fastapi>=0.110", "uvicorn>=0.29", "psycopg[binary]>=3.1", "psycopg-pool==3.3.3"]},
+                    "hub": ["fastapi>=0.110", "uvicorn>=0.29", "psycopg[binary]>=3.1", "psycopg-pool==3.3.3"],
+                    # evalstop sim-eval: rollouts on Ray workers (with the physics extra, tools/install_physics.sh)
+                    "ray": ["ray>=2.9"]},
     entry_points={"console_scripts": ["evalstop = evalstop_ros.cli.main:main"]},
 )

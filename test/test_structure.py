@@ -133,6 +133,7 @@ LAYERS: tuple[frozenset[str], ...] = tuple(frozenset(layer.split()) for layer in
     "active",
     "session",
     "runner",
+    "parallel",
     "audit",
     "report",
     "hub",

@@ -27,6 +27,7 @@ VERBS = {
     "record": "record evalstop's topics to a rosbag2 bag (mcap or sqlite3), where rosbag2 is missing",
     "audit": "verify a recorded session (rosbag or journal): decisions, p-values, protocol",
     "report": "write an HTML report (figures, decisions, letters, savings) and CSV exports of a session",
+    "sim-eval": "run a session of served policies on robosuite tasks, rollouts on Ray workers (local or a cluster)",
     "rank": "rank policies from pairwise A/B comparisons (BT, Davidson, Elo, PROG, task-aware)",
     "hub": "evaluation hub for many stations (serve, add-policy, add-station, revoke, export, analyze, station)",
     "keys": "create operator key files for authenticated scores and session control",
@@ -55,7 +56,7 @@ exit status (every verb; `evalstop VERB --help` says which apply):
 
 def verb_module(name: str) -> ModuleType:
     """The module implementing verb ``name`` (``add_arguments``, ``run``, ``DESCRIPTION``, ``EPILOG``)."""
-    return importlib.import_module(f".{name}", __package__)
+    return importlib.import_module(f".{name.replace('-', '_')}", __package__)
 
 
 class _Parser(argparse.ArgumentParser):

@@ -111,6 +111,11 @@ NOT_RUN = {
     "ros2 bag record": "needs a live session; the QoS overrides file it names is checked to ship",
     "curl": "reads a hub's leaderboard; the hub tests fetch it (test_hub_leaderboard.py)",
     "evalstop audit journal.jsonl --against": "needs two stations' directories; test/hub/test_hub_audit.py runs it",
+    "evalstop sim-eval examples/sim_eval.yaml --workers": "minutes of robosuite rollouts on Ray workers; "
+                                                          "test/parallel/test_sim_eval.py runs a session",
+    "evalstop audit sim_eval_out/s1.db": "audits that sim-eval's journal; test/parallel/test_sim_eval.py audits one",
+    "evalstop report sim_eval_out/s1.db": "reports that sim-eval's journal; test/parallel/test_sim_eval.py reports one",
+    "nice -n 10 python bench/sim_eval_scale.py": "a benchmark of minutes (docs/sim_eval.md gives its results)",
 }
 
 
@@ -194,7 +199,8 @@ def test_the_extraction_finds_the_examples() -> None:
     """Every verb's help has an example; the README's blocks have theirs."""
     helps = help_examples()
     verbs = {command.split()[1] for _, command in helps}
-    assert verbs == {"analyze", "simulate", "step", "adastop", "audit", "report", "rank", "hub", "keys", "record"}
+    assert verbs == {"analyze", "simulate", "step", "adastop", "audit", "report", "rank", "hub", "keys", "record",
+                     "sim-eval"}
     readme = [command for _, command in readme_examples()]
     assert any(c.startswith("evalstop analyze examples/") for c in readme) and len(readme) >= 12
 

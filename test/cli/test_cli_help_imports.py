@@ -21,11 +21,11 @@ from evalstop_ros.cli.main import VERBS, build_parser
 HEAVY = frozenset({
     "scipy", "matplotlib", "torch", "psycopg", "psycopg2", "highspy", "pandas", "sklearn", "sentence_transformers",
     "transformers", "rclpy", "mujoco", "robosuite", "fastapi", "uvicorn", "starlette", "pydantic", "cryptography",
-    "rosbags", "yaml", "PIL", "imageio",
+    "rosbags", "yaml", "PIL", "imageio", "ray",
 })
 #: Our packages above the statistics core, which a help text does not need either.
 OURS_ABOVE_STATS = ("evalstop_ros.session", "evalstop_ros.report", "evalstop_ros.audit", "evalstop_ros.runner",
-                    "evalstop_ros.nodes", "evalstop_ros.active")
+                    "evalstop_ros.nodes", "evalstop_ros.active", "evalstop_ros.parallel")
 
 PROBE = """
 import contextlib, io, json, sys
