@@ -68,7 +68,7 @@ $(STAMP): setup.py constraints.txt $(ROS_REQ)
 	$(PY) -m pip install --quiet --upgrade pip
 	@$(PYTHON) tools/build_progress.py --kind pip --log build/pip-$(notdir $(VENV)).log -- \
 	  $(PY) -m pip install --progress-bar off --constraint constraints.txt \
-	  --editable '.[test,report,categories,active,runner,hub]' --requirement $(ROS_REQ)
+	  --editable '.[test,report,categories,active,runner,hub,ray]' --requirement $(ROS_REQ)
 	rm -f $(VENV)/lib/python3.11/site-packages/ros_wheels_bootstrapper.pth
 	$(PY) tools/ros/fix_wheel_paths.py $(VENV)
 	touch $@
