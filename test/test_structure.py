@@ -313,8 +313,6 @@ def test_the_architecture_diagram_is_the_layer_order() -> None:
 #: the design lives in docs/.  The median over the package, and the longest any one may be.
 MAX_MEDIAN_DOCSTRING = 5
 MAX_DOCSTRING = 25
-#: Modules being rewritten in another branch, over :data:`MAX_DOCSTRING` until then; may only shrink.
-NOT_YET_SHORTENED: frozenset[str] = frozenset({"nodes/station_manager.py"})
 
 
 def _docstring_lines(path: pathlib.Path) -> int:
@@ -330,8 +328,7 @@ def test_module_docstrings_are_short() -> None:
     print(f"module docstrings: {len(ordered)} modules, {sum(ordered)} lines, median {median}, longest {ordered[-1]}")
     assert median <= MAX_MEDIAN_DOCSTRING
     long = {path for path, n in lengths.items() if n > MAX_DOCSTRING}
-    assert long <= NOT_YET_SHORTENED, f"over {MAX_DOCSTRING} lines (design prose goes to docs/): {sorted(long - NOT_YET_SHORTENED)}"
-    assert not NOT_YET_SHORTENED - long, f"shortened, remove from NOT_YET_SHORTENED: {sorted(NOT_YET_SHORTENED - long)}"
+    assert not long, f"over {MAX_DOCSTRING} lines (design prose goes to docs/): {sorted(long)}"
 
 
 def test_the_design_notes_name_modules_that_exist() -> None:

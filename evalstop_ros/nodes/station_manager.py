@@ -1,46 +1,5 @@
 """``station_manager``: one station of an evaluation hub (the node side of
-:class:`~evalstop_ros.station.session.StationSession`).
-
-The node runs no session of its own: it is one station of an evaluation hub (``evalstop hub
-serve``), with ``evaluation_manager``'s topics, services and runner parameters (the plumbing both
-share is :class:`~.manager_base.ManagerNode`'s). :class:`StationManager` translates between ROS and the
-ROS-free station session (:class:`~evalstop_ros.station.session.StationSession`: the hub's
-A/B work under the session's state machine, each result journaled locally first), which
-:class:`~evalstop_ros.station.work.StationWork` keeps supplied and uploads, retrying while the hub
-is unreachable; the session layer's log lines go to the node's ROS log:
-
-* the pending trial goes out blinded on ``trial_request`` (label ``A`` or ``B`` and the task;
-  session id ``hub:<station_id>``) and, as a ``RunTrial`` goal, to the runner -- what the goal
-  names is the arm's policy-server address, sealed for the runner with ``goal_key_file``
-  (:mod:`~evalstop_ros.session.goal_sealing`; a seal key of the station's own), which appears in no
-  topic and no log line; as ``evaluation_manager``, the station holds its goals and pauses while
-  more than one node serves the runner action (:meth:`~.manager_base.ManagerNode.watch_runners`);
-* the trial loop is a session's (:class:`~evalstop_ros.session.driver.TrialDriver` over the
-  station's session), with its rules journaled in the station's journal:
-  a lost goal response is re-sent (same trial and attempt), a runner fault re-runs the trial
-  (next attempt), a silent or vanished runner times out; after ``max_attempts`` faults in a row
-  the station pauses, and the operator resumes it or voids the trial (``correct_score``'s
-  ``ACTION_VOID``: the assignment is given up and the hub requeues it);
-* with ``hub_scoring`` ``auto`` the runner's automatic score (``auto_scored``) is submitted by the
-  node (scorer ``auto:<runner action>``; one that came while paused is held until the station
-  resumes); a run without a valid one, or every run with ``operator``, waits for the operator's
-  ``trial_score`` (teleop_scorer); every score is answered on ``score_ack``;
-* ``session_control`` pauses (no new run starts, no score is taken; e.g. policy_runner's
-  emergency stop), resumes, or aborts the station (the assignment in progress is given up, no new
-  work is leased, the journaled results are still uploaded, then the node ends as a finished
-  session does);
-* ``session_status`` says what the station does (``hub:waiting_for_work``,
-  ``hub:running:awaiting_run`` / ``awaiting_score``, ``hub:paused``, ``hub:finished``,
-  ``hub:aborted``); ``/diagnostics`` is WARN with the reason and the retry time while the hub is
-  unreachable or refuses.
-
-Parameters (besides the runner's, :func:`~.manager_parameters.declare_runner_parameters`):
-``hub_url``, ``station_id``, ``hub_key_file`` (the key is read from that file or
-``$EVALSTOP_HUB_KEY``; it is no parameter and is never logged), ``hub_trials``, ``hub_scoring``,
-``hub_run_timeout``; an empty ``runner_action`` means ``run_trial``. The node authenticates no
-operator messages (``operator_keys_file`` is ``evaluation_manager``'s; a station's scores never
-were). The local journal is ``journal_dir/hub-<station_id>/station.db`` (the standard journal,
-:mod:`~evalstop_ros.hub.station_journal`).
+:class:`~evalstop_ros.station.session.StationSession`); topics, rules and parameters: docs/nodes.md.
 """
 
 from __future__ import annotations
