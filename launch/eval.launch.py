@@ -44,8 +44,6 @@ HORIZONS = {'sim': 400, 'sim_policy': 60, 'droid': 400, 'widowx': 400}
 CONFIRMED = ('sim_policy', 'droid', 'widowx')
 #: default camera map of the DROID adapter (policy_runner's droid.cameras): set your ZED serials
 DROID_CAMERAS = '[<serial>_left=exterior_image_1_left]'
-#: the scripted policy servers of robot:=sim_policy (ports as in config/sim_policy_servers.yaml)
-SIM_POLICY_SERVERS = {'good': '8101', 'bad': '8102'}
 
 
 def generate_launch_description():
@@ -53,18 +51,25 @@ def generate_launch_description():
     namespace = LaunchConfiguration('namespace')
     preset = PythonExpression([repr(PRESETS), "['", robot, "']"])
     served = PythonExpression(["'", robot, "' in ('sim_policy', 'droid', 'widowx')"])
+    # the scripted policy servers of robot:=sim_policy (ports as in config/sim_policy_servers.yaml)
     policy_servers = [
         evalstop_node(
             'policy_server', tty=False,
             arguments=['--policy', kind, '--port', port],
             condition=IfCondition(PythonExpression(["'", robot, "' == 'sim_policy'"])),
         )
-        for kind, port in SIM_POLICY_SERVERS.items()
+        for kind, port in (('good', LaunchConfiguration('good_port')), ('bad', LaunchConfiguration('bad_port')))
     ]
     return LaunchDescription([
         DeclareLaunchArgument('robot', default_value='sim', choices=list(PRESETS),
                               description='Robot: sim (starts sim_robot), sim_policy (policy servers + '
                                           'policy_runner on a simulated arm), droid or widowx (policy_runner).'),
+        DeclareLaunchArgument('good_port', default_value='8101',
+                              description="robot:=sim_policy: port of the 'good' scripted policy server "
+                                          '(as servers_file says).'),
+        DeclareLaunchArgument('bad_port', default_value='8102',
+                              description="robot:=sim_policy: port of the 'bad' scripted policy server "
+                                          '(as servers_file says).'),
         DeclareLaunchArgument('servers_file',
                               default_value=PathJoinSubstitution([
                                   FindPackageShare('evalstop'), 'config',

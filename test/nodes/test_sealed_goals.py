@@ -219,7 +219,10 @@ def test_sealed_goals_leak_no_policy_before_the_reveal(start_node: Any, probe: A
         resume = SessionControl.Request(command=SessionControl.Request.COMMAND_RESUME, reason="eavesdropper gone")
         assert probe.call(SessionControl, "session_control", resume).ok
         probe.spin_until(lambda: statuses[-1].trials_done >= 4, 240.0, "two more trials scored")
-        assert statuses[-1].state == SessionStatus.STATE_RUNNING  # not ended: the key is still secret
+        # paused, so that the session cannot finish (and reveal) during the slow checks below
+        pause = SessionControl.Request(command=SessionControl.Request.COMMAND_PAUSE, reason="the leak checks")
+        assert probe.call(SessionControl, "session_control", pause).ok
+        probe.spin_until(lambda: statuses[-1].state == SessionStatus.STATE_PAUSED, 60.0, "paused")  # the key still secret
         probe.spin_for(1.0)
 
         # before the reveal: nothing on any topic, in any file another user can read, in any command line
