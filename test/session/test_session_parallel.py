@@ -148,22 +148,63 @@ def test_a_restart_with_results_waiting_reproduces_the_plan_order(tmp_path: path
     sim.audit_verified(path)
 
 
-def test_an_operator_scores_in_plan_order(tmp_path: pathlib.Path) -> None:
+def test_an_operator_score_for_a_later_trial_is_held_for_its_turn(tmp_path: pathlib.Path) -> None:
     path = tmp_path / "operator.db"
     with open_session(path, scoring="operator") as session:
         driver = TrialDriver(session, runners=ARMS[:2])
         first, other = driver.dispatch()  # round 1 on the first arm, round 2 on the other
         assert (first.trial.trial_id, other.trial.trial_id) == (1, 3) and first.runner != other.runner
         driver.run_done(other.trial, True, 1.0, runner=other.runner)
-        refused = session.submit_score(3, other.trial.token, True, 1.0, operator="op")
-        assert not refused.accepted and "trial 1 first" in refused.reason
+        held = session.submit_score(3, other.trial.token, True, 1.0, operator="op")
+        assert held.accepted and not held.duplicate and "held until trial 1 is scored" in held.reason
+        assert session.submit_score(3, other.trial.token, True, 1.0, operator="op").duplicate  # a re-send
+        changed = session.submit_score(3, other.trial.token, False, 0.0, operator="op")
+        assert not changed.accepted and "held" in changed.reason
+        assert session.status().trials_scored == 0
         driver.run_done(first.trial, True, 1.0, runner=first.runner)
         assert session.submit_score(1, first.trial.token, False, 0.2, operator="op").accepted
+        assert session.status().trials_scored == 1  # trial 2 is not scored yet: 3 still waits
         second = next(w for w in driver.dispatch() if w.runner == first.runner)
         assert (second.runner, second.trial.trial_id) == (first.runner, 2)
         driver.run_done(second.trial, True, 1.0, runner=second.runner)
         assert session.submit_score(2, second.trial.token, True, 1.0, operator="op").accepted
-        assert session.submit_score(3, other.trial.token, True, 1.0, operator="op").accepted
+        assert session.status().trials_scored == 3
+        resent = session.submit_score(3, other.trial.token, True, 1.0, operator="op")
+        assert resent.accepted and resent.duplicate
+    events = read_journal(path).events
+    scored = [(e.kind, e.trial_id, e.payload.get("held", False)) for e in events
+              if e.kind in ("score_held", "score_accepted")]
+    assert scored == [("score_held", 3, False), ("score_accepted", 1, False), ("score_accepted", 2, False),
+                      ("score_accepted", 3, True)]
+
+
+def test_a_held_score_survives_a_crash_and_enters_after_its_predecessors(tmp_path: pathlib.Path) -> None:
+    path = tmp_path / "held.db"
+    with open_session(path, scoring="operator") as session:
+        driver = TrialDriver(session, runners=ARMS[:2])
+        first, other = driver.dispatch()
+        driver.run_done(other.trial, True, 1.0, runner=other.runner)
+        assert session.submit_score(3, other.trial.token, True, 0.9, operator="op").accepted
+        driver.run_done(first.trial, True, 1.0, runner=first.runner)
+        assert session.submit_score(1, first.trial.token, True, 1.0, operator="op").accepted
+    # crash: the held score is in the journal alone
+    with open_session(path, scoring="operator") as session:
+        assert session.status().trials_scored == 1
+        driver = TrialDriver(session, runners=ARMS[:2])
+        second = next(w for w in driver.dispatch() if w.trial.trial_id == 2)
+        session.pause("the operator steps away")
+        assert session.void_score(2, "the scene was knocked over before the run").applied
+        assert session.status().trials_scored == 1  # paused: the held score waits
+        session.resume()
+        assert session.status().trials_scored == 2
+        record = {t.trial_id: t for t in session.open_trials()}
+        assert 3 not in record and second.trial.trial_id not in record
+    with open_session(path, scoring="operator") as session:  # offline = live
+        assert session.status().trials_scored == 2
+    events = read_journal(path).events
+    released = [e for e in events if e.kind == "score_accepted" and e.trial_id == 3]
+    assert len(released) == 1 and released[0].payload["held"] is True
+    assert released[0].payload["submission"]["progress"] == 0.9
 
 
 def test_a_failed_run_is_retried_on_its_runner(tmp_path: pathlib.Path) -> None:
