@@ -171,11 +171,43 @@ def test_an_operator_score_for_a_later_trial_is_held_for_its_turn(tmp_path: path
         assert session.status().trials_scored == 3
         resent = session.submit_score(3, other.trial.token, True, 1.0, operator="op")
         assert resent.accepted and resent.duplicate
+        session.abort("enough for this test")
+        driver.stop("aborted")
     events = read_journal(path).events
     scored = [(e.kind, e.trial_id, e.payload.get("held", False)) for e in events
               if e.kind in ("score_held", "score_accepted")]
     assert scored == [("score_held", 3, False), ("score_accepted", 1, False), ("score_accepted", 2, False),
                       ("score_accepted", 3, True)]
+    sim.audit_verified(path)
+
+
+def test_operator_scores_sent_in_completion_order_decide_as_a_serial_session(tmp_path: pathlib.Path) -> None:
+    path = tmp_path / "completion.db"
+    operator = {"scoring": "operator"}
+    with open_session(path, **operator) as session:
+        driver = TrialDriver(session, runners=ARMS)
+        clock, running = 0.0, {}
+        while not driver.finished:
+            for work in driver.dispatch():
+                success, _ = sim.outcome(work.trial.policy_id, work.trial.trial_id, RATES)
+                running[work.runner] = (clock + slow_failures(success, work.trial.trial_id), work.trial)
+            runner = min(running, key=lambda r: running[r][0])
+            clock, trial = running.pop(runner)
+            driver.run_done(trial, True, clock, runner=runner)
+            success, progress = sim.outcome(trial.policy_id, trial.trial_id, RATES)
+            outcome = session.submit_score(trial.trial_id, trial.token, success, progress, operator="op")
+            assert outcome.accepted or driver.finished, outcome.reason  # at once, whatever came first
+        live = [(c.decision.name, c.n, c.stopping_trial) for c in session.comparisons()]
+        driver.stop("the session is decided")
+    assert live == serial_decisions(tmp_path / "serial.db")
+    events = read_journal(path).events
+    assert any(e.kind == "score_held" for e in events), "three arms with slow failures: some score waited"
+    assert not any(e.kind == "score_rejected" for e in events)
+    scored = [e.trial_id for e in events if e.kind == "score_accepted"]
+    assert scored == sorted(scored)
+    offline = offline_decisions(sim.make_config(**{**AUTO, **operator}), path)
+    assert [(r.result.decision.name, r.result.n_observed, r.result.stopping_trial) for r in offline] == live
+    sim.audit_verified(path)
 
 
 def test_a_held_score_survives_a_crash_and_enters_after_its_predecessors(tmp_path: pathlib.Path) -> None:
