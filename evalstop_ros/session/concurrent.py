@@ -109,7 +109,8 @@ class ConcurrentTrials(JournalReplay):
 
     @_locked
     def record_cancel(self, trial_id: int, runner: str, reason: str) -> None:
-        """Journal that open trial ``trial_id`` was given up on ``runner`` at the stop (``trial_cancelled``)."""
+        """Journal that trial ``trial_id`` was given up on ``runner`` (``trial_cancelled``): open at the stop,
+        or voided during its run."""
         self._known_trial(trial_id)
         self._commit("trial_cancelled", trial_id, runner=str(runner)[:256], reason=str(reason)[:256])
 

@@ -239,6 +239,45 @@ def test_a_held_score_survives_a_crash_and_enters_after_its_predecessors(tmp_pat
     assert released[0].payload["submission"]["progress"] == 0.9
 
 
+def test_voiding_a_trial_on_a_runner_cancels_its_run_there(tmp_path: pathlib.Path) -> None:
+    path = tmp_path / "void.db"
+    with open_session(path, scoring="operator") as session:
+        driver = TrialDriver(session, runners=ARMS[:2])
+        first, other = driver.dispatch()
+        assert driver.cancel_voided() == []  # nothing voided: nothing cancelled
+        assert session.void_score(3, "the arm bumped the table").applied
+        cancelled = driver.cancel_voided()
+        assert [(w.runner, w.trial.trial_id) for w in cancelled] == [(other.runner, 3)]
+        assert driver.cancel_voided() == []  # once
+        assert driver.dispatch() == []  # the arm holds until its cancelled run reports
+        ended = driver.run_done(other.trial, False, 0.4, "goal canceled", runner=other.runner)
+        assert ended.verdict is Verdict.IGNORED
+        assert [(w.runner, w.trial.trial_id) for w in driver.dispatch()] == [(other.runner, 4)]
+        assert session.runner_faults == 0  # a cancelled run is no fault of the runner
+    events = read_journal(path).events
+    assert [(e.trial_id, e.payload["runner"]) for e in events if e.kind == "trial_cancelled"] == [(3, other.runner)]
+    assert not any(e.kind == "runner_result" and e.trial_id == 3 for e in events)
+
+
+def test_a_dead_workers_retry_goes_to_a_live_idle_one(tmp_path: pathlib.Path) -> None:
+    with open_session(tmp_path / "elsewhere.db") as session:
+        driver = TrialDriver(session, runners=ARMS[:2])
+        (first,) = driver.dispatch([ARMS[0]])  # the other worker idles
+        assert first.trial.trial_id == 1 and driver.retry_elsewhere(ARMS[0]) is None  # it runs: 2 stays
+        assert driver.run_done(first.trial, False, 2.0, "robot fault", runner=ARMS[0]).verdict is Verdict.RETRY
+        assert driver.retry_elsewhere(ARMS[0], down=[ARMS[1]]) is None  # no live runner to take it
+        assert driver.retry_elsewhere(ARMS[0]) == ARMS[1]
+        moved = driver.dispatch([ARMS[1]])
+        assert [(w.runner, w.trial.trial_id, w.trial.attempt) for w in moved] == [(ARMS[1], 1, 2)]
+        driver.run_done(moved[0].trial, True, 1.0, auto_score=(True, 1.0), runner=ARMS[1])
+        assert [(w.runner, w.trial.trial_id) for w in driver.dispatch([ARMS[1]])] == [(ARMS[1], 2)]  # its round
+        assert [w.trial.trial_id for w in driver.dispatch([ARMS[0]])] == [3]  # the dead one, back: the next round
+        assert session.status().trials_scored == 1
+    runs = [(e.trial_id, e.payload["runner"], e.payload["attempt"])
+            for e in read_journal(tmp_path / "elsewhere.db").events if e.kind == "trial_dispatched"]
+    assert runs == [(1, ARMS[0], 1), (1, ARMS[1], 2), (2, ARMS[1], 1), (3, ARMS[0], 1)]
+
+
 def test_a_failed_run_is_retried_on_its_runner(tmp_path: pathlib.Path) -> None:
     with open_session(tmp_path / "retry.db") as session:
         driver = TrialDriver(session, runners=ARMS[:2])
