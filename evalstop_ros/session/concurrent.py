@@ -5,7 +5,8 @@ runner each, while earlier ones still run.  The plan stays what a serial session
 trials are requested in plan order (``trial_requested``, exactly the serial schedule's next
 trial), and their scores enter the tests in that order, because only the *head* trial (the
 earliest open one, :meth:`~.schedule.Schedule.pending`) is scored; a later trial's result waits
-in the journal (``runner_result`` with its automatic score) until its predecessors are closed.
+in the journal (``runner_result`` with its automatic score, or an operator's ``score_held``) until
+its predecessors are closed.
 docs/parallel.md proves that the tests then see what a serial session with the same plan sees,
 whatever the durations.
 

@@ -347,7 +347,9 @@ class EvaluationSession(ScoreEdits, ConcurrentTrials):
         recorded; ``success`` not a bool; ``progress`` not finite or outside [0, 1];
         ``preference`` not ``""``, ``"="`` or a label of the trial's round.  A valid score that
         can feed no undecided test (its policy's tests, on its task for a per-task claim) is
-        journaled as ``post_decision_score`` and fed to no test.
+        journaled as ``post_decision_score`` and fed to no test.  A valid score for an open trial that is
+        not the pending one (several runners) is journaled as ``score_held`` and enters the tests when
+        every earlier trial is scored or voided (docs/parallel.md).
 
         ``operator``, ``notes`` and ``preference`` (the operator's preferred label in the round,
         RoboArena-style; stored, not tested) are journaled with the score; so are, in a ``design:
