@@ -230,7 +230,7 @@ class TrialMachine:
             self._commit("score_held", trial_id, submission=submission, until=head)
             logger.info("trial %d (label %s): score held until trial %d is scored", trial_id, record.label, head)
             return ScoreOutcome(True, False, f"trial {trial_id}: score held until trial {head} is scored "
-                                "(scores enter in plan order)")
+                                "(scores enter in plan order)", held=True)
         return accept(record, submission)
 
     def reject(self, trial_id: object, submission: dict[str, Any], reason: str) -> ScoreOutcome:

@@ -91,9 +91,8 @@ def test_a_score_waits_for_its_turn_and_a_voided_run_is_cancelled_on_its_arm(
         "config_file": str(config), "session_id": "s1", "journal_dir": str(tmp_path / "journals"),
         "journal_fsync": False, "exit_on_finish": True, "exit_linger": 4.0})
     probe.hear()
-    # arm_1's rollouts last far longer than the test waits for anything; arm_2's end at once
-    for arm, duration in zip(ARMS, (240.0, 0.2), strict=True):
-        start_node("sim_robot", ns=f"{namespace}/{arm}", params={
+    def arm(name: str, duration: float) -> None:
+        start_node("sim_robot", ns=f"{namespace}/{name}", params={
             "policies": ["policy_a", "policy_b"], "success_rates": [0.5, 0.5], "auto_score": False,
             "duration": duration})
 
@@ -101,7 +100,10 @@ def test_a_score_waits_for_its_turn_and_a_voided_run_is_cancelled_on_its_arm(
         return probe.spin_until(lambda: next((r for r in requests if r.trial_id == trial_id), None), 60.0,
                                 f"trial {trial_id} requested")
 
-    slow, fast = request(1), request(3)  # round 1 on arm_1, round 2 on arm_2
+    arm(ARMS[0], 240.0)  # far longer than the test waits for anything
+    slow = request(1)  # round 1 on arm_1, the only runner yet
+    arm(ARMS[1], 0.2)
+    fast = request(3)  # round 2 on arm_2
     assert (slow.reset_instructions.split(":")[0], fast.reset_instructions.split(":")[0]) == (
         f"On {ARMS[0]}/run_trial", f"On {ARMS[1]}/run_trial")
     manager.wait_for(r"trial 3 \(label \w+\) run ok", timeout=60.0)

@@ -156,7 +156,7 @@ def test_an_operator_score_for_a_later_trial_is_held_for_its_turn(tmp_path: path
         assert (first.trial.trial_id, other.trial.trial_id) == (1, 3) and first.runner != other.runner
         driver.run_done(other.trial, True, 1.0, runner=other.runner)
         held = session.submit_score(3, other.trial.token, True, 1.0, operator="op")
-        assert held.accepted and not held.duplicate and "held until trial 1 is scored" in held.reason
+        assert held.accepted and held.held and not held.duplicate and "held until trial 1 is scored" in held.reason
         assert session.submit_score(3, other.trial.token, True, 1.0, operator="op").duplicate  # a re-send
         changed = session.submit_score(3, other.trial.token, False, 0.0, operator="op")
         assert not changed.accepted and "held" in changed.reason
