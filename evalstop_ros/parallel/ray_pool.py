@@ -102,7 +102,10 @@ class RayPool:
         deadline = time.monotonic() + timeout
         while True:
             try:
-                return int(self.ray.get(self.actors[index].pid.remote(), timeout=max(deadline - time.monotonic(), 0.1)))
+                pid = int(self.ray.get(self.actors[index].pid.remote(), timeout=max(deadline - time.monotonic(), 0.1)))
+                self._failed.discard(index)  # it answered: up
+                self._probes.pop(index, None)
+                return pid
             except self.ray.exceptions.ActorUnavailableError:  # restarting: not up yet (polled)
                 if time.monotonic() > deadline:
                     raise ParallelError(f"worker {index} did not come back within {timeout:g} s") from None
@@ -138,8 +141,6 @@ class RayPool:
         index = next((i for i in idle if i not in self._failed), idle[0])
         if index in self._failed:  # killed or died: restarted by Ray; a call before it is up would fail
             self._pid(index, 300.0)
-            self._failed.discard(index)
-            self._probes.pop(index, None)
         self._busy[index] = (key, self.actors[index].run.remote(request), time.monotonic())
         return index
 
