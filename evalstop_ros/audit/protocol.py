@@ -64,6 +64,8 @@ class ProtocolChecks(VerifierState):
                     claimed = claimed if isinstance(claimed, int) and not isinstance(claimed, bool) else None
                     outcome = {"score_accepted": "accepted", "post_decision_score": "accepted (post-decision)",
                                "score_duplicate": "duplicate", "score_rejected": "rejected"}[event.kind]
+                    if event.payload.get("held") is True:
+                        outcome += " (held for its turn)"
                     if event.kind == "score_rejected":
                         outcome += f": {event.payload.get('reason', '')}"
                     out.append((pos, event.stamp_ns, claimed, _submission(event.payload), outcome, "journal"))
@@ -133,7 +135,8 @@ class ProtocolChecks(VerifierState):
         refused: Counter[str] = Counter()
         macs = 0
         for event, pos in zip(self.events, self.positions):
-            if self.operator_keys is not None and event.kind in _SCORE_KINDS and event.kind != "score_rejected":
+            signed = (*_SCORE_KINDS, "score_held")  # a held score carries its request's signature
+            if self.operator_keys is not None and event.kind in signed and event.kind != "score_rejected":
                 auth = event.payload.get("auth")
                 if isinstance(auth, dict) and auth.get("kind") == "trial_score":
                     problem = signed_score_problem(self.operator_keys, self.record.session_id, int(event.trial_id or 0),

@@ -235,6 +235,7 @@ class EvaluationManager(ManagerParameters, ManagerNode):
         """Several runners (docs/parallel.md): every free runner whose server is there gets its trial of the
         plan (:meth:`TrialDriver.dispatch`); at the stop what still runs is cancelled, its result journaled
         as after the stop."""
+        self._cancel_voided(driver)
         ready = [a for a, link in self._links.items() if link.trial is None and link.client.server_is_ready()]
         for work in driver.dispatch(ready):
             self._publisher.request(work.trial, work.runner)  # the operator learns which arm, never which policy
@@ -253,6 +254,14 @@ class EvaluationManager(ManagerParameters, ManagerNode):
                                        "stop (its result, if it comes, is journaled as after the stop)")
                 self._links[work.runner].cancel_and_report()
             self._end()
+
+    def _cancel_voided(self, driver: TrialDriver) -> None:
+        """Cancel, on its runner, every run whose trial was voided (:meth:`TrialDriver.cancel_voided`): the
+        runner holds the arm; its result, when it comes, frees the runner."""
+        for work in driver.cancel_voided():
+            self.get_logger().info(f"trial {work.trial.trial_id}: voided during its run; canceled on runner "
+                                   f"'{work.runner}'")
+            self._links[work.runner].cancel_and_report()
 
     def _parallel_done(self, runner: str, trial: PendingTrial, result: RunResult) -> None:
         """One runner's result (:meth:`TrialDriver.run_done` with its runner); move on."""
@@ -418,6 +427,8 @@ class EvaluationManager(ManagerParameters, ManagerNode):
         response.ok, response.message = apply_correction(session, request)
         if not response.ok:
             self.get_logger().warning(f"correct_score refused for trial {request.trial_id}: {response.message}")
+        elif self._links and self._driver is not None:
+            self._cancel_voided(self._driver)  # several runners: the voided trial's run, wherever it is
         elif self._running is not None and session is not None:
             pending = session.pending_trial()
             if pending is None or pending.trial_id != self._running.trial_id:

@@ -6,8 +6,9 @@ output not forwarded, Ray's own logging at ERROR), and one :class:`~.rollout.Rol
 per worker (``max_restarts=-1``: Ray restarts an actor whose process died). A rollout in flight on
 a worker that dies comes back as a failed :class:`~.rollout.RolloutOutcome` ("robot fault", the
 worker named in its private text): the session journals it as a fault and runs the trial again
-(the runner's fault rule, :class:`~evalstop_ros.session.driver.TrialDriver`) once the restarted
-worker is up (or, when no worker is named, on an idle one that did not just fail).
+(the runner's fault rule, :class:`~evalstop_ros.session.driver.TrialDriver`) on a live idle worker
+if there is one (:meth:`RayPool.up` tells without waiting whether a worker is back), else once the
+restarted worker is up.
 :meth:`RayPool.cancel` releases a rollout at once:
 a rollout not started is cancelled, a running one's actor is killed (and restarted, its
 simulations rebuilt on demand): a sync actor's running call cannot be interrupted otherwise.
@@ -71,6 +72,7 @@ class RayPool:
         self.actors: list[Any] = [actor.remote() for _ in range(workers)]
         self._busy: dict[int, tuple[Hashable, Any, float]] = {}  # actor index -> (key, object ref, submitted)
         self._failed: set[int] = set()  # actors whose last rollout died with them
+        self._probes: dict[int, Any] = {}  # a failed actor -> the call that tells when Ray restarted it (:meth:`up`)
         #: Rollouts lost with a worker (each came back as a failed outcome), and rollouts cancelled.
         self.worker_deaths = 0
         self.cancelled = 0
@@ -100,11 +102,32 @@ class RayPool:
         deadline = time.monotonic() + timeout
         while True:
             try:
-                return int(self.ray.get(self.actors[index].pid.remote(), timeout=max(deadline - time.monotonic(), 0.1)))
+                pid = int(self.ray.get(self.actors[index].pid.remote(), timeout=max(deadline - time.monotonic(), 0.1)))
+                self._failed.discard(index)  # it answered: up
+                self._probes.pop(index, None)
+                return pid
             except self.ray.exceptions.ActorUnavailableError:  # restarting: not up yet (polled)
                 if time.monotonic() > deadline:
                     raise ParallelError(f"worker {index} did not come back within {timeout:g} s") from None
                 time.sleep(0.2)
+
+    def up(self, index: int) -> bool:
+        """Worker ``index`` can take a rollout now; a worker that died (or was killed) is asked without
+        waiting, until Ray has restarted it."""
+        if index not in self._failed:
+            return True
+        try:
+            probe = self._probes.setdefault(index, self.actors[index].pid.remote())
+            ready, _ = self.ray.wait([probe], timeout=0)
+            if not ready:
+                return False
+            del self._probes[index]
+            self.ray.get(probe)
+        except self.ray.exceptions.RayError:  # still restarting: asked again next time
+            self._probes.pop(index, None)
+            return False
+        self._failed.discard(index)
+        return True
 
     def submit(self, key: Hashable, request: RolloutRequest, *, worker: int | None = None) -> int:
         """Run ``request`` on worker ``worker``, or on an idle one (one that did not just fail, if any); its index."""
@@ -118,7 +141,6 @@ class RayPool:
         index = next((i for i in idle if i not in self._failed), idle[0])
         if index in self._failed:  # killed or died: restarted by Ray; a call before it is up would fail
             self._pid(index, 300.0)
-            self._failed.discard(index)
         self._busy[index] = (key, self.actors[index].run.remote(request), time.monotonic())
         return index
 

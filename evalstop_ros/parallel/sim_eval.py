@@ -34,7 +34,7 @@ from ..runner.client import ServerAddress
 from ..runner.errors import Category, ErrorLog, operator_message
 from ..runner.server import PolicyServer
 from ..session import EvaluationSession, SessionConfig
-from ..session.driver import Action, TrialDriver, Verdict
+from ..session.driver import Action, Dispatch, TrialDriver, Verdict
 from ..session.journal import Journal
 from ..session.values import ClaimSnapshot, ComparisonSnapshot, PendingTrial, SessionState
 from .errors import ParallelError
@@ -133,7 +133,7 @@ def run_sim_eval(config: SessionConfig, simulation: SimulationConfig, pool: RayP
             if session.state == SessionState.PAUSED:  # the fault limit, and no operator to resume
                 session.abort(f"paused with no operator to resume it: {session.runner_message}")
                 break
-            for work in driver.dispatch():
+            for work in _dispatch(driver, pool, runners, held):
                 if work.action is not Action.RUN:
                     raise ParallelError(f"sim-eval cannot go on: {work.runner} waits for {work.action.value}")
                 pool.submit(work.runner, _request(work.trial, simulation, addresses, prompts[work.trial.task]),
@@ -153,6 +153,17 @@ def run_sim_eval(config: SessionConfig, simulation: SimulationConfig, pool: RayP
                              pool.cancelled)
     finally:
         session.close()
+
+
+def _dispatch(driver: TrialDriver, pool: RayPool, runners: tuple[str, ...], held: dict[str, PendingTrial]
+              ) -> list[Dispatch]:
+    """The next rollouts, on live workers first: a dead worker's retry goes to a live idle one (a fault
+    retried elsewhere); only when nothing else runs does a dead one's work wait for Ray to restart it."""
+    down = [runner for index, runner in enumerate(runners) if not pool.up(index)]
+    for runner in down:
+        driver.retry_elsewhere(runner, down)
+    work = driver.dispatch([runner for runner in runners if runner not in down])
+    return work if work or held else driver.dispatch()
 
 
 def _stop(driver: TrialDriver, pool: RayPool, held: dict[str, PendingTrial], error_log: ErrorLog, tally: _Tally,

@@ -5,7 +5,8 @@ runner each, while earlier ones still run.  The plan stays what a serial session
 trials are requested in plan order (``trial_requested``, exactly the serial schedule's next
 trial), and their scores enter the tests in that order, because only the *head* trial (the
 earliest open one, :meth:`~.schedule.Schedule.pending`) is scored; a later trial's result waits
-in the journal (``runner_result`` with its automatic score) until its predecessors are closed.
+in the journal (``runner_result`` with its automatic score, or an operator's ``score_held``) until
+its predecessors are closed.
 docs/parallel.md proves that the tests then see what a serial session with the same plan sees,
 whatever the durations.
 
@@ -109,7 +110,8 @@ class ConcurrentTrials(JournalReplay):
 
     @_locked
     def record_cancel(self, trial_id: int, runner: str, reason: str) -> None:
-        """Journal that open trial ``trial_id`` was given up on ``runner`` at the stop (``trial_cancelled``)."""
+        """Journal that trial ``trial_id`` was given up on ``runner`` (``trial_cancelled``): open at the stop,
+        or voided during its run."""
         self._known_trial(trial_id)
         self._commit("trial_cancelled", trial_id, runner=str(runner)[:256], reason=str(reason)[:256])
 

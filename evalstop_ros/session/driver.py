@@ -165,6 +165,7 @@ class TrialDriver:
         self.runners = RunnerCheck()
         #: The same rule per runner, with several (:meth:`check`).
         self.checks: dict[str, RunnerCheck] = {}
+        self._voided_runs: set[tuple[str, int]] = set()  # runs cancelled because their trial was voided
 
     @property
     def max_attempts(self) -> int:
@@ -392,6 +393,30 @@ class TrialDriver:
             return None
         pool.reserve(runner, trials)
         return trial
+
+    def retry_elsewhere(self, runner: str, down: Collection[str] = ()) -> str | None:
+        """``runner`` cannot run now (a simulated worker that died): its reserved trials, the failed run's retry
+        first, go to a free runner with nothing reserved that is not ``down``; the recipient (``None``: they
+        stay). For identical simulated workers only: a robot's round stays on its robot (docs/parallel.md)."""
+        _, pool = self._parallel()
+        recipient = pool.hand_over(runner, down)
+        if recipient is not None:
+            logger.info("the trials reserved for %s go to %s (it is down)", runner, recipient)
+        return recipient
+
+    def cancel_voided(self) -> list[Dispatch]:
+        """The runs still on a runner whose trial was voided meanwhile, each journaled once (``trial_cancelled``):
+        cancel them there (the runner holds the arm). Their results, when they come, free the runner and are
+        not used (:meth:`run_done`); until then the runner gets no other trial."""
+        session, pool = self._parallel()
+        out = []
+        for runner, trial in list(pool.running.items()):
+            if session.trial_phase(trial.trial_id) or (runner, trial.trial_id) in self._voided_runs:
+                continue
+            self._voided_runs.add((runner, trial.trial_id))
+            session.record_cancel(trial.trial_id, runner, "the trial was voided during its run")
+            out.append(Dispatch(runner, trial, Action.RUN))
+        return out
 
     def stop(self, reason: str) -> list[Dispatch]:
         """At the stop, give up every open trial (journaled ``trial_cancelled``: on a runner, reserved for one,

@@ -83,6 +83,7 @@ class ScoreEdits(JournalReplay):
         self._commit("void", trial_id, **payload)
         logger.info("trial %d (label %s) voided: %s", trial_id, record.label, reason)
         self._settle()
+        self._release_held()  # a later trial's score held for this one's
         return EditOutcome(True, f"trial {trial_id} voided; {self._rerun_note(record)}", trial_id)
 
     def _rerun_note(self, record: TrialRecord) -> str:

@@ -29,6 +29,7 @@ KINDS = frozenset({
     "reset_confirmed",
     "runner_result",
     "score_accepted",
+    "score_held",
     "score_rejected",
     "score_duplicate",
     "post_decision_score",

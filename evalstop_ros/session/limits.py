@@ -27,7 +27,7 @@ LOG_WINDOW_S = 60.0
 #: Events a request causes directly (the first one carries the request's ``auth``); derived events
 #: (decisions, the next trial, the reveal) never do.
 REQUEST_KINDS = frozenset({"started", "paused", "resumed", "aborted", "score_accepted", "post_decision_score",
-                           "score_rejected", "score_duplicate", "correction", "void"})
+                           "score_held", "score_rejected", "score_duplicate", "correction", "void"})
 
 
 def bounded(value: object, limit: int = SUMMARY_CHARS) -> object:

@@ -40,7 +40,8 @@ __all__ = ["Commit", "TrialMachine"]
 logger = logging.getLogger(__name__)
 
 #: The event kinds :meth:`TrialMachine.apply` folds.
-KINDS = frozenset({"started", "paused", "resumed", "aborted", "finished", "trial_requested", "runner_result"})
+KINDS = frozenset({"started", "paused", "resumed", "aborted", "finished", "trial_requested", "runner_result",
+                   "score_held"})
 
 
 class Commit(Protocol):
@@ -171,6 +172,7 @@ class TrialMachine:
                      notes: str = "", *, preference: str = "", instruction: str = "", pair_invalid: bool = False,
                      form_problem: Callable[[], str | None] = lambda: None,
                      value_problem: Callable[[TrialRecord], str | None] = lambda record: None,
+                     held_until: Callable[[TrialRecord], int | None] = lambda record: None,
                      accept: Callable[[TrialRecord, dict[str, Any]], ScoreOutcome]) -> ScoreOutcome:
         """Check a score of trial ``trial_id`` and hand a valid one to ``accept`` (which journals it).
 
@@ -178,7 +180,9 @@ class TrialMachine:
         longer than its limit; the owner's ``form_problem``; unknown trial; wrong token; already scored (a
         byte-identical resubmission is a *duplicate*: acknowledged, journaled as ``score_duplicate``);
         voided trial; not running; no successful run; the value (:func:`~.values.score_problem`); the
-        owner's ``value_problem``.
+        owner's ``value_problem``.  A valid score that must wait for an earlier trial (the owner's
+        ``held_until`` names it: scores enter in plan order, docs/parallel.md) is journaled as
+        ``score_held`` and acknowledged; the owner accepts it when that trial is scored or voided.
         """
         if isinstance(success, np.bool_):
             success = bool(success)
@@ -205,6 +209,12 @@ class TrialMachine:
                 return ScoreOutcome(True, True, f"duplicate of the recorded score of trial {trial_id}; ignored",
                                     record.post_decision)
             return self.reject(trial_id, submission, f"trial {trial_id} is already scored; use a correction to change it")
+        if record.held is not None and not record.voided:
+            if json.loads(encode_payload(submission)) == record.held:
+                self._commit("score_duplicate", trial_id, submission=submission)
+                return ScoreOutcome(True, True, f"duplicate of the held score of trial {trial_id}; ignored")
+            return self.reject(trial_id, submission, f"trial {trial_id} already has a score held for its turn; "
+                               "correct it once it is counted")
         if record.voided:
             return self.reject(trial_id, submission, f"trial {trial_id} was voided")
         if self.state != SessionState.RUNNING:
@@ -215,6 +225,12 @@ class TrialMachine:
         problem = score_problem(success, progress) or value_problem(record)
         if problem:
             return self.reject(trial_id, submission, problem)
+        head = held_until(record)
+        if head is not None:
+            self._commit("score_held", trial_id, submission=submission, until=head)
+            logger.info("trial %d (label %s): score held until trial %d is scored", trial_id, record.label, head)
+            return ScoreOutcome(True, False, f"trial {trial_id}: score held until trial {head} is scored "
+                                "(scores enter in plan order)", held=True)
         return accept(record, submission)
 
     def reject(self, trial_id: object, submission: dict[str, Any], reason: str) -> ScoreOutcome:
@@ -253,7 +269,7 @@ class TrialMachine:
         elif event.kind == "trial_requested":
             self.book.apply(event)
             self.faults = 0
-        elif event.kind == "runner_result":
+        elif event.kind in ("runner_result", "score_held"):
             self.book.apply(event)
             self.faults = 0 if event.payload.get("ok") else self.faults + 1
             self.runner_message = str(event.payload.get("message", ""))

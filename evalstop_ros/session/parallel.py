@@ -93,6 +93,18 @@ class RunnerPool:
         if retry is not None:
             self.reserved[runner].appendleft(retry)
 
+    def hand_over(self, runner: str, avoid: Iterable[str] = ()) -> str | None:
+        """Move the reserved trials of free ``runner`` (a failed run's retry, the rest of its round) to a free
+        runner with nothing reserved, not in ``avoid``; the recipient (``None``: none such, or ``runner`` runs
+        a trial: it keeps them)."""
+        queue, barred = self.reserved[runner], {runner, *avoid}
+        recipient = next((r for r in self.free() if r not in barred and not self.reserved[r]), None)
+        if queue and recipient is not None and runner not in self.running:
+            self.reserved[recipient].extend(queue)
+            queue.clear()
+            return recipient
+        return None
+
     def release(self) -> tuple[list[tuple[str, PendingTrial]], list[tuple[str, PendingTrial]]]:
         """Empty the pool at the stop: (the trials running, the trials reserved and never started), by runner."""
         running = list(self.running.items())

@@ -125,7 +125,7 @@ class SessionPublisher:
         ``scorer`` and ``counter`` name the score answered; ``mac(fields)`` signs the answer
         (:meth:`.auth.Gate.sign_answer`) when the score was authenticated.
         """
-        plain = outcome.accepted and not outcome.duplicate and not outcome.post_decision
+        plain = outcome.accepted and not (outcome.duplicate or outcome.post_decision or outcome.held)
         fields: Fields = {"session_id": session_id, "trial_id": int(trial_id), "accepted": outcome.accepted,
                           "duplicate": outcome.duplicate, "reason": "" if plain else outcome.reason,
                           "scorer": scorer, "counter": int(counter)}

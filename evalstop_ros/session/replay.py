@@ -18,7 +18,7 @@ from .machine import TrialMachine
 from .plan import Plan
 from .schedule import Schedule
 from .trials import TrialBook, TrialRecord
-from .values import SessionState
+from .values import ScoreOutcome, SessionState
 
 __all__ = ["JournalReplay", "locked"]
 
@@ -56,6 +56,8 @@ class JournalReplay:
     _adastop: AdaStopRun | None
     _schedule: Schedule
     _machine: TrialMachine
+    #: Journal a valid score (:meth:`~.session.EvaluationSession._accept`).
+    _accept: Callable[..., ScoreOutcome]
     _announced: set[int]
     _revealed: bool
     _auth_counters: dict[str, int]
@@ -108,6 +110,15 @@ class JournalReplay:
             logger.info("session %s finished after %d trials", self.session_id, len(self._book.trials))
             self._reveal()
 
+    def _release_held(self) -> None:
+        """Accept the held scores whose turn came (their predecessors scored or voided), in plan order; each
+        is journaled as a score like any other, marked ``held`` (docs/parallel.md)."""
+        while self._state == SessionState.RUNNING:
+            head = self._schedule.pending()
+            if head is None or head.held is None or not head.ran_ok:
+                return
+            self._accept(head, dict(head.held), released=True)
+
     def _reveal(self) -> None:
         """Once the session is over, journal its key (checked against the commitment on replay)."""
         if self._state in (SessionState.FINISHED, SessionState.ABORTED) and not self._revealed:
@@ -141,7 +152,7 @@ class JournalReplay:
         if problem:
             raise self._diverged(event, problem)
 
-    _on_paused = _on_resumed = _on_aborted = _on_runner_result = _on_started
+    _on_paused = _on_resumed = _on_aborted = _on_runner_result = _on_score_held = _on_started
 
     def _on_finished(self, event: Event) -> None:
         if self._state in (SessionState.RUNNING, SessionState.PAUSED) and not all(t.decided for t in self._tests):

@@ -105,6 +105,7 @@ class EvaluationSession(ScoreEdits, ConcurrentTrials):
         for event in journal.events():
             self._apply(self._unsealed(event))
         self._settle()  # a crash between a score and its decision event: write the decision now
+        self._release_held()  # a crash between a score and the held score it frees
         self._reveal()  # a crash between the end and the reveal
 
     @classmethod
@@ -159,6 +160,7 @@ class EvaluationSession(ScoreEdits, ConcurrentTrials):
     def resume(self) -> None:
         """Resume (``PAUSED -> RUNNING``); resuming a running session does nothing (a re-send)."""
         self._machine.resume()
+        self._release_held()  # held scores whose turn came while paused
 
     @_locked
     def abort(self, reason: str) -> None:
@@ -345,7 +347,9 @@ class EvaluationSession(ScoreEdits, ConcurrentTrials):
         recorded; ``success`` not a bool; ``progress`` not finite or outside [0, 1];
         ``preference`` not ``""``, ``"="`` or a label of the trial's round.  A valid score that
         can feed no undecided test (its policy's tests, on its task for a per-task claim) is
-        journaled as ``post_decision_score`` and fed to no test.
+        journaled as ``post_decision_score`` and fed to no test.  A valid score for an open trial that is
+        not the pending one (several runners) is journaled as ``score_held`` and enters the tests when
+        every earlier trial is scored or voided (docs/parallel.md).
 
         ``operator``, ``notes`` and ``preference`` (the operator's preferred label in the round,
         RoboArena-style; stored, not tested) are journaled with the score; so are, in a ``design:
@@ -363,14 +367,14 @@ class EvaluationSession(ScoreEdits, ConcurrentTrials):
         return self._machine.submit_score(
             trial_id, token, success, progress, operator, notes, preference=preference, instruction=instruction,
             pair_invalid=pair_invalid, form_problem=form_problem,
-            value_problem=lambda record: self._order_problem(record) or self._preference_problem(preference, record.round),
-            accept=self._accept)
+            value_problem=lambda record: self._preference_problem(preference, record.round),
+            held_until=self._order_problem, accept=self._accept)
 
-    def _order_problem(self, record: TrialRecord) -> str | None:
-        """Scores enter in plan order, whatever the runs' durations (docs/parallel.md)."""
+    def _order_problem(self, record: TrialRecord) -> int | None:
+        """Scores enter in plan order, whatever the runs' durations (docs/parallel.md): the earlier open
+        trial a score of ``record`` waits for (``None``: it enters now)."""
         head = self._schedule.pending()
-        return None if head is None or head.trial_id == record.trial_id else (
-            f"scores enter in plan order: trial {head.trial_id} first")
+        return None if head is None or head.trial_id == record.trial_id else head.trial_id
 
     def _open_trial(self, trial_id: Any) -> TrialRecord | None:
         """The record of ``trial_id`` if it is open (issued, neither scored nor voided): with several
@@ -378,15 +382,19 @@ class EvaluationSession(ScoreEdits, ConcurrentTrials):
         record = self._book.trials[trial_id] if self._known(trial_id) else None
         return None if record is None or record.closed else record
 
-    def _accept(self, record: TrialRecord, submission: dict[str, Any]) -> ScoreOutcome:
-        """Journal a valid score: fed to the undecided tests it can feed, else ``post_decision_score``."""
+    def _accept(self, record: TrialRecord, submission: dict[str, Any], *, released: bool = False) -> ScoreOutcome:
+        """Journal a valid score: fed to the undecided tests it can feed, else ``post_decision_score``; then
+        the held scores it frees (``released``: this one was held)."""
         trial_id = record.trial_id
         undecided = [t for t in self._tests if t.feeds(record) and not t.decided]
         kind = "score_accepted" if undecided else "post_decision_score"
-        self._commit(kind, trial_id, submission=submission)
-        logger.info("trial %d (label %s) scored: success=%d progress=%.3g%s", trial_id, record.label,
-                    submission["success"], submission["progress"], "" if undecided else " (post-decision: fed to no test)")
+        self._commit(kind, trial_id, submission=submission, **({"held": True} if released else {}))
+        logger.info("trial %d (label %s) scored: success=%d progress=%.3g%s%s", trial_id, record.label,
+                    submission["success"], submission["progress"], " (held for its turn)" if released else "",
+                    "" if undecided else " (post-decision: fed to no test)")
         self._settle()
+        if not released:
+            self._release_held()
         if undecided:
             return ScoreOutcome(True, False, f"trial {trial_id} scored")
         return ScoreOutcome(True, False, f"trial {trial_id} recorded after all its comparisons were decided; "

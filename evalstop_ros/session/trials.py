@@ -43,6 +43,9 @@ class TrialRecord:
         The latest runner result said the trial ran.
     auto_score:
         The runner's own ``(success, progress)`` from that result, if it scored the run.
+    held:
+        A valid score's submission journaled while an earlier trial was open (``score_held``): it is
+        accepted when its turn comes (scores enter in plan order, docs/parallel.md).
     submission:
         The payload of the accepted submission, used to recognise a byte-identical resubmission.
     score:
@@ -67,6 +70,7 @@ class TrialRecord:
     reset_confirmed: int = 0
     ran_ok: bool = False
     auto_score: tuple[bool, float] | None = None
+    held: dict[str, object] | None = None
     submission: dict[str, object] | None = None
     score: Score | None = None
     scored_seq: int = 0
@@ -123,7 +127,8 @@ class TrialBook:
                 None if p.get("rerun_of") is None else int(p["rerun_of"]),
             )
             return
-        if kind not in ("reset_confirmed", "runner_result", "score_accepted", "post_decision_score", "correction", "void"):
+        if kind not in ("reset_confirmed", "runner_result", "score_held", "score_accepted", "post_decision_score",
+                        "correction", "void"):
             return
         record = None if event.trial_id is None else self.trials.get(event.trial_id)
         if record is None:
@@ -135,6 +140,8 @@ class TrialBook:
             record.failed_runs += not record.ran_ok
             auto = p.get("auto_score")
             record.auto_score = (bool(auto["success"]), float(auto["progress"])) if isinstance(auto, dict) else None
+        elif kind == "score_held":
+            record.held = dict(p["submission"])
         elif kind in ("score_accepted", "post_decision_score"):
             self.n_scored += record.score is None
             self._count(record, -1)

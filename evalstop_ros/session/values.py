@@ -155,12 +155,16 @@ class ScoreOutcome:
     post_decision:
         Recorded, but every comparison of the trial's policy was already decided, so it fed no
         test.
+    held:
+        Recorded, and held until every earlier trial is scored or voided (several runners: scores
+        enter in plan order; ``reason`` names the trial it waits for).
     """
 
     accepted: bool
     duplicate: bool
     reason: str
     post_decision: bool = False
+    held: bool = False
 
 
 @dataclasses.dataclass(frozen=True)

@@ -6,6 +6,7 @@ stop a trial still on a robot is cancelled and journaled as after the stop."""
 from __future__ import annotations
 
 import pathlib
+import time
 from typing import Any
 
 import pytest
@@ -69,3 +70,62 @@ def test_two_runners_serve_one_session_in_plan_order(start_node: Any, probe: Any
     assert not any("policy_" in r.reset_instructions for r in requests)
     report = audit(journal)
     assert report.verified, [v.message for v in report.violations]
+
+
+def test_a_score_waits_for_its_turn_and_a_voided_run_is_cancelled_on_its_arm(
+        start_node: Any, probe: Any, namespace: str, tmp_path: pathlib.Path) -> None:
+    from evalstop.msg import ScoreAck, SessionStatus, TrialRequest, TrialScore
+    from evalstop.srv import CorrectScore, SessionControl
+
+    from evalstop_ros import qos
+    from evalstop_ros.session import read_journal
+
+    config = write_config(tmp_path / "held.yaml", scoring="operator",
+                          metrics=[{"name": "success", "method": "nscore", "alpha": 0.1}],
+                          runner={"runners": [f"{arm}/run_trial" for arm in ARMS], "timeout_s": 300.0})
+    statuses = probe.collect(SessionStatus, "session_status", qos.STATUS_QOS)
+    requests = probe.collect(TrialRequest, "trial_request", qos.TRIAL_REQUEST_QOS)
+    acks = probe.collect(ScoreAck, "score_ack", qos.SCORE_ACK_QOS)
+    scores = probe.node.create_publisher(TrialScore, "trial_score", qos.SCORE_QOS)
+    manager = start_node("evaluation_manager", params={
+        "config_file": str(config), "session_id": "s1", "journal_dir": str(tmp_path / "journals"),
+        "journal_fsync": False, "exit_on_finish": True, "exit_linger": 4.0})
+    probe.hear()
+    def arm(name: str, duration: float) -> None:
+        start_node("sim_robot", ns=f"{namespace}/{name}", params={
+            "policies": ["policy_a", "policy_b"], "success_rates": [0.5, 0.5], "auto_score": False,
+            "duration": duration})
+
+    def request(trial_id: int) -> TrialRequest:
+        return probe.spin_until(lambda: next((r for r in requests if r.trial_id == trial_id), None), 60.0,
+                                f"trial {trial_id} requested")
+
+    arm(ARMS[0], 240.0)  # far longer than the test waits for anything
+    slow = request(1)  # round 1 on arm_1, the only runner yet
+    arm(ARMS[1], 0.2)
+    fast = request(3)  # round 2 on arm_2
+    assert (slow.reset_instructions.split(":")[0], fast.reset_instructions.split(":")[0]) == (
+        f"On {ARMS[0]}/run_trial", f"On {ARMS[1]}/run_trial")
+    manager.wait_for(r"trial 3 \(label \w+\) run ok", timeout=60.0)
+    score = TrialScore(trial_id=3, token=fast.token, success=True, progress=1.0, scorer="tester")
+    deadline = time.monotonic() + 30.0
+    while not any(a.trial_id == 3 for a in acks):  # re-sent: DDS may lose it (a re-send is a duplicate)
+        assert time.monotonic() < deadline, "no ack of trial 3's score"
+        scores.publish(score)
+        probe.spin_for(0.5)
+    ack = next(a for a in acks if a.trial_id == 3)
+    assert ack.accepted and "held" in ack.reason
+    void = CorrectScore.Request(trial_id=1, action=CorrectScore.Request.ACTION_VOID, reason="the arm stalled",
+                                scorer="tester")
+    assert probe.call(CorrectScore, "correct_score", void).ok
+    manager.wait_for(rf"trial 1: voided during its run; canceled on runner '{ARMS[0]}/run_trial'", timeout=30.0)
+    request(2)  # arm_1 is free long before its 240 s rollout would have ended: the run was cancelled there
+    control = SessionControl.Request(command=SessionControl.Request.COMMAND_ABORT, reason="end of the test")
+    assert probe.call(SessionControl, "session_control", control).ok
+    assert final_status(probe, statuses, timeout=120.0).state_name == "aborted"
+    assert manager.wait(timeout=60.0) == 0
+    events = read_journal(tmp_path / "journals" / "s1.db").events
+    assert [(e.trial_id, e.payload["runner"]) for e in events if e.kind == "trial_cancelled"][0] == (
+        1, f"{ARMS[0]}/run_trial")
+    assert [e.trial_id for e in events if e.kind == "score_held"] == [3]
+    assert not any(e.kind == "runner_result" and e.trial_id == 1 for e in events)

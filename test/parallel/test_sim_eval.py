@@ -21,6 +21,7 @@ import pathlib
 import signal
 import socket
 import threading
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -139,5 +140,11 @@ def test_a_cancelled_rollout_releases_its_worker_at_once(pool: RayPool) -> None:
         assert pool.cancel("in flight")
         assert pool.busy() == [] and pool.idle == 2
         assert pool.wait(timeout=0) == []  # nothing comes back from a cancelled rollout
+        assert not pool.up(worker)  # killed: a restart takes a new process
+        deadline = time.monotonic() + 300.0
+        while not pool.up(worker):  # asked without waiting, until Ray has restarted it
+            assert time.monotonic() < deadline, f"worker {worker} did not come back"
+            threading.Event().wait(0.1)
+        assert pool.up(1 - worker)
         after = pool.worker_pids()  # the killed worker was restarted
     assert after[worker] != before[worker] and after[1 - worker] == before[1 - worker]

@@ -271,3 +271,33 @@ def test_a_flood_of_forged_oversized_messages_is_journaled_in_bounded_form(journ
         rejected = session.events()[before:]
         assert len(rejected) == 1000 and all(len(str(e.payload)) < 1024 for e in rejected)
         assert gate.rejected == {"unsigned": 0, "unknown_operator": 500, "bad_mac": 500, "replay": 0}
+
+
+def test_a_score_held_for_its_turn_is_checked_with_the_operator_keys(tmp_path: pathlib.Path,
+                                                                     keys: dict[str, bytes]) -> None:
+    """Several runners: the operator's signature travels with the held score, the score entering later
+    carries none (it is no request) and the audit verifies the session."""
+    from evalstop_ros.audit import audit
+    from evalstop_ros.session.driver import TrialDriver
+
+    gate, alice = Gate(keys), Signer("alice", keys["alice"])
+    path = tmp_path / "held.db"
+    arms = ("arm_1/run_trial", "arm_2/run_trial")
+    with EvaluationSession.open(path, sim.make_config(runner={"runners": list(arms)}), "s1", durable=False) as session:
+        session.start()
+        driver = TrialDriver(session, runners=arms)
+        first, other = driver.dispatch()
+        driver.run_done(first.trial, True, 1.0, runner=first.runner)
+        driver.run_done(other.trial, True, 1.0, runner=other.runner)
+        for trial in (other.trial, first.trial):  # the later trial first: held
+            score = Score(trial_id=trial.trial_id, token=trial.token, success=True, progress=0.5)
+            alice.sign("trial_score", "s1", score)
+            check = gate.check("trial_score", "s1", score, last_counter=session.auth_counter("alice"))
+            with session.authenticated(check.record):
+                assert session.submit_score(trial.trial_id, score.token, score.success, score.progress,
+                                            score.scorer).accepted
+        session.abort("end of the test")
+        driver.stop("aborted")
+    report = audit(path, operator_keys=keys)
+    assert report.verified, [v.message for v in report.violations]
+    assert "2 signed score(s) verified with the operators' keys" in report.notes

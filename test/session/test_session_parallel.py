@@ -148,22 +148,134 @@ def test_a_restart_with_results_waiting_reproduces_the_plan_order(tmp_path: path
     sim.audit_verified(path)
 
 
-def test_an_operator_scores_in_plan_order(tmp_path: pathlib.Path) -> None:
+def test_an_operator_score_for_a_later_trial_is_held_for_its_turn(tmp_path: pathlib.Path) -> None:
     path = tmp_path / "operator.db"
     with open_session(path, scoring="operator") as session:
         driver = TrialDriver(session, runners=ARMS[:2])
         first, other = driver.dispatch()  # round 1 on the first arm, round 2 on the other
         assert (first.trial.trial_id, other.trial.trial_id) == (1, 3) and first.runner != other.runner
         driver.run_done(other.trial, True, 1.0, runner=other.runner)
-        refused = session.submit_score(3, other.trial.token, True, 1.0, operator="op")
-        assert not refused.accepted and "trial 1 first" in refused.reason
+        held = session.submit_score(3, other.trial.token, True, 1.0, operator="op")
+        assert held.accepted and held.held and not held.duplicate and "held until trial 1 is scored" in held.reason
+        assert session.submit_score(3, other.trial.token, True, 1.0, operator="op").duplicate  # a re-send
+        changed = session.submit_score(3, other.trial.token, False, 0.0, operator="op")
+        assert not changed.accepted and "held" in changed.reason
+        assert session.status().trials_scored == 0
         driver.run_done(first.trial, True, 1.0, runner=first.runner)
         assert session.submit_score(1, first.trial.token, False, 0.2, operator="op").accepted
+        assert session.status().trials_scored == 1  # trial 2 is not scored yet: 3 still waits
         second = next(w for w in driver.dispatch() if w.runner == first.runner)
         assert (second.runner, second.trial.trial_id) == (first.runner, 2)
         driver.run_done(second.trial, True, 1.0, runner=second.runner)
         assert session.submit_score(2, second.trial.token, True, 1.0, operator="op").accepted
-        assert session.submit_score(3, other.trial.token, True, 1.0, operator="op").accepted
+        assert session.status().trials_scored == 3
+        resent = session.submit_score(3, other.trial.token, True, 1.0, operator="op")
+        assert resent.accepted and resent.duplicate
+        session.abort("enough for this test")
+        driver.stop("aborted")
+    events = read_journal(path).events
+    scored = [(e.kind, e.trial_id, e.payload.get("held", False)) for e in events
+              if e.kind in ("score_held", "score_accepted")]
+    assert scored == [("score_held", 3, False), ("score_accepted", 1, False), ("score_accepted", 2, False),
+                      ("score_accepted", 3, True)]
+    sim.audit_verified(path)
+
+
+def test_operator_scores_sent_in_completion_order_decide_as_a_serial_session(tmp_path: pathlib.Path) -> None:
+    path = tmp_path / "completion.db"
+    operator = {"scoring": "operator"}
+    with open_session(path, **operator) as session:
+        driver = TrialDriver(session, runners=ARMS)
+        clock, running = 0.0, {}
+        while not driver.finished:
+            for work in driver.dispatch():
+                success, _ = sim.outcome(work.trial.policy_id, work.trial.trial_id, RATES)
+                running[work.runner] = (clock + slow_failures(success, work.trial.trial_id), work.trial)
+            runner = min(running, key=lambda r: running[r][0])
+            clock, trial = running.pop(runner)
+            driver.run_done(trial, True, clock, runner=runner)
+            success, progress = sim.outcome(trial.policy_id, trial.trial_id, RATES)
+            outcome = session.submit_score(trial.trial_id, trial.token, success, progress, operator="op")
+            assert outcome.accepted or driver.finished, outcome.reason  # at once, whatever came first
+        live = [(c.decision.name, c.n, c.stopping_trial) for c in session.comparisons()]
+        driver.stop("the session is decided")
+    assert live == serial_decisions(tmp_path / "serial.db")
+    events = read_journal(path).events
+    assert any(e.kind == "score_held" for e in events), "three arms with slow failures: some score waited"
+    assert not any(e.kind == "score_rejected" for e in events)
+    scored = [e.trial_id for e in events if e.kind == "score_accepted"]
+    assert scored == sorted(scored)
+    offline = offline_decisions(sim.make_config(**{**AUTO, **operator}), path)
+    assert [(r.result.decision.name, r.result.n_observed, r.result.stopping_trial) for r in offline] == live
+    sim.audit_verified(path)
+
+
+def test_a_held_score_survives_a_crash_and_enters_after_its_predecessors(tmp_path: pathlib.Path) -> None:
+    path = tmp_path / "held.db"
+    with open_session(path, scoring="operator") as session:
+        driver = TrialDriver(session, runners=ARMS[:2])
+        first, other = driver.dispatch()
+        driver.run_done(other.trial, True, 1.0, runner=other.runner)
+        assert session.submit_score(3, other.trial.token, True, 0.9, operator="op").accepted
+        driver.run_done(first.trial, True, 1.0, runner=first.runner)
+        assert session.submit_score(1, first.trial.token, True, 1.0, operator="op").accepted
+    # crash: the held score is in the journal alone
+    with open_session(path, scoring="operator") as session:
+        assert session.status().trials_scored == 1
+        driver = TrialDriver(session, runners=ARMS[:2])
+        second = next(w for w in driver.dispatch() if w.trial.trial_id == 2)
+        session.pause("the operator steps away")
+        assert session.void_score(2, "the scene was knocked over before the run").applied
+        assert session.status().trials_scored == 1  # paused: the held score waits
+        session.resume()
+        assert session.status().trials_scored == 2
+        record = {t.trial_id: t for t in session.open_trials()}
+        assert 3 not in record and second.trial.trial_id not in record
+    with open_session(path, scoring="operator") as session:  # offline = live
+        assert session.status().trials_scored == 2
+    events = read_journal(path).events
+    released = [e for e in events if e.kind == "score_accepted" and e.trial_id == 3]
+    assert len(released) == 1 and released[0].payload["held"] is True
+    assert released[0].payload["submission"]["progress"] == 0.9
+
+
+def test_voiding_a_trial_on_a_runner_cancels_its_run_there(tmp_path: pathlib.Path) -> None:
+    path = tmp_path / "void.db"
+    with open_session(path, scoring="operator") as session:
+        driver = TrialDriver(session, runners=ARMS[:2])
+        first, other = driver.dispatch()
+        assert driver.cancel_voided() == []  # nothing voided: nothing cancelled
+        assert session.void_score(3, "the arm bumped the table").applied
+        cancelled = driver.cancel_voided()
+        assert [(w.runner, w.trial.trial_id) for w in cancelled] == [(other.runner, 3)]
+        assert driver.cancel_voided() == []  # once
+        assert driver.dispatch() == []  # the arm holds until its cancelled run reports
+        ended = driver.run_done(other.trial, False, 0.4, "goal canceled", runner=other.runner)
+        assert ended.verdict is Verdict.IGNORED
+        assert [(w.runner, w.trial.trial_id) for w in driver.dispatch()] == [(other.runner, 4)]
+        assert session.runner_faults == 0  # a cancelled run is no fault of the runner
+    events = read_journal(path).events
+    assert [(e.trial_id, e.payload["runner"]) for e in events if e.kind == "trial_cancelled"] == [(3, other.runner)]
+    assert not any(e.kind == "runner_result" and e.trial_id == 3 for e in events)
+
+
+def test_a_dead_workers_retry_goes_to_a_live_idle_one(tmp_path: pathlib.Path) -> None:
+    with open_session(tmp_path / "elsewhere.db") as session:
+        driver = TrialDriver(session, runners=ARMS[:2])
+        (first,) = driver.dispatch([ARMS[0]])  # the other worker idles
+        assert first.trial.trial_id == 1 and driver.retry_elsewhere(ARMS[0]) is None  # it runs: 2 stays
+        assert driver.run_done(first.trial, False, 2.0, "robot fault", runner=ARMS[0]).verdict is Verdict.RETRY
+        assert driver.retry_elsewhere(ARMS[0], down=[ARMS[1]]) is None  # no live runner to take it
+        assert driver.retry_elsewhere(ARMS[0]) == ARMS[1]
+        moved = driver.dispatch([ARMS[1]])
+        assert [(w.runner, w.trial.trial_id, w.trial.attempt) for w in moved] == [(ARMS[1], 1, 2)]
+        driver.run_done(moved[0].trial, True, 1.0, auto_score=(True, 1.0), runner=ARMS[1])
+        assert [(w.runner, w.trial.trial_id) for w in driver.dispatch([ARMS[1]])] == [(ARMS[1], 2)]  # its round
+        assert [w.trial.trial_id for w in driver.dispatch([ARMS[0]])] == [3]  # the dead one, back: the next round
+        assert session.status().trials_scored == 1
+    runs = [(e.trial_id, e.payload["runner"], e.payload["attempt"])
+            for e in read_journal(tmp_path / "elsewhere.db").events if e.kind == "trial_dispatched"]
+    assert runs == [(1, ARMS[0], 1), (1, ARMS[1], 2), (2, ARMS[1], 1), (3, ARMS[0], 1)]
 
 
 def test_a_failed_run_is_retried_on_its_runner(tmp_path: pathlib.Path) -> None:
