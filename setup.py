@@ -14,7 +14,7 @@ setup(
     python_requires=">=3.10",
     packages=find_packages(exclude=["test", "test.*", "bench"]),
     package_data={"evalstop_ros": ["py.typed"], "evalstop_ros.stats": ["step_tables/*.npz"]},
-    install_requires=["numpy>=1.24", "scipy>=1.11", "highspy>=1.7", "pydantic>=2", "tqdm>=4.60", "pyyaml>=6", "orjson>=3.9",
+    install_requires=["numpy>=1.24", "scipy>=1.11", "highspy>=1.7", "threadpoolctl>=3.5", "pydantic>=2", "tqdm>=4.60", "pyyaml>=6", "orjson>=3.9",
                       # session journals: AES-GCM sealing of runner error texts (session/blinding.py)
                       "cryptography>=42"],
     # test: pytest (a timeout on every test, parallel workers for `make check`), and the gates

@@ -10,6 +10,7 @@ from collections.abc import Callable, Iterator
 import highspy
 import numpy as np
 from numpy.typing import NDArray
+from threadpoolctl import ThreadpoolController
 
 from .errors import StatsInputError
 from .step_occupancy import Occupancy
@@ -35,6 +36,10 @@ _PRICING_TOL = 1e-9
 #: Relative overrun of a (scaled, unit) budget above which a null point enters as a row: HiGHS's
 #: own primal feasibility tolerance, so rows in the model are never re-added.
 _FEASIBILITY_TOL = 1e-7
+#: numpy's BLAS, held to one thread in each step's LP: its products (a few hundred rows by up to some
+#: 10,000 states) are too small to share, and on a busy machine the threads spun for 20x their work
+#: (docs/step_synthesis.md); the arithmetic is the same, so are the tables.
+_BLAS = ThreadpoolController()
 
 
 def null_grid(n_max: int, alpha: float, size: int) -> NDArray[np.float64]:
@@ -252,7 +257,8 @@ def synthesize_weights(
             other[:, ~mirrored] = 0.0
             columns += other
             del other
-            w = _solve_step(columns, allowed, column_generation=column_generation, overwrite=True)
+            with _BLAS.limit(limits=1, user_api="blas"):
+                w = _solve_step(columns, allowed, column_generation=column_generation, overwrite=True)
             weights[low, g_idx] = w
             weights[high, g_idx] = w
             rejected, _ = occupancy.stop(weights)

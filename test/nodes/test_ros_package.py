@@ -72,6 +72,7 @@ MODULE_KEYS: dict[str, str | None] = {
                       "diagnostic_msgs", "std_msgs", "std_srvs", "sensor_msgs", "trajectory_msgs",
                       "launch", "launch_ros")},  # launch_parts.py, for the package's launch files
     "numpy": "python3-numpy", "scipy": "python3-scipy", "highspy": "python3-highspy-pip",
+    "threadpoolctl": "python3-threadpoolctl-pip",
     "pydantic": "python3-pydantic", "yaml": "python3-yaml", "tqdm": "python3-tqdm", "orjson": "python3-orjson",
     "websockets": "python3-websockets", "msgpack": "python3-msgpack", "imageio_ffmpeg": "python3-imageio-ffmpeg-pip",
     "rosbags": "python3-rosbags-pip", "matplotlib": "python3-matplotlib", "fastapi": "python3-fastapi",
@@ -116,7 +117,7 @@ def test_custom_rosdep_keys_are_used_and_install_the_setup_py_requirements() -> 
     packages are the ones setup.py requires."""
     custom = yaml.safe_load((REPO / "tools" / "ros" / "rosdep.yaml").read_text())
     declared = {e.text for e in _package().iter("exec_depend")}
-    assert set(custom) == {"python3-highspy-pip", "python3-imageio-ffmpeg-pip", "python3-psycopg",
+    assert set(custom) == {"python3-highspy-pip", "python3-threadpoolctl-pip", "python3-imageio-ffmpeg-pip", "python3-psycopg",
                            "python3-psycopg-pool-pip"}
     assert set(custom) <= declared
     setup = (REPO / "setup.py").read_text()
