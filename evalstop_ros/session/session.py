@@ -368,9 +368,9 @@ class EvaluationSession(ScoreEdits, ConcurrentTrials):
             trial_id, token, success, progress, operator, notes, preference=preference, instruction=instruction,
             pair_invalid=pair_invalid, form_problem=form_problem,
             value_problem=lambda record: self._preference_problem(preference, record.round),
-            held_until=self._order_problem, accept=self._accept)
+            held_until=self._held_until, accept=self._accept)
 
-    def _order_problem(self, record: TrialRecord) -> int | None:
+    def _held_until(self, record: TrialRecord) -> int | None:
         """Scores enter in plan order, whatever the runs' durations (docs/parallel.md): the earlier open
         trial a score of ``record`` waits for (``None``: it enters now)."""
         head = self._schedule.pending()
