@@ -25,6 +25,7 @@ import os
 import pathlib
 import sys
 
+from ..hub.designs import DECLARE_AFTER, FAMILIES
 from ..hub.errors import HubError
 from ..hub.rankings import MODELS, RANKERS, parse_models
 from ..hub.schedule import SCHEDULES
@@ -142,6 +143,11 @@ def _analysis_arguments(parser: argparse.ArgumentParser, journaled: bool = False
     parser.add_argument("--budget", type=bounded_int(0, 10**9), default=default(0),
                         help=f"results after which the evaluation is reported finished (default {given}"
                         "0: no budget)")
+    parser.add_argument("--family", choices=FAMILIES, default=default(FAMILIES[0]),
+                        help=f"the pairs' family (default {given}{FAMILIES[0]}): declared (a warm-up of "
+                        f"{DECLARE_AFTER} results per pair orders the policies; weighted Holm favours the "
+                        "adjacent pairs of that order on the later results) or all-pairs (every direction "
+                        "at equal weight on every result); docs/hub.md")
 
 
 def _alpha(text: str) -> float:
@@ -221,7 +227,7 @@ def _serve(args: argparse.Namespace) -> int:
         raise
     url = f"http://{_shown_host(args.host)}:{args.port}"
     print(f"evalstop hub on {url} ({store.dialect}, schema v{store.schema_version()}); evaluation: "
-          f"{settings.method} at family-wise alpha {settings.alpha:g}, ranker {settings.ranker}, schedule "
+          f"{settings.method} at family-wise alpha {settings.alpha:g} ({settings.family} family), ranker {settings.ranker}, schedule "
           f"{settings.schedule}, tasks {','.join(settings.tasks)}; "
           f"{'policy protocol relayed' if settings.relay else 'addresses given to runners, not relayed'}\n"
           f"leaderboard: {url}/leaderboard (a browser signs in with a viewer key"
@@ -233,7 +239,7 @@ def _serve(args: argparse.Namespace) -> int:
 
 
 #: The options of ``serve`` that are the hub's journaled evaluation (:class:`~..hub.evaluation.Evaluation`).
-_EVALUATION_OPTIONS = ("method", "alpha", "ranker", "models", "budget", "schedule", "tasks")
+_EVALUATION_OPTIONS = ("method", "alpha", "ranker", "models", "budget", "schedule", "tasks", "family")
 
 
 def _new_sqlite_files(db: str) -> list[pathlib.Path]:
@@ -326,7 +332,8 @@ def _analyze(args: argparse.Namespace) -> int:
     entries = read_export(args.journal)
     policies = sorted(e["body"]["policy"] for e in entries if e["kind"] == "policy_added")
     hub = journaled(entries)
-    evaluation = resumed(hub, {name: getattr(args, name) for name in ("method", "alpha", "ranker", "models", "budget")})
+    evaluation = resumed(hub, {name: getattr(args, name)
+                               for name in ("method", "alpha", "ranker", "models", "budget", "family")})
     changed = hub.differences(evaluation) if hub is not None else []
     if changed:
         print(f"{args.prog} analyze: a what-if analysis, not the hub's evaluation ({'; '.join(changed)})",
@@ -341,7 +348,9 @@ def _analyze(args: argparse.Namespace) -> int:
         band = "" if row.get("low") is None else f"  score {row['score']:.3f} [{row['low']:.3f}, {row['high']:.3f}]"
         print(f"{row['rank']:>3}. {row['policy']:<24} win rate {rate}  ({row['trials']} trials){band}")
     family = board["family"]
-    print(f"pairwise claims: sequential Holm over all {family['pairs']} pairs at family-wise level {board['alpha']:g}")
+    print(f"pairwise claims: {family['procedure']} over all {family['pairs']} pairs at family-wise level "
+          f"{board['alpha']:g}" + (f" (order declared from the warm-up: {' > '.join(family['declared_order'])})"
+                                   if family.get("declared_order") else ""))
     for pair in board["pairs"]:
         print(f"{pair['policy_a']} vs {pair['policy_b']}: n {pair['n']}, {pair['decision']}"
               + (f" ({pair['better']} better)" if pair["better"] else ""))

@@ -23,6 +23,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from pydantic import BaseModel, ConfigDict, Field
 
+from .designs import FAMILIES
 from .errors import HubError
 from .evaluation import Evaluation
 from .leaderboard import fitted_order
@@ -58,11 +59,12 @@ class HubSettings:
     relay: bool = False
     max_body: int = 64 * 1024
     seed: int | None = None
+    family: str = FAMILIES[0]
 
     def evaluation(self) -> Evaluation:
         """What of these settings is the hub's journaled evaluation (:mod:`.evaluation`)."""
         return Evaluation(method=self.method, alpha=self.alpha, ranker=self.ranker, models=tuple(self.models),
-                          budget=self.budget, schedule=self.schedule, tasks=tuple(self.tasks))
+                          budget=self.budget, schedule=self.schedule, tasks=tuple(self.tasks), family=self.family)
 
 
 class ResultUpload(BaseModel):

@@ -9,6 +9,7 @@ import dataclasses
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from .designs import FAMILIES
 from .errors import HubError
 from .leaderboard import Leaderboard
 from .rankings import MODELS
@@ -31,6 +32,7 @@ class Evaluation:
     budget: int = 0
     schedule: str = "uncertain"
     tasks: tuple[str, ...] = ("default",)
+    family: str = FAMILIES[0]
 
     def __post_init__(self) -> None:
         """:class:`HubError` for a value the hub cannot evaluate with (checked before anything is journaled)."""
@@ -43,7 +45,7 @@ class Evaluation:
     def leaderboard(self, policies: Iterable[str]) -> Leaderboard:
         """An empty live leaderboard of ``policies`` under this evaluation."""
         return Leaderboard(list(policies), method=self.method, alpha=self.alpha, ranker=self.ranker,
-                           models=self.models, budget=self.budget)
+                           models=self.models, budget=self.budget, family=self.family)
 
     def analyse(self, policies: Iterable[str], entries: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
         """The leaderboard of hub journal ``entries`` under this evaluation, in one go."""
@@ -57,14 +59,18 @@ class Evaluation:
 
     @classmethod
     def from_body(cls, body: Mapping[str, Any]) -> Evaluation:
-        """The evaluation of a journal entry's body; :class:`HubError` if it is not one."""
+        """The evaluation of a journal entry's body; :class:`HubError` if it is not one.  An entry
+        without ``family`` (journaled before the ``declared`` family) was evaluated with ``all-pairs``."""
         fields = {f.name for f in dataclasses.fields(cls)}
+        if isinstance(body, Mapping) and "family" not in body:
+            body = {**body, "family": "all-pairs"}
         if not isinstance(body, Mapping) or set(body) != fields:
             raise HubError(f"an evaluation entry has the fields {sorted(fields)}; found {body!r}")
         try:
             return cls(method=str(body["method"]), alpha=float(body["alpha"]), ranker=str(body["ranker"]),
                        models=tuple(str(m) for m in body["models"]), budget=int(body["budget"]),
-                       schedule=str(body["schedule"]), tasks=tuple(str(t) for t in body["tasks"]))
+                       schedule=str(body["schedule"]), tasks=tuple(str(t) for t in body["tasks"]),
+                       family=str(body["family"]))
         except (TypeError, ValueError) as err:
             raise HubError(f"an evaluation entry holds a value of the wrong type: {err}") from err
 

@@ -15,6 +15,7 @@ import numpy as np
 from ..stats.methods import FACTS
 from ..stats.ranking_groups import group_summary
 from ..stats.registry import METHODS
+from .designs import FAMILIES
 from .errors import HubError
 from .family import HolmPairs
 from .rankings import MODELS, RANKERS, fit_model, model_rows, outcome_of
@@ -169,10 +170,12 @@ class Leaderboard:
     :param ranker: Primary ranking: ``winrate`` or a model of :data:`~.rankings.MODELS`.
     :param models: Ranking models fitted for :meth:`snapshot` (with SEs and intervals).
     :param budget: Results after which the evaluation is over (0: no budget).
+    :param family: The pairs' family (:data:`~.family.FAMILIES`: ``declared``, the default, or ``all-pairs``).
     """
 
     def __init__(self, policies: Sequence[str], *, method: str = "mixture", alpha: float = 0.05,
-                 ranker: str = "bt", models: Sequence[str] = MODELS, budget: int = 0) -> None:
+                 ranker: str = "bt", models: Sequence[str] = MODELS, budget: int = 0,
+                 family: str = FAMILIES[0]) -> None:
         if method not in ANYTIME_METHODS:
             raise HubError(f"the hub reads its pairwise tests after every result, so it needs an anytime-valid "
                            f"test without a horizon; choose one of {sorted(ANYTIME_METHODS)}")
@@ -185,6 +188,9 @@ class Leaderboard:
             raise HubError(f"alpha must lie in (0, 1); found {alpha!r}")
         if budget < 0:
             raise HubError(f"the budget is a number of results >= 0; found {budget!r}")
+        if family not in FAMILIES:
+            raise HubError(f"unknown family {family!r}; known: {', '.join(FAMILIES)}")
+        self.design = family
         self.policies = sorted(set(policies))
         self.method, self.alpha, self.ranker, self.models, self.budget = method, alpha, ranker, tuple(models), budget
         self.trials: list[Trial] = []
@@ -207,7 +213,8 @@ class Leaderboard:
 
     def _rebuild(self) -> None:
         """A new family over the current policies, every counted result replayed into it."""
-        self.family = HolmPairs(self.policies, method=self.method, alpha=self.alpha) if len(self.policies) > 1 else None
+        self.family = (HolmPairs(self.policies, method=self.method, alpha=self.alpha, family=self.design)
+                       if len(self.policies) > 1 else None)
         self._claims_key = b""
         self._tally = _Tally(self.policies)
         self._columns = _Columns(self.policies, self.trials)
@@ -311,14 +318,15 @@ class Leaderboard:
 
     def focus(self, *, refit: bool = True) -> Focus:
         """The ``uncertain`` schedule's view: open pairs, and the open adjacent pairs of :meth:`order`
-        (every open pair during the warm-up, :data:`WARM_UP` results per pair). ``refit=False``: with
+        (every open pair during the warm-up: :data:`WARM_UP` results per pair, or the family's
+        declaring warm-up if longer). ``refit=False``: with
         the order last installed, never fitting one (the hub fits a due order outside its lease lock)."""
         family = self.family
         if family is None:
             return Focus(frozenset(), frozenset())
         claims = self._claims()
         open_ = frozenset((c.policy_a, c.policy_b) for c in family.comparisons if c.pair not in claims)
-        if int(family.n.min()) < WARM_UP:
+        if int(family.n.min()) < max(WARM_UP, family.warm_up):
             return Focus(open_, open_)
         order = self.order() if refit else self._swapped(self._fitted_order[1], claims)
         adjacent = {tuple(sorted(order[k:k + 2])) for k in range(len(order) - 1)}
@@ -359,7 +367,8 @@ class Leaderboard:
         head = {"n_results": n, "as_of_seq": self.as_of_seq, "as_of": self.as_of, "method": self.method,
                 "alpha": self.alpha, "ranker": self.ranker}
         statement = family.statement() if family is not None else {
-            "procedure": "sequential Holm", "pairs": 0, "hypotheses": 0, "alpha": self.alpha, "method": self.method}
+            "procedure": "sequential Holm", "design": self.design, "pairs": 0, "hypotheses": 0, "alpha": self.alpha,
+            "method": self.method}
         pairs = [row.to_dict() for row in family.rows()] if family is not None else []
         claims, due, fitted_order_now = self._claims(), self.order_due(), self._fitted_order[1]
 
@@ -390,8 +399,9 @@ class Leaderboard:
 
 def leaderboard(policies: Sequence[str], entries: Iterable[Mapping[str, Any]], *, method: str = "mixture",
                 alpha: float = 0.05, ranker: str = "bt", models: Sequence[str] = MODELS,
-                budget: int = 0) -> dict[str, Any]:
+                budget: int = 0, family: str = FAMILIES[0]) -> dict[str, Any]:
     """The leaderboard of the journal ``entries`` in one go (what ``evalstop hub analyze`` prints)."""
-    board = Leaderboard(policies, method=method, alpha=alpha, ranker=ranker, models=models, budget=budget)
+    board = Leaderboard(policies, method=method, alpha=alpha, ranker=ranker, models=models, budget=budget,
+                        family=family)
     board.add(list(entries))
     return board.snapshot()

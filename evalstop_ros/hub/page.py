@@ -22,7 +22,7 @@ _RANKERS = {"winrate": "win rate over all A/B trials (a tie counts 1/2)", "bt": 
 
 
 def family_statement(board: dict[str, Any]) -> str:
-    """What the family-wise level covers: every pair of the board, under sequential Holm."""
+    """What the family-wise level covers: every pair of the board, under sequential (weighted) Holm."""
     family = board["family"]
     m, alpha = int(family["pairs"]), float(board["alpha"])
     if m == 0:
@@ -30,11 +30,23 @@ def family_statement(board: dict[str, Any]) -> str:
     pairs = ("the one pair of the 2 policies (2 directional hypotheses) is tested" if m == 1 else
              f"all {m} pairs of the {len(board['ranking'])} policies ({family['hypotheses']} directional "
              "hypotheses) form one family")
-    return (f"Family-wise error: {pairs} under sequential Holm at level "
-            f"{alpha:g}: the probability that any 'better' claim on this page is false is at most {alpha:g}, "
-            "however often the page is read (each direction is an anytime-valid "
-            f"{family['method']} test starting at alpha / {family['hypotheses']} = {family.get('side_alpha', 0):.3g}; "
-            "Holm's step-down re-analyses every pair after every result). The ranking models' intervals below are "
+    if family.get("design", "all-pairs") == "all-pairs":
+        how = (f"under sequential Holm at level {alpha:g}: the probability that any 'better' claim on this page is "
+               f"false is at most {alpha:g}, however often the page is read (each direction is an anytime-valid "
+               f"{family['method']} test starting at alpha / {family['hypotheses']} = {family.get('side_alpha', 0):.3g}; "
+               "Holm's step-down re-analyses every pair after every result).")
+    else:
+        declared = family.get("declared_order")
+        when = (f"the first {family['warm_up']} results of every pair were a warm-up that only ordered the policies "
+                f"({' > '.join(declared)}, declared after result {family['declared_at']})" if declared else
+                f"the first {family['warm_up']} results of every pair are a warm-up that only orders the policies "
+                "(still running: no claim before it ends)")
+        how = (f"under sequential weighted Holm at level {alpha:g}: the probability that any 'better' claim on "
+               f"this page is false is at most {alpha:g}, however often the page is read ({when}; that order's "
+               "adjacent pairs in its direction carry most of the level, every other direction the rest, and each "
+               f"is an anytime-valid {family['method']} test on the later results only; the step-down re-analyses "
+               "every pair after every result).")
+    return (f"Family-wise error: {pairs} {how} The ranking models' intervals below are "
             f"pointwise {1 - alpha:.0%} intervals for the results in hand, not family-wise and not anytime-valid; "
             "the win rates' and mean scores' intervals are anytime-valid for each policy on its own, not "
             "family-wise.")

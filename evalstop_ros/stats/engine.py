@@ -8,7 +8,7 @@ from collections.abc import Sequence
 import numpy as np
 from numpy.typing import NDArray
 
-from .holm import DirectionalTests, SequentialHolm, side_alpha
+from .holm import HOLM_SIDES, DirectionalTests, SequentialHolm, check_weights, side_alpha
 from .sequential import Decision
 
 __all__ = ["HolmEngine", "HolmOptions", "Trajectory", "run_holm"]
@@ -25,6 +25,8 @@ class HolmOptions:
         ``None``: no budget.
     :param bins: N-SCORE's score bins (seed 000 App. A-C).
     :param c: WSR's bet cap (seed 000 Alg. 2).
+    :param weights: One weight per directional hypothesis (comparison-major, positive, fixed
+        before the data): weighted Holm (:func:`~.holm.holm`); ``None``: Holm's equal weights.
     """
 
     method: str
@@ -33,6 +35,7 @@ class HolmOptions:
     n_max: int | None
     bins: int = 2
     c: float = 0.95
+    weights: tuple[float, ...] | None = None
 
 
 @dataclasses.dataclass
@@ -71,20 +74,28 @@ class HolmEngine:
 
     def __init__(self, m: int, options: HolmOptions, *, lanes: int = 1) -> None:
         self.m, self.options, self.lanes = m, options, lanes
-        self.side_alpha = side_alpha(options.alpha, m, options.alternative)
-        self.tests = [self._fresh_tests() for _ in range(m)]
+        sides = len(HOLM_SIDES[options.alternative])
+        weights = check_weights(options.weights, m * sides)
+        #: Each directional hypothesis's smallest Holm threshold, its process's level: ``alpha w``.
+        self.levels = (np.full(m * sides, side_alpha(options.alpha, m, options.alternative)) if weights is None
+                       else options.alpha * weights)
+        self.side_alpha = float(self.levels.min())
+        self.tests = [self._fresh_tests(j) for j in range(m)]
         #: Per comparison, its trajectory (``R = 1``; empty otherwise).
         self.trajectories = [self._fresh_trajectory(t) for t in self.tests]
         self.holm = self._fresh_holm()
 
-    def _fresh_tests(self) -> DirectionalTests:
+    def _fresh_tests(self, j: int) -> DirectionalTests:
         o = self.options
-        return DirectionalTests(o.method, side_alpha=self.side_alpha, alternative=o.alternative, lanes=self.lanes,
-                                n_max=o.n_max, bins=o.bins, c=o.c)
+        sides = len(HOLM_SIDES[o.alternative])
+        levels = self.levels[j * sides:(j + 1) * sides]
+        return DirectionalTests(o.method, side_alpha=self.side_alpha if o.weights is None else [float(v) for v in levels],
+                                alternative=o.alternative, lanes=self.lanes, n_max=o.n_max, bins=o.bins, c=o.c)
 
     def _fresh_holm(self) -> SequentialHolm:
         o = self.options
-        return SequentialHolm(self.m, alpha=o.alpha, alternative=o.alternative, n_max=o.n_max, lanes=self.lanes)
+        return SequentialHolm(self.m, alpha=o.alpha, alternative=o.alternative, n_max=o.n_max, lanes=self.lanes,
+                              weights=o.weights)
 
     @staticmethod
     def _fresh_trajectory(tests: DirectionalTests) -> Trajectory:
@@ -93,7 +104,7 @@ class HolmEngine:
     # -- the comparisons' tests ------------------------------------------------------------
     def reset(self, j: int) -> None:
         """Comparison ``j`` starts again from no pair (an earlier pair changed)."""
-        self.tests[j] = self._fresh_tests()
+        self.tests[j] = self._fresh_tests(j)
         self.trajectories[j] = self._fresh_trajectory(self.tests[j])
 
     def feed(self, j: int, scores_a: NDArray[np.float64], scores_b: NDArray[np.float64]) -> NDArray[np.float64]:

@@ -13,26 +13,35 @@ from .levels import split_alpha
 from .sequential import Decision, PairedProcess
 from .validation import check_alpha
 
-__all__ = ["HOLM_SIDES", "DirectionalTests", "SequentialHolm", "holm", "holm_step", "side_alpha"]
+__all__ = ["HOLM_SIDES", "DirectionalTests", "SequentialHolm", "check_weights", "holm", "holm_step", "side_alpha"]
 
 #: Directional hypotheses of each ``alternative``: ``+1`` is "``policy_b`` better", ``-1``
 #: "``policy_a`` better", in this order.
 HOLM_SIDES: Mapping[str, tuple[int, ...]] = MappingProxyType({"two-sided": (1, -1), "greater": (1,), "less": (-1,)})
 
 
-def _holm_rejections(pvalues: NDArray[np.float64], alpha: float) -> NDArray[np.bool_]:
-    """Holm's step-down on every column of an ``(H, R)`` array at once (inputs trusted)."""
+def _holm_rejections(pvalues: NDArray[np.float64], alpha: float,
+                     weights: NDArray[np.float64] | None = None) -> NDArray[np.bool_]:
+    """Holm's step-down on every column of an ``(H, R)`` array at once (inputs trusted; ``weights``
+    ``(H,)`` positive, summing to 1, for the weighted step-down of :func:`holm`)."""
     h = pvalues.shape[0]
-    order = np.argsort(pvalues, axis=0, kind="stable")
-    ranked = np.take_along_axis(pvalues, order, axis=0)
-    passes = ranked <= (alpha / (h - np.arange(h)))[:, None]
+    if weights is None:
+        order = np.argsort(pvalues, axis=0, kind="stable")
+        ranked = np.take_along_axis(pvalues, order, axis=0)
+        passes = ranked <= (alpha / (h - np.arange(h)))[:, None]
+    else:  # Holm 1979 Sec. 5: by p / w, rank k tested at alpha w_(k) / (the weight not yet rejected)
+        order = np.argsort(pvalues / weights[:, None], axis=0, kind="stable")
+        ranked = np.take_along_axis(pvalues, order, axis=0)
+        ranked_w = weights[order]
+        remaining = np.flip(np.cumsum(np.flip(ranked_w, axis=0), axis=0), axis=0)
+        passes = ranked <= alpha * ranked_w / remaining
     n_rejected = np.cumprod(passes, axis=0).sum(axis=0)  # ranks before the first failure
     rejected: NDArray[np.bool_] = np.zeros_like(passes)
     np.put_along_axis(rejected, order, np.arange(h)[:, None] < n_rejected[None, :], axis=0)
     return rejected
 
 
-def holm(pvalues: ArrayLike, alpha: float) -> NDArray[np.bool_]:
+def holm(pvalues: ArrayLike, alpha: float, weights: ArrayLike | None = None) -> NDArray[np.bool_]:
     """Holm's step-down procedure: which hypotheses to reject at family-wise level ``alpha``.
 
     With the p-values sorted as :math:`p_{(1)} \\le \\dots \\le p_{(m)}`, let :math:`k^*` be
@@ -40,8 +49,15 @@ def holm(pvalues: ArrayLike, alpha: float) -> NDArray[np.bool_]:
     of ranks :math:`1, \\dots, k^* - 1` (all of them if there is no such rank) [1]_.  For
     sequential tests the p-values must be anytime-valid, taken at one analysis time.
 
+    With ``weights`` :math:`w_i > 0` (fixed before the data; normalised to sum 1), the weighted
+    step-down of [1]_ (Sec. 5): ranks by :math:`p_i / w_i`, rank :math:`k` tested at
+    :math:`\\alpha w_{(k)} / \\sum_{l \\ge k} w_{(l)}` -- Bretz et al. 2009's graphical
+    procedure whose rejected weight is shared in proportion.  Equal weights are Holm's.
+
     >>> holm([0.01, 0.04, 0.03, 0.005], 0.05)
     array([ True, False, False,  True])
+    >>> holm([0.02, 0.004, 0.3], 0.05, weights=[0.6, 0.2, 0.2])  # 0.004 <= 0.05 * 0.2, then 0.02 <= 0.05 * 0.6 / 0.8
+    array([ True,  True, False])
     """
     p = np.asarray(pvalues, dtype=np.float64)
     if p.ndim != 1 or p.size == 0:
@@ -50,14 +66,35 @@ def holm(pvalues: ArrayLike, alpha: float) -> NDArray[np.bool_]:
     if bad.any():
         index = int(np.argmax(bad))
         raise StatsInputError(f"`pvalues` must lie in [0, 1]; found {float(p[index])!r} at index {index}")
-    rejected: NDArray[np.bool_] = _holm_rejections(p[:, None], check_alpha(alpha))[:, 0]
+    rejected: NDArray[np.bool_] = _holm_rejections(p[:, None], check_alpha(alpha), check_weights(weights, p.size))[:, 0]
     return rejected
 
 
+def check_weights(weights: ArrayLike | None, h: int) -> NDArray[np.float64] | None:
+    """``weights`` as ``(h,)`` positive floats summing to 1 (``None`` stays ``None``: Holm's equal weights).
+
+    >>> check_weights([2, 1, 1], 3).tolist()
+    [0.5, 0.25, 0.25]
+    """
+    if weights is None:
+        return None
+    w = np.asarray(weights, dtype=np.float64)
+    if w.shape != (h,):
+        raise StatsInputError(f"`weights` must hold one weight per hypothesis ({h}); found shape {w.shape}")
+    bad = ~(np.isfinite(w) & (w > 0.0))
+    if bad.any():
+        index = int(np.argmax(bad))
+        raise StatsInputError(f"`weights` must be positive and finite; found {float(w[index])!r} at index {index}")
+    normalised: NDArray[np.float64] = w / w.sum()
+    return normalised
+
+
 def holm_step(
-    pvalues: NDArray[np.float64], decision: NDArray[np.int8], *, alpha: float, sides: Sequence[int]
+    pvalues: NDArray[np.float64], decision: NDArray[np.int8], *, alpha: float, sides: Sequence[int],
+    weights: NDArray[np.float64] | None = None,
 ) -> NDArray[np.int8]:
-    """One analysis: Holm over the ``(m * S, R)`` directional p-values, comparison-major.
+    """One analysis: Holm over the ``(m * S, R)`` directional p-values, comparison-major
+    (weighted by ``weights``, ``(m * S,)`` summing to 1, if given).
 
     Returns a copy of ``decision`` (``(m, R)``) in which every comparison still ``CONTINUE``
     with a hypothesis Holm rejects takes the claim of its first rejected side (``+1``:
@@ -67,7 +104,7 @@ def holm_step(
     array([[1],
            [0]], dtype=int8)
     """
-    rejected = _holm_rejections(pvalues, alpha)
+    rejected = _holm_rejections(pvalues, alpha, weights)
     out = decision.copy()
     for h in range(pvalues.shape[0]):
         j, side = divmod(h, len(sides))
@@ -90,7 +127,8 @@ class DirectionalTests:
     """One comparison under sequential Holm: a one-sided process per side of ``alternative``.
 
     :param method: Registered anytime-valid method (``nscore``, ``wsr``, ``savi``).
-    :param side_alpha: Level of each one-sided process: the family's ``alpha / H``.
+    :param side_alpha: Level of each one-sided process: the family's ``alpha / H`` (or one level
+        per side: ``alpha w`` of a weighted family, its smallest Holm threshold).
     :param lanes: Sequences ``R`` run side by side.
     :param options: ``n_max``, ``seed``, ``bins``, ``c`` of
         :func:`~evalstop_ros.stats.registry.make_process`.
@@ -99,15 +137,16 @@ class DirectionalTests:
     its hypotheses), which shows an example.
     """
 
-    def __init__(self, method: str, *, side_alpha: float, alternative: str, lanes: int = 1,
+    def __init__(self, method: str, *, side_alpha: float | Sequence[float], alternative: str, lanes: int = 1,
                  **options: float | int | None) -> None:
         from .registry import make_process
 
         self.sides = HOLM_SIDES[alternative]
+        levels = [side_alpha] * len(self.sides) if isinstance(side_alpha, float) else list(side_alpha)
         self.processes: list[PairedProcess] = [
-            make_process(method, lanes, alpha=side_alpha, alternative="greater" if side == 1 else "less",
+            make_process(method, lanes, alpha=level, alternative="greater" if side == 1 else "less",
                          **options)  # type: ignore[arg-type]
-            for side in self.sides
+            for side, level in zip(self.sides, levels, strict=True)
         ]
 
     def update(self, scores_a: NDArray[np.float64], scores_b: NDArray[np.float64]) -> None:
@@ -138,6 +177,9 @@ class SequentialHolm:
     hypothesis decides its comparison at step ``n``; after step ``n_max`` the comparisons still
     open are ``BUDGET_EXHAUSTED`` (no stopping step).
 
+    ``weights`` (``(m * S,)``, positive, summing to 1; :func:`check_weights`): the weighted
+    step-down of :func:`holm` at every analysis (``None``: Holm's equal weights).
+
     Two ways to feed it, one rule: :meth:`analyse` takes step ``n``'s p-values of every lane at
     once (lock-step, the Monte Carlo family); :meth:`run` (``R = 1``) analyses every step that
     per-comparison trajectories of unequal length allow: step ``n`` runs once every open
@@ -152,9 +194,11 @@ class SequentialHolm:
         Steps analysed.
     """
 
-    def __init__(self, m: int, *, alpha: float, alternative: str, n_max: int | None, lanes: int = 1) -> None:
+    def __init__(self, m: int, *, alpha: float, alternative: str, n_max: int | None, lanes: int = 1,
+                 weights: ArrayLike | None = None) -> None:
         self.alpha = alpha
         self.sides = HOLM_SIDES[alternative]
+        self.weights = check_weights(weights, m * len(self.sides))
         self.n_max = n_max
         self.step = 0
         self.decision = np.zeros((m, lanes), dtype=np.int8)
@@ -173,7 +217,7 @@ class SequentialHolm:
         open_rows = np.repeat(self.decision == Decision.CONTINUE, len(self.sides), axis=0)
         self._p = np.where(open_rows, pvalues, self._p)  # a decided comparison keeps its values
         self.step += 1
-        self._conclude(holm_step(self._p, self.decision, alpha=self.alpha, sides=self.sides))
+        self._conclude(holm_step(self._p, self.decision, alpha=self.alpha, sides=self.sides, weights=self.weights))
 
     def side_pvalues(self) -> NDArray[np.float64]:
         """``(m * S, R)``: the p-values of the last analysis (a decided comparison's from its stop)."""
@@ -204,7 +248,7 @@ class SequentialHolm:
                                for j in range(len(trajectories))], dtype=np.int8)
             self._p = np.array(rows, dtype=np.float64)[:, None]
             self.step = n
-            self._conclude(holm_step(self._p, before, alpha=self.alpha, sides=self.sides))
+            self._conclude(holm_step(self._p, before, alpha=self.alpha, sides=self.sides, weights=self.weights))
 
     def restart(self) -> None:
         """Analyse again from the first step (an earlier pair changed), keeping the decisions."""

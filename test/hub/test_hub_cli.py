@@ -60,19 +60,23 @@ def test_the_hub_evaluates_as_it_was_started(tmp_path: pathlib.Path) -> None:
     restarted.stop()
     announced = (tmp_path / "hub-1.log").read_text()
     assert f"leaderboard: http://127.0.0.1:{restarted.port}/leaderboard" in announced, announced
-    assert "mixture at family-wise alpha 0.1, ranker bt, schedule uncertain, tasks towel,cup" in announced, announced
+    assert "mixture at family-wise alpha 0.1 (declared family), ranker bt, schedule uncertain, tasks towel,cup" in announced, announced
     export = tmp_path / "journal.jsonl"
     assert cli("hub", "export", "--db", db, "-o", str(export)).returncode == 0
     entries = [json.loads(line) for line in export.read_text().splitlines()]
     [evaluation] = [e["body"] for e in entries if e["kind"] == "evaluation"]
     assert evaluation == {"method": "mixture", "alpha": 0.1, "ranker": "bt", "models": ["paired", "bt", "davidson", "elo",
-                          "prog", "task"], "budget": 40, "schedule": "uncertain", "tasks": ["towel", "cup"]}
+                          "prog", "task"], "budget": 40, "schedule": "uncertain", "tasks": ["towel", "cup"],
+                          "family": "declared"}
     hub_view = cli("hub", "analyze", str(export))
     assert hub_view.returncode == 0 and hub_view.stderr == ""
-    assert "sequential Holm over all 3 pairs at family-wise level 0.1" in hub_view.stdout
+    assert "sequential weighted Holm over all 3 pairs at family-wise level 0.1" in hub_view.stdout
     what_if = cli("hub", "analyze", str(export), "--alpha", "0.05")
     assert what_if.returncode == 0 and "family-wise level 0.05" in what_if.stdout
     assert "a what-if analysis, not the hub's evaluation (alpha: journaled 0.1, given 0.05)" in what_if.stderr
+    before = cli("hub", "analyze", str(export), "--family", "all-pairs")  # the family before, still selectable
+    assert before.returncode == 0 and "sequential Holm over all 3 pairs at family-wise level 0.1" in before.stdout
+    assert "(family: journaled 'declared', given 'all-pairs')" in before.stderr
 
 
 def test_a_refused_first_start_leaves_no_database(tmp_path: pathlib.Path) -> None:

@@ -1,8 +1,9 @@
 """The leaderboard's pairs under sequential Holm (family-wise error), the uncertain schedule, and progress.
 
 The family-wise claims follow seed 000 §VI-B (Holm over anytime-valid p-values, see
-evalstop_ros/stats/families.py); the pairing the schedule is compared with is RoboArena's (seed
-001 §3); the full study is bench/hub_study.py -> docs/hub_study.md.
+evalstop_ros/stats/families.py); the declared family weights Holm from a warm-up's order (Holm 1979
+Sec. 5, Bretz et al. 2009; docs/hub.md, "The family"); the pairing the schedule is compared with is
+RoboArena's (seed 001 §3); the full study is bench/hub_study.py -> docs/hub_study.md.
 """
 
 from __future__ import annotations
@@ -14,8 +15,12 @@ import re
 from typing import Any
 
 import numpy as np
+import pytest
 from hub_support import HubProcess, call, hub_journal, register_hub
 
+from evalstop_ros.hub.designs import DECLARE_AFTER
+from evalstop_ros.hub.evaluation import Evaluation
+from evalstop_ros.hub.family import HolmPairs
 from evalstop_ros.hub.leaderboard import WARM_UP, Leaderboard, leaderboard
 from evalstop_ros.hub.page import render_page
 from evalstop_ros.hub.schedule import Focus, Schedule, choose_pair
@@ -39,7 +44,7 @@ def test_two_policies_claim_when_a_direction_reaches_alpha_over_two() -> None:
     for _ in range(80):
         x, y = float(rng.random() < 0.9), float(rng.random() < 0.3)
         trials.append(("good", "bad", x, y) if rng.random() < 0.5 else ("bad", "good", y, x))
-    board = leaderboard(["bad", "good"], [_result(*t) for t in trials], models=("bt",))
+    board = leaderboard(["bad", "good"], [_result(*t) for t in trials], models=("bt",), family="all-pairs")
     sides = {alt: make_process("mixture", 1, alpha=0.025, alternative=alt, n_max=None) for alt in ("greater", "less")}
     expected = None
     for n, (a, _, sa, sb) in enumerate(trials, 1):
@@ -63,11 +68,12 @@ def test_two_policies_claim_when_a_direction_reaches_alpha_over_two() -> None:
     assert board["progress"]["settled"] and board["progress"]["order"] == ["good", "bad"]
 
 
-def test_familywise_error_of_six_equal_policies_is_controlled() -> None:
+@pytest.mark.parametrize("family", ["all-pairs", "declared"])
+def test_familywise_error_of_six_equal_policies_is_controlled(family: str) -> None:
     """Monte Carlo, worst-case kind of null for this data (six equal policies, fair coin scores):
     the probability that the leaderboard makes any claim is <= alpha + 2 SE, SE = sqrt(alpha (1 -
-    alpha) / R).  alpha = 0.2 keeps R small and the test discriminating: one test per pair at alpha
-    each (the hub before issue 23) claims in about half of these runs (0.55 at 600 results)."""
+    alpha) / R), for either family.  alpha = 0.2 keeps R small and the test discriminating: one
+    test per pair at alpha each claims in about half of these runs (0.55 at 600 results)."""
     alpha, runs, results = 0.2, 30, 400
     claims = 0
     for seed in range(runs):
@@ -76,7 +82,7 @@ def test_familywise_error_of_six_equal_policies_is_controlled() -> None:
         for _ in range(results):
             x, y = rng.sample(SIX, 2)
             entries.append(_result(x, y, float(rng.random() < 0.5), float(rng.random() < 0.5)))
-        board = leaderboard(SIX, entries, alpha=alpha, models=())
+        board = leaderboard(SIX, entries, alpha=alpha, models=(), family=family)
         assert board["family"]["pairs"] == 15 and board["n_results"] == results
         claims += any(pair["better"] for pair in board["pairs"])
     bound = alpha + 2 * math.sqrt(alpha * (1 - alpha) / runs)
@@ -103,7 +109,7 @@ def test_uncertain_schedule_drops_decided_pairs_and_settles_a_planted_ranking() 
         assert (x, y) in focus.uncertain  # never a decided pair, never one the order does not need
         if board.family is not None and (x, y) in board.family.decided():
             drawn_after_decision.append((x, y))
-        warm = board.family is not None and int(board.family.n.min()) >= WARM_UP
+        warm = board.family is not None and int(board.family.n.min()) >= max(WARM_UP, board.family.warm_up)
         if warm and not all(a["decided"] for a in board.progress()["adjacent"]):
             order = board.order()
             assert abs(order.index(x) - order.index(y)) == 1, (order, x, y)  # adjacent in the current order
@@ -202,3 +208,180 @@ def test_hub_on_postgresql_settles_a_planted_ranking(postgres: Any, tmp_path: An
         later = [e for e in journal if e["kind"] == "assigned" and decisive < e["seq"] < all_decided
                  and {e["body"]["policy_a"], e["body"]["policy_b"]} == {pair["policy_a"], pair["policy_b"]}]
         assert later == [], (pair, later[:2])
+
+
+# -- the declared family ---------------------------------------------------------------------------
+
+
+def test_declared_family_orders_by_the_warm_up_and_tests_only_the_later_results() -> None:
+    """The warm-up (DECLARE_AFTER results of every pair) only orders the policies: however one-sided
+    its results, no test has seen them (every p-value 1, no claim); the order it declares is by mean
+    score, and the weights favour that order's adjacent pairs in its direction."""
+    family = HolmPairs(["a", "b", "c"], method="mixture", alpha=0.05)
+    assert family.declared_at is None and family.statement()["design"] == "declared"
+    for _ in range(DECLARE_AFTER):  # c beats everyone, a loses to everyone: a sure order c > b > a
+        family.add("a", "b", 0.0, 1.0)
+        family.add("a", "c", 0.0, 1.0)
+        family.add("b", "c", 0.0, 1.0)
+    assert family.declared_at == 3 * DECLARE_AFTER and family.declared_order == ("c", "b", "a")
+    assert family.n_tested.tolist() == [0, 0, 0] and family.decided() == set()
+    assert [family.pvalue(j) for j in range(family.m)] == [1.0, 1.0, 1.0]
+    # (a, b) and (b, c) are adjacent, "B better" carries their weight; (a, c) is two apart
+    assert family.first_level(0) == family.first_level(2) > family.first_level(1)
+    assert family.engine.levels.sum() == pytest.approx(0.05)
+    for _ in range(3):  # the first test results
+        family.add("a", "b", 0.0, 1.0)
+    assert family.n_tested.tolist() == [3, 0, 0] and family.pvalue(0) < 1.0
+    # the same results with the warm-up counted as data: more evidence
+    counted = HolmPairs(["a", "b", "c"], method="mixture", alpha=0.05, family="all-pairs")
+    for _ in range(DECLARE_AFTER + 3):
+        counted.add("a", "b", 0.0, 1.0)
+    assert counted.pvalue(0) < family.pvalue(0)
+
+
+def test_an_evaluation_journaled_before_the_declared_family_keeps_all_pairs() -> None:
+    old = {"method": "mixture", "alpha": 0.05, "ranker": "bt", "models": ["bt"], "budget": 0,
+           "schedule": "uncertain", "tasks": ["default"]}
+    assert Evaluation.from_body(old).family == "all-pairs"
+    assert Evaluation.from_body({**old, "family": "declared"}).family == "declared"
+    assert Evaluation().family == "declared"
+
+
+def _null_run(rng: np.random.Generator, rates: dict[str, float], family: HolmPairs, results: int,
+              warm_up_scores: dict[str, float] | None = None) -> None:
+    """Feed ``results`` random pairs with Bernoulli scores at ``rates``; during the warm-up, scores
+    at ``warm_up_scores`` instead (a warm-up that misleads the declaration)."""
+    names = sorted(rates)
+    for _ in range(results):
+        i, j = sorted(rng.choice(len(names), size=2, replace=False))
+        x, y = names[i], names[j]
+        use = warm_up_scores if warm_up_scores is not None and family.declared_at is None else rates
+        family.add(x, y, float(rng.random() < use[x]), float(rng.random() < use[y]))
+
+
+def test_declared_family_keeps_the_familywise_error_under_the_global_null() -> None:
+    """Monte Carlo, six equal policies (fair coins) through the declared family, any pairing:
+    P(any claim) <= alpha + 2 SE over R runs, alpha = 0.3 (SE = sqrt(alpha (1 - alpha) / R)).
+    Discriminating: every direction at level alpha alone (no multiplicity, the warm-up's order
+    ignored) claims in most runs."""
+    alpha, runs, results = 0.3, 120, 500
+    rng = np.random.default_rng(20)
+    rates = dict.fromkeys(SIX, 0.5)
+    claims = 0
+    for _ in range(runs):
+        family = HolmPairs(SIX, method="mixture", alpha=alpha)
+        _null_run(rng, rates, family, results)
+        claims += bool(family.decided())
+    bound = alpha + 2 * math.sqrt(alpha * (1 - alpha) / runs)
+    assert claims / runs <= bound, f"FWE {claims / runs:.3f} (SE {math.sqrt(alpha * (1 - alpha) / runs):.3f}) > {bound:.3f}"
+
+
+def test_declared_family_keeps_the_familywise_error_when_the_warm_up_swaps_the_order() -> None:
+    """Monte Carlo, a partial null whose warm-up lies: policies p0, p1 at 0.8 and p2, p3 at 0.2,
+    p4, p5 at 0.5, but during the warm-up p0 and p1 lose and p2 and p3 win, so the declared order's
+    heaviest directions are true nulls.  A false claim is any 'better' between equal policies or in
+    the wrong direction: P(any false claim) <= alpha + 2 SE, alpha = 0.3; and the warm-up's mistake
+    can still be corrected, at the light weights (p0 better than p2 is claimed in some runs)."""
+    alpha, runs, results = 0.3, 100, 600
+    rng = np.random.default_rng(21)
+    rates = {"p0": 0.8, "p1": 0.8, "p2": 0.2, "p3": 0.2, "p4": 0.5, "p5": 0.5}
+    lying = {"p0": 0.1, "p1": 0.1, "p2": 0.95, "p3": 0.95, "p4": 0.5, "p5": 0.5}
+    false_runs, corrected = 0, 0
+    for _ in range(runs):
+        family = HolmPairs(SIX, method="mixture", alpha=alpha)
+        _null_run(rng, rates, family, results, lying)
+        assert family.declared_order is not None and set(family.declared_order[:2]) == {"p2", "p3"}
+        claims = {(c.policy_a, c.policy_b): family.decision(j) for j, c in enumerate(family.comparisons)
+                  if family.decision(j) != 0}
+        false = [pair for pair, d in claims.items()
+                 if rates[pair[0]] == rates[pair[1]] or (rates[pair[1]] > rates[pair[0]]) != (int(d) == 1)]
+        false_runs += bool(false)
+        corrected += ("p0", "p2") in claims
+    bound = alpha + 2 * math.sqrt(alpha * (1 - alpha) / runs)
+    assert false_runs / runs <= bound, f"FWE {false_runs / runs:.3f} > {bound:.3f}"
+    assert corrected > 0
+
+
+def _rebuilt_declared(results: list[dict[str, Any]], policies: list[str], alpha: float) -> dict[tuple[str, str], Any]:
+    """The declared family rebuilt from the core's pieces, apart from the hub's family code: the
+    warm-up's order by mean score, the weights of that order, one-sided mixture processes at
+    ``alpha w`` on the later results, weighted Holm after each; per pair (decided_at_result, better)."""
+    from evalstop_ros.stats.families import comparison_pairs, order_weights
+    from evalstop_ros.stats.holm import holm
+
+    comparisons = comparison_pairs(sorted(policies))
+    index = {(c.policy_a, c.policy_b): j for j, c in enumerate(comparisons)}
+    counts, totals, plays = np.zeros(len(comparisons)), dict.fromkeys(policies, 0.0), dict.fromkeys(policies, 0)
+    out: dict[tuple[str, str], Any] = {pair: (None, None) for pair in index}
+    processes: list[Any] = []
+    pvalues = np.ones(2 * len(comparisons))
+    weights = np.ones(0)
+    for t, body in enumerate(results, 1):
+        a, b, sa, sb = body["policy_a"], body["policy_b"], body["score_a"], body["score_b"]
+        x, y, sx, sy = (a, b, sa, sb) if a < b else (b, a, sb, sa)
+        j = index[(x, y)]
+        if not processes:  # the warm-up
+            counts[j] += 1
+            totals[x] += sx
+            totals[y] += sy
+            plays[x] += 1
+            plays[y] += 1
+            if counts.min() >= DECLARE_AFTER:
+                order = sorted(policies, key=lambda p: (-totals[p] / plays[p], p))
+                weights = order_weights(order, comparisons)
+                processes = [make_process("mixture", 1, alpha=alpha * float(weights[h]),
+                                          alternative="greater" if h % 2 == 0 else "less", n_max=None)
+                             for h in range(len(weights))]
+            continue
+        if out[(x, y)][0] is not None:
+            continue
+        for h in (2 * j, 2 * j + 1):
+            processes[h].update(np.array([sx]), np.array([sy]))
+            pvalues[h] = float(processes[h].pvalue()[0])
+        rejected = holm(pvalues, alpha, weights=weights)
+        for (px, py), k in index.items():
+            if out[(px, py)][0] is None and rejected[2 * k:2 * k + 2].any():
+                out[(px, py)] = (t, py if rejected[2 * k] else px)
+    return out
+
+
+def test_declared_family_through_the_app(database: str, tmp_path: Any) -> None:
+    """The real app (SQLite and PostgreSQL) with its default family and schedule: a station leases
+    and reports planted results over HTTP until /v1/leaderboard says the ranking is settled; the
+    board's family is the declared one, declared after the warm-up, and every pair's claim and the
+    result that made it equal the family rebuilt from the journal with the core's pieces."""
+    rates = {"hi": 0.9, "mid": 0.5, "lo": 0.1}
+    keys, viewer = register_hub(database, rates, ["s1"], "board")
+    hub = HubProcess(database, viewer, tmp_path, ["--seed", "5", "--models", "bt"])
+    hub.start()
+    rng = random.Random(6)
+    try:
+        board: dict[str, Any] = {}
+        for i in range(600):
+            status, work = call(hub.url + "/v1/work", "POST", key=keys["s1"])
+            assert status == 200, work
+            status, arms = call(hub.url + "/v1/tickets/resolve", "POST", key=keys["s1"], body={"ticket": work["runner_ticket"]})
+            assert status == 200
+            scores = [float(rng.random() < float(arms[arm].split("=")[1])) for arm in ("A", "B")]
+            status, _ = call(hub.url + f"/v1/assignments/{work['assignment_id']}/result", "POST", key=keys["s1"],
+                             body={"upload_id": f"upload-{i:05d}", "score_a": scores[0], "score_b": scores[1]})
+            assert status == 200
+            if i % 10 == 9:
+                board = call(hub.url + "/v1/leaderboard", key=viewer)[1]
+                if board["progress"]["finished"]:
+                    break
+        page = call(hub.url + "/leaderboard", key=viewer)[1]
+        journal = hub_journal(hub.url, viewer)
+    finally:
+        hub.stop()
+    family = board["family"]
+    assert board["progress"]["settled"] and board["progress"]["order"] == ["hi", "mid", "lo"]
+    assert (family["design"], family["procedure"], family["warm_up"]) == ("declared", "sequential weighted Holm",
+                                                                          DECLARE_AFTER)
+    assert family["declared_at"] == 3 * DECLARE_AFTER  # the uncertain schedule spreads the warm-up evenly
+    assert f"declared after result {family['declared_at']}" in page
+    results = [e["body"] for e in journal if e["kind"] == "result"][:board["n_results"]]
+    rebuilt = _rebuilt_declared(results, list(rates), 0.05)
+    shown = {(p["policy_a"], p["policy_b"]): (p["decided_at_result"], p["better"]) for p in board["pairs"]}
+    assert shown == rebuilt
+    assert all(at is None or at > family["declared_at"] for at, _ in shown.values())

@@ -97,9 +97,13 @@ def test_leaderboard_page_in_headless_chromium(chromium: Any, tmp_path: pathlib.
     # one model table shown (the primary, bt), the others folded away until asked for
     assert re.findall(r'<details class="model" id="model-(\w+)" open>', page) == ["bt"]
     assert len(re.findall(r'<details class="model" id="model-\w+">', page)) == 5
-    assert board["family"] == {"procedure": "sequential Holm", "pairs": 3, "hypotheses": 6, "alpha": 0.05,
-                               "side_alpha": 0.05 / 6, "method": "mixture",
-                               "analysis": "after every counted result, in journal order"}
+    family = board["family"]
+    assert {k: family[k] for k in ("procedure", "design", "pairs", "hypotheses", "alpha", "method", "warm_up",
+                                   "analysis")} == {
+        "procedure": "sequential weighted Holm", "design": "declared", "pairs": 3, "hypotheses": 6, "alpha": 0.05,
+        "method": "mixture", "warm_up": 4, "analysis": "after every counted result, in journal order"}
+    assert family["declared_at"] is not None and sorted(family["declared_order"]) == sorted(r["policy"] for r in board["ranking"])
+    assert f"declared after result {family['declared_at']}" in page
     assert set(board["models"]) == {"paired", "bt", "davidson", "elo", "prog", "task"}
     for name, model in board["models"].items():  # every model: score, SE and interval, shown on the page
         assert f'id="model-{name}"' in page and len(model["rows"]) == 3

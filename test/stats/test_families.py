@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from evalstop_ros.stats.errors import StatsInputError
-from evalstop_ros.stats.families import Comparison, comparison_pairs
+from evalstop_ros.stats.families import ORDER_WEIGHTS, Comparison, comparison_pairs, order_weights
 from evalstop_ros.stats.holm import holm
 from evalstop_ros.stats.letters import compact_letter_display
 from evalstop_ros.stats.levels import bonferroni
@@ -107,6 +107,79 @@ def test_holm_rejects_a_superset_of_bonferroni():
 def test_holm_validation(pvalues, match):
     with pytest.raises(StatsInputError, match=match):
         holm(pvalues, 0.05)
+
+
+# -- weighted Holm (Holm 1979 Sec. 5) and the weights of a declared order ----------------------------
+
+
+@pytest.mark.parametrize(
+    ("pvalues", "weights", "expected"),
+    [
+        # by p / w: 0.004 / 0.2 first, <= .05 * .2; then 0.02 <= .05 * .6 / .8; 0.3 > .05 * .2 / .2
+        ([0.02, 0.004, 0.3], [0.6, 0.2, 0.2], [True, True, False]),
+        # on its threshold: 0.04 <= .05 * .8, then 0.011 <= .05 * .2 / .2
+        ([0.04, 0.011], [0.8, 0.2], [True, True]),
+        # first by p / w, 0.05 / .9 > .05 * .9 / 1 stops everything (Holm would reject both)
+        ([0.05, 0.009], [0.9, 0.1], [False, False]),
+        # unnormalised weights mean the same
+        ([0.02, 0.004, 0.3], [6, 2, 2], [True, True, False]),
+    ],
+)
+def test_weighted_holm_hand_computed(pvalues, weights, expected):
+    assert holm(pvalues, 0.05, weights=weights).tolist() == expected
+
+
+def test_weighted_holm_with_equal_weights_is_holm():
+    rng = np.random.default_rng(3)
+    for _ in range(300):
+        p = rng.uniform(0, 0.08, size=7)
+        assert (holm(p, 0.05, weights=np.full(7, 1 / 7)) == holm(p, 0.05)).all()
+
+
+def test_weighted_holm_is_the_closed_test_of_weighted_bonferroni():
+    """Brute force over every intersection (Bretz et al. 2009, Sec. 2): H_i is rejected iff every
+    intersection containing it is, by the weighted Bonferroni test with weights w_j / W_I."""
+    rng = np.random.default_rng(11)
+    for _ in range(150):
+        h = int(rng.integers(2, 6))
+        p, w = rng.uniform(0, 0.1, size=h), rng.uniform(0.05, 1.0, size=h)
+        w = w / w.sum()
+        closed = []
+        for i in range(h):
+            subsets = [s for r in range(1, h + 1) for s in itertools.combinations(range(h), r) if i in s]
+            closed.append(all(any(p[j] <= 0.05 * w[j] / w[list(s)].sum() for j in s) for s in subsets))
+        assert holm(p, 0.05, weights=w).tolist() == closed, (p, w)
+
+
+@pytest.mark.parametrize(
+    ("weights", "match"),
+    [
+        ([0.5, 0.5, 0.0], r"`weights` must be positive and finite; found 0.0 at index 2"),
+        ([0.5, float("inf"), 1.0], r"found inf at index 1"),
+        ([0.5, 0.5], r"one weight per hypothesis \(3\); found shape \(2,\)"),
+    ],
+)
+def test_weighted_holm_validation(weights, match):
+    with pytest.raises(StatsInputError, match=match):
+        holm([0.01, 0.02, 0.03], 0.05, weights=weights)
+
+
+def test_order_weights_favour_the_declared_adjacent_pairs():
+    names = ["a", "b", "c", "d"]
+    comparisons = comparison_pairs(names)
+    w = order_weights(["c", "a", "d", "b"], comparisons)  # declared: c > a > d > b
+    assert w.sum() == pytest.approx(1.0)
+    by = {(c.policy_a, c.policy_b): (w[2 * j], w[2 * j + 1]) for j, c in enumerate(comparisons)}  # (B, A better)
+    (_, reverse), (near_ahead, near_behind), (far_ahead, far_behind) = ORDER_WEIGHTS
+    unit = w.max()
+    assert by[("a", "c")] == pytest.approx((unit, unit * reverse))  # adjacent: c better carries the weight
+    assert by[("a", "d")] == pytest.approx((unit * reverse, unit))  # adjacent: a better
+    assert by[("b", "d")] == pytest.approx((unit, unit * reverse))  # adjacent: d better
+    assert by[("a", "b")] == pytest.approx((unit * near_behind, unit * near_ahead))  # rank distance 2, a ahead
+    assert by[("c", "d")] == pytest.approx((unit * near_behind, unit * near_ahead))  # rank distance 2, c ahead
+    assert by[("b", "c")] == pytest.approx((unit * far_ahead, unit * far_behind))  # rank distance 3, c ahead
+    with pytest.raises(StatsInputError, match=r"`order` must rank every policy of `comparisons`; missing \['d'\]"):
+        order_weights(["a", "b", "c"], comparisons)
 
 
 # -- compact_letter_display --------------------------------------------------------------------------
