@@ -163,17 +163,18 @@ def _against(entries: Sequence[Mapping[str, Any]], policies: Sequence[str], publ
     problems = []
     try:
         upto = int(published["as_of_seq"])
+        design = str((published.get("family") or {}).get("design", "all-pairs"))  # (older boards: all-pairs)
         if evaluation is not None:
             shown = {"method": published["method"], "alpha": float(published["alpha"]), "ranker": published["ranker"],
                      "models": tuple(published.get("models") or MODELS),
-                     "budget": int((published.get("progress") or {}).get("budget") or 0)}
+                     "budget": int((published.get("progress") or {}).get("budget") or 0), "family": design}
             problems += [f"leaderboard: published with {name} {value!r}, the hub's journaled evaluation has "
                          f"{getattr(evaluation, name)!r}" for name, value in shown.items()
                          if value != getattr(evaluation, name)]
         board = leaderboard(policies, [e for e in entries if e["seq"] <= upto], method=published["method"],
                             alpha=float(published["alpha"]), ranker=published["ranker"],
                             models=tuple(published.get("models") or MODELS),
-                            budget=int((published.get("progress") or {}).get("budget") or 0))
+                            budget=int((published.get("progress") or {}).get("budget") or 0), family=design)
     except (KeyError, TypeError, ValueError) as err:
         raise HubError(f"the leaderboard to check against is not a hub leaderboard: {err}") from err
     if board["n_results"] != published.get("n_results"):

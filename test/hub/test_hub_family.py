@@ -192,7 +192,7 @@ def test_hub_on_postgresql_settles_a_planted_ranking(postgres: Any, tmp_path: An
         assert board["progress"]["settled"] and board["progress"]["order"] == ["hi", "mid", "lo"]
         page = call(hub.url + "/leaderboard", key=viewer)[1]
         assert "Finished: every adjacent pair is decided" in page
-        assert re.search(r"all 3 pairs of the 3 policies .* sequential Holm at level 0.05", page)
+        assert re.search(r"all 3 pairs of the 3 policies .* sequential weighted Holm at level 0.05", page)
         journal = hub_journal(hub.url, viewer)
     finally:
         hub.stop()
