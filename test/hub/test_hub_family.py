@@ -163,6 +163,26 @@ def test_store_lease_follows_the_schedule(database: str) -> None:
         store.close()
 
 
+def _station_until_finished(url: str, key: str, viewer: str, rng: random.Random, results: int = 600) -> dict[str, Any]:
+    """A station over HTTP: lease, run both arms at their planted rates (``sim://success=R``),
+    report; the leaderboard every 10 results, until it says finished (or ``results``)."""
+    board: dict[str, Any] = {}
+    for i in range(results):
+        status, work = call(url + "/v1/work", "POST", key=key)
+        assert status == 200, work
+        status, arms = call(url + "/v1/tickets/resolve", "POST", key=key, body={"ticket": work["runner_ticket"]})
+        assert status == 200
+        scores = [float(rng.random() < float(arms[arm].split("=")[1])) for arm in ("A", "B")]
+        status, _ = call(url + f"/v1/assignments/{work['assignment_id']}/result", "POST", key=key,
+                         body={"upload_id": f"upload-{i:05d}", "score_a": scores[0], "score_b": scores[1]})
+        assert status == 200
+        if i % 10 == 9:
+            board = call(url + "/v1/leaderboard", key=viewer)[1]
+            if board["progress"]["finished"]:
+                break
+    return board
+
+
 def test_hub_on_postgresql_settles_a_planted_ranking(postgres: Any, tmp_path: Any) -> None:
     """The real app on PostgreSQL with the default (uncertain) schedule: a station leases and reports
     planted results over HTTP until /v1/leaderboard says the ranking is settled; no pair is
@@ -173,22 +193,8 @@ def test_hub_on_postgresql_settles_a_planted_ranking(postgres: Any, tmp_path: An
     key = keys["s1"]
     hub = HubProcess(db, viewer, tmp_path, ["--seed", "4", "--models", "bt"])
     hub.start()
-    rng = random.Random(8)
     try:
-        board: dict[str, Any] = {}
-        for i in range(600):
-            status, work = call(hub.url + "/v1/work", "POST", key=key)
-            assert status == 200, work
-            status, arms = call(hub.url + "/v1/tickets/resolve", "POST", key=key, body={"ticket": work["runner_ticket"]})
-            assert status == 200
-            scores = [float(rng.random() < float(arms[arm].split("=")[1])) for arm in ("A", "B")]
-            status, _ = call(hub.url + f"/v1/assignments/{work['assignment_id']}/result", "POST", key=key,
-                             body={"upload_id": f"upload-{i:05d}", "score_a": scores[0], "score_b": scores[1]})
-            assert status == 200
-            if i % 10 == 9:
-                board = call(hub.url + "/v1/leaderboard", key=viewer)[1]
-                if board["progress"]["finished"]:
-                    break
+        board = _station_until_finished(hub.url, key, viewer, random.Random(8))
         assert board["progress"]["settled"] and board["progress"]["order"] == ["hi", "mid", "lo"]
         page = call(hub.url + "/leaderboard", key=viewer)[1]
         assert "Finished: every adjacent pair is decided" in page
@@ -354,22 +360,8 @@ def test_declared_family_through_the_app(database: str, tmp_path: Any) -> None:
     keys, viewer = register_hub(database, rates, ["s1"], "board")
     hub = HubProcess(database, viewer, tmp_path, ["--seed", "5", "--models", "bt"])
     hub.start()
-    rng = random.Random(6)
     try:
-        board: dict[str, Any] = {}
-        for i in range(600):
-            status, work = call(hub.url + "/v1/work", "POST", key=keys["s1"])
-            assert status == 200, work
-            status, arms = call(hub.url + "/v1/tickets/resolve", "POST", key=keys["s1"], body={"ticket": work["runner_ticket"]})
-            assert status == 200
-            scores = [float(rng.random() < float(arms[arm].split("=")[1])) for arm in ("A", "B")]
-            status, _ = call(hub.url + f"/v1/assignments/{work['assignment_id']}/result", "POST", key=keys["s1"],
-                             body={"upload_id": f"upload-{i:05d}", "score_a": scores[0], "score_b": scores[1]})
-            assert status == 200
-            if i % 10 == 9:
-                board = call(hub.url + "/v1/leaderboard", key=viewer)[1]
-                if board["progress"]["finished"]:
-                    break
+        board = _station_until_finished(hub.url, keys["s1"], viewer, random.Random(6))
         page = call(hub.url + "/leaderboard", key=viewer)[1]
         journal = hub_journal(hub.url, viewer)
     finally:
