@@ -251,7 +251,8 @@ def pair_study(reps: int, horizon: int, seed: int, say: Any = print) -> dict[str
 def _ratio_line(name: str, paired: dict[str, float]) -> str:
     if not paired["runs"]:
         return f"{name}: no run."
-    return (f"{name} ({paired['runs']} runs): {paired['ratio']:.2f} x today's results ({paired['mean']:.0f} fewer on "
+    fewer = f"{paired['mean']:.0f} fewer" if paired["mean"] >= 0 else f"{-paired['mean']:.0f} more"
+    return (f"{name} ({paired['runs']} runs): {paired['ratio']:.2f} x the `{BEFORE}` family's results ({fewer} on "
             f"average, paired SE {paired['se']:.0f}).")
 
 
@@ -382,6 +383,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         for name in args.part_from:
             part = json.loads(pathlib.Path(name).read_text(encoding="utf-8"))
             seconds += part.pop("seconds", 0.0) + part.get("null", {}).get("seconds", 0.0)
+            if "null" in part and "null" in out:  # (a) run per family: one table
+                part["null"]["families"] = {**out["null"]["families"], **part["null"]["families"]}
             out.update(part)
     else:
         parts = {"null": lambda: {"null": null_study(args.null_runs, args.null_results, args.seed, say,

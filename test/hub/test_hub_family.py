@@ -267,9 +267,8 @@ def _null_run(rng: np.random.Generator, rates: dict[str, float], family: HolmPai
 
 def test_declared_family_keeps_the_familywise_error_under_the_global_null() -> None:
     """Monte Carlo, six equal policies (fair coins) through the declared family, any pairing:
-    P(any claim) <= alpha + 2 SE over R runs, alpha = 0.3 (SE = sqrt(alpha (1 - alpha) / R)).
-    Discriminating: every direction at level alpha alone (no multiplicity, the warm-up's order
-    ignored) claims in most runs."""
+    P(any claim) <= alpha + 2 SE over R runs, alpha = 0.3 (SE = sqrt(alpha (1 - alpha) / R));
+    alpha this large keeps R small."""
     alpha, runs, results = 0.3, 120, 500
     rng = np.random.default_rng(20)
     rates = dict.fromkeys(SIX, 0.5)
