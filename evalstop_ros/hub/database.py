@@ -106,7 +106,12 @@ def postgres_pool(database: str, size: int) -> Any:
 
 def sqlite_connection(path: str) -> sqlite3.Connection:
     """The hub's SQLite database at ``path``, its files 0600 in a directory that is ours (see the
-    module docstring), in WAL mode with ``synchronous=FULL``."""
+    module docstring), in WAL mode with ``synchronous=FULL``; ``:memory:`` is SQLite's in-memory
+    database (benches and simulations), no file."""
+    if path == ":memory:":
+        conn = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
+        conn.execute("PRAGMA foreign_keys=ON")
+        return conn
     file = pathlib.Path(path).expanduser()
     try:
         if not file.parent.exists():
