@@ -4,7 +4,7 @@
 hub station's :class:`~evalstop_ros.station.session.StationSession`, both on one
 :class:`~.machine.TrialMachine`) from the journal alone: the fault limit (pause after ``max_attempts``
 failed runs), automatic scores (held while paused), one runner per action (:mod:`.runner_check`),
-several runners at once with scores in plan order (``runners=``, :mod:`.parallel`, docs/parallel.md)
+several runners at once with scores in plan order (``runners=``, :mod:`.runner_pool`, docs/parallel.md)
 and the operator's fallback for a run without a valid automatic score.  Details: docs/session.md.
 """
 
@@ -19,8 +19,8 @@ from typing import Any, Protocol, cast
 
 from .config_sections import ROUND_DESIGNS
 from .errors import SessionError
-from .parallel import RunnerPool
 from .runner_check import RunnerCheck, RunnerGraph
+from .runner_pool import RunnerPool
 from .values import FINAL, PendingTrial, ScoreOutcome, SessionState, TrialRules, score_problem
 
 __all__ = ["Action", "AutoScore", "Dispatch", "DrivenSession", "Next", "RunVerdict", "TrialDriver", "Verdict"]
@@ -153,7 +153,7 @@ class TrialDriver:
 
     def __init__(self, session: DrivenSession, runner_action: str = "", *, runners: Sequence[str] = ()) -> None:
         self.session = session
-        #: Who holds which trial, with ``runners`` (:mod:`.parallel`).
+        #: Who holds which trial, with ``runners`` (:mod:`.runner_pool`).
         self.pool = RunnerPool(tuple(runners)) if runners else None
         #: The automatic scores submitted in plan order so far (:meth:`submit_in_order`; a node acknowledges
         #: and clears them).

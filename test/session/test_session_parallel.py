@@ -15,8 +15,8 @@ from evalstop_ros.session import EvaluationSession, SessionState, read_journal
 from evalstop_ros.session.driver import Action, TrialDriver, Verdict
 from evalstop_ros.session.errors import ConfigError, SessionError
 from evalstop_ros.session.offline import offline_decisions
-from evalstop_ros.session.parallel import RunnerPool
 from evalstop_ros.session.runner_check import RunnerGraph
+from evalstop_ros.session.runner_pool import RunnerPool
 
 RATES = {"pi0": 0.3, "pi1": 0.8}
 ARMS = ("arm_1/run_trial", "arm_2/run_trial", "arm_3/run_trial")
