@@ -102,6 +102,7 @@ class ProtocolChecks(VerifierState):
                 subs.append((s.position, s.stamp_ns, s.trial_id, {"token": s.token, "success": s.success,
                              "progress": s.progress, "operator": s.scorer}, "not journaled", "trial_score"))
         rejected = 0
+        refused_late: list[int | None] = []
         for pos, stamp, claimed, sub, outcome, origin in subs:
             rejected += outcome.startswith("rejected")
             where = f"({origin}, {outcome})"
@@ -113,12 +114,19 @@ class ProtocolChecks(VerifierState):
             elif sub.get("token") != book.trials[claimed].token:
                 self.violate("token_mismatch", [claimed], f"trial {claimed}: score token {sub.get('token')!r} does "
                              f"not match the request's {book.trials[claimed].token!r} {where}", pos, stamp)
-            if stop is not None and pos > stop:
+            if stop is not None and pos > stop and outcome.startswith(("rejected", "duplicate")):
+                # refused, or a copy: nothing entered (several runners: an operator scoring an arm's trial
+                # as the decision came from another's, docs/parallel.md)
+                refused_late.append(claimed)
+            elif stop is not None and pos > stop:
                 self.violate("after_stop", [claimed] if claimed else [], f"trial {claimed}: score "
                              f"{_score_text(sub.get('success'), sub.get('progress'))} arrived after the session "
                              f"stopped {where}", pos, stamp)
         if rejected:
             self.notes.append(f"{rejected} score(s) rejected by the manager (listed above if they break the protocol)")
+        if refused_late:
+            self.notes.append(f"{len(refused_late)} score(s) came after the stop and were refused or duplicates "
+                              f"(trial(s) {', '.join(str(t) for t in refused_late)}): never used")
         if stop is not None:
             for trial_id, pos in self.request_positions.items():
                 if pos > stop:
