@@ -454,17 +454,13 @@ class EvaluationManager(ManagerParameters, ManagerNode):
 
     def _runners_now(self) -> list[RunnerNow]:
         """What each of several runners is doing (docs/parallel.md): one ``/diagnostics`` status each."""
-        session, driver = self.session, self._driver
-        if session is None or driver is None or driver.pool is None:
+        driver = self._driver
+        if driver is None or driver.pool is None:
             return []
         out = []
         for name, link in self._links.items():
-            reset = next((t.trial_id for t in driver.pool.reserved.get(name, ())
-                          if session.trial_phase(t.trial_id) == "reset"), 0)
-            trial, held = link.trial, driver.pool.running.get(name)
-            # given up: at the stop (no longer in the pool) or voided during its run (closed)
-            cancelled = trial is not None and (held is None or held.trial_id != trial.trial_id
-                                               or not session.trial_phase(trial.trial_id))
+            trial = link.trial
+            cancelled, reset = driver.runner_work(name, trial)
             out.append(RunnerNow(name, link.resolved, link.client.server_is_ready(), link.held,
                                  trial.trial_id if trial is not None else 0, cancelled, reset))
         return out

@@ -418,6 +418,18 @@ class TrialDriver:
             out.append(Dispatch(runner, trial, Action.RUN))
         return out
 
+    def runner_work(self, runner: str, on_it: PendingTrial | None) -> tuple[bool, int]:
+        """What ``runner`` is at, for its status (:mod:`.runner_status`): whether the run ``on_it`` (the trial
+        its link still waits for) was given up (at the stop, or its trial voided), and the trial reserved for
+        it that waits for the operator's scene reset (0: none)."""
+        session, pool = self._parallel()
+        running = pool.running.get(runner)
+        cancelled = on_it is not None and (running is None or running.trial_id != on_it.trial_id
+                                           or not session.trial_phase(on_it.trial_id))
+        reset = next((t.trial_id for t in pool.reserved.get(runner, ()) if session.trial_phase(t.trial_id) == "reset"),
+                     0)
+        return cancelled, reset
+
     def stop(self, reason: str) -> list[Dispatch]:
         """At the stop, give up every open trial (journaled ``trial_cancelled``: on a runner, reserved for one,
         or run with its result unused); returns the running ones, to cancel on their runners (robot held, operator told).  Their results, if they still come,

@@ -65,3 +65,24 @@ def test_runs_and_faults_per_arm_are_counted_from_the_journal(tmp_path: pathlib.
     statuses = runner_diagnostics([RunnerNow(arm, f"/{arm}", True) for arm in ARMS], replayed, node="m")
     assert [(dict(s.values)["trials_run"], dict(s.values)["faults"]) for s in statuses] == [
         (str(ran[ARMS[0]]), "1"), (str(ran[ARMS[1]]), "0")]
+
+
+def test_what_an_arm_is_at_running_cancelled_or_waiting_for_its_reset(tmp_path: pathlib.Path) -> None:
+    """:meth:`TrialDriver.runner_work`: a run on its arm, the same run given up at the stop, and (with
+    ``confirm_reset``) a trial waiting for the operator's scene reset of its arm."""
+    config = sim.make_config(scoring="auto", metrics=[{"name": "success", "method": "nscore"}])
+    with EvaluationSession.open(tmp_path / "s.db", config, "s1", durable=False, plan_key=sim.TEST_KEY) as session:
+        session.start()
+        driver = TrialDriver(session, runners=ARMS)
+        first, second = driver.dispatch()
+        assert driver.runner_work(first.runner, first.trial) == (False, 0)
+        session.abort("end of the test")
+        driver.stop("aborted")
+        assert driver.runner_work(first.runner, first.trial) == (True, 0)  # still on the arm until it reports
+    reset = sim.make_config(scoring="auto", confirm_reset=True, metrics=[{"name": "success", "method": "nscore"}])
+    with EvaluationSession.open(tmp_path / "r.db", reset, "s1", durable=False, plan_key=sim.TEST_KEY) as session:
+        session.start()
+        driver = TrialDriver(session, runners=ARMS)
+        waiting = driver.dispatch()
+        assert [w.action for w in waiting] == [Action.RESET, Action.RESET]
+        assert [driver.runner_work(w.runner, None) for w in waiting] == [(False, w.trial.trial_id) for w in waiting]
