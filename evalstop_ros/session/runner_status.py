@@ -17,21 +17,23 @@ __all__ = ["RunnerNow", "RunnerTally", "runner_diagnostics"]
 
 class RunnerTally:
     """Runs and faults per runner, from the journal: ``trial_dispatched`` says which runner runs a trial,
-    its ``runner_result`` (or ``result_after_stop``) that a run ended, ``ok`` false that it failed.
+    its ``runner_result`` (or ``result_after_stop``) that a run ended, a ``runner_result`` with ``ok`` false
+    that it failed (a run given up at the stop ends as cancelled: no fault).
 
     >>> tally = RunnerTally()
     >>> for kind, trial, payload in [("trial_dispatched", 1, {"runner": "arm_1/run_trial"}),
     ...                              ("trial_dispatched", 2, {"runner": "arm_2/run_trial"}),
-    ...                              ("runner_result", 2, {"ok": False}), ("runner_result", 1, {"ok": True})]:
+    ...                              ("runner_result", 2, {"ok": False}), ("runner_result", 1, {"ok": True}),
+    ...                              ("result_after_stop", 3, {"runner": "arm_1/run_trial", "ok": False})]:
     ...     tally.observe(Event(0, 0, kind, trial, payload))
     >>> dict(tally.runs), dict(tally.faults)
-    ({'arm_2/run_trial': 1, 'arm_1/run_trial': 1}, {'arm_2/run_trial': 1})
+    ({'arm_2/run_trial': 1, 'arm_1/run_trial': 2}, {'arm_2/run_trial': 1})
     """
 
     def __init__(self) -> None:
         #: Runner -> runs that ended (any result, after the stop included).
         self.runs: collections.Counter[str] = collections.Counter()
-        #: Runner -> runs that failed (``ok`` false: a robot or runner fault).
+        #: Runner -> runs that failed during the session (``ok`` false: a robot or runner fault).
         self.faults: collections.Counter[str] = collections.Counter()
         self._runner: dict[int, str] = {}  # trial -> the runner of its latest dispatch
 
@@ -41,13 +43,14 @@ class RunnerTally:
         if event.kind == "trial_dispatched" and event.trial_id is not None and isinstance(runner, str):
             self._runner[event.trial_id] = runner
             return
-        if event.kind == "runner_result":
+        during = event.kind == "runner_result"
+        if during:
             runner = self._runner.get(event.trial_id) if event.trial_id is not None else None
         elif event.kind != "result_after_stop":
             return
         if isinstance(runner, str):
             self.runs[runner] += 1
-            if not event.payload.get("ok", False):
+            if during and not event.payload.get("ok", False):
                 self.faults[runner] += 1
 
 
