@@ -3,6 +3,7 @@
     ros2 launch evalstop eval.launch.py robot:=droid session_id:=2025-06-11-droid
     ros2 launch evalstop eval.launch.py robot:=sim namespace:=lab1
     ros2 launch evalstop eval.launch.py robot:=sim_policy
+    ros2 launch evalstop eval.launch.py robot:=sim arms:=2   # two arms, one session (docs/parallel.md)
     ros2 run evalstop teleop_scorer --ros-args -r __ns:=/lab1   # operator terminal (e.g. over SSH)
 
 ``robot:=sim`` also starts ``sim_robot`` (the config's runner, ``run_trial`` in the
@@ -13,7 +14,9 @@ namespace). ``robot:=sim_policy`` starts two scripted openpi-protocol policy ser
 (default: the installed ``config/<robot>_servers.yaml``; edit it, or pass your own).
 ``droid_cameras`` maps DROID's image keys to the protocol's cameras
 (``droid_cameras:="[24259877_left=exterior_image_1_left, 13062452_left=wrist_image_left]"``).
-``config_file`` defaults to the installed preset of the robot. The launch ends when the session
+``arms:=N`` (simulated robots) starts
+each arm's runner in its own namespace ``arm_1`` ... ``arm_N`` and has the manager dispatch the session's
+trials to all of them at once (its ``runners`` parameter). ``config_file`` defaults to the installed preset of the robot. The launch ends when the session
 is finished or aborted (``exit_on_finish:=false`` keeps the manager up afterwards). ``use_teleop:=true`` opens the operator terminal with
 ``teleop_prefix`` (default ``xterm -e``; the terminal needs a keyboard). Works with ROS 2
 Humble, Jazzy and Kilted.
@@ -24,12 +27,19 @@ only scores, corrections and session control signed by the operators listed ther
 policy_runner (its emergency-stop pause) their keys (``evalstop keys new alice auto:runner``).
 """
 
-from launch.actions import DeclareLaunchArgument, Shutdown
+from launch.actions import DeclareLaunchArgument, OpaqueFunction, Shutdown
 from launch.conditions import IfCondition
 from launch.substitutions import LaunchConfiguration, PathJoinSubstitution, PythonExpression
 from launch_ros.substitutions import FindPackageShare
 
-from evalstop_ros.launch_parts import as_parameters, evalstop_node, session_arguments, typed
+from evalstop_ros.launch_parts import (
+    arm_namespaces,
+    arm_runners,
+    as_parameters,
+    evalstop_node,
+    session_arguments,
+    typed,
+)
 from launch import LaunchDescription
 
 #: robot -> installed session preset (share/evalstop/config/)
@@ -46,11 +56,54 @@ CONFIRMED = ('sim_policy', 'droid', 'widowx')
 DROID_CAMERAS = '[<serial>_left=exterior_image_1_left]'
 
 
+def _session_nodes(context):
+    """The manager and each arm's runner (``arms``, :func:`~evalstop_ros.launch_parts.arm_namespaces`; a bad
+    value ends the launch with its reason before any node starts)."""
+    robot, namespace = LaunchConfiguration('robot'), LaunchConfiguration('namespace')
+    arms = arm_namespaces(namespace.perform(context), LaunchConfiguration('arms').perform(context),
+                          robot.perform(context))
+    served = PythonExpression(["'", robot, "' in ('sim_policy', 'droid', 'widowx')"])
+    manager = evalstop_node(
+        'evaluation_manager', namespace=namespace,
+        parameters=[{
+            **as_parameters(str, 'config_file', 'session_id', 'journal_dir', 'operator_keys_file', 'goal_key_file'),
+            **as_parameters(int, 'thread_priority'), **as_parameters(bool, 'exit_on_finish'),
+            'confirm_reset': LaunchConfiguration('confirm_reset'), 'allow_unsigned': LaunchConfiguration('allow_unsigned'),
+            'allow_unsealed': LaunchConfiguration('allow_unsealed'), **arm_runners(arms),
+        }],
+        # the session lives in the manager: when it exits (finished, aborted, or died),
+        # stop the runners and the terminal too. (A runner's or the terminal's death does
+        # not end the session: the manager waits for them and pauses after runner faults.)
+        on_exit=Shutdown(reason='evaluation_manager exited'),
+    )
+    runners = [(
+        evalstop_node(
+            'sim_robot', namespace=arm,
+            # (PythonExpression, not LaunchConfigurationEquals: deprecated since Iron, and
+            # EqualsSubstitution does not exist in Humble)
+            parameters=[{'goal_key_file': typed('goal_key_file')}],
+            condition=IfCondition(PythonExpression(["'", robot, "' == 'sim'"])),
+        ),
+        evalstop_node(
+            'policy_runner', namespace=arm,
+            parameters=[{
+                'servers_file': typed('servers_file'),
+                'robot': PythonExpression([repr({k: v[0] for k, v in RUNNERS.items()}), "['", robot, "']"]),
+                'action_name': PythonExpression([repr({k: v[1] for k, v in RUNNERS.items()}), "['", robot, "']"]),
+                # a YAML list of strings (launch_ros parses the text); read by the droid adapter only
+                'droid.cameras': LaunchConfiguration('droid_cameras'),
+                'key_file': typed('runner_key_file'), 'max_steps': typed('max_steps', int),
+                'goal_key_file': typed('goal_key_file'),
+            }],
+            condition=IfCondition(served),
+        )) for arm in arms]
+    return [manager, *(node for pair in runners for node in pair)]
+
+
 def generate_launch_description():
     robot = LaunchConfiguration('robot')
     namespace = LaunchConfiguration('namespace')
     preset = PythonExpression([repr(PRESETS), "['", robot, "']"])
-    served = PythonExpression(["'", robot, "' in ('sim_policy', 'droid', 'widowx')"])
     # the scripted policy servers of robot:=sim_policy (ports as in config/sim_policy_servers.yaml)
     policy_servers = [
         evalstop_node(
@@ -64,6 +117,10 @@ def generate_launch_description():
         DeclareLaunchArgument('robot', default_value='sim', choices=list(PRESETS),
                               description='Robot: sim (starts sim_robot), sim_policy (policy servers + '
                                           'policy_runner on a simulated arm), droid or widowx (policy_runner).'),
+        DeclareLaunchArgument('arms', default_value='1',
+                              description="Arms serving the session at once, 1 to 64: several start each arm's "
+                                          'runner in its own namespace arm_1, arm_2, ... (robot sim or sim_policy); '
+                                          "the manager dispatches the plan's trials to all of them (docs/parallel.md)."),
         DeclareLaunchArgument('good_port', default_value='8101',
                               description="robot:=sim_policy: port of the 'good' scripted policy server "
                                           '(as servers_file says).'),
@@ -129,40 +186,9 @@ def generate_launch_description():
         DeclareLaunchArgument('thread_priority', default_value='0',
                               description='SCHED_FIFO priority (1-99) of the manager and the operator terminal '
                                           '(needs CAP_SYS_NICE or an rtprio limit; docs/ros.md); 0: normal scheduling.'),
-        evalstop_node(
-            'evaluation_manager', namespace=namespace,
-            parameters=[{
-                **as_parameters(str, 'config_file', 'session_id', 'journal_dir', 'operator_keys_file', 'goal_key_file'),
-                **as_parameters(int, 'thread_priority'), **as_parameters(bool, 'exit_on_finish'),
-                'confirm_reset': LaunchConfiguration('confirm_reset'), 'allow_unsigned': LaunchConfiguration('allow_unsigned'),
-                'allow_unsealed': LaunchConfiguration('allow_unsealed'),
-            }],
-            # the session lives in the manager: when it exits (finished, aborted, or died),
-            # stop the runner and the terminal too. (The runner's or the terminal's death does
-            # not end the session: the manager waits for them and pauses after runner faults.)
-            on_exit=Shutdown(reason='evaluation_manager exited'),
-        ),
-        evalstop_node(
-            'sim_robot', namespace=namespace,
-            # (PythonExpression, not LaunchConfigurationEquals: deprecated since Iron, and
-            # EqualsSubstitution does not exist in Humble)
-            parameters=[{'goal_key_file': typed('goal_key_file')}],
-            condition=IfCondition(PythonExpression(["'", robot, "' == 'sim'"])),
-        ),
+        # first: a bad `arms` ends the launch before any node starts
+        OpaqueFunction(function=_session_nodes),
         *policy_servers,
-        evalstop_node(
-            'policy_runner', namespace=namespace,
-            parameters=[{
-                'servers_file': typed('servers_file'),
-                'robot': PythonExpression([repr({k: v[0] for k, v in RUNNERS.items()}), "['", robot, "']"]),
-                'action_name': PythonExpression([repr({k: v[1] for k, v in RUNNERS.items()}), "['", robot, "']"]),
-                # a YAML list of strings (launch_ros parses the text); read by the droid adapter only
-                'droid.cameras': LaunchConfiguration('droid_cameras'),
-                'key_file': typed('runner_key_file'), 'max_steps': typed('max_steps', int),
-                'goal_key_file': typed('goal_key_file'),
-            }],
-            condition=IfCondition(served),
-        ),
         evalstop_node(
             'teleop_scorer', tty=False, namespace=namespace, prefix=LaunchConfiguration('teleop_prefix'),
             parameters=[{'key_file': typed('teleop_key_file'), **as_parameters(int, 'thread_priority')}],

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..session.auth import signed_score_problem
+from ..session.journal import Event
 
 # The session's offline analysis on a trial book: the same rows as ``offline_decisions`` /
 # ``offline_claims``, which take a journal path (the audit folds bags, and books as of each edit).
@@ -54,17 +55,25 @@ class ProtocolChecks(VerifierState):
                          "nothing but its key and refused messages once it has ended", first.seq, first.stamp_ns,
                          data=False)
 
-    def submissions(self) -> list[tuple[int, int, int | None, dict[str, Any], str, str]]:
-        """(position, stamp, claimed trial, submission, outcome, origin) of every score seen."""
+    def submissions(self, *, as_sent: bool = False) -> list[tuple[int, int, int | None, dict[str, Any], str, str]]:
+        """(position, stamp, claimed trial, submission, outcome, origin) of every score seen.
+
+        A score held for its turn (several runners, docs/parallel.md) is journaled when it comes
+        (``score_held``) and again when it counts (``score_accepted`` marked ``held``), or never if the
+        session stopped first; ``as_sent``: each score as the operator sent it, a held one once, at its
+        ``score_held`` (the wire and ``score_ack`` have one message for it)."""
         out = []
         if self.record.has_journal_stream:
             for event, pos in zip(self.events, self.positions):
-                if event.kind in _SCORE_KINDS:
+                if event.kind in _SCORE_KINDS or event.kind == "score_held":
+                    if as_sent and _released(event):
+                        continue
                     claimed = event.trial_id if event.trial_id is not None else event.payload.get("claimed_trial_id")
                     claimed = claimed if isinstance(claimed, int) and not isinstance(claimed, bool) else None
                     outcome = {"score_accepted": "accepted", "post_decision_score": "accepted (post-decision)",
-                               "score_duplicate": "duplicate", "score_rejected": "rejected"}[event.kind]
-                    if event.payload.get("held") is True:
+                               "score_duplicate": "duplicate", "score_rejected": "rejected",
+                               "score_held": "held"}[event.kind]
+                    if _released(event):
                         outcome += " (held for its turn)"
                     if event.kind == "score_rejected":
                         outcome += f": {event.payload.get('reason', '')}"
@@ -93,6 +102,7 @@ class ProtocolChecks(VerifierState):
                 subs.append((s.position, s.stamp_ns, s.trial_id, {"token": s.token, "success": s.success,
                              "progress": s.progress, "operator": s.scorer}, "not journaled", "trial_score"))
         rejected = 0
+        refused_late: list[int | None] = []
         for pos, stamp, claimed, sub, outcome, origin in subs:
             rejected += outcome.startswith("rejected")
             where = f"({origin}, {outcome})"
@@ -104,12 +114,19 @@ class ProtocolChecks(VerifierState):
             elif sub.get("token") != book.trials[claimed].token:
                 self.violate("token_mismatch", [claimed], f"trial {claimed}: score token {sub.get('token')!r} does "
                              f"not match the request's {book.trials[claimed].token!r} {where}", pos, stamp)
-            if stop is not None and pos > stop:
+            if stop is not None and pos > stop and outcome.startswith(("rejected", "duplicate")):
+                # refused, or a copy: nothing entered (several runners: an operator scoring an arm's trial
+                # as the decision came from another's, docs/parallel.md)
+                refused_late.append(claimed)
+            elif stop is not None and pos > stop:
                 self.violate("after_stop", [claimed] if claimed else [], f"trial {claimed}: score "
                              f"{_score_text(sub.get('success'), sub.get('progress'))} arrived after the session "
                              f"stopped {where}", pos, stamp)
         if rejected:
             self.notes.append(f"{rejected} score(s) rejected by the manager (listed above if they break the protocol)")
+        if refused_late:
+            self.notes.append(f"{len(refused_late)} score(s) came after the stop and were refused or duplicates "
+                              f"(trial(s) {', '.join(str(t) for t in refused_late)}): never used")
         if stop is not None:
             for trial_id, pos in self.request_positions.items():
                 if pos > stop:
@@ -227,7 +244,7 @@ class ProtocolChecks(VerifierState):
                               "latest request); the journal stream has them")
         # scores: every wire score must be a journaled submission, and every journaled operator score on the wire
         journaled: dict[int | None, list[tuple[int, dict[str, Any], str]]] = defaultdict(list)
-        for pos, _, claimed, sub, outcome, _ in self.submissions():
+        for pos, _, claimed, sub, outcome, _ in self.submissions(as_sent=True):
             journaled[claimed].append((pos, sub, outcome))
         unmatched: list[ScoreRecord] = []
         used: set[int] = set()
@@ -267,8 +284,9 @@ class ProtocolChecks(VerifierState):
         # acks: per trial, the multiset of (accepted, duplicate) answers equals the journaled outcomes
         if rec.acks:
             outcomes: dict[int, list[tuple[bool, bool]]] = defaultdict(list)
-            for event in self.events:
-                if event.kind in _SCORE_KINDS and event.trial_id is not None:
+            for event in self.events:  # a held score is answered once, when it is held (accepted)
+                if (event.kind in _SCORE_KINDS or event.kind == "score_held") and event.trial_id is not None \
+                        and not _released(event):
                     outcomes[event.trial_id].append((event.kind != "score_rejected", event.kind == "score_duplicate"))
             for trial_id, _, _, _ in self.refused_scores().elements():
                 outcomes[trial_id].append((False, False))
@@ -330,3 +348,8 @@ class ProtocolChecks(VerifierState):
                              f"{s.n} ran at alpha {s.alpha:g}, the configuration gives {alpha:g} (changed "
                              "mid-session?)", s.position, s.stamp_ns, data=False)
                 return
+
+
+def _released(event: Event) -> bool:
+    """A held score counted in its turn (``score_accepted`` marked ``held``): no message of its own."""
+    return event.kind == "score_accepted" and event.payload.get("held") is True

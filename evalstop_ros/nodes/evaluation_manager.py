@@ -36,6 +36,7 @@ from ..session.journal import Event, journaled_fault_limit
 from ..session.limits import LOG_BURST, LOG_WINDOW_S, RateLimit, bounded
 from ..session.public_view import PUBLIC_TOPICS, PublicView
 from ..session.publishing import diagnostics
+from ..session.runner_status import RunnerNow, RunnerTally, runner_diagnostics
 from ..session.values import FINAL, ScoreOutcome
 from ._common import EXIT_FAILURE, EXIT_USAGE, declare
 from .manager_base import ManagerNode, run_manager
@@ -94,6 +95,7 @@ class EvaluationManager(ManagerParameters, ManagerNode):
         self._runner_name = ""
         self._driver: TrialDriver | None = None  # the session's trial loop (session/driver.py)
         self._links: dict[str, RunnerLink] = {}  # several runners (runner.runners, docs/parallel.md): one link each
+        self._tally = RunnerTally()  # their runs and faults, from the journal (/diagnostics)
         self._ended = False
         self._reject_log = RateLimit(LOG_BURST, LOG_WINDOW_S)  # a flood of bad scores cannot flood the log
         self._auth_log = RateLimit(LOG_BURST, LOG_WINDOW_S)  # nor a flood of unauthenticated messages
@@ -120,6 +122,7 @@ class EvaluationManager(ManagerParameters, ManagerNode):
 
     def _on_commit(self, event: Event) -> None:
         assert self.session is not None
+        self._tally.observe(event)
         self._publisher.event(self.session.session_id, event)
         if event.kind == "key_revealed" and not self._revealed:
             # the end: from now on the real names; the latched config again, the comparisons follow (status)
@@ -142,10 +145,11 @@ class EvaluationManager(ManagerParameters, ManagerNode):
 
     # -- starting ---------------------------------------------------------------------------
     def _load_config(self, path: str, max_attempts: int) -> SessionConfig:
-        """The config at ``path`` with this node's alpha/method/n_max/confirm_reset overrides applied,
+        """The config at ``path`` with this node's alpha/method/n_max/confirm_reset/runners overrides applied,
         and ``max_attempts`` where the file sets no ``runner.max_attempts``."""
         return load_config(path, alpha=self.alpha or None, n_max=self.n_max or None, method=self.method or None,
-                           confirm_reset=self.confirm_reset or None, max_attempts=max_attempts)
+                           confirm_reset=self.confirm_reset or None, max_attempts=max_attempts,
+                           runners=self.runners or None)
 
     def start_session(self, session_id: str, config_path: str) -> tuple[bool, str]:
         """Start (or resume from its journal) a session; returns ``(ok, message)``.
@@ -194,6 +198,7 @@ class EvaluationManager(ManagerParameters, ManagerNode):
                                                      on_done=self._run_done, sealer=sealer)
         self._view, self._revealed = PublicView(config.policies, session.plan.key, session_id), False
         self._publisher.reset()
+        self._tally = RunnerTally()
         self._publisher.config(session, __version__)
         for event in session.events():  # the whole journal again after a restart (same seq)
             self._on_commit(event)
@@ -442,9 +447,23 @@ class EvaluationManager(ManagerParameters, ManagerNode):
                            else "off (unauthenticated)"),
                           ("messages_rejected", str(gate.rejected_total)),
                           *((f"messages_rejected_{cause}", str(n)) for cause, n in gate.rejected.items()))
-        self.send_diagnostics(diagnostics(self.session, node=self.get_name(), hardware_id=self._runner_name or "runner",
-                                          runner=runner, max_attempts=self.runner_limits()[1], extra=authentication),
+        entries = diagnostics(self.session, node=self.get_name(), hardware_id=self._runner_name or "runner",
+                              runner=runner, max_attempts=self.runner_limits()[1], extra=authentication)
+        self.send_diagnostics([*entries, *runner_diagnostics(self._runners_now(), self._tally, node=self.get_name())],
                               self._public_text)
+
+    def _runners_now(self) -> list[RunnerNow]:
+        """What each of several runners is doing (docs/parallel.md): one ``/diagnostics`` status each."""
+        driver = self._driver
+        if driver is None or driver.pool is None:
+            return []
+        out = []
+        for name, link in self._links.items():
+            trial = link.trial
+            cancelled, reset = driver.runner_work(name, trial)
+            out.append(RunnerNow(name, link.resolved, link.client.server_is_ready(), link.held,
+                                 trial.trial_id if trial is not None else 0, cancelled, reset))
+        return out
 
     def _end(self) -> None:
         """The session is over: clear the pending request, log a summary, maybe exit."""

@@ -13,7 +13,7 @@ __all__ = ["SESSION_PARAMETERS", "ManagerParameters", "RunnerParameters", "check
 
 #: Parameters fixed for the life of a session (a change is refused while one is active).
 SESSION_PARAMETERS = ("alpha", "method", "n_max", "confirm_reset", "max_attempts", "config_file", "session_id",
-                      "journal_dir", "runner_action")
+                      "journal_dir", "runner_action", "runners")
 
 
 def check_parameter(name: str, value: Any) -> str:
@@ -61,6 +61,7 @@ class ManagerParameters(RunnerParameters):
     method: str
     n_max: int
     confirm_reset: bool
+    runners: list[str]
 
 
 def _check(node: Any, names: tuple[str, ...]) -> None:
@@ -142,4 +143,12 @@ def declare_manager_parameters(node: Any) -> None:  # Any: a ManagerParameters n
         node, "confirm_reset", False,
         "Ask the operator to confirm each scene reset before the robot starts, even if the config does not "
         "(sets the config's confirm_reset: part of the pre-registered design). False: the config's setting.")
+    from rcl_interfaces.msg import ParameterDescriptor
+    from rclpy.parameter import Parameter
+
+    # a string array without a default (rclpy cannot type an empty list): unset means the config's
+    node.runners = node.declare_parameter("runners", Parameter.Type.STRING_ARRAY, ParameterDescriptor(
+        description="Override of the config's runner.runners: the RunTrial actions serving the session at once, "
+                    "e.g. [arm_1/run_trial, arm_2/run_trial] (docs/parallel.md; eval.launch.py arms:=N sets it). "
+                    "Unset: the config's.")).value or []
     _check(node, ("alpha", "n_max"))

@@ -427,10 +427,10 @@ def parse_config(data: object, source: str = "<config>") -> SessionConfig:
 
 def load_config(path: str | pathlib.Path, *, alpha: float | None = None, n_max: int | None = None,
                 method: str | None = None, confirm_reset: bool | None = None,
-                max_attempts: int | None = None) -> SessionConfig:
+                max_attempts: int | None = None, runners: Sequence[str] | None = None) -> SessionConfig:
     """Load and validate a session configuration from a YAML file, with optional overrides.
 
-    ``alpha``, ``n_max``, ``method`` and ``confirm_reset`` override the file, ``max_attempts``
+    ``alpha``, ``n_max``, ``method``, ``confirm_reset`` and ``runners`` override the file, ``max_attempts``
     fills in ``runner.max_attempts`` where it has none (:func:`~.config_input.apply_overrides`);
     the evaluation manager passes its parameters of the same names.
 
@@ -440,7 +440,7 @@ def load_config(path: str | pathlib.Path, *, alpha: float | None = None, n_max: 
         If the file cannot be read, is not YAML, or does not validate.
     """
     data = apply_overrides(read_config_file(path), alpha=alpha, n_max=n_max, method=method,
-                           confirm_reset=confirm_reset, max_attempts=max_attempts)
+                           confirm_reset=confirm_reset, max_attempts=max_attempts, runners=runners)
     return parse_config(data, str(path))
 
 

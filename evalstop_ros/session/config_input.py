@@ -76,12 +76,13 @@ def format_validation_error(err: ValidationError, root: type[BaseModel]) -> str:
 
 def apply_overrides(data: object, *, alpha: float | None = None, n_max: int | None = None,
                     method: str | None = None, confirm_reset: bool | None = None,
-                    max_attempts: int | None = None) -> object:
+                    max_attempts: int | None = None, runners: Sequence[str] | None = None) -> object:
     """A parsed configuration with the pre-registration overrides of a launch applied.
 
     ``alpha`` replaces the session's level (and drops per-metric levels, which would otherwise
     win), ``n_max`` the trial budget, ``method`` every metric's method (with the default metrics
-    when the configuration names none), ``confirm_reset`` the operator's reset confirmations.
+    when the configuration names none), ``confirm_reset`` the operator's reset confirmations,
+    ``runners`` the runner actions serving the session at once (``runner.runners``).
     ``None`` keeps the configuration's value.  Anything that
     is not a mapping is returned unchanged, for :func:`parse_config` to refuse.
 
@@ -93,6 +94,8 @@ def apply_overrides(data: object, *, alpha: float | None = None, n_max: int | No
     {'seed': 1, 'confirm_reset': True}
     >>> apply_overrides({"runner": {"max_attempts": 2}}, max_attempts=5), apply_overrides({}, max_attempts=5)
     ({'runner': {'max_attempts': 2}}, {'runner': {'max_attempts': 5}})
+    >>> apply_overrides({"runner": {"timeout_s": 30}}, runners=["arm_1/run_trial", "arm_2/run_trial"])
+    {'runner': {'timeout_s': 30, 'runners': ['arm_1/run_trial', 'arm_2/run_trial']}}
     """
     if not isinstance(data, Mapping):
         return data
@@ -111,6 +114,8 @@ def apply_overrides(data: object, *, alpha: float | None = None, n_max: int | No
     if confirm_reset is not None:
         result["confirm_reset"] = confirm_reset
     runner = result.get("runner", {})
+    if runners is not None and isinstance(runner, Mapping):
+        result["runner"] = runner = {**runner, "runners": list(runners)}
     if max_attempts is not None and isinstance(runner, Mapping) and "max_attempts" not in runner:
         result["runner"] = {**runner, "max_attempts": max_attempts}
     return result

@@ -4,7 +4,7 @@
 hub station's :class:`~evalstop_ros.station.session.StationSession`, both on one
 :class:`~.machine.TrialMachine`) from the journal alone: the fault limit (pause after ``max_attempts``
 failed runs), automatic scores (held while paused), one runner per action (:mod:`.runner_check`),
-several runners at once with scores in plan order (``runners=``, :mod:`.parallel`, docs/parallel.md)
+several runners at once with scores in plan order (``runners=``, :mod:`.runner_pool`, docs/parallel.md)
 and the operator's fallback for a run without a valid automatic score.  Details: docs/session.md.
 """
 
@@ -19,8 +19,8 @@ from typing import Any, Protocol, cast
 
 from .config_sections import ROUND_DESIGNS
 from .errors import SessionError
-from .parallel import RunnerPool
 from .runner_check import RunnerCheck, RunnerGraph
+from .runner_pool import RunnerPool
 from .values import FINAL, PendingTrial, ScoreOutcome, SessionState, TrialRules, score_problem
 
 __all__ = ["Action", "AutoScore", "Dispatch", "DrivenSession", "Next", "RunVerdict", "TrialDriver", "Verdict"]
@@ -153,7 +153,7 @@ class TrialDriver:
 
     def __init__(self, session: DrivenSession, runner_action: str = "", *, runners: Sequence[str] = ()) -> None:
         self.session = session
-        #: Who holds which trial, with ``runners`` (:mod:`.parallel`).
+        #: Who holds which trial, with ``runners`` (:mod:`.runner_pool`).
         self.pool = RunnerPool(tuple(runners)) if runners else None
         #: The automatic scores submitted in plan order so far (:meth:`submit_in_order`; a node acknowledges
         #: and clears them).
@@ -417,6 +417,18 @@ class TrialDriver:
             session.record_cancel(trial.trial_id, runner, "the trial was voided during its run")
             out.append(Dispatch(runner, trial, Action.RUN))
         return out
+
+    def runner_work(self, runner: str, on_it: PendingTrial | None) -> tuple[bool, int]:
+        """What ``runner`` is at, for its status (:mod:`.runner_status`): whether the run ``on_it`` (the trial
+        its link still waits for) was given up (at the stop, or its trial voided), and the trial reserved for
+        it that waits for the operator's scene reset (0: none)."""
+        session, pool = self._parallel()
+        running = pool.running.get(runner)
+        cancelled = on_it is not None and (running is None or running.trial_id != on_it.trial_id
+                                           or not session.trial_phase(on_it.trial_id))
+        reset = next((t.trial_id for t in pool.reserved.get(runner, ()) if session.trial_phase(t.trial_id) == "reset"),
+                     0)
+        return cancelled, reset
 
     def stop(self, reason: str) -> list[Dispatch]:
         """At the stop, give up every open trial (journaled ``trial_cancelled``: on a runner, reserved for one,

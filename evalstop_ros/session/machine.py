@@ -269,7 +269,9 @@ class TrialMachine:
         elif event.kind == "trial_requested":
             self.book.apply(event)
             self.faults = 0
-        elif event.kind in ("runner_result", "score_held"):
+        elif event.kind == "score_held":
+            self.book.apply(event)  # an operator's score waiting for its turn: no run, no fault
+        elif event.kind == "runner_result":
             self.book.apply(event)
             self.faults = 0 if event.payload.get("ok") else self.faults + 1
             self.runner_message = str(event.payload.get("message", ""))

@@ -116,6 +116,24 @@ def test_an_event_appended_after_the_recorded_end_fails_against_the_recording(se
     assert f"{seq} (message_rejected)" in report["violations"][0]["message"]
 
 
+def test_a_late_result_journaled_after_the_recorder_stopped_is_noted_against_the_recording(session, audit_json):
+    """Several runners (docs/parallel.md): a run cancelled at the stop reports once its arm has stopped, maybe
+    after ``evalstop record --until-finished`` stopped; that ``result_after_stop`` (never used) is noted as not
+    compared, not taken for an event added afterwards (any other kind still is, above)."""
+    journal, recording = session
+    rows = _rows(journal)
+    seq, stamp, previous = rows[-1][0] + 1, rows[-1][1] + 1, rows[-1][5]
+    payload = '{"duration_s":2.0,"message":"","ok":true,"runner":"arm_1/run_trial"}'
+    with sqlite3.connect(journal) as connection:
+        connection.execute("INSERT INTO events VALUES (?, ?, 'result_after_stop', 3, ?, ?)",
+                           (seq, stamp, payload, chain_hash(previous, seq, stamp, "result_after_stop", 3, payload)))
+    _rewrite_head(journal)
+    status, report = audit_json(journal, "--against", str(recording))
+    assert status == 0 and report["verified"], report["violations"]
+    assert any(f"journal event(s) {seq}-{seq} came after the recording stopped: result(s) of trial(s) 3" in note
+               for note in report["notes"]), report["notes"]
+
+
 def _append(journal: pathlib.Path, kind: str, payload: str) -> int:
     """Append one event re-chained after the last, with the head file rewritten to vouch for it; its seq."""
     rows = _rows(journal)

@@ -298,3 +298,86 @@ def test_recorded_ab_session_ranks_alike_from_journal_and_bag(start_node: Any, p
         assert from_journal == from_bag
         assert from_bag["n_comparisons"] >= 12
         assert [row["policy"] for row in from_bag["ranking"]][0] == "pi0", from_bag
+
+
+def test_recorded_two_arm_session_with_held_scores_audits(start_node: Any, probe: Any, recorder: Any, namespace: str,
+                                                          tmp_path: pathlib.Path) -> None:
+    """Two arms serve one operator-scored session (docs/parallel.md): the operator scores each trial as soon
+    as its run is over, so a trial that a faster arm finished first has its score held (``score_held``)
+    until its predecessors are scored; at the stop a held score may never count. ``evalstop record``
+    records it; ``evalstop audit`` verifies the bag alone and the journal against the bag, every wire
+    score matched."""
+    from evalstop.msg import ScoreAck, SessionEvent, SessionStatus, TrialRequest, TrialScore
+    from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
+
+    from evalstop_ros import qos
+    from evalstop_ros.session.journal import read_journal
+
+    arms = ("arm_1", "arm_2")
+    config = {**BASE, "runner": {"runners": [f"{arm}/run_trial" for arm in arms], "timeout_s": 60.0}}
+    config_file = tmp_path / "session.yaml"
+    config_file.write_text(yaml.safe_dump(config, sort_keys=False))
+    keys = new_keys(["e2e-operator"])
+    signer = Signer("e2e-operator", keys["e2e-operator"])
+    bag = tmp_path / "bag"
+    rec = recorder(bag)
+    events = probe.collect(SessionEvent, "session_event", qos.JOURNAL_EVENT_QOS)
+    # the tokens: trial_request is latched with depth 1, so a reader of depth 1 keeps only the last of two
+    # requests that come together (two arms dispatched at once); this one keeps them all
+    requests = probe.collect(TrialRequest, "trial_request", QoSProfile(
+        depth=100, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL))
+    statuses = probe.collect(SessionStatus, "session_status", qos.STATUS_QOS)
+    acks = probe.collect(ScoreAck, "score_ack", qos.SCORE_ACK_QOS)
+    scores = probe.node.create_publisher(TrialScore, "trial_score", qos.SCORE_QOS)
+    manager = start_node("evaluation_manager", params={
+        "config_file": str(config_file), "session_id": "e2e-arms", "journal_dir": str(tmp_path / "journals"),
+        "journal_fsync": False, "exit_on_finish": True,
+        "operator_keys_file": str(write_keys(tmp_path / "operators.keys", keys))})
+    probe.hear()
+    # arm_1 is slow, arm_2 fast: arm_2's runs end while an earlier trial still runs on arm_1
+    for arm, duration in zip(arms, (2.0, 0.1)):
+        start_node("sim_robot", ns=f"{namespace}/{arm}", params={"auto_score": False, "duration": duration})
+    probe.spin_until(lambda: scores.get_subscription_count() >= 2, 60.0, "the manager and the recorder on trial_score")
+
+    def done() -> bool:
+        return bool(statuses) and statuses[-1].state in (SessionStatus.STATE_FINISHED, SessionStatus.STATE_ABORTED)
+
+    # the operator: each trial as soon as its run is over, the first label seen succeeding, the other failing
+    labels: list[str] = []
+    sent: dict[int, float] = {}
+    deadline = time.monotonic() + 300.0
+    while not done():
+        assert time.monotonic() < deadline, f"no decision within 300 s (scored {sorted(sent)})"
+        probe.spin_for(0.05)
+        requested = {r.trial_id: r for r in requests}
+        ran = {e.trial_id for e in events if e.kind == "runner_result" and json.loads(e.payload_json).get("ok")}
+        answered = {a.trial_id for a in acks}
+        for trial_id in sorted(ran & set(requested)):
+            if done() or trial_id in answered or time.monotonic() - sent.get(trial_id, -10.0) < 5.0:
+                continue  # (a lost score is sent again after 5 s: the re-send is a duplicate)
+            label, token = requested[trial_id].label, requested[trial_id].token
+            labels += [] if label in labels else [label]
+            success = label == labels[0]
+            score = TrialScore(trial_id=trial_id, token=token, success=success, progress=1.0 if success else 0.0,
+                               scorer="e2e-operator", notes=f"trial {trial_id}")
+            signer.sign("trial_score", "e2e-arms", score)
+            scores.publish(score)
+            sent[trial_id] = time.monotonic()
+    assert manager.wait() == 0
+    assert rec.wait() == 0, rec.output
+    journal = tmp_path / "journals" / "e2e-arms.db"
+    journaled = read_journal(journal).events
+    assert {e.payload["runner"] for e in journaled if e.kind == "trial_dispatched"} == {f"{a}/run_trial" for a in arms}
+    held = {e.trial_id for e in journaled if e.kind == "score_held"}
+    counted = {e.trial_id for e in journaled if e.kind == "score_accepted" and e.payload.get("held")}
+    # arm_2 runs 20 trials to arm_1's one: held scores counted in their turn, and some never (the stop came first)
+    assert counted and held - counted, (sorted(held), sorted(counted))
+    assert any(a.accepted and "held" in a.reason for a in acks)
+
+    done_bag = _audit(str(bag), "--json")
+    report = json.loads(done_bag.stdout)
+    assert done_bag.returncode == 0 and report["verified"], report["violations"]
+    against = _audit(str(journal), "--against", str(bag))
+    assert against.returncode == 0, against.stdout + against.stderr
+    assert "audit: VERIFIED" in against.stdout.splitlines()[-1]
+    assert "journal compared with the recorded session_event stream" in against.stdout

@@ -164,6 +164,22 @@ def test_journal_audit_directly(tmp_path: pathlib.Path) -> None:
         [t.to_dict() | {"checked": 0, "published": None} for t in wire.tests]
 
 
+def test_a_score_refused_after_the_stop_is_noted_not_a_violation(tmp_path: pathlib.Path) -> None:
+    """An operator's score that reaches a finished session is refused and journaled (``score_rejected``):
+    nothing entered, so the audit notes it (with several arms an operator may score one arm's trial as
+    the decision comes from another's); a score *counted* after the stop stays a violation (below)."""
+    recording("operator", workdir=tmp_path)
+    with EvaluationSession.open(tmp_path / "sim.db", make_config(), "sim", durable=False) as session:
+        assert session.state.value == "finished"
+        last = max(session._book.trials)
+        outcome = session.submit_score(last, session._book.trials[last].token, False, 0.125, "operator")
+        assert not outcome.accepted, outcome
+    report = audit(tmp_path / "sim.db")
+    assert report.verified, [v.message for v in report.violations]
+    assert any(f"1 score(s) came after the stop and were refused or duplicates (trial(s) {last}): never used" in note
+               for note in report.notes), report.notes
+
+
 def test_journal_with_a_score_after_the_stop(tmp_path: pathlib.Path) -> None:
     recording("auto", workdir=tmp_path)
     config = make_config(scoring="auto")

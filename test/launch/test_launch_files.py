@@ -29,7 +29,7 @@ LAUNCH_PARTS = REPO / "evalstop_ros" / "launch_parts.py"
 PORTABLE_API = {
     "launch": {"LaunchDescription"},
     "launch.actions": {"DeclareLaunchArgument", "EmitEvent", "GroupAction", "IncludeLaunchDescription",
-                       "RegisterEventHandler", "SetEnvironmentVariable", "Shutdown"},
+                       "OpaqueFunction", "RegisterEventHandler", "SetEnvironmentVariable", "Shutdown"},
     # not LaunchConfigurationEquals: deprecated since Iron (a UserWarning at launch time)
     "launch.conditions": {"IfCondition", "UnlessCondition"},
     "launch.event_handlers": {"OnProcessExit", "OnProcessStart"},
@@ -72,7 +72,10 @@ def _declared_parameters(executable: str) -> set[str]:
             continue
         trees[name] = ast.parse((REPO / "evalstop_ros" / "nodes" / f"{name}.py").read_text())
         todo += [n.module for n in ast.walk(trees[name]) if isinstance(n, ast.ImportFrom) and n.level == 1 and n.module]
-    return {str(_const(c.args[1])) for t in trees.values() for c in _calls(t, "declare") if len(c.args) > 1}
+    declared = {str(_const(c.args[1])) for t in trees.values() for c in _calls(t, "declare") if len(c.args) > 1}
+    # a parameter without a default (a string array: rclpy cannot type an empty list) is declared directly
+    return declared | {str(_const(n.args[0])) for t in trees.values() for n in ast.walk(t) if isinstance(n, ast.Call)
+                       and getattr(n.func, "attr", None) == "declare_parameter" and n.args}
 
 
 def _tree(path: pathlib.Path) -> ast.Module:
@@ -100,8 +103,11 @@ def _node(tree: ast.AST, executable: str) -> ast.Call:
 
 def _typed(call: ast.Call) -> dict[str, str]:
     """The parameters a launch_parts call gives, as the ``ParameterValue`` text it stands for:
-    ``typed('a', T)`` (one, unnamed: key ``""``) or ``as_parameters(T, 'a', 'b')``."""
+    ``typed('a', T)`` (one, unnamed: key ``""``) or ``as_parameters(T, 'a', 'b')``; ``arm_runners(arms)``
+    gives the manager's ``runners`` (several arms)."""
     name = getattr(call.func, "id", None)
+    if name == "arm_runners":
+        return {"runners": ast.unparse(call)}
     if name == "typed":
         kind = ast.unparse(call.args[1]) if len(call.args) > 1 else "str"
         return {"": f"ParameterValue(LaunchConfiguration({ast.unparse(call.args[0])}), value_type={kind})"}

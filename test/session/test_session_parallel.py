@@ -15,8 +15,8 @@ from evalstop_ros.session import EvaluationSession, SessionState, read_journal
 from evalstop_ros.session.driver import Action, TrialDriver, Verdict
 from evalstop_ros.session.errors import ConfigError, SessionError
 from evalstop_ros.session.offline import offline_decisions
-from evalstop_ros.session.parallel import RunnerPool
 from evalstop_ros.session.runner_check import RunnerGraph
+from evalstop_ros.session.runner_pool import RunnerPool
 
 RATES = {"pi0": 0.3, "pi1": 0.8}
 ARMS = ("arm_1/run_trial", "arm_2/run_trial", "arm_3/run_trial")
@@ -179,6 +179,26 @@ def test_an_operator_score_for_a_later_trial_is_held_for_its_turn(tmp_path: path
     assert scored == [("score_held", 3, False), ("score_accepted", 1, False), ("score_accepted", 2, False),
                       ("score_accepted", 3, True)]
     sim.audit_verified(path)
+
+
+def test_held_scores_in_a_row_are_no_runner_faults(tmp_path: pathlib.Path) -> None:
+    """An operator who scores a fast arm's trials while a slow arm still runs the head trial: each score is
+    held (``score_held``), none counts as a failed run, so the session does not pause at the fault limit."""
+    with open_session(tmp_path / "held.db", scoring="operator") as session:
+        driver = TrialDriver(session, runners=ARMS[:2])
+        slow, fast = driver.dispatch()
+        ran = []
+        for _ in range(2):  # two rounds on the fast arm, trial 1 still on the slow one
+            work = fast
+            while work.trial.round == fast.trial.round:
+                driver.run_done(work.trial, True, 0.1, runner=work.runner)
+                ran.append(work.trial)
+                work = next(w for w in driver.dispatch() if w.runner == fast.runner)
+            fast = work
+        outcomes = [session.submit_score(t.trial_id, t.token, True, 1.0, operator="op") for t in ran]
+        assert len(ran) == 4 and all(o.accepted and o.held for o in outcomes), outcomes
+        assert (session.state, session.runner_faults) == (SessionState.RUNNING, 0)
+        assert driver.dispatch() == [] and not driver.finished  # both arms busy; nothing paused
 
 
 def test_operator_scores_sent_in_completion_order_decide_as_a_serial_session(tmp_path: pathlib.Path) -> None:
