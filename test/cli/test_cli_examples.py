@@ -14,6 +14,14 @@ examples name: a copy of ``examples/`` (the files ship with evalstop, among them
 session as ``session_bag/`` and ``session_2025-06-11/``, the names the README and
 docs/recording.md record to.  The installed ``evalstop`` script is first on ``PATH``.
 
+An example that is one ``evalstop`` command of plain words (no quoting, no operator or expansion
+of the shell: bash would pass its words as they stand) of a verb that computes and exits runs in
+this process, as :func:`evalstop_ros.cli.main.main` with those words, in its working directory:
+the parser, dispatch and exit status of the console script, without an interpreter and its
+imports per example (47 -> 28 CPU-s for the help texts' and README's examples; docs/testing.md).
+The rest runs with bash; the console script itself has its own test per verb (test_cli_main.py,
+test_cli_output.py).
+
 Two examples run until told to stop; they are run as a user would and stopped the way they are
 meant to stop, and must then exit 0:
 
@@ -25,6 +33,8 @@ meant to stop, and must then exit 0:
 
 from __future__ import annotations
 
+import contextlib
+import io
 import os
 import pathlib
 import re
@@ -34,6 +44,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import warnings
 from collections.abc import Iterator
 
 import pytest
@@ -214,6 +225,24 @@ def test_help_cites_only_files_that_ship() -> None:
         assert "``" not in text and not re.search(r":(mod|func|class|data):", text), f"reST markup in {name} --help"
 
 
+@pytest.mark.parametrize(("command", "here"), [
+    ("evalstop rank examples/arena_ab.csv --model task --json", True),
+    ("evalstop hub add-policy --db hub.sqlite pi0 sim://success=0.7", True),  # '=' inside a word is a letter
+    ("evalstop hub export --db hub.sqlite -o journal.jsonl && evalstop hub analyze journal.jsonl --json", False),
+    ("evalstop analyze examples/towel_like.csv --method step --alpha 0.05 | head -3", False),
+    ("evalstop report 'my session.db' -o out", False),  # bash removes the quotes
+    ("evalstop audit ~/.ros/evalstop/s1.db", False),  # bash expands the tilde
+    ("evalstop analyze examples/*.csv --method step", False),  # ... and the glob
+    ("evalstop hub serve --db hub.sqlite --port 8765", False),  # stays up until Ctrl-C
+    ("evalstop hub station --hub http://127.0.0.1:8765 --key-file lab1.key --dir lab1 --trials 20", False),
+    ("evalstop record -o quiet_bag --duration 5", False),  # a ROS node
+    ("evalstop sim-eval examples/sim_eval.yaml --check", False),  # Ray workers without --check
+    ("ros2 launch evalstop eval.launch.py robot:=sim", False),
+])
+def test_only_plain_commands_of_computing_verbs_run_in_process(command: str, here: bool) -> None:
+    assert in_process(command) is here
+
+
 @pytest.fixture(scope="module")
 def workdir(tmp_path_factory: pytest.TempPathFactory) -> pathlib.Path:
     """The directory the examples run in: examples/, and its recorded session as the bags the
@@ -232,7 +261,41 @@ def _environment(cache: pathlib.Path) -> dict[str, str]:
     return env
 
 
+#: what makes bash do more than split a command into words (then the example runs in bash)
+SHELL_SYNTAX = re.compile(r"[|&;<>()$`\\'\"*?\[\]{}~#!]")
+#: verbs that stay up, start workers or talk to a server: they run as their own process
+OWN_PROCESS = ("evalstop hub serve", "evalstop hub station", "evalstop record", "evalstop sim-eval")
+
+
+def in_process(command: str) -> bool:
+    """Whether ``command`` runs in this process: one ``evalstop`` command of plain words, of a
+    verb that computes and exits (module docstring)."""
+    return (command.startswith("evalstop ") and not SHELL_SYNTAX.search(command)
+            and not any(command == verb or command.startswith(verb + " ") for verb in OWN_PROCESS))
+
+
+def _run_in_process(command: str, cwd: pathlib.Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """``main(words)`` in ``cwd`` with ``env``'s STEP cache; its output captured, warnings as the
+    console script shows them (pytest's turn them into errors)."""
+    from evalstop_ros.cli.main import main
+
+    out, err = io.StringIO(), io.StringIO()
+    with pytest.MonkeyPatch.context() as patch, warnings.catch_warnings():
+        patch.chdir(cwd)
+        patch.setenv("EVALSTOP_CACHE_DIR", env["EVALSTOP_CACHE_DIR"])
+        warnings.resetwarnings()
+        warnings.simplefilter("default")
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                status = main(command.split()[1:])
+            except SystemExit as done:
+                status = done.code if isinstance(done.code, int) else (0 if done.code is None else 1)
+    return subprocess.CompletedProcess(command, status, out.getvalue(), err.getvalue())
+
+
 def _run(command: str, cwd: pathlib.Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    if in_process(command):
+        return _run_in_process(command, cwd, env)
     return subprocess.run(["bash", "-o", "pipefail", "-c", command], cwd=cwd, env=env, capture_output=True,
                           text=True, timeout=600, check=False)
 
