@@ -201,12 +201,12 @@ _JAZZY_TESTS = {
 #: tests in collection order). Only the order changes, and only under pytest-xdist.
 _LONG_FIRST = {
     "test/parallel/test_sim_eval.py::test_every_task_is_decided_and_the_claim_established_with_fewer_rollouts": 300,
-    "test/launch/test_ros2_launch.py::test_eval_launch_sim_policy_runs_its_session_to_the_end_and_audits": 335,
-    "test/nodes/test_robosuite_session.py::test_a_physics_session_stops_for_the_competent_policy_and_audits_verified": 162,
+    "test/launch/test_ros2_launch.py::test_eval_launch_sim_policy_runs_its_session_to_the_end_and_audits": 80,
+    "test/nodes/test_robosuite_session.py::test_a_physics_session_stops_for_the_competent_policy_and_audits_verified": 100,
     "test/runner/test_robosuite_adapter.py::test_the_drawn_grasp_errors_make_grasp_succeed_more_often_than_sloppy_"
     "and_repeat_per_rollout": 270,  # 17 rollouts of about 16 s (Makefile, demo-physics)
-    "test/cli/test_cli_examples.py::test_docs_examples_run": 110,
-    "test/cli/test_cli_examples.py::test_help_examples_run": 82,
+    "test/cli/test_cli_examples.py::test_docs_examples_run": 80,
+    "test/cli/test_cli_examples.py::test_help_examples_run": 75,
     "test/audit/test_record_e2e.py::test_recorded_ab_session_ranks_alike_from_journal_and_bag": 76,
     "test/hub/test_hub_ros_stations.py::test_ros_stations_survive_kills_and_every_result_counts_once": 60,
     "test/nodes/test_crash_recovery.py::test_manager_killed_at_random_points_loses_nothing": 57,

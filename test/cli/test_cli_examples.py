@@ -18,7 +18,7 @@ An example that is one ``evalstop`` command of plain words (no quoting, no opera
 of the shell: bash would pass its words as they stand) of a verb that computes and exits runs in
 this process, as :func:`evalstop_ros.cli.main.main` with those words, in its working directory:
 the parser, dispatch and exit status of the console script, without an interpreter and its
-imports per example (47 -> 28 CPU-s for the help texts' and README's examples; docs/testing.md).
+imports per example (the three example tests: 76 -> 53 CPU-s side by side; docs/testing.md).
 The rest runs with bash; the console script itself has its own test per verb (test_cli_main.py,
 test_cli_output.py).
 
