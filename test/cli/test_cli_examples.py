@@ -44,6 +44,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import traceback
 import warnings
 from collections.abc import Iterator
 
@@ -276,7 +277,7 @@ def in_process(command: str) -> bool:
 
 def _run_in_process(command: str, cwd: pathlib.Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     """``main(words)`` in ``cwd`` with ``env``'s STEP cache; its output captured, warnings as the
-    console script shows them (pytest's turn them into errors)."""
+    console script shows them (pytest's turn them into errors), an uncaught error as its exit 1."""
     from evalstop_ros.cli.main import main
 
     out, err = io.StringIO(), io.StringIO()
@@ -290,6 +291,9 @@ def _run_in_process(command: str, cwd: pathlib.Path, env: dict[str, str]) -> sub
                 status = main(command.split()[1:])
             except SystemExit as done:
                 status = done.code if isinstance(done.code, int) else (0 if done.code is None else 1)
+            except Exception:  # what the script would print before exiting 1 (and the next examples run)
+                traceback.print_exc()
+                status = 1
     return subprocess.CompletedProcess(command, status, out.getvalue(), err.getvalue())
 
 
