@@ -3,7 +3,7 @@
 Two scripted grasping policies served by openpi's OWN WebsocketPolicyServer (its separate venv)
 run on the simulated Panda (robosuite Lift in MuJoCo, rendered offscreen through EGL) until
 STEP and N-SCORE stop: what ``make demo-physics`` runs, sized to the fewest pairs that show it (a
-pair is two rollouts of about 16 s of CPU): a family-wise alpha of 0.2 split 0.05 (success, STEP at
+pair is two rollouts of about 10 CPU-s each): a family-wise alpha of 0.2 split 0.05 (success, STEP at
 ``n_max`` 15) + 0.15 (progress, N-SCORE), so that each test decides after 5-6 pairs of this pair of
 policies (12 trials; at 0.1 + 0.1 and ``n_max`` 50 STEP took 10, 20 trials; docs/testing.md). The
 session chooses its policies explicitly: the far-apart pair
