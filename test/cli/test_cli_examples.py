@@ -16,8 +16,9 @@ docs/recording.md record to.  The installed ``evalstop`` script is first on ``PA
 
 An example that is one ``evalstop`` command of plain words (no quoting, no operator or expansion
 of the shell: bash would pass its words as they stand) of a verb that computes and exits runs in
-this process, as :func:`evalstop_ros.cli.main.main` with those words, in its working directory:
-the parser, dispatch and exit status of the console script, without an interpreter and its
+this process, as :func:`evalstop_ros.cli.main.main` with those words, in its working directory
+(the ``evalstop`` fixture of conftest.py): the parser, dispatch and exit status of the console
+script, without an interpreter and its
 imports per example (the three example tests: 76 -> 53 CPU-s side by side; docs/testing.md).
 The rest runs with bash; the console script itself has its own test per verb (test_cli_main.py,
 test_cli_output.py).
@@ -33,8 +34,6 @@ meant to stop, and must then exit 0:
 
 from __future__ import annotations
 
-import contextlib
-import io
 import os
 import pathlib
 import re
@@ -45,8 +44,7 @@ import subprocess
 import sys
 import textwrap
 import traceback
-import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
 import yaml
@@ -275,31 +273,19 @@ def in_process(command: str) -> bool:
             and not any(command == verb or command.startswith(verb + " ") for verb in OWN_PROCESS))
 
 
-def _run_in_process(command: str, cwd: pathlib.Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    """``main(words)`` in ``cwd`` with ``env``'s STEP cache; its output captured, warnings as the
-    console script shows them (pytest's turn them into errors), an uncaught error as its exit 1."""
-    from evalstop_ros.cli.main import main
-
-    out, err = io.StringIO(), io.StringIO()
-    with pytest.MonkeyPatch.context() as patch, warnings.catch_warnings():
-        patch.chdir(cwd)
-        patch.setenv("EVALSTOP_CACHE_DIR", env["EVALSTOP_CACHE_DIR"])
-        warnings.resetwarnings()
-        warnings.simplefilter("default")
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            try:
-                status = main(command.split()[1:])
-            except SystemExit as done:
-                status = done.code if isinstance(done.code, int) else (0 if done.code is None else 1)
-            except Exception:  # what the script would print before exiting 1 (and the next examples run)
-                traceback.print_exc()
-                status = 1
-    return subprocess.CompletedProcess(command, status, out.getvalue(), err.getvalue())
+#: the ``evalstop`` fixture of conftest.py: ``evalstop ARGS`` in this process
+InProcess = Callable[..., subprocess.CompletedProcess[str]]
 
 
-def _run(command: str, cwd: pathlib.Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+def _run(command: str, cwd: pathlib.Path, env: dict[str, str], evalstop: InProcess
+         ) -> subprocess.CompletedProcess[str]:
     if in_process(command):
-        return _run_in_process(command, cwd, env)
+        with pytest.MonkeyPatch.context() as patch:
+            patch.chdir(cwd)
+            try:
+                return evalstop(*command.split()[1:])
+            except Exception:  # what the script would print, exiting 1 (and the next examples run)
+                return subprocess.CompletedProcess(command, 1, "", traceback.format_exc())
     return subprocess.run(["bash", "-o", "pipefail", "-c", command], cwd=cwd, env=env, capture_output=True,
                           text=True, timeout=600, check=False)
 
@@ -317,7 +303,7 @@ def _stop(proc: subprocess.Popen[str], how: int | None = signal.SIGINT, timeout:
 
 
 def _run_examples(examples: list[tuple[str, str]], cwd: pathlib.Path, env: dict[str, str],
-                  record_env: dict[str, str]) -> None:
+                  record_env: dict[str, str], evalstop: InProcess) -> None:
     port = free_port()
     hub: subprocess.Popen[str] | None = None
     failures = []
@@ -335,7 +321,7 @@ def _run_examples(examples: list[tuple[str, str]], cwd: pathlib.Path, env: dict[
             if status != 0:
                 failures.append(f"{where}: {command}: exit {status}\n{err[-1500:]}")
             continue
-        done = _run(command, cwd, env)
+        done = _run(command, cwd, env, evalstop)
         if done.returncode != 0:
             failures.append(f"{where}: {command}: exit {done.returncode}\n{done.stderr[-1500:]}")
     if hub is not None:
@@ -395,19 +381,22 @@ def _record(command: str, cwd: pathlib.Path, env: dict[str, str]) -> tuple[int, 
     return status, err
 
 
-def test_help_examples_run(workdir: pathlib.Path, tmp_path: pathlib.Path, ros_env: dict[str, str]) -> None:
+def test_help_examples_run(workdir: pathlib.Path, tmp_path: pathlib.Path, ros_env: dict[str, str],
+                           evalstop: InProcess) -> None:
     cwd = tmp_path / "cwd"
     shutil.copytree(workdir, cwd)
-    _run_examples(help_examples(), cwd, _environment(tmp_path / "cache"), ros_env)
+    _run_examples(help_examples(), cwd, _environment(tmp_path / "cache"), ros_env, evalstop)
 
 
-def test_readme_examples_run(workdir: pathlib.Path, tmp_path: pathlib.Path, ros_env: dict[str, str]) -> None:
+def test_readme_examples_run(workdir: pathlib.Path, tmp_path: pathlib.Path, ros_env: dict[str, str],
+                             evalstop: InProcess) -> None:
     cwd = tmp_path / "cwd"
     shutil.copytree(workdir, cwd)
-    _run_examples(readme_examples(), cwd, _environment(tmp_path / "cache"), ros_env)
+    _run_examples(readme_examples(), cwd, _environment(tmp_path / "cache"), ros_env, evalstop)
 
 
-def test_docs_examples_run(workdir: pathlib.Path, tmp_path: pathlib.Path, ros_env: dict[str, str]) -> None:
+def test_docs_examples_run(workdir: pathlib.Path, tmp_path: pathlib.Path, ros_env: dict[str, str],
+                           evalstop: InProcess) -> None:
     """The ``evalstop`` commands of docs/ (with :data:`DOCS_SUBSTITUTIONS`), in order, each
     block in a fresh working directory."""
     blocks: dict[str, list[tuple[str, str]]] = {}
@@ -420,4 +409,4 @@ def test_docs_examples_run(workdir: pathlib.Path, tmp_path: pathlib.Path, ros_en
     for k, examples in enumerate(blocks.values()):
         cwd = tmp_path / f"cwd{k}"
         shutil.copytree(workdir, cwd)
-        _run_examples(examples, cwd, _environment(tmp_path / "cache"), ros_env)
+        _run_examples(examples, cwd, _environment(tmp_path / "cache"), ros_env, evalstop)
