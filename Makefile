@@ -198,7 +198,7 @@ TEST_ARGS    ?=
 ifneq ($(filter-out kilted jazzy,$(ROS_DISTROS))$(if $(filter kilted,$(ROS_DISTROS)),,none),)
 $(error ROS_DISTROS=$(ROS_DISTROS): kilted (the whole suite) and optionally jazzy (its ROS tests too))
 endif
-SIM_POLICY_LAUNCH := test/launch/test_ros2_launch.py::test_eval_launch_sim_policy_finishes_within_ten_minutes
+SIM_POLICY_LAUNCH := test/launch/test_ros2_launch.py::test_eval_launch_sim_policy_runs_its_session_to_the_end_and_audits
 # $(call KILTED_TEST,DOMAIN_BASE): pytest under Kilted, everything required
 KILTED_TEST = $(ROS_ENV) EVALSTOP_ROS_REQUIRED=1 EVALSTOP_LAUNCH_REQUIRED=1 EVALSTOP_REPORT_REQUIRED=1 \
   EVALSTOP_PHYSICS_REQUIRED=1 EVALSTOP_ROS_INSTALL=$(ROS_INSTALL) EVALSTOP_TEST_DOMAIN_BASE=$(1) \

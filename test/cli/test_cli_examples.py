@@ -14,6 +14,15 @@ examples name: a copy of ``examples/`` (the files ship with evalstop, among them
 session as ``session_bag/`` and ``session_2025-06-11/``, the names the README and
 docs/recording.md record to.  The installed ``evalstop`` script is first on ``PATH``.
 
+An example that is one ``evalstop`` command of plain words (no quoting, no operator or expansion
+of the shell: bash would pass its words as they stand) of a verb that computes and exits runs in
+this process, as :func:`evalstop_ros.cli.main.main` with those words, in its working directory
+(the ``evalstop`` fixture of conftest.py): the parser, dispatch and exit status of the console
+script, without an interpreter and its
+imports per example (the three example tests: 76 -> 53 CPU-s side by side; docs/testing.md).
+The rest runs with bash; the console script itself has its own test per verb (test_cli_main.py,
+test_cli_output.py).
+
 Two examples run until told to stop; they are run as a user would and stopped the way they are
 meant to stop, and must then exit 0:
 
@@ -34,7 +43,8 @@ import signal
 import subprocess
 import sys
 import textwrap
-from collections.abc import Iterator
+import traceback
+from collections.abc import Callable, Iterator
 
 import pytest
 import yaml
@@ -214,6 +224,24 @@ def test_help_cites_only_files_that_ship() -> None:
         assert "``" not in text and not re.search(r":(mod|func|class|data):", text), f"reST markup in {name} --help"
 
 
+@pytest.mark.parametrize(("command", "here"), [
+    ("evalstop rank examples/arena_ab.csv --model task --json", True),
+    ("evalstop hub add-policy --db hub.sqlite pi0 sim://success=0.7", True),  # '=' inside a word is a letter
+    ("evalstop hub export --db hub.sqlite -o journal.jsonl && evalstop hub analyze journal.jsonl --json", False),
+    ("evalstop analyze examples/towel_like.csv --method step --alpha 0.05 | head -3", False),
+    ("evalstop report 'my session.db' -o out", False),  # bash removes the quotes
+    ("evalstop audit ~/.ros/evalstop/s1.db", False),  # bash expands the tilde
+    ("evalstop analyze examples/*.csv --method step", False),  # ... and the glob
+    ("evalstop hub serve --db hub.sqlite --port 8765", False),  # stays up until Ctrl-C
+    ("evalstop hub station --hub http://127.0.0.1:8765 --key-file lab1.key --dir lab1 --trials 20", False),
+    ("evalstop record -o quiet_bag --duration 5", False),  # a ROS node
+    ("evalstop sim-eval examples/sim_eval.yaml --check", False),  # Ray workers without --check
+    ("ros2 launch evalstop eval.launch.py robot:=sim", False),
+])
+def test_only_plain_commands_of_computing_verbs_run_in_process(command: str, here: bool) -> None:
+    assert in_process(command) is here
+
+
 @pytest.fixture(scope="module")
 def workdir(tmp_path_factory: pytest.TempPathFactory) -> pathlib.Path:
     """The directory the examples run in: examples/, and its recorded session as the bags the
@@ -232,7 +260,32 @@ def _environment(cache: pathlib.Path) -> dict[str, str]:
     return env
 
 
-def _run(command: str, cwd: pathlib.Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+#: what makes bash do more than split a command into words (then the example runs in bash)
+SHELL_SYNTAX = re.compile(r"[|&;<>()$`\\'\"*?\[\]{}~#!]")
+#: verbs that stay up, start workers or talk to a server: they run as their own process
+OWN_PROCESS = ("evalstop hub serve", "evalstop hub station", "evalstop record", "evalstop sim-eval")
+
+
+def in_process(command: str) -> bool:
+    """Whether ``command`` runs in this process: one ``evalstop`` command of plain words, of a
+    verb that computes and exits (module docstring)."""
+    return (command.startswith("evalstop ") and not SHELL_SYNTAX.search(command)
+            and not any(command == verb or command.startswith(verb + " ") for verb in OWN_PROCESS))
+
+
+#: the ``evalstop`` fixture of conftest.py: ``evalstop ARGS`` in this process
+InProcess = Callable[..., subprocess.CompletedProcess[str]]
+
+
+def _run(command: str, cwd: pathlib.Path, env: dict[str, str], evalstop: InProcess
+         ) -> subprocess.CompletedProcess[str]:
+    if in_process(command):
+        with pytest.MonkeyPatch.context() as patch:
+            patch.chdir(cwd)
+            try:
+                return evalstop(*command.split()[1:])
+            except Exception:  # what the script would print, exiting 1 (and the next examples run)
+                return subprocess.CompletedProcess(command, 1, "", traceback.format_exc())
     return subprocess.run(["bash", "-o", "pipefail", "-c", command], cwd=cwd, env=env, capture_output=True,
                           text=True, timeout=600, check=False)
 
@@ -250,7 +303,7 @@ def _stop(proc: subprocess.Popen[str], how: int | None = signal.SIGINT, timeout:
 
 
 def _run_examples(examples: list[tuple[str, str]], cwd: pathlib.Path, env: dict[str, str],
-                  record_env: dict[str, str]) -> None:
+                  record_env: dict[str, str], evalstop: InProcess) -> None:
     port = free_port()
     hub: subprocess.Popen[str] | None = None
     failures = []
@@ -268,7 +321,7 @@ def _run_examples(examples: list[tuple[str, str]], cwd: pathlib.Path, env: dict[
             if status != 0:
                 failures.append(f"{where}: {command}: exit {status}\n{err[-1500:]}")
             continue
-        done = _run(command, cwd, env)
+        done = _run(command, cwd, env, evalstop)
         if done.returncode != 0:
             failures.append(f"{where}: {command}: exit {done.returncode}\n{done.stderr[-1500:]}")
     if hub is not None:
@@ -328,19 +381,22 @@ def _record(command: str, cwd: pathlib.Path, env: dict[str, str]) -> tuple[int, 
     return status, err
 
 
-def test_help_examples_run(workdir: pathlib.Path, tmp_path: pathlib.Path, ros_env: dict[str, str]) -> None:
+def test_help_examples_run(workdir: pathlib.Path, tmp_path: pathlib.Path, ros_env: dict[str, str],
+                           evalstop: InProcess) -> None:
     cwd = tmp_path / "cwd"
     shutil.copytree(workdir, cwd)
-    _run_examples(help_examples(), cwd, _environment(tmp_path / "cache"), ros_env)
+    _run_examples(help_examples(), cwd, _environment(tmp_path / "cache"), ros_env, evalstop)
 
 
-def test_readme_examples_run(workdir: pathlib.Path, tmp_path: pathlib.Path, ros_env: dict[str, str]) -> None:
+def test_readme_examples_run(workdir: pathlib.Path, tmp_path: pathlib.Path, ros_env: dict[str, str],
+                             evalstop: InProcess) -> None:
     cwd = tmp_path / "cwd"
     shutil.copytree(workdir, cwd)
-    _run_examples(readme_examples(), cwd, _environment(tmp_path / "cache"), ros_env)
+    _run_examples(readme_examples(), cwd, _environment(tmp_path / "cache"), ros_env, evalstop)
 
 
-def test_docs_examples_run(workdir: pathlib.Path, tmp_path: pathlib.Path, ros_env: dict[str, str]) -> None:
+def test_docs_examples_run(workdir: pathlib.Path, tmp_path: pathlib.Path, ros_env: dict[str, str],
+                           evalstop: InProcess) -> None:
     """The ``evalstop`` commands of docs/ (with :data:`DOCS_SUBSTITUTIONS`), in order, each
     block in a fresh working directory."""
     blocks: dict[str, list[tuple[str, str]]] = {}
@@ -353,4 +409,4 @@ def test_docs_examples_run(workdir: pathlib.Path, tmp_path: pathlib.Path, ros_en
     for k, examples in enumerate(blocks.values()):
         cwd = tmp_path / f"cwd{k}"
         shutil.copytree(workdir, cwd)
-        _run_examples(examples, cwd, _environment(tmp_path / "cache"), ros_env)
+        _run_examples(examples, cwd, _environment(tmp_path / "cache"), ros_env, evalstop)

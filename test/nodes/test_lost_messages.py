@@ -1,14 +1,18 @@
 """The manager over a lossy link: lost goal responses and a runner that dies mid-trial.
 
-Issue 8: "the manager times out every wait (goal response included), re-sends idempotently
-and never stalls".  Each disturbed session must end with exactly the decisions of the same
-session run undisturbed: sim_robot's outcomes are a pure function of (seed, session, policy,
-trial), so a trial that is re-sent or re-run scores the same.
+The manager times out every wait (goal response included), re-sends idempotently and never
+stalls.  Each disturbed session must end with exactly the decisions of the same session run
+undisturbed: sim_robot's outcomes are a pure function of (seed, session, policy, trial), so a
+trial that is re-sent or re-run scores the same.  The undisturbed session is run on the engine,
+below ROS: the manager's trial loop (``TrialDriver``) with each run scored by sim_robot's own
+``simulate_outcome`` (over DDS it was a third session per test, 37 s of set-up under load; an
+undisturbed session over DDS is test_evaluation_manager.py's).
 """
 
 from __future__ import annotations
 
 import pathlib
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -19,7 +23,8 @@ pytestmark = pytest.mark.usefixtures("ros_env")
 LOSSY_RUNNER = str(pathlib.Path(__file__).with_name("lossy_runner.py"))
 #: A short session (n_max 10 per policy) decided by the budget or earlier; both metrics auto-scored.
 SESSION = {"n_max": 10, "seed": 11}
-ROBOT = {"success_rates": [0.3, 0.8], "duration": 0.0}
+RATES = {"policy_a": 0.3, "policy_b": 0.8}  # sim_robot's default policies
+ROBOT = {"success_rates": list(RATES.values()), "duration": 0.0}
 PLAN_KEY = bytes(range(32))
 
 
@@ -45,15 +50,28 @@ def _manager_params(tmp_path: pathlib.Path, name: str) -> dict[str, Any]:
 
 
 @pytest.fixture
-def undisturbed(start_node: Any, probe: Any, tmp_path: pathlib.Path, namespace: str) -> list[tuple[Any, ...]]:
-    """The decisions of the same session with nothing lost (run first, in ``<namespace>/clean``)."""
-    statuses = _status_topic(probe, "clean/")
-    manager = start_node("evaluation_manager", params=_manager_params(tmp_path, "clean"), ns=f"{namespace}/clean")
-    probe.hear("clean/session_status")
-    start_node("sim_robot", params=ROBOT, ns=f"{namespace}/clean")
-    final = final_status(probe, statuses)
-    assert manager.wait() == 0
-    return [comparison_key(c) for c in final.comparisons]
+def undisturbed(tmp_path: pathlib.Path) -> list[tuple[Any, ...]]:
+    """The decisions of the same session with nothing lost, as the manager would publish them:
+    its trial loop on the engine, every run succeeding with sim_robot's score (module docstring)."""
+    from evalstop_ros.nodes.sim_robot import simulate_outcome
+    from evalstop_ros.session import EvaluationSession, load_config
+    from evalstop_ros.session.driver import Action, TrialDriver
+    from evalstop_ros.session.publishing import comparison_fields
+
+    config = load_config(write_config(tmp_path / "undisturbed.yaml", **SESSION))
+    with EvaluationSession.open(tmp_path / "undisturbed.db", config, "s1", plan_key=PLAN_KEY) as session:
+        session.start()
+        driver = TrialDriver(session)
+        while (upcoming := driver.advance()).action is not Action.DONE:
+            trial = upcoming.trial
+            assert upcoming.action is Action.RUN and trial is not None, upcoming
+            # sim_robot's defaults: seed 0, progress mean 0.4, concentration 8
+            outcome = simulate_outcome(0, "s1", trial.policy_id, trial.trial_id, success_rate=RATES[trial.policy_id],
+                                       progress_mean=0.4, concentration=8.0)
+            driver.run_done(trial, True, 0.0, auto_score=(outcome.success, outcome.progress))
+        rows = [*session.comparisons(), *(claim.as_comparison() for claim in session.claims())]
+        assert session.state.value == "finished" and len(rows) == 2, rows  # success and progress
+    return [comparison_key(SimpleNamespace(**comparison_fields(row))) for row in rows]
 
 
 def test_lost_goal_responses_are_re_sent_and_change_nothing(
