@@ -23,7 +23,7 @@ KINDS = ("grasp", "sloppy", "exact", "high", "steady", "shaky")
 
 #: Per kind: (bias, spread) of the grasp-height error in m above the cube's centre (module docstring).
 HEIGHT_ERROR = {"grasp": (0.0, 0.003), "sloppy": (0.0, 0.008), "exact": (0.0, 0.0), "high": (0.025, 0.0),
-                "steady": (0.0, 0.003), "shaky": (0.0, 0.008)}
+                "steady": (0.0, 0.010), "shaky": (0.0, 0.025)}
 #: Per kind: spread (s) of the time the policy holds still before it moves, ``spread * |N(0, 1)|``
 #: per rollout (:func:`hesitation`): the same for ``steady`` and ``shaky``, so a task's horizon
 #: takes the same share of both policies' successes (docs/sim_eval.md, the benchmark).
