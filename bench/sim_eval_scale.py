@@ -84,9 +84,10 @@ def calibrate(path: str, workers: int, rollouts: int) -> list[dict[str, Any]]:
                 key += 1
             for (policy, task_id, _), outcome in pool.wait(timeout=5.0):
                 runs.setdefault((policy, task_id), []).append(outcome)
-            done = sum(len(v) for v in runs.values())
-            print(f"[calibration] {done} of {rollouts * len(config.policies) * len(config.tasks)} rollouts, "
-                  f"load {_load()}", file=sys.stderr, flush=True)
+                done = sum(len(v) for v in runs.values())
+                print(f"[calibration] {done} of {rollouts * len(config.policies) * len(config.tasks)}: {policy} on "
+                      f"{task_id} success={int(outcome.success)} ok={int(outcome.ok)} steps={outcome.steps} in "
+                      f"{outcome.duration_s:.1f} s (load {_load()})", file=sys.stderr, flush=True)
     rows = []
     for task in config.tasks:
         row: dict[str, Any] = {"task": task.id, "horizon_s": simulation.tasks[task.id].max_steps / simulation.rate}
