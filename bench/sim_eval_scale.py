@@ -104,7 +104,7 @@ def calibrate(path: str, workers: int, rollouts: int) -> list[dict[str, Any]]:
     return rows
 
 
-def run(path: str, workers: int) -> dict[str, Any]:
+def run(path: str, workers: int, session_id: str) -> dict[str, Any]:
     """One sim-eval session of ``path`` on ``workers`` local Ray workers, timed (module docstring)."""
     from evalstop_ros.parallel.ray_pool import RayPool
     from evalstop_ros.parallel.sim_config import load_sim_eval
@@ -119,7 +119,7 @@ def run(path: str, workers: int) -> dict[str, Any]:
             pool.worker_pids()  # every worker up: Ray's start-up measured apart
             ray_s = time.perf_counter() - started
             result = run_sim_eval(config, simulation, pool, journal_path=pathlib.Path(tmp) / "bench.db",
-                                  session_id=f"bench-{workers}", addresses=addresses,
+                                  session_id=session_id, addresses=addresses,
                                   error_log=ErrorLog(pathlib.Path(tmp) / "errors"),
                                   progress=lambda line: print(line, file=sys.stderr, flush=True))
     per_task_fixed = result.fixed_n // len(config.tasks)
@@ -178,6 +178,9 @@ def main() -> int:
     parser.add_argument("--calibrate", type=int, default=0, metavar="N",
                         help="measure each policy's success rate per task in N rollouts instead (on the "
                              "largest --workers)")
+    parser.add_argument("--session-id", default="bench",
+                        help="every run's session id (default %(default)s): the same plan and the same drawn "
+                             "outcomes per trial whatever the workers")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     if importlib.util.find_spec("robosuite") is None or importlib.util.find_spec("ray") is None:
@@ -205,7 +208,7 @@ def main() -> int:
         config, _ = load_sim_eval(path)
         print(f"sizes: alpha {config.alpha} ({config.task_correction} over {len(config.tasks)} tasks), n_max "
               f"{config.n_max} pairs per task", file=sys.stderr)
-        rows = [run(path, w) for w in workers]
+        rows = [run(path, w, args.session_id) for w in workers]
     finally:
         pathlib.Path(path).unlink()
     if args.json:

@@ -1,8 +1,8 @@
 """One simulated rollout, as a worker runs it: the robosuite adapter, the policy client, the runner's episode.
 
 :class:`RolloutWorker` is plain Python (Ray makes it an actor, :mod:`.ray_pool`): it keeps one
-:class:`~evalstop_ros.runner.adapters.robosuite.RobosuiteArm` per task (an environment is built
-once) and runs each :class:`RolloutRequest` through the runner's own loop
+:class:`~evalstop_ros.runner.adapters.robosuite.RobosuiteArm` per robosuite environment,
+placement spread and seed (built once; tasks that differ only in horizon share it) and runs each :class:`RolloutRequest` through the runner's own loop
 (:func:`~evalstop_ros.runner.episode.run_episode`: the command guard, the policy client's bounded
 frames), exactly as the ``policy_runner`` node does on a robot. A failure comes back as a
 :class:`RolloutOutcome` with the runner's category (what may be shown) and its full text (for the
@@ -103,7 +103,7 @@ class RolloutWorker:
     """Runs rollouts on simulated Pandas, one environment per task (module docstring)."""
 
     def __init__(self) -> None:
-        self._arms: dict[tuple[str, str, float, int, float], Any] = {}
+        self._arms: dict[tuple[str, float, int, float], Any] = {}
 
     def pid(self) -> int:
         """This worker's process id (the tests kill it)."""
@@ -136,7 +136,9 @@ class RolloutWorker:
                               policy_s=sum(result.latencies), setup_s=max(duration - result.duration, 0.0))
 
     def _arm(self, request: RolloutRequest) -> Any:
-        key = (request.task, request.env, request.spread, request.scene_seed, request.rate)
+        # tasks that differ only in horizon or prompt share one environment (each build takes seconds
+        # of a worker's CPU); the scene is still drawn per task (the episode's task id seeds it)
+        key = (request.env, request.spread, request.scene_seed, request.rate)
         if key not in self._arms:
             self._arms[key] = _ending_arm()(task=request.env, seed=request.scene_seed, rate=request.rate,
                                             spread=request.spread)
