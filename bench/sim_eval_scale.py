@@ -178,9 +178,6 @@ def main() -> int:
     parser.add_argument("--calibrate", type=int, default=0, metavar="N",
                         help="measure each policy's success rate per task in N rollouts instead (on the "
                              "largest --workers)")
-    parser.add_argument("--session-id", default="bench",
-                        help="every run's session id (default %(default)s): the same plan and the same drawn "
-                             "outcomes per trial whatever the workers")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     if importlib.util.find_spec("robosuite") is None or importlib.util.find_spec("ray") is None:
@@ -208,7 +205,7 @@ def main() -> int:
         config, _ = load_sim_eval(path)
         print(f"sizes: alpha {config.alpha} ({config.task_correction} over {len(config.tasks)} tasks), n_max "
               f"{config.n_max} pairs per task", file=sys.stderr)
-        rows = [run(path, w, args.session_id) for w in workers]
+        rows = [run(path, w, f"bench-{w}") for w in workers]
     finally:
         pathlib.Path(path).unlink()
     if args.json:
