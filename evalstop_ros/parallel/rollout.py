@@ -3,7 +3,8 @@
 :class:`RolloutWorker` is plain Python (Ray makes it an actor, :mod:`.ray_pool`): it keeps one
 :class:`~evalstop_ros.runner.adapters.robosuite.RobosuiteArm` per robosuite environment,
 placement spread and seed (built once; tasks that differ only in horizon share it) and runs each
-:class:`RolloutRequest` through the runner's own loop (:func:`~evalstop_ros.runner.episode.run_episode`: the command guard, the policy client's bounded
+:class:`RolloutRequest` through the runner's own loop
+(:func:`~evalstop_ros.runner.episode.run_episode`: the command guard, the policy client's bounded
 frames), exactly as the ``policy_runner`` node does on a robot. A failure comes back as a
 :class:`RolloutOutcome` with the runner's category (what may be shown) and its full text (for the
 private error log only: it may quote the policy server).
