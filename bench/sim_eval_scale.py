@@ -59,8 +59,9 @@ def _sized_config(args: argparse.Namespace) -> str:
     return sized.name
 
 
-def calibrate(path: str, workers: int, rollouts: int) -> list[dict[str, Any]]:
-    """Success rate of every policy on every task: ``rollouts`` rollouts each on ``workers`` workers."""
+def calibrate(path: str, workers: int, rollouts: int, session_id: str) -> list[dict[str, Any]]:
+    """Success rate of every policy on every task: ``rollouts`` rollouts each on ``workers`` workers
+    (their scenes and draws seeded by ``session_id``: another id, other rollouts)."""
     from evalstop_ros.parallel.ray_pool import RayPool
     from evalstop_ros.parallel.rollout import RolloutRequest
     from evalstop_ros.parallel.sim_config import load_sim_eval
@@ -77,7 +78,7 @@ def calibrate(path: str, workers: int, rollouts: int) -> list[dict[str, Any]]:
             while queue and pool.idle:
                 policy, task_id, i = queue.pop(0)
                 task = simulation.tasks[task_id]
-                request = RolloutRequest("calibration", key, 1, task_id, f"scene_{i % 2}", prompts[task_id],
+                request = RolloutRequest(session_id, key, 1, task_id, f"scene_{i % 2}", prompts[task_id],
                                          addresses[policy], task.env, task.spread, task.seed, task.max_steps,
                                          simulation.rate, simulation.infer_timeout)
                 pool.submit((policy, task_id, key), request)
@@ -178,6 +179,9 @@ def main() -> int:
     parser.add_argument("--calibrate", type=int, default=0, metavar="N",
                         help="measure each policy's success rate per task in N rollouts instead (on the "
                              "largest --workers)")
+    parser.add_argument("--calibration-id", default="calibration",
+                        help="session id of the calibration's rollouts (default %(default)s; another id draws "
+                             "other scenes and errors, to add to a calibration)")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     if importlib.util.find_spec("robosuite") is None or importlib.util.find_spec("ray") is None:
@@ -189,7 +193,7 @@ def main() -> int:
     try:
         print(f"machine: {os.cpu_count()} cores, load {_load()} (1/5/15 min)", file=sys.stderr)
         if args.calibrate:
-            rows = calibrate(path, max(workers), args.calibrate)
+            rows = calibrate(path, max(workers), args.calibrate, args.calibration_id)
             if args.json:
                 print(json.dumps(rows, indent=1, sort_keys=True))
                 return 0
