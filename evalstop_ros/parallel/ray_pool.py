@@ -34,6 +34,10 @@ _WORKER_ENV = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THR
                "PYOPENGL_PLATFORM": "egl"}
 
 
+#: Ray's setting of the workers' niceness above their raylet's (Ray's default 15), read when Ray starts here.
+_NICENESS = "RAY_worker_niceness"
+
+
 def _import_ray() -> Any:
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")  # no usage-stats banner
     try:
@@ -61,6 +65,9 @@ class RayPool:
             if address is None:  # local workers import this evalstop (a source checkout too)
                 source = str(pathlib.Path(__file__).resolve().parents[2])
                 env["PYTHONPATH"] = os.pathsep.join(p for p in (source, os.environ.get("PYTHONPATH", "")) if p)
+                # Ray starts workers 15 nice levels below their raylet: on a shared machine the rollouts,
+                # all of the work, then ran at the lowest priority (docs/sim_eval.md, the benchmark)
+                os.environ.setdefault(_NICENESS, "0")
             try:
                 self.ray.init(address=address or "local", num_cpus=None if address else workers,
                               include_dashboard=False, log_to_driver=False, logging_level=logging.ERROR,

@@ -1,8 +1,9 @@
 """One simulated rollout, as a worker runs it: the robosuite adapter, the policy client, the runner's episode.
 
 :class:`RolloutWorker` is plain Python (Ray makes it an actor, :mod:`.ray_pool`): it keeps one
-:class:`~evalstop_ros.runner.adapters.robosuite.RobosuiteArm` per task (an environment is built
-once) and runs each :class:`RolloutRequest` through the runner's own loop
+:class:`~evalstop_ros.runner.adapters.robosuite.RobosuiteArm` per robosuite environment,
+placement spread and seed (built once; tasks that differ only in horizon share it) and runs each
+:class:`RolloutRequest` through the runner's own loop
 (:func:`~evalstop_ros.runner.episode.run_episode`: the command guard, the policy client's bounded
 frames), exactly as the ``policy_runner`` node does on a robot. A failure comes back as a
 :class:`RolloutOutcome` with the runner's category (what may be shown) and its full text (for the
@@ -17,7 +18,7 @@ import time
 from typing import Any
 
 from ..runner.adapters.base import EpisodeInfo
-from ..runner.client import PolicyClient, ServerAddress
+from ..runner.client import PolicyClient, ServerAddress, ServerConfig
 from ..runner.episode import EpisodeSettings, run_episode
 from ..runner.errors import Category, RunnerError
 
@@ -70,6 +71,9 @@ class RolloutOutcome:
     """A finished (or failed) rollout: the simulator's score, or the runner's failure category.
 
     ``text`` is the failure's full text (private error log only); ``worker`` the process id that ran it.
+    Where the time went (s): ``cpu_s`` the worker process's CPU time (MuJoCo, rendering), ``policy_s``
+    the policy queries (send to reply), ``setup_s`` what came before the first action (the
+    environment built on a worker's first rollout of a task, the scene's reset) and after the last.
     """
 
     ok: bool
@@ -81,13 +85,26 @@ class RolloutOutcome:
     detail: str = ""
     text: str = ""
     worker: int = 0
+    cpu_s: float = 0.0
+    policy_s: float = 0.0
+    setup_s: float = 0.0
+
+
+def _cameras(config: ServerConfig) -> list[str]:
+    """The robosuite cameras a policy with ``config`` reads: only those are rendered (the unread wrist
+    camera was 38 % of a Lift rollout's CPU)."""
+    from ..runner.adapters.robosuite import CAMERAS
+
+    wanted = {"wrist_image_left"} if config.needs_wrist_camera else set()
+    wanted |= {f"exterior_image_{i}_left" for i in range(1, config.n_external_cameras + 1)}
+    return [camera for camera, name in CAMERAS.items() if name in wanted]
 
 
 class RolloutWorker:
-    """Runs rollouts on simulated Pandas, one environment per task (module docstring)."""
+    """Runs rollouts on simulated Pandas, one environment per robosuite setting (module docstring)."""
 
     def __init__(self) -> None:
-        self._arms: dict[tuple[str, str, float, int, float], Any] = {}
+        self._arms: dict[tuple[str, float, int, float], Any] = {}
 
     def pid(self) -> int:
         """This worker's process id (the tests kill it)."""
@@ -95,13 +112,14 @@ class RolloutWorker:
 
     def run(self, request: RolloutRequest) -> RolloutOutcome:
         """Run ``request``; a failure is an outcome with ``ok=False``, never an exception."""
-        start = time.monotonic()
+        start, cpu = time.monotonic(), time.process_time()
         try:
             arm = self._arm(request)
             settings = EpisodeSettings(prompt=request.prompt, rate=request.rate, max_steps=request.max_steps,
                                        timeout=request.max_steps / request.rate + 1.0)
             episode = EpisodeInfo(request.session_id, request.trial_id, request.task, request.initial_condition)
             with PolicyClient(request.address, infer_timeout=request.infer_timeout) as client:
+                arm.cameras = _cameras(client.config)
                 result = run_episode(client, arm, episode, settings,
                                      policy_session=f"{request.session_id}-{request.trial_id}")
         except RunnerError as err:
@@ -113,11 +131,15 @@ class RolloutWorker:
         if result.score is None:
             return RolloutOutcome(False, time.monotonic() - start, category=Category.ROBOT.value,
                                   text="the simulator gave no score", worker=os.getpid())
-        return RolloutOutcome(True, time.monotonic() - start, success=result.score.success,
-                              progress=float(result.score.progress), steps=result.steps, worker=os.getpid())
+        duration = time.monotonic() - start
+        return RolloutOutcome(True, duration, success=result.score.success, progress=float(result.score.progress),
+                              steps=result.steps, worker=os.getpid(), cpu_s=time.process_time() - cpu,
+                              policy_s=sum(result.latencies), setup_s=max(duration - result.duration, 0.0))
 
     def _arm(self, request: RolloutRequest) -> Any:
-        key = (request.task, request.env, request.spread, request.scene_seed, request.rate)
+        # tasks that differ only in horizon or prompt share one environment (each build takes seconds
+        # of a worker's CPU); the scene is still drawn per task (the episode's task id seeds it)
+        key = (request.env, request.spread, request.scene_seed, request.rate)
         if key not in self._arms:
             self._arms[key] = _ending_arm()(task=request.env, seed=request.scene_seed, rate=request.rate,
                                             spread=request.spread)

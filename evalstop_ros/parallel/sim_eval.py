@@ -53,7 +53,8 @@ class SimEvalResult:
     ``fixed_n`` is the fixed-N batch of the same design (``n_max`` pairs per task and comparison's
     policies); ``rollout_s`` the summed time the workers spent in rollouts, ``wall_s`` the time to
     the decision; ``after_stop`` the results journaled after the stop (never used), ``cancelled``
-    the rollouts released at the stop.
+    the rollouts released at the stop; ``cpu_s``, ``policy_s`` and ``setup_s`` the summed parts of
+    the rollouts' time (:class:`~.rollout.RolloutOutcome`).
     """
 
     session_id: str
@@ -69,6 +70,9 @@ class SimEvalResult:
     claims: list[ClaimSnapshot]
     after_stop: int = 0
     cancelled: int = 0
+    cpu_s: float = 0.0
+    policy_s: float = 0.0
+    setup_s: float = 0.0
 
 
 @contextmanager
@@ -150,7 +154,7 @@ def run_sim_eval(config: SessionConfig, simulation: SimulationConfig, pool: RayP
         return SimEvalResult(session_id, journal_path, session.state, tally.rollouts, tally.faults,
                              dict(tally.per_task), fixed_n_rollouts(config), time.monotonic() - start,
                              tally.rollout_s, session.comparisons(), session.claims(), tally.after_stop,
-                             pool.cancelled)
+                             pool.cancelled, tally.cpu_s, tally.policy_s, tally.setup_s)
     finally:
         session.close()
 
@@ -199,12 +203,18 @@ class _Tally:
     faults: int = 0
     after_stop: int = 0
     rollout_s: float = 0.0
+    cpu_s: float = 0.0
+    policy_s: float = 0.0
+    setup_s: float = 0.0
     decided: int = 0
     per_task: Counter[str] = dataclasses.field(default_factory=Counter)
 
     def count(self, trial: PendingTrial, outcome: RolloutOutcome, verdict: Verdict) -> None:
         self.rollouts += 1
         self.rollout_s += outcome.duration_s
+        self.cpu_s += outcome.cpu_s
+        self.policy_s += outcome.policy_s
+        self.setup_s += outcome.setup_s
         if verdict is Verdict.AFTER_STOP:
             self.after_stop += 1
         elif verdict in (Verdict.RAN, Verdict.HELD):

@@ -1,6 +1,7 @@
 """Scripted policies for the ``robosuite`` Panda: find the cube in the exterior image, grasp it, lift it.
 
-numpy only; kinds ``grasp``, ``sloppy``, ``exact``, ``high`` and their measured rates: docs/policy_runner.md.
+numpy only; kinds ``grasp``, ``sloppy``, ``exact``, ``high``, ``steady``, ``shaky`` and their measured rates:
+docs/policy_runner.md, docs/sim_eval.md.
 """
 
 from __future__ import annotations
@@ -10,17 +11,23 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["CAMERA_FOVY", "CAMERA_POSITION", "CAMERA_ROTATION", "HEIGHT_ERROR", "KINDS", "METADATA", "GraspPolicy", "height_error", "locate_cube"]
+__all__ = ["CAMERA_FOVY", "CAMERA_POSITION", "CAMERA_ROTATION", "HEIGHT_ERROR", "HESITATION", "KINDS", "METADATA", "GraspPolicy",
+           "height_error", "hesitation", "locate_cube"]
 
 #: The metadata frame of the physics policies (RoboArena's PolicyServerConfig keys).
 METADATA: dict[str, Any] = {"image_resolution": [96, 96], "needs_wrist_camera": True, "n_external_cameras": 1,
                             "needs_stereo_camera": False, "needs_session_id": True,
                             "action_space": "cartesian_velocity"}
 
-KINDS = ("grasp", "sloppy", "exact", "high")
+KINDS = ("grasp", "sloppy", "exact", "high", "steady", "shaky")
 
 #: Per kind: (bias, spread) of the grasp-height error in m above the cube's centre (module docstring).
-HEIGHT_ERROR = {"grasp": (0.0, 0.003), "sloppy": (0.0, 0.008), "exact": (0.0, 0.0), "high": (0.025, 0.0)}
+HEIGHT_ERROR = {"grasp": (0.0, 0.003), "sloppy": (0.0, 0.008), "exact": (0.0, 0.0), "high": (0.025, 0.0),
+                "steady": (0.0, 0.010), "shaky": (0.0, 0.025)}
+#: Per kind: spread (s) of the time the policy holds still before it moves, ``spread * |N(0, 1)|``
+#: per rollout (:func:`hesitation`): the same for ``steady`` and ``shaky``, so a task's horizon
+#: takes the same share of both policies' successes (docs/sim_eval.md, the benchmark).
+HESITATION = {"steady": 1.5, "shaky": 1.5}
 _COARSE = ("sloppy", "high")  # kinds that read the cube off a subsampled image with a coarse threshold
 
 #: The exterior camera's calibration: robosuite's ``agentview`` (world position m, camera-to-world
@@ -75,6 +82,19 @@ def height_error(kind: str, session_id: object) -> float:
     return bias + spread * abs(float(np.random.default_rng(seed).standard_normal()))
 
 
+def hesitation(kind: str, session_id: object) -> float:
+    """The time (s) ``kind`` holds still at the start of the rollout ``session_id``: 0 for kinds without one.
+
+    ``spread * |z|`` with ``z`` standard normal (:data:`HESITATION`), seeded by the kind and the
+    rollout's id only, independent of its grasp-height error (:func:`height_error`).
+    """
+    spread = HESITATION.get(kind, 0.0)
+    if spread == 0.0:
+        return 0.0
+    seed = [zlib.crc32(kind.encode()), zlib.crc32(str(session_id).encode()), zlib.crc32(b"hesitation")]
+    return spread * abs(float(np.random.default_rng(seed).standard_normal()))
+
+
 class GraspPolicy:
     """One scripted grasping policy (``kind`` in :data:`KINDS`; see the module docstring).
 
@@ -89,14 +109,17 @@ class GraspPolicy:
         self._rollout: object = None
         self._cube: np.ndarray | None = None
         self._closing = 0  # actions spent closing the gripper (> 0: grasping)
+        self._actions = 0  # actions planned in this rollout
         self.error = self._draw(None)
+        self.hold_actions = 0  # actions to hold still before moving (:func:`hesitation`)
 
     def _draw(self, session_id: object) -> float:
         return height_error(self.kind, session_id) if self.fixed_error is None else self.fixed_error
 
     def reset(self) -> None:
-        self.requests, self._rollout, self._cube, self._closing = 0, None, None, 0
+        self.requests, self._rollout, self._cube, self._closing, self._actions = 0, None, None, 0, 0
         self.error = self._draw(None)
+        self.hold_actions = 0
 
     def infer(self, obs: dict[str, Any]) -> dict[str, Any]:
         if obs.get("endpoint") == "reset":
@@ -106,6 +129,7 @@ class GraspPolicy:
             self.reset()
             self._rollout = obs.get("session_id")
             self.error = self._draw(self._rollout)
+            self.hold_actions = round(hesitation(self.kind, self._rollout) / self.dt)
         self.requests += 1
         position = np.asarray(obs["observation/cartesian_position"], dtype=np.float64)[:3].copy()
         if self._closing == 0:  # still approaching: (re)locate the cube while it is in view
@@ -116,6 +140,10 @@ class GraspPolicy:
                 self._cube = seen
         actions = np.zeros((self.chunk, 7))
         for i in range(self.chunk):
+            self._actions += 1
+            if self._actions <= self.hold_actions:  # hesitating: hold still, open
+                actions[i, 6] = _OPEN
+                continue
             velocity, gripper = self._control(position)
             actions[i, :3], actions[i, 6] = velocity, gripper
             position = position + velocity * self.dt

@@ -14,9 +14,11 @@ from evalstop_ros.runner.scripted_physics import (
     CAMERA_POSITION,
     CAMERA_ROTATION,
     HEIGHT_ERROR,
+    HESITATION,
     METADATA,
     GraspPolicy,
     height_error,
+    hesitation,
     locate_cube,
 )
 
@@ -106,3 +108,35 @@ def test_the_policy_closes_at_the_height_its_rollout_drew() -> None:
     fixed = GraspPolicy("sloppy", error=0.0)
     first = fixed.infer(_obs(image, above, session=large))["actions"][0]
     assert first[6] < 0.5 and first[2] < 0, "a fixed error wins over the drawn one: it descends, open"
+
+
+def test_steady_and_shaky_hesitate_for_a_time_drawn_per_rollout_from_its_id_alone() -> None:
+    rollouts = [f"session-{trial}" for trial in range(400)]
+    waits = {kind: np.array([hesitation(kind, r) for r in rollouts]) for kind in ("steady", "shaky", "grasp", "exact")}
+    assert [hesitation("steady", r) for r in rollouts[:20]] == list(waits["steady"][:20]), "the same id, the same wait"
+    for kind in ("steady", "shaky"):  # half-normal: mean spread * sqrt(2 / pi)
+        assert waits[kind].mean() == pytest.approx(HESITATION[kind] * np.sqrt(2 / np.pi), rel=0.15)
+        errors = np.array([height_error(kind, r) for r in rollouts])
+        assert abs(np.corrcoef(errors, waits[kind])[0, 1]) < 0.15, "the wait is drawn apart from the grasp error"
+    assert not np.array_equal(waits["steady"], waits["shaky"]), "each kind draws its own"
+    assert np.all(waits["grasp"] == 0.0) and np.all(waits["exact"] == 0.0), "the older kinds never hesitate"
+    assert HEIGHT_ERROR["steady"][1] < HEIGHT_ERROR["shaky"][1], "steady grasps nearer the cube's centre"
+
+
+def test_a_hesitating_policy_holds_still_and_open_then_grasps_as_grasp_does() -> None:
+    image = _image(48, 48, half=4)
+    cube = locate_cube(image)
+    assert cube is not None
+    rollout = next(f"s-{trial}" for trial in range(200) if 0.6 < hesitation("steady", f"s-{trial}") < 1.2)
+    policy = GraspPolicy("steady")
+    high = [cube[0] - 0.1, cube[1], cube[2] + 0.2]  # away from the cube: grasp would move at once
+    chunks = []
+    while len(chunks) * policy.chunk < policy.hold_actions + 2 * policy.chunk:
+        chunks.append(policy.infer(_obs(image, high, session=rollout))["actions"])
+    actions = np.concatenate(chunks)
+    hold = round(hesitation("steady", rollout) * 15.0)
+    assert policy.hold_actions == hold >= 9
+    assert np.all(actions[:hold, :6] == 0.0) and np.all(actions[:hold, 6] < 0.5), "still and open while hesitating"
+    assert np.all(np.linalg.norm(actions[hold:, :3], axis=1) > 0.01), "then it moves towards the cube"
+    first = GraspPolicy("grasp", error=policy.error).infer(_obs(image, high, session=rollout))["actions"][0]
+    assert np.allclose(actions[hold], first, atol=1e-6), "from where it stood, as the kind without a wait"

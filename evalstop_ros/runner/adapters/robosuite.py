@@ -96,6 +96,9 @@ class RobosuiteArm:
     :param record_resolution: (height, width) at which each observed camera is rendered a second
         time for the episode videos (:attr:`Observation.recording`; the policy's images are
         unchanged); ``None``: the videos show the policy's images.
+    :param cameras: The robosuite cameras each observation renders (keys of :data:`CAMERAS`);
+        ``None``: all of them. Rendering is most of a rollout's CPU: a policy that reads fewer
+        cameras may set this (:attr:`cameras`) to save it.
     """
 
     action_spaces = ("joint_velocity", "joint_position", "cartesian_velocity")
@@ -105,7 +108,7 @@ class RobosuiteArm:
 
     def __init__(self, *, task: str = "Lift", seed: int = 0, rate: float = 15.0,
                  resolution: tuple[int, int] = (128, 128), spread: float = 0.0,
-                 record_resolution: tuple[int, int] | None = None) -> None:
+                 record_resolution: tuple[int, int] | None = None, cameras: list[str] | None = None) -> None:
         self._suite = import_robosuite()
         if task not in importlib.import_module("robosuite.environments.base").REGISTERED_ENVS:
             raise RunnerError(f"unknown robosuite task {task!r} (e.g. Lift, Stack, PickPlace, Door)")
@@ -122,6 +125,8 @@ class RobosuiteArm:
         self._camera_size = self.resolution
         self.record_resolution = None if record_resolution is None else (int(record_resolution[0]),
                                                                           int(record_resolution[1]))
+        #: The robosuite cameras each observation renders.
+        self.cameras = list(CAMERAS) if cameras is None else list(cameras)
         self.best_progress = 0.0
         #: Control steps the simulation ran in this rollout.
         self.sim_steps = 0
@@ -202,9 +207,10 @@ class RobosuiteArm:
         site = robot.eef_site_id["right"]
         position = np.array(self.env.sim.data.site_xpos[site])
         euler = Rotation.from_matrix(np.array(self.env.sim.data.site_xmat[site]).reshape(3, 3)).as_euler("xyz")
+        shown = {camera: name for camera, name in CAMERAS.items() if camera in self.cameras}
         recording = ({} if self.record_resolution is None else
-                     {name: self._render(camera, self.record_resolution) for camera, name in CAMERAS.items()})
-        return Observation(images={name: self._render(camera) for camera, name in CAMERAS.items()},
+                     {name: self._render(camera, self.record_resolution) for camera, name in shown.items()})
+        return Observation(images={name: self._render(camera) for camera, name in shown.items()},
                            joint_position=self._arm_joints(), cartesian_position=np.concatenate([position, euler]),
                            gripper_position=np.array([self._gripper_closed()]), recording=recording)
 
