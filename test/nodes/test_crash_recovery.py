@@ -19,12 +19,11 @@ from __future__ import annotations
 import pathlib
 import re
 import time
-from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
 import pytest
-from nodes_support import comparison_key, final_status, same_float, write_config
+from nodes_support import comparison_key, engine_session, final_status, same_float, write_config
 
 pytestmark = pytest.mark.usefixtures("ros_env")
 
@@ -51,30 +50,6 @@ def _scored(output: str) -> int:
     resumed = re.search(r"session crash resumed from its journal \(running, (\d+) trials scored\)", output)
     scored = [int(t) for t in re.findall(r"trial (\d+) \(label \w+\) scored", output)]
     return max([int(resumed.group(1)) if resumed else 0, *scored])
-
-
-def _uninterrupted(config: Any, journal: pathlib.Path) -> list[Any]:
-    """The session run to its end on the engine, every run scored as sim_robot scores it (module
-    docstring): its final comparison rows, as the manager would publish them."""
-    from evalstop_ros.nodes.sim_robot import simulate_outcome
-    from evalstop_ros.session import EvaluationSession
-    from evalstop_ros.session.driver import Action, TrialDriver
-    from evalstop_ros.session.publishing import comparison_fields
-
-    rates = dict(zip(("policy_a", "policy_b"), RATES))
-    with EvaluationSession.open(journal, config, "crash", plan_key=PLAN_KEY) as session:
-        session.start()
-        driver = TrialDriver(session)
-        while (upcoming := driver.advance()).action is not Action.DONE:
-            trial = upcoming.trial
-            assert upcoming.action is Action.RUN and trial is not None, upcoming
-            outcome = simulate_outcome(SIM_SEED, "crash", trial.policy_id, trial.trial_id,
-                                       success_rate=rates[trial.policy_id], progress_mean=PROGRESS_MEAN,
-                                       concentration=CONCENTRATION)
-            driver.run_done(trial, True, 0.0, auto_score=(outcome.success, outcome.progress))
-        assert session.state.value == "finished"
-        rows = [*session.comparisons(), *(claim.as_comparison() for claim in session.claims())]
-    return [SimpleNamespace(**comparison_fields(row)) for row in rows]
 
 
 # Ten kill -9 on a loaded machine once left the next manager without any goal response (Fast DDS's
@@ -109,7 +84,9 @@ def test_manager_killed_at_random_points_loses_nothing(start_node: Any, probe: A
             "max_attempts": 1000})
 
     # 1. uninterrupted (on the engine)
-    reference = _uninterrupted(load_config(config, max_attempts=1000), tmp_path / "straight" / "crash.db")
+    reference = engine_session(tmp_path / "straight" / "crash.db", load_config(config, max_attempts=1000), "crash",
+                               PLAN_KEY, SIM_SEED, dict(zip(("policy_a", "policy_b"), RATES)), PROGRESS_MEAN,
+                               CONCENTRATION)
     assert sum(1 for s in _scores(tmp_path / "straight" / "crash.db").values() if s[-1] is not None) == 100, \
         "the session should use its whole budget (RATES equal)"
     assert all(c.decision == 3 for c in reference)  # BUDGET_EXHAUSTED
