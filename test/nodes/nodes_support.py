@@ -85,6 +85,34 @@ def comparison_key(c: Any) -> tuple[Any, ...]:
     return (c.policy_a, c.policy_b, c.metric, c.method, c.n, c.decision, c.stopping_trial)
 
 
+def engine_session(journal: pathlib.Path, config: Any, session_id: str, plan_key: bytes, seed: int,
+                   rates: dict[str, float], progress_mean: float, concentration: float = 8.0) -> list[Any]:
+    """A session run to its end below ROS, as the manager runs it: its trial loop (``TrialDriver``)
+    on the engine, journaled at ``journal``, every run ok and scored as sim_robot (``seed``, success
+    ``rates`` per policy, ``progress_mean``) scores it (``simulate_outcome``). Its final comparison
+    rows (tests, then claims), with the fields of a ``ComparisonStatus``."""
+    from types import SimpleNamespace
+
+    from evalstop_ros.nodes.sim_robot import simulate_outcome
+    from evalstop_ros.session import EvaluationSession
+    from evalstop_ros.session.driver import Action, TrialDriver
+    from evalstop_ros.session.publishing import comparison_fields
+
+    with EvaluationSession.open(journal, config, session_id, plan_key=plan_key) as session:
+        session.start()
+        driver = TrialDriver(session)
+        while (upcoming := driver.advance()).action is not Action.DONE:
+            trial = upcoming.trial
+            assert upcoming.action is Action.RUN and trial is not None, upcoming
+            outcome = simulate_outcome(seed, session_id, trial.policy_id, trial.trial_id,
+                                       success_rate=rates[trial.policy_id], progress_mean=progress_mean,
+                                       concentration=concentration)
+            driver.run_done(trial, True, 0.0, auto_score=(outcome.success, outcome.progress))
+        assert session.state.value == "finished", session.state
+        rows = [*session.comparisons(), *(claim.as_comparison() for claim in session.claims())]
+    return [SimpleNamespace(**comparison_fields(row)) for row in rows]
+
+
 def public_view(journal_path: pathlib.Path) -> Any:
     """The session's :class:`~evalstop_ros.session.public_view.PublicView`, as the journal's owner
     rebuilds it (its config and key): ``.restore(name)`` turns a stand-in back into the policy."""

@@ -1,12 +1,17 @@
 """kill -9 the manager at random points of a 100-trial session: nothing is lost, nothing changes.
 
 The same session (same config, seed and session id, so the same plan and the same simulated
-outcomes) runs twice against one sim_robot: once uninterrupted, once with the manager killed
+outcomes) runs twice: once uninterrupted, once against sim_robot with the manager killed
 (SIGKILL: no clean-up) at 10 random points and restarted each time with the same parameters,
 so that it resumes from its journal. Both runs must record the same scores for the same trials
 and end with the same decisions, p-values and e-values; the live decisions must also equal the
 offline re-analysis of the journal. sim_robot injects runner faults as well (the retries
 depend on the attempt count, which the kills change), to show those do not matter either.
+
+The uninterrupted run is engine logic, run below ROS: the manager's trial loop (``TrialDriver``)
+with each run scored by sim_robot's own ``simulate_outcome`` (a pure function of seed, session,
+policy and trial, whatever the attempt); over DDS it was a second 100-trial session (an
+uninterrupted session over DDS is test_evaluation_manager.py's).
 """
 
 from __future__ import annotations
@@ -18,7 +23,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from nodes_support import comparison_key, final_status, same_float, write_config
+from nodes_support import comparison_key, engine_session, final_status, same_float, write_config
 
 pytestmark = pytest.mark.usefixtures("ros_env")
 
@@ -26,6 +31,9 @@ pytestmark = pytest.mark.usefixtures("ros_env")
 #: (50 pairs = 100 trials); the first run checks that it did.
 RATES = [0.6, 0.6]
 KILLS = 10
+#: sim_robot's parameters here (its policies and progress concentration are its defaults).
+SIM_SEED, PROGRESS_MEAN, CONCENTRATION = 5, 0.5, 8.0
+PLAN_KEY = bytes(range(32))
 
 
 def _scores(journal: pathlib.Path) -> dict[int, tuple[Any, ...]]:
@@ -56,18 +64,18 @@ def test_manager_killed_at_random_points_loses_nothing(start_node: Any, probe: A
     config = write_config(tmp_path / "crash.yaml", n_max=50, seed=9)
     statuses = probe.collect(SessionStatus, "session_status", qos.STATUS_QOS)
     # a 20 ms rollout: a kill lands while a goal is out, between a run and its score, or in between
-    sim = start_node("sim_robot", params={"success_rates": RATES, "progress_means": [0.5, 0.5], "duration": 0.02,
-                                    "failure_probability": 0.1, "seed": 5})
+    sim = start_node("sim_robot", params={"success_rates": RATES, "progress_means": [PROGRESS_MEAN] * 2,
+                                          "duration": 0.02, "failure_probability": 0.1, "seed": SIM_SEED})
 
-    # Both runs must follow one plan: their journals are created up front with the same randomization
-    # key (a live manager draws a secret one), and the managers resume them.
+    # Both runs must follow one plan: their journals are created with the same randomization key (a
+    # live manager draws a secret one); the managers resume the killed run's.
     from evalstop_ros.session.journal import Journal
 
     for name in ("straight", "killed"):
         (tmp_path / name).mkdir()
-        # the fault limit is journaled: the managers' max_attempts parameter does not change a resumed session's
-        Journal.open(tmp_path / name / "crash.db", "crash", load_config(config, max_attempts=1000),
-                     plan_key=bytes(range(32))).close()
+    # the fault limit is journaled: the managers' max_attempts parameter does not change a resumed session's
+    Journal.open(tmp_path / "killed" / "crash.db", "crash", load_config(config, max_attempts=1000),
+                 plan_key=PLAN_KEY).close()
 
     def manager(journal_dir: pathlib.Path) -> Any:
         # no exit_on_finish: the final status is read from the running manager, then Ctrl-C
@@ -75,13 +83,13 @@ def test_manager_killed_at_random_points_loses_nothing(start_node: Any, probe: A
             "config_file": str(config), "session_id": "crash", "journal_dir": str(journal_dir),
             "max_attempts": 1000})
 
-    # 1. uninterrupted
-    straight = manager(tmp_path / "straight")
-    reference = final_status(probe, statuses, timeout=300.0)
-    assert straight.stop() == 0
-    assert reference.trials_done == 100, "the session should use its whole budget (RATES equal)"
-    assert all(c.decision == 3 for c in reference.comparisons)  # BUDGET_EXHAUSTED
-    statuses.clear()
+    # 1. uninterrupted (on the engine)
+    reference = engine_session(tmp_path / "straight" / "crash.db", load_config(config, max_attempts=1000), "crash",
+                               PLAN_KEY, SIM_SEED, dict(zip(("policy_a", "policy_b"), RATES)), PROGRESS_MEAN,
+                               CONCENTRATION)
+    assert sum(1 for s in _scores(tmp_path / "straight" / "crash.db").values() if s[-1] is not None) == 100, \
+        "the session should use its whole budget (RATES equal)"
+    assert all(c.decision == 3 for c in reference)  # BUDGET_EXHAUSTED
 
     # 2. killed at 10 random points: once the manager's log shows `point` trials scored, plus a
     #    random delay so that the kill lands anywhere in the goal/result/score cycle
@@ -112,9 +120,9 @@ def test_manager_killed_at_random_points_loses_nothing(start_node: Any, probe: A
     got = _scores(tmp_path / "killed" / "crash.db")
     assert got == expected
     assert sum(1 for s in got.values() if s[-1] is not None) == 100
-    assert final.trials_done == reference.trials_done
-    assert [comparison_key(c) for c in final.comparisons] == [comparison_key(c) for c in reference.comparisons]
-    for a, b in zip(final.comparisons, reference.comparisons):
+    assert final.trials_done == 100
+    assert [comparison_key(c) for c in final.comparisons] == [comparison_key(c) for c in reference]
+    for a, b in zip(final.comparisons, reference):
         assert same_float(a.pvalue, b.pvalue) and same_float(a.evalue, b.evalue)
         assert same_float(a.mean_a, b.mean_a) and same_float(a.mean_b, b.mean_b)
     offline = offline_decisions(load_config(config, max_attempts=1000), tmp_path / "killed" / "crash.db")

@@ -12,11 +12,10 @@ undisturbed session over DDS is test_evaluation_manager.py's).
 from __future__ import annotations
 
 import pathlib
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from nodes_support import comparison_key, final_status, write_config
+from nodes_support import comparison_key, engine_session, final_status, write_config
 
 pytestmark = pytest.mark.usefixtures("ros_env")
 
@@ -53,25 +52,13 @@ def _manager_params(tmp_path: pathlib.Path, name: str) -> dict[str, Any]:
 def undisturbed(tmp_path: pathlib.Path) -> list[tuple[Any, ...]]:
     """The decisions of the same session with nothing lost, as the manager would publish them:
     its trial loop on the engine, every run succeeding with sim_robot's score (module docstring)."""
-    from evalstop_ros.nodes.sim_robot import simulate_outcome
-    from evalstop_ros.session import EvaluationSession, load_config
-    from evalstop_ros.session.driver import Action, TrialDriver
-    from evalstop_ros.session.publishing import comparison_fields
+    from evalstop_ros.session import load_config
 
     config = load_config(write_config(tmp_path / "undisturbed.yaml", **SESSION))
-    with EvaluationSession.open(tmp_path / "undisturbed.db", config, "s1", plan_key=PLAN_KEY) as session:
-        session.start()
-        driver = TrialDriver(session)
-        while (upcoming := driver.advance()).action is not Action.DONE:
-            trial = upcoming.trial
-            assert upcoming.action is Action.RUN and trial is not None, upcoming
-            # sim_robot's defaults: seed 0, progress mean 0.4, concentration 8
-            outcome = simulate_outcome(0, "s1", trial.policy_id, trial.trial_id, success_rate=RATES[trial.policy_id],
-                                       progress_mean=0.4, concentration=8.0)
-            driver.run_done(trial, True, 0.0, auto_score=(outcome.success, outcome.progress))
-        rows = [*session.comparisons(), *(claim.as_comparison() for claim in session.claims())]
-        assert session.state.value == "finished" and len(rows) == 2, rows  # success and progress
-    return [comparison_key(SimpleNamespace(**comparison_fields(row))) for row in rows]
+    # sim_robot's defaults: seed 0, progress mean 0.4, concentration 8
+    rows = engine_session(tmp_path / "undisturbed.db", config, "s1", PLAN_KEY, 0, RATES, 0.4)
+    assert len(rows) == 2, rows  # success and progress
+    return [comparison_key(row) for row in rows]
 
 
 def test_lost_goal_responses_are_re_sent_and_change_nothing(
