@@ -126,11 +126,29 @@ class Occupancy:
         h = self.half_width
         return self.mass[:, : self.n + 1, h + 1 : h + 1 + gaps]
 
-    def reject_mass(self, a: NDArray[np.intp], gap_index: NDArray[np.intp]) -> NDArray[np.float64]:
-        """``(B, k)``: the mass on states ``(a, a + gap_index + 1)`` (one flat gather, no copy of the band;
-        indexing is twice as fast as ``np.take(..., axis=1)`` here)."""
+    def pair_mass(self, low: NDArray[np.intp], high: NDArray[np.intp], gap_index: NDArray[np.intp]) -> NDArray[np.float64]:
+        """``(B, k)``: the mass on states ``(low, low + gap_index + 1)`` plus, where ``high != low``, on
+        ``(high, high + gap_index + 1)``: the tied pairs of the synthesis's LP columns.
+
+        ``low`` ascending.  Each group of points is gathered only over the states whose row it holds (a
+        run of ``low``, and of the mirrors around it); every other entry is 0 there, and adding 0 is
+        exact, so this equals the sum of the two full gathers.  A state that is its own mirror reads
+        its second term from row ``n_max + 1``, which never holds mass (step ``n`` fills rows ``0..n``).
+        """
+        width = self.mass.shape[2]
         flat = self.mass.reshape(self.mass.shape[0], -1)
-        return flat[:, a * self.mass.shape[2] + self.half_width + 1 + gap_index]
+        column = self.half_width + 1 + gap_index
+        low_index = low * width + column
+        high_index = np.where(high != low, high * width + column, (self.mass.shape[1] - 1) * width)
+        gaps = int(gap_index.max()) + 1 if gap_index.size else 0
+        out = np.zeros((self.mass.shape[0], low.size))
+        for part, lo, hi in zip(self._groups, self._lo, self._hi):
+            start, stop = np.searchsorted(low, (lo, hi + 1))
+            out[part, start:stop] = flat[part][:, low_index[start:stop]]
+            # high = n - low - gap_index - 1 lies in lo..hi only if low lies in n - gaps - hi .. n - 1 - lo
+            start, stop = np.searchsorted(low, (self.n - gaps - hi, self.n - lo))
+            out[part, start:stop] += flat[part][:, high_index[start:stop]]
+        return out
 
     def _ensure(self, gaps: int) -> None:
         while self.half_width < gaps:
