@@ -171,14 +171,16 @@ def _solve_step(
             x, row_duals = solved
             w = np.zeros(n_candidates)
             w[lp.cols] = np.clip(x, 0.0, 1.0)
-            spend = masses[:, lp.cols] @ w[lp.cols]  # the other weights are 0
+            spending = lp.cols[x > 0.0]  # the other weights are 0
+            spend = masses[:, spending] @ w[spending]
             outside = np.ones(n_points, dtype=bool)
             outside[lp.rows] = False
             violated = np.flatnonzero((spend > rhs * (1.0 + _FEASIBILITY_TOL)) & outside)
             if violated.size:
                 lp.add_rows(masses, violated)
                 continue
-            reduced = 1.0 - row_duals @ masses[lp.rows]  # the other null points' duals are 0
+            binding = row_duals != 0.0  # the other null points' duals, in the model or not, are 0
+            reduced = 1.0 - row_duals[binding] @ masses[lp.rows[binding]]
             reduced[lp.cols] = 0.0
             entering = np.flatnonzero(reduced > _PRICING_TOL)
             if entering.size == 0:  # feasible everywhere, no state improves it: optimal
