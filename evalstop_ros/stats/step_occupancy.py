@@ -45,6 +45,8 @@ class Occupancy:
         self._groups = [slice(start, start + _POINTS_PER_PASS) for start in range(0, self.p0.shape[0], _POINTS_PER_PASS)]
         self._lo = np.zeros(len(self._groups), dtype=np.intp)
         self._hi = np.zeros(len(self._groups), dtype=np.intp)
+        self._starts = np.array([part.start for part in self._groups], dtype=np.intp)
+        self._group_of = np.repeat(np.arange(len(self._groups)), _POINTS_PER_PASS)[: self.p0.shape[0]]
         #: Rows ``lo .. hi`` hold every unstopped mass not dropped, at every point.
         self.lo, self.hi = 0, 0
         #: Per point, the mass dropped with its rows (0 at ``floor`` 0).
@@ -82,11 +84,23 @@ class Occupancy:
         self.n += 1
         self._hi += 1
         if self.floor > 0.0:
-            for group in range(len(self._groups)):
-                self._drop_empty_rows(group)
+            self._drop_empty_rows()
         self.lo, self.hi = int(self._lo.min()), int(self._hi.max())
 
-    def _drop_empty_rows(self, group: int) -> None:
+    def _drop_empty_rows(self) -> None:
+        """Drop the rows at either end of each group's ``lo .. hi`` below :attr:`floor` at its every point.
+
+        The end rows of all groups are summed at once (the sums :meth:`_drop_group_rows` would take), and
+        only a group with an end row to drop goes on to it."""
+        points = np.arange(self.mass.shape[0])
+        head = self.mass[points, self._lo[self._group_of]].sum(axis=1)
+        tail = self.mass[points, self._hi[self._group_of]].sum(axis=1)
+        kept = (np.maximum.reduceat(head, self._starts) >= self.floor) & (
+            (np.maximum.reduceat(tail, self._starts) >= self.floor) | (self._hi <= self._lo))
+        for group in np.flatnonzero(~kept):
+            self._drop_group_rows(group)
+
+    def _drop_group_rows(self, group: int) -> None:
         """Move the rows at either end of a group's ``lo .. hi`` below :attr:`floor` at its every point into :attr:`dropped`."""
         part, lo, hi = self._groups[group], int(self._lo[group]), int(self._hi[group])
         gone: list[NDArray[np.float64]] = []
