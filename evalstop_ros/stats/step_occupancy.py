@@ -98,7 +98,7 @@ class Occupancy:
         kept = (np.maximum.reduceat(head, self._starts) >= self.floor) & (
             (np.maximum.reduceat(tail, self._starts) >= self.floor) | (self._hi <= self._lo))
         for group in np.flatnonzero(~kept):
-            self._drop_group_rows(group)
+            self._drop_group_rows(int(group))
 
     def _drop_group_rows(self, group: int) -> None:
         """Move the rows at either end of a group's ``lo .. hi`` below :attr:`floor` at its every point into :attr:`dropped`."""
