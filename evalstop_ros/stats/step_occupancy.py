@@ -55,7 +55,10 @@ class Occupancy:
 
     def _widen(self) -> None:
         extra = _WIDEN_BY
-        self.mass = np.pad(self.mass, ((0, 0), (0, 0), (extra, extra)))
+        points, rows, width = self.mass.shape
+        wider = np.zeros((points, rows, width + 2 * extra))  # pages of rows not reached yet stay untouched
+        wider[:, : self.n + 1, extra : extra + width] = self.mass[:, : self.n + 1]  # rows past n hold nothing
+        self.mass = wider
         self.half_width += extra
 
     def advance(self) -> None:
@@ -140,9 +143,10 @@ class Occupancy:
         h = self.half_width
         return self.mass[:, : self.n + 1, h + 1 : h + 1 + gaps]
 
-    def pair_mass(self, low: NDArray[np.intp], high: NDArray[np.intp], gap_index: NDArray[np.intp]) -> NDArray[np.float64]:
+    def pair_mass(self, low: NDArray[np.intp], high: NDArray[np.intp], gap_index: NDArray[np.intp],
+                  out: NDArray[np.float64] | None = None) -> NDArray[np.float64]:
         """``(B, k)``: the mass on states ``(low, low + gap_index + 1)`` plus, where ``high != low``, on
-        ``(high, high + gap_index + 1)``: the tied pairs of the synthesis's LP columns.
+        ``(high, high + gap_index + 1)``: the tied pairs of the synthesis's LP columns (into ``out`` if given).
 
         ``low`` ascending.  Each group of points is gathered only over the states whose row it holds (a
         run of ``low``, and of the mirrors around it); every other entry is 0 there, and adding 0 is
@@ -155,10 +159,13 @@ class Occupancy:
         low_index = low * width + column
         high_index = np.where(high != low, high * width + column, (self.mass.shape[1] - 1) * width)
         gaps = int(gap_index.max()) + 1 if gap_index.size else 0
-        out = np.zeros((self.mass.shape[0], low.size))
+        if out is None:
+            out = np.empty((self.mass.shape[0], low.size))
         for part, lo, hi in zip(self._groups, self._lo, self._hi):
             start, stop = np.searchsorted(low, (lo, hi + 1))
+            out[part, :start] = 0.0
             out[part, start:stop] = flat[part][:, low_index[start:stop]]
+            out[part, stop:] = 0.0
             # high = n - low - gap_index - 1 lies in lo..hi only if low lies in n - gaps - hi .. n - 1 - lo
             start, stop = np.searchsorted(low, (self.n - gaps - hi, self.n - lo))
             out[part, start:stop] += flat[part][:, high_index[start:stop]]

@@ -244,6 +244,7 @@ def synthesize_weights(
         floor = SYNTHESIS_FLOOR if n_max > EXACT_SYNTHESIS_MAX_N else 0.0
     occupancy = Occupancy(lower, lower, n_max, floor=floor)
     spent = np.zeros(lower.size)
+    buffer = np.empty(0)
     for n in range(1, n_max + 1):
         dropped = occupancy.dropped.copy()
         occupancy.advance()
@@ -260,7 +261,9 @@ def synthesize_weights(
             allowed = np.maximum(risk_budget(n, n_max, budget, dead_time) - spent - _BUDGET_SLACK - unpriced, 0.0)
             weights = np.ones((n + 1, gaps))
             low, high, g_idx = _mirror_pairs(reachable[:, :gaps], n)
-            columns = occupancy.pair_mass(low, high, g_idx)
+            if buffer.size < lower.size * low.size:  # one buffer for the steps' columns: no fresh pages each step
+                buffer = np.empty(lower.size * low.size * 5 // 4)
+            columns = occupancy.pair_mass(low, high, g_idx, out=buffer[: lower.size * low.size].reshape(lower.size, low.size))
             with _BLAS.limit(limits=1, user_api="blas"):
                 w = _solve_step(columns, allowed, column_generation=column_generation, overwrite=True)
             weights[low, g_idx] = w
