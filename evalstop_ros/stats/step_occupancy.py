@@ -156,7 +156,7 @@ class Occupancy:
         out = np.zeros(block.shape[1:], dtype=bool)
         h = self.half_width
         for part, lo, hi, cl, ch in zip(self._groups, self._lo, self._hi, self._cl, self._ch):
-            first, last = max(int(cl) - h - 1, 0), min(int(ch) - h - 1, gaps - 1)  # the group's columns in the block
+            first, last = max(cl - h - 1, 0), min(ch - h - 1, gaps - 1)  # the group's columns in the block
             if first <= last:
                 out[lo : hi + 1, first : last + 1] |= (block[part, lo : hi + 1, first : last + 1] > self.floor).any(axis=0)
         return out
@@ -237,7 +237,7 @@ class Occupancy:
                 rows = slice(first - lo, last + 1 - lo)
                 out[part] = np.einsum("bij,ij->b", block, w[rows])
                 # the group's mass lies in its columns only: 0 elsewhere stays 0
-                held_from = max(int(col_lo), start) - start
-                held = slice(held_from, max(min(int(col_hi), end) + 1 - start, held_from))
+                held_from = max(col_lo, start) - start
+                held = slice(held_from, max(min(col_hi, end) + 1 - start, held_from))
                 block[:, :, held] *= keep[rows, held]
         return stopped[0], stopped[1]
