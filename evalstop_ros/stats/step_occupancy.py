@@ -47,9 +47,6 @@ class Occupancy:
         self._hi = np.zeros(len(self._groups), dtype=np.intp)
         self._starts = np.array([part.start for part in self._groups], dtype=np.intp)
         self._group_of = np.repeat(np.arange(len(self._groups)), _POINTS_PER_PASS)[: self.p0.shape[0]]
-        #: The band's columns ``cl .. ch`` of each group outside which its every row is 0.
-        self._cl = np.full(len(self._groups), self.half_width, dtype=np.intp)
-        self._ch = self._cl.copy()
         #: Rows ``lo .. hi`` hold every unstopped mass not dropped, at every point.
         self.lo, self.hi = 0, 0
         #: Per point, the mass dropped with its rows (0 at ``floor`` 0).
@@ -63,53 +60,35 @@ class Occupancy:
         wider[:, : self.n + 1, extra : extra + width] = self.mass[:, : self.n + 1]  # rows past n hold nothing
         self.mass = wider
         self.half_width += extra
-        self._cl += extra
-        self._ch += extra
 
     def advance(self) -> None:
         """Apply one trial of the dynamics (Eq. 5) to every point's unstopped mass."""
         h = self.half_width
         if h < self.n + 1 and self.mass[:, self.lo : self.hi + 1, [0, 2 * h]].any():
             self._widen()
-        self._narrow_columns()
-        # a group's mass moves one column either way: its columns cl - 1 .. ch + 1 (within the band) are
-        # all that change; every other column is 0 and stays 0, so the arithmetic is that of the whole band
-        first_col, last_col = np.maximum(self._cl - 1, 0), np.minimum(self._ch + 1, self.mass.shape[2] - 1)
-        span = int((last_col - first_col).max())
-        size = _POINTS_PER_PASS * int((self._hi - self._lo).max() + 2) * span
+        width = self.mass.shape[2]
+        size = _POINTS_PER_PASS * int((self._hi - self._lo).max() + 2) * (width - 1)
         if self._scratch.size < size:
             self._scratch = np.empty(2 * size)
-        for part, lo, hi, first, last in zip(self._groups, self._lo, self._hi, first_col, last_col):
-            n_rows, span = hi + 2 - lo, last - first
-            q = self.mass[part, lo : hi + 2, first : last + 1]
+        for part, lo, hi in zip(self._groups, self._lo, self._hi):
+            n_rows = hi + 2 - lo
+            q = self.mass[part, lo : hi + 2]
             points = q.shape[0]
             # z1 ~ Ber(p1): g -> g + 1
-            moved = self._scratch[: points * n_rows * span].reshape(points, n_rows, span)
+            moved = self._scratch[: points * n_rows * (width - 1)].reshape(points, n_rows, width - 1)
             np.multiply(q[:, :, :-1], self.p1[part], out=moved)
             q *= self._stay1[part]
             q[:, :, 1:] += moved
             # z0 ~ Ber(p0): (a, g) -> (a + 1, g - 1)
-            moved = self._scratch[: points * (n_rows - 1) * span].reshape(points, n_rows - 1, span)
+            moved = self._scratch[: points * (n_rows - 1) * (width - 1)].reshape(points, n_rows - 1, width - 1)
             np.multiply(q[:, :-1, 1:], self.p0[part], out=moved)
             q *= self._stay0[part]
             q[:, 1:, :-1] += moved
-        self._cl, self._ch = first_col, last_col
         self.n += 1
         self._hi += 1
         if self.floor > 0.0:
             self._drop_empty_rows()
         self.lo, self.hi = int(self._lo.min()), int(self._hi.max())
-
-    def _narrow_columns(self) -> None:
-        """Move each group's ``cl .. ch`` in past the columns its rows hold nothing in (the stop zeroes whole columns)."""
-        for group, (part, lo, hi) in enumerate(zip(self._groups, self._lo, self._hi)):
-            rows = self.mass[part, lo : hi + 1]
-            first, last = int(self._cl[group]), int(self._ch[group])
-            while first < last and not rows[:, :, first].any():
-                first += 1
-            while last > first and not rows[:, :, last].any():
-                last -= 1
-            self._cl[group], self._ch[group] = first, last
 
     def _drop_empty_rows(self) -> None:
         """Drop the rows at either end of each group's ``lo .. hi`` below :attr:`floor` at its every point.
@@ -154,11 +133,8 @@ class Occupancy:
         """``(n + 1, gaps)``: whether state ``(a, a + g)``, ``g = 1..gaps``, holds more than :attr:`floor` at some point."""
         block = self.reject_block(gaps)
         out = np.zeros(block.shape[1:], dtype=bool)
-        h = self.half_width
-        for part, lo, hi, cl, ch in zip(self._groups, self._lo, self._hi, self._cl, self._ch):
-            first, last = max(cl - h - 1, 0), min(ch - h - 1, gaps - 1)  # the group's columns in the block
-            if first <= last:
-                out[lo : hi + 1, first : last + 1] |= (block[part, lo : hi + 1, first : last + 1] > self.floor).any(axis=0)
+        for part, lo, hi in zip(self._groups, self._lo, self._hi):
+            out[lo : hi + 1] |= (block[part, lo : hi + 1] > self.floor).any(axis=0)
         return out
 
     def reject_block(self, gaps: int) -> NDArray[np.float64]:
@@ -219,25 +195,20 @@ class Occupancy:
         # its mirror (a + g, a) at (a + g, -g): row r of the band takes w_n(r - g, r), r - g >= 0
         source = np.arange(lo, hi + 1)[:, None] - g[None, :]
         accept_w = np.where(source >= 0, weights[np.maximum(source, 0), g - 1], 0.0)
-        # each group's columns cl .. ch in the reject band (column j at h + 1 + j) and the accept band (at h - 1 - j)
-        for out, w, band, group_cols in ((stopped[0], reject_w, self.mass[:, :, h + 1 : h + 1 + gaps], (self._cl - h - 1, self._ch - h - 1)),
-                                         (stopped[1], accept_w, self.mass[:, :, h - gaps : h][:, :, ::-1], (h - 1 - self._ch, h - 1 - self._cl))):
+        for out, w, band in ((stopped[0], reject_w, self.mass[:, :, h + 1 : h + 1 + gaps]),
+                             (stopped[1], accept_w, self.mass[:, :, h - gaps : h][:, :, ::-1])):
             used = np.flatnonzero(w.any(axis=0))
             if used.size == 0:
                 continue
-            start, end = int(used[0]), int(used[-1])
-            cols = slice(start, end + 1)
+            cols = slice(int(used[0]), int(used[-1]) + 1)
             w = w[:, cols]
             keep = 1.0 - w
-            for part, first, last, col_lo, col_hi in zip(self._groups, self._lo, self._hi, *group_cols):
+            for part, first, last in zip(self._groups, self._lo, self._hi):
                 last = min(last, hi)
                 if last < first:
                     continue
                 block = band[part, first : last + 1, cols]
                 rows = slice(first - lo, last + 1 - lo)
                 out[part] = np.einsum("bij,ij->b", block, w[rows])
-                # the group's mass lies in its columns only: 0 elsewhere stays 0
-                held_from = max(col_lo, start) - start
-                held = slice(held_from, max(min(col_hi, end) + 1 - start, held_from))
-                block[:, :, held] *= keep[rows, held]
+                block *= keep[rows]
         return stopped[0], stopped[1]
