@@ -45,6 +45,8 @@ class Occupancy:
         self._groups = [slice(start, start + _POINTS_PER_PASS) for start in range(0, self.p0.shape[0], _POINTS_PER_PASS)]
         self._lo = np.zeros(len(self._groups), dtype=np.intp)
         self._hi = np.zeros(len(self._groups), dtype=np.intp)
+        self._starts = np.array([part.start for part in self._groups], dtype=np.intp)
+        self._group_of = np.repeat(np.arange(len(self._groups)), _POINTS_PER_PASS)[: self.p0.shape[0]]
         #: Rows ``lo .. hi`` hold every unstopped mass not dropped, at every point.
         self.lo, self.hi = 0, 0
         #: Per point, the mass dropped with its rows (0 at ``floor`` 0).
@@ -53,7 +55,10 @@ class Occupancy:
 
     def _widen(self) -> None:
         extra = _WIDEN_BY
-        self.mass = np.pad(self.mass, ((0, 0), (0, 0), (extra, extra)))
+        points, rows, width = self.mass.shape
+        wider = np.zeros((points, rows, width + 2 * extra))  # pages of rows not reached yet stay untouched
+        wider[:, : self.n + 1, extra : extra + width] = self.mass[:, : self.n + 1]  # rows past n hold nothing
+        self.mass = wider
         self.half_width += extra
 
     def advance(self) -> None:
@@ -82,11 +87,23 @@ class Occupancy:
         self.n += 1
         self._hi += 1
         if self.floor > 0.0:
-            for group in range(len(self._groups)):
-                self._drop_empty_rows(group)
+            self._drop_empty_rows()
         self.lo, self.hi = int(self._lo.min()), int(self._hi.max())
 
-    def _drop_empty_rows(self, group: int) -> None:
+    def _drop_empty_rows(self) -> None:
+        """Drop the rows at either end of each group's ``lo .. hi`` below :attr:`floor` at its every point.
+
+        The end rows of all groups are summed at once (the sums :meth:`_drop_group_rows` would take), and
+        only a group with an end row to drop goes on to it."""
+        points = np.arange(self.mass.shape[0])
+        head = self.mass[points, self._lo[self._group_of]].sum(axis=1)
+        tail = self.mass[points, self._hi[self._group_of]].sum(axis=1)
+        kept = (np.maximum.reduceat(head, self._starts) >= self.floor) & (
+            (np.maximum.reduceat(tail, self._starts) >= self.floor) | (self._hi <= self._lo))
+        for group in np.flatnonzero(~kept):
+            self._drop_group_rows(int(group))
+
+    def _drop_group_rows(self, group: int) -> None:
         """Move the rows at either end of a group's ``lo .. hi`` below :attr:`floor` at its every point into :attr:`dropped`."""
         part, lo, hi = self._groups[group], int(self._lo[group]), int(self._hi[group])
         gone: list[NDArray[np.float64]] = []
@@ -126,11 +143,33 @@ class Occupancy:
         h = self.half_width
         return self.mass[:, : self.n + 1, h + 1 : h + 1 + gaps]
 
-    def reject_mass(self, a: NDArray[np.intp], gap_index: NDArray[np.intp]) -> NDArray[np.float64]:
-        """``(B, k)``: the mass on states ``(a, a + gap_index + 1)`` (one flat gather, no copy of the band;
-        indexing is twice as fast as ``np.take(..., axis=1)`` here)."""
+    def pair_mass(self, low: NDArray[np.intp], high: NDArray[np.intp], gap_index: NDArray[np.intp],
+                  out: NDArray[np.float64] | None = None) -> NDArray[np.float64]:
+        """``(B, k)``: the mass on states ``(low, low + gap_index + 1)`` plus, where ``high != low``, on
+        ``(high, high + gap_index + 1)``: the tied pairs of the synthesis's LP columns (into ``out`` if given).
+
+        ``low`` ascending.  Each group of points is gathered only over the states whose row it holds (a
+        run of ``low``, and of the mirrors around it); every other entry is 0 there, and adding 0 is
+        exact, so this equals the sum of the two full gathers.  A state that is its own mirror reads
+        its second term from row ``n_max + 1``, which never holds mass (step ``n`` fills rows ``0..n``).
+        """
+        width = self.mass.shape[2]
         flat = self.mass.reshape(self.mass.shape[0], -1)
-        return flat[:, a * self.mass.shape[2] + self.half_width + 1 + gap_index]
+        column = self.half_width + 1 + gap_index
+        low_index = low * width + column
+        high_index = np.where(high != low, high * width + column, (self.mass.shape[1] - 1) * width)
+        gaps = int(gap_index.max()) + 1 if gap_index.size else 0
+        if out is None:
+            out = np.empty((self.mass.shape[0], low.size))
+        for part, lo, hi in zip(self._groups, self._lo, self._hi):
+            start, stop = np.searchsorted(low, (lo, hi + 1))
+            out[part, :start] = 0.0
+            out[part, start:stop] = flat[part][:, low_index[start:stop]]
+            out[part, stop:] = 0.0
+            # high = n - low - gap_index - 1 lies in lo..hi only if low lies in n - gaps - hi .. n - 1 - lo
+            start, stop = np.searchsorted(low, (self.n - gaps - hi, self.n - lo))
+            out[part, start:stop] += flat[part][:, high_index[start:stop]]
+        return out
 
     def _ensure(self, gaps: int) -> None:
         while self.half_width < gaps:

@@ -65,6 +65,16 @@ def null_grid(n_max: int, alpha: float, size: int) -> NDArray[np.float64]:
     return np.concatenate((lower, 1.0 - lower[::-1]))
 
 
+def _nonzeros(block: NDArray[np.float64]) -> tuple[NDArray[np.int32], NDArray[np.int32], NDArray[np.float64]]:
+    """The nonzero entries of a dense ``(k, r)`` block, line by line: ``(starts, index, values)`` as HiGHS
+    takes a packed matrix.  HiGHS drops a dense block's zero entries itself (they lie below its
+    ``small_matrix_value``), so its model is the same; the packing only skips copying them twice."""
+    nonzero = block != 0.0
+    starts = np.zeros(block.shape[0], dtype=np.int32)
+    np.cumsum(nonzero.sum(axis=1)[:-1], out=starts[1:])
+    return starts, np.nonzero(nonzero)[1].astype(np.int32), block[nonzero]
+
+
 class _StepLP:
     """Eq. 10 for one step as a HiGHS model that grows by rows and columns.
 
@@ -87,19 +97,16 @@ class _StepLP:
     def add_rows(self, masses: NDArray[np.float64], rows: NDArray[np.intp]) -> None:
         """Add the constraints of null points ``rows`` (over the columns already in the model)."""
         block = masses[np.ix_(rows, self.cols)]  # (r, c): row-wise = C order
-        r, c = block.shape
-        self.highs.addRows(r, np.full(r, -highspy.kHighsInf), self.rhs[rows], block.size,
-                           np.arange(r, dtype=np.int32) * c, np.tile(np.arange(c, dtype=np.int32), r),
-                           np.ascontiguousarray(block).ravel())
+        starts, index, values = _nonzeros(block)
+        self.highs.addRows(rows.size, np.full(rows.size, -highspy.kHighsInf), self.rhs[rows], values.size,
+                           starts, index, values)
         self.rows = np.concatenate((self.rows, rows))
 
     def add_cols(self, masses: NDArray[np.float64], cols: NDArray[np.intp]) -> None:
         """Add states ``cols`` (cost 1, bounds [0, 1]) with their entries in the model's rows."""
-        block = masses[np.ix_(self.rows, cols)]  # (r, k), stored column-wise
-        r, k = block.shape
-        self.highs.addCols(k, np.ones(k), np.zeros(k), np.ones(k), block.size,
-                           np.arange(k, dtype=np.int32) * r, np.tile(np.arange(r, dtype=np.int32), k),
-                           np.ascontiguousarray(block.T).ravel())
+        k = cols.size
+        starts, index, values = _nonzeros(masses[np.ix_(self.rows, cols)].T)  # (k, r): column-wise
+        self.highs.addCols(k, np.ones(k), np.zeros(k), np.ones(k), values.size, starts, index, values)
         self.cols = np.concatenate((self.cols, cols))
 
     def solve(self) -> tuple[NDArray[np.float64], NDArray[np.float64]] | None:
@@ -164,14 +171,16 @@ def _solve_step(
             x, row_duals = solved
             w = np.zeros(n_candidates)
             w[lp.cols] = np.clip(x, 0.0, 1.0)
-            spend = masses[:, lp.cols] @ w[lp.cols]  # the other weights are 0
+            spending = lp.cols[x > 0.0]  # the other weights are 0
+            spend = masses[:, spending] @ w[spending]
             outside = np.ones(n_points, dtype=bool)
             outside[lp.rows] = False
             violated = np.flatnonzero((spend > rhs * (1.0 + _FEASIBILITY_TOL)) & outside)
             if violated.size:
                 lp.add_rows(masses, violated)
                 continue
-            reduced = 1.0 - row_duals @ masses[lp.rows]  # the other null points' duals are 0
+            binding = row_duals != 0.0  # the other null points' duals, in the model or not, are 0
+            reduced = 1.0 - row_duals[binding] @ masses[lp.rows[binding]]
             reduced[lp.cols] = 0.0
             entering = np.flatnonzero(reduced > _PRICING_TOL)
             if entering.size == 0:  # feasible everywhere, no state improves it: optimal
@@ -235,6 +244,7 @@ def synthesize_weights(
         floor = SYNTHESIS_FLOOR if n_max > EXACT_SYNTHESIS_MAX_N else 0.0
     occupancy = Occupancy(lower, lower, n_max, floor=floor)
     spent = np.zeros(lower.size)
+    buffer = np.empty(0)
     for n in range(1, n_max + 1):
         dropped = occupancy.dropped.copy()
         occupancy.advance()
@@ -251,12 +261,9 @@ def synthesize_weights(
             allowed = np.maximum(risk_budget(n, n_max, budget, dead_time) - spent - _BUDGET_SLACK - unpriced, 0.0)
             weights = np.ones((n + 1, gaps))
             low, high, g_idx = _mirror_pairs(reachable[:, :gaps], n)
-            columns = occupancy.reject_mass(low, g_idx)
-            mirrored = high != low  # a state that is its own mirror is counted once
-            other = occupancy.reject_mass(np.where(mirrored, high, low), g_idx)
-            other[:, ~mirrored] = 0.0
-            columns += other
-            del other
+            if buffer.size < lower.size * low.size:  # one buffer for the steps' columns: no fresh pages each step
+                buffer = np.empty(lower.size * low.size * 5 // 4)
+            columns = occupancy.pair_mass(low, high, g_idx, out=buffer[: lower.size * low.size].reshape(lower.size, low.size))
             with _BLAS.limit(limits=1, user_api="blas"):
                 w = _solve_step(columns, allowed, column_generation=column_generation, overwrite=True)
             weights[low, g_idx] = w
