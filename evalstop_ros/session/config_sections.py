@@ -233,3 +233,14 @@ class RunnerConfig(ConfigModel):
         """The runner actions of the session: ``runners``, or the one ``action_name``."""
         return tuple(self.runners) or (self.action_name,)
 
+    def one_action(self, override: str = "") -> str:
+        """The action of a session with one runner: a one-entry ``runners``, else ``override`` (the manager's
+        ``runner_action`` parameter), else ``action_name``; ``ValueError`` when ``runners`` names one action
+        and ``override`` another (which one the operator meant is unknown)."""
+        if len(self.runners) > 1:
+            raise ValueError(f"`runners` names {len(self.runners)} actions, not one")
+        if self.runners and override and override != self.runners[0]:
+            raise ValueError(f"runner.runners names {self.runners[0]!r} and the runner_action parameter "
+                             f"{override!r}: name one runner")
+        return (self.runners[0] if self.runners else "") or override or self.action_name
+

@@ -331,6 +331,15 @@ def test_the_runner_list_is_checked_and_defaults_to_the_one_action() -> None:
         RunnerPool((ARMS[0], ARMS[0]))
 
 
+def test_a_one_entry_runner_list_is_the_one_runner() -> None:
+    one = sim.make_config(runner={"runners": [ARMS[1]]}).runner
+    assert one.actions == (ARMS[1],) and one.one_action() == ARMS[1] and one.one_action(ARMS[1]) == ARMS[1]
+    assert sim.make_config().runner.one_action("lab/run_trial") == "lab/run_trial"  # the manager's parameter
+    assert sim.make_config().runner.one_action() == "run_trial"
+    with pytest.raises(ValueError, match="name one runner"):
+        one.one_action(ARMS[0])  # the file names one runner, the node's parameter another
+
+
 def test_a_second_server_on_one_runner_holds_it_and_pauses_the_session(tmp_path: pathlib.Path) -> None:
     with open_session(tmp_path / "duplicate.db") as session:
         driver = TrialDriver(session, runners=ARMS[:2])
