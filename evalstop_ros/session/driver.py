@@ -67,6 +67,7 @@ class ParallelSession(DrivenSession, Protocol):
     def round_continues(self) -> bool: ...
     def open_trials(self) -> list[PendingTrial]: ...
     def record_dispatch(self, trial_id: int, runner: str) -> None: ...
+    def faulty_run(self) -> tuple[int | None, str]: ...
     def record_cancel(self, trial_id: int, runner: str, reason: str) -> None: ...
     def record_late_result(self, trial_id: int, runner: str, ok: bool, duration_s: float, message: str = "", *,
                            auto_score: tuple[bool, float] | None = None,
@@ -241,14 +242,19 @@ class TrialDriver:
         return AutoScore(trial, outcome)
 
     def _fault_limit(self, trial: PendingTrial) -> bool:
-        """Pause the running session if ``trial`` failed ``max_attempts`` times in a row; whether it did."""
+        """Pause the running session if ``trial`` failed ``max_attempts`` times in a row (with several runners:
+        any open trial, on its runner); whether it did."""
         session = self.session
         faults = session.runner_faults
         if faults < self.max_attempts or session.state != SessionState.RUNNING:
             return False
+        where = f"runner failed {faults} times in a row on trial {trial.trial_id}"
+        if self.pool is not None:
+            trial_id, runner = cast(ParallelSession, session).faulty_run()
+            where = f"runner {runner} failed {faults} times in a row on trial {trial_id}"
         # the runner's category and error id only: its full text may name the policy (sealed in the journal)
         try:
-            session.pause(f"runner failed {faults} times in a row on trial {trial.trial_id}: {session.runner_message}")
+            session.pause(f"{where}: {session.runner_message}")
         except SessionError:  # paused or ended from another thread meanwhile
             return session.state not in FINAL  # paused (by someone else): as good as by the limit
         return True
@@ -305,8 +311,8 @@ class TrialDriver:
             self.submit_in_order()
         if not ok:
             if self._fault_limit(trial):
-                return RunVerdict(Verdict.PAUSED, f"session paused: runner failed {session.runner_faults} times on "
-                                  f"trial {trial.trial_id}; fix the robot, then resume (session_control) or void "
+                return RunVerdict(Verdict.PAUSED, f"session paused: {runner or 'runner'} failed {session.runner_faults} "
+                                  f"times on trial {trial.trial_id}; fix the robot, then resume (session_control) or void "
                                   "the trial (correct_score)")
             return RunVerdict(Verdict.RETRY)
         if self.auto and auto_score is not None and session.state == SessionState.PAUSED:

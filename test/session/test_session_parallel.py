@@ -308,6 +308,34 @@ def test_a_failed_run_is_retried_on_its_runner(tmp_path: pathlib.Path) -> None:
         assert again.trial.attempt == 2 and second.runner not in {w.runner for w in driver.dispatch()}
 
 
+def test_one_arms_failures_in_a_row_pause_the_session_whatever_the_other_arm_does(tmp_path: pathlib.Path) -> None:
+    path = tmp_path / "faults.db"
+    with open_session(path, runner={"max_attempts": 3}) as session:
+        driver = TrialDriver(session, runners=ARMS[:2])
+        broken = driver.dispatch()[0]
+        assert broken.runner == ARMS[0]
+        for attempt in (1, 2, 3):
+            for work in driver.dispatch():  # the good arm runs its trials and succeeds between the faults
+                if work.runner == ARMS[1]:
+                    driver.run_done(work.trial, True, 1.0, auto_score=(True, 1.0), runner=ARMS[1])
+            assert session.runner_faults == attempt - 1
+            verdict = driver.run_done(broken.trial, False, 1.0, "arm fault", runner=ARMS[0])
+            if attempt < 3:
+                assert verdict.verdict is Verdict.RETRY and session.state == SessionState.RUNNING
+                (again,) = [w for w in driver.dispatch() if w.runner == ARMS[0]]
+                assert again.trial.trial_id == broken.trial.trial_id
+                broken = again
+        assert verdict.verdict is Verdict.PAUSED and ARMS[0] in verdict.message
+        assert session.status().state == SessionState.PAUSED
+    with open_session(path, runner={"max_attempts": 3}) as again_open:  # the journal holds the count
+        assert again_open.state == SessionState.PAUSED and again_open.runner_faults == 3
+        assert again_open.faulty_run() == (broken.trial.trial_id, ARMS[0])
+        paused = [e.payload["reason"] for e in read_journal(path).events if e.kind == "paused"]
+        assert paused and paused[-1].startswith(f"runner {ARMS[0]} failed 3 times in a row on trial 1")
+        again_open.resume()
+        assert again_open.runner_faults == 0
+
+
 ACTIVE = {
     "schedule": "active", "claim": "per-task", "active": {"embedding": "random"},
     "metrics": [{"name": "success", "alternative": "greater", "method": "nscore"}],
