@@ -191,7 +191,8 @@ class EvaluationManager(ManagerParameters, ManagerNode):
         self.session, self._ended = session, False
         actions = config.runner.actions if len(config.runner.actions) > 1 else ()
         self._runner_name = ", ".join(actions) or one_runner
-        self._driver = TrialDriver(session, actions[0] if actions else self._runner_name, runners=actions)
+        self._driver = TrialDriver(session, actions[0] if actions else self._runner_name, runners=actions,
+                                   max_ahead=config.runner.max_ahead)
         for link in [*([self._link] if self._link is not None else []), *self._links.values()]:
             link.cancel()
             link.destroy()

@@ -220,6 +220,11 @@ class RunnerConfig(ConfigModel):
     #: Several runner actions serving one session at once (docs/parallel.md), e.g.
     #: ``[arm_1/run_trial, arm_2/run_trial]``; empty: the one ``action_name``.
     runners: list[Annotated[str, StringConstraints(min_length=1)]] = Field(default_factory=list, max_length=64)
+    #: With several runners: the most open trials (issued, not yet scored; the earliest first) before no new
+    #: round is issued, so a fast arm cannot run far past a slow one (waste at the stop, not validity:
+    #: docs/parallel.md); ``None``: twice the runners.  A round is issued whole, so it may pass the bound by
+    #: its size minus one.  Ignored with one runner.
+    max_ahead: int | None = Field(default=None, ge=1, le=10_000)
 
     @field_validator("runners")
     @classmethod

@@ -150,10 +150,18 @@ class TrialDriver:
     :param runner_action: The runner's action name; automatic scores are journaled with scorer
         ``auto:<runner_action>`` (default: the rules' ``runner_action``).
     :param runners: Several runners serving the session at once (:meth:`dispatch`, docs/parallel.md).
+    :param max_ahead: With ``runners``: the most open trials (issued, not yet scored or voided, the earliest
+        first) before :meth:`dispatch` issues no new round; default twice the runners.  It bounds the runs a
+        fast arm makes while a slow one holds the earliest trial (waste at the stop), not the decisions.
     """
 
-    def __init__(self, session: DrivenSession, runner_action: str = "", *, runners: Sequence[str] = ()) -> None:
+    def __init__(self, session: DrivenSession, runner_action: str = "", *, runners: Sequence[str] = (),
+                 max_ahead: int | None = None) -> None:
         self.session = session
+        if max_ahead is not None and max_ahead < 1:
+            raise SessionError(f"max_ahead must be at least 1; got {max_ahead}")
+        #: The bound on open trials with several runners (``max_ahead``).
+        self.max_ahead = max_ahead or 2 * len(runners)
         #: Who holds which trial, with ``runners`` (:mod:`.runner_pool`).
         self.pool = RunnerPool(tuple(runners)) if runners else None
         #: The automatic scores submitted in plan order so far (:meth:`submit_in_order`; a node acknowledges
@@ -364,7 +372,7 @@ class TrialDriver:
             if trial is None:
                 trial = self._adopt(session, pool, runner) or self._issue(session, pool, runner)
             if trial is None:
-                break
+                continue  # nothing left to issue, or max_ahead reached: a runner with a reserved trial still gets it
             if session.trial_phase(trial.trial_id) == "reset":
                 out.append(Dispatch(runner, trial, Action.RESET))
                 continue
@@ -384,6 +392,9 @@ class TrialDriver:
         return orphans[0]
 
     def _issue(self, session: ParallelSession, pool: RunnerPool, runner: str) -> PendingTrial | None:
+        """Issue the plan's next round for ``runner``, unless ``max_ahead`` trials are open already."""
+        if len(session.open_trials()) >= self.max_ahead:
+            return None
         try:
             trial = session.issue_trial()
             if trial is None:
