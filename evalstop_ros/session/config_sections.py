@@ -224,7 +224,7 @@ class RunnerConfig(ConfigModel):
     #: round is issued, so a fast arm cannot run far past a slow one (waste at the stop, not validity:
     #: docs/parallel.md); ``None``: twice the runners.  A round is issued whole, so it may pass the bound by
     #: its size minus one.  Ignored with one runner.
-    max_ahead: int | None = Field(default=None, ge=1, le=10_000)
+    max_ahead: int | None = Field(default=None, ge=1, le=128)  # the trial_request history holds them (qos.py)
 
     @field_validator("runners")
     @classmethod
