@@ -202,8 +202,10 @@ def diagnostics(session: EvaluationSession | None, *, node: str, hardware_id: st
     status = session.status()
     faults = session.runner_faults
     level, message = OK, f"{status.state.value}, {status.trials_scored} trials scored"
+    faulty, arm = session.faulty_run()  # several runners: the trial that failed, on its arm
     if status.state == SessionState.PAUSED and faults >= max_attempts:
-        level, message = ERROR, f"paused: the runner failed {faults} times in a row on trial {status.pending_trial_id}"
+        where = f"runner {arm}" if arm else "the runner"
+        level, message = ERROR, f"paused: {where} failed {faults} times in a row on trial {faulty or status.pending_trial_id}"
     elif status.state == SessionState.PAUSED:
         level, message = WARN, f"paused: {runner}" if runner else "paused"
     elif status.state == SessionState.ABORTED:

@@ -15,6 +15,7 @@ from evalstop_ros.session import EvaluationSession, SessionState, read_journal
 from evalstop_ros.session.driver import Action, TrialDriver, Verdict
 from evalstop_ros.session.errors import ConfigError, SessionError
 from evalstop_ros.session.offline import offline_decisions
+from evalstop_ros.session.publishing import diagnostics
 from evalstop_ros.session.runner_check import RunnerGraph
 from evalstop_ros.session.runner_pool import RunnerPool
 
@@ -330,6 +331,8 @@ def test_one_arms_failures_in_a_row_pause_the_session_whatever_the_other_arm_doe
     with open_session(path, runner={"max_attempts": 3}) as again_open:  # the journal holds the count
         assert again_open.state == SessionState.PAUSED and again_open.runner_faults == 3
         assert again_open.faulty_run() == (broken.trial.trial_id, ARMS[0])
+        (status, *_) = diagnostics(again_open, node="manager", hardware_id="arms", runner="", max_attempts=3)
+        assert status.message == f"paused: runner {ARMS[0]} failed 3 times in a row on trial 1"
         paused = [e.payload["reason"] for e in read_journal(path).events if e.kind == "paused"]
         assert paused and paused[-1].startswith(f"runner {ARMS[0]} failed 3 times in a row on trial 1")
         again_open.resume()
