@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from nodes_support import LIB, operator_keys, write_config
+from nodes_support import LIB, operator_keys, start_operator_arm, write_config
 
 pytestmark = pytest.mark.usefixtures("ros_env")
 
@@ -392,17 +392,12 @@ def test_a_late_terminal_sees_every_open_trial_of_two_arms_and_scores_either(
         "config_file": str(config), "session_id": "arms", "journal_dir": str(tmp_path), "journal_fsync": False})
     probe.hear()
 
-    def arm(name: str, duration: float) -> None:
-        start_node("sim_robot", ns=f"{namespace}/{name.split('/')[0]}", params={
-            "policies": ["policy_a", "policy_b"], "success_rates": [0.5, 0.5], "auto_score": False,
-            "duration": duration})
-
     def requested(trial_id: int) -> None:
         probe.spin_until(lambda: any(r.trial_id == trial_id for r in requests), 60.0, f"trial {trial_id} requested")
 
-    arm(arms[0], 240.0)  # holds trial 1 for longer than the test
+    start_operator_arm(start_node, namespace, "arm_1", 240.0)  # holds trial 1 for longer than the test
     requested(1)
-    arm(arms[1], 0.2)
+    start_operator_arm(start_node, namespace, "arm_2", 0.2)
     requested(3)  # round 2 on the second arm, published after trial 1's request
     manager.wait_for(r"trial 3 \(label \w+\) run ok", timeout=60.0)
     term = terminal("ack_timeout:=2.0")  # joins after both trials were requested
