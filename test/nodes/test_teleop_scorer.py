@@ -404,11 +404,13 @@ def test_a_late_terminal_sees_every_open_trial_of_two_arms_and_scores_either(
     term.seen("== trial 1 (round 1)", timeout=30.0)
     term.seen("== trial 3 (round 2)", timeout=30.0)
     term.type("t 7")
-    term.expect(r"t N: N one of the open trials \(1, 3\); found '7'")
+    term.expect(r"t N: N one of the open trials \(1, 3(, 4)?\); found '7'")  # 4: if the fast arm went on
     term.type("t 3")
     term.expect(r"scoring trial 3 next")
     term.type("s")
-    term.expect(r"trial 3: recorded: success=1 progress=1 \(trial 3: score held until trial 1 is scored", timeout=30.0)
+    # held for its turn; under load the first answer may come after a re-send, which is then a duplicate
+    term.expect(r"trial 3: (recorded: success=1 progress=1 \(trial 3: score held until trial 1 is scored"
+                r"|already recorded)", timeout=30.0)
     term.type("t 1")
     term.expect(r"scoring trial 1 next")
     term.type("q")
