@@ -34,8 +34,10 @@ LATCHED_QOS = _reliable(DurabilityPolicy.TRANSIENT_LOCAL, 1)
 #: scores (with KEEP_LAST 100, bench/latency.py lost 760 of 1000 back-to-back scores).
 EVENT_QOS = _reliable(DurabilityPolicy.VOLATILE)
 
-#: ``trial_request``: the pending trial, latched for a late operator terminal.
-TRIAL_REQUEST_QOS = LATCHED_QOS
+#: ``trial_request``: every open trial's request, latched for a late operator terminal: with several
+#: arms several trials are open at once (at most ``runner.max_ahead``, 128, plus a round), so the last
+#: 256 requests are kept (retries included), both by the manager and by a terminal.
+TRIAL_REQUEST_QOS = _reliable(DurabilityPolicy.TRANSIENT_LOCAL, 256)
 #: ``session_status``: the latest session status, latched.
 STATUS_QOS = LATCHED_QOS
 #: ``comparison_status``: per-pair updates, latched deep enough for 66 pairs (12 policies).

@@ -58,7 +58,7 @@ class Topic(NamedTuple):
 TOPICS: tuple[Topic, ...] = (
     Topic("session_config", "evalstop/msg/SessionConfig", "transient_local", 1),
     Topic("session_event", "evalstop/msg/SessionEvent", "transient_local", 1000),
-    Topic("trial_request", "evalstop/msg/TrialRequest", "transient_local", 1),
+    Topic("trial_request", "evalstop/msg/TrialRequest", "transient_local", 256),
     Topic("trial_score", "evalstop/msg/TrialScore", "volatile", 0, "keep_all"),
     Topic("score_ack", "evalstop/msg/ScoreAck", "volatile", 0, "keep_all"),
     Topic("session_status", "evalstop/msg/SessionStatus", "transient_local", 1),

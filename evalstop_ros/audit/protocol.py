@@ -234,14 +234,14 @@ class ProtocolChecks(VerifierState):
                 self.violate("request_mismatch", [req.trial_id], f"trial {req.trial_id}: trial_request "
                              f"(round, label, task, condition, token) = {wire} but the journal has {journal}",
                              req.position, req.stamp_ns)
-        # trial_request keeps only the latest request (reliable, depth 1, so a late operator sees
-        # just the pending trial): a slow recorder may miss superseded ones.  The journal stream
+        # trial_request keeps the last 256 requests (reliable, transient-local: every open trial's for a
+        # late operator): a slow recorder may miss older ones.  The journal stream
         # (keep-all) is authoritative, so a request missing from the wire is a recording gap.
         on_wire = {r.trial_id for r in rec.requests}
         gaps = sorted(t for t in book.trials if t not in on_wire)
         if gaps:
-            self.notes.append(f"trial_request of trial(s) {_ranges(gaps)} not recorded (the topic keeps only the "
-                              "latest request); the journal stream has them")
+            self.notes.append(f"trial_request of trial(s) {_ranges(gaps)} not recorded (the topic keeps the last "
+                              "256 requests); the journal stream has them")
         # scores: every wire score must be a journaled submission, and every journaled operator score on the wire
         journaled: dict[int | None, list[tuple[int, dict[str, Any], str]]] = defaultdict(list)
         for pos, _, claimed, sub, outcome, _ in self.submissions(as_sent=True):

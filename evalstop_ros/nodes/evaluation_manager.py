@@ -176,6 +176,11 @@ class EvaluationManager(ManagerParameters, ManagerNode):
         except SessionError as err:
             self.get_logger().error(f"session {session_id!r} not started: {err}")
             return False, str(err)
+        try:  # a one-entry runner.runners is the one runner (before the journal opens: nothing to undo)
+            one_runner = config.runner.one_action(self.runner_action) if len(config.runner.actions) == 1 else ""
+        except ValueError as err:
+            self.get_logger().error(f"session {session_id!r} not started: {err}")
+            return False, str(err)
         try:
             session = EvaluationSession.open(path, config, session_id, durable=self.journal_fsync)
         except SessionError as err:
@@ -185,8 +190,9 @@ class EvaluationManager(ManagerParameters, ManagerNode):
             self.session.close()
         self.session, self._ended = session, False
         actions = config.runner.actions if len(config.runner.actions) > 1 else ()
-        self._runner_name = ", ".join(actions) or self.runner_action or config.runner.action_name
-        self._driver = TrialDriver(session, actions[0] if actions else self._runner_name, runners=actions)
+        self._runner_name = ", ".join(actions) or one_runner
+        self._driver = TrialDriver(session, actions[0] if actions else self._runner_name, runners=actions,
+                                   max_ahead=config.runner.max_ahead)
         for link in [*([self._link] if self._link is not None else []), *self._links.values()]:
             link.cancel()
             link.destroy()

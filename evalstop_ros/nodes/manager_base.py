@@ -73,16 +73,19 @@ class ManagerNode(RunnerParameters, QuickNode):
         return None
 
     def open_interfaces(self, *, latched_qos: QoSProfile, comparison_qos: QoSProfile, event_qos: QoSProfile,
-                        journal_qos: QoSProfile, diagnostics_qos: QoSProfile) -> None:
+                        journal_qos: QoSProfile, diagnostics_qos: QoSProfile,
+                        request_qos: QoSProfile = qos.TRIAL_REQUEST_QOS) -> None:
         """Check every later parameter change; create the publishers, the ``trial_score`` subscription, the
-        services and the diagnostics timer (after the subclass declared its parameters)."""
+        services and the diagnostics timer (after the subclass declared its parameters).  ``trial_request`` keeps
+        every open trial's request for a late terminal (``request_qos``, docs/nodes.md)."""
         self.add_on_set_parameters_callback(self._on_set_parameters)
         self.get_logger().info(
-            f"QoS: trial_request/session_status/session_config {qos.describe(latched_qos)}, comparison_status "
+            f"QoS: trial_request {qos.describe(request_qos)}, session_status/session_config "
+            f"{qos.describe(latched_qos)}, comparison_status "
             f"{qos.describe(comparison_qos)}, session_event {qos.describe(journal_qos)}, trial_score/score_ack "
             f"{qos.describe(event_qos)}")
         self._outputs = {
-            "trial_request": (TrialRequest, self.create_publisher(TrialRequest, "trial_request", latched_qos)),
+            "trial_request": (TrialRequest, self.create_publisher(TrialRequest, "trial_request", request_qos)),
             "session_status": (SessionStatus, self.create_publisher(SessionStatus, "session_status", latched_qos)),
             "comparison_status": (ComparisonStatus,
                                   self.create_publisher(ComparisonStatus, "comparison_status", comparison_qos)),

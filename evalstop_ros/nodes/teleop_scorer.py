@@ -38,6 +38,7 @@ HELP = """\
   r LABEL      preferred label this round ('=')   u [WHY] undo the last recorded score
   i TEXT       A/B: the instruction you gave      v no    A/B: this pair is not valid (v yes)
   d            task done: end the episode now     x       EMERGENCY STOP (x off: release)
+  t N          score trial N next (several arms: every open trial's request is shown)
   h            this help                          q       quit"""
 STATES = {SessionStatus.STATE_IDLE: "idle", SessionStatus.STATE_RUNNING: "running",
           SessionStatus.STATE_PAUSED: "PAUSED", SessionStatus.STATE_FINISHED: "FINISHED",
@@ -70,6 +71,8 @@ class TeleopScorer(QuickNode):
         self._print_lock = threading.Lock()
         self._cond = threading.Condition()
         self.trial: TrialRequest | None = None
+        #: Every open trial's latest request (several arms: a late terminal gets them all, latched).
+        self.open_requests: dict[int, TrialRequest] = {}
         self._acks: list[ScoreAck] = []
         self._state: int | None = None
         #: what the pending trial waits for: "reset" (the operator's confirmation), "run" (the robot
@@ -106,6 +109,10 @@ class TeleopScorer(QuickNode):
     # -- subscriptions ----------------------------------------------------------------------
     def _on_request(self, msg: TrialRequest) -> None:
         with self._cond:
+            if msg.trial_id == 0:
+                self.open_requests.clear()
+            else:
+                self.open_requests[msg.trial_id] = msg
             if self.trial is not None and (msg.trial_id, msg.attempt) == (self.trial.trial_id, self.trial.attempt):
                 return
             if self.trial is None or msg.round != self.trial.round:
@@ -192,9 +199,11 @@ class TeleopScorer(QuickNode):
             return False
         if word in ("h", "help", "?"):
             self.say(HELP)
-        elif word in ("s", "f") and self._awaiting == "reset":
+        elif word == "t":
+            self.select(rest)
+        elif word in ("s", "f") and self._awaiting == "reset" and self._at_head():
             self.say("the robot has not run this trial yet: reset the scene, press Enter, and score it once it is done")
-        elif word in ("s", "f") and self._awaiting == "run":
+        elif word in ("s", "f") and self._awaiting == "run" and self._at_head():
             self.say("the robot is still running this trial: score it once it is done (d ends the episode now)")
         elif word == "s":
             if self.progress is not None and self.progress < 1.0:
@@ -241,6 +250,24 @@ class TeleopScorer(QuickNode):
         else:
             self.say(f"unknown command {word!r}; h for help")
         return True
+
+    def _at_head(self) -> bool:
+        """The trial on the screen is the session's earliest open one (the phase in ``session_status`` is its)."""
+        with self._cond:
+            return self.trial is None or self.trial.trial_id == self._phase[0]
+
+    def select(self, text: str) -> None:
+        """``t N``: score open trial ``N`` next (its request shown again)."""
+        with self._cond:
+            chosen = self.open_requests.get(int(text)) if text.isdigit() else None
+            if chosen is not None:
+                self.trial, self.progress, self.note, self.preference = chosen, None, "", ""
+            choices = ", ".join(str(t) for t in sorted(self.open_requests)) or "none"
+        if chosen is None:
+            self.say(f"t N: N one of the open trials ({choices}); found {text!r}")
+            return
+        self.say(f"scoring trial {chosen.trial_id} next")
+        self._show(chosen)
 
     def _parse_progress(self, text: str) -> float | None:
         """A progress in [0, 1], or on RoboArena's 0-100 scale with a percent sign (``70%``)."""
@@ -310,6 +337,7 @@ class TeleopScorer(QuickNode):
             self.say(f"trial {trial_id}: recorded: success={int(success)} progress={progress:g}{extra}")
             self._last_recorded = trial_id
             with self._cond:
+                self.open_requests.pop(trial_id, None)
                 if self.trial is not None and self.trial.trial_id == trial_id:
                     self.progress, self.note, self.preference = None, "", ""
 

@@ -132,7 +132,7 @@ def run_sim_eval(config: SessionConfig, simulation: SimulationConfig, pool: RayP
     held: dict[str, PendingTrial] = {}  # runner -> the trial on its worker
     try:
         session.start()
-        driver = TrialDriver(session, runners=runners)
+        driver = TrialDriver(session, runners=runners, max_ahead=config.runner.max_ahead)
         while not driver.finished:
             if session.state == SessionState.PAUSED:  # the fault limit, and no operator to resume
                 session.abort(f"paused with no operator to resume it: {session.runner_message}")

@@ -103,6 +103,12 @@ class ConcurrentTrials(JournalReplay):
         return not self._schedule.round_ends() and not self._schedule.state.reruns
 
     @_locked
+    def faulty_run(self) -> tuple[int | None, str]:
+        """The open trial with the most failed runs in a row and the runner it runs on (``None``, "": none)."""
+        trial_id, _ = self._machine.faulty_trial()
+        return trial_id, "" if trial_id is None else self._machine.runner_of.get(trial_id, "")
+
+    @_locked
     def record_dispatch(self, trial_id: int, runner: str) -> None:
         """Journal that the current run of open trial ``trial_id`` went to ``runner`` (``trial_dispatched``)."""
         record = self._open(trial_id, "dispatch")
@@ -148,7 +154,10 @@ class ConcurrentTrials(JournalReplay):
         return record
 
     def _on_trial_dispatched(self, event: Event) -> None:
-        """Audit only (which runner ran which attempt, and when)."""
+        """Which runner runs which attempt: the state machine counts failed runs per runner's trial."""
+        self._machine.apply(event)
 
-    _on_trial_cancelled = _on_trial_dispatched
-    _on_result_after_stop = _on_trial_dispatched
+    def _on_trial_cancelled(self, event: Event) -> None:
+        """Audit only (an open trial given up, and on which runner)."""
+
+    _on_result_after_stop = _on_trial_cancelled

@@ -220,6 +220,11 @@ class RunnerConfig(ConfigModel):
     #: Several runner actions serving one session at once (docs/parallel.md), e.g.
     #: ``[arm_1/run_trial, arm_2/run_trial]``; empty: the one ``action_name``.
     runners: list[Annotated[str, StringConstraints(min_length=1)]] = Field(default_factory=list, max_length=64)
+    #: With several runners: the most open trials (issued, not yet scored; the earliest first) before no new
+    #: round is issued, so a fast arm cannot run far past a slow one (waste at the stop, not validity:
+    #: docs/parallel.md); ``None``: twice the runners.  A round is issued whole, so it may pass the bound by
+    #: its size minus one.  Ignored with one runner.
+    max_ahead: int | None = Field(default=None, ge=1, le=128)  # the trial_request history holds them (qos.py)
 
     @field_validator("runners")
     @classmethod
@@ -232,4 +237,15 @@ class RunnerConfig(ConfigModel):
     def actions(self) -> tuple[str, ...]:
         """The runner actions of the session: ``runners``, or the one ``action_name``."""
         return tuple(self.runners) or (self.action_name,)
+
+    def one_action(self, override: str = "") -> str:
+        """The action of a session with one runner: a one-entry ``runners``, else ``override`` (the manager's
+        ``runner_action`` parameter), else ``action_name``; ``ValueError`` when ``runners`` names one action
+        and ``override`` another (which one the operator meant is unknown)."""
+        if len(self.runners) > 1:
+            raise ValueError(f"`runners` names {len(self.runners)} actions, not one")
+        if self.runners and override and override != self.runners[0]:
+            raise ValueError(f"runner.runners names {self.runners[0]!r} and the runner_action parameter "
+                             f"{override!r}: name one runner")
+        return (self.runners[0] if self.runners else "") or override or self.action_name
 

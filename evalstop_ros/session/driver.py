@@ -67,6 +67,7 @@ class ParallelSession(DrivenSession, Protocol):
     def round_continues(self) -> bool: ...
     def open_trials(self) -> list[PendingTrial]: ...
     def record_dispatch(self, trial_id: int, runner: str) -> None: ...
+    def faulty_run(self) -> tuple[int | None, str]: ...
     def record_cancel(self, trial_id: int, runner: str, reason: str) -> None: ...
     def record_late_result(self, trial_id: int, runner: str, ok: bool, duration_s: float, message: str = "", *,
                            auto_score: tuple[bool, float] | None = None,
@@ -149,10 +150,18 @@ class TrialDriver:
     :param runner_action: The runner's action name; automatic scores are journaled with scorer
         ``auto:<runner_action>`` (default: the rules' ``runner_action``).
     :param runners: Several runners serving the session at once (:meth:`dispatch`, docs/parallel.md).
+    :param max_ahead: With ``runners``: the most open trials (issued, not yet scored or voided, the earliest
+        first) before :meth:`dispatch` issues no new round; default twice the runners.  It bounds the runs a
+        fast arm makes while a slow one holds the earliest trial (waste at the stop), not the decisions.
     """
 
-    def __init__(self, session: DrivenSession, runner_action: str = "", *, runners: Sequence[str] = ()) -> None:
+    def __init__(self, session: DrivenSession, runner_action: str = "", *, runners: Sequence[str] = (),
+                 max_ahead: int | None = None) -> None:
         self.session = session
+        if max_ahead is not None and max_ahead < 1:
+            raise SessionError(f"max_ahead must be at least 1; got {max_ahead}")
+        #: The bound on open trials with several runners (``max_ahead``).
+        self.max_ahead = max_ahead or 2 * len(runners)
         #: Who holds which trial, with ``runners`` (:mod:`.runner_pool`).
         self.pool = RunnerPool(tuple(runners)) if runners else None
         #: The automatic scores submitted in plan order so far (:meth:`submit_in_order`; a node acknowledges
@@ -241,14 +250,19 @@ class TrialDriver:
         return AutoScore(trial, outcome)
 
     def _fault_limit(self, trial: PendingTrial) -> bool:
-        """Pause the running session if ``trial`` failed ``max_attempts`` times in a row; whether it did."""
+        """Pause the running session if ``trial`` failed ``max_attempts`` times in a row (with several runners:
+        any open trial, on its runner); whether it did."""
         session = self.session
         faults = session.runner_faults
         if faults < self.max_attempts or session.state != SessionState.RUNNING:
             return False
+        where = f"runner failed {faults} times in a row on trial {trial.trial_id}"
+        if self.pool is not None:
+            trial_id, runner = cast(ParallelSession, session).faulty_run()
+            where = f"runner {runner} failed {faults} times in a row on trial {trial_id}"
         # the runner's category and error id only: its full text may name the policy (sealed in the journal)
         try:
-            session.pause(f"runner failed {faults} times in a row on trial {trial.trial_id}: {session.runner_message}")
+            session.pause(f"{where}: {session.runner_message}")
         except SessionError:  # paused or ended from another thread meanwhile
             return session.state not in FINAL  # paused (by someone else): as good as by the limit
         return True
@@ -305,8 +319,8 @@ class TrialDriver:
             self.submit_in_order()
         if not ok:
             if self._fault_limit(trial):
-                return RunVerdict(Verdict.PAUSED, f"session paused: runner failed {session.runner_faults} times on "
-                                  f"trial {trial.trial_id}; fix the robot, then resume (session_control) or void "
+                return RunVerdict(Verdict.PAUSED, f"session paused: {runner or 'runner'} failed {session.runner_faults} "
+                                  f"times on trial {trial.trial_id}; fix the robot, then resume (session_control) or void "
                                   "the trial (correct_score)")
             return RunVerdict(Verdict.RETRY)
         if self.auto and auto_score is not None and session.state == SessionState.PAUSED:
@@ -358,7 +372,7 @@ class TrialDriver:
             if trial is None:
                 trial = self._adopt(session, pool, runner) or self._issue(session, pool, runner)
             if trial is None:
-                break
+                continue  # nothing left to issue, or max_ahead reached: a runner with a reserved trial still gets it
             if session.trial_phase(trial.trial_id) == "reset":
                 out.append(Dispatch(runner, trial, Action.RESET))
                 continue
@@ -378,6 +392,9 @@ class TrialDriver:
         return orphans[0]
 
     def _issue(self, session: ParallelSession, pool: RunnerPool, runner: str) -> PendingTrial | None:
+        """Issue the plan's next round for ``runner``, unless ``max_ahead`` trials are open already."""
+        if len(session.open_trials()) >= self.max_ahead:
+            return None
         try:
             trial = session.issue_trial()
             if trial is None:

@@ -20,7 +20,7 @@ __all__ = ["KINDS", "SCHEMA", "SCHEMA_VERSION", "ChainBreak", "Event", "chain_ha
 
 #: The one journal schema this code reads (the tables and the canonical configuration's form);
 #: a journal of any other is refused (:meth:`~.journal_store.JournalSpec.check_type`).
-SCHEMA_VERSION = "4"
+SCHEMA_VERSION = "5"
 #: Event kinds (see :mod:`evalstop_ros.session.session` for when each is written).
 KINDS = frozenset({
     "config",

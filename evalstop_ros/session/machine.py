@@ -41,7 +41,7 @@ logger = logging.getLogger(__name__)
 
 #: The event kinds :meth:`TrialMachine.apply` folds.
 KINDS = frozenset({"started", "paused", "resumed", "aborted", "finished", "trial_requested", "runner_result",
-                   "score_held"})
+                   "score_held", "trial_dispatched"})
 
 
 class Commit(Protocol):
@@ -74,8 +74,11 @@ class TrialMachine:
         self._open_trial = open_trial
         #: The current state (changed by :meth:`apply` only).
         self.state = SessionState.IDLE
-        #: Failed runs of the pending trial in a row, since it was requested or the owner resumed.
-        self.faults = 0
+        self._serial_faults = 0  # failed runs of the pending trial in a row (one runner)
+        #: Several runners (``trial_dispatched``): the runner of each trial's last run, and each open trial's
+        #: failed runs in a row (its retries stay on its runner, so: the runner's), docs/parallel.md.
+        self.runner_of: dict[int, str] = {}
+        self._trial_faults: dict[int, int] = {}
         #: The last run's message as an operator channel may show it (:mod:`.runner_messages`).
         self.runner_message = ""
         #: Scores rejected since this object was built (for diagnostics).
@@ -265,17 +268,38 @@ class TrialMachine:
                           "resumed": SessionState.RUNNING, "finished": SessionState.FINISHED,
                           "aborted": SessionState.ABORTED}[event.kind]
             if event.kind == "resumed":
-                self.faults = 0
+                self._serial_faults = 0
+                self._trial_faults.clear()
         elif event.kind == "trial_requested":
             self.book.apply(event)
-            self.faults = 0
+            self._serial_faults = 0
+        elif event.kind == "trial_dispatched" and event.trial_id is not None:
+            self.runner_of[event.trial_id] = str(event.payload.get("runner", ""))
         elif event.kind == "score_held":
             self.book.apply(event)  # an operator's score waiting for its turn: no run, no fault
         elif event.kind == "runner_result":
             self.book.apply(event)
-            self.faults = 0 if event.payload.get("ok") else self.faults + 1
+            self._serial_faults = 0 if event.payload.get("ok") else self._serial_faults + 1
+            if event.trial_id in self.runner_of:
+                failed = 0 if event.payload.get("ok") else self._trial_faults.get(event.trial_id, 0) + 1
+                self._trial_faults[event.trial_id] = failed
             self.runner_message = str(event.payload.get("message", ""))
         return ""
+
+    @property
+    def faults(self) -> int:
+        """Failed runs in a row: of the pending trial (one runner), or the most of any open trial on one of several
+        runners (another runner's successes do not clear them), since it was requested or the owner resumed."""
+        return self.faulty_trial()[1] if self.runner_of else self._serial_faults
+
+    def faulty_trial(self) -> tuple[int | None, int]:
+        """Several runners: the open trial with the most failed runs in a row, and their number (``None``, 0: none)."""
+        open_faults = [(count, -trial_id) for trial_id, count in self._trial_faults.items()
+                       if count and trial_id in self.book.trials and not self.book.trials[trial_id].closed]
+        if not open_faults:
+            return None, 0
+        count, trial_id = max(open_faults)
+        return -trial_id, count
 
     @property
     def over(self) -> bool:

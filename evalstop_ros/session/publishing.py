@@ -74,14 +74,15 @@ class SessionPublisher:
 
     def __init__(self, send: Send) -> None:
         self._send = send
-        self._request: tuple[int, int] | None = None
+        self._requested: set[tuple[int, int]] = set()  # (trial, attempt) published: each once (latched history)
         self._comparison_keys: list[tuple[int, int, bool]] = []
         self._changes = 0  # score-changing events seen: the comparisons are recomputed only then
         self._memo: tuple[int, list[ComparisonSnapshot], dict[str, str]] | None = None
 
     def reset(self) -> None:
         """Forget what was published (a new or resumed session: publish everything again)."""
-        self._request, self._comparison_keys, self._memo = None, [], None
+        self._comparison_keys, self._memo = [], None
+        self._requested.clear()
 
     def config(self, session: EvaluationSession, version: str) -> None:
         """``session_config``: the pre-registered design."""
@@ -98,12 +99,12 @@ class SessionPublisher:
             event.stamp_ns)
 
     def request(self, trial: PendingTrial, runner: str = "") -> None:
-        """``trial_request``, if the pending trial or its attempt changed (``runner``: the one it goes to,
-        with several, :func:`request_fields`)."""
+        """``trial_request``, once per trial and attempt (``runner``: the one it goes to, with several,
+        :func:`request_fields`; the topic's latched history keeps every open trial's for a late terminal)."""
         key = (trial.trial_id, trial.attempt)
-        if key != self._request:
+        if key not in self._requested:
             self._send("trial_request", request_fields(trial, runner), None)
-            self._request = key
+            self._requested.add(key)
 
     def station_status(self, fields: Fields) -> None:
         """Publish ``SessionStatus`` fields built by a hub station's work
@@ -116,7 +117,7 @@ class SessionPublisher:
             "session_id": session_id, "trial_id": 0, "round": 0, "attempt": 0, "label": "", "task": "",
             "task_description": "", "initial_condition": "", "reset_instructions": "", "token": "",
             "round_labels": []}, None)
-        self._request = (0, 0)
+        self._requested.add((0, 0))
 
     def ack(self, session_id: str, trial_id: int, outcome: ScoreOutcome, *, scorer: str = "", counter: int = 0,
             mac: Callable[[Fields], str] | None = None) -> None:
@@ -201,8 +202,10 @@ def diagnostics(session: EvaluationSession | None, *, node: str, hardware_id: st
     status = session.status()
     faults = session.runner_faults
     level, message = OK, f"{status.state.value}, {status.trials_scored} trials scored"
+    faulty, arm = session.faulty_run()  # several runners: the trial that failed, on its arm
     if status.state == SessionState.PAUSED and faults >= max_attempts:
-        level, message = ERROR, f"paused: the runner failed {faults} times in a row on trial {status.pending_trial_id}"
+        where = f"runner {arm}" if arm else "the runner"
+        level, message = ERROR, f"paused: {where} failed {faults} times in a row on trial {faulty or status.pending_trial_id}"
     elif status.state == SessionState.PAUSED:
         level, message = WARN, f"paused: {runner}" if runner else "paused"
     elif status.state == SessionState.ABORTED:

@@ -7,7 +7,7 @@ evaluation do the same)::
 
     session = EvaluationSession.open(path, config, session_id)
     session.start()
-    driver = TrialDriver(session, runners=config.runner.actions)
+    driver = TrialDriver(session, runners=config.runner.actions, max_ahead=config.runner.max_ahead)
     while not driver.finished:
         for work in driver.dispatch():        # journals trial_requested / trial_dispatched
             if work.action is Action.RUN:     # Action.RESET: tell work.runner's operator to reset

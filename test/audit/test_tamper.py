@@ -142,7 +142,7 @@ def test_sqlite3_and_mcap_audit_identically(recordings: dict[str, list[Message]]
 @pytest.mark.parametrize("storage", STORAGES)
 def test_request_missing_from_the_wire_is_a_recording_gap(recordings: dict[str, list[Message]],
                                                           tmp_path: pathlib.Path, storage: str) -> None:
-    """trial_request keeps only the latest request, so a slow recorder may miss one: the journal
+    """trial_request keeps the last 256 requests, so a slow recorder may miss one: the journal
     stream has it, the audit verifies and says which requests were not recorded."""
     messages, trial = _same_trial(lambda m, t: drop(m, "trial_request", t))(recordings["operator"])
     report = audit(bag(tmp_path / "bag", messages, storage))

@@ -234,3 +234,10 @@ def launch_default(file: str, argument: str, robot: str) -> str:
     parts = [robot if isinstance(e, ast.Name) and e.id == "robot" else ast.literal_eval(e)
              for e in default.args[0].elts]  # type: ignore[attr-defined]
     return str(eval("".join(parts)))  # the launch file's own expression
+
+
+def start_operator_arm(start_node: Any, namespace: str, arm: str, duration: float) -> Any:
+    """A ``sim_robot`` in ``namespace/arm`` whose runs last ``duration`` s and the operator scores (several arms)."""
+    return start_node("sim_robot", ns=f"{namespace}/{arm}", params={
+        "policies": ["policy_a", "policy_b"], "success_rates": [0.5, 0.5], "auto_score": False,
+        "duration": duration})

@@ -10,7 +10,7 @@ import time
 from typing import Any
 
 import pytest
-from nodes_support import final_status, write_config
+from nodes_support import final_status, start_operator_arm, write_config
 
 pytestmark = pytest.mark.usefixtures("ros_env")
 
@@ -92,9 +92,7 @@ def test_a_score_waits_for_its_turn_and_a_voided_run_is_cancelled_on_its_arm(
         "journal_fsync": False, "exit_on_finish": True, "exit_linger": 4.0})
     probe.hear()
     def arm(name: str, duration: float) -> None:
-        start_node("sim_robot", ns=f"{namespace}/{name}", params={
-            "policies": ["policy_a", "policy_b"], "success_rates": [0.5, 0.5], "auto_score": False,
-            "duration": duration})
+        start_operator_arm(start_node, namespace, name, duration)
 
     def request(trial_id: int) -> TrialRequest:
         return probe.spin_until(lambda: next((r for r in requests if r.trial_id == trial_id), None), 60.0,

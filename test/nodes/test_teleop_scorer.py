@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from nodes_support import LIB, operator_keys, write_config
+from nodes_support import LIB, operator_keys, start_operator_arm, write_config
 
 pytestmark = pytest.mark.usefixtures("ros_env")
 
@@ -376,3 +376,44 @@ def test_random_bytes_in_every_command_in_any_locale(start_node: Any, tmp_path: 
     first = next(e for e in read_journal(tmp_path / "tty.db").events
                  if e.kind == "score_accepted" and e.trial_id == 1).payload["submission"]
     assert first["notes"] == "slipped \ufffd at \ufffd( the end"
+
+
+def test_a_late_terminal_sees_every_open_trial_of_two_arms_and_scores_either(
+        start_node: Any, terminal: Any, probe: Any, namespace: str, tmp_path: pathlib.Path) -> None:
+    from evalstop.msg import TrialRequest
+
+    from evalstop_ros import qos
+    from evalstop_ros.session import read_journal
+
+    arms = ("arm_1/run_trial", "arm_2/run_trial")
+    config = write_config(tmp_path / "arms.yaml", scoring="operator", runner={"runners": list(arms)})
+    requests = probe.collect(TrialRequest, "trial_request", qos.TRIAL_REQUEST_QOS)
+    manager = start_node("evaluation_manager", params={
+        "config_file": str(config), "session_id": "arms", "journal_dir": str(tmp_path), "journal_fsync": False})
+    probe.hear()
+
+    def requested(trial_id: int) -> None:
+        probe.spin_until(lambda: any(r.trial_id == trial_id for r in requests), 60.0, f"trial {trial_id} requested")
+
+    start_operator_arm(start_node, namespace, "arm_1", 240.0)  # holds trial 1 for longer than the test
+    requested(1)
+    start_operator_arm(start_node, namespace, "arm_2", 0.2)
+    requested(3)  # round 2 on the second arm, published after trial 1's request
+    manager.wait_for(r"trial 3 \(label \w+\) run ok", timeout=60.0)
+    term = terminal("ack_timeout:=2.0")  # joins after both trials were requested
+    term.seen("== trial 1 (round 1)", timeout=30.0)
+    term.seen("== trial 3 (round 2)", timeout=30.0)
+    term.type("t 7")
+    term.expect(r"t N: N one of the open trials \(1, 3(, 4)?\); found '7'")  # 4: if the fast arm went on
+    term.type("t 3")
+    term.expect(r"scoring trial 3 next")
+    term.type("s")
+    # held for its turn; under load the first answer may come after a re-send, which is then a duplicate
+    term.expect(r"trial 3: (recorded: success=1 progress=1 \(trial 3: score held until trial 1 is scored"
+                r"|already recorded)", timeout=30.0)
+    term.type("t 1")
+    term.expect(r"scoring trial 1 next")
+    term.type("q")
+    assert term.close() == 0
+    held = [e.trial_id for e in read_journal(tmp_path / "arms.db").events if e.kind == "score_held"]
+    assert held == [3]

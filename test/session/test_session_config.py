@@ -50,20 +50,20 @@ def test_robot_presets_are_operator_scored_and_blinded_per_round(name, action):
     assert all(c.reset_instructions for t in config.tasks for c in t.initial_conditions)
 
 
-#: Hashes of the presets under journal schema 4 (every field written out).  The canonical form is
+#: Hashes of the presets under journal schema 5 (every field written out).  The canonical form is
 #: part of the journal schema: a change to it changes these and must come with a new
 #: ``SCHEMA_VERSION``, so that a journal of the old form is refused rather than misread.
 PRESET_HASHES = {
-    "eval": "658eeb55095adbf199be80487770fec512afd50867351cf606195d2783e6f528",
-    "droid": "25764210199b203813da5696f9fb2e4fe2309da16f3109b5c469efdd900518ec",
-    "widowx": "52f9324becd0d0895cfd88e2068bc3c13e12d6206c2bfd714ed1ea6f3e032cf9",
+    "eval": "b480209ee9cce02d9cb4a0aa174f30fd99d1b8097ad1f8bb06dd57ec51e58d50",
+    "droid": "8a9b863e16a1fed3216f6673b0a7fa9716ac94bca0352a73e43add9e000104cb",
+    "widowx": "c4b235b1a1d9944899206415e35ee9e71423cb34cde78c5cbd953bbc13ffc4d5",
 }
 
 
 @pytest.mark.parametrize(("name", "digest"), PRESET_HASHES.items())
 def test_preset_hashes_are_those_of_the_journal_schema(name, digest):
     config = load_config(CONFIG_DIR / f"{name}.yaml")
-    assert SCHEMA_VERSION == "4"
+    assert SCHEMA_VERSION == "5"
     assert config.config_hash == digest
     assert set(config.to_dict()) == set(type(config).model_fields)  # defaults included
 

@@ -15,6 +15,7 @@ from evalstop_ros.session import EvaluationSession, SessionState, read_journal
 from evalstop_ros.session.driver import Action, TrialDriver, Verdict
 from evalstop_ros.session.errors import ConfigError, SessionError
 from evalstop_ros.session.offline import offline_decisions
+from evalstop_ros.session.publishing import diagnostics
 from evalstop_ros.session.runner_check import RunnerGraph
 from evalstop_ros.session.runner_pool import RunnerPool
 
@@ -185,7 +186,7 @@ def test_held_scores_in_a_row_are_no_runner_faults(tmp_path: pathlib.Path) -> No
     """An operator who scores a fast arm's trials while a slow arm still runs the head trial: each score is
     held (``score_held``), none counts as a failed run, so the session does not pause at the fault limit."""
     with open_session(tmp_path / "held.db", scoring="operator") as session:
-        driver = TrialDriver(session, runners=ARMS[:2])
+        driver = TrialDriver(session, runners=ARMS[:2], max_ahead=8)  # three rounds past the head
         slow, fast = driver.dispatch()
         ran = []
         for _ in range(2):  # two rounds on the fast arm, trial 1 still on the slow one
@@ -308,6 +309,70 @@ def test_a_failed_run_is_retried_on_its_runner(tmp_path: pathlib.Path) -> None:
         assert again.trial.attempt == 2 and second.runner not in {w.runner for w in driver.dispatch()}
 
 
+def test_one_arms_failures_in_a_row_pause_the_session_whatever_the_other_arm_does(tmp_path: pathlib.Path) -> None:
+    path = tmp_path / "faults.db"
+    with open_session(path, runner={"max_attempts": 3}) as session:
+        driver = TrialDriver(session, runners=ARMS[:2])
+        broken = driver.dispatch()[0]
+        assert broken.runner == ARMS[0]
+        for attempt in (1, 2, 3):
+            for work in driver.dispatch():  # the good arm runs its trials and succeeds between the faults
+                if work.runner == ARMS[1]:
+                    driver.run_done(work.trial, True, 1.0, auto_score=(True, 1.0), runner=ARMS[1])
+            assert session.runner_faults == attempt - 1
+            verdict = driver.run_done(broken.trial, False, 1.0, "arm fault", runner=ARMS[0])
+            if attempt < 3:
+                assert verdict.verdict is Verdict.RETRY and session.state == SessionState.RUNNING
+                (again,) = [w for w in driver.dispatch() if w.runner == ARMS[0]]
+                assert again.trial.trial_id == broken.trial.trial_id
+                broken = again
+        assert verdict.verdict is Verdict.PAUSED and ARMS[0] in verdict.message
+        assert session.status().state == SessionState.PAUSED
+    with open_session(path, runner={"max_attempts": 3}) as again_open:  # the journal holds the count
+        assert again_open.state == SessionState.PAUSED and again_open.runner_faults == 3
+        assert again_open.faulty_run() == (broken.trial.trial_id, ARMS[0])
+        (status, *_) = diagnostics(again_open, node="manager", hardware_id="arms", runner="", max_attempts=3)
+        assert status.message == f"paused: runner {ARMS[0]} failed 3 times in a row on trial 1"
+        paused = [e.payload["reason"] for e in read_journal(path).events if e.kind == "paused"]
+        assert paused and paused[-1].startswith(f"runner {ARMS[0]} failed 3 times in a row on trial 1")
+        again_open.resume()
+        assert again_open.runner_faults == 0
+
+
+def fast_arm_runs(path: pathlib.Path, max_ahead: int | None) -> tuple[int, int]:
+    """A slow arm holds trial 1 while the fast arm runs every trial it is given at once: (the fast arm's runs
+    before it gets nothing more, the open trials then)."""
+    with open_session(path) as session:
+        driver = TrialDriver(session, runners=ARMS[:2], max_ahead=max_ahead)
+        slow, work = driver.dispatch()
+        assert (slow.runner, slow.trial.trial_id, work.runner) == (ARMS[0], 1, ARMS[1])
+        fast, given = 0, [work]
+        while given:
+            driver.run_done(given[0].trial, True, 1.0, auto_score=(True, 1.0), runner=ARMS[1])
+            fast += 1
+            assert fast < 200, "the fast arm never stops"
+            given = [w for w in driver.dispatch() if w.runner == ARMS[1]]
+        assert session.status().trials_scored == 0  # all wait for trial 1
+        open_now = len(session.open_trials())
+        driver.run_done(slow.trial, True, 5.0, auto_score=(False, 0.0), runner=ARMS[0])
+        work = driver.dispatch()  # the rest of the slow arm's round, and the fast arm's work again
+        assert {(w.runner, w.trial.trial_id) for w in work if w.runner == ARMS[0]} == {(ARMS[0], 2)}
+        assert any(w.runner == ARMS[1] for w in work)
+        driver.run_done(work[0].trial, True, 5.0, auto_score=(False, 0.0), runner=ARMS[0])
+        assert session.status().trials_scored == open_now  # the fast arm's results entered after trials 1, 2
+        return fast, open_now
+
+
+def test_a_fast_arm_runs_at_most_max_ahead_trials_past_a_slow_one(tmp_path: pathlib.Path) -> None:
+    assert fast_arm_runs(tmp_path / "default.db", None) == (2, 4)  # 2 x 2 runners: trial 1's round, and one more
+    assert fast_arm_runs(tmp_path / "six.db", 6) == (4, 6)
+    with pytest.raises(SessionError, match="at least 1"):
+        TrialDriver(open_session(tmp_path / "bad.db"), runners=ARMS[:2], max_ahead=0)
+    assert sim.make_config(runner={"runners": list(ARMS[:2]), "max_ahead": 6}).runner.max_ahead == 6
+    with pytest.raises(ConfigError, match="max_ahead"):
+        sim.make_config(runner={"runners": list(ARMS[:2]), "max_ahead": 0})
+
+
 ACTIVE = {
     "schedule": "active", "claim": "per-task", "active": {"embedding": "random"},
     "metrics": [{"name": "success", "alternative": "greater", "method": "nscore"}],
@@ -329,6 +394,15 @@ def test_the_runner_list_is_checked_and_defaults_to_the_one_action() -> None:
         sim.make_config(runner={"runners": [ARMS[0], ARMS[0]]})
     with pytest.raises(SessionError, match="distinct"):
         RunnerPool((ARMS[0], ARMS[0]))
+
+
+def test_a_one_entry_runner_list_is_the_one_runner() -> None:
+    one = sim.make_config(runner={"runners": [ARMS[1]]}).runner
+    assert one.actions == (ARMS[1],) and one.one_action() == ARMS[1] and one.one_action(ARMS[1]) == ARMS[1]
+    assert sim.make_config().runner.one_action("lab/run_trial") == "lab/run_trial"  # the manager's parameter
+    assert sim.make_config().runner.one_action() == "run_trial"
+    with pytest.raises(ValueError, match="name one runner"):
+        one.one_action(ARMS[0])  # the file names one runner, the node's parameter another
 
 
 def test_a_second_server_on_one_runner_holds_it_and_pauses_the_session(tmp_path: pathlib.Path) -> None:
