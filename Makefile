@@ -204,7 +204,11 @@ KILTED_TEST = $(ROS_ENV) EVALSTOP_ROS_REQUIRED=1 EVALSTOP_LAUNCH_REQUIRED=1 EVAL
   EVALSTOP_PHYSICS_REQUIRED=1 EVALSTOP_ROS_INSTALL=$(ROS_INSTALL) EVALSTOP_TEST_DOMAIN_BASE=$(1) \
   $(PY) -m pytest -p no:cacheprovider $(TEST_ARGS) \
   $(if $(filter jazzy,$(ROS_DISTROS)),--deselect $(SIM_POLICY_LAUNCH))
-XDIST = $(if $(filter-out 0 1,$(1)),-n $(1) --dist loadgroup)
+# $(call XDIST,WORKERS[,DIST]): pytest-xdist options; DIST loadgroup (each test its own unit) unless given.
+# The run without ROS hands out whole modules (loadfile): a module's shared fixture (the Ray sim-eval
+# session, a robosuite arm, a recorded session) is set up once, not on each worker that ran one of its
+# tests; and in the order of collection (conftest.py, _LONG_FIRST), not the most tests first.
+XDIST = $(if $(filter-out 0 1,$(1)),-n $(1) --dist $(or $(2),loadgroup) --no-loadscope-reorder)
 TEST_LOGS := build/test-logs
 test: venv ros-tools ros $(if $(filter jazzy,$(ROS_DISTROS)),ros-jazzy) lint
 	tools/install_chromium.sh
@@ -221,7 +225,7 @@ test: venv ros-tools ros $(if $(filter jazzy,$(ROS_DISTROS)),ros-jazzy) lint
 	( $(call KILTED_TEST,1) --junitxml=$(TEST_LOGS)/kilted-ros.xml $(call XDIST,$(ROS_WORKERS)) -m "ros and not serial" \
 	  > $(TEST_LOGS)/kilted-ros.log 2>&1 ) & ros=$$!; \
 	echo "== the tests without ROS under Kilted"; \
-	( $(call KILTED_TEST,61) --junitxml=$(TEST_LOGS)/kilted-rest.xml $(call XDIST,$(REST_WORKERS)) \
+	( $(call KILTED_TEST,61) --junitxml=$(TEST_LOGS)/kilted-rest.xml $(call XDIST,$(REST_WORKERS),loadfile) \
 	  -m "not ros and not serial" ); rest=$$?; \
 	wait $$ros; ros=$$?; echo "== the ROS tests under Kilted (exit status $$ros)"; cat $(TEST_LOGS)/kilted-ros.log; \
 	if [ -n "$$jazzy" ]; then \
