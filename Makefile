@@ -174,8 +174,8 @@ demo-hub-ros: venv ros
 # Runs side by side: under Kilted the tests without ROS, under Kilted the ROS tests (test/nodes,
 # test/launch and every test with a node process), under Jazzy the ROS tests marked `jazzy` (their
 # subject differs between distributions; docs/testing.md). A ROS test mostly waits for node
-# processes and DDS, so each ROS run has ROS_WORKERS pytest-xdist workers (`--dist loadgroup`: a
-# module marked `xdist_group` stays on one worker); the run without ROS, mostly CPU-bound, has REST_WORKERS. Every pytest process gets its
+# processes and DDS, so each ROS run has ROS_WORKERS pytest-xdist workers (`--dist loadgroup`, each
+# test on its own); the run without ROS, mostly CPU-bound, has REST_WORKERS (whole modules). Every pytest process gets its
 # own DDS domains: each run a base (EVALSTOP_TEST_DOMAIN_BASE, 20 domains apart), each worker a
 # block of 4 above it (test/conftest.py), and namespaces carry the pid. The ROS runs write logs,
 # printed when they end. Then the tests marked `serial` (wall-clock deadlines sized for a machine
@@ -204,7 +204,12 @@ KILTED_TEST = $(ROS_ENV) EVALSTOP_ROS_REQUIRED=1 EVALSTOP_LAUNCH_REQUIRED=1 EVAL
   EVALSTOP_PHYSICS_REQUIRED=1 EVALSTOP_ROS_INSTALL=$(ROS_INSTALL) EVALSTOP_TEST_DOMAIN_BASE=$(1) \
   $(PY) -m pytest -p no:cacheprovider $(TEST_ARGS) \
   $(if $(filter jazzy,$(ROS_DISTROS)),--deselect $(SIM_POLICY_LAUNCH))
-XDIST = $(if $(filter-out 0 1,$(1)),-n $(1) --dist loadgroup)
+# $(call XDIST,WORKERS[,DIST]): pytest-xdist options; DIST loadgroup unless given, units handed out in
+# the order of collection (conftest.py, _LONG_FIRST), not the most tests first. The run without ROS
+# hands out whole modules (loadfile): a module's shared fixture (the Ray sim-eval session, a robosuite
+# arm, a recorded session) is set up once, not on each worker that ran one of its tests (pytest 9.2
+# with xdist 3.8 ignores `xdist_group`, pytest-dev/pytest-xdist#1386: each test is its own unit).
+XDIST = $(if $(filter-out 0 1,$(1)),-n $(1) --dist $(or $(2),loadgroup) --no-loadscope-reorder)
 TEST_LOGS := build/test-logs
 test: venv ros-tools ros $(if $(filter jazzy,$(ROS_DISTROS)),ros-jazzy) lint
 	tools/install_chromium.sh
@@ -221,7 +226,7 @@ test: venv ros-tools ros $(if $(filter jazzy,$(ROS_DISTROS)),ros-jazzy) lint
 	( $(call KILTED_TEST,1) --junitxml=$(TEST_LOGS)/kilted-ros.xml $(call XDIST,$(ROS_WORKERS)) -m "ros and not serial" \
 	  > $(TEST_LOGS)/kilted-ros.log 2>&1 ) & ros=$$!; \
 	echo "== the tests without ROS under Kilted"; \
-	( $(call KILTED_TEST,61) --junitxml=$(TEST_LOGS)/kilted-rest.xml $(call XDIST,$(REST_WORKERS)) \
+	( $(call KILTED_TEST,61) --junitxml=$(TEST_LOGS)/kilted-rest.xml $(call XDIST,$(REST_WORKERS),loadfile) \
 	  -m "not ros and not serial" ); rest=$$?; \
 	wait $$ros; ros=$$?; echo "== the ROS tests under Kilted (exit status $$ros)"; cat $(TEST_LOGS)/kilted-ros.log; \
 	if [ -n "$$jazzy" ]; then \

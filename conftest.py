@@ -214,8 +214,13 @@ _LONG_FIRST = {
     "test/nodes/test_crash_recovery.py::test_manager_killed_at_random_points_loses_nothing": 57,
     "test/nodes/test_lost_messages.py::test_lost_goal_responses_are_re_sent_and_change_nothing": 52,
     "test/launch/test_ros2_launch.py::test_eval_launch_sim_runs_a_session_that_audits_and_answers_the_ros2_cli": 46,
-    # the run without ROS (CPU-bound)
+    # the run without ROS (CPU-bound), which hands out whole modules (Makefile, XDIST): a module is
+    # placed by its first test in this order, so the modules that take longest are listed too
+    "test/session/test_parallel_validity.py::test_sessions_on_four_runners_keep_the_family_wise_error": 64,
     "test/hub/test_hub_netns.py::test_station_cut_off_past_its_lease_syncs_later": 44,
+    "test/hub/test_hub_files.py::test_a_connection_string_is_never_printed": 33,
+    "test/stats/test_adastop.py::test_fwe_five_agents_n5_k6": 19,
+    "test/stats/test_table1_reproduction.py::test_table1_bernoulli_within_monte_carlo_error": 17,
 }
 
 

@@ -148,7 +148,6 @@ def ranked_journal(tmp_path_factory: pytest.TempPathFactory) -> tuple[list[Any],
     return messages, {model: _rank(root / "sim.db", model) for model in ("bt", "task")}
 
 
-@pytest.mark.xdist_group("ab-rank")  # one worker: the session and its journal's rankings run once
 @pytest.mark.parametrize("storage", ["mcap", "sqlite3"])
 def test_rank_from_journal_and_bag_agree(ranked_journal: tuple[list[Any], dict[str, dict[str, Any]]],
                                          tmp_path: pathlib.Path, storage: str) -> None:
