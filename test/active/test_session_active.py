@@ -160,6 +160,7 @@ def test_a_journal_of_an_earlier_development_version_is_refused_with_a_clear_err
 
     from evalstop_ros.audit.errors import AuditError
     from evalstop_ros.session.journal import journaled_fault_limit
+    from evalstop_ros.session.journal_format import SCHEMA_VERSION
 
     path = tmp_path / "journal.db"
     _run(path, 6, surrogate="mlp")
@@ -173,7 +174,7 @@ def test_a_journal_of_an_earlier_development_version_is_refused_with_a_clear_err
     connection.commit()
     connection.close()
     before = path.read_bytes()
-    message = r"has schema '2', not '4'.*another \(development\) version"
+    message = rf"has schema '2', not '{SCHEMA_VERSION}'.*another \(development\) version"
     with pytest.raises(JournalError, match=message):
         EvaluationSession.open(path, parse_config(_config(surrogate="mlp")), "s1")
     with pytest.raises(JournalError, match=message):
