@@ -24,7 +24,9 @@ import launch
 def generate_test_description():
     demo = IncludeLaunchDescription(
         PythonLaunchDescriptionSource(PathJoinSubstitution([FindPackageShare('evalstop'), 'launch', 'demo.launch.py'])),
-        launch_arguments={'session_id': 'launch_test', 'journal_dir': tempfile.mkdtemp(prefix='evalstop-')}.items(),
+        # far-apart policies: the session decides in a few pairs (the default 0.5 vs 0.8 takes about 45)
+        launch_arguments={'session_id': 'launch_test', 'journal_dir': tempfile.mkdtemp(prefix='evalstop-'),
+                          'success_rates': '[0.05, 0.95]'}.items(),
     )
     return launch.LaunchDescription([demo, launch_testing.actions.ReadyToTest()])
 
