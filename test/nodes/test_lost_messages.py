@@ -20,8 +20,11 @@ from nodes_support import comparison_key, engine_session, final_status, write_co
 pytestmark = pytest.mark.usefixtures("ros_env")
 
 LOSSY_RUNNER = str(pathlib.Path(__file__).with_name("lossy_runner.py"))
-#: A short session (n_max 10 per policy) decided by the budget or earlier; both metrics auto-scored.
-SESSION = {"n_max": 10, "seed": 11}
+#: A short session (n_max 6 per policy: 12 trials, each goal of the lossy runner's lost once) decided by
+#: the budget or earlier; both metrics auto-scored.
+SESSION = {"n_max": 6, "seed": 11}
+#: the manager's goal_response_timeout (s): how long each lost goal is waited for before it is sent again
+GOAL_RESPONSE_TIMEOUT = 2.0
 RATES = {"policy_a": 0.3, "policy_b": 0.8}  # sim_robot's default policies
 ROBOT = {"success_rates": list(RATES.values()), "duration": 0.0}
 PLAN_KEY = bytes(range(32))
@@ -45,7 +48,7 @@ def _manager_params(tmp_path: pathlib.Path, name: str) -> dict[str, Any]:
     (tmp_path / name).mkdir()
     Journal.open(tmp_path / name / "s1.db", "s1", load_config(config), plan_key=PLAN_KEY).close()
     return {"config_file": str(config), "session_id": "s1", "journal_dir": str(tmp_path / name),
-            "journal_fsync": False, "exit_on_finish": True, "goal_response_timeout": 2.0}
+            "journal_fsync": False, "exit_on_finish": True, "goal_response_timeout": GOAL_RESPONSE_TIMEOUT}
 
 
 @pytest.fixture
@@ -74,7 +77,7 @@ def test_lost_goal_responses_are_re_sent_and_change_nothing(
     # machine may add re-sends); the session never paused
     dropped = runner.output.count("goal request dropped")
     assert dropped >= final.trials_done
-    assert manager.output.count("no goal response within 2 s; sending it again") >= dropped
+    assert manager.output.count(f"no goal response within {GOAL_RESPONSE_TIMEOUT:g} s; sending it again") >= dropped
     assert "session paused" not in manager.output
 
 
