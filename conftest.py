@@ -199,7 +199,7 @@ _JAZZY_TESTS = {
 _LONG_FIRST = {
     "test/parallel/test_sim_eval.py::test_every_task_is_decided_and_the_claim_established_with_fewer_rollouts": 300,
     "test/launch/test_ros2_launch.py::test_eval_launch_sim_policy_runs_its_session_to_the_end_and_audits": 80,
-    "test/nodes/test_robosuite_session.py::test_a_physics_session_stops_for_the_competent_policy_and_audits_verified": 100,
+    "test/nodes/test_robosuite_session.py::test_a_physics_session_stops_for_the_competent_policy_and_audits_verified": 70,
     "test/runner/test_robosuite_adapter.py::test_the_drawn_grasp_errors_make_grasp_succeed_more_often_than_sloppy_"
     "and_repeat_per_rollout": 270,  # 17 rollouts of about 16 s (Makefile, demo-physics)
     "test/cli/test_cli_examples.py::test_docs_examples_run": 80,
