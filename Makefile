@@ -54,7 +54,7 @@ JAZZY_ENV     := EVALSTOP_VENV=$(JAZZY_VENV) EVALSTOP_INSTALL=$(JAZZY_INSTALL) .
 #: CLI); the whole suite runs under Kilted (docs/testing.md, "Two distributions")
 JAZZY_TESTS   := -m jazzy test/nodes test/launch
 
-.PHONY: venv ros ros-tools ros-jazzy demo demo-policy demo-physics demo-sim-eval demo-parallel demo-hub demo-hub-ros test check lint bench tables clean
+.PHONY: venv ros ros-tools ros-jazzy test-prereqs test-renderers demo demo-policy demo-physics demo-sim-eval demo-parallel demo-hub demo-hub-ros test check lint bench tables clean
 
 venv: $(STAMP)
 
@@ -105,10 +105,18 @@ $(TOOLS_STAMP): $(STAMP) $(ROS_TOOLS_REQ)
 	$(call install_ros_tools,$(PY),$(ROS_BUILD)/tools)
 	touch $@
 
-# The Jazzy venv: its ROS wheels, the project (editable, with the extras the ROS tests use), the tools.
-$(JAZZY_STAMP): setup.py constraints.txt $(JAZZY_REQ) $(ROS_TOOLS_REQ)
+# The Jazzy venv in two steps: its ROS wheels (most of it), which `make -j` installs beside the
+# Kilted venv, then the project (editable, with the extras the ROS tests use) once the Kilted venv's
+# is in (order-only: both editable installs write evalstop.egg-info in the tree).
+JAZZY_WHEELS := $(JAZZY_VENV)/.ros-wheels-installed
+$(JAZZY_WHEELS): constraints.txt $(JAZZY_REQ)
 	test -x $(JAZZY_PY) || $(PYTHON) -m venv $(JAZZY_VENV)
 	$(JAZZY_PY) -m pip install --quiet --upgrade pip
+	$(JAZZY_PY) -m pip install --quiet --constraint constraints.txt --requirement $(JAZZY_REQ)
+	rm -f $(JAZZY_VENV)/lib/python3.11/site-packages/ros_wheels_bootstrapper.pth
+	touch $@
+
+$(JAZZY_STAMP): setup.py constraints.txt $(JAZZY_REQ) $(ROS_TOOLS_REQ) $(JAZZY_WHEELS) | $(STAMP)
 	$(JAZZY_PY) -m pip install --quiet --constraint constraints.txt --requirement $(JAZZY_REQ) \
 	  --editable '.[report,categories,active,runner,hub]'
 	rm -f $(JAZZY_VENV)/lib/python3.11/site-packages/ros_wheels_bootstrapper.pth
@@ -211,9 +219,16 @@ KILTED_TEST = $(ROS_ENV) EVALSTOP_ROS_REQUIRED=1 EVALSTOP_LAUNCH_REQUIRED=1 EVAL
 # with xdist 3.8 ignores `xdist_group`, pytest-dev/pytest-xdist#1386: each test is its own unit).
 XDIST = $(if $(filter-out 0 1,$(1)),-n $(1) --dist $(or $(2),loadgroup) --no-loadscope-reorder)
 TEST_LOGS := build/test-logs
-test: venv ros-tools ros $(if $(filter jazzy,$(ROS_DISTROS)),ros-jazzy) lint
+# What the test runs need, made side by side (make -j: the two venvs' ROS wheels at once, then the
+# colcon builds, the ROS tools, the physics, Chromium and the lint gates): about 3 min on a clean
+# clone against 5.5 one after the other. Their lines interleave, each labelled by its tool.
+test-prereqs: venv ros-tools ros $(if $(filter jazzy,$(ROS_DISTROS)),ros-jazzy) lint test-renderers
+test-renderers: venv
 	tools/install_chromium.sh
 	tools/install_physics.sh $(VENV)
+
+test:
+	@$(MAKE) --no-print-directory -j4 --output-sync=line test-prereqs
 	@mkdir -p $(TEST_LOGS); rm -f $(TEST_LOGS)/*.xml; jazzy=; \
 	echo "== the ROS tests ($(ROS_DISTROS)) run beside this one: logs in $(TEST_LOGS), printed when they end"; \
 	if [ -n "$(filter jazzy,$(ROS_DISTROS))" ]; then \
