@@ -66,7 +66,7 @@ $(STAMP): setup.py constraints.txt $(ROS_REQ)
 	@echo "[1/2] the Python packages (ROS 2 wheels included) into $(VENV); 3-10 min the first time"
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	@$(PYTHON) tools/build_progress.py --kind pip --log build/pip-$(notdir $(VENV)).log -- \
+	@$(PYTHON) tools/build_progress.py --kind pip --tag $(VENV) --log build/pip-$(notdir $(VENV)).log -- \
 	  $(PY) -m pip install --progress-bar off --constraint constraints.txt \
 	  --editable '.[test,report,categories,active,runner,hub,ray]' --requirement $(ROS_REQ)
 	rm -f $(VENV)/lib/python3.11/site-packages/ros_wheels_bootstrapper.pth
@@ -80,7 +80,7 @@ define colcon_build
 	@mkdir -p $(3)
 	@for f in $(ROS_PKG_FILES); do rm -f $(3)/$$f; cp -p $$f $(3)/$$f; done
 	@for d in $(ROS_PKG_DIRS); do ln -sfn ../../../../$$d $(3)/$$d; done
-	@$(PYTHON) tools/build_progress.py --kind colcon --log $(2)/build.log \
+	@$(PYTHON) tools/build_progress.py --kind colcon --tag $(2) --log $(2)/build.log \
 	  --label "[2/2] colcon build of the ROS package into $(2)/install (2-6 min the first time, seconds after)" \
 	  -- tools/ros/build.sh $(1) $(3) $(2) $(4)
 endef
@@ -221,14 +221,14 @@ XDIST = $(if $(filter-out 0 1,$(1)),-n $(1) --dist $(or $(2),loadgroup) --no-loa
 TEST_LOGS := build/test-logs
 # What the test runs need, made side by side (make -j: the two venvs' ROS wheels at once, then the
 # colcon builds, the ROS tools, the physics, Chromium and the lint gates): about 3 min on a clean
-# clone against 5.5 one after the other. Their lines interleave, each labelled by its tool.
+# clone against 5.5 one after the other. Their progress lines interleave, each tagged with its venv or build.
 test-prereqs: venv ros-tools ros $(if $(filter jazzy,$(ROS_DISTROS)),ros-jazzy) lint test-renderers
 test-renderers: venv
 	tools/install_chromium.sh
 	tools/install_physics.sh $(VENV)
 
 test:
-	@$(MAKE) --no-print-directory -j4 --output-sync=line test-prereqs
+	@$(MAKE) --no-print-directory -j4 test-prereqs
 	@mkdir -p $(TEST_LOGS); rm -f $(TEST_LOGS)/*.xml; jazzy=; \
 	echo "== the ROS tests ($(ROS_DISTROS)) run beside this one: logs in $(TEST_LOGS), printed when they end"; \
 	if [ -n "$(filter jazzy,$(ROS_DISTROS))" ]; then \
