@@ -106,8 +106,9 @@ $(TOOLS_STAMP): $(STAMP) $(ROS_TOOLS_REQ)
 	touch $@
 
 # The Jazzy venv in two steps: its ROS wheels (most of it), which `make -j` installs beside the
-# Kilted venv, then the project (editable, with the extras the ROS tests use) once the Kilted venv's
-# is in (order-only: both editable installs write evalstop.egg-info in the tree).
+# Kilted venv, then the project (editable, with the extras its ROS tests use: no PyTorch, which only
+# an active schedule and rank --categories load) once the Kilted venv's is in (order-only: both
+# editable installs write evalstop.egg-info in the tree).
 JAZZY_WHEELS := $(JAZZY_VENV)/.ros-wheels-installed
 $(JAZZY_WHEELS): constraints.txt $(JAZZY_REQ)
 	test -x $(JAZZY_PY) || $(PYTHON) -m venv $(JAZZY_VENV)
@@ -118,7 +119,7 @@ $(JAZZY_WHEELS): constraints.txt $(JAZZY_REQ)
 
 $(JAZZY_STAMP): setup.py constraints.txt $(JAZZY_REQ) $(ROS_TOOLS_REQ) $(JAZZY_WHEELS) | $(STAMP)
 	$(JAZZY_PY) -m pip install --quiet --constraint constraints.txt --requirement $(JAZZY_REQ) \
-	  --editable '.[report,categories,active,runner,hub]'
+	  --editable '.[report,runner,hub]'
 	rm -f $(JAZZY_VENV)/lib/python3.11/site-packages/ros_wheels_bootstrapper.pth
 	$(JAZZY_PY) tools/ros/fix_wheel_paths.py $(JAZZY_VENV)
 	touch $@
