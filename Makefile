@@ -61,13 +61,14 @@ venv: $(STAMP)
 # ros-wheels-bootstrapper's .pth would re-exec EVERY venv python with LD_LIBRARY_PATH set;
 # tools/ros/env.sh sets that environment explicitly for ROS processes instead, so drop it.
 # The first time this takes minutes: tools/build_progress.py prints a line now and then (the log
-# has pip's whole output).
+# has pip's whole output). --no-compile (every pip install here): pip would byte-compile all 21,500
+# .py files of the venv (about 2 CPU-min); Python compiles the ones a process imports, once, instead.
 $(STAMP): setup.py constraints.txt $(ROS_REQ)
 	@echo "[1/2] the Python packages (ROS 2 wheels included) into $(VENV); 3-10 min the first time"
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	@$(PYTHON) tools/build_progress.py --kind pip --tag $(VENV) --log build/pip-$(notdir $(VENV)).log -- \
-	  $(PY) -m pip install --progress-bar off --constraint constraints.txt \
+	  $(PY) -m pip install --progress-bar off --no-compile --constraint constraints.txt \
 	  --editable '.[test,report,categories,active,runner,hub,ray]' --requirement $(ROS_REQ)
 	rm -f $(VENV)/lib/python3.11/site-packages/ros_wheels_bootstrapper.pth
 	$(PY) tools/ros/fix_wheel_paths.py $(VENV)
@@ -96,7 +97,7 @@ $(ROS_STAMP): $(STAMP) $(ROS_SOURCES)
 define install_ros_tools
 	@test -d "$(ROS_TOOLS)/wheels" || { echo "no ROS 2 Jazzy launch wheels: ROS_TOOLS=$(ROS_TOOLS) (expected ../shared/ros2-jazzy)"; exit 1; }
 	rm -rf $(2)
-	$(1) -m pip install --quiet --no-deps --target $(2) $(ROS_TOOLS)/wheels/*.whl --requirement $(ROS_TOOLS_REQ)
+	$(1) -m pip install --quiet --no-compile --no-deps --target $(2) $(ROS_TOOLS)/wheels/*.whl --requirement $(ROS_TOOLS_REQ)
 endef
 
 ros-tools: $(TOOLS_STAMP)
@@ -113,12 +114,12 @@ JAZZY_WHEELS := $(JAZZY_VENV)/.ros-wheels-installed
 $(JAZZY_WHEELS): constraints.txt $(JAZZY_REQ)
 	test -x $(JAZZY_PY) || $(PYTHON) -m venv $(JAZZY_VENV)
 	$(JAZZY_PY) -m pip install --quiet --upgrade pip
-	$(JAZZY_PY) -m pip install --quiet --constraint constraints.txt --requirement $(JAZZY_REQ)
+	$(JAZZY_PY) -m pip install --quiet --no-compile --constraint constraints.txt --requirement $(JAZZY_REQ)
 	rm -f $(JAZZY_VENV)/lib/python3.11/site-packages/ros_wheels_bootstrapper.pth
 	touch $@
 
 $(JAZZY_STAMP): setup.py constraints.txt $(JAZZY_REQ) $(ROS_TOOLS_REQ) $(JAZZY_WHEELS) | $(STAMP)
-	$(JAZZY_PY) -m pip install --quiet --constraint constraints.txt --requirement $(JAZZY_REQ) \
+	$(JAZZY_PY) -m pip install --quiet --no-compile --constraint constraints.txt --requirement $(JAZZY_REQ) \
 	  --editable '.[report,runner,hub]'
 	rm -f $(JAZZY_VENV)/lib/python3.11/site-packages/ros_wheels_bootstrapper.pth
 	$(JAZZY_PY) tools/ros/fix_wheel_paths.py $(JAZZY_VENV)
