@@ -185,7 +185,7 @@ demo-hub-ros: venv ros
 # test/launch and every test with a node process), under Jazzy the ROS tests marked `jazzy` (their
 # subject differs between distributions; docs/testing.md). A ROS test mostly waits for node
 # processes and DDS, so each ROS run has ROS_WORKERS pytest-xdist workers (`--dist loadgroup`, each
-# test on its own); the run without ROS, mostly CPU-bound, has REST_WORKERS (whole modules). Every pytest process gets its
+# test on its own; at most 5: a run's domains are 20 apart, 4 per worker); the run without ROS, mostly CPU-bound, has REST_WORKERS (whole modules). Every pytest process gets its
 # own DDS domains: each run a base (EVALSTOP_TEST_DOMAIN_BASE, 20 domains apart), each worker a
 # block of 4 above it (test/conftest.py), and namespaces carry the pid. The ROS runs write logs,
 # printed when they end. Then the tests marked `serial` (wall-clock deadlines sized for a machine
@@ -202,7 +202,7 @@ demo-hub-ros: venv ros
 # it runs, else under Kilted.
 # TEST_ARGS: more pytest options for every run (e.g. `make test TEST_ARGS=--durations=25`).
 ROS_DISTROS  ?= kilted jazzy
-ROS_WORKERS  ?= 3
+ROS_WORKERS  ?= 5
 REST_WORKERS ?= 2
 TEST_ARGS    ?=
 ifneq ($(filter-out kilted jazzy,$(ROS_DISTROS))$(if $(filter kilted,$(ROS_DISTROS)),,none),)
