@@ -16,8 +16,9 @@ from typing import Any
 import numpy as np
 
 from ..session.values import ComparisonSnapshot
+from ..stats.adjacency import adjacency_weights
 from ..stats.engine import HolmEngine, HolmOptions
-from ..stats.families import comparison_pairs, order_weights
+from ..stats.families import comparison_pairs
 from ..stats.holm import HOLM_SIDES
 from ..stats.sequential import Decision
 from .designs import DECLARE_AFTER, FAMILIES
@@ -111,10 +112,12 @@ class HolmPairs:
 
     def _declare(self) -> None:
         """End the warm-up: the policies by their warm-up mean score (best first, ties by name)
-        declare the weights of every direction (:func:`~evalstop_ros.stats.families.order_weights`)."""
+        are the declared order, and the warm-up's counts declare the weight of every direction
+        (:func:`~evalstop_ros.stats.adjacency.adjacency_weights`)."""
         means = self._warm[:, 0] / np.maximum(self._warm[:, 1], 1)
-        self.declared_order = tuple(p for _, p in sorted(zip(-means, self.policies, strict=True)))
-        weights = order_weights(self.declared_order, self.comparisons)
+        rank = sorted(range(len(self.policies)), key=lambda k: (-means[k], self.policies[k]))
+        self.declared_order = tuple(self.policies[k] for k in rank)
+        weights = adjacency_weights(self.declared_order, self._warm[rank, 0], self._warm[rank, 1], self.comparisons)
         self.engine = HolmEngine(self.m, HolmOptions(self.method, self.alpha, ALTERNATIVE, n_max=None,
                                                      weights=tuple(float(w) for w in weights)))
         self.side_alpha = self.engine.side_alpha

@@ -309,9 +309,10 @@ def test_declared_family_keeps_the_familywise_error_when_the_warm_up_swaps_the_o
 
 def _rebuilt_declared(results: list[dict[str, Any]], policies: list[str], alpha: float) -> dict[tuple[str, str], Any]:
     """The declared family rebuilt from the core's pieces, apart from the hub's family code: the
-    warm-up's order by mean score, the weights of that order, one-sided mixture processes at
+    warm-up's order by mean score, the weights of its counts, one-sided mixture processes at
     ``alpha w`` on the later results, weighted Holm after each; per pair (decided_at_result, better)."""
-    from evalstop_ros.stats.families import comparison_pairs, order_weights
+    from evalstop_ros.stats.adjacency import adjacency_weights
+    from evalstop_ros.stats.families import comparison_pairs
     from evalstop_ros.stats.holm import holm
 
     comparisons = comparison_pairs(sorted(policies))
@@ -333,7 +334,7 @@ def _rebuilt_declared(results: list[dict[str, Any]], policies: list[str], alpha:
             plays[y] += 1
             if counts.min() >= DECLARE_AFTER:
                 order = sorted(policies, key=lambda p: (-totals[p] / plays[p], p))
-                weights = order_weights(order, comparisons)
+                weights = adjacency_weights(order, [totals[p] for p in order], [plays[p] for p in order], comparisons)
                 processes = [make_process("mixture", 1, alpha=alpha * float(weights[h]),
                                           alternative="greater" if h % 2 == 0 else "less", n_max=None)
                              for h in range(len(weights))]
