@@ -307,6 +307,35 @@ def test_declared_family_keeps_the_familywise_error_when_the_warm_up_swaps_the_o
     assert corrected > 0
 
 
+def test_declared_family_keeps_the_familywise_error_when_its_hedges_are_true_nulls() -> None:
+    """Monte Carlo, a partial null where the declared weights hedge on true nulls: three tied pairs
+    (p0 = p1 = 0.7, p2 = p3 = 0.4, p4 = p5 = 0.1), so within each tied pair the warm-up's order is a
+    coin flip and both directions usually get large weights (the declared one 1, its reverse about
+    its posterior probability), all true nulls.  A false claim is any 'better' between equal policies or
+    in the wrong direction: P(any false claim) <= alpha + 2 SE, alpha = 0.3; and the true gaps can be
+    claimed (p0 better than p2 in some runs)."""
+    alpha, runs, results = 0.3, 100, 500
+    rng = np.random.default_rng(22)
+    rates = {"p0": 0.7, "p1": 0.7, "p2": 0.4, "p3": 0.4, "p4": 0.1, "p5": 0.1}
+    false_runs, found, hedged = 0, 0, 0.0
+    for _ in range(runs):
+        family = HolmPairs(SIX, method="mixture", alpha=alpha)
+        _null_run(rng, rates, family, results)
+        levels = family.engine.levels.reshape(family.m, 2)
+        hedged += sum(float(levels[family.index[pair]].min() > 0.05 * levels[family.index[pair]].max())
+                      for pair in (("p0", "p1"), ("p2", "p3"), ("p4", "p5")))
+        claims = {(c.policy_a, c.policy_b): family.decision(j) for j, c in enumerate(family.comparisons)
+                  if family.decision(j) != 0}
+        false = [pair for pair, d in claims.items()
+                 if rates[pair[0]] == rates[pair[1]] or (rates[pair[1]] > rates[pair[0]]) != (int(d) == 1)]
+        false_runs += bool(false)
+        found += ("p0", "p2") in claims
+    bound = alpha + 2 * math.sqrt(alpha * (1 - alpha) / runs)
+    assert false_runs / runs <= bound, f"FWE {false_runs / runs:.3f} > {bound:.3f}"
+    assert found > 0
+    assert hedged > runs  # most tied pairs' reverses weigh more than 1/20 of their declared direction
+
+
 def _rebuilt_declared(results: list[dict[str, Any]], policies: list[str], alpha: float) -> dict[tuple[str, str], Any]:
     """The declared family rebuilt from the core's pieces, apart from the hub's family code: the
     warm-up's order by mean score, the weights of its counts, one-sided mixture processes at
