@@ -361,7 +361,7 @@ declared family's warm-up declared was not the planted one.
 
 **The family.** {_ratio_line("All runs", saving)}
 Against the hub when the goal was set (`{BEFORE}` with N-SCORE, `--method nscore`: {FILED} results on
-average on these 20 seeds, the study's run at commit 4f194d4): {filed:.2f} x. The acceptance goal of
+average on these 20 seeds, the study's run at commit 4f194d4): {filed:.3f} x. The acceptance goal of
 0.7 x that hub's results is **{'met' if filed <= 0.7 else 'not met'}**{'' if filed <= 0.7 else f' (it asks for at most {0.7 * FILED:.0f})'};
 against `{BEFORE}` with the mixture it is {'met' if met else 'not met'}.
 {_ratio_line("Runs whose warm-up order was right", right)}
