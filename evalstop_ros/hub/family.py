@@ -2,7 +2,7 @@
 
 Two families (:data:`FAMILIES`): ``declared`` (the default) spends a warm-up of
 :data:`DECLARE_AFTER` results per pair on ordering the policies only, then tests every pair's
-directions on the later results under *weighted* Holm with weights declared from that order;
+directions on the later results under *weighted* Holm with weights declared from the warm-up;
 ``all-pairs`` tests every direction on every result at equal weights.  Both are analysed by the one
 :class:`~evalstop_ros.stats.engine.HolmEngine` after each counted result; docs/hub.md ("The family").
 """
@@ -38,8 +38,9 @@ class HolmPairs:
     :param policies: The hub's policies (two or more; sorted here).
     :param method: Anytime-valid method of the one-sided processes (``mixture``, ``nscore``, ``wsr``, ``savi``).
     :param alpha: Family-wise level over all ``P (P - 1) / 2`` pairs.
-    :param family: ``declared`` (weights from a warm-up's order) or ``all-pairs`` (equal weights).
-    :param warm_up: ``declared``: results of every pair before the declaration (:data:`DECLARE_AFTER`).
+    :param family: ``declared`` (weights from a warm-up) or ``all-pairs`` (equal weights).
+    :param warm_up: ``declared``: results of every pair before the declaration (:data:`DECLARE_AFTER`);
+        the weights: :func:`~evalstop_ros.stats.adjacency.adjacency_weights` of its counts.
 
     >>> family = HolmPairs(["a", "b", "c"], method="mixture", alpha=0.05, family="all-pairs")
     >>> family.m, family.hypotheses, round(family.side_alpha, 6)
