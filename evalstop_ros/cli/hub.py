@@ -146,7 +146,7 @@ def _analysis_arguments(parser: argparse.ArgumentParser, journaled: bool = False
     parser.add_argument("--family", choices=FAMILIES, default=default(FAMILIES[0]),
                         help=f"the pairs' family (default {given}{FAMILIES[0]}): declared (a warm-up of "
                         f"{DECLARE_AFTER} results per pair orders the policies; weighted Holm favours the "
-                        "adjacent pairs of that order on the later results) or all-pairs (every direction "
+                        "pairs likely adjacent in the true order on the later results) or all-pairs (every direction "
                         "at equal weight on every result); docs/hub.md")
 
 

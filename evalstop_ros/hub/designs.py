@@ -10,4 +10,4 @@ __all__ = ["DECLARE_AFTER", "FAMILIES"]
 #: The hub's families (``--family``); the first is the default.
 FAMILIES = ("declared", "all-pairs")
 #: Results of every pair in the ``declared`` family's warm-up (its results order the policies, never a test).
-DECLARE_AFTER = 4
+DECLARE_AFTER = 6

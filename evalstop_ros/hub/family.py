@@ -2,7 +2,7 @@
 
 Two families (:data:`FAMILIES`): ``declared`` (the default) spends a warm-up of
 :data:`DECLARE_AFTER` results per pair on ordering the policies only, then tests every pair's
-directions on the later results under *weighted* Holm with weights declared from that order;
+directions on the later results under *weighted* Holm with weights declared from the warm-up;
 ``all-pairs`` tests every direction on every result at equal weights.  Both are analysed by the one
 :class:`~evalstop_ros.stats.engine.HolmEngine` after each counted result; docs/hub.md ("The family").
 """
@@ -16,8 +16,9 @@ from typing import Any
 import numpy as np
 
 from ..session.values import ComparisonSnapshot
+from ..stats.adjacency import adjacency_weights
 from ..stats.engine import HolmEngine, HolmOptions
-from ..stats.families import comparison_pairs, order_weights
+from ..stats.families import comparison_pairs
 from ..stats.holm import HOLM_SIDES
 from ..stats.sequential import Decision
 from .designs import DECLARE_AFTER, FAMILIES
@@ -37,8 +38,9 @@ class HolmPairs:
     :param policies: The hub's policies (two or more; sorted here).
     :param method: Anytime-valid method of the one-sided processes (``mixture``, ``nscore``, ``wsr``, ``savi``).
     :param alpha: Family-wise level over all ``P (P - 1) / 2`` pairs.
-    :param family: ``declared`` (weights from a warm-up's order) or ``all-pairs`` (equal weights).
-    :param warm_up: ``declared``: results of every pair before the declaration (:data:`DECLARE_AFTER`).
+    :param family: ``declared`` (weights from a warm-up) or ``all-pairs`` (equal weights).
+    :param warm_up: ``declared``: results of every pair before the declaration (:data:`DECLARE_AFTER`);
+        the weights: :func:`~evalstop_ros.stats.adjacency.adjacency_weights` of its counts.
 
     >>> family = HolmPairs(["a", "b", "c"], method="mixture", alpha=0.05, family="all-pairs")
     >>> family.m, family.hypotheses, round(family.side_alpha, 6)
@@ -111,10 +113,12 @@ class HolmPairs:
 
     def _declare(self) -> None:
         """End the warm-up: the policies by their warm-up mean score (best first, ties by name)
-        declare the weights of every direction (:func:`~evalstop_ros.stats.families.order_weights`)."""
+        are the declared order, and the warm-up's counts declare the weight of every direction
+        (:func:`~evalstop_ros.stats.adjacency.adjacency_weights`)."""
         means = self._warm[:, 0] / np.maximum(self._warm[:, 1], 1)
-        self.declared_order = tuple(p for _, p in sorted(zip(-means, self.policies, strict=True)))
-        weights = order_weights(self.declared_order, self.comparisons)
+        rank = sorted(range(len(self.policies)), key=lambda k: (-means[k], self.policies[k]))
+        self.declared_order = tuple(self.policies[k] for k in rank)
+        weights = adjacency_weights(self.declared_order, self._warm[rank, 0], self._warm[rank, 1], self.comparisons)
         self.engine = HolmEngine(self.m, HolmOptions(self.method, self.alpha, ALTERNATIVE, n_max=None,
                                                      weights=tuple(float(w) for w in weights)))
         self.side_alpha = self.engine.side_alpha

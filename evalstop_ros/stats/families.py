@@ -88,41 +88,6 @@ def comparison_pairs(
     raise StatsInputError(f"`design` should be one of {DESIGNS}; found {design!r}")
 
 
-#: Relative weights of a declared order's directional hypotheses, by rank distance ``d`` between
-#: the pair's policies in the order: (the better-ranked one better, the worse-ranked one better);
-#: ``d`` beyond the table takes its last row.  Chosen on the hub's planted ranking (docs/hub.md).
-ORDER_WEIGHTS = ((1.0, 0.05), (0.05, 0.001), (0.001, 0.001))
-
-
-def order_weights(order: Sequence[str], comparisons: Sequence[Comparison],
-                  table: Sequence[tuple[float, float]] = ORDER_WEIGHTS) -> NDArray[np.float64]:
-    """Weights of the ``2 m`` directional hypotheses of ``comparisons`` (comparison-major: "B
-    better", then "A better", as :data:`~.holm.HOLM_SIDES` ``["two-sided"]``), from an ``order`` of
-    the policies (best first) declared before the data the hypotheses are tested on.
-
-    Each direction weighs ``table[d - 1]`` (``d``: the pair's rank distance in ``order``): the
-    order's own direction first, the reverse second; normalised to sum 1, for the weighted
-    step-down of :func:`~.holm.holm` (Holm 1979 Sec. 5; Bretz et al. 2009).
-
-    >>> w = order_weights(["b", "a", "c"], comparison_pairs(["a", "b", "c"]), ((1.0, 0.5), (0.25, 0.25)))
-    >>> (w * 3.5).round(3).tolist()  # (a, b): b better 1, a better 0.5; (a, c): c 0.5, a 1; (b, c): 0.25 each
-    [1.0, 0.5, 0.5, 1.0, 0.25, 0.25]
-    """
-    rank = {name: k for k, name in enumerate(order)}
-    missing = sorted(({c.policy_a for c in comparisons} | {c.policy_b for c in comparisons}) - set(rank))
-    if missing:
-        raise StatsInputError(f"`order` must rank every policy of `comparisons`; missing {missing!r}")
-    weights = []
-    for c in comparisons:
-        distance = abs(rank[c.policy_a] - rank[c.policy_b])
-        ahead, behind = table[min(distance, len(table)) - 1]
-        b_ahead = rank[c.policy_b] < rank[c.policy_a]
-        weights += [ahead, behind] if b_ahead else [behind, ahead]  # ("B better", "A better")
-    out = np.asarray(weights, dtype=np.float64)
-    normalised: NDArray[np.float64] = out / out.sum()
-    return normalised
-
-
 # -- running a family -------------------------------------------------------------------------------
 #: Ways to share the family-wise level among the comparisons of a running family.
 CORRECTIONS = ("bonferroni", "holm")

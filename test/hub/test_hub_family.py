@@ -12,6 +12,7 @@ import dataclasses
 import math
 import random
 import re
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -265,6 +266,27 @@ def _null_run(rng: np.random.Generator, rates: dict[str, float], family: HolmPai
         family.add(x, y, float(rng.random() < use[x]), float(rng.random() < use[y]))
 
 
+def _claims(family: HolmPairs) -> dict[tuple[str, str], int]:
+    """The family's claims: pair -> decision (1: B better, -1: A better)."""
+    return {(c.policy_a, c.policy_b): int(family.decision(j)) for j, c in enumerate(family.comparisons)
+            if family.decision(j) != 0}
+
+
+def _partial_null(rng: np.random.Generator, rates: dict[str, float], alpha: float, runs: int, results: int,
+                  warm_up_scores: dict[str, float] | None = None) -> Iterator[tuple[HolmPairs, dict[tuple[str, str], int]]]:
+    """``runs`` declared families over :data:`SIX` fed by :func:`_null_run`, each with its claims."""
+    for _ in range(runs):
+        family = HolmPairs(SIX, method="mixture", alpha=alpha)
+        _null_run(rng, rates, family, results, warm_up_scores)
+        yield family, _claims(family)
+
+
+def _false(claims: dict[tuple[str, str], int], rates: dict[str, float]) -> list[tuple[str, str]]:
+    """The false claims: between equal policies, or in the wrong direction."""
+    return [pair for pair, d in claims.items()
+            if rates[pair[0]] == rates[pair[1]] or (rates[pair[1]] > rates[pair[0]]) != (d == 1)]
+
+
 def test_declared_family_keeps_the_familywise_error_under_the_global_null() -> None:
     """Monte Carlo, six equal policies (fair coins) through the declared family, any pairing:
     P(any claim) <= alpha + 2 SE over R runs, alpha = 0.3 (SE = sqrt(alpha (1 - alpha) / R));
@@ -292,26 +314,44 @@ def test_declared_family_keeps_the_familywise_error_when_the_warm_up_swaps_the_o
     rates = {"p0": 0.8, "p1": 0.8, "p2": 0.2, "p3": 0.2, "p4": 0.5, "p5": 0.5}
     lying = {"p0": 0.1, "p1": 0.1, "p2": 0.95, "p3": 0.95, "p4": 0.5, "p5": 0.5}
     false_runs, corrected = 0, 0
-    for _ in range(runs):
-        family = HolmPairs(SIX, method="mixture", alpha=alpha)
-        _null_run(rng, rates, family, results, lying)
+    for family, claims in _partial_null(rng, rates, alpha, runs, results, lying):
         assert family.declared_order is not None and set(family.declared_order[:2]) == {"p2", "p3"}
-        claims = {(c.policy_a, c.policy_b): family.decision(j) for j, c in enumerate(family.comparisons)
-                  if family.decision(j) != 0}
-        false = [pair for pair, d in claims.items()
-                 if rates[pair[0]] == rates[pair[1]] or (rates[pair[1]] > rates[pair[0]]) != (int(d) == 1)]
-        false_runs += bool(false)
+        false_runs += bool(_false(claims, rates))
         corrected += ("p0", "p2") in claims
     bound = alpha + 2 * math.sqrt(alpha * (1 - alpha) / runs)
     assert false_runs / runs <= bound, f"FWE {false_runs / runs:.3f} > {bound:.3f}"
     assert corrected > 0
 
 
+def test_declared_family_keeps_the_familywise_error_when_its_hedges_are_true_nulls() -> None:
+    """Monte Carlo, a partial null where the declared weights hedge on true nulls: three tied pairs
+    (p0 = p1 = 0.7, p2 = p3 = 0.4, p4 = p5 = 0.1), so within each tied pair the warm-up's order is a
+    coin flip and both directions usually get large weights (the declared one 1, its reverse about
+    its posterior probability), all true nulls.  A false claim is any 'better' between equal policies or
+    in the wrong direction: P(any false claim) <= alpha + 2 SE, alpha = 0.3; and the true gaps can be
+    claimed (p0 better than p2 in some runs)."""
+    alpha, runs, results = 0.3, 100, 500
+    rng = np.random.default_rng(22)
+    rates = {"p0": 0.7, "p1": 0.7, "p2": 0.4, "p3": 0.4, "p4": 0.1, "p5": 0.1}
+    false_runs, found, hedged = 0, 0, 0.0
+    for family, claims in _partial_null(rng, rates, alpha, runs, results):
+        levels = family.engine.levels.reshape(family.m, 2)
+        hedged += sum(float(levels[family.index[pair]].min() > 0.05 * levels[family.index[pair]].max())
+                      for pair in (("p0", "p1"), ("p2", "p3"), ("p4", "p5")))
+        false_runs += bool(_false(claims, rates))
+        found += ("p0", "p2") in claims
+    bound = alpha + 2 * math.sqrt(alpha * (1 - alpha) / runs)
+    assert false_runs / runs <= bound, f"FWE {false_runs / runs:.3f} > {bound:.3f}"
+    assert found > 0
+    assert hedged > runs  # most tied pairs' reverses weigh more than 1/20 of their declared direction
+
+
 def _rebuilt_declared(results: list[dict[str, Any]], policies: list[str], alpha: float) -> dict[tuple[str, str], Any]:
     """The declared family rebuilt from the core's pieces, apart from the hub's family code: the
-    warm-up's order by mean score, the weights of that order, one-sided mixture processes at
+    warm-up's order by mean score, the weights of its counts, one-sided mixture processes at
     ``alpha w`` on the later results, weighted Holm after each; per pair (decided_at_result, better)."""
-    from evalstop_ros.stats.families import comparison_pairs, order_weights
+    from evalstop_ros.stats.adjacency import adjacency_weights
+    from evalstop_ros.stats.families import comparison_pairs
     from evalstop_ros.stats.holm import holm
 
     comparisons = comparison_pairs(sorted(policies))
@@ -333,7 +373,7 @@ def _rebuilt_declared(results: list[dict[str, Any]], policies: list[str], alpha:
             plays[y] += 1
             if counts.min() >= DECLARE_AFTER:
                 order = sorted(policies, key=lambda p: (-totals[p] / plays[p], p))
-                weights = order_weights(order, comparisons)
+                weights = adjacency_weights(order, [totals[p] for p in order], [plays[p] for p in order], comparisons)
                 processes = [make_process("mixture", 1, alpha=alpha * float(weights[h]),
                                           alternative="greater" if h % 2 == 0 else "less", n_max=None)
                              for h in range(len(weights))]

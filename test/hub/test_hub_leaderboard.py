@@ -14,6 +14,7 @@ import pytest
 from browser import WIDTHS, measure, screenshot
 from hub_support import HubProcess, call, submit_simulated
 
+from evalstop_ros.hub.designs import DECLARE_AFTER
 from evalstop_ros.hub.errors import HubError
 from evalstop_ros.hub.leaderboard import Leaderboard, leaderboard
 
@@ -101,7 +102,7 @@ def test_leaderboard_page_in_headless_chromium(chromium: Any, tmp_path: pathlib.
     assert {k: family[k] for k in ("procedure", "design", "pairs", "hypotheses", "alpha", "method", "warm_up",
                                    "analysis")} == {
         "procedure": "sequential weighted Holm", "design": "declared", "pairs": 3, "hypotheses": 6, "alpha": 0.05,
-        "method": "mixture", "warm_up": 4, "analysis": "after every counted result, in journal order"}
+        "method": "mixture", "warm_up": DECLARE_AFTER, "analysis": "after every counted result, in journal order"}
     assert family["declared_at"] is not None and sorted(family["declared_order"]) == sorted(r["policy"] for r in board["ranking"])
     assert f"declared after result {family['declared_at']}" in page
     assert set(board["models"]) == {"paired", "bt", "davidson", "elo", "prog", "task"}

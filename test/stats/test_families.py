@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from evalstop_ros.stats.errors import StatsInputError
-from evalstop_ros.stats.families import ORDER_WEIGHTS, Comparison, comparison_pairs, order_weights
+from evalstop_ros.stats.families import Comparison, comparison_pairs
 from evalstop_ros.stats.holm import holm
 from evalstop_ros.stats.letters import compact_letter_display
 from evalstop_ros.stats.levels import bonferroni
@@ -162,24 +162,6 @@ def test_weighted_holm_is_the_closed_test_of_weighted_bonferroni():
 def test_weighted_holm_validation(weights, match):
     with pytest.raises(StatsInputError, match=match):
         holm([0.01, 0.02, 0.03], 0.05, weights=weights)
-
-
-def test_order_weights_favour_the_declared_adjacent_pairs():
-    names = ["a", "b", "c", "d"]
-    comparisons = comparison_pairs(names)
-    w = order_weights(["c", "a", "d", "b"], comparisons)  # declared: c > a > d > b
-    assert w.sum() == pytest.approx(1.0)
-    by = {(c.policy_a, c.policy_b): (w[2 * j], w[2 * j + 1]) for j, c in enumerate(comparisons)}  # (B, A better)
-    (_, reverse), (near_ahead, near_behind), (far_ahead, far_behind) = ORDER_WEIGHTS
-    unit = w.max()
-    assert by[("a", "c")] == pytest.approx((unit, unit * reverse))  # adjacent: c better carries the weight
-    assert by[("a", "d")] == pytest.approx((unit * reverse, unit))  # adjacent: a better
-    assert by[("b", "d")] == pytest.approx((unit, unit * reverse))  # adjacent: d better
-    assert by[("a", "b")] == pytest.approx((unit * near_behind, unit * near_ahead))  # rank distance 2, a ahead
-    assert by[("c", "d")] == pytest.approx((unit * near_behind, unit * near_ahead))  # rank distance 2, c ahead
-    assert by[("b", "c")] == pytest.approx((unit * far_ahead, unit * far_behind))  # rank distance 3, c ahead
-    with pytest.raises(StatsInputError, match=r"`order` must rank every policy of `comparisons`; missing \['d'\]"):
-        order_weights(["a", "b", "c"], comparisons)
 
 
 # -- compact_letter_display --------------------------------------------------------------------------
