@@ -54,7 +54,7 @@ JAZZY_ENV     := EVALSTOP_VENV=$(JAZZY_VENV) EVALSTOP_INSTALL=$(JAZZY_INSTALL) .
 #: CLI); the whole suite runs under Kilted (docs/testing.md, "Two distributions")
 JAZZY_TESTS   := -m jazzy test/nodes test/launch
 
-.PHONY: venv ros ros-tools ros-jazzy test-prereqs test-renderers demo demo-policy demo-physics demo-sim-eval demo-parallel demo-hub demo-hub-ros test check lint bench tables clean
+.PHONY: venv ros ros-tools ros-jazzy test-prereqs test-renderers test-bytecode test-bytecode-jazzy demo demo-policy demo-physics demo-sim-eval demo-parallel demo-hub demo-hub-ros test check lint bench tables clean
 
 venv: $(STAMP)
 
@@ -224,10 +224,19 @@ TEST_LOGS := build/test-logs
 # What the test runs need, made side by side (make -j: the two venvs' ROS wheels at once, then the
 # colcon builds, the ROS tools, the physics, Chromium and the lint gates): about 3 min on a clean
 # clone against 5.5 one after the other. Their progress lines interleave, each tagged with its venv or build.
-test-prereqs: venv ros-tools ros $(if $(filter jazzy,$(ROS_DISTROS)),ros-jazzy) lint test-renderers
+# Last, each venv's byte-code of what the tests import (tools/warm_bytecode.py: pip installs with
+# --no-compile, and a dozen test processes starting at once would each compile the same modules).
+test-prereqs: venv ros-tools ros $(if $(filter jazzy,$(ROS_DISTROS)),ros-jazzy) lint test-renderers \
+  test-bytecode $(if $(filter jazzy,$(ROS_DISTROS)),test-bytecode-jazzy)
 test-renderers: venv
 	tools/install_chromium.sh
 	tools/install_physics.sh $(VENV)
+WARM_MODULES := matplotlib.pyplot pytest xdist launch launch_ros launch_testing ros2cli.cli
+test-bytecode: ros ros-tools test-renderers
+	@$(ROS_ENV) $(PY) tools/warm_bytecode.py $(WARM_MODULES)
+	@$(ROS_ENV) PYTHONPATH=$(CURDIR):$$PYTHONPATH $(PY) tools/warm_bytecode.py
+test-bytecode-jazzy: ros-jazzy
+	@$(JAZZY_ENV) $(JAZZY_PY) tools/warm_bytecode.py $(WARM_MODULES)
 
 test:
 	@$(MAKE) --no-print-directory -j4 test-prereqs
