@@ -54,21 +54,20 @@ JAZZY_ENV     := EVALSTOP_VENV=$(JAZZY_VENV) EVALSTOP_INSTALL=$(JAZZY_INSTALL) .
 #: CLI); the whole suite runs under Kilted (docs/testing.md, "Two distributions")
 JAZZY_TESTS   := -m jazzy test/nodes test/launch
 
-.PHONY: venv ros ros-tools ros-jazzy test-prereqs test-renderers test-bytecode test-bytecode-jazzy demo demo-policy demo-physics demo-sim-eval demo-parallel demo-hub demo-hub-ros test check lint bench tables clean
+.PHONY: venv ros ros-tools ros-jazzy test-prereqs test-renderers demo demo-policy demo-physics demo-sim-eval demo-parallel demo-hub demo-hub-ros test check lint bench tables clean
 
 venv: $(STAMP)
 
 # ros-wheels-bootstrapper's .pth would re-exec EVERY venv python with LD_LIBRARY_PATH set;
 # tools/ros/env.sh sets that environment explicitly for ROS processes instead, so drop it.
 # The first time this takes minutes: tools/build_progress.py prints a line now and then (the log
-# has pip's whole output). --no-compile (every pip install here): pip would byte-compile all 21,500
-# .py files of the venv (about 2 CPU-min); Python compiles the ones a process imports, once, instead.
+# has pip's whole output).
 $(STAMP): setup.py constraints.txt $(ROS_REQ)
 	@echo "[1/2] the Python packages (ROS 2 wheels included) into $(VENV); 3-10 min the first time"
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	@$(PYTHON) tools/build_progress.py --kind pip --tag $(VENV) --log build/pip-$(notdir $(VENV)).log -- \
-	  $(PY) -m pip install --progress-bar off --no-compile --constraint constraints.txt \
+	  $(PY) -m pip install --progress-bar off --constraint constraints.txt \
 	  --editable '.[test,report,categories,active,runner,hub,ray]' --requirement $(ROS_REQ)
 	rm -f $(VENV)/lib/python3.11/site-packages/ros_wheels_bootstrapper.pth
 	$(PY) tools/ros/fix_wheel_paths.py $(VENV)
@@ -97,7 +96,7 @@ $(ROS_STAMP): $(STAMP) $(ROS_SOURCES)
 define install_ros_tools
 	@test -d "$(ROS_TOOLS)/wheels" || { echo "no ROS 2 Jazzy launch wheels: ROS_TOOLS=$(ROS_TOOLS) (expected ../shared/ros2-jazzy)"; exit 1; }
 	rm -rf $(2)
-	$(1) -m pip install --quiet --no-compile --no-deps --target $(2) $(ROS_TOOLS)/wheels/*.whl --requirement $(ROS_TOOLS_REQ)
+	$(1) -m pip install --quiet --no-deps --target $(2) $(ROS_TOOLS)/wheels/*.whl --requirement $(ROS_TOOLS_REQ)
 endef
 
 ros-tools: $(TOOLS_STAMP)
@@ -114,12 +113,12 @@ JAZZY_WHEELS := $(JAZZY_VENV)/.ros-wheels-installed
 $(JAZZY_WHEELS): constraints.txt $(JAZZY_REQ)
 	test -x $(JAZZY_PY) || $(PYTHON) -m venv $(JAZZY_VENV)
 	$(JAZZY_PY) -m pip install --quiet --upgrade pip
-	$(JAZZY_PY) -m pip install --quiet --no-compile --constraint constraints.txt --requirement $(JAZZY_REQ)
+	$(JAZZY_PY) -m pip install --quiet --constraint constraints.txt --requirement $(JAZZY_REQ)
 	rm -f $(JAZZY_VENV)/lib/python3.11/site-packages/ros_wheels_bootstrapper.pth
 	touch $@
 
 $(JAZZY_STAMP): setup.py constraints.txt $(JAZZY_REQ) $(ROS_TOOLS_REQ) $(JAZZY_WHEELS) | $(STAMP)
-	$(JAZZY_PY) -m pip install --quiet --no-compile --constraint constraints.txt --requirement $(JAZZY_REQ) \
+	$(JAZZY_PY) -m pip install --quiet --constraint constraints.txt --requirement $(JAZZY_REQ) \
 	  --editable '.[report,runner,hub]'
 	rm -f $(JAZZY_VENV)/lib/python3.11/site-packages/ros_wheels_bootstrapper.pth
 	$(JAZZY_PY) tools/ros/fix_wheel_paths.py $(JAZZY_VENV)
@@ -224,19 +223,10 @@ TEST_LOGS := build/test-logs
 # What the test runs need, made side by side (make -j: the two venvs' ROS wheels at once, then the
 # colcon builds, the ROS tools, the physics, Chromium and the lint gates): about 3 min on a clean
 # clone against 5.5 one after the other. Their progress lines interleave, each tagged with its venv or build.
-# Last, each venv's byte-code of what the tests import (tools/warm_bytecode.py: pip installs with
-# --no-compile, and a dozen test processes starting at once would each compile the same modules).
-test-prereqs: venv ros-tools ros $(if $(filter jazzy,$(ROS_DISTROS)),ros-jazzy) lint test-renderers \
-  test-bytecode $(if $(filter jazzy,$(ROS_DISTROS)),test-bytecode-jazzy)
+test-prereqs: venv ros-tools ros $(if $(filter jazzy,$(ROS_DISTROS)),ros-jazzy) lint test-renderers
 test-renderers: venv
 	tools/install_chromium.sh
 	tools/install_physics.sh $(VENV)
-WARM_MODULES := matplotlib.pyplot pytest xdist launch launch_ros launch_testing ros2cli.cli
-test-bytecode: ros ros-tools test-renderers
-	@$(ROS_ENV) $(PY) tools/warm_bytecode.py $(WARM_MODULES)
-	@$(ROS_ENV) PYTHONPATH=$(CURDIR):$$PYTHONPATH $(PY) tools/warm_bytecode.py
-test-bytecode-jazzy: ros-jazzy
-	@$(JAZZY_ENV) $(JAZZY_PY) tools/warm_bytecode.py $(WARM_MODULES)
 
 test:
 	@$(MAKE) --no-print-directory -j4 test-prereqs

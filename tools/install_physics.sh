@@ -24,7 +24,7 @@ if [ -n "$missing" ]; then
   $SUDO apt-get update -qq && $SUDO apt-get install -y -qq --no-install-recommends $missing >&2
 fi
 echo "install_physics: robosuite 1.5.2 and MuJoCo into $VENV" >&2
-"$VENV/bin/python" -m pip install --quiet --no-compile --disable-pip-version-check --constraint "$HERE/../constraints.txt" \
+"$VENV/bin/python" -m pip install --quiet --disable-pip-version-check --constraint "$HERE/../constraints.txt" \
   --requirement "$REQ"
-"$VENV/bin/python" -m pip install --quiet --no-compile --disable-pip-version-check --no-deps 'robosuite==1.5.2'
+"$VENV/bin/python" -m pip install --quiet --disable-pip-version-check --no-deps 'robosuite==1.5.2'
 touch "$STAMP"
