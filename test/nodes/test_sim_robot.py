@@ -124,7 +124,10 @@ def test_ctrl_c_during_a_rollout_ends_quietly(start_node: Any, probe: Any) -> No
     from evalstop.action import RunTrial
     from rclpy.action import ActionClient
 
-    robot = start_node("sim_robot", params={"duration": 30.0})
+    """Ctrl-C mid-rollout ends the process at once (a rollout's sleep ends with the context), cleanly
+    (status 0, nothing logged as an error): a 300 s rollout of 5 steps would hold it 60 s past
+    ``stop``'s 15 s, after which it is killed (status -9)."""
+    robot = start_node("sim_robot", params={"duration": 300.0})
     client = ActionClient(probe.node, RunTrial, "run_trial")
     probe.spin_until(client.server_is_ready, 20.0, "the run_trial action server")
     goal = RunTrial.Goal(session_id="s1", trial_id=1, policy_id="policy_a", task="t", initial_condition="c", attempt=1)
