@@ -165,7 +165,7 @@ def start_node(ros_env: dict[str, str], tmp_path: pathlib.Path, namespace: str
     ``executable`` is an installed node, or the path of a test peer script (``*.py``).
 
     The node runs in the test's namespace with this session's ROS environment; every process
-    still running at the end of the test is stopped with SIGINT (then SIGKILL).
+    still running at the end of the test is stopped with SIGINT, all at once (then SIGKILL).
     """
     started: list[NodeProcess] = []
     serial = itertools.count(1)
@@ -186,6 +186,8 @@ def start_node(ros_env: dict[str, str], tmp_path: pathlib.Path, namespace: str
         return node
 
     yield start
+    for node in started:  # all at once: each node's shutdown overlaps the others'
+        node.interrupt()
     for node in started:
         node.stop()
 
