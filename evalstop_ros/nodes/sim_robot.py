@@ -32,6 +32,8 @@ __all__ = ["Outcome", "SimRobot", "main", "simulate_outcome"]
 
 #: Feedback messages per rollout (besides the final "done").
 FEEDBACK_STEPS = 5
+#: Longest sleep of a rollout between two looks at its goal's cancel request and the context (s).
+WAKE_PERIOD = 0.05
 #: Mean progress of a failed rollout of a ``sim://success=P`` policy address.
 SIM_PROGRESS_MEAN = 0.4
 
@@ -245,15 +247,17 @@ class SimRobot(QuickNode):
         start = time.monotonic()
         feedback = RunTrial.Feedback()
         for step in range(FEEDBACK_STEPS):
-            if goal_handle.is_cancel_requested:
-                goal_handle.canceled()
-                self.get_logger().info(f"trial {goal.trial_id}: rollout canceled")
-                return RunTrial.Result(ok=False, message="canceled", duration=time.monotonic() - start)
             feedback.phase = "rollout"
             feedback.progress = step / FEEDBACK_STEPS
             feedback.elapsed = time.monotonic() - start
             goal_handle.publish_feedback(feedback)
-            time.sleep(duration / FEEDBACK_STEPS)
+            self._wait(goal_handle, duration / FEEDBACK_STEPS)
+            if not self.context.ok():  # Ctrl-C: the goal dies with the node, quietly
+                return RunTrial.Result(ok=False, message="runner shut down", duration=time.monotonic() - start)
+            if goal_handle.is_cancel_requested:
+                goal_handle.canceled()
+                self.get_logger().info(f"trial {goal.trial_id}: rollout canceled")
+                return RunTrial.Result(ok=False, message="canceled", duration=time.monotonic() - start)
         fault = bool(_rng(seed, goal.session_id, goal.trial_id, attempt, "fault").random() < failure_probability)
         result = RunTrial.Result(ok=not fault, duration=time.monotonic() - start)
         if fault:
@@ -271,6 +275,17 @@ class SimRobot(QuickNode):
         self.get_logger().info(
             f"trial {goal.trial_id}{named}: rollout {'FAILED: ' + result.message if fault else 'done'}, {scored}")
         return result
+
+    def _wait(self, goal_handle: ServerGoalHandle, seconds: float) -> None:
+        """Sleep ``seconds`` of a rollout, or less: until its goal is canceled or Ctrl-C shut the
+        context down (looked at every :data:`WAKE_PERIOD` s). The process exits only when this
+        rollout's thread has ended (the executor's threads are joined at exit)."""
+        end = time.monotonic() + seconds
+        while not goal_handle.is_cancel_requested and self.context.ok():
+            left = end - time.monotonic()
+            if left <= 0:
+                return
+            time.sleep(min(left, WAKE_PERIOD))
 
 
 def main(args: list[str] | None = None) -> int:

@@ -193,10 +193,16 @@ class NodeProcess:
         except subprocess.TimeoutExpired:
             pytest.fail(f"{self.name} still running after {timeout} s:\n{self.output}")
 
+    def interrupt(self) -> None:
+        """Ctrl-C (SIGINT) the process if it still runs, without waiting: :meth:`stop` then waits, so
+        that several nodes shut down at once."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGINT)
+
     def stop(self, timeout: float = 15.0) -> int:
         """Ctrl-C (SIGINT) the process, wait for it, and return its exit code (SIGKILL after timeout)."""
         if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGINT)
+            self.interrupt()
             try:
                 self.proc.wait(timeout)
             except subprocess.TimeoutExpired:

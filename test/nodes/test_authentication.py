@@ -261,7 +261,7 @@ def test_without_keys_and_allow_unsigned_false_the_manager_refuses_to_start(
     config = write_config(tmp_path / "session.yaml", n_max=4,
                           metrics=[{"name": "success", "method": "nscore", "alpha": 0.05}])
     params = {"config_file": str(config), "session_id": "s1", "journal_dir": str(tmp_path / "journals"),
-              "journal_fsync": False, "exit_on_finish": True}
+              "journal_fsync": False, "exit_on_finish": True, "exit_linger": 0.2}
     refused = start_node("evaluation_manager", params={**params, "allow_unsigned": False})
     assert refused.wait() == 2
     fatal = [line for line in refused.output.splitlines() if "[FATAL]" in line]

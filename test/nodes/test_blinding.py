@@ -55,7 +55,7 @@ def test_an_eavesdropper_cannot_unblind_labels_before_the_end(start_node: Any, p
     topics = _everything(probe)
     manager = start_node("evaluation_manager", params={
         "config_file": str(config_path), "session_id": "s1", "journal_dir": str(tmp_path / "journals"),
-        "journal_fsync": False, "exit_on_finish": True})
+        "journal_fsync": False, "exit_on_finish": True, "exit_linger": 0.2})
     # the session waits for its runner: start it once the eavesdropper hears the manager (discovery done)
     probe.spin_until(lambda: topics["session_status"] and topics["comparison_status"], 30.0, "the first status")
     start_node("sim_robot", params={"success_rates": [0.3, 0.8], "duration": 0.02})

@@ -33,8 +33,10 @@ def _subscribe_all(probe: Any) -> dict[str, list[Any]]:
 
 
 def _manager_params(tmp_path: pathlib.Path, config: pathlib.Path, **extra: Any) -> dict[str, Any]:
+    """The manager's parameters; with ``exit_on_finish`` it lingers 0.2 s (not its 2 s): every test
+    here has heard the manager before its session began and waits for the final status itself."""
     return {"config_file": str(config), "session_id": "s1", "journal_dir": str(tmp_path / "journals"),
-            "journal_fsync": False, **extra}
+            "journal_fsync": False, "exit_linger": 0.2, **extra}
 
 
 def test_paired_session_reaches_the_decision_of_the_offline_analysis(

@@ -48,7 +48,7 @@ def _manager_params(tmp_path: pathlib.Path, name: str) -> dict[str, Any]:
     (tmp_path / name).mkdir()
     Journal.open(tmp_path / name / "s1.db", "s1", load_config(config), plan_key=PLAN_KEY).close()
     return {"config_file": str(config), "session_id": "s1", "journal_dir": str(tmp_path / name),
-            "journal_fsync": False, "exit_on_finish": True, "goal_response_timeout": GOAL_RESPONSE_TIMEOUT}
+            "journal_fsync": False, "exit_on_finish": True, "exit_linger": 0.2, "goal_response_timeout": GOAL_RESPONSE_TIMEOUT}
 
 
 @pytest.fixture

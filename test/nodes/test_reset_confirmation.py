@@ -38,7 +38,7 @@ def test_the_robot_starts_only_after_the_operator_confirms_the_reset(
     robot = start_node("sim_robot", params={"success_rates": [0.1, 0.95], "duration": 0.0})
     manager = start_node("evaluation_manager", params={
         "config_file": str(config), "session_id": "s1", "journal_dir": str(tmp_path), "journal_fsync": False,
-        "confirm_reset": True, "exit_on_finish": True})
+        "confirm_reset": True, "exit_on_finish": True, "exit_linger": 0.2})
 
     probe.spin_until(lambda: statuses and statuses[-1].state_name == "running:awaiting_reset"
                      and statuses[-1].pending_trial_id == 1, 20.0, "trial 1 awaiting its reset")
