@@ -16,11 +16,11 @@ import numpy as np
 import pytest
 from runner_support import require_robosuite
 
+from evalstop_ros.runner import scripted_physics
 from evalstop_ros.runner.adapters.base import EpisodeInfo
 from evalstop_ros.runner.client import PolicyClient, ServerAddress
 from evalstop_ros.runner.episode import EpisodeSettings, run_episode
 from evalstop_ros.runner.errors import Category, RunnerError
-from evalstop_ros.runner import scripted_physics
 from evalstop_ros.runner.scripted_physics import locate_cube
 from evalstop_ros.runner.server import PolicyServer
 
