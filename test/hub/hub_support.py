@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import io
 import json
 import os
 import pathlib
@@ -29,18 +28,6 @@ REPO = pathlib.Path(__file__).resolve().parents[2]
 POSTGRES_SH = REPO / "tools" / "hub" / "postgres.sh"
 #: Run the evalstop CLI in a child process with this interpreter.
 CLI = [sys.executable, "-c", "import sys; from evalstop_ros.cli.main import main; sys.exit(main(sys.argv[1:]))"]
-
-
-def cli_in_process(*args: str) -> subprocess.CompletedProcess[str]:
-    """``evalstop ARGS`` in this process: the console script's parser, dispatch and exit status
-    (:func:`evalstop_ros.cli.main.main`), its stdout and stderr captured, without a fresh
-    interpreter and its imports per call (:func:`cli` runs the real child process)."""
-    from evalstop_ros.cli.main import main
-
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        status = main(list(args))
-    return subprocess.CompletedProcess(["evalstop", *args], status, out.getvalue(), err.getvalue())
 
 
 class PostgresCluster:

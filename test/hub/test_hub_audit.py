@@ -17,7 +17,8 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from hub_support import HubProcess, Station, call, cli, cli_in_process, register_hub, stop_all
+from audit_support import cli_in_process
+from hub_support import HubProcess, Station, call, cli, register_hub, stop_all
 
 from evalstop_ros.hub.chain import GENESIS, HUB_GENESIS, body_text, entry_hash, link
 from evalstop_ros.hub.station_journal import JOURNAL, JSON_LINES, read_station_journal
