@@ -8,10 +8,13 @@ the rosbags writer.  Each tamper function changes exactly one message (or adds o
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import io
 import json
 import pathlib
 import shutil
+import subprocess
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -48,6 +51,18 @@ def console_script() -> str:
     if found is None:
         pytest.fail("the `evalstop` console script is not installed (pip install -e .)")
     return found
+
+
+def cli_in_process(*args: str) -> subprocess.CompletedProcess[str]:
+    """``evalstop ARGS`` in this process: the console script's parser, dispatch and exit status
+    (:func:`evalstop_ros.cli.main.main`), its stdout and stderr captured, without a fresh
+    interpreter and its imports per call (:func:`console_script` is the real one)."""
+    from evalstop_ros.cli.main import main
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        status = main(list(args))
+    return subprocess.CompletedProcess(["evalstop", *args], status, out.getvalue(), err.getvalue())
 
 
 def make_config(**overrides: Any) -> SessionConfig:

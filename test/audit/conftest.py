@@ -10,7 +10,7 @@ from collections.abc import Callable
 
 import orjson
 import pytest
-from audit_support import console_script
+from audit_support import cli_in_process, console_script
 
 
 @pytest.fixture
@@ -26,11 +26,14 @@ def evalstop(tmp_path_factory: pytest.TempPathFactory) -> Callable[..., subproce
 
 
 @pytest.fixture
-def audit_json(evalstop: Callable[..., subprocess.CompletedProcess[str]]) -> Callable[..., tuple[int, dict]]:
-    """``audit_json(source, *options)`` -> (exit status, the one JSON object on stdout)."""
+def audit_json(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Callable[..., tuple[int, dict]]:
+    """``audit_json(source, *options)`` -> (exit status, the one JSON object on stdout) of ``evalstop
+    audit --json`` run in this process (:func:`audit_support.cli_in_process`: the console script's parser
+    and dispatch without an interpreter and its imports per audit; the script itself: ``evalstop``)."""
+    monkeypatch.setenv("EVALSTOP_CACHE_DIR", str(tmp_path_factory.mktemp("step-cache")))
 
     def run(source: pathlib.Path | str, *options: str) -> tuple[int, dict]:
-        done = evalstop("audit", str(source), "--json", *options)
+        done = cli_in_process("audit", str(source), "--json", *options)
         assert done.returncode in (0, 1), done.stderr
         assert done.stderr == "", done.stderr
         payload = json.loads(done.stdout)

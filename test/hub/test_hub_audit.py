@@ -17,13 +17,15 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from audit_support import cli_in_process
 from hub_support import HubProcess, Station, call, cli, register_hub, stop_all
 
 from evalstop_ros.hub.chain import GENESIS, HUB_GENESIS, body_text, entry_hash, link
 from evalstop_ros.hub.station_journal import JOURNAL, JSON_LINES, read_station_journal
 
-#: One record of a real hub process and two station processes (module fixture) audited many ways,
-#: each audit a console-script run: about 35 s of CPU, left to `make test` (``slow``; docs/testing.md).
+#: One record of a real hub process and two station processes (module fixture) audited many ways:
+#: the first audit through the console script in a child process, the others in this process (the
+#: same parser and dispatch without an interpreter per audit); left to `make test` (``slow``).
 pytestmark = pytest.mark.slow
 
 
@@ -53,7 +55,7 @@ def record(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]
 
 
 def _audit(export: pathlib.Path, *extra: str) -> tuple[int, dict[str, Any]]:
-    done = cli("audit", str(export), "--json", *extra)
+    done = cli_in_process("audit", str(export), "--json", *extra)
     assert done.returncode in (0, 1), done.stderr
     return done.returncode, json.loads(done.stdout)
 
@@ -103,7 +105,7 @@ def test_an_export_of_a_v3_hub_verifies_by_its_old_chain_with_a_note(record: dic
     for entry in entries:
         entry["hash"] = previous = link(previous, entry["at"], entry["kind"], body_text(entry["body"]))
     old = _write(record["root"] / "v3.jsonl", entries, rechain=False)
-    done = cli("audit", str(old), *(f"--station={d}" for d in record["stations"]))
+    done = cli_in_process("audit", str(old), *(f"--station={d}" for d in record["stations"]))
     assert done.returncode == 0 and done.stdout.strip().endswith("VERIFIED"), done.stdout
     assert "note: the export is chained by the old link of a hub before schema version 4" in done.stdout
     result = next(e for e in entries if e["kind"] == "result")
@@ -264,5 +266,5 @@ def test_a_station_directory_of_an_earlier_version_is_refused_with_a_clear_error
     old = [{k: v for k, v in r.items() if k not in ("at", "seq")}
            for r in read_station_journal(record["stations"][0]).records]
     copy = _station_copy(record, "s1-old", legacy=old)
-    done = cli("audit", str(record["export"]), f"--station={copy}")
+    done = cli_in_process("audit", str(record["export"]), f"--station={copy}")
     assert done.returncode == 2 and "holds station.jsonl, the journal of an earlier development version" in done.stderr

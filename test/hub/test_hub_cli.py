@@ -6,6 +6,7 @@ import os
 import pathlib
 import stat
 
+from audit_support import cli_in_process
 from hub_support import cli
 
 
@@ -71,10 +72,11 @@ def test_the_hub_evaluates_as_it_was_started(tmp_path: pathlib.Path) -> None:
     hub_view = cli("hub", "analyze", str(export))
     assert hub_view.returncode == 0 and hub_view.stderr == ""
     assert "sequential weighted Holm over all 3 pairs at family-wise level 0.1" in hub_view.stdout
-    what_if = cli("hub", "analyze", str(export), "--alpha", "0.05")
+    # the what-if options in this process (the same parser and dispatch, no interpreter per run)
+    what_if = cli_in_process("hub", "analyze", str(export), "--alpha", "0.05")
     assert what_if.returncode == 0 and "family-wise level 0.05" in what_if.stdout
     assert "a what-if analysis, not the hub's evaluation (alpha: journaled 0.1, given 0.05)" in what_if.stderr
-    before = cli("hub", "analyze", str(export), "--family", "all-pairs")  # the family before, still selectable
+    before = cli_in_process("hub", "analyze", str(export), "--family", "all-pairs")  # the family before, still selectable
     assert before.returncode == 0 and "sequential Holm over all 3 pairs at family-wise level 0.1" in before.stdout
     assert "(family: journaled 'declared', given 'all-pairs')" in before.stderr
 

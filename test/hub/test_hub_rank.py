@@ -6,6 +6,7 @@ import json
 import pathlib
 
 import pytest
+from audit_support import cli_in_process
 from hub_support import POLICIES, cli, submit_simulated
 
 from evalstop_ros.hub.leaderboard import leaderboard
@@ -16,7 +17,7 @@ def _export(tmp_path: pathlib.Path) -> pathlib.Path:
     submit_simulated(db, POLICIES, 90, ["towel", "cup"], "uniform", 11,
                      lambda rng, p: round(rng.random() * p, 2))  # partial progress
     out = tmp_path / "journal.jsonl"
-    done = cli("hub", "export", "--db", db, "-o", str(out))
+    done = cli_in_process("hub", "export", "--db", db, "-o", str(out))  # its console script: test_hub_cli.py
     assert done.returncode == 0, done.stderr
     return out
 
@@ -45,14 +46,15 @@ def test_a_broken_export_is_refused_with_its_line(tmp_path: pathlib.Path) -> Non
     lines[5] = lines[5][:-3]
     broken = tmp_path / "broken.jsonl"
     broken.write_text("\n".join(lines) + "\n")
-    done = cli("rank", str(broken))
+    # the refusals in this process (the same parser and dispatch); the console script ranks above
+    done = cli_in_process("rank", str(broken))
     assert done.returncode == 2 and f"{broken}:6: not a JSON line of a hub export" in done.stderr
     binary = tmp_path / "binary.jsonl"
     binary.write_bytes(("\n".join(lines[:5]) + "\n").encode() + b"\xff\xfe\n")
-    done = cli("rank", str(binary))
+    done = cli_in_process("rank", str(binary))
     assert done.returncode == 2 and f"{binary}: not a hub export (not UTF-8 text" in done.stderr, done.stderr
     assert "Traceback" not in done.stderr
     empty = tmp_path / "empty.jsonl"
     empty.write_text(lines[0] + "\n")  # a policy registration, no result
-    done = cli("rank", str(empty))
+    done = cli_in_process("rank", str(empty))
     assert done.returncode == 2 and "holds no result" in done.stderr

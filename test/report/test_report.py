@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from audit_support import TAMPERED, alter_wire_score, bag, make_config, recording
+from audit_support import TAMPERED, alter_wire_score, bag, cli_in_process, make_config, recording
 from browser import WIDTHS, measure, screenshot
 from matplotlib import image
 
@@ -121,13 +121,13 @@ def test_cli_report(tmp_path: pathlib.Path) -> None:
     payload = json.loads(done.stdout)
     assert payload["page"] == str(tmp_path / "out" / "index.html") and payload["verified"] is True
     assert len(payload["figures"]) == 6 and len(payload["other_formats"]) == 12
-    done = subprocess.run([script, "report", str(path), "-o", str(tmp_path / "pdf"), "--format", "pdf"],
-                          capture_output=True, text=True, check=False, timeout=300)
+    # the format option and a usage error in this process (the same parser and dispatch), without
+    # an interpreter that imports matplotlib again for each
+    done = cli_in_process("report", str(path), "-o", str(tmp_path / "pdf"), "--format", "pdf")
     assert done.returncode == 0, done.stderr
     assert sorted(p.suffix for p in (tmp_path / "pdf").iterdir() if p.suffix not in (".csv", ".parquet")) == \
         [".html"] + [".pdf"] * 6
-    done = subprocess.run([script, "report", str(path), "-o", str(tmp_path / "bad"), "--format", "png,jpg"],
-                          capture_output=True, text=True, check=False, timeout=300)
+    done = cli_in_process("report", str(path), "-o", str(tmp_path / "bad"), "--format", "png,jpg")
     assert done.returncode == 2 and "jpg" in done.stderr and "Traceback" not in done.stderr
 
 

@@ -133,7 +133,9 @@ def _robot(name: str) -> Any:
             if os.environ.get("EVALSTOP_PHYSICS_REQUIRED"):
                 pytest.fail("robosuite is missing but EVALSTOP_PHYSICS_REQUIRED is set; run tools/install_physics.sh")
             pytest.skip("robosuite not installed; run tools/install_physics.sh (make test does)")
-        return make_adapter("robosuite", rate=RATE)
+        # no camera rendered: the commands never depend on the images (the random lives send their own
+        # actions), and rendering was most of each life's CPU; the cameras: test_robosuite_adapter.py
+        return make_adapter("robosuite", rate=RATE, cameras=[])
     return LaggingArm()
 
 
@@ -141,7 +143,7 @@ def _robot(name: str) -> Any:
     ("sim", "joint_position", 1), ("sim", "joint_velocity", 2),
     ("droid", "joint_position", 3), ("droid", "joint_velocity", 4),
     ("widowx", "cartesian_velocity", 5),
-    # MuJoCo's physics and rendering: about a minute each on a 2-core machine
+    # MuJoCo's physics: several seconds each on a 2-core machine
     *(pytest.param("robosuite", space, seed, marks=pytest.mark.slow)
       for space, seed in (("joint_position", 6), ("joint_velocity", 7), ("cartesian_velocity", 8))),
     ("homed arm", "joint_position", 9), ("homed arm", "joint_velocity", 10),
