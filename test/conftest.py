@@ -49,12 +49,6 @@ LOG_FORMAT = "[{severity}] [{name}]: {message}"
 
 _namespaces = itertools.count(1)
 
-#: Fast DDS profile of every ROS process, per distribution: reliable writers' heartbeat every 0.1 s
-#: (Fast DDS's 3 s default makes each manager's exit wait for acknowledgements). Its XML names are
-#: Fast DDS 3's (Kilted); Jazzy's Fast DDS 2 would reject the file, so it runs without one.
-FASTDDS_PROFILES = {"kilted": REPO / "test" / "fastdds_heartbeat.xml"}
-
-
 #: Domains one test process uses: its own and up to three more above it (the hub's ROS stations
 #: of test/hub/test_hub_ros_stations.py and test_hub_ros_netns.py, one domain each).
 DOMAINS_PER_PROCESS = 4
@@ -144,9 +138,6 @@ def ros_env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
         # STEP tables synthesized by a node go to a throw-away cache, never the user's
         "EVALSTOP_CACHE_DIR": str(tmp_path_factory.mktemp("step-cache")),
     }
-    profile = FASTDDS_PROFILES.get(os.environ.get("ROS_DISTRO", ""))
-    if profile is not None:
-        updates["FASTDDS_DEFAULT_PROFILES_FILE"] = str(profile)
     os.environ.update(updates)
     return dict(os.environ)
 
