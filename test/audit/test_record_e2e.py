@@ -379,8 +379,9 @@ def test_recorded_two_arm_session_with_held_scores_audits(start_node: Any, probe
     assert {e.payload["runner"] for e in journaled if e.kind == "trial_dispatched"} == {f"{a}/run_trial" for a in arms}
     held = {e.trial_id for e in journaled if e.kind == "score_held"}
     counted = {e.trial_id for e in journaled if e.kind == "score_accepted" and e.payload.get("held")}
-    # arm_2 runs 20 trials to arm_1's one: held scores counted in their turn, and some never (the stop came first)
-    assert counted and held - counted, (sorted(held), sorted(counted))
+    # arm_2 runs up to max_ahead trials past arm_1's: held scores counted in their turn; some never count when
+    # the decision falls among held scores (timing: not every run; test_session_parallel checks it below ROS)
+    assert counted and counted <= held, (sorted(held), sorted(counted))
     assert any(a.accepted and "held" in a.reason for a in acks)
 
     done_bag = _audit(str(bag), "--json")

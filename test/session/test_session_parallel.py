@@ -182,6 +182,24 @@ def test_an_operator_score_for_a_later_trial_is_held_for_its_turn(tmp_path: path
     sim.audit_verified(path)
 
 
+def test_a_held_score_the_stop_leaves_uncounted_is_journaled_and_audits(tmp_path: pathlib.Path) -> None:
+    """A score held for its turn when the session stops stays held, never counted, and the audit
+    verifies the journal (over ROS, test_record_e2e's two-arm session meets this only when its
+    decision falls among held scores)."""
+    path = tmp_path / "held.db"
+    with open_session(path, scoring="operator") as session:
+        driver = TrialDriver(session, runners=ARMS[:2])
+        first, other = driver.dispatch()
+        driver.run_done(other.trial, True, 1.0, runner=other.runner)
+        assert session.submit_score(other.trial.trial_id, other.trial.token, True, 1.0, operator="op").held
+        session.abort("the operator ends the session")
+        driver.stop("aborted")
+    events = read_journal(path).events
+    assert [e.trial_id for e in events if e.kind == "score_held"] == [other.trial.trial_id]
+    assert not [e for e in events if e.kind == "score_accepted"]
+    sim.audit_verified(path)
+
+
 def test_held_scores_in_a_row_are_no_runner_faults(tmp_path: pathlib.Path) -> None:
     """An operator who scores a fast arm's trials while a slow arm still runs the head trial: each score is
     held (``score_held``), none counts as a failed run, so the session does not pause at the fault limit."""
