@@ -192,10 +192,9 @@ demo-hub-ros: venv ros
 # run writes a JUnit report to build/test-logs). `make check` runs the quick tier on all cores;
 # docs/testing.md.
 # `make test ROS_DISTROS=kilted`: the whole suite under Kilted only (the ROS tests of one
-# distribution; Jazzy's are the second). CI (.ci/run) runs both. Measured on the shared 2-core
-# machine (load 5 from others' tests too): 12 min in all; without ROS 11 min, Kilted ROS 8,
-# Jazzy ROS 6 (one test at a time before: 12, 13 and 14), serial 1; about 22 CPU-minutes in all.
-# ROS_DISTROS=kilted at load 1-3: 10 min 50 s (without ROS 9 min 50 s, Kilted ROS 8 min 20 s).
+# distribution; Jazzy's are the second). CI (.ci/run) runs both. A clean clone on the idle 2-core
+# machine: 13.5 min in all (set-up 3.5, then without ROS 9.3 beside Kilted ROS 5.7 and Jazzy ROS
+# 1.2, serial 0.7); about 22 CPU-minutes (docs/testing.md, "Where the time goes").
 # EVALSTOP_ROS_TARGET / EVALSTOP_ROS_INSTALL: the build the ROS fixtures keep up to date and run.
 # The robot:=sim_policy session (minutes: real-time rollouts at 15 Hz) runs once: under Jazzy when
 # it runs, else under Kilted.
