@@ -16,6 +16,7 @@ import pathlib
 import shutil
 import subprocess
 import sys
+import warnings
 from collections.abc import Sequence
 from typing import Any
 
@@ -54,14 +55,21 @@ def console_script() -> str:
 
 
 def cli_in_process(*args: str) -> subprocess.CompletedProcess[str]:
-    """``evalstop ARGS`` in this process: the console script's parser, dispatch and exit status
-    (:func:`evalstop_ros.cli.main.main`), its stdout and stderr captured, without a fresh
-    interpreter and its imports per call (:func:`console_script` is the real one)."""
+    """``evalstop ARGS`` in this process: the console script's parser, dispatch and error handling
+    (:func:`evalstop_ros.cli.main.main`) without a fresh interpreter and its imports per call; the
+    exit status is what ``main`` returns (or the code of a ``SystemExit`` it lets through), stdout
+    and stderr what it wrote. Warnings take Python's default action, as in the console script
+    (pytest turns them into errors). :func:`console_script` is the real one."""
     from evalstop_ros.cli.main import main
 
     out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        status = main(list(args))
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err), warnings.catch_warnings():
+        warnings.resetwarnings()
+        warnings.simplefilter("default")
+        try:
+            status = main(list(args))
+        except SystemExit as done:
+            status = done.code if isinstance(done.code, int) else (0 if done.code is None else 1)
     return subprocess.CompletedProcess(["evalstop", *args], status, out.getvalue(), err.getvalue())
 
 

@@ -10,22 +10,19 @@ evalstop_ros/audit/interfaces.py) the bag alone suffices, and the auto-scored se
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 import os
 import pathlib
 import subprocess
 import sys
 import time
-import warnings
 from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
 import pytest
 import yaml
-from audit_support import BASE, RATES
+from audit_support import BASE, RATES, cli_in_process
 from nodes_support import NodeProcess
 
 from evalstop_ros.audit.synthetic import SimulatedLab, rewrite_bag
@@ -67,21 +64,6 @@ def recorder(ros_env: dict[str, str], tmp_path: pathlib.Path, namespace: str) ->
 def _audit(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([EVALSTOP, "audit", *args], capture_output=True, text=True, env=dict(os.environ),
                           timeout=120, check=False)
-
-
-def _rank(source: pathlib.Path, model: str) -> tuple[int, str, str]:
-    """``evalstop rank SOURCE --model MODEL --json`` in this process (as test/cli runs its cases; the
-    installed script's own test is there): exit status, stdout, stderr."""
-    from evalstop_ros.cli.main import main
-
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err), warnings.catch_warnings():
-        warnings.simplefilter("default")  # Python's default action, as in the console script
-        try:
-            status = main(["rank", str(source), "--model", model, "--json"])
-        except SystemExit as done:
-            status = done.code if isinstance(done.code, int) else (0 if done.code is None else 1)
-    return status, out.getvalue(), err.getvalue()
 
 
 def _operate(probe: Any, config: dict[str, Any], timeout: float = 120.0, rates: dict[str, float] = RATES,
@@ -301,9 +283,11 @@ def test_recorded_ab_session_ranks_alike_from_journal_and_bag(start_node: Any, p
     tables = [load_ab(str(source)).data for source in (tmp_path / "journals" / "e2e-ab.db", bag)]
     for name in ("policies", "i", "j", "outcome", "progress_a", "progress_b", "tasks"):
         assert np.array_equal(*(np.asarray(getattr(t, name)) for t in tables), equal_nan=name.startswith("progress")), name
-    ranked = [_rank(source, "bt") for source in (tmp_path / "journals" / "e2e-ab.db", bag)]
-    assert all(status == 0 for status, _, _ in ranked), [err for _, _, err in ranked]
-    from_journal, from_bag = (json.loads(out) for _, out, _ in ranked)
+    # evalstop rank in this process (as test/cli runs its cases; the installed script's own test is there)
+    ranked = [cli_in_process("rank", str(source), "--model", "bt", "--json")
+              for source in (tmp_path / "journals" / "e2e-ab.db", bag)]
+    assert all(done.returncode == 0 for done in ranked), [done.stderr for done in ranked]
+    from_journal, from_bag = (json.loads(done.stdout) for done in ranked)
     assert from_journal == from_bag
     assert from_bag["n_comparisons"] >= 12
     assert [row["policy"] for row in from_bag["ranking"]][0] == "pi0", from_bag

@@ -14,12 +14,11 @@ import json
 import os
 import pathlib
 import subprocess
-import warnings
 from collections.abc import Callable
 
 import orjson
 import pytest
-from audit_support import console_script
+from audit_support import cli_in_process, console_script
 
 
 @pytest.fixture(scope="session")
@@ -46,30 +45,11 @@ def evalstop_script(step_cache: pathlib.Path, monkeypatch: pytest.MonkeyPatch
 
 
 @pytest.fixture
-def evalstop(step_cache: pathlib.Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-             ) -> Callable[..., subprocess.CompletedProcess[str]]:
-    """``evalstop(*args)`` runs ``evalstop ARGS`` in this process; the result as a completed process.
-
-    The exit status is what :func:`~evalstop_ros.cli.main.main` returns (or the code of a
-    ``SystemExit`` it lets through); stdout and stderr are what it wrote. Warnings take
-    Python's default action, as in the console script (pytest turns them into errors).
-    """
+def evalstop(step_cache: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> Callable[..., subprocess.CompletedProcess[str]]:
+    """``evalstop(*args)`` runs ``evalstop ARGS`` in this process (:func:`audit_support.cli_in_process`);
+    the result as a completed process."""
     monkeypatch.setenv("EVALSTOP_CACHE_DIR", str(step_cache))
-    from evalstop_ros.cli.main import main
-
-    def run(*args: str) -> subprocess.CompletedProcess[str]:
-        capsys.readouterr()  # what the test printed before
-        with warnings.catch_warnings():
-            warnings.resetwarnings()
-            warnings.simplefilter("default")
-            try:
-                status = main(list(args))
-            except SystemExit as done:
-                status = done.code if isinstance(done.code, int) else (0 if done.code is None else 1)
-        out, err = capsys.readouterr()
-        return subprocess.CompletedProcess(["evalstop", *args], status, out, err)
-
-    return run
+    return cli_in_process
 
 
 def _stdout_json(proc: subprocess.CompletedProcess[str]) -> dict[str, object]:

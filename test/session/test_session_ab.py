@@ -8,14 +8,12 @@ from a rosbag written from the messages the manager would publish.
 from __future__ import annotations
 
 import collections
-import contextlib
-import io
 import json
 import pathlib
-import warnings
 from typing import Any
 
 import pytest
+from audit_support import cli_in_process
 
 from evalstop_ros.audit.synthetic import SimulatedLab, simulate_recording, write_bag
 from evalstop_ros.session import EvaluationSession, PendingTrial, ScoreOutcome, offline_decisions
@@ -127,16 +125,11 @@ def test_a_round_without_both_scores_or_a_preference_is_set_aside(tmp_path: path
 
 
 def _rank(source: pathlib.Path, model: str) -> dict[str, Any]:
-    """``evalstop rank SOURCE --model MODEL --json`` in this process (as test/cli runs its cases; the
-    installed script's own test is in test_cli_rank): its JSON."""
-    from evalstop_ros.cli.main import main
-
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err), warnings.catch_warnings():
-        warnings.simplefilter("default")  # Python's default action, as in the console script
-        status = main(["rank", str(source), "--model", model, "--json"])
-    assert status == 0, err.getvalue()
-    return json.loads(out.getvalue())
+    """``evalstop rank SOURCE --model MODEL --json`` in this process (:func:`audit_support.cli_in_process`;
+    the installed script's own test is in test_cli_rank): its JSON."""
+    done = cli_in_process("rank", str(source), "--model", model, "--json")
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
 
 
 @pytest.fixture(scope="module")
