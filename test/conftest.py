@@ -49,6 +49,7 @@ LOG_FORMAT = "[{severity}] [{name}]: {message}"
 
 _namespaces = itertools.count(1)
 
+
 #: Domains one test process uses: its own and up to three more above it (the hub's ROS stations
 #: of test/hub/test_hub_ros_stations.py and test_hub_ros_netns.py, one domain each).
 DOMAINS_PER_PROCESS = 4
@@ -188,7 +189,7 @@ def start_node(ros_env: dict[str, str], tmp_path: pathlib.Path, namespace: str
     for node in started:  # all at once: each node's shutdown overlaps the others'
         node.interrupt()
     for node in started:
-        node.stop()
+        node.finish()
 
 
 # -- in-process probe node -------------------------------------------------------------------

@@ -194,20 +194,24 @@ class NodeProcess:
             pytest.fail(f"{self.name} still running after {timeout} s:\n{self.output}")
 
     def interrupt(self) -> None:
-        """Ctrl-C (SIGINT) the process if it still runs, without waiting: :meth:`stop` then waits, so
+        """Ctrl-C (SIGINT) the process if it still runs, without waiting: :meth:`finish` then waits, so
         that several nodes shut down at once."""
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGINT)
 
     def stop(self, timeout: float = 15.0) -> int:
         """Ctrl-C (SIGINT) the process, wait for it, and return its exit code (SIGKILL after timeout)."""
-        if self.proc.poll() is None:
-            self.interrupt()
-            try:
-                self.proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        self.interrupt()
+        return self.finish(timeout)
+
+    def finish(self, timeout: float = 15.0) -> int:
+        """Wait for the process to end (SIGKILL after ``timeout``) and return its exit code; no second
+        Ctrl-C after :meth:`interrupt`."""
+        try:
+            self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
         self._log.close()
         if self.proc.returncode != 0:  # shown by pytest with the failing assertion
             print(f"{self.name} exited with {self.proc.returncode}; the end of its log:\n{self.tail()}")
