@@ -184,9 +184,10 @@ demo-hub-ros: venv ros
 # test/launch and every test with a node process), under Jazzy the ROS tests marked `jazzy` (their
 # subject differs between distributions; docs/testing.md). A ROS test mostly waits for node
 # processes and DDS, so each ROS run has ROS_WORKERS pytest-xdist workers (`--dist loadgroup`, each
-# test on its own; at most 5: a run's domains are 20 apart, 4 per worker); the run without ROS, mostly CPU-bound, has REST_WORKERS (whole modules). Every pytest process gets its
-# own DDS domains: each run a base (EVALSTOP_TEST_DOMAIN_BASE, 20 domains apart), each worker a
-# block of 4 above it (test/conftest.py), and namespaces carry the pid. The ROS runs write logs,
+# test on its own; at most 5: a run's domains are 20 apart, 4 per worker); the run without ROS,
+# mostly CPU-bound, has REST_WORKERS (whole modules). Every pytest process gets its own DDS domains:
+# each run a base (EVALSTOP_TEST_DOMAIN_BASE, 20 domains apart), each worker a block of 4 above it
+# (test/conftest.py), and namespaces carry the pid. The ROS runs write logs,
 # printed when they end. Then the tests marked `serial` (wall-clock deadlines sized for a machine
 # running nothing else) run alone, and tools/test_durations.py prints where the time went (each
 # run writes a JUnit report to build/test-logs). `make check` runs the quick tier on all cores;
@@ -220,8 +221,8 @@ KILTED_TEST = $(ROS_ENV) EVALSTOP_ROS_REQUIRED=1 EVALSTOP_LAUNCH_REQUIRED=1 EVAL
 XDIST = $(if $(filter-out 0 1,$(1)),-n $(1) --dist $(or $(2),loadgroup) --no-loadscope-reorder)
 TEST_LOGS := build/test-logs
 # What the test runs need, made side by side (make -j: the two venvs' ROS wheels at once, then the
-# colcon builds, the ROS tools, the physics, Chromium and the lint gates): about 3 min on a clean
-# clone against 5.5 one after the other. Their progress lines interleave, each tagged with its venv or build.
+# colcon builds, the ROS tools, the physics, Chromium and the lint gates): 3.5 min on a clean clone
+# against 5.5 one after the other. Their progress lines interleave, each tagged with its venv or build.
 test-prereqs: venv ros-tools ros $(if $(filter jazzy,$(ROS_DISTROS)),ros-jazzy) lint test-renderers
 test-renderers: venv
 	tools/install_chromium.sh
