@@ -93,7 +93,7 @@ def sandwich_standard_errors(
     outer = np.einsum("ikp,kl->ilp", product, theta_inv)  # H^-1 S_p H^-1
     between = outer[data_i, data_i] + outer[data_j, data_j] - outer[data_i, data_j] - outer[data_j, data_i]
     diagonal = a2 * (1.0 - 2.0 * leverage)[:, None] + fit.weight[:, None] * between
-    with np.errstate(invalid="ignore", divide="ignore"):
+    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):  # a df past float: NaN below
         standardised = fit.residual**2 / (fit.weight * (1.0 - leverage))  # HC2-scaled squared working residuals
         kappa = float(np.mean(standardised**2) / np.mean(standardised) ** 2)
         kappa = kappa if math.isfinite(kappa) else 3.0  # all residuals zero: the normal-theory df
