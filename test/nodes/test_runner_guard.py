@@ -63,16 +63,17 @@ def _runner(start_node: Any, tmp_path: pathlib.Path, ports: dict[str, int], **pa
         "error_log_dir": str(tmp_path / "runner-errors"), **params})
 
 
-def _recorded(tmp_path: pathlib.Path) -> list[dict[str, np.ndarray]]:
-    """Every recorded episode (actions as sent to the arm, and when)."""
+def _recorded(tmp_path: pathlib.Path) -> list[dict[str, Any]]:
+    """Every recorded episode (actions as sent to the arm, and when), in the order they were written
+    (a trial's second attempt runs after later trials)."""
     out = []
-    for path in sorted((tmp_path / "episodes").rglob("episode.npz")):
+    for path in sorted((tmp_path / "episodes").rglob("episode.npz"), key=lambda path: path.stat().st_mtime_ns):
         with np.load(path) as npz:
-            out.append(dict(npz))
+            out.append(dict(npz, folder=path.parent.name))
     return out
 
 
-def _assert_within_the_sim_limits(episodes: list[dict[str, np.ndarray]], period: float) -> None:
+def _assert_within_the_sim_limits(episodes: list[dict[str, Any]], period: float) -> None:
     """No command outside the sim's limits, no tick faster than its speed, no two closer than half a period."""
     assert episodes
     for data in episodes:
@@ -227,22 +228,30 @@ def _ros2_runner(start_node: Any, probe: Any, tmp_path: pathlib.Path, ports: dic
     return arm, runner
 
 
-def _assert_within_the_limits_and_every_rollout_starts_home(arm: Any, tmp_path: pathlib.Path, rollouts: int) -> None:
+def _assert_within_the_limits_and_every_rollout_starts_home(probe: Any, arm: Any, tmp_path: pathlib.Path,
+                                                            rollouts: int) -> None:
     """Every command within the limits (:func:`command_check.violations`); each rollout's first command (the
-    episode recordings, in trial order) found the arm home."""
+    episode recordings, in trial order) found the arm home. Called once the runner's rollouts are over: it
+    first spins until every recorded command reached the arm (DDS may deliver the last ones late)."""
     from command_check import violations
 
     from evalstop_ros.runner.guard import CommandLimits
 
+    episodes = [(data["folder"], data["actions"]) for data in _recorded(tmp_path) if len(data["actions"])]
+    assert len(episodes) >= rollouts
+    recorded = sum(len(actions) for _, actions in episodes)
+    probe.spin_until(lambda: sum(g != 0.5 for g in arm.grippers) >= recorded, 30.0,
+                     f"the {recorded} recorded commands to reach the arm")
     limits = CommandLimits(tuple(_NAMES), (_LOWER,) * 7, (_UPPER,) * 7, (_SPEED,) * 7, (_ACCEL,) * 7)
     assert violations(arm.commands, limits) == []
-    episodes = [data["actions"] for data in _recorded(tmp_path) if len(data["actions"])]
-    assert len(episodes) >= rollouts
     sent = 0
-    for actions in episodes:   # each rollout's commands, found in order among all the arm got (not homing's)
+    for folder, actions in episodes:   # each rollout's commands, found in order among all the arm got (not homing's)
         for k, action in enumerate(actions):
-            sent = next(i for i in range(sent, len(arm.commands)) if arm.grippers[i] != 0.5
-                        and np.array_equal(arm.commands[i].values, action[:7]))
+            found = next((i for i in range(sent, len(arm.commands)) if arm.grippers[i] != 0.5
+                          and np.array_equal(arm.commands[i].values, action[:7])), None)
+            assert found is not None, (f"{folder} step {k} not among the arm's commands from #{sent} on",
+                                       [f for f, _ in episodes], action, len(arm.commands))
+            sent = found
             if k == 0:
                 pose = arm.commands[sent].measured[-1]
                 assert np.abs(pose).max() <= 0.01 + 1e-9, ("a rollout started before the arm was home", pose)
@@ -290,7 +299,7 @@ def test_an_adversarial_openpi_server_never_makes_the_ros2_arm_exceed_a_limit(
         assert len(during) and np.all(during[-1] == 0.0) and np.all(np.diff(np.abs(during), axis=0) <= 1e-12), during
     else:
         assert len(during) == 0, "no hold, no stop, nothing at all during the dropout"
-    _assert_within_the_limits_and_every_rollout_starts_home(arm, tmp_path, len(kinds))
+    _assert_within_the_limits_and_every_rollout_starts_home(probe, arm, tmp_path, len(kinds))
     if command_type == "trajectory":
         stamps = np.array(arm.stamps)
         assert np.diff(stamps).min() >= 0.5 / _RATE - 1e-3, "no two commands closer than half a period"
@@ -332,10 +341,9 @@ def test_an_operator_who_scores_the_instant_an_episode_ends_never_catches_the_ar
         "config_file": str(config), "session_id": "s1", "journal_dir": str(tmp_path / "journals"),
         "journal_fsync": False})
     probe.spin_until(lambda: statuses and statuses[-1].trials_done >= 6, 300.0, "six trials scored")
-    assert manager.stop() == 0
-    probe.spin_for(0.5)
-    _assert_within_the_limits_and_every_rollout_starts_home(arm, tmp_path, 6)
-    assert runner.stop() == 0
+    # the runner last: a rollout the manager's stop left running is recorded once the runner stops
+    assert manager.stop() == 0 and runner.stop() == 0
+    _assert_within_the_limits_and_every_rollout_starts_home(probe, arm, tmp_path, 6)
 
 
 def test_nothing_on_any_topic_names_the_policy_or_its_server(
