@@ -228,34 +228,36 @@ def _ros2_runner(start_node: Any, probe: Any, tmp_path: pathlib.Path, ports: dic
     return arm, runner
 
 
+def _arm_command(arm: Any, start: int, values: np.ndarray) -> tuple[int] | None:
+    """The first command the arm got from ``start`` on (not homing's: a half-open gripper) with
+    ``values`` (its 7 joints), as ``(index,)``; None if none yet."""
+    found = next((i for i in range(start, len(arm.commands)) if arm.grippers[i] != 0.5
+                  and np.array_equal(arm.commands[i].values, values)), None)
+    return None if found is None else (found,)
+
+
 def _assert_within_the_limits_and_every_rollout_starts_home(probe: Any, arm: Any, tmp_path: pathlib.Path,
                                                             rollouts: int) -> None:
-    """Every command within the limits (:func:`command_check.violations`); each rollout's first command (the
-    episode recordings, in trial order) found the arm home. Called once the runner's rollouts are over: it
-    first spins until every recorded command reached the arm (DDS may deliver the last ones late)."""
+    """Each rollout's first command (the episode recordings, in the order they were written) found the arm
+    home, and every command the arm got is within the limits (:func:`command_check.violations`). Called once
+    the runner's rollouts are over; spins while the last commands are on their way (DDS may be late)."""
     from command_check import violations
 
     from evalstop_ros.runner.guard import CommandLimits
 
     episodes = [(data["folder"], data["actions"]) for data in _recorded(tmp_path) if len(data["actions"])]
     assert len(episodes) >= rollouts
-    recorded = sum(len(actions) for _, actions in episodes)
-    probe.spin_until(lambda: sum(g != 0.5 for g in arm.grippers) >= recorded, 30.0,
-                     f"the {recorded} recorded commands to reach the arm")
-    limits = CommandLimits(tuple(_NAMES), (_LOWER,) * 7, (_UPPER,) * 7, (_SPEED,) * 7, (_ACCEL,) * 7)
-    assert violations(arm.commands, limits) == []
     sent = 0
-    for folder, actions in episodes:   # each rollout's commands, found in order among all the arm got (not homing's)
+    for folder, actions in episodes:   # each rollout's commands, found in order among all the arm got
         for k, action in enumerate(actions):
-            found = next((i for i in range(sent, len(arm.commands)) if arm.grippers[i] != 0.5
-                          and np.array_equal(arm.commands[i].values, action[:7])), None)
-            assert found is not None, (f"{folder} step {k} not among the arm's commands from #{sent} on",
-                                       [f for f, _ in episodes], action, len(arm.commands))
-            sent = found
+            (sent,) = probe.spin_until(lambda: _arm_command(arm, sent, action[:7]), 30.0,
+                                       f"{folder}'s step {k} among the arm's commands from #{sent} on")
             if k == 0:
                 pose = arm.commands[sent].measured[-1]
                 assert np.abs(pose).max() <= 0.01 + 1e-9, ("a rollout started before the arm was home", pose)
             sent += 1
+    limits = CommandLimits(tuple(_NAMES), (_LOWER,) * 7, (_UPPER,) * 7, (_SPEED,) * 7, (_ACCEL,) * 7)
+    assert violations(arm.commands, limits) == []
 
 
 @pytest.mark.parametrize(("command_type", "space"), list(_ADVERSARIES))
@@ -341,9 +343,12 @@ def test_an_operator_who_scores_the_instant_an_episode_ends_never_catches_the_ar
         "config_file": str(config), "session_id": "s1", "journal_dir": str(tmp_path / "journals"),
         "journal_fsync": False})
     probe.spin_until(lambda: statuses and statuses[-1].trials_done >= 6, 300.0, "six trials scored")
-    # the runner last: a rollout the manager's stop left running is recorded once the runner stops
-    assert manager.stop() == 0 and runner.stop() == 0
+    assert manager.stop() == 0
+    started = runner.output.count("): rollout started")   # the one the stop left running ends before the check
+    probe.spin_until(lambda: len(re.findall(r": rollout (done|failed|stopped)", runner.output)) >= started, 120.0,
+                     f"the runner's {started} rollouts to end")
     _assert_within_the_limits_and_every_rollout_starts_home(probe, arm, tmp_path, 6)
+    assert runner.stop() == 0
 
 
 def test_nothing_on_any_topic_names_the_policy_or_its_server(
