@@ -54,7 +54,7 @@ JAZZY_ENV     := EVALSTOP_VENV=$(JAZZY_VENV) EVALSTOP_INSTALL=$(JAZZY_INSTALL) .
 #: CLI); the whole suite runs under Kilted (docs/testing.md, "Two distributions")
 JAZZY_TESTS   := -m jazzy test/nodes test/launch
 
-.PHONY: venv ros ros-tools ros-jazzy test-prereqs test-renderers demo demo-policy demo-physics demo-sim-eval demo-parallel demo-hub demo-hub-ros test check lint bench tables clean
+.PHONY: venv ros ros-tools ros-jazzy build-cache test-prereqs test-renderers demo demo-policy demo-physics demo-sim-eval demo-parallel demo-hub demo-hub-ros test check lint bench tables clean
 
 venv: $(STAMP)
 
@@ -85,8 +85,12 @@ define colcon_build
 	  -- tools/ros/build.sh $(1) $(3) $(2) $(4)
 endef
 
-# composition_interfaces (for launch_ros) is built beside it where shared/ros2-jazzy is.
-$(ROS_STAMP): $(STAMP) $(ROS_SOURCES)
+# composition_interfaces (for launch_ros) is built beside it where shared/ros2-jazzy is. Both builds
+# compile through ccache where it is (build-cache installs it once, before them).
+build-cache:
+	@tools/ros/install_ccache.sh
+
+$(ROS_STAMP): $(STAMP) $(ROS_SOURCES) | build-cache
 	$(call colcon_build,$(VENV),$(ROS_BUILD),$(ROS_PKG_SRC),$(if $(ROS_TOOLS),$(TOOLS_SRC)))
 	touch $@
 
@@ -130,7 +134,7 @@ $(JAZZY_BUILD)/tools/.installed: $(JAZZY_STAMP) $(ROS_TOOLS_REQ)
 	$(call install_ros_tools,$(JAZZY_PY),$(JAZZY_BUILD)/tools)
 	touch $@
 
-$(JAZZY_ROS_STAMP): $(JAZZY_STAMP) $(ROS_SOURCES)
+$(JAZZY_ROS_STAMP): $(JAZZY_STAMP) $(ROS_SOURCES) | build-cache
 	@test -n "$(ROS_TOOLS)" || { echo "no ../shared/ros2-jazzy (ROS_TOOLS): its composition_interfaces is needed"; exit 1; }
 	$(call colcon_build,$(JAZZY_VENV),$(JAZZY_BUILD),$(JAZZY_PKG_SRC),$(TOOLS_SRC))
 	touch $@
@@ -213,6 +217,9 @@ KILTED_TEST = $(ROS_ENV) EVALSTOP_ROS_REQUIRED=1 EVALSTOP_LAUNCH_REQUIRED=1 EVAL
   EVALSTOP_PHYSICS_REQUIRED=1 EVALSTOP_ROS_INSTALL=$(ROS_INSTALL) EVALSTOP_TEST_DOMAIN_BASE=$(1) \
   $(PY) -m pytest -p no:cacheprovider $(TEST_ARGS) \
   $(if $(filter jazzy,$(ROS_DISTROS)),--deselect $(SIM_POLICY_LAUNCH))
+# The tests without ROS: no ROS environment (they start before the colcon builds end), all else required.
+REST_TEST = EVALSTOP_REPORT_REQUIRED=1 EVALSTOP_PHYSICS_REQUIRED=1 EVALSTOP_TEST_DOMAIN_BASE=61 \
+  $(PY) -m pytest -p no:cacheprovider $(TEST_ARGS)
 # $(call XDIST,WORKERS[,DIST]): pytest-xdist options; DIST loadgroup unless given, units handed out in
 # the order of collection (conftest.py, _LONG_FIRST), not the most tests first. The run without ROS
 # hands out whole modules (loadfile): a module's shared fixture (the Ray sim-eval session, a robosuite
@@ -220,39 +227,44 @@ KILTED_TEST = $(ROS_ENV) EVALSTOP_ROS_REQUIRED=1 EVALSTOP_LAUNCH_REQUIRED=1 EVAL
 # with xdist 3.8 ignores `xdist_group`, pytest-dev/pytest-xdist#1386: each test is its own unit).
 XDIST = $(if $(filter-out 0 1,$(1)),-n $(1) --dist $(or $(2),loadgroup) --no-loadscope-reorder)
 TEST_LOGS := build/test-logs
-# What the test runs need, made side by side (make -j: the two venvs' ROS wheels at once, then the
-# colcon builds, the ROS tools, the physics, Chromium and the lint gates): 3.5 min on a clean clone
-# against 5.5 one after the other. Their progress lines interleave, each tagged with its venv or build.
-test-prereqs: venv ros-tools ros $(if $(filter jazzy,$(ROS_DISTROS)),ros-jazzy) lint test-renderers
+# What the ROS test runs need, made side by side (make -j: the Jazzy venv's ROS wheels, the colcon
+# builds, the ROS tools and the lint gates) while the tests without ROS run: those need only the Kilted
+# venv, the physics and Chromium (test-renderers). Their progress lines go to $(TEST_LOGS)/setup.log,
+# each tagged with its venv or build, printed when the ROS tests end.
+test-prereqs: venv ros-tools ros $(if $(filter jazzy,$(ROS_DISTROS)),ros-jazzy) lint
 test-renderers: venv
 	tools/install_chromium.sh
 	tools/install_physics.sh $(VENV)
 
+# $(call TEST_PART,NAME,TITLE): print run NAME's log under TITLE with its exit status; fail unless 0.
+TEST_PART = echo "== $(2) (exit status $$(cat $(TEST_LOGS)/$(1).status 2>/dev/null || echo none: not run))"; \
+  cat $(TEST_LOGS)/$(1).log 2>/dev/null; test "$$(cat $(TEST_LOGS)/$(1).status 2>/dev/null)" = 0
+
 test:
-	@$(MAKE) --no-print-directory -j4 test-prereqs
-	@mkdir -p $(TEST_LOGS); rm -f $(TEST_LOGS)/*.xml; jazzy=; \
-	echo "== the ROS tests ($(ROS_DISTROS)) run beside this one: logs in $(TEST_LOGS), printed when they end"; \
-	if [ -n "$(filter jazzy,$(ROS_DISTROS))" ]; then \
-	  ( $(JAZZY_ENV) EVALSTOP_ROS_REQUIRED=1 EVALSTOP_LAUNCH_REQUIRED=1 EVALSTOP_ROS_TARGET=ros-jazzy \
-	    EVALSTOP_ROS_INSTALL=$(JAZZY_INSTALL) EVALSTOP_TEST_DOMAIN_BASE=21 $(JAZZY_PY) -m pytest \
-	    -p no:cacheprovider $(TEST_ARGS) --junitxml=$(TEST_LOGS)/jazzy-ros.xml $(call XDIST,$(ROS_WORKERS)) $(JAZZY_TESTS) \
-	    > $(TEST_LOGS)/jazzy-ros.log 2>&1 ) & \
-	  jazzy=$$!; \
-	fi; \
-	( $(call KILTED_TEST,1) --junitxml=$(TEST_LOGS)/kilted-ros.xml $(call XDIST,$(ROS_WORKERS)) -m "ros and not serial" \
-	  > $(TEST_LOGS)/kilted-ros.log 2>&1 ) & ros=$$!; \
+	@$(MAKE) --no-print-directory -j2 venv test-renderers
+	@mkdir -p $(TEST_LOGS); rm -f $(TEST_LOGS)/*.xml $(TEST_LOGS)/*.status; \
+	echo "== the ROS builds and lint gates, then the ROS tests ($(ROS_DISTROS)), run beside this one: logs in $(TEST_LOGS), printed when they end"; \
+	( $(MAKE) --no-print-directory -j3 test-prereqs > $(TEST_LOGS)/setup.log 2>&1; echo $$? > $(TEST_LOGS)/setup.status; \
+	  test "$$(cat $(TEST_LOGS)/setup.status)" = 0 || exit 0; \
+	  if [ -n "$(filter jazzy,$(ROS_DISTROS))" ]; then \
+	    ( $(JAZZY_ENV) EVALSTOP_ROS_REQUIRED=1 EVALSTOP_LAUNCH_REQUIRED=1 EVALSTOP_ROS_TARGET=ros-jazzy \
+	      EVALSTOP_ROS_INSTALL=$(JAZZY_INSTALL) EVALSTOP_TEST_DOMAIN_BASE=21 $(JAZZY_PY) -m pytest \
+	      -p no:cacheprovider $(TEST_ARGS) --junitxml=$(TEST_LOGS)/jazzy-ros.xml $(call XDIST,$(ROS_WORKERS)) $(JAZZY_TESTS) \
+	      > $(TEST_LOGS)/jazzy-ros.log 2>&1; echo $$? > $(TEST_LOGS)/jazzy-ros.status ) & \
+	  fi; \
+	  $(call KILTED_TEST,1) --junitxml=$(TEST_LOGS)/kilted-ros.xml $(call XDIST,$(ROS_WORKERS)) -m "ros and not serial" \
+	    > $(TEST_LOGS)/kilted-ros.log 2>&1; echo $$? > $(TEST_LOGS)/kilted-ros.status; wait ) & ros=$$!; \
 	echo "== the tests without ROS under Kilted"; \
-	( $(call KILTED_TEST,61) --junitxml=$(TEST_LOGS)/kilted-rest.xml $(call XDIST,$(REST_WORKERS),loadfile) \
+	( $(REST_TEST) --junitxml=$(TEST_LOGS)/kilted-rest.xml $(call XDIST,$(REST_WORKERS),loadfile) \
 	  -m "not ros and not serial" ); rest=$$?; \
-	wait $$ros; ros=$$?; echo "== the ROS tests under Kilted (exit status $$ros)"; cat $(TEST_LOGS)/kilted-ros.log; \
-	if [ -n "$$jazzy" ]; then \
-	  wait $$jazzy; jazzy=$$?; echo "== the ROS tests under Jazzy (exit status $$jazzy)"; cat $(TEST_LOGS)/jazzy-ros.log; \
-	else jazzy=0; fi; \
-	echo "== the serial tests under Kilted, alone"; \
-	( $(call KILTED_TEST,41) --junitxml=$(TEST_LOGS)/kilted-serial.xml -m serial ); serial=$$?; \
+	wait $$ros; $(call TEST_PART,setup,the ROS builds and lint gates); setup=$$?; \
+	$(call TEST_PART,kilted-ros,the ROS tests under Kilted); ros=$$?; jazzy=0; \
+	if [ -n "$(filter jazzy,$(ROS_DISTROS))" ]; then $(call TEST_PART,jazzy-ros,the ROS tests under Jazzy); jazzy=$$?; fi; \
+	serial=1; if [ $$setup -eq 0 ]; then echo "== the serial tests under Kilted, alone"; \
+	  ( $(call KILTED_TEST,41) --junitxml=$(TEST_LOGS)/kilted-serial.xml -m serial ); serial=$$?; fi; \
 	echo "== where the time went (tools/test_durations.py --junit $(TEST_LOGS)/*.xml)"; \
 	$(PY) tools/test_durations.py --junit $(TEST_LOGS)/*.xml --top 15 || true; \
-	test $$rest -eq 0 && test $$ros -eq 0 && test $$jazzy -eq 0 && test $$serial -eq 0
+	test $$rest -eq 0 && test $$setup -eq 0 && test $$ros -eq 0 && test $$jazzy -eq 0 && test $$serial -eq 0
 
 # The quick tier for development (docs/testing.md; under 3 minutes): the lint gates, then every test
 # that needs neither ROS nor a network namespace and is neither slow nor a Monte Carlo check nor
