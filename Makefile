@@ -227,10 +227,11 @@ REST_TEST = EVALSTOP_REPORT_REQUIRED=1 EVALSTOP_PHYSICS_REQUIRED=1 EVALSTOP_TEST
 # with xdist 3.8 ignores `xdist_group`, pytest-dev/pytest-xdist#1386: each test is its own unit).
 XDIST = $(if $(filter-out 0 1,$(1)),-n $(1) --dist $(or $(2),loadgroup) --no-loadscope-reorder)
 TEST_LOGS := build/test-logs
-# What the ROS test runs need, made side by side (make -j: the Jazzy venv's ROS wheels, the colcon
-# builds, the ROS tools and the lint gates) while the tests without ROS run: those need only the Kilted
-# venv, the physics and Chromium (test-renderers). Their progress lines go to $(TEST_LOGS)/setup.log,
-# each tagged with its venv or build, printed when the ROS tests end.
+# What the ROS test runs need, made side by side (make -j: the colcon builds, the ROS tools and the
+# lint gates) while the tests without ROS run: those need only the Kilted venv, the physics and
+# Chromium (test-renderers), made first, beside the Jazzy venv's ROS wheels (pip is one process: the
+# other core is free). The later progress lines go to $(TEST_LOGS)/setup.log, each tagged with its venv
+# or build, printed when the ROS tests end.
 test-prereqs: venv ros-tools ros $(if $(filter jazzy,$(ROS_DISTROS)),ros-jazzy) lint
 test-renderers: venv
 	tools/install_chromium.sh
@@ -241,7 +242,7 @@ TEST_PART = echo "== $(2) (exit status $$(cat $(TEST_LOGS)/$(1).status 2>/dev/nu
   cat $(TEST_LOGS)/$(1).log 2>/dev/null; test "$$(cat $(TEST_LOGS)/$(1).status 2>/dev/null)" = 0
 
 test:
-	@$(MAKE) --no-print-directory -j2 venv test-renderers
+	@$(MAKE) --no-print-directory -j3 venv test-renderers $(if $(filter jazzy,$(ROS_DISTROS)),$(JAZZY_WHEELS))
 	@mkdir -p $(TEST_LOGS); rm -f $(TEST_LOGS)/*.xml $(TEST_LOGS)/*.status; \
 	echo "== the ROS builds and lint gates, then the ROS tests ($(ROS_DISTROS)), run beside this one: logs in $(TEST_LOGS), printed when they end"; \
 	( $(MAKE) --no-print-directory -j3 test-prereqs > $(TEST_LOGS)/setup.log 2>&1; echo $$? > $(TEST_LOGS)/setup.status; \
