@@ -134,7 +134,8 @@ $(JAZZY_BUILD)/tools/.installed: $(JAZZY_STAMP) $(ROS_TOOLS_REQ)
 	$(call install_ros_tools,$(JAZZY_PY),$(JAZZY_BUILD)/tools)
 	touch $@
 
-$(JAZZY_ROS_STAMP): $(JAZZY_STAMP) $(ROS_SOURCES) | build-cache
+# (the colcon build needs the ROS wheels only, not the project installed in the venv)
+$(JAZZY_ROS_STAMP): $(JAZZY_WHEELS) $(ROS_SOURCES) | build-cache
 	@test -n "$(ROS_TOOLS)" || { echo "no ../shared/ros2-jazzy (ROS_TOOLS): its composition_interfaces is needed"; exit 1; }
 	$(call colcon_build,$(JAZZY_VENV),$(JAZZY_BUILD),$(JAZZY_PKG_SRC),$(TOOLS_SRC))
 	touch $@
@@ -229,9 +230,9 @@ XDIST = $(if $(filter-out 0 1,$(1)),-n $(1) --dist $(or $(2),loadgroup) --no-loa
 TEST_LOGS := build/test-logs
 # What the ROS test runs need, made side by side (make -j: the colcon builds, the ROS tools and the
 # lint gates) while the tests without ROS run: those need only the Kilted venv, the physics and
-# Chromium (test-renderers), made first, beside the Jazzy venv's ROS wheels (pip is one process: the
-# other core is free). The later progress lines go to $(TEST_LOGS)/setup.log, each tagged with its venv
-# or build, printed when the ROS tests end.
+# Chromium (test-renderers), made first, beside the Jazzy venv's ROS wheels and its colcon build (pip
+# is one process: the other core is free). The later progress lines go to $(TEST_LOGS)/setup.log, each
+# tagged with its venv or build, printed when the ROS tests end.
 test-prereqs: venv ros-tools ros $(if $(filter jazzy,$(ROS_DISTROS)),ros-jazzy) lint
 test-renderers: venv
 	tools/install_chromium.sh
@@ -242,7 +243,7 @@ TEST_PART = echo "== $(2) (exit status $$(cat $(TEST_LOGS)/$(1).status 2>/dev/nu
   cat $(TEST_LOGS)/$(1).log 2>/dev/null; test "$$(cat $(TEST_LOGS)/$(1).status 2>/dev/null)" = 0
 
 test:
-	@$(MAKE) --no-print-directory -j3 venv test-renderers $(if $(filter jazzy,$(ROS_DISTROS)),$(JAZZY_WHEELS))
+	@$(MAKE) --no-print-directory -j3 venv test-renderers $(if $(filter jazzy,$(ROS_DISTROS)),$(JAZZY_ROS_STAMP))
 	@mkdir -p $(TEST_LOGS); rm -f $(TEST_LOGS)/*.xml $(TEST_LOGS)/*.status; \
 	echo "== the ROS builds and lint gates, then the ROS tests ($(ROS_DISTROS)), run beside this one: logs in $(TEST_LOGS), printed when they end"; \
 	( $(MAKE) --no-print-directory -j3 test-prereqs > $(TEST_LOGS)/setup.log 2>&1; echo $$? > $(TEST_LOGS)/setup.status; \
