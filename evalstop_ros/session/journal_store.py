@@ -6,6 +6,7 @@ integrity, durability and privacy are in docs/session.md and docs/integrity.md.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import fcntl
 import json
@@ -327,9 +328,14 @@ class JournalStore:
         return self._connection is None
 
     def close(self) -> None:
-        """Close the connection and release the lock (idempotent)."""
+        """Close the connection and release the lock (idempotent). A journal no one else has open is left
+        in rollback mode, its WAL checkpointed into it: reading it later (read-only: an audit, a report)
+        then leaves no -wal and -shm files beside it. Opened to write again, it is WAL again."""
         with self._mutex:
             if self._connection is not None:
+                with contextlib.suppress(sqlite3.OperationalError):   # a reader has it open: WAL it stays
+                    self._connection.execute("PRAGMA busy_timeout = 0")
+                    self._connection.execute("PRAGMA journal_mode = DELETE")
                 self._connection.close()
                 self._connection = None
             self._head_file.close()

@@ -48,6 +48,20 @@ def test_wal_mode_and_full_synchronous(journal_path):
         assert journal.pragma("synchronous") == "2"  # FULL
 
 
+def test_a_closed_journal_read_later_leaves_no_files_beside_it(journal_path):
+    """Closed by its writer, the journal is in rollback mode: reading it read-only (the audit, a report)
+    creates no -wal or -shm file next to it (SQLite creates both for a WAL database and cannot remove
+    them from a read-only connection); opened to write again, it is WAL again."""
+    config = make_config()
+    with Journal.open(journal_path, "s1", config) as journal:
+        journal.append("started")
+    assert len(read_journal(journal_path).events) == 2
+    assert sorted(p.name for p in journal_path.parent.iterdir() if p.name.startswith(journal_path.name + "-")) == []
+    with Journal.open(journal_path, "s1", config) as journal:
+        assert journal.pragma("journal_mode") == "wal"
+        assert read_journal(journal_path).events[-1].kind == "started"   # a reader beside the writer
+
+
 def test_non_durable_journal_skips_fsync_only(journal_path):
     with Journal.open(journal_path, "s1", make_config(), durable=False) as journal:
         assert (journal.pragma("journal_mode"), journal.pragma("synchronous")) == ("wal", "0")
