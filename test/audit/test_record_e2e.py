@@ -300,9 +300,8 @@ def test_recorded_two_arm_session_with_held_scores_audits(start_node: Any, probe
     until its predecessors are scored; at the stop a held score may never count. ``evalstop record``
     records it; ``evalstop audit`` verifies the bag alone and the journal against the bag, every wire
     score matched."""
-    from evalstop.action import RunTrial
+    from diagnostic_msgs.msg import DiagnosticArray
     from evalstop.msg import ScoreAck, SessionEvent, SessionStatus, TrialRequest, TrialScore
-    from rclpy.action import ActionClient
     from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 
     from evalstop_ros import qos
@@ -324,19 +323,24 @@ def test_recorded_two_arm_session_with_held_scores_audits(start_node: Any, probe
     statuses = probe.collect(SessionStatus, "session_status", qos.STATUS_QOS)
     acks = probe.collect(ScoreAck, "score_ack", qos.SCORE_ACK_QOS)
     scores = probe.node.create_publisher(TrialScore, "trial_score", qos.SCORE_QOS)
-    # arm_1 is slow, arm_2 fast: arm_2's runs end while an earlier trial still runs on arm_1. Both serve
-    # before the session starts (on a loaded machine an arm started beside the manager appeared after
-    # the fast one had run the whole session alone, and no score was held)
-    for arm, duration in zip(arms, (2.0, 0.1)):
-        start_node("sim_robot", ns=f"{namespace}/{arm}", params={"auto_score": False, "duration": duration})
-        client = ActionClient(probe.node, RunTrial, f"{namespace}/{arm}/run_trial")
-        probe.spin_until(client.server_is_ready, 60.0, f"{arm}'s run_trial action server")
+    diagnostics = probe.collect(DiagnosticArray, "/diagnostics", qos.DIAGNOSTICS_QOS)
     manager = start_node("evaluation_manager", params={
         "config_file": str(config_file), "session_id": "e2e-arms", "journal_dir": str(tmp_path / "journals"),
         "journal_fsync": False, "exit_on_finish": True,
         "operator_keys_file": str(write_keys(tmp_path / "operators.keys", keys))})
     probe.hear()
+    # arm_1 is slow, arm_2 fast: arm_2's runs end while an earlier trial still runs on arm_1
+    for arm, duration in zip(arms, (2.0, 0.1)):
+        start_node("sim_robot", ns=f"{namespace}/{arm}", params={"auto_score": False, "duration": duration})
     probe.spin_until(lambda: scores.get_subscription_count() >= 2, 60.0, "the manager and the recorder on trial_score")
+
+    def both_arms_reachable() -> bool:   # in one of the manager's diagnostics (each runner's status, 1 Hz)
+        return any(all(any(f"runner {arm}" in s.name and s.level == b"\x00" for s in array.status) for arm in arms)
+                   for array in diagnostics)
+
+    # no score before the manager knows both arms (the session waits for scores): on a loaded machine the
+    # slow arm appeared after the fast one had run the whole session alone, and no score was held
+    probe.spin_until(both_arms_reachable, 120.0, "the manager's diagnostics: both arms reachable")
 
     def done() -> bool:
         return bool(statuses) and statuses[-1].state in (SessionStatus.STATE_FINISHED, SessionStatus.STATE_ABORTED)
