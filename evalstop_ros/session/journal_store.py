@@ -151,25 +151,26 @@ class JournalStore:
                 private_file(file.with_name(file.name + companion))
             connection = connect(file)
             try:
-                mode = connection.execute("PRAGMA journal_mode = WAL").fetchone()[0]
-                if str(mode).lower() != "wal":
-                    raise JournalError(f"journal {str(file)!r}: cannot switch to WAL mode (got {mode!r})")
-                connection.execute(f"PRAGMA synchronous = {'FULL' if durable else 'OFF'}")
-                meta = read_meta(connection)
+                meta = read_meta(connection)   # checked before WAL mode: a journal refused is left as it was
                 if meta is None and existed:
                     raise JournalError(
                         f"{str(file)!r} is not a {spec.name} journal (it has no {spec.name} tables): if it is a copy "
                         f"of a journal, its '-wal' file ({file.name}-wal) was left behind; copy the .db, -wal and "
                         f".head files together (or copy after the {spec.name} ended)")
+                if meta is not None:
+                    cls._check_meta(file, spec, meta, owner)
+                    if check is not None:
+                        check(file, meta)
+                    head = cls._check_integrity(file, spec, connection, meta)
+                mode = connection.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+                if str(mode).lower() != "wal":
+                    raise JournalError(f"journal {str(file)!r}: cannot switch to WAL mode (got {mode!r})")
+                connection.execute(f"PRAGMA synchronous = {'FULL' if durable else 'OFF'}")
                 if meta is None:
                     meta, head = cls._create(connection, spec, *create())
                     head_file = HeadFile(file, new=True)
                     head_file.write(*head)
                 else:
-                    cls._check_meta(file, spec, meta, owner)
-                    if check is not None:
-                        check(file, meta)
-                    head = cls._check_integrity(file, spec, connection, meta)
                     head_file = HeadFile(file, new=False)
             except BaseException:
                 connection.close()
