@@ -244,7 +244,7 @@ def test_sealed_goals_leak_no_policy_before_the_reveal(start_node: Any, probe: A
         probe.spin_until(lambda: statuses[-1].state == SessionStatus.STATE_ABORTED, 60.0, "aborted")
         probe.spin_until(lambda: set(policies) <= set(spy.leaks(policies, before)), 60.0, "the real ids after the reveal")
         # read as nobody again until found: Fast DDS re-uses its shared-memory buffers, so a later message may
-        # have overwritten the one that carried an id (the comparisons' status carries them again)
+        # have overwritten the one that carried an id (the manager's /diagnostics carry them again every second)
         probe.spin_until(lambda: set(_as_nobody(policies, ["/dev/shm"], [s.pid for s in servers])) == set(policies),
                          60.0, "the real ids in Fast DDS's shared memory, read as nobody (positive control)")
         assert manager.stop() == 0 and runner.stop() == 0
