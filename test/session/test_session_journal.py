@@ -62,6 +62,23 @@ def test_a_closed_journal_read_later_leaves_no_files_beside_it(journal_path):
         assert read_journal(journal_path).events[-1].kind == "started"   # a reader beside the writer
 
 
+def test_a_journal_closed_while_read_stays_wal_and_readable(journal_path):
+    """A reader (an audit of a live session) still has the journal open when its writer closes: the
+    writer leaves it in WAL mode (its switch to rollback mode would need the reader gone) and the reader
+    goes on reading every event."""
+    journal = Journal.open(journal_path, "s1", make_config())
+    journal.append("started")
+    reader = sqlite3.connect(f"{journal_path.as_uri()}?mode=ro", uri=True)
+    try:
+        assert reader.execute("SELECT count(*) FROM events").fetchone() == (2,)
+        journal.close()
+        assert reader.execute("PRAGMA journal_mode").fetchone() == ("wal",)
+        assert reader.execute("SELECT count(*) FROM events").fetchone() == (2,)
+    finally:
+        reader.close()
+    assert [e.kind for e in read_journal(journal_path).events] == ["config", "started"]
+
+
 def test_non_durable_journal_skips_fsync_only(journal_path):
     with Journal.open(journal_path, "s1", make_config(), durable=False) as journal:
         assert (journal.pragma("journal_mode"), journal.pragma("synchronous")) == ("wal", "0")
