@@ -13,9 +13,10 @@ manager and policy_runner share a runner key (``goal_key_file``). Before the key
   servers file, runner error log), ``/dev/shm`` (Fast DDS's shared-memory segments), ``/tmp`` and every
   process's command line finds none of them either.
 
-After the reveal the spy hears the real ids, and ``nobody`` reads them in ``/dev/shm`` (the latched
-``session_config``, the positive control of both readers); the audit re-derives every journaled goal
-seal from the revealed key and verifies the session.
+Positive controls: the same reads as ``nobody`` (repeated until it does, each finding none of the ids)
+find a canary that a talker in a process of its own publishes in clear to this test's probe (Fast DDS
+re-uses its buffers, so one message's bytes last only until the next: a canary sent twenty times a second
+is always there); after the reveal the spy hears the real ids. The audit re-derives every journaled goal seal from the revealed key and verifies the session.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ from nodes_support import launch_default, write_config
 from runner_support import free_port, start_openpi_server, stop
 
 pytestmark = pytest.mark.usefixtures("ros_env")
+CANARY_TALKER = pathlib.Path(__file__).with_name("canary_talker.py")
 
 #: Run as user nobody: which of the needles (JSON on stdin: not on its own command line) appear in which
 #: readable file under the roots (argv[1:]) or in which process's command line (the pids in $SKIP_PIDS are the stand-ins of remote
@@ -149,6 +151,7 @@ def test_sealed_goals_leak_no_policy_before_the_reveal(start_node: Any, probe: A
     from evalstop.msg import SessionStatus
     from evalstop.srv import SessionControl
     from rclpy.task import Future
+    from std_msgs.msg import String
 
     from evalstop_ros import qos
     from evalstop_ros.audit import audit
@@ -231,22 +234,30 @@ def test_sealed_goals_leak_no_policy_before_the_reveal(start_node: Any, probe: A
         probe.spin_until(lambda: statuses[-1].state == SessionStatus.STATE_PAUSED, 60.0, "paused")  # the key still secret
         probe.spin_for(1.0)
 
-        # before the reveal: nothing on any topic, in any file another user can read, in any command line
+        # before the reveal: nothing on any topic, in any file another user can read, in any command line;
+        # but the canary, in Fast DDS's shared memory (the positive control of the read as nobody)
         assert spy.leaks(needles) == {}
         before = len(spy.heard)
-        roots = [lab, "/dev/shm", "/tmp"]
-        assert _as_nobody(needles, roots, [s.pid for s in servers]) == {}
+        canary = f"canary_{secrets.token_hex(8)}"
+        canaries = probe.collect(String, "canary", 10)
+        talker = start_node(str(CANARY_TALKER), args=[canary])
+        probe.spin_until(lambda: canaries, 60.0, "the canary talker heard")
+
+        def read_as_nobody() -> bool:  # (the first canaries may reach the probe before the shared memory is used)
+            found = _as_nobody([*needles, canary], [lab, "/dev/shm", "/tmp"], [s.pid for s in [*servers, talker.proc]])
+            in_shm = [path for path in found.pop(canary, []) if path.startswith("/dev/shm/")]
+            assert found == {}
+            return bool(in_shm)
+
+        probe.spin_until(read_as_nobody, 120.0, "the canary in Fast DDS's shared memory, read as nobody")
+        assert talker.stop() == 0
         assert stat.S_IMODE((lab / "journals").stat().st_mode) == 0o700  # the session tree, closed to others
 
-        # the end: the key is revealed; both readers see the real ids (positive control)
+        # the end: the key is revealed; the spy hears the real ids (its positive control)
         abort = SessionControl.Request(command=SessionControl.Request.COMMAND_ABORT, reason="end of the test")
         assert probe.call(SessionControl, "session_control", abort).ok
         probe.spin_until(lambda: statuses[-1].state == SessionStatus.STATE_ABORTED, 60.0, "aborted")
         probe.spin_until(lambda: set(policies) <= set(spy.leaks(policies, before)), 60.0, "the real ids after the reveal")
-        # read as nobody again until found: Fast DDS re-uses its shared-memory buffers, so a later message may
-        # have overwritten the one that carried an id (the manager's /diagnostics carry them again every second)
-        probe.spin_until(lambda: set(_as_nobody(policies, ["/dev/shm"], [s.pid for s in servers])) == set(policies),
-                         60.0, "the real ids in Fast DDS's shared memory, read as nobody (positive control)")
         assert manager.stop() == 0 and runner.stop() == 0
     finally:
         for server in servers:
