@@ -242,6 +242,11 @@ test-renderers: venv
 TEST_PART = echo "== $(2) (exit status $$(cat $(TEST_LOGS)/$(1).status 2>/dev/null || echo none: not run))"; \
   cat $(TEST_LOGS)/$(1).log 2>/dev/null; test "$$(cat $(TEST_LOGS)/$(1).status 2>/dev/null)" = 0
 
+# Python caches the bytecode of the tree's modules (and pytest its rewritten test modules) under the
+# test runs even where the environment says not to (PYTHONDONTWRITEBYTECODE, set on some CI images):
+# every pytest worker collects the whole suite and every CLI test starts an interpreter, which would
+# compile the same sources again each time (about 4 CPU-s a collection). __pycache__ is git-ignored.
+test check: export PYTHONDONTWRITEBYTECODE :=
 test:
 	@$(MAKE) --no-print-directory -j3 venv test-renderers $(if $(filter jazzy,$(ROS_DISTROS)),$(JAZZY_ROS_STAMP))
 	@mkdir -p $(TEST_LOGS); rm -f $(TEST_LOGS)/*.xml $(TEST_LOGS)/*.status; \
