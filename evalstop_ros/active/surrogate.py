@@ -1,18 +1,22 @@
 """The surrogate model of seed 004 §IV-A: an MLP on (policy, task) embeddings with MC dropout (App. C).
 
-Heads, training and why PyTorch: docs/active.md.
+Heads, training and why PyTorch: docs/active.md. PyTorch (the ``active`` extra) is imported where a
+surrogate is built or used, not with the package: the shrinkage surrogate and the acquisition need
+only numpy and scipy.
 """
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
-import torch
 from numpy.typing import ArrayLike, NDArray
 
 from .errors import ActiveError
 from .observations import average_log_likelihood, bin_index, check_observations
+
+if TYPE_CHECKING:
+    import torch
 
 __all__ = ["OUTCOMES", "Surrogate", "bin_index"]
 
@@ -42,6 +46,8 @@ class Surrogate:
     def __init__(self, policy_embeddings: ArrayLike, task_embeddings: ArrayLike, *, outcome: str = "binary",
                  bins: int = 25, hidden: int = 128, depth: int = 2, dropout: float = 0.1, lr: float = 3e-3,
                  weight_decay: float = 1e-4, epochs: int = 100, seed: int = 0) -> None:
+        import torch
+
         if outcome not in OUTCOMES:
             raise ActiveError(f"`outcome` should be one of {OUTCOMES}; found {outcome!r}")
         if not 0.0 <= dropout < 1.0:
@@ -69,6 +75,8 @@ class Surrogate:
         return int(self.policies.shape[0]), int(self.tasks.shape[0])
 
     def _seeded_init(self) -> dict[str, torch.Tensor]:
+        import torch
+
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(self.seed)
             for module in self.network:
@@ -77,6 +85,8 @@ class Surrogate:
         return self.network.state_dict()
 
     def _inputs(self, policy: NDArray[np.int64], task: NDArray[np.int64]) -> torch.Tensor:
+        import torch
+
         return torch.cat([self.policies[policy], self.tasks[task]], dim=1)
 
     def _all_inputs(self) -> torch.Tensor:
@@ -85,6 +95,8 @@ class Surrogate:
         return self._inputs(grid[0], grid[1])
 
     def _loss(self, logits: torch.Tensor, y: NDArray[np.float64]) -> torch.Tensor:
+        import torch
+
         if self.outcome == "binary":
             return torch.nn.functional.binary_cross_entropy_with_logits(
                 logits[:, 0], torch.as_tensor(y, dtype=torch.float32))
@@ -98,6 +110,8 @@ class Surrogate:
         paper's continuous retraining does (faster per step, not replayable from one step's data).
         With no data the network keeps its initial weights.
         """
+        import torch
+
         p, t, y = check_observations(policy, task, outcomes, shape=self.shape, outcome=self.outcome)
         if not warm_start:
             self.network.load_state_dict(self._initial)
@@ -117,6 +131,8 @@ class Surrogate:
         return float(loss.detach())
 
     def _probabilities(self, logits: torch.Tensor) -> NDArray[np.float64]:
+        import torch
+
         if self.outcome == "binary":
             p = torch.sigmoid(logits[..., 0])
             return torch.stack([1 - p, p], dim=-1).double().numpy()
@@ -129,6 +145,8 @@ class Surrogate:
         ``S`` MC-dropout passes (App. C) seeded by ``seed``.  ``B = 2`` (failure, success) for
         the binary head, else the bins.
         """
+        import torch
+
         inputs = self._all_inputs()
         m, n = self.shape
         with torch.no_grad(), torch.random.fork_rng(devices=[]):
