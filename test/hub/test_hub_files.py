@@ -7,6 +7,7 @@ file of the same directory made world-readable is read (the positive control).
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import os
 import pathlib
@@ -108,12 +109,17 @@ def test_a_new_database_directory_is_the_owners_and_a_shared_one_is_refused(tmp_
                                  f"postgresql://hub:{SECRET}@127.0.0.1:9/hub?not_an_option=1",  # refused by libpq
                                  f"postgresql://hub:{SECRET}@[::1/hub"])  # unparsable
 def test_a_connection_string_is_never_printed(url: str) -> None:
-    done = cli("hub", "serve", "--db", url, "--port", "0")
+    env = {**os.environ, "EVALSTOP_HUB_DB": url}
+    from_env = (("hub", "export"), ("hub", "serve", "--help"), ("hub", "--help"))
+    # all at once: those that connect wait for the database the pool's 15 s (nothing listens) side by side
+    with concurrent.futures.ThreadPoolExecutor(1 + len(from_env)) as pool:
+        served = pool.submit(cli, "hub", "serve", "--db", url, "--port", "0")
+        runs = {args: pool.submit(cli, *args, env=env) for args in from_env}
+    done = served.result()
     assert done.returncode == 2, done.stderr
     assert SECRET not in done.stdout + done.stderr
     assert "holds a password" in done.stderr  # and the warning says where a password belongs
-    env = {**os.environ, "EVALSTOP_HUB_DB": url}
-    for args in (("hub", "export"), ("hub", "serve", "--help"), ("hub", "--help")):
-        done = cli(*args, env=env)
+    for args, run in runs.items():
+        done = run.result()
         assert SECRET not in done.stdout + done.stderr, args
         assert "holds a password" not in done.stderr  # from the environment: no other user reads it
