@@ -61,9 +61,9 @@ venv: $(STAMP)
 # ros-wheels-bootstrapper's .pth would re-exec EVERY venv python with LD_LIBRARY_PATH set;
 # tools/ros/env.sh sets that environment explicitly for ROS processes instead, so drop it.
 # The first time this takes minutes: tools/build_progress.py prints a line now and then (the log
-# has pip's whole output). pip compiles the 21,000 installed modules one after the other (about 40 of its 75
-# s); compileall does it on every core (the packages' own tests left out). Like pip, it goes on past
-# a module this Python cannot compile (PyTorch ships a Python 3.12 test helper).
+# has pip's whole output). pip would compile the 21,000 installed modules one after the other (40
+# of its 75 s); compileall does it on every core, the packages' own tests left out, and like pip goes
+# on past a module this Python cannot compile (PyTorch ships a Python 3.12 test helper).
 $(STAMP): setup.py constraints.txt $(ROS_REQ)
 	@echo "[1/2] the Python packages (ROS 2 wheels included) into $(VENV); 3-10 min the first time"
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
