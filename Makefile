@@ -211,7 +211,7 @@ demo-hub-ros: venv ros
 # TEST_ARGS: more pytest options for every run (e.g. `make test TEST_ARGS=--durations=25`).
 ROS_DISTROS  ?= kilted jazzy
 ROS_WORKERS  ?= 5
-REST_WORKERS ?= 3
+REST_WORKERS ?= 2
 TEST_ARGS    ?=
 ifneq ($(filter-out kilted jazzy,$(ROS_DISTROS))$(if $(filter kilted,$(ROS_DISTROS)),,none),)
 $(error ROS_DISTROS=$(ROS_DISTROS): kilted (the whole suite) and optionally jazzy (its ROS tests too))
