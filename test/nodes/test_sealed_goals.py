@@ -16,7 +16,8 @@ manager and policy_runner share a runner key (``goal_key_file``). Before the key
 Positive controls: ``nobody`` did read Fast DDS's segments (0644, the environment's measured fact), and
 after the reveal the spy hears the real ids. (Which bytes a segment holds at one instant is no control:
 Fast DDS re-uses its buffers, and on a loaded machine a canary that a talker of its own published in
-clear to this test's probe twenty times a second was missing from every segment for two minutes.) The audit re-derives every journaled goal seal from the revealed key and verifies the session.
+clear to this test's probe twenty times a second was missing from every segment for two minutes.)
+The audit re-derives every journaled goal seal from the revealed key and verifies the session.
 """
 
 from __future__ import annotations
