@@ -106,7 +106,7 @@ class HolmPairs:
         if not fell:
             return  # Holm on the same p-values rejects nothing new (running minima only fall)
         before = self.engine.decision[:, 0].copy()
-        self.engine.analyse()
+        self.engine.analyse(self._p)
         newly = (before == Decision.CONTINUE) & (self.engine.decision[:, 0] != Decision.CONTINUE)
         self.n_at_decision[newly] = self.n[newly]
         self.decided_at_result[newly] = self.results

@@ -24,6 +24,12 @@ MAX_PARTITIONS = 1000
 #: Largest ``N`` whose within-block ranks are counted by direct key comparisons (cost ``N`` passes
 #: per agent); above, by running counts over the ranks (a few passes, independent of ``N``).
 _COUNT_BY_COMPARISON_MAX = 12
+#: Fewest positions times paths (``L N B``) of an interim whose blocks go to the thread pool: below,
+#: handing the blocks to threads costs more CPU than their arrays (B = 200: twice the CPU of one
+#: thread, and no faster), above it both cores shorten the interim (B = 10^4 at 5 agents, N = 5).
+_POOL_MIN_WORK = 100_000
+#: Comparisons times paths of one Welch pass over stacked blocks (memory: a few such arrays).
+_CHUNK = 1 << 18
 
 
 _POOL: list[ThreadPoolExecutor] = []
@@ -195,13 +201,10 @@ class ClosedAdaStop:
         self._centre: float | None = None
         self.interim = 0
 
-    def _block_stats(self, block: tuple[int, ...], scores: NDArray[np.float64], k: int) -> NDArray[np.float64]:
-        """``(B,)`` largest studentized statistic of the block's comparisons, after interim ``k``.
-
-        The permutation law of :math:`\\max_{j \\in I(\\pi)} S_j` restricted to one block (seed
-        002 Eq. 8 per pair); it is computed once per block and interim and shared by every
-        partition (intersection) that holds the block.
-        """
+    def _block_sums(self, block: tuple[int, ...], scores: NDArray[np.float64],
+                    k: int) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+        """``(|block|, B)`` running sums and sums of squares of the scores each of the block's agents
+        receives on each path, after interim ``k`` (kept for the next interim)."""
         n, width, b = self.n, len(block), self.b
         positions = self._positions[block]
         # Agent c of the block receives the positions whose key ranks in [cN, (c+1)N) among the
@@ -211,33 +214,54 @@ class ClosedAdaStop:
         rank = counts[block[0]][positions]
         for l in block[1:]:
             rank += counts[l][positions]
-        slot = np.greater_equal(rank, n).view(np.int8)
-        for c in range(2, width):
-            slot += rank >= c * n
-        # Each agent's sum adds its scores one by one in position order: a sum over axis 0 of a
-        # (position, path) array accumulates row after row, and the positions an agent does not
-        # receive add an exact 0.0.  Paths that deal an agent the same scores get bit-identical
-        # sums, so ties with the identity (the same or the mirrored assignment) are exact ties,
-        # counted as no exceedance on every machine.
-        z = scores.reshape(-1)[positions][:, None]
-        z_square = np.square(z)
-        s = np.empty((width, b))  # (agent, path)
-        q = np.empty((width, b))
-        dealt = np.empty(slot.shape, dtype=bool)
-        masked = np.empty(slot.shape)
-        for c in range(width):
-            np.equal(slot, c, out=dealt)
-            np.multiply(dealt, z, out=masked)
-            masked.sum(axis=0, out=s[c])
-            np.multiply(dealt, z_square, out=masked)
-            masked.sum(axis=0, out=q[c])
+        # the agent (0 .. width - 1) dealt each position on each path, as a flat (agent, path) bin
+        slot = np.floor_divide(rank, n, dtype=np.intp)
+        slot *= b
+        slot += self._path_index
+        # Each agent's sum adds its scores one by one in position order: bincount adds its weights
+        # in input order, and the input is position-major.  Paths that deal an agent the same scores
+        # get bit-identical sums, so ties with the identity (the same or the mirrored assignment)
+        # are exact ties, counted as no exceedance on every machine.
+        z = np.broadcast_to(scores.reshape(-1)[positions][:, None], slot.shape).ravel()
+        bins = slot.ravel()
+        s = np.bincount(bins, weights=z, minlength=width * b).reshape(width, b)  # (agent, path)
+        q = np.bincount(bins, weights=np.square(z), minlength=width * b).reshape(width, b)
         if block in self._sums:
             previous_s, previous_q = self._sums[block]
             s += previous_s
             q += previous_q
         self._sums[block] = (s, q)
-        first, second = self._block_columns[block]
-        return np.asarray(np.sqrt(welch_z_squared(s, q, first, second, k * n).max(axis=0)), dtype=np.float64)
+        return s, q
+
+    def _block_stats(self, blocks: Sequence[tuple[int, ...]], scores: NDArray[np.float64],
+                     k: int) -> list[NDArray[np.float64]]:
+        """Per block, ``(B,)`` largest studentized statistic of its comparisons after interim ``k``.
+
+        The permutation law of :math:`\\max_{j \\in I(\\pi)} S_j` restricted to one block (seed
+        002 Eq. 8 per pair); it is computed once per block and interim and shared by every
+        partition (intersection) that holds the block.  One Welch pass serves all ``blocks`` (their
+        agents' sums stacked; the statistic is elementwise, so the bits are those of each block alone).
+        """
+        sums = [self._block_sums(block, scores, k) for block in blocks]
+        widths = np.cumsum([0] + [len(block) for block in blocks])
+        first = np.concatenate([self._block_columns[block][0] + w for block, w in zip(blocks, widths)])
+        second = np.concatenate([self._block_columns[block][1] + w for block, w in zip(blocks, widths)])
+        starts = np.cumsum([0] + [len(self._block_columns[block][0]) for block in blocks[:-1]])
+        z_square = welch_z_squared(np.concatenate([s for s, _ in sums]), np.concatenate([q for _, q in sums]),
+                                   first, second, k * self.n)
+        return list(np.sqrt(np.maximum.reduceat(z_square, starts, axis=0)))
+
+    def _chunks(self, blocks: Sequence[tuple[int, ...]]) -> list[list[tuple[int, ...]]]:
+        """``blocks`` in runs of about :data:`_CHUNK` comparison-paths each: one Welch pass per run."""
+        chunks: list[list[tuple[int, ...]]] = []
+        size = 0
+        for block in blocks:
+            if not chunks or size + len(self.block_pairs[block]) * self.b > _CHUNK:
+                chunks.append([])
+                size = 0
+            chunks[-1].append(block)
+            size += len(self.block_pairs[block]) * self.b
+        return chunks
 
     def _interim_counts(self, k: int, agents: Sequence[int] | None = None) -> NDArray[np.integer]:
         """``(L, L N, B)``: per agent and position, how many of the agent's positions rank lower.
@@ -287,12 +311,18 @@ class ClosedAdaStop:
         for stale in set(self._sums) - needed:
             del self._sums[stale]
         self._interim_counts(k, sorted({l for b in needed for l in b}))  # the agents still relabeled
-        # the blocks' statistics and the bootstrap test are independent: both cores (numpy
-        # releases the GIL in its loops); results do not depend on the order
-        pool = _thread_pool()
-        reference = pool.submit(self.reference.update, scores, ~self.decided)
-        todo = sorted(needed)
-        stats = dict(zip(todo, pool.map(lambda b: self._block_stats(b, scores, k), todo), strict=True))
+        # the blocks' statistics and the bootstrap test are independent: on both cores when the
+        # arrays are large (numpy releases the GIL in its loops); results do not depend on the order
+        chunks = self._chunks(sorted(needed))
+        if self.n_agents * self.n * self.b >= _POOL_MIN_WORK:
+            pool = _thread_pool()
+            reference = pool.submit(self.reference.update, scores, ~self.decided)
+            found = list(pool.map(lambda chunk: self._block_stats(chunk, scores, k), chunks))
+            reference.result()
+        else:
+            self.reference.update(scores, ~self.decided)
+            found = [self._block_stats(chunk, scores, k) for chunk in chunks]
+        stats = {block: statistic for chunk, values in zip(chunks, found) for block, statistic in zip(chunk, values)}
         self.boundary[:] = math.inf
         for p in map(int, open_parts):
             blocks = self.partitions[p]
@@ -304,7 +334,6 @@ class ClosedAdaStop:
             if crossed:
                 self.crossed[p] = True
                 self.crossed_at[p] = k
-        reference.result()
         self.decided = self.crossed & self.reference.crossed
         self.interim = k
         return np.array([bool(self.decided[h].all()) for h in self.holding])

@@ -115,7 +115,7 @@ class HolmEngine:
         if self.lanes == 1:
             trajectory = self.trajectories[j]
             trajectory.sides.append(tuple(float(v) for v in sides[:, 0]))
-            trajectory.pvalues.append(float(tests.pvalue()[0]))
+            trajectory.pvalues.append(float(tests.pvalue(sides)[0]))
             trajectory.evalues.append(float(tests.evalue()[0]))
         return sides
 
@@ -136,9 +136,10 @@ class HolmEngine:
         """``(m, R)`` step of each decision, 0 if none."""
         return self.holm.stopping_step
 
-    def analyse(self) -> None:
-        """One analysis of every comparison's current p-values (a decided one keeps its values)."""
-        self.holm.analyse(np.concatenate([tests.side_pvalues() for tests in self.tests]))
+    def analyse(self, pvalues: NDArray[np.float64] | None = None) -> None:
+        """One analysis of every comparison's current p-values (a decided one keeps its values);
+        ``pvalues``: those side p-values ``(m * S, R)`` when the caller holds them (from :meth:`feed`)."""
+        self.holm.analyse(np.concatenate([tests.side_pvalues() for tests in self.tests]) if pvalues is None else pvalues)
 
     def run(self) -> None:
         """Analyse every further step the trajectories allow (``R = 1``; :meth:`SequentialHolm.run`)."""

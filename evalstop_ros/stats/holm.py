@@ -104,13 +104,10 @@ def holm_step(
     array([[1],
            [0]], dtype=int8)
     """
-    rejected = _holm_rejections(pvalues, alpha, weights)
-    out = decision.copy()
-    for h in range(pvalues.shape[0]):
-        j, side = divmod(h, len(sides))
-        newly = rejected[h] & (out[j] == Decision.CONTINUE)
-        if newly.any():
-            out[j, newly] = Decision.B_BETTER if sides[side] == 1 else Decision.A_BETTER
+    rejected = _holm_rejections(pvalues, alpha, weights).reshape(decision.shape[0], len(sides), -1)  # (m, S, R)
+    first = rejected.argmax(axis=1)  # each comparison's first rejected side (0 if none)
+    claim = np.where(np.asarray(sides)[first] == 1, Decision.B_BETTER, Decision.A_BETTER)
+    out: NDArray[np.int8] = np.where((decision == Decision.CONTINUE) & rejected.any(axis=1), claim, decision).astype(np.int8)
     return out
 
 
@@ -158,9 +155,11 @@ class DirectionalTests:
         """``(S, R)``: each side's running-minimum p-value."""
         return np.stack([process.pvalue() for process in self.processes])
 
-    def pvalue(self) -> NDArray[np.float64]:
-        """``(R,)``: ``min(1, S min_s p_s)``, the comparison's (two-sided) p-value."""
-        combined: NDArray[np.float64] = np.minimum(1.0, len(self.sides) * self.side_pvalues().min(axis=0))
+    def pvalue(self, sides: NDArray[np.float64] | None = None) -> NDArray[np.float64]:
+        """``(R,)``: ``min(1, S min_s p_s)``, the comparison's (two-sided) p-value (of ``sides`` if
+        given: :meth:`side_pvalues` already read)."""
+        side = self.side_pvalues() if sides is None else sides
+        combined: NDArray[np.float64] = np.minimum(1.0, len(self.sides) * side.min(axis=0))
         return combined
 
     def evalue(self) -> NDArray[np.float64]:

@@ -12,8 +12,6 @@ from collections.abc import Sequence
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
-from scipy.stats import norm as _NORMAL
-from scipy.stats import t as _STUDENT
 
 from .errors import StatsInputError
 from .hall import hall_cubic_inverse
@@ -236,7 +234,9 @@ class Ranking:
 
     def _analytic_interval(self, level: float) -> tuple[FloatArray, FloatArray]:
         """The normal, Student-t or Hall interval of :meth:`interval` (``boot_t`` ignored)."""
-        z = _NORMAL.ppf(0.5 + level / 2.0) if self.df is None else _STUDENT.ppf(0.5 + level / 2.0, self.df)
+        from scipy.special import ndtri, stdtrit  # here: a hub or a CLI verb starts without scipy
+
+        z = ndtri(0.5 + level / 2.0) if self.df is None else stdtrit(self.df, 0.5 + level / 2.0)  # N, t quantiles
         if self.skewness is None or self.df is None:
             return self.scores - z * self.se, self.scores + z * self.se
         quantile = np.asarray(z, dtype=np.float64)

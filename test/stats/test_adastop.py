@@ -622,8 +622,8 @@ def test_closed_ties_are_exact():
     engine = ClosedAdaStop([(0, 1), (0, 2), (1, 2)], n_agents=3, n_per_interim=3, n_interims=1, alpha=0.2,
                            n_permutations=3000, seed=1)
     block = np.random.default_rng(4).normal(size=(3, 3))
-    assert np.unique(engine._block_stats((0, 1), block, 1)).size == 10
-    assert np.unique(engine._block_stats((0, 1, 2), block, 1)).size == math.factorial(9) // 6**3 // 6
+    assert np.unique(engine._block_stats([(0, 1)], block, 1)[0]).size == 10
+    assert np.unique(engine._block_stats([(0, 1, 2)], block, 1)[0]).size == math.factorial(9) // 6**3 // 6
 
 
 # -- speed-ups of the closed engine change no result: traces recorded before them ---------------------
