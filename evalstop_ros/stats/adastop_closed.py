@@ -224,8 +224,9 @@ class ClosedAdaStop:
         # are exact ties, counted as no exceedance on every machine.
         z = np.broadcast_to(scores.reshape(-1)[positions][:, None], slot.shape).ravel()
         bins = slot.ravel()
-        s = np.bincount(bins, weights=z, minlength=width * b).reshape(width, b)  # (agent, path)
-        q = np.bincount(bins, weights=np.square(z), minlength=width * b).reshape(width, b)
+        # (weighted counts are float64; the stubs say int) (agent, path)
+        s = np.asarray(np.bincount(bins, weights=z, minlength=width * b), dtype=np.float64).reshape(width, b)
+        q = np.asarray(np.bincount(bins, weights=np.square(z), minlength=width * b), dtype=np.float64).reshape(width, b)
         if block in self._sums:
             previous_s, previous_q = self._sums[block]
             s += previous_s
