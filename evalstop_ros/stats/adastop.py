@@ -276,7 +276,7 @@ class AdaStop(PaperPaths):
         # "closed" with two agents: the paper's exact test and, required as well, the bootstrap
         # test of the pair (Notes, item 2)
         self._pair_reference = (
-            WelchReference(self.comparisons, [np.arange(len(self.comparisons))], n_agents=n_agents, n_per_interim=n,
+            WelchReference(self.comparisons, [np.arange(len(self.comparisons))], [[0]], n_agents=n_agents, n_per_interim=n,
                            n_interims=self.n_interims, alpha=self.alpha, n_permutations=self.n_permutations,
                            seed=self.seed)
             if permutation == "closed" and not several else None

@@ -14,7 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 from numpy.typing import NDArray
 
-from .adastop_welch import WelchReference, spend_interim, welch_z_squared
+from .adastop_welch import CHUNK, WelchReference, row_chunks, spend_interim, welch_z_squared
 from .errors import StatsInputError
 
 __all__ = ["MAX_PARTITIONS", "ClosedAdaStop", "closed_partitions"]
@@ -28,8 +28,6 @@ _COUNT_BY_COMPARISON_MAX = 12
 #: handing the blocks to threads costs more CPU than their arrays (B = 200: twice the CPU of one
 #: thread, and no faster), above it both cores shorten the interim (B = 10^4 at 5 agents, N = 5).
 _POOL_MIN_WORK = 100_000
-#: Comparisons times paths of one Welch pass over stacked blocks (memory: a few such arrays).
-_CHUNK = 1 << 18
 
 
 _POOL: list[ThreadPoolExecutor] = []
@@ -146,6 +144,12 @@ class ClosedAdaStop:
                 np.asarray([column[self.comparisons[int(j)][0]] for j in inside_pairs], dtype=np.intp),
                 np.asarray([column[self.comparisons[int(j)][1]] for j in inside_pairs], dtype=np.intp),
             )
+        #: every block's row in an interim's table of block statistics; per partition its blocks' rows,
+        #: padded with its first (a maximum ignores repeats)
+        self._block_row = {block: r for r, block in enumerate(self.block_pairs)}
+        widest = max(len(blocks) for blocks in self.partitions)
+        self._partition_rows = np.array([np.resize([self._block_row[b] for b in blocks], widest)
+                                         for blocks in self.partitions], dtype=np.intp)
         #: per partition: the comparisons it implies, and per comparison the partitions implying it
         self.implies = [np.concatenate([self.block_pairs[b] for b in blocks]) for blocks in self.partitions]
         self.holding: list[list[int]] = [[] for _ in self.comparisons]
@@ -189,8 +193,9 @@ class ClosedAdaStop:
         #: per partition: its permutation test crossed; its bootstrap test (:mod:`.adastop_welch`)
         #: crossed too (``decided``: the intersection hypothesis is rejected)
         self.crossed = np.zeros(len(self.partitions), dtype=bool)
-        self.reference = WelchReference(self.comparisons, self.implies, n_agents=n_agents, n_per_interim=n_per_interim,
-                                        n_interims=n_interims, alpha=alpha, n_permutations=n_permutations, seed=seed)
+        self.reference = WelchReference(self.comparisons, list(self.block_pairs.values()), self._partition_rows.tolist(),
+                                        n_agents=n_agents, n_per_interim=n_per_interim, n_interims=n_interims,
+                                        alpha=alpha, n_permutations=n_permutations, seed=seed)
         self.decided = np.zeros(len(self.partitions), dtype=bool)
         self.crossed_at = np.zeros(len(self.partitions), dtype=np.int64)
         self.alive = np.ones((len(self.partitions), self.b), dtype=bool)
@@ -253,11 +258,11 @@ class ClosedAdaStop:
         return list(np.sqrt(np.maximum.reduceat(z_square, starts, axis=0)))
 
     def _chunks(self, blocks: Sequence[tuple[int, ...]]) -> list[list[tuple[int, ...]]]:
-        """``blocks`` in runs of about :data:`_CHUNK` comparison-paths each: one Welch pass per run."""
+        """``blocks`` in runs of about :data:`~.adastop_welch.CHUNK` comparison-paths each: one Welch pass per run."""
         chunks: list[list[tuple[int, ...]]] = []
         size = 0
         for block in blocks:
-            if not chunks or size + len(self.block_pairs[block]) * self.b > _CHUNK:
+            if not chunks or size + len(self.block_pairs[block]) * self.b > CHUNK:
                 chunks.append([])
                 size = 0
             chunks[-1].append(block)
@@ -323,18 +328,17 @@ class ClosedAdaStop:
         else:
             self.reference.update(scores, ~self.decided)
             found = [self._block_stats(chunk, scores, k) for chunk in chunks]
-        stats = {block: statistic for chunk, values in zip(chunks, found) for block, statistic in zip(chunk, values)}
+        table = np.zeros((len(self._block_row), self.b))  # rows of the blocks no open partition holds: unused
+        for chunk, values in zip(chunks, found):
+            table[[self._block_row[held] for held in chunk]] = values
         self.boundary[:] = math.inf
-        for p in map(int, open_parts):
-            blocks = self.partitions[p]
-            m = stats[blocks[0]].copy()
-            for b in blocks[1:]:
-                np.maximum(m, stats[b], out=m)
-            self.boundary[p], self.spent[p], crossed = spend_interim(
-                m, self.alive[p], float(self.spent[p]), k=k, alpha=self.alpha, n_interims=self.k_max)
-            if crossed:
-                self.crossed[p] = True
-                self.crossed_at[p] = k
+        for rows in row_chunks(open_parts, self._partition_rows.shape[1], self.b):
+            alive, spent = self.alive[rows], self.spent[rows]
+            self.boundary[rows], crossed = spend_interim(table[self._partition_rows[rows]].max(axis=1), alive, spent,
+                                                         k=k, alpha=self.alpha, n_interims=self.k_max)
+            self.alive[rows], self.spent[rows] = alive, spent
+            self.crossed[rows[crossed]] = True
+            self.crossed_at[rows[crossed]] = k
         self.decided = self.crossed & self.reference.crossed
         self.interim = k
         return np.array([bool(self.decided[h].all()) for h in self.holding])

@@ -15,11 +15,13 @@ from numpy.typing import NDArray
 
 from .hall import hall_cubic
 
-__all__ = ["HALL_SLOPE_MAX", "SKEWNESS", "SMALL_SAMPLE", "SPREAD_RATIO", "WelchReference", "difference_skewness", "hall_transform",
-           "shared_skewness", "spend_interim", "spread_warning", "welch_z", "welch_z_squared"]
+__all__ = ["CHUNK", "HALL_SLOPE_MAX", "SKEWNESS", "SMALL_SAMPLE", "SPREAD_RATIO", "WelchReference", "difference_skewness",
+           "hall_transform", "row_chunks", "shared_skewness", "spend_interim", "spread_warning", "welch_z", "welch_z_squared"]
 
 #: Slack (in paths) of ``floor(level * B)``: the spent level is a sum of ratios.
 _COUNT_TOL = 1e-9
+#: Values (tests or comparisons times paths) of one array pass over many tests: their memory is a few such arrays.
+CHUNK = 1 << 16
 #: Largest / smallest standard deviation among compared agents above which, with fewer than
 #: :data:`SMALL_SAMPLE` scores per agent, :func:`spread_warning` warns (docs/adastop.md: the study's
 #: worlds with ratios 6.7-10 at 3-10 scores per interim).
@@ -162,26 +164,36 @@ def difference_skewness(history: NDArray[np.float64], first: NDArray[np.intp], s
 
 
 def spend_interim(
-    statistic: NDArray[np.float64], alive: NDArray[np.bool_], spent: float, *, k: int, alpha: float, n_interims: int,
-) -> tuple[float, float, bool]:
-    """One interim of a group-sequential Monte Carlo or permutation test (seed 002 Eqs. 10-12).
+    statistic: NDArray[np.float64], alive: NDArray[np.bool_], spent: NDArray[np.float64], *, k: int, alpha: float,
+    n_interims: int,
+) -> tuple[NDArray[np.float64], NDArray[np.bool_]]:
+    """One interim of group-sequential Monte Carlo or permutation tests, a test per row (seed 002 Eqs. 10-12).
 
-    ``statistic`` holds the ``B`` paths' values, path 0 the observed data; ``alive`` the paths
-    that stayed within every earlier boundary (updated in place).  The boundary is the smallest
-    value whose exceedances among the survivors keep the spent level at most ``k alpha / K``
-    (found by selection, ``np.partition``); ``inf`` when the allowance rounds to no path.
-    Returns the boundary, the level spent so far and whether path 0 crossed (strictly).
+    ``statistic`` ``(T, B)`` holds each test's ``B`` paths' values, path 0 the observed data;
+    ``alive`` ``(T, B)`` the paths that stayed within every earlier boundary and ``spent`` ``(T,)``
+    the level spent so far (both updated in place).  A boundary is the smallest value whose
+    exceedances among the survivors keep the spent level at most ``k alpha / K``: an order statistic
+    of the survivors (found by selection, ``np.partition``); ``inf`` when the allowance rounds to no
+    path.  Returns the boundaries and whether each test's path 0 crossed (strictly).
     """
-    b = statistic.size
-    allowed = math.floor((k * alpha / n_interims - spent) * b + _COUNT_TOL)
-    if allowed <= 0:
-        return math.inf, spent, False
-    values = statistic[alive]
-    rank = values.size - 1 - min(allowed, values.size - 1)  # the (allowed)-th largest, 0-based
-    boundary = float(np.partition(values, rank)[rank])
-    spent += np.count_nonzero(values > boundary) / b
-    alive &= statistic <= boundary
-    return boundary, spent, bool(statistic[0] > boundary)
+    tests, b = statistic.shape
+    allowed = np.floor((k * alpha / n_interims - spent) * b + _COUNT_TOL)
+    survivors = np.count_nonzero(alive, axis=1)
+    take = np.minimum(np.maximum(allowed, 0), survivors - 1).astype(np.intp)  # exceedances the boundary leaves
+    column = b - 1 - take  # the survivor with ``take`` above it, the dead (-inf) first
+    ordered = np.partition(np.where(alive, statistic, -np.inf), np.unique(column), axis=1)
+    boundary = ordered[np.arange(tests), column]
+    spending = allowed > 0
+    boundary[~spending] = np.inf
+    spent += np.count_nonzero(alive & (statistic > boundary[:, None]), axis=1) / b
+    alive &= (statistic <= boundary[:, None]) | ~spending[:, None]
+    return boundary, statistic[:, 0] > boundary
+
+
+def row_chunks(rows: NDArray[np.intp], width: int, b: int) -> list[NDArray[np.intp]]:
+    """``rows`` in runs whose gathered ``(rows, width, B)`` statistics hold at most about :data:`CHUNK` values."""
+    size = max(1, CHUNK // max(1, width * b))
+    return [rows[i:i + size] for i in range(0, len(rows), size)]
 
 
 class WelchReference:
@@ -191,9 +203,11 @@ class WelchReference:
     ----------
     comparisons : sequence of (int, int)
         The comparisons as agent index pairs.
-    implies : sequence of int arrays
-        Per intersection hypothesis, the comparisons it holds (its statistic is their largest
-        :func:`welch_z`).
+    groups : sequence of int arrays
+        Sets of comparisons that intersection hypotheses share (the closed test's blocks).
+    tests : sequence of int sequences
+        Per intersection hypothesis, its groups: it holds their comparisons, and its statistic
+        is their largest :func:`welch_z` (the largest of its groups' largest).
     n_agents, n_per_interim, n_interims, alpha, n_permutations, seed :
         As in :class:`~evalstop_ros.stats.adastop.AdaStop`; the resampling indices are drawn
         from ``seed`` (a stream of their own).
@@ -209,12 +223,14 @@ class WelchReference:
     """
 
     def __init__(
-        self, comparisons: Sequence[tuple[int, int]], implies: Sequence[NDArray[np.intp]], *, n_agents: int,
-        n_per_interim: int, n_interims: int, alpha: float, n_permutations: int, seed: int,
+        self, comparisons: Sequence[tuple[int, int]], groups: Sequence[NDArray[np.intp]], tests: Sequence[Sequence[int]],
+        *, n_agents: int, n_per_interim: int, n_interims: int, alpha: float, n_permutations: int, seed: int,
     ) -> None:
         pairs = np.asarray(comparisons, dtype=np.intp)
         self._first, self._second = pairs[:, 0], pairs[:, 1]
-        self.implies = [np.asarray(p, dtype=np.intp) for p in implies]
+        self.groups = [np.asarray(g, dtype=np.intp) for g in groups]
+        #: ``(tests, most groups)``: each test's groups, padded with its first (a maximum ignores repeats)
+        self._tests = np.array([np.resize(t, max(map(len, tests))) for t in tests], dtype=np.intp)
         self.n_agents, self.n, self.k_max, self.alpha, self.b = n_agents, n_per_interim, n_interims, alpha, n_permutations
         self._rng = np.random.default_rng([seed, 0x57E1C4])
         #: ``(L, k N)`` every agent's scores so far (the bootstrap's sample; 0 once out of the rotation)
@@ -222,10 +238,10 @@ class WelchReference:
         #: ``(L, B)`` per agent: sums and sums of squares, column 0 the observed (centred) scores
         self._sums = np.zeros((n_agents, self.b))
         self._squares = np.zeros((n_agents, self.b))
-        self.crossed = np.zeros(len(self.implies), dtype=bool)
-        self.alive = np.ones((len(self.implies), self.b), dtype=bool)
-        self.spent = np.zeros(len(self.implies))
-        self.boundary = np.full(len(self.implies), math.inf)
+        self.crossed = np.zeros(len(tests), dtype=bool)
+        self.alive = np.ones((len(tests), self.b), dtype=bool)
+        self.spent = np.zeros(len(tests))
+        self.boundary = np.full(len(tests), math.inf)
         self.interim = 0
 
     def update(self, block: NDArray[np.float64], open_tests: NDArray[np.bool_]) -> NDArray[np.bool_]:
@@ -247,7 +263,8 @@ class WelchReference:
         self.boundary[:] = math.inf
         todo = np.flatnonzero(open_tests & ~self.crossed)
         if todo.size:
-            used = np.unique(np.concatenate([self.implies[p] for p in todo]))
+            needed = np.unique(self._tests[todo])
+            used = np.unique(np.concatenate([self.groups[g] for g in needed]))
             z = np.zeros((len(self._first), b))
             first, second = self._first[used], self._second[used]
             sign = np.sign(self._sums[first] - self._sums[second])
@@ -255,11 +272,14 @@ class WelchReference:
             agents = np.unique(np.concatenate([first, second]))  # all still scored (their tests are open)
             skew = shared_skewness(self._history[agents])
             z[used] = np.abs(hall_transform(z_signed, difference_skewness(self._history, first, second, skew)))
-            for p in map(int, todo):
-                statistic = z[self.implies[p]].max(axis=0)
-                self.boundary[p], self.spent[p], crossed = spend_interim(
-                    statistic, self.alive[p], float(self.spent[p]), k=k, alpha=self.alpha, n_interims=self.k_max)
-                self.crossed[p] = crossed
+            largest = np.zeros((len(self.groups), b))  # per group (the groups no open test holds: unused)
+            for g in needed:
+                largest[g] = z[self.groups[g]].max(axis=0)
+            for rows in row_chunks(todo, self._tests.shape[1], b):
+                alive, spent = self.alive[rows], self.spent[rows]
+                self.boundary[rows], self.crossed[rows] = spend_interim(
+                    largest[self._tests[rows]].max(axis=1), alive, spent, k=k, alpha=self.alpha, n_interims=self.k_max)
+                self.alive[rows], self.spent[rows] = alive, spent
         self.interim = k
         return self.crossed.copy()
 
