@@ -7,6 +7,7 @@ Every choice is a pure function of a secret, committed and revealed key and a na
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import hmac
 import secrets
@@ -84,10 +85,16 @@ def _rng(seed: Entropy, stream: int, *index: int) -> np.random.Generator:
     return np.random.default_rng([*seed, stream, *index])
 
 
+@functools.lru_cache(maxsize=4096)
+def _permutation(seed: Entropy, stream: int, index: tuple[int, ...], size: int) -> tuple[int, ...]:
+    """``_rng(seed, stream, *index).permutation(size)``, drawn once (a schedule asks for it again and again)."""
+    return tuple(int(i) for i in _rng(seed, stream, *index).permutation(size))
+
+
 def _cycled(seed: Entropy, stream: int, key: int, size: int, k: int) -> int:
     """Index of the ``k``-th (1-based) item of endless independent shuffles of ``range(size)``."""
     cycle, position = divmod(k - 1, size)
-    return int(_rng(seed, stream, key, cycle).permutation(size)[position])
+    return _permutation(seed, stream, (key, cycle), size)[position]
 
 
 class Plan:
@@ -125,8 +132,8 @@ class Plan:
         self._session_labels = self._labels()
 
     def _labels(self, *index: int) -> dict[str, str]:
-        permutation = _rng(self._entropy, STREAM_LABELS, *index).permutation(len(self.config.policies))
-        return {policy: LABELS[int(slot)] for policy, slot in zip(self.config.policies, permutation)}
+        permutation = _permutation(self._entropy, STREAM_LABELS, index, len(self.config.policies))
+        return {policy: LABELS[slot] for policy, slot in zip(self.config.policies, permutation)}
 
     def label(self, policy: str, round_number: int) -> str:
         """The blinded label of ``policy`` in round ``round_number`` (see ``blinding``)."""

@@ -109,11 +109,8 @@ class Schedule:
         return tuple(pairs)
 
     def round_members(self) -> dict[int, set[str]]:
-        """The policies of every round so far (O(trials), once per round)."""
-        members: dict[int, set[str]] = {}
-        for record in self.book.trials.values():
-            members.setdefault(record.round, set()).add(record.policy)
-        return members
+        """The policies of every round so far."""
+        return self.book.rounds
 
     def ucb_weights(self, pairs: tuple[tuple[str, str], ...]) -> dict[str, float] | None:
         """``ab_pairing: ucb``: each policy's :meth:`~.plan.Plan.ucb_weight` after its rounds so far."""
@@ -282,7 +279,7 @@ class Schedule:
 
     def round_labels(self, round_number: int) -> tuple[str, ...]:
         """Labels of the policies of round ``round_number``: requested so far, or still in its queue."""
-        policies = {r.policy for r in self.book.trials.values() if r.round == round_number}
+        policies = set(self.book.rounds.get(round_number, ()))
         if self.state.round == round_number:
             policies.update(self.state.queue)
         return tuple(sorted(self.plan.label(p, round_number) for p in policies))

@@ -113,6 +113,8 @@ class TrialBook:
         self.n_voided = 0
         #: (policy, task or None) -> [effective scores, successes, sum of progress], kept by :meth:`apply`.
         self._totals: dict[tuple[str, str | None], list[float]] = {}
+        #: round -> the policies requested in it, kept by :meth:`apply`.
+        self.rounds: dict[int, set[str]] = {}
 
     def apply(self, event: Event) -> None:
         """Fold one event (events of other kinds are ignored)."""
@@ -126,6 +128,7 @@ class TrialBook:
                 str(p["initial_condition"]), str(p["token"]),
                 None if p.get("rerun_of") is None else int(p["rerun_of"]),
             )
+            self.rounds.setdefault(self.trials[trial_id].round, set()).add(self.trials[trial_id].policy)
             return
         if kind not in ("reset_confirmed", "runner_result", "score_held", "score_accepted", "post_decision_score",
                         "correction", "void"):

@@ -229,7 +229,7 @@ class ClosedAdaStop:
         # are exact ties, counted as no exceedance on every machine.
         z = np.broadcast_to(scores.reshape(-1)[positions][:, None], slot.shape).ravel()
         bins = slot.ravel()
-        # (weighted counts are float64; the stubs say int) (agent, path)
+        # (agent, path) sums; asarray: weighted counts are float64, which the stubs do not know
         s = np.asarray(np.bincount(bins, weights=z, minlength=width * b), dtype=np.float64).reshape(width, b)
         q = np.asarray(np.bincount(bins, weights=np.square(z), minlength=width * b), dtype=np.float64).reshape(width, b)
         if block in self._sums:
