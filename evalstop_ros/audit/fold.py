@@ -328,8 +328,8 @@ class VerifierState:
             self.request_positions[trial_id] = position
             self.request_stamps[trial_id] = event.stamp_ns
             self.last_requested = max(self.last_requested, trial_id)
-        book.trials[trial_id] = TrialRecord(
+        book.add(TrialRecord(
             trial_id, int(p.get("round", 0)), str(p.get("policy_id", "")), str(p.get("label", "")),
             str(p.get("task", "")), str(p.get("initial_condition", "")), str(p.get("token", "")),
             None if p.get("rerun_of") is None else int(p["rerun_of"]),
-        )
+        ))

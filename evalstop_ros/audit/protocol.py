@@ -283,48 +283,54 @@ class ProtocolChecks(VerifierState):
                                  pos)
         # acks: per trial, the multiset of (accepted, duplicate) answers equals the journaled outcomes
         if rec.acks:
-            outcomes: dict[int, list[tuple[bool, bool]]] = defaultdict(list)
+            answered_in_order: list[tuple[int, tuple[bool, bool]]] = []  # the journal's
             for event in self.events:  # a held score is answered once, when it is held (accepted)
                 if (event.kind in _SCORE_KINDS or event.kind == "score_held") and event.trial_id is not None \
                         and not _released(event):
-                    outcomes[event.trial_id].append((event.kind != "score_rejected", event.kind == "score_duplicate"))
-            for trial_id, _, _, _ in self.refused_scores().elements():
-                outcomes[trial_id].append((False, False))
-            answers: dict[int, list[tuple[bool, bool]]] = defaultdict(list)
-            for ack in rec.acks:
-                answers[ack.trial_id].append((ack.accepted, ack.duplicate))
+                    answered_in_order.append((event.trial_id, (event.kind != "score_rejected", event.kind == "score_duplicate")))
+                elif (refused_trial := _refused_trial(event)) is not None:
+                    answered_in_order.append((refused_trial, (False, False)))
+            recorded = Counter((ack.trial_id, (ack.accepted, ack.duplicate)) for ack in rec.acks)
             # score_ack is volatile: a recorder that matched the manager's publisher late never got
-            # the answers to the trials before the first one it recorded (a gap of the recording,
-            # not of the session; the journal stream, latched, is replayed to it in full)
-            first_answered = min((ack.trial_id for ack in rec.acks if ack.trial_id), default=0)
-            before_recording: list[int] = []
-            for trial_id in sorted(set(outcomes) | set(answers)):
-                if trial_id == 0 or sorted(outcomes.get(trial_id, [])) == sorted(answers.get(trial_id, [])):
-                    continue
-                if not outcomes.get(trial_id) and all(not a for a, _ in answers[trial_id]):
-                    continue  # rejected scores for unknown trials are journaled without a trial id
-                if not answers.get(trial_id) and trial_id < first_answered:
-                    before_recording.append(trial_id)
-                    continue
+            # the answers journaled before the first one it recorded (a gap of the recording, not of
+            # the session; the journal stream, latched, is replayed to it in full)
+            unanswered, before_recording, started = Counter(recorded), set(), False
+            outcomes: dict[int, list[tuple[bool, bool]]] = defaultdict(list)
+            missing: set[int] = set()
+            for trial_id, answer in answered_in_order:
+                outcomes[trial_id].append(answer)
+                if unanswered[(trial_id, answer)] > 0:
+                    unanswered[(trial_id, answer)] -= 1
+                    started = True
+                elif started:
+                    missing.add(trial_id)
+                else:
+                    before_recording.add(trial_id)
+            answers: dict[int, list[tuple[bool, bool]]] = defaultdict(list)
+            for (trial_id, answer), count in recorded.items():
+                answers[trial_id] += [answer] * count
+            extra = {trial_id for (trial_id, answer), count in unanswered.items() if count > 0
+                     and trial_id != 0 and not (not outcomes.get(trial_id) and not answer[0])}
+            # (rejected scores for unknown trials are journaled without a trial id)
+            for trial_id in sorted(missing | extra):
                 self.violate("ack_mismatch", [trial_id], f"trial {trial_id}: score_ack answers "
-                             f"{answers.get(trial_id, [])} (accepted, duplicate) but the journal has "
-                             f"{outcomes.get(trial_id, [])}")
+                             f"{sorted(answers.get(trial_id, []))} (accepted, duplicate) but the journal has "
+                             f"{sorted(outcomes.get(trial_id, []))}")
             if before_recording:
                 self.notes.append(f"score_ack was recorded from its first answer on: the answers to trial(s) "
-                                  f"{', '.join(map(str, before_recording))} came before it (a recording gap; the "
-                                  "journal stream holds their outcomes)")
+                                  f"{', '.join(map(str, sorted(before_recording)))} came before it (a recording gap; "
+                                  "the journal stream holds their outcomes)")
         return unmatched
 
     def refused_scores(self) -> Counter[tuple[int, str, object, object]]:
         """``trial_score`` messages journaled as ``message_rejected`` (trial, scorer, success, progress)."""
         out: Counter[tuple[int, str, object, object]] = Counter()
         for event in self.events:
-            if event.kind == "message_rejected" and event.payload.get("message") == "trial_score":
-                summary = event.payload.get("summary") or {}
-                fields = summary.get("fields") or {} if isinstance(summary, dict) else {}
-                trial_id = fields.get("trial_id")
-                if isinstance(trial_id, int) and not isinstance(trial_id, bool):
-                    out[(trial_id, str(summary.get("operator", "")), fields.get("success"), fields.get("progress"))] += 1
+            trial_id = _refused_trial(event)
+            if trial_id is not None:
+                summary = event.payload["summary"]
+                fields = summary.get("fields") or {}
+                out[(trial_id, str(summary.get("operator", "")), fields.get("success"), fields.get("progress"))] += 1
         return out
 
     def auto_scorer(self, operator: str) -> bool:
@@ -348,6 +354,16 @@ class ProtocolChecks(VerifierState):
                              f"{s.n} ran at alpha {s.alpha:g}, the configuration gives {alpha:g} (changed "
                              "mid-session?)", s.position, s.stamp_ns, data=False)
                 return
+
+
+def _refused_trial(event: Event) -> int | None:
+    """The trial a ``trial_score`` journaled as ``message_rejected`` names (None for any other event)."""
+    if event.kind != "message_rejected" or event.payload.get("message") != "trial_score":
+        return None
+    summary = event.payload.get("summary") or {}
+    fields = summary.get("fields") or {} if isinstance(summary, dict) else {}
+    trial_id = fields.get("trial_id")
+    return trial_id if isinstance(trial_id, int) and not isinstance(trial_id, bool) else None
 
 
 def _released(event: Event) -> bool:

@@ -123,12 +123,11 @@ class TrialBook:
             trial_id = event.trial_id
             if trial_id != len(self.trials) + 1:
                 raise JournalError(f"event {event.seq}: trial {trial_id} requested, expected trial {len(self.trials) + 1}")
-            self.trials[trial_id] = TrialRecord(
+            self.add(TrialRecord(
                 trial_id, int(p["round"]), str(p["policy_id"]), str(p["label"]), str(p["task"]),
                 str(p["initial_condition"]), str(p["token"]),
                 None if p.get("rerun_of") is None else int(p["rerun_of"]),
-            )
-            self.rounds.setdefault(self.trials[trial_id].round, set()).add(self.trials[trial_id].policy)
+            ))
             return
         if kind not in ("reset_confirmed", "runner_result", "score_held", "score_accepted", "post_decision_score",
                         "correction", "void"):
@@ -165,6 +164,11 @@ class TrialBook:
             self._count(record, -1)
             record.voided = True
             record.score = None
+
+    def add(self, record: TrialRecord) -> None:
+        """Enter a requested trial (its round's policies too)."""
+        self.trials[record.trial_id] = record
+        self.rounds.setdefault(record.round, set()).add(record.policy)
 
     def _count(self, record: TrialRecord, sign: int) -> None:
         """Add (``sign`` 1) or remove (-1) ``record``'s effective score in the running totals."""

@@ -148,3 +148,22 @@ def test_request_missing_from_the_wire_is_a_recording_gap(recordings: dict[str, 
     report = audit(bag(tmp_path / "bag", messages, storage))
     assert report.verified, [v.message for v in report.violations]
     assert any(f"trial_request of trial(s) {trial} not recorded" in note for note in report.notes), report.notes
+
+
+def test_answers_before_the_first_recorded_are_a_recording_gap_and_a_lost_one_after_is_not(
+        recordings: dict[str, list[Message]], tmp_path: pathlib.Path) -> None:
+    """score_ack is volatile: a recorder that matched the manager's publisher late lacks the answers
+    journaled before the first one it recorded (journal order: two arms answer out of trial order, and
+    a trial answered twice may lose its first answer only): a gap of the recording, noted; an answer
+    missing after it is a mismatch naming its trial."""
+    messages = recordings["operator"]
+    acks = [m for m in messages if m.topic == "score_ack"]
+    late = [m for m in messages if not any(m is a for a in acks[:3])]  # the first three answers lost
+    report = audit(bag(tmp_path / "late", late, "mcap"))
+    assert report.verified, [v.message for v in report.violations]
+    assert any(note.startswith("score_ack was recorded from its first answer on: the answers to trial(s) "
+                               f"{', '.join(str(a.msg.trial_id) for a in acks[:3])} came before it") for note in report.notes)
+    lost = acks[5].msg.trial_id
+    report = audit(bag(tmp_path / "lost", [m for m in messages if m is not acks[5]], "mcap"))
+    assert not report.verified and {v.code for v in report.violations} == {"ack_mismatch"}
+    assert report.named_trials == (lost,), [v.message for v in report.violations]
