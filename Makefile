@@ -208,8 +208,8 @@ demo-hub-ros: venv ros
 # docs/testing.md.
 # `make test ROS_DISTROS=kilted`: the whole suite under Kilted only (the ROS tests of one
 # distribution; Jazzy's are the second). CI (.ci/run) runs both. A clean clone on the idle 2-core
-# machine: 11.4 min in all (the Kilted venv 1.3, then without ROS 9.2 beside the builds, then Kilted ROS
-# 5.5 and Jazzy ROS 1.3, serial 0.8); about 20 CPU-minutes (docs/testing.md, "Where the time goes").
+# machine: 10.0 min in all (the Kilted venv 1.4, then without ROS 8.1 beside the builds, then Kilted ROS
+# 4.8 and Jazzy ROS 1.1, serial 0.5); about 17.5 CPU-minutes (docs/testing.md, "Where the time goes").
 # EVALSTOP_ROS_TARGET / EVALSTOP_ROS_INSTALL: the build the ROS fixtures keep up to date and run.
 # The robot:=sim_policy session (minutes: real-time rollouts at 15 Hz) runs once: under Jazzy when
 # it runs, else under Kilted.
