@@ -113,7 +113,7 @@ class TrialBook:
         self.n_voided = 0
         #: (policy, task or None) -> [effective scores, successes, sum of progress], kept by :meth:`apply`.
         self._totals: dict[tuple[str, str | None], list[float]] = {}
-        #: round -> the policies requested in it, kept by :meth:`apply`.
+        #: round -> the policies requested in it, kept by :meth:`add`.
         self.rounds: dict[int, set[str]] = {}
 
     def apply(self, event: Event) -> None:
