@@ -290,13 +290,17 @@ class ProtocolChecks(VerifierState):
                     answered_in_order.append((event.trial_id, (event.kind != "score_rejected", event.kind == "score_duplicate")))
                 elif (refused_trial := _refused_trial(event)) is not None:
                     answered_in_order.append((refused_trial, (False, False)))
-            recorded = Counter((ack.trial_id, (ack.accepted, ack.duplicate)) for ack in rec.acks)
+            answers: dict[int, list[tuple[bool, bool]]] = defaultdict(list)
+            for ack in rec.acks:
+                answers[ack.trial_id].append((ack.accepted, ack.duplicate))
             # score_ack is volatile: a recorder that matched the manager's publisher late never got
             # the answers journaled before the first one it recorded (a gap of the recording, not of
             # the session; the journal stream, latched, is replayed to it in full)
-            unanswered, before_recording, started = Counter(recorded), set(), False
+            unanswered = Counter((trial_id, answer) for trial_id, given in answers.items() for answer in given)
             outcomes: dict[int, list[tuple[bool, bool]]] = defaultdict(list)
+            before_recording: set[int] = set()
             missing: set[int] = set()
+            started = False
             for trial_id, answer in answered_in_order:
                 outcomes[trial_id].append(answer)
                 if unanswered[(trial_id, answer)] > 0:
@@ -306,12 +310,9 @@ class ProtocolChecks(VerifierState):
                     missing.add(trial_id)
                 else:
                     before_recording.add(trial_id)
-            answers: dict[int, list[tuple[bool, bool]]] = defaultdict(list)
-            for (trial_id, answer), count in recorded.items():
-                answers[trial_id] += [answer] * count
-            extra = {trial_id for (trial_id, answer), count in unanswered.items() if count > 0
-                     and trial_id != 0 and not (not outcomes.get(trial_id) and not answer[0])}
-            # (rejected scores for unknown trials are journaled without a trial id)
+            # answers the journal lacks (rejected scores for unknown trials are journaled without a trial id)
+            extra = {trial_id for (trial_id, answer), count in unanswered.items()
+                     if count > 0 and trial_id != 0 and (outcomes.get(trial_id) or answer[0])}
             for trial_id in sorted(missing | extra):
                 self.violate("ack_mismatch", [trial_id], f"trial {trial_id}: score_ack answers "
                              f"{sorted(answers.get(trial_id, []))} (accepted, duplicate) but the journal has "

@@ -103,20 +103,16 @@ class Schedule:
             open_pairs = {frozenset((t.comparison.policy_a, t.comparison.policy_b)) for t in self.tests if not t.decided}
             pairs = [p for p in pairs if frozenset(p) in open_pairs]
         if self.config.ab_pairing == "fewest" and pairs:
-            rounds = collections.Counter(frozenset(m) for m in self.round_members().values())
+            rounds = collections.Counter(frozenset(m) for m in self.book.rounds.values())
             least = min(rounds[frozenset(p)] for p in pairs)
             pairs = [p for p in pairs if rounds[frozenset(p)] == least]
         return tuple(pairs)
-
-    def round_members(self) -> dict[int, set[str]]:
-        """The policies of every round so far."""
-        return self.book.rounds
 
     def ucb_weights(self, pairs: tuple[tuple[str, str], ...]) -> dict[str, float] | None:
         """``ab_pairing: ucb``: each policy's :meth:`~.plan.Plan.ucb_weight` after its rounds so far."""
         if self.config.ab_pairing != "ucb":
             return None
-        n = collections.Counter(p for m in self.round_members().values() for p in m)
+        n = collections.Counter(p for m in self.book.rounds.values() for p in m)
         return {p: self.plan.ucb_weight(n[p], self.config.ab_ucb_threshold) for pair in pairs for p in pair}
 
     def active_tasks(self) -> tuple[str, ...]:
