@@ -38,7 +38,8 @@ HELP = """\
   r LABEL      preferred label this round ('=')   u [WHY] undo the last recorded score
   i TEXT       A/B: the instruction you gave      v no    A/B: this pair is not valid (v yes)
   d            task done: end the episode now     x       EMERGENCY STOP (x off: release)
-  t N          score trial N next (several arms: every open trial's request is shown)
+  t N          score trial N next, whatever trial arrives meanwhile (several arms: every open
+               trial's request is shown)
   h            this help                          q       quit"""
 STATES = {SessionStatus.STATE_IDLE: "idle", SessionStatus.STATE_RUNNING: "running",
           SessionStatus.STATE_PAUSED: "PAUSED", SessionStatus.STATE_FINISHED: "FINISHED",
@@ -84,6 +85,10 @@ class TeleopScorer(QuickNode):
         self._sending = False  # a score or an undo is out, waiting for the manager's answer
         self._last_recorded = 0  # the trial whose score this terminal recorded last (what `u` voids)
         self._deferred: TrialRequest | None = None  # a trial that arrived meanwhile, shown after the ack
+        #: ``t N``: the trial the operator picked, scored next whatever trial arrives meanwhile; the
+        #: latest such arrival, shown once the pick is scored
+        self._picked: int | None = None
+        self._passed_over: TrialRequest | None = None
         self.progress: float | None = None
         self.note = ""
         self.preference = ""
@@ -115,16 +120,24 @@ class TeleopScorer(QuickNode):
                 self.open_requests[msg.trial_id] = msg
             if self.trial is not None and (msg.trial_id, msg.attempt) == (self.trial.trial_id, self.trial.attempt):
                 return
-            if self.trial is None or msg.round != self.trial.round:
-                self.instruction, self.pair_invalid = "", False
-            self.trial = msg
-            self._session_id = msg.session_id or self._session_id
-            self.progress, self.note, self.preference = None, "", ""
-            self._cond.notify_all()
-            if self._sending:  # shown after the answer to the score being sent
-                self._deferred = msg
-                return
-        self._show(msg)
+            passed_over = self._picked is not None and msg.trial_id not in (0, self._picked)
+            if passed_over:  # the operator's pick (t N) stays the trial scored next
+                self._passed_over = msg
+            else:
+                self._picked = None
+                if self.trial is None or msg.round != self.trial.round:
+                    self.instruction, self.pair_invalid = "", False
+                self.trial = msg
+                self._session_id = msg.session_id or self._session_id
+                self.progress, self.note, self.preference = None, "", ""
+                self._cond.notify_all()
+                if self._sending:  # shown after the answer to the score being sent
+                    self._deferred = msg
+                    return
+        if passed_over:
+            self.say(f"trial {msg.trial_id} (label {msg.label}) requested too: t {msg.trial_id} to score it")
+        else:
+            self._show(msg)
 
     def _show(self, msg: TrialRequest) -> None:
         if msg.trial_id == 0:
@@ -262,6 +275,7 @@ class TeleopScorer(QuickNode):
             chosen = self.open_requests.get(int(text)) if text.isdigit() else None
             if chosen is not None:
                 self.trial, self.progress, self.note, self.preference = chosen, None, "", ""
+                self._picked, self._passed_over = chosen.trial_id, None
             choices = ", ".join(str(t) for t in sorted(self.open_requests)) or "none"
         if chosen is None:
             self.say(f"t N: N one of the open trials ({choices}); found {text!r}")
@@ -294,6 +308,12 @@ class TeleopScorer(QuickNode):
         msg.header.stamp = self.get_clock().now().to_msg()
         with self._waiting_for_manager():
             self._send(msg, trial.session_id)
+            with self._cond:  # the pick is answered: a trial that arrived meanwhile is the next one
+                if self._picked == trial.trial_id:
+                    self._picked, later, self._passed_over = None, self._passed_over, None
+                    if later is not None:
+                        self.trial = self._deferred = later
+                        self.progress, self.note, self.preference = None, "", ""
 
     @contextlib.contextmanager
     def _waiting_for_manager(self) -> Iterator[None]:
